@@ -1,0 +1,136 @@
+// Command mcpgate is the MCP gateway: one endpoint in front of many MCP
+// servers. main only parses the subcommand, wires components and maps
+// errors to exit codes; each subcommand lives in its own file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=...".
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// command is one subcommand.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// usageError is a command-line mistake: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+const usage = `mcpgate: one MCP endpoint in front of many MCP servers.
+
+Usage:
+  mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
+  mcpgate stdio    --config FILE                   serve MCP over stdin/stdout
+  mcpgate validate --config FILE                   check a config file, serve nothing
+  mcpgate version                                  print the version
+
+Common flags: --log-format json|text (default text), --log-level debug|info|warn|error (default info).
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var cmd command
+	switch args[0] {
+	case "serve":
+		cmd = &serveCommand{stderr: stderr}
+	case "stdio":
+		cmd = &stdioCommand{stdin: os.Stdin, stdout: stdout, stderr: stderr}
+	case "validate":
+		cmd = &validateCommand{stdout: stdout}
+	case "version":
+		cmd = &versionCommand{stdout: stdout}
+	default:
+		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.Run(ctx, args[1:]); err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(stderr, "mcpgate %s: %v\n", args[0], err)
+			}
+			return 2
+		}
+		fmt.Fprintf(stderr, "mcpgate %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// logFlags are shared by the commands that run the gateway.
+type logFlags struct {
+	format string
+	level  string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "text", "log format: json or text")
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// logger builds the process logger; logs always go to stderr (stdout may
+// be the MCP channel).
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, &usageError{fmt.Sprintf("--log-level: unknown level %q", l.level)}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(l.format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, &usageError{fmt.Sprintf("--log-format: want json or text, got %q", l.format)}
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}

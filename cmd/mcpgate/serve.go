@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+)
+
+// drainTimeout bounds how long shutdown waits for in-flight calls.
+const drainTimeout = 10 * time.Second
+
+type serveCommand struct {
+	stderr io.Writer
+	// ready, when set, receives the bound address (tests).
+	ready func(addr string)
+}
+
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fs.String("config", "", "config file (required)")
+	listen := fs.String("listen", "", "listen address (overrides the config's listen)")
+	var lf logFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return &usageError{"--config is required"}
+	}
+	log, err := lf.logger(c.stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	g := gateway.New(gateway.Options{Config: cfg, Logger: log, Version: version()})
+	g.Start(ctx)
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("mcpgate serving", "addr", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers), "version", version())
+	if c.ready != nil {
+		c.ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		_ = g.Close(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight calls", "budget", drainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	g.Shutdown()
+	if err := srv.Shutdown(dctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("http shutdown", "error", err)
+	}
+	_ = srv.Close()
+	if err := g.Close(dctx); err != nil {
+		log.Warn("stopping upstreams", "error", err)
+	}
+	log.Info("stopped")
+	return nil
+}

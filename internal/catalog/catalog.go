@@ -1,0 +1,348 @@
+// Package catalog owns the gateway's cached view of what each upstream
+// offers: its tools, prompts, resources and resource templates, fetched with
+// pagination, cached per upstream, and invalidated by list_changed
+// notifications or a new upstream session. It also answers the lookups the
+// gateway routes by: a tool or prompt by upstream name, a resource URI to
+// the server that serves it.
+//
+// Items stay raw JSON: the catalog reads only the name (or uri /
+// uriTemplate) of each item and never rewrites anything; namespacing is the
+// gateway's job. It does not know callers or policy.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// Kind is one of the four listable collections.
+type Kind int
+
+const (
+	Tools Kind = iota
+	Prompts
+	Resources
+	Templates
+	numKinds
+)
+
+var kindInfo = [numKinds]struct {
+	method, field, key string
+}{
+	Tools:     {mcpwire.MethodToolsList, "tools", "name"},
+	Prompts:   {mcpwire.MethodPromptsList, "prompts", "name"},
+	Resources: {mcpwire.MethodResourcesList, "resources", "uri"},
+	Templates: {mcpwire.MethodResourceTemplates, "resourceTemplates", "uriTemplate"},
+}
+
+func (k Kind) String() string { return kindInfo[k].field }
+
+// Field is the result field that holds the list ("tools", ...).
+func (k Kind) Field() string { return kindInfo[k].field }
+
+// Item is one entry of an upstream list.
+type Item struct {
+	Server string
+	Key    string          // name for tools/prompts, uri or uriTemplate for resources
+	Raw    json.RawMessage // the item exactly as the upstream sent it
+}
+
+// Sessions gives the catalog a live session per upstream.
+type Sessions interface {
+	Session(ctx context.Context, server string) (upstream.Session, error)
+}
+
+// DefaultPageCap bounds one pagination walk (C8.3).
+const DefaultPageCap = 100
+
+// ErrIncomplete reports a pagination walk that did not finish cleanly.
+var ErrIncomplete = errors.New("incomplete list walk")
+
+// Catalog caches upstream lists. Safe for concurrent use.
+type Catalog struct {
+	sessions Sessions
+	log      *slog.Logger
+	pageCap  int
+
+	mu      sync.Mutex
+	entries map[string]*[numKinds]*list
+}
+
+type list struct {
+	gen     uint64
+	loaded  bool
+	items   []Item
+	byKey   map[string]int
+	tmpl    []*regexp.Regexp // Templates only, parallel to items
+	loading chan struct{}
+	err     error
+}
+
+// New returns a catalog reading through sessions.
+func New(sessions Sessions, log *slog.Logger) *Catalog {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Catalog{sessions: sessions, log: log, pageCap: DefaultPageCap, entries: map[string]*[numKinds]*list{}}
+}
+
+func (c *Catalog) slot(server string, k Kind) *list {
+	e := c.entries[server]
+	if e == nil {
+		e = &[numKinds]*list{}
+		c.entries[server] = e
+	}
+	if e[k] == nil {
+		e[k] = &list{}
+	}
+	return e[k]
+}
+
+// Invalidate drops the cached list of one kind for server; the next read
+// fetches it again.
+func (c *Catalog) Invalidate(server string, k Kind) {
+	c.mu.Lock()
+	l := c.slot(server, k)
+	l.gen++
+	l.loaded = false
+	c.mu.Unlock()
+}
+
+// InvalidateServer drops every cached list of server.
+func (c *Catalog) InvalidateServer(server string) {
+	for k := Kind(0); k < numKinds; k++ {
+		c.Invalidate(server, k)
+	}
+}
+
+// List returns server's items of kind k sorted by key, fetching them when
+// not cached. Concurrent callers share one fetch.
+func (c *Catalog) List(ctx context.Context, server string, k Kind) ([]Item, error) {
+	l, err := c.get(ctx, server, k)
+	if err != nil {
+		return nil, err
+	}
+	return l.items, nil
+}
+
+// Lookup finds the item of kind k with the given key (name or uri).
+func (c *Catalog) Lookup(ctx context.Context, server string, k Kind, key string) (Item, bool, error) {
+	l, err := c.get(ctx, server, k)
+	if err != nil {
+		return Item{}, false, err
+	}
+	i, ok := l.byKey[key]
+	if !ok {
+		return Item{}, false, nil
+	}
+	return l.items[i], true, nil
+}
+
+// MatchTemplate reports whether uri matches one of server's resource
+// templates.
+func (c *Catalog) MatchTemplate(ctx context.Context, server, uri string) (bool, error) {
+	l, err := c.get(ctx, server, Templates)
+	if err != nil {
+		return false, err
+	}
+	for _, re := range l.tmpl {
+		if re != nil && re.MatchString(uri) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error) {
+	for {
+		c.mu.Lock()
+		l := c.slot(server, k)
+		if l.loaded {
+			c.mu.Unlock()
+			return l, nil
+		}
+		if ch := l.loading; ch != nil {
+			c.mu.Unlock()
+			select {
+			case <-ch:
+				c.mu.Lock()
+				err := l.err
+				c.mu.Unlock()
+				if err != nil {
+					return nil, err
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		l.loading = ch
+		gen := l.gen
+		c.mu.Unlock()
+
+		// The fetch is shared, so it must not die with the first caller.
+		items, err := c.fetch(context.WithoutCancel(ctx), server, k)
+		c.mu.Lock()
+		l.loading = nil
+		l.err = err
+		if err == nil {
+			fresh := &list{gen: l.gen, items: items, byKey: make(map[string]int, len(items)), loaded: l.gen == gen}
+			for i, it := range items {
+				fresh.byKey[it.Key] = i
+			}
+			if k == Templates {
+				fresh.tmpl = make([]*regexp.Regexp, len(items))
+				for i, it := range items {
+					fresh.tmpl[i] = templateRegexp(it.Key)
+				}
+			}
+			c.entries[server][k] = fresh
+			l = fresh
+		}
+		close(ch)
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+func hasCap(caps mcpwire.ServerCaps, k Kind) bool {
+	switch k {
+	case Tools:
+		return caps.Tools
+	case Prompts:
+		return caps.Prompts
+	default:
+		return caps.Resources
+	}
+}
+
+// fetch walks the upstream's pages (C8.1, C8.3).
+func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, error) {
+	sess, err := c.sessions.Session(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	if !hasCap(sess.Info().Caps, k) {
+		return nil, nil
+	}
+	info := kindInfo[k]
+	var items []Item
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page >= c.pageCap {
+			return nil, fmt.Errorf("list %s of %s: %w: more than %d pages", info.field, server, ErrIncomplete, c.pageCap)
+		}
+		var params json.RawMessage
+		if cursor != "" {
+			params = append(append([]byte(`{"cursor":`), jsonrpc.String(cursor)...), '}')
+		}
+		res, err := sess.Call(ctx, info.method, params)
+		if err != nil {
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+				c.log.Debug("upstream does not implement list", "server", server, "method", info.method, "message", rpcErr.Message)
+				return nil, nil
+			}
+			return nil, fmt.Errorf("list %s of %s: %w", info.field, server, err)
+		}
+		arr, ok := jsonrpc.Get(res, info.field)
+		if !ok || len(arr) == 0 || arr[0] != '[' {
+			if string(arr) == "null" {
+				arr = []byte("[]")
+			} else {
+				return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse,
+					Err: fmt.Errorf("invalid MCP response: %s result has no %q array", info.method, info.field)}
+			}
+		}
+		var bad error
+		err = jsonrpc.Elements(arr, func(el []byte) bool {
+			key, ok := jsonrpc.GetString(el, info.key)
+			if !ok || key == "" {
+				bad = fmt.Errorf("invalid MCP response: %s item without %q", info.method, info.key)
+				return false
+			}
+			items = append(items, Item{Server: server, Key: key, Raw: json.RawMessage(el)})
+			return true
+		})
+		if err == nil {
+			err = bad
+		}
+		if err != nil {
+			return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse, Err: err}
+		}
+		next, _ := jsonrpc.GetString(res, "nextCursor")
+		if next == "" {
+			break
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("list %s of %s: %w: repeated cursor", info.field, server, ErrIncomplete)
+		}
+		seen[next] = true
+		cursor = next
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i].Key < items[j].Key })
+	// Duplicate keys from one upstream: keep the first, say so.
+	out := items[:0]
+	for i, it := range items {
+		if i > 0 && it.Key == items[i-1].Key {
+			c.log.Warn("upstream lists a duplicate item; keeping the first", "server", server, "kind", info.field, "key", it.Key)
+			continue
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// templateRegexp turns an RFC 6570 URI template into a regexp that matches
+// the URIs it can expand to. Simple expressions match one path segment;
+// reserved and multi-segment operators ({+x}, {/x}, {?x}, ...) match more.
+func templateRegexp(tmpl string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString("^")
+	for len(tmpl) > 0 {
+		i := strings.IndexByte(tmpl, '{')
+		if i < 0 {
+			b.WriteString(regexp.QuoteMeta(tmpl))
+			break
+		}
+		b.WriteString(regexp.QuoteMeta(tmpl[:i]))
+		j := strings.IndexByte(tmpl[i:], '}')
+		if j < 0 {
+			b.WriteString(regexp.QuoteMeta(tmpl[i:]))
+			break
+		}
+		expr := tmpl[i+1 : i+j]
+		switch {
+		case strings.HasPrefix(expr, "+"), strings.HasPrefix(expr, "#"):
+			b.WriteString(`.*`)
+		case strings.HasPrefix(expr, "/"), strings.HasPrefix(expr, "?"), strings.HasPrefix(expr, "&"),
+			strings.HasPrefix(expr, ";"), strings.HasPrefix(expr, "."):
+			b.WriteString(`.*`)
+		default:
+			b.WriteString(`[^/?#]*`)
+		}
+		tmpl = tmpl[i+j+1:]
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil
+	}
+	return re
+}

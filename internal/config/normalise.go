@@ -1,0 +1,66 @@
+package config
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// normalise puts expanded values in the form consumers compare against,
+// so that they need no trimming or case folding of their own.
+func (c *Config) normalise() error {
+	var errs errorList
+	c.Listen = strings.TrimSpace(c.Listen)
+	for i, o := range c.AllowedOrigins {
+		// Browsers send Origin lower-cased and without a trailing slash.
+		c.AllowedOrigins[i] = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(o), "/"))
+	}
+	for i, h := range c.AllowedHosts {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+			h = h[1 : len(h)-1]
+		}
+		c.AllowedHosts[i] = h
+	}
+	for _, name := range c.ServerNames() {
+		s, p := c.Servers[name], joinPath("servers", name)
+		if len(s.Headers) > 0 {
+			hs := make(map[string]string, len(s.Headers))
+			for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+				tk := strings.TrimSpace(k)
+				if _, dup := hs[tk]; dup {
+					errs.add(joinPath(p+".headers", tk), 0, "duplicate header")
+					continue
+				}
+				hs[tk] = strings.TrimSpace(s.Headers[k])
+			}
+			s.Headers = hs
+		}
+		s.Command = c.resolveCommand(s.Command)
+		if s.Cwd != "" {
+			s.Cwd = c.resolvePath(s.Cwd)
+		} else if s.Transport == TransportStdio {
+			// Run the server where its relative command was found, not
+			// wherever the gateway happened to be started.
+			s.Cwd = c.Dir
+		}
+	}
+	return errs.err()
+}
+
+// resolveCommand resolves a relative command path against Dir. A bare name
+// is left for PATH lookup when the server starts.
+func (c *Config) resolveCommand(cmd string) string {
+	if !strings.ContainsRune(cmd, '/') && !strings.ContainsRune(cmd, filepath.Separator) {
+		return cmd
+	}
+	return c.resolvePath(cmd)
+}
+
+func (c *Config) resolvePath(p string) string {
+	if c.Dir == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}

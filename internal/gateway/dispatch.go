@@ -1,0 +1,494 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// scope is what one downstream request carries through dispatch; it is the
+// origin attached to upstream calls, so that traffic the upstream sends
+// during the call comes back to this downstream.
+type scope struct {
+	g    *Gateway
+	sess *session // nil for a stateless request
+	rt   *route
+	out  sender // where messages related to this request go
+	caps mcpwire.ClientCaps
+}
+
+func (sc *scope) sessionID() string {
+	if sc.sess == nil {
+		return ""
+	}
+	return sc.sess.id[:8]
+}
+
+func errInvalidParams(format string, args ...any) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, format, args...)
+}
+
+// dispatch answers one request.
+func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	switch m.Method {
+	case mcpwire.MethodInitialize:
+		return g.initialize(ctx, sc, m.Params)
+	case mcpwire.MethodPing:
+		return json.RawMessage("{}"), nil
+	case mcpwire.MethodToolsList:
+		return g.list(ctx, sc, catalog.Tools, m.Params)
+	case mcpwire.MethodPromptsList:
+		return g.list(ctx, sc, catalog.Prompts, m.Params)
+	case mcpwire.MethodResourcesList:
+		return g.list(ctx, sc, catalog.Resources, m.Params)
+	case mcpwire.MethodResourceTemplates:
+		return g.list(ctx, sc, catalog.Templates, m.Params)
+	case mcpwire.MethodToolsCall:
+		return g.callNamed(ctx, sc, m, catalog.Tools)
+	case mcpwire.MethodPromptsGet:
+		return g.callNamed(ctx, sc, m, catalog.Prompts)
+	case mcpwire.MethodResourcesRead:
+		return g.resourceCall(ctx, sc, m)
+	case mcpwire.MethodResourcesSubscribe, mcpwire.MethodResourcesUnsubscribe:
+		return g.subscribe(ctx, sc, m)
+	case mcpwire.MethodCompletionComplete:
+		return g.complete(ctx, sc, m)
+	case mcpwire.MethodLoggingSetLevel:
+		return g.setLevel(ctx, sc, m.Params)
+	}
+	return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
+}
+
+func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *route, m *jsonrpc.Message) {
+	switch m.Method {
+	case mcpwire.NotifyInitialized:
+		if sess != nil {
+			sess.mu.Lock()
+			sess.initialized = true
+			sess.mu.Unlock()
+		}
+	case mcpwire.NotifyCancelled:
+		if sess == nil {
+			return
+		}
+		if id, ok := jsonrpc.Get(m.Params, "requestId"); ok {
+			if rid, err := jsonrpc.RawID(id); err == nil && rid.IsValid() {
+				sess.cancelCall(rid.Raw())
+			}
+		}
+	case mcpwire.NotifyRootsListChanged:
+		for _, server := range rt.servers {
+			if s, err := g.up.Session(ctx, server); err == nil {
+				_ = s.Notify(ctx, m.Method, m.Params)
+			}
+		}
+	default:
+		g.log.Debug("ignored downstream notification", "method", m.Method)
+	}
+}
+
+// sessions returns live upstream sessions of rt concurrently; failures are
+// logged and left out (S6.5, S6.6).
+func (g *Gateway) upstreamSessions(ctx context.Context, rt *route) map[string]upstream.Session {
+	out := make(map[string]upstream.Session, len(rt.servers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range rt.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := g.up.Session(ctx, name)
+			if err != nil {
+				g.log.Warn("upstream unavailable; left out", "server", name, "error", err)
+				return
+			}
+			mu.Lock()
+			out[name] = s
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	var p mcpwire.InitializeParams
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, errInvalidParams("Invalid params: %v", err)
+		}
+	}
+	if len(sc.rt.servers) == 0 {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route")
+	}
+	rev := mcpwire.Negotiate(p.ProtocolVersion)
+	caps := mcpwire.ParseClientCaps(p.Capabilities)
+	if sc.sess != nil {
+		sc.sess.mu.Lock()
+		sc.sess.rev = rev
+		sc.sess.caps = caps
+		sc.sess.clientName = p.ClientInfo.Name
+		sc.sess.clientVersion = p.ClientInfo.Version
+		sc.sess.mu.Unlock()
+		sc.caps = caps
+	}
+
+	sessions := g.upstreamSessions(ctx, sc.rt)
+	var merged mcpwire.ServerCaps
+	var instr []string
+	for _, name := range sc.rt.servers {
+		s, ok := sessions[name]
+		if !ok {
+			continue
+		}
+		info := s.Info()
+		merged = merged.Merge(info.Caps)
+		if info.HasInstructions && info.Instructions != "" {
+			if sc.rt.prefixed {
+				instr = append(instr, fmt.Sprintf("## %s (tools and prompts prefixed %q)\n%s", name, name+g.sep, info.Instructions))
+			} else {
+				instr = append(instr, info.Instructions)
+			}
+		}
+	}
+	if len(sessions) == 0 {
+		// Nothing reachable yet: tools are the least a client may list;
+		// list_changed tells it when upstreams arrive.
+		merged.Tools = true
+	}
+	capsObj := map[string]any{}
+	if merged.Tools {
+		capsObj["tools"] = map[string]any{"listChanged": true}
+	}
+	if merged.Prompts {
+		capsObj["prompts"] = map[string]any{"listChanged": true}
+	}
+	if merged.Resources {
+		capsObj["resources"] = map[string]any{"listChanged": true, "subscribe": merged.ResourcesSubscribe}
+	}
+	if merged.Logging {
+		capsObj["logging"] = map[string]any{}
+	}
+	if merged.Completions {
+		capsObj["completions"] = map[string]any{}
+	}
+	name := "mcpgate"
+	if !sc.rt.prefixed {
+		name = sc.rt.single
+	}
+	res := map[string]any{
+		"protocolVersion": rev,
+		"capabilities":    capsObj,
+		"serverInfo":      map[string]any{"name": name, "version": g.version},
+	}
+	if len(instr) > 0 {
+		res["instructions"] = strings.Join(instr, "\n\n")
+	}
+	b, _ := json.Marshal(res)
+	return b, nil
+}
+
+// pageCursor is the gateway's opaque cursor over a merged list.
+func encodeCursor(k catalog.Kind, offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(k.String() + ":" + strconv.Itoa(offset)))
+}
+
+func decodeCursor(k catalog.Kind, c string) (int, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, false
+	}
+	kind, off, ok := strings.Cut(string(b), ":")
+	if !ok || kind != k.String() {
+		return 0, false
+	}
+	n, err := strconv.Atoi(off)
+	return n, err == nil && n >= 0
+}
+
+// mergedList returns the route's items of kind k, server by server in
+// name order, each server's items by key. A server that fails to list is
+// left out and logged (S6.6).
+func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) []catalog.Item {
+	lists := make([][]catalog.Item, len(rt.servers))
+	var wg sync.WaitGroup
+	for i, name := range rt.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			items, err := g.cat.List(ctx, name, k)
+			if err != nil {
+				g.log.Warn("upstream list failed; left out", "server", name, "kind", k.String(), "error", err)
+				return
+			}
+			lists[i] = items
+		}()
+	}
+	wg.Wait()
+	var out []catalog.Item
+	seenURI := map[string]string{}
+	for _, l := range lists {
+		for _, it := range l {
+			if k == catalog.Resources {
+				if other, dup := seenURI[it.Key]; dup {
+					g.log.Error("resource URI claimed by two upstreams; keeping the first", "uri", it.Key, "kept", other, "dropped", it.Server)
+					continue
+				}
+				seenURI[it.Key] = it.Server
+			}
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	offset := 0
+	if c, ok := jsonrpc.GetString(params, "cursor"); ok && c != "" {
+		n, valid := decodeCursor(k, c)
+		if !valid {
+			return nil, errInvalidParams("Invalid cursor")
+		}
+		offset = n
+	}
+	items := g.mergedList(ctx, sc.rt, k)
+	if offset > len(items) {
+		offset = len(items)
+	}
+	end := min(offset+g.pageSize, len(items))
+	buf := make([]byte, 0, 256*(end-offset)+64)
+	buf = append(buf, `{"`...)
+	buf = append(buf, k.Field()...)
+	buf = append(buf, `":[`...)
+	rename := sc.rt.prefixed && (k == catalog.Tools || k == catalog.Prompts)
+	for i, it := range items[offset:end] {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		raw := []byte(it.Raw)
+		if rename {
+			if r, err := jsonrpc.Set(raw, "name", jsonrpc.String(g.exposed(sc.rt, it.Server, it.Key))); err == nil {
+				raw = r
+			}
+		}
+		buf = append(buf, raw...)
+	}
+	buf = append(buf, ']')
+	if end < len(items) {
+		buf = append(buf, `,"nextCursor":`...)
+		buf = append(buf, jsonrpc.String(encodeCursor(k, end))...)
+	}
+	buf = append(buf, '}')
+	return buf, nil
+}
+
+// callNamed forwards tools/call or prompts/get to the server that owns the
+// name, with the name and progress token rewritten.
+func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, *jsonrpc.Error) {
+	what := "tool"
+	if k == catalog.Prompts {
+		what = "prompt"
+	}
+	name, ok := jsonrpc.GetString(m.Params, "name")
+	if !ok || name == "" {
+		return nil, errInvalidParams("Invalid params: missing %s name", what)
+	}
+	server, upName, ok := g.split(sc.rt, name)
+	if !ok {
+		return nil, errInvalidParams("Unknown %s: %s", what, name)
+	}
+	if _, found, err := g.cat.Lookup(ctx, server, k, upName); err != nil {
+		return nil, g.faultError(server, err)
+	} else if !found {
+		// The same answer whether the server exists or not (no leak).
+		return nil, errInvalidParams("Unknown %s: %s", what, name)
+	}
+	params := m.Params
+	if upName != name {
+		p, err := jsonrpc.Set(params, "name", jsonrpc.String(upName))
+		if err != nil {
+			return nil, errInvalidParams("Invalid params")
+		}
+		params = p
+	}
+	return g.forward(ctx, sc, server, m.Method, params)
+}
+
+// forward sends a request upstream with progress-token mapping and the
+// request's scope as origin.
+func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok && len(tok) > 0 && string(tok) != "null" {
+		upTok := g.mintProgress(sc, tok)
+		defer g.progress.Delete(upTok)
+		p, err := jsonrpc.SetPath(params, []byte(upTok), "_meta", "progressToken")
+		if err != nil {
+			return nil, errInvalidParams("Invalid params")
+		}
+		params = p
+	}
+	sess, err := g.up.Session(ctx, server)
+	if err != nil {
+		return nil, g.faultError(server, err)
+	}
+	start := time.Now()
+	res, err := sess.Call(upstream.WithOrigin(ctx, sc), method, params)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			// The upstream's own error is relayed as it is.
+			return nil, rpcErr
+		}
+		g.log.Debug("upstream call failed", "server", server, "method", method, "error", err, "elapsed", time.Since(start))
+		return nil, g.faultError(server, err)
+	}
+	return res, nil
+}
+
+// routeURI finds the server for a resource URI: an exact resource, then a
+// matching template, then the only resource-capable server of the route.
+func (g *Gateway) routeURI(ctx context.Context, rt *route, uri string) (string, bool) {
+	for _, name := range rt.servers {
+		if _, found, err := g.cat.Lookup(ctx, name, catalog.Resources, uri); err == nil && found {
+			return name, true
+		}
+	}
+	for _, name := range rt.servers {
+		if ok, err := g.cat.MatchTemplate(ctx, name, uri); err == nil && ok {
+			return name, true
+		}
+	}
+	var only string
+	n := 0
+	for _, name := range rt.servers {
+		if s, err := g.up.Session(ctx, name); err == nil && s.Info().Caps.Resources {
+			only = name
+			n++
+		}
+	}
+	return only, n == 1
+}
+
+func resourceNotFound(uri string) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: mcpwire.CodeResourceNotFound, Message: "Resource not found", Data: data}
+}
+
+func (g *Gateway) resourceCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	uri, ok := jsonrpc.GetString(m.Params, "uri")
+	if !ok || uri == "" {
+		return nil, errInvalidParams("Invalid params: missing uri")
+	}
+	server, ok := g.routeURI(ctx, sc.rt, uri)
+	if !ok {
+		return nil, resourceNotFound(uri)
+	}
+	return g.forward(ctx, sc, server, m.Method, m.Params)
+}
+
+func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	ref, ok := jsonrpc.Get(m.Params, "ref")
+	if !ok {
+		return nil, errInvalidParams("Invalid params: missing ref")
+	}
+	typ, _ := jsonrpc.GetString(ref, "type")
+	var server string
+	params := m.Params
+	switch typ {
+	case "ref/prompt":
+		name, _ := jsonrpc.GetString(ref, "name")
+		s, upName, ok := g.split(sc.rt, name)
+		if !ok {
+			return nil, errInvalidParams("Unknown prompt: %s", name)
+		}
+		if _, found, err := g.cat.Lookup(ctx, s, catalog.Prompts, upName); err != nil {
+			return nil, g.faultError(s, err)
+		} else if !found {
+			return nil, errInvalidParams("Unknown prompt: %s", name)
+		}
+		server = s
+		if upName != name {
+			p, err := jsonrpc.SetPath(params, jsonrpc.String(upName), "ref", "name")
+			if err != nil {
+				return nil, errInvalidParams("Invalid params")
+			}
+			params = p
+		}
+	case "ref/resource":
+		uri, _ := jsonrpc.GetString(ref, "uri")
+		s, ok := g.routeURI(ctx, sc.rt, uri)
+		if !ok {
+			return nil, resourceNotFound(uri)
+		}
+		server = s
+	default:
+		return nil, errInvalidParams("Invalid params: unknown ref type %q", typ)
+	}
+	if s, err := g.up.Session(ctx, server); err == nil && !s.Info().Caps.Completions {
+		return json.RawMessage(`{"completion":{"values":[],"hasMore":false}}`), nil
+	}
+	return g.forward(ctx, sc, server, m.Method, params)
+}
+
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func levelIndex(l string) int {
+	for i, v := range logLevels {
+		if v == l {
+			return i
+		}
+	}
+	return -1
+}
+
+func (g *Gateway) setLevel(ctx context.Context, sc *scope, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	level, _ := jsonrpc.GetString(params, "level")
+	idx := levelIndex(level)
+	if idx < 0 {
+		return nil, errInvalidParams("Invalid params: unknown log level %q", level)
+	}
+	if sc.sess != nil {
+		sc.sess.mu.Lock()
+		sc.sess.logLevel = idx
+		sc.sess.mu.Unlock()
+	}
+	// Upstream sessions are shared, so each upstream gets the most verbose
+	// level any session asked for; the gateway filters per session.
+	for name, s := range g.upstreamSessions(ctx, sc.rt) {
+		if !s.Info().Caps.Logging {
+			continue
+		}
+		lvl := g.minLogLevel(name, idx)
+		if _, err := s.Call(ctx, mcpwire.MethodLoggingSetLevel, json.RawMessage(`{"level":"`+logLevels[lvl]+`"}`)); err != nil {
+			g.log.Debug("upstream logging/setLevel failed", "server", name, "error", err)
+		}
+	}
+	return json.RawMessage("{}"), nil
+}
+
+func (g *Gateway) minLogLevel(server string, floor int) int {
+	lvl := floor
+	g.sessions.Range(func(_, v any) bool {
+		s := v.(*session)
+		if !s.route.has(server) {
+			return true
+		}
+		s.mu.Lock()
+		if s.logLevel >= 0 && s.logLevel < lvl {
+			lvl = s.logLevel
+		}
+		s.mu.Unlock()
+		return true
+	})
+	return lvl
+}

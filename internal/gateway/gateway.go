@@ -1,0 +1,350 @@
+// Package gateway is mcpgate's ingress: it serves MCP to downstream clients
+// over streamable HTTP, legacy HTTP+SSE and stdio, and turns each message
+// into work on the upstreams.
+//
+//	HTTP/stdio -> gates (origin, host, protocol version, body size)
+//	           -> session (stateful by Mcp-Session-Id, or stateless)
+//	           -> dispatch (method -> handler)
+//	           -> catalog (merged, namespaced lists) / upstream (calls)
+//	           <- relay (progress, logs, list_changed, sampling, elicitation,
+//	              roots, cancellation) back to the downstream that caused it
+//
+// The gateway rewrites only what it must (names, ids, cursors, progress
+// tokens); everything else passes through as raw bytes. It must not log
+// tool arguments, cursors or credentials.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// Defaults.
+const (
+	DefaultPageSize    = 1000
+	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultDownstreamTimeout bounds a server-initiated request relayed to
+	// a downstream client (sampling and elicitation wait for a human).
+	DefaultDownstreamTimeout = 10 * time.Minute
+	keepAliveInterval        = 25 * time.Second
+)
+
+// Options configures a Gateway. The zero value of each field means its
+// documented default.
+type Options struct {
+	Config  *config.Config
+	Logger  *slog.Logger
+	Version string
+	// PageSize is the page size of merged lists (tools/list, ...).
+	PageSize int
+	// IdleTimeout ends stateful sessions with no traffic and nothing in flight.
+	IdleTimeout time.Duration
+	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
+	HTTPClient *http.Client
+}
+
+// Gateway serves the merged view of the configured upstreams.
+type Gateway struct {
+	cfg         *config.Config
+	log         *slog.Logger
+	version     string
+	sep         string
+	pageSize    int
+	idleTimeout time.Duration
+	serverNames []string
+	loopback    bool
+
+	up  *upstream.Manager
+	cat *catalog.Catalog
+
+	sessions sync.Map // id -> *session
+	nextID   atomic.Uint64
+
+	// pending server-initiated requests relayed to downstreams, by the id
+	// the gateway gave them.
+	pending sync.Map // string(raw id) -> chan *jsonrpc.Message
+	// progress tokens minted for upstream calls.
+	progress sync.Map // string(raw token) -> *progressRoute
+
+	subMu sync.Mutex
+	subs  map[subKey]int // upstream subscriptions, ref-counted
+
+	inflight sync.WaitGroup
+	closing  atomic.Bool
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// New builds a gateway and its upstream manager and catalog. Call Start to
+// launch upstreams and Close to stop them.
+func New(o Options) *Gateway {
+	cfg := o.Config
+	g := &Gateway{
+		cfg:         cfg,
+		log:         o.Logger,
+		version:     o.Version,
+		sep:         cfg.ToolNameSeparator,
+		pageSize:    o.PageSize,
+		idleTimeout: o.IdleTimeout,
+		serverNames: slices.Sorted(maps.Keys(cfg.Servers)),
+		subs:        map[subKey]int{},
+		stop:        make(chan struct{}),
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.sep == "" {
+		g.sep = config.DefaultSeparator
+	}
+	if g.pageSize <= 0 {
+		g.pageSize = DefaultPageSize
+	}
+	if g.idleTimeout <= 0 {
+		g.idleTimeout = DefaultIdleTimeout
+	}
+	if g.version == "" {
+		g.version = "dev"
+	}
+	g.loopback = isLoopbackListen(cfg.Listen)
+	g.up = upstream.NewManager(upstream.ManagerOptions{
+		Servers:       cfg.Servers,
+		ClientName:    "mcpgate",
+		ClientVersion: g.version,
+		// The gateway can relay all three when the downstream that caused a
+		// request declared them; otherwise it answers "not supported".
+		ClientCapabilities: json.RawMessage(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`),
+		Handler:            (*relay)(g),
+		Logger:             g.log,
+		HTTPClient:         o.HTTPClient,
+		OnSessionStart:     g.onUpstreamSession,
+	})
+	g.cat = catalog.New(g.up, g.log)
+	return g
+}
+
+// Start launches the upstreams (stdio processes start at once) and the
+// session janitor.
+func (g *Gateway) Start(ctx context.Context) {
+	g.up.Start(ctx)
+	go g.janitor()
+}
+
+// Upstreams exposes the upstream manager (health for admin and readiness).
+func (g *Gateway) Upstreams() *upstream.Manager { return g.up }
+
+// Shutdown stops accepting new work and ends the long-lived streams, so an
+// HTTP server's Shutdown can wait for the in-flight calls alone.
+func (g *Gateway) Shutdown() {
+	g.closing.Store(true)
+	g.stopOnce.Do(func() { close(g.stop) })
+}
+
+// Close stops accepting work, waits (bounded by ctx) for in-flight calls,
+// ends all sessions and stops the upstreams.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.Shutdown()
+	done := make(chan struct{})
+	go func() { g.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.log.Warn("shutdown: in-flight calls did not finish in time")
+	}
+	g.sessions.Range(func(_, v any) bool {
+		v.(*session).close()
+		return true
+	})
+	return g.up.Close()
+}
+
+// onUpstreamSession runs when an upstream session (re)starts: its lists may
+// have changed (a restarted process), so drop them and tell the sessions
+// that can see it.
+func (g *Gateway) onUpstreamSession(server string, info *upstream.InitInfo) {
+	g.cat.InvalidateServer(server)
+	g.resubscribe(server)
+	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
+		g.broadcastListChanged(server, k)
+	}
+}
+
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ServeHTTP routes every HTTP request of the gateway.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			g.log.Error("panic in handler", "panic", p, "path", r.URL.Path)
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "MCP request failed", "details": "internal error"})
+		}
+	}()
+	switch r.URL.Path {
+	case "/healthz":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	case "/readyz":
+		g.serveReady(w)
+		return
+	case "/enabled":
+		writeJSON(w, http.StatusOK, map[string]bool{"enabled": true})
+		return
+	}
+	if err := g.checkOriginHost(r); err != nil {
+		writeRPCError(w, http.StatusForbidden, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
+		return
+	}
+	if v := r.Header.Get(mcpwire.HeaderProtocolVersion); v != "" && !mcpwire.IsKnown(v) {
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Unsupported MCP-Protocol-Version %s; supported: %s", v, mcpwire.SupportedList()))
+		return
+	}
+	rt, unknown, ok := g.resolveRoute(r.URL.Path, r.Header.Get("X-Mcp-Servers"))
+	if !ok {
+		if len(unknown) > 0 {
+			writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unknown MCP server %q", unknown[0]))
+			return
+		}
+		http.NotFound(w, r)
+		return
+	}
+	_, kind := splitEndpoint(r.URL.Path)
+	switch kind {
+	case epSSE:
+		g.serveLegacySSE(w, r, rt)
+	case epSSEMessages:
+		g.serveLegacyMessage(w, r)
+	default:
+		switch r.Method {
+		case http.MethodPost:
+			g.servePost(w, r, rt)
+		case http.MethodGet:
+			g.serveGet(w, r)
+		case http.MethodDelete:
+			g.serveDelete(w, r)
+		case http.MethodOptions:
+			w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Allow", "GET, POST, DELETE")
+			writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		}
+	}
+}
+
+func (g *Gateway) serveReady(w http.ResponseWriter) {
+	health := g.up.Health()
+	ready := !g.closing.Load()
+	servers := map[string]any{}
+	for name, h := range health {
+		servers[name] = h
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "servers": servers})
+}
+
+// checkOriginHost applies S2.1: Origin allow-list and, on loopback, a Host
+// allow-list against DNS rebinding.
+func (g *Gateway) checkOriginHost(r *http.Request) error {
+	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) {
+		return errString("Invalid Origin header")
+	}
+	if g.loopback && !g.hostAllowed(r.Host) {
+		return errString("Invalid Host header")
+	}
+	return nil
+}
+
+func (g *Gateway) originAllowed(origin string) bool {
+	for _, o := range g.cfg.AllowedOrigins {
+		if o == "*" || strings.EqualFold(strings.TrimRight(o, "/"), strings.TrimRight(origin, "/")) {
+			return true
+		}
+	}
+	// A page served from loopback talking to a loopback gateway is the
+	// local-tools case (the Inspector); a remote page is not.
+	if g.loopback {
+		if i := strings.Index(origin, "://"); i >= 0 {
+			return isLoopbackHost(hostOnly(origin[i+3:]))
+		}
+	}
+	return false
+}
+
+func (g *Gateway) hostAllowed(host string) bool {
+	h := hostOnly(host)
+	if isLoopbackHost(h) {
+		return true
+	}
+	for _, a := range g.cfg.AllowedHosts {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, h) {
+			return true
+		}
+	}
+	return false
+}
+
+func hostOnly(hostport string) string {
+	if i := strings.IndexByte(hostport, '/'); i >= 0 {
+		hostport = hostport[:i]
+	}
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeRPCError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(jsonrpc.ID{}, e)))
+}

@@ -1,0 +1,434 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// readBody reads at most limit bytes; over the limit is errTooLarge.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge
+	}
+	return body, nil
+}
+
+var errTooLarge = errors.New("request body too large")
+
+func (g *Gateway) maxBody() int64 {
+	if g.cfg.MaxBodyBytes > 0 {
+		return g.cfg.MaxBodyBytes
+	}
+	return 4 << 20
+}
+
+// decodeBody parses one message or a batch. On failure it writes the
+// JSON-RPC error and returns ok=false.
+func decodeBody(w http.ResponseWriter, body []byte) (msgs []*jsonrpc.Message, batch, ok bool) {
+	if jsonrpc.IsBatch(body) {
+		ms, errs, err := jsonrpc.DecodeBatch(body)
+		if err != nil {
+			writeDecodeError(w, err)
+			return nil, true, false
+		}
+		for i, e := range errs {
+			if e != nil {
+				// One bad element fails the batch: answering part of it
+				// would leave the client guessing.
+				_ = i
+				writeDecodeError(w, e)
+				return nil, true, false
+			}
+		}
+		return ms, true, true
+	}
+	m, err := jsonrpc.Decode(body)
+	if err != nil {
+		writeDecodeError(w, err)
+		return nil, false, false
+	}
+	return []*jsonrpc.Message{m}, false, true
+}
+
+func writeDecodeError(w http.ResponseWriter, err error) {
+	var de *jsonrpc.DecodeError
+	if !errors.As(err, &de) {
+		de = &jsonrpc.DecodeError{Code: jsonrpc.CodeParseError, Reason: "Parse error"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(de.ID, de.RPCError())))
+}
+
+func acceptsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func acceptsJSON(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return a == "" || strings.Contains(a, "application/json") || strings.Contains(a, "*/*")
+}
+
+func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
+	if g.closing.Load() {
+		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+		return
+	}
+	body, err := readBody(r, g.maxBody())
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+				"Request body exceeds %d bytes", g.maxBody()))
+			return
+		}
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+		return
+	}
+	msgs, batch, ok := decodeBody(w, body)
+	if !ok {
+		return
+	}
+
+	var sess *session
+	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
+		// An unknown id (e.g. after a gateway restart) is dropped and the
+		// request served as new (S8.3), rather than a 400 loop.
+		sess = g.lookupSession(sid)
+	}
+	isInit := false
+	hasRequest := false
+	for _, m := range msgs {
+		if m.Method == mcpwire.MethodInitialize {
+			isInit = true
+		}
+		if m.IsRequest() {
+			hasRequest = true
+		}
+	}
+	if isInit && (batch || !msgs[0].IsRequest()) {
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Invalid Request: initialize must be sent alone"))
+		return
+	}
+	if sess != nil {
+		rt = sess.route
+	}
+	if !hasRequest {
+		for _, m := range msgs {
+			if m.IsResponse() {
+				g.deliverResponse(m)
+			} else {
+				g.handleNotification(r.Context(), sess, &rt, m)
+			}
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+
+	if isInit {
+		sess = g.newSession(rt)
+		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
+	} else if sess != nil {
+		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
+	}
+
+	ps := &postSender{w: w, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r)}
+	if sess != nil {
+		ps.fallback = sess
+	}
+	sc := &scope{g: g, sess: sess, rt: &rt, out: ps}
+	if sess != nil {
+		sc.caps = sess.scopeCaps()
+	}
+
+	var replies []*jsonrpc.Message
+	for _, m := range msgs {
+		switch {
+		case m.IsResponse():
+			g.deliverResponse(m)
+		case m.IsNotification():
+			g.handleNotification(r.Context(), sess, &rt, m)
+		default:
+			reply := g.serve(r.Context(), sc, m)
+			if reply != nil {
+				replies = append(replies, reply)
+			}
+		}
+	}
+	if isInit && (len(replies) != 1 || replies[0].Error != nil) {
+		// A failed initialize leaves no session behind.
+		sess.close()
+	}
+	if batch {
+		ps.finishBatch(replies)
+		return
+	}
+	if len(replies) == 1 {
+		ps.finish(replies[0])
+		return
+	}
+	ps.finish(nil)
+}
+
+// serve runs one request with in-flight accounting and cancellation.
+func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jsonrpc.Message {
+	g.inflight.Add(1)
+	defer g.inflight.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if sc.sess != nil {
+		sc.sess.begin(m.ID, cancel)
+		defer sc.sess.end(m.ID)
+	}
+	res, rpcErr := g.dispatch(ctx, sc, m)
+	if errors.Is(ctx.Err(), context.Canceled) && rpcErr != nil {
+		rpcErr = jsonrpc.NewError(-32800, "Request cancelled")
+	}
+	if rpcErr != nil {
+		return jsonrpc.NewErrorResponse(m.ID, rpcErr)
+	}
+	return jsonrpc.NewResult(m.ID, res)
+}
+
+// postSender answers one POST: JSON when nothing else has to be sent first,
+// an SSE stream as soon as a related message must go out before the reply.
+type postSender struct {
+	mu       sync.Mutex
+	w        http.ResponseWriter
+	canSSE   bool
+	jsonOK   bool
+	started  bool // SSE headers written
+	done     bool
+	fallback *session
+}
+
+func (ps *postSender) startSSE() {
+	h := ps.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	ps.w.WriteHeader(http.StatusOK)
+	ps.started = true
+}
+
+func (ps *postSender) writeEvent(msg *jsonrpc.Message) error {
+	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Data: jsonrpc.Encode(msg)}))
+	if f, ok := ps.w.(http.Flusher); ok && err == nil {
+		f.Flush()
+	}
+	return err
+}
+
+func (ps *postSender) send(msg *jsonrpc.Message) error {
+	ps.mu.Lock()
+	if ps.done || !ps.canSSE {
+		ps.mu.Unlock()
+		if ps.fallback != nil && ps.fallback.notify(msg) {
+			return nil
+		}
+		return errStreamDone
+	}
+	defer ps.mu.Unlock()
+	if !ps.started {
+		ps.startSSE()
+	}
+	return ps.writeEvent(msg)
+}
+
+func (ps *postSender) finish(reply *jsonrpc.Message) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.done = true
+	if reply == nil {
+		if !ps.started {
+			ps.w.WriteHeader(http.StatusAccepted)
+		}
+		return
+	}
+	if ps.started {
+		_ = ps.writeEvent(reply)
+		return
+	}
+	if !ps.jsonOK && ps.canSSE {
+		ps.startSSE()
+		_ = ps.writeEvent(reply)
+		return
+	}
+	body := reply.Append(make([]byte, 0, 256))
+	ps.w.Header().Set("Content-Type", "application/json")
+	ps.w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	ps.w.WriteHeader(http.StatusOK)
+	_, _ = ps.w.Write(body)
+}
+
+func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.done = true
+	if len(replies) == 0 {
+		ps.w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	ps.w.Header().Set("Content-Type", "application/json")
+	ps.w.WriteHeader(http.StatusOK)
+	_, _ = ps.w.Write(jsonrpc.EncodeBatch(replies))
+}
+
+func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
+	if !acceptsSSE(r) {
+		writeRPCError(w, http.StatusNotAcceptable, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: client must accept text/event-stream"))
+		return
+	}
+	sid := r.Header.Get(mcpwire.HeaderSessionID)
+	if sid == "" {
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required"))
+		return
+	}
+	sess := g.lookupSession(sid)
+	if sess == nil {
+		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Session not found; send initialize"))
+		return
+	}
+	st := newStreamSender(false)
+	if !sess.attachStream(st) {
+		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Conflict: only one GET stream per session"))
+		return
+	}
+	defer sess.detachStream(st)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set(mcpwire.HeaderSessionID, sess.id)
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	st.run(r.Context(), w, g.stop)
+}
+
+func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get(mcpwire.HeaderSessionID)
+	if sid == "" {
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required"))
+		return
+	}
+	if sess := g.lookupSession(sid); sess != nil {
+		sess.close()
+	}
+	// Idempotent (S8.1): an unknown id is already terminated.
+	writeJSON(w, http.StatusOK, map[string]string{"message": "Session terminated successfully"})
+}
+
+// serveLegacySSE serves the 2024-11-05 HTTP+SSE transport's GET stream.
+func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt route) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		return
+	}
+	if g.closing.Load() {
+		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+		return
+	}
+	sess := g.newSession(rt)
+	st := newStreamSender(true)
+	sess.attachStream(st)
+	defer sess.close()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	endpoint := rt.path + "/sse/messages?session_id=" + sess.id
+	_, _ = w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "endpoint", Data: []byte(endpoint)}))
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	st.run(r.Context(), w, g.stop)
+}
+
+// serveLegacyMessage accepts a POST for a legacy SSE session; replies go
+// out on that session's stream.
+func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		return
+	}
+	sid := r.URL.Query().Get("session_id")
+	if sid == "" {
+		sid = r.URL.Query().Get("sessionId")
+	}
+	sess := g.lookupSession(sid)
+	if sess == nil {
+		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
+		return
+	}
+	body, err := readBody(r, g.maxBody())
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+				"Request body exceeds %d bytes", g.maxBody()))
+			return
+		}
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+		return
+	}
+	msgs, _, ok := decodeBody(w, body)
+	if !ok {
+		return
+	}
+	sess.mu.Lock()
+	st, _ := sess.stream.(*streamSender)
+	sess.mu.Unlock()
+	if st == nil {
+		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write([]byte("Accepted"))
+	for _, m := range msgs {
+		switch {
+		case m.IsResponse():
+			g.deliverResponse(m)
+		case m.IsNotification():
+			g.handleNotification(context.WithoutCancel(r.Context()), sess, &sess.route, m)
+		default:
+			sc := &scope{g: g, sess: sess, rt: &sess.route, out: st, caps: sess.scopeCaps()}
+			// The reply travels on the stream, so the call must outlive
+			// this POST; it ends with the session instead.
+			go func(m *jsonrpc.Message) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go func() {
+					select {
+					case <-st.done:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				if reply := g.serve(ctx, sc, m); reply != nil {
+					_ = st.send(reply)
+				}
+			}(m)
+		}
+	}
+}

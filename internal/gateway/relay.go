@@ -1,0 +1,306 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// progressRoute remembers where progress for a minted token goes.
+type progressRoute struct {
+	out   sender
+	token json.RawMessage // the downstream's own token
+}
+
+// mintProgress registers a gateway-unique progress token for an upstream
+// call and returns its JSON text. Downstream tokens are only unique per
+// client, and upstream sessions are shared.
+func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage) string {
+	tok := string(jsonrpc.String("mcpg-p-" + strconv.FormatUint(g.nextID.Add(1), 10)))
+	g.progress.Store(tok, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...)})
+	return tok
+}
+
+// relay is the gateway seen as the upstream package's Handler.
+type relay Gateway
+
+var _ upstream.Handler = (*relay)(nil)
+
+func (r *relay) HandleNotification(ctx context.Context, server string, origin any, msg *jsonrpc.Message) {
+	g := (*Gateway)(r)
+	sc, _ := origin.(*scope)
+	switch msg.Method {
+	case mcpwire.NotifyProgress:
+		tok, ok := jsonrpc.Get(msg.Params, "progressToken")
+		if !ok {
+			return
+		}
+		v, ok := g.progress.Load(string(tok))
+		if !ok {
+			return
+		}
+		pr := v.(*progressRoute)
+		params, err := jsonrpc.Set(msg.Params, "progressToken", pr.token)
+		if err != nil {
+			return
+		}
+		_ = pr.out.send(jsonrpc.NewNotification(msg.Method, params))
+	case mcpwire.NotifyMessage:
+		level, _ := jsonrpc.GetString(msg.Params, "level")
+		idx := levelIndex(level)
+		if sc != nil {
+			if sc.sess == nil || sc.sess.wantsLog(idx) {
+				_ = sc.out.send(msg)
+			}
+			return
+		}
+		g.forEachSession(server, func(s *session) {
+			if s.wantsLog(idx) {
+				s.notify(msg)
+			}
+		})
+	case mcpwire.NotifyToolsListChanged:
+		g.cat.Invalidate(server, catalog.Tools)
+		g.broadcastListChanged(server, catalog.Tools)
+	case mcpwire.NotifyPromptsListChanged:
+		g.cat.Invalidate(server, catalog.Prompts)
+		g.broadcastListChanged(server, catalog.Prompts)
+	case mcpwire.NotifyResourcesListChanged:
+		g.cat.Invalidate(server, catalog.Resources)
+		g.cat.Invalidate(server, catalog.Templates)
+		g.broadcastListChanged(server, catalog.Resources)
+	case mcpwire.NotifyResourceUpdated:
+		uri, _ := jsonrpc.GetString(msg.Params, "uri")
+		g.forEachSession(server, func(s *session) {
+			s.mu.Lock()
+			subscribed := s.subs[uri] == server
+			s.mu.Unlock()
+			if subscribed {
+				s.notify(msg)
+			}
+		})
+	case mcpwire.NotifyCancelled:
+		// Cancels a request the upstream sent us; the upstream package
+		// ends that handler's context, which cancels it downstream.
+	default:
+		if sc != nil {
+			_ = sc.out.send(msg)
+		}
+	}
+}
+
+func (s *session) wantsLog(idx int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logLevel < 0 || idx < 0 || idx >= s.logLevel
+}
+
+// forEachSession calls fn for each live session whose route includes server.
+func (g *Gateway) forEachSession(server string, fn func(*session)) {
+	g.sessions.Range(func(_, v any) bool {
+		s := v.(*session)
+		if s.route.has(server) {
+			fn(s)
+		}
+		return true
+	})
+}
+
+func (g *Gateway) broadcastListChanged(server string, k catalog.Kind) {
+	method := mcpwire.NotifyToolsListChanged
+	switch k {
+	case catalog.Prompts:
+		method = mcpwire.NotifyPromptsListChanged
+	case catalog.Resources, catalog.Templates:
+		method = mcpwire.NotifyResourcesListChanged
+	}
+	n := jsonrpc.NewNotification(method, nil)
+	g.forEachSession(server, func(s *session) { s.notify(n) })
+}
+
+// HandleRequest relays a server-initiated request to the downstream whose
+// call caused it, and carries the answer back.
+func (r *relay) HandleRequest(ctx context.Context, server string, origin any, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	g := (*Gateway)(r)
+	sc, _ := origin.(*scope)
+	if sc == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+			"%s is only available during a client request", msg.Method)
+	}
+	if !sc.caps.Allows(msg.Method) {
+		// A downstream that did not declare the capability never sees it.
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+			"Client does not support %s", msg.Method)
+	}
+	return g.askDownstream(ctx, sc, msg)
+}
+
+func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	id := jsonrpc.StringID("mcpg-" + strconv.FormatUint(g.nextID.Add(1), 10))
+	ch := make(chan *jsonrpc.Message, 1)
+	g.pending.Store(id.Raw(), ch)
+	defer g.pending.Delete(id.Raw())
+	if err := sc.out.send(jsonrpc.NewRequest(id, msg.Method, msg.Params)); err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Could not reach the client: %v", err)
+	}
+	t := time.NewTimer(DefaultDownstreamTimeout)
+	defer t.Stop()
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		params := append(append([]byte(`{"requestId":`), id.Raw()...), `,"reason":"cancelled by the server"}`...)
+		_ = sc.out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
+		return nil, jsonrpc.NewError(-32800, "Request cancelled")
+	case <-t.C:
+		return nil, jsonrpc.NewError(mcpwire.CodeRequestTimeout, "Client did not answer %s within %s", msg.Method, DefaultDownstreamTimeout)
+	}
+}
+
+// deliverResponse hands a downstream's reply to the relayed request
+// waiting for it.
+func (g *Gateway) deliverResponse(m *jsonrpc.Message) {
+	if v, ok := g.pending.LoadAndDelete(m.ID.Raw()); ok {
+		v.(chan *jsonrpc.Message) <- m
+		return
+	}
+	g.log.Debug("response to an unknown request dropped", "id", m.ID.String())
+}
+
+type subKey struct{ server, uri string }
+
+func (g *Gateway) subscribe(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	uri, ok := jsonrpc.GetString(m.Params, "uri")
+	if !ok || uri == "" {
+		return nil, errInvalidParams("Invalid params: missing uri")
+	}
+	server, ok := g.routeURI(ctx, sc.rt, uri)
+	if !ok {
+		return nil, resourceNotFound(uri)
+	}
+	if sc.sess == nil {
+		// Without a session there is nowhere to deliver updates.
+		return g.forward(ctx, sc, server, m.Method, m.Params)
+	}
+	sub := m.Method == mcpwire.MethodResourcesSubscribe
+	sc.sess.mu.Lock()
+	prev, had := sc.sess.subs[uri]
+	if sub {
+		sc.sess.subs[uri] = server
+	} else {
+		delete(sc.sess.subs, uri)
+	}
+	sc.sess.mu.Unlock()
+	switch {
+	case sub && !had:
+		if e := g.subscribeUpstream(ctx, sc, server, uri, m.Params); e != nil {
+			sc.sess.mu.Lock()
+			delete(sc.sess.subs, uri)
+			sc.sess.mu.Unlock()
+			return nil, e
+		}
+	case !sub && had:
+		g.unsubscribeUpstream(prev, uri)
+	}
+	return json.RawMessage("{}"), nil
+}
+
+func (g *Gateway) subscribeUpstream(ctx context.Context, sc *scope, server, uri string, params json.RawMessage) *jsonrpc.Error {
+	k := subKey{server, uri}
+	g.subMu.Lock()
+	g.subs[k]++
+	first := g.subs[k] == 1
+	g.subMu.Unlock()
+	if !first {
+		return nil
+	}
+	if _, e := g.forward(ctx, sc, server, mcpwire.MethodResourcesSubscribe, params); e != nil {
+		g.subMu.Lock()
+		if g.subs[k]--; g.subs[k] <= 0 {
+			delete(g.subs, k)
+		}
+		g.subMu.Unlock()
+		return e
+	}
+	return nil
+}
+
+func (g *Gateway) unsubscribeUpstream(server, uri string) {
+	k := subKey{server, uri}
+	g.subMu.Lock()
+	g.subs[k]--
+	last := g.subs[k] <= 0
+	if last {
+		delete(g.subs, k)
+	}
+	g.subMu.Unlock()
+	if !last {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s, err := g.up.Session(ctx, server); err == nil {
+			params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+			_, _ = s.Call(ctx, mcpwire.MethodResourcesUnsubscribe, params)
+		}
+	}()
+}
+
+// resubscribe renews upstream subscriptions on a new upstream session.
+func (g *Gateway) resubscribe(server string) {
+	g.subMu.Lock()
+	var uris []string
+	for k := range g.subs {
+		if k.server == server {
+			uris = append(uris, k.uri)
+		}
+	}
+	g.subMu.Unlock()
+	if len(uris) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := g.up.Session(ctx, server)
+		if err != nil {
+			return
+		}
+		for _, uri := range uris {
+			params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+			_, _ = s.Call(ctx, mcpwire.MethodResourcesSubscribe, params)
+		}
+	}()
+}
+
+// faultError maps an egress failure to the JSON-RPC error the downstream
+// sees: the cause in words (never secrets), the fault class (C6.6) and
+// the server in data.
+func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
+	kind := upstream.KindOf(err)
+	code := int64(jsonrpc.CodeInternalError)
+	msg := err.Error()
+	var ue *upstream.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return jsonrpc.NewError(-32800, "Request cancelled")
+	case kind == upstream.KindTimeout:
+		code = mcpwire.CodeRequestTimeout
+	case !errors.As(err, &ue):
+		msg = fmt.Sprintf("upstream %s: %v", server, err)
+	}
+	data, _ := json.Marshal(map[string]string{"fault": string(kind), "server": server})
+	return &jsonrpc.Error{Code: code, Message: msg, Data: data}
+}

@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// ParseServersInPath extracts the server names a request path names (S1.3).
+// It returns nil when the path names no server (the whole gateway).
+//
+//	/mcp, /mcp/sse, /mcp/sse/messages -> nil
+//	/<s>/mcp                           -> [s]
+//	/mcp/a,b and /mcp/a,b/tools        -> [a b]
+//	/mcp/custom_solutions/user_123/x   -> [custom_solutions/user_123]
+func ParseServersInPath(path string) []string {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	trimmed := strings.TrimRight(path, "/")
+	if trimmed == "/mcp/sse" || trimmed == "/mcp/sse/messages" {
+		return nil
+	}
+	var segs []string
+	for _, s := range strings.Split(path, "/") {
+		if s != "" {
+			segs = append(segs, s)
+		}
+	}
+	if len(segs) >= 2 && segs[1] == "mcp" && segs[0] != "mcp" {
+		return []string{segs[0]}
+	}
+	if len(segs) < 2 || segs[0] != "mcp" || !strings.HasPrefix(path, "/mcp/") {
+		return nil
+	}
+	rest := strings.Join(segs[1:], "/")
+	if strings.Contains(rest, ",") {
+		// A trailing path after the list (/mcp/a,b/tools) is not part of it.
+		if i := strings.LastIndex(rest, ","); i >= 0 {
+			if j := strings.IndexByte(rest[i:], '/'); j >= 0 {
+				rest = rest[:i+j]
+			}
+		}
+		var out []string
+		for _, s := range strings.Split(rest, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	// Single server: a name may contain one slash.
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) >= 2 {
+		return []string{parts[0] + "/" + parts[1]}
+	}
+	return []string{parts[0]}
+}
+
+// endpointKind is what a path asks for once its route is known.
+type endpointKind int
+
+const (
+	epStreamable  endpointKind = iota
+	epSSE                      // legacy GET stream
+	epSSEMessages              // legacy POST
+)
+
+// splitEndpoint separates a legacy-SSE suffix from a path:
+// /sse, /mcp/sse, /mcp/<s>/sse and /<s>/mcp/sse (each with /messages).
+func splitEndpoint(path string) (base string, kind endpointKind) {
+	p := strings.TrimRight(path, "/")
+	switch {
+	case strings.HasSuffix(p, "/sse/messages"):
+		return strings.TrimSuffix(p, "/sse/messages"), epSSEMessages
+	case strings.HasSuffix(p, "/sse"):
+		return strings.TrimSuffix(p, "/sse"), epSSE
+	case p == "/messages":
+		// Some clients post to /messages next to /sse.
+		return "", epSSEMessages
+	}
+	return p, epStreamable
+}
+
+// route is the set of upstreams a request addresses.
+type route struct {
+	servers  []string // sorted, unique, all configured
+	prefixed bool     // names carry "<server><sep>"; false on single-server routes
+	single   string   // the server of a single-server route
+	path     string   // base path used to build the legacy SSE endpoint
+}
+
+func (r route) has(server string) bool {
+	_, ok := slices.BinarySearch(r.servers, server)
+	return ok
+}
+
+// resolveRoute maps a URL path (and the x-mcp-servers header) to a route.
+// unknown lists names that are not configured servers.
+func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string, ok bool) {
+	base, _ := splitEndpoint(path)
+	rt.path = base
+	if base == "" || base == "/" || base == "/mcp" {
+		rt.servers = g.serverNames
+		rt.prefixed = true
+	} else {
+		names := ParseServersInPath(base + "/")
+		if names == nil {
+			return rt, nil, false
+		}
+		single := len(names) == 1 && !strings.Contains(strings.TrimPrefix(base, "/mcp/"), ",")
+		var list []string
+		for _, n := range names {
+			if n2, err := url.PathUnescape(n); err == nil {
+				n = n2
+			}
+			if !g.known(n) {
+				// "a/b" from the slash rule: our names have no slash, so
+				// "/mcp/notes/extra" means notes.
+				if i := strings.IndexByte(n, '/'); i > 0 && g.known(n[:i]) {
+					n = n[:i]
+				} else {
+					unknown = append(unknown, n)
+					continue
+				}
+			}
+			list = append(list, n)
+		}
+		if len(unknown) > 0 {
+			return rt, unknown, false
+		}
+		slices.Sort(list)
+		rt.servers = slices.Compact(list)
+		rt.prefixed = !single
+		if single {
+			rt.single = rt.servers[0]
+		}
+	}
+	if header = strings.TrimSpace(header); header != "" {
+		var narrowed []string
+		for _, s := range strings.Split(header, ",") {
+			if s = strings.TrimSpace(s); s != "" && rt.has(s) {
+				narrowed = append(narrowed, s)
+			}
+		}
+		slices.Sort(narrowed)
+		rt.servers = slices.Compact(narrowed)
+	}
+	return rt, nil, true
+}
+
+func (g *Gateway) known(name string) bool {
+	_, ok := g.cfg.Servers[name]
+	return ok
+}
+
+// exposed is the downstream name of an upstream tool or prompt.
+func (g *Gateway) exposed(rt *route, server, name string) string {
+	if !rt.prefixed {
+		return name
+	}
+	return server + g.sep + name
+}
+
+// split maps a downstream name back to (server, upstream name) within rt.
+func (g *Gateway) split(rt *route, name string) (server, upName string, ok bool) {
+	if !rt.prefixed {
+		if len(rt.servers) == 0 {
+			return "", "", false
+		}
+		return rt.servers[0], name, true
+	}
+	i := strings.Index(name, g.sep)
+	if i <= 0 {
+		return "", "", false
+	}
+	server, upName = name[:i], name[i+len(g.sep):]
+	if !rt.has(server) || upName == "" {
+		return "", "", false
+	}
+	return server, upName, true
+}

@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// parseServersTests is the S1.3 table plus edge cases; it seeds the fuzzer.
+var parseServersTests = []struct {
+	path string
+	want []string
+}{
+	// S1.3.
+	{"/mcp/sse", nil},
+	{"/mcp/sse/", nil},
+	{"/mcp/sse/messages", nil},
+	{"/mcp/sse/messages/", nil},
+	{"/github/mcp", []string{"github"}},
+	{"/github/mcp/", []string{"github"}},
+	{"/github/mcp/sse", []string{"github"}},
+	{"/mcp/a,b", []string{"a", "b"}},
+	{"/mcp/a,b/", []string{"a", "b"}},
+	{"/mcp/a,b/tools", []string{"a", "b"}},
+	{"/mcp/a,b/chat/completions", []string{"a", "b"}},
+	{"/mcp/a,b,c", []string{"a", "b", "c"}},
+	{"/mcp/a, b ,,c", []string{"a", "b", "c"}},
+	{"/mcp/custom_solutions/user_123/chat", []string{"custom_solutions/user_123"}},
+	{"/mcp/custom_solutions/user_123", []string{"custom_solutions/user_123"}},
+	{"/mcp/custom_solutions/user_123/chat/completions", []string{"custom_solutions/user_123"}},
+	{"/mcp/zapier", []string{"zapier"}},
+	{"/mcp/zapier/", []string{"zapier"}},
+	{"/mcp", nil},
+	{"/mcp/", nil},
+	{"/", nil},
+	{"", nil},
+	{"/other", nil},
+	{"/other/path/x", nil},
+
+	// Query strings and fragments are not part of the path.
+	{"/mcp?servers=a,b", nil},
+	{"/mcp/?x=1", nil},
+	{"/mcp/sse?sessionId=1", nil},
+	{"/mcp/sse/messages?session_id=abc", nil},
+	{"/mcp/zapier?x=a,b", []string{"zapier"}},
+	{"/mcp/zapier?x=/y/z", []string{"zapier"}},
+	{"/mcp/a,b?x=1", []string{"a", "b"}},
+	{"/mcp/a,b/tools?cursor=c/d", []string{"a", "b"}},
+	{"/github/mcp?x=1", []string{"github"}},
+	{"/mcp/zapier#frag,x", []string{"zapier"}},
+	{"/mcp/custom_solutions/user_123?x=1", []string{"custom_solutions/user_123"}},
+
+	// Edges.
+	{"mcp/zapier", nil},
+	{"//mcp/zapier", nil},
+	{"/mcp/mcp", []string{"mcp"}},
+	{"/mcp/,", nil},
+	{"/mcp/a/b,c", []string{"a/b", "c"}},
+}
+
+func TestParseServersInPath(t *testing.T) {
+	for _, tt := range parseServersTests {
+		got := ParseServersInPath(tt.path)
+		if diff := cmp.Diff(got, tt.want); diff != "" {
+			t.Errorf("ParseServersInPath(%q) (-got +want):\n%s", tt.path, diff)
+		}
+	}
+}
+
+func FuzzParseServersInPath(f *testing.F) {
+	for _, tt := range parseServersTests {
+		f.Add(tt.path, "x=1")
+	}
+	f.Add("/mcp/a,,/b,/", "")
+	f.Add("/mcp/%2Fetc,b/../x", "a=b,c")
+	f.Add("/a/mcp/b,c", "#")
+	f.Add(",/mcp", "0")
+	f.Fuzz(func(t *testing.T, path, query string) {
+		got := ParseServersInPath(path)
+		for _, name := range got {
+			if name == "" || strings.ContainsAny(name, "?#") {
+				t.Fatalf("ParseServersInPath(%q) = %q: bad name %q", path, got, name)
+			}
+			// In /mcp/<list> the comma separates names. (/<s>/mcp passes
+			// a comma through as part of <s>; resolveRoute rejects such a
+			// name as unknown.)
+			if strings.HasPrefix(path, "/mcp/") && strings.Contains(name, ",") {
+				t.Fatalf("ParseServersInPath(%q) = %q: name %q has a comma", path, got, name)
+			}
+		}
+		if got != nil && len(got) == 0 {
+			t.Fatalf("ParseServersInPath(%q) = empty non-nil slice", path)
+		}
+		// A query string never changes the answer.
+		if !strings.ContainsAny(path, "?#") {
+			withQuery := ParseServersInPath(path + "?" + query)
+			if diff := cmp.Diff(withQuery, got); diff != "" {
+				t.Fatalf("ParseServersInPath(%q) vs without query (-got +want):\n%s", path+"?"+query, diff)
+			}
+		}
+	})
+}

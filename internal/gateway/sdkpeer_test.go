@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sdkUpstream is an upstream MCP server built with the official go-sdk,
+// exercising every feature the gateway relays.
+type sdkUpstream struct {
+	name   string
+	server *mcp.Server
+	http   *httptest.Server
+}
+
+type textArgs struct {
+	Text string `json:"text"`
+}
+type addArgs struct {
+	A int `json:"a"`
+	B int `json:"b"`
+}
+type stepsArgs struct {
+	Steps int `json:"steps"`
+}
+type uriArgs struct {
+	URI string `json:"uri"`
+}
+
+func textResult(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func newSDKServer(name string) *mcp.Server {
+	var srv *mcp.Server
+	srv = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, &mcp.ServerOptions{
+		Instructions: "Use " + name + " for testing.",
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{
+				Values: []string{name + "-" + req.Params.Argument.Value + "1", name + "-" + req.Params.Argument.Value + "2"},
+			}}, nil
+		},
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echo text"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		return textResult(name + ":" + a.Text), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "add two integers"}, func(ctx context.Context, req *mcp.CallToolRequest, a addArgs) (*mcp.CallToolResult, any, error) {
+		return textResult(fmt.Sprint(a.A + a.B)), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "progress", Description: "reports progress"}, func(ctx context.Context, req *mcp.CallToolRequest, a stepsArgs) (*mcp.CallToolResult, any, error) {
+		tok := req.Params.GetProgressToken()
+		for i := 1; i <= a.Steps; i++ {
+			if tok != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.Steps)}); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		return textResult("done"), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "log", Description: "logs a message"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: name, Data: a.Text})
+		return textResult("logged"), nil, err
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "sample", Description: "asks the client's model"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
+			MaxTokens: 10,
+			Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Text}}},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult("sampled:" + res.Content.(*mcp.TextContent).Text), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Description: "asks the user"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+			Message: a.Text,
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+				"name": map[string]any{"type": "string"},
+			}},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult(fmt.Sprintf("%s:%v", res.Action, res.Content["name"])), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "roots", Description: "lists the client's roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		var uris []string
+		for _, r := range res.Roots {
+			uris = append(uris, r.URI)
+		}
+		return textResult(strings.Join(uris, ",")), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "touch", Description: "marks a resource updated"}, func(ctx context.Context, req *mcp.CallToolRequest, a uriArgs) (*mcp.CallToolResult, any, error) {
+		return textResult("touched"), nil, srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: a.URI})
+	})
+	srv.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user",
+				Content: &mcp.TextContent{Text: name + " greets " + req.Params.Arguments["who"]}}}}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "mem://" + name + "/readme", Name: "readme", MIMEType: "text/plain"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "readme of " + name}}}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "mem://" + name + "/items/{id}", Name: "item"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item " + req.Params.URI}}}, nil
+		})
+	return srv
+}
+
+func startSDKUpstream(t testing.TB, name string) *sdkUpstream {
+	t.Helper()
+	srv := newSDKServer(name)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return &sdkUpstream{name: name, server: srv, http: ts}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("MCPGATE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startGateway serves cfg on a loopback httptest server.
+func startGateway(t testing.TB, cfg *config.Config) (*Gateway, *httptest.Server) {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.ToolNameSeparator == "" {
+		cfg.ToolNameSeparator = config.DefaultSeparator
+	}
+	for name, s := range cfg.Servers {
+		s.Name = name
+		if s.Timeout == 0 {
+			s.Timeout = 20 * time.Second
+		}
+		if s.ProtocolVersion == "" {
+			s.ProtocolVersion = config.ProtocolVersionAuto
+		}
+	}
+	g := New(Options{Config: cfg, Logger: testLogger(t), Version: "test"})
+	ctx, cancel := context.WithCancel(context.Background())
+	g.Start(ctx)
+	ts := httptest.NewServer(g)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		_ = g.Close(cctx)
+		cancel()
+	})
+	return g, ts
+}
+
+func httpServer(url string) *config.Server {
+	return &config.Server{Transport: config.TransportHTTP, URL: url}
+}

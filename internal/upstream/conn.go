@@ -1,0 +1,585 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// logKeyServer is the attribute naming the upstream in every log line.
+const logKeyServer = "server"
+
+// transport moves messages between a conn and one upstream server. The conn
+// owns ids, pending calls and dispatch; a transport only frames and carries
+// bytes, and hands every inbound message to conn.receiveData.
+type transport interface {
+	// send writes m upstream. When cl is non-nil, m is the request of that
+	// call and ctx ends when the call is over: a transport that reads the
+	// reply on the response to its own write (streamable HTTP) may finish in
+	// the background and report a failure with conn.failCall. A returned
+	// error fails the call at once.
+	send(ctx context.Context, m *jsonrpc.Message, cl *call) error
+	// close stops the transport and waits for its goroutines. It is called
+	// once, after the conn has been shut down.
+	close() error
+}
+
+// afterInit is implemented by transports that need to know the negotiated
+// revision or start work once the handshake is over.
+type afterInit interface {
+	initialized(revision string)
+}
+
+// conn is the transport-independent half of a session: request ids, the
+// pending-call table, reply matching, cancellation and timeouts, and the
+// dispatch of upstream notifications and requests to the Handler. It
+// implements Session.
+type conn struct {
+	server  string
+	target  string // URL (without query) or command, for the timeout warning
+	log     *slog.Logger
+	handler Handler
+	timeout time.Duration
+	maxMsg  int
+	t       transport
+
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	calls    map[int64]*call
+	seq      uint64
+	incoming map[string]context.CancelFunc // server-initiated requests being handled, by raw id
+	err      error                         // set once, when the session ends
+	info     *InitInfo
+
+	done      chan struct{}
+	ctx       context.Context // ends with the session; parent of Handler contexts
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // Handler goroutines and background sends
+	draining  bool           // under mu: Close is waiting on wg, start no more
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Session = (*conn)(nil)
+
+// call is one request in flight.
+type call struct {
+	id     int64
+	method string
+	origin any
+	seq    uint64 // order of issue, for origin attribution
+	token  string // raw params._meta.progressToken, "" if none
+	budget time.Duration
+	timer  *time.Timer // read timeout; reset by progress for this call
+	result chan callResult
+}
+
+type callResult struct {
+	msg *jsonrpc.Message
+	err error
+}
+
+func newConn(opts *Options) *conn {
+	srv := opts.Server
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	timeout := srv.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	maxMsg := opts.MaxMessageBytes
+	if maxMsg <= 0 {
+		maxMsg = DefaultMaxMessageBytes
+	}
+	target := srv.Command
+	if srv.URL != "" {
+		target = redactURL(srv.URL)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		server:   srv.Name,
+		target:   target,
+		log:      logger.With(logKeyServer, srv.Name),
+		handler:  opts.Handler,
+		timeout:  timeout,
+		maxMsg:   maxMsg,
+		calls:    make(map[int64]*call),
+		incoming: make(map[string]context.CancelFunc),
+		done:     make(chan struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+}
+
+// errReadTimeout is the cancellation cause of a call whose read timeout
+// fired.
+var errReadTimeout = errors.New("read timeout")
+
+// timeoutError is the Err of a KindTimeout *Error.
+type timeoutError struct {
+	method string
+	budget time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("%s timed out after %s", e.method, formatBudget(e.budget))
+}
+
+func (e *timeoutError) Timeout() bool { return true }
+
+// formatBudget writes a duration in seconds ("0.5s", "60s"), the unit
+// operators configure and read.
+func formatBudget(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+// Call implements Session.
+func (c *conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cl := &call{
+		id:     c.nextID.Add(1),
+		method: method,
+		origin: OriginFrom(ctx),
+		budget: c.timeout,
+		result: make(chan callResult, 1),
+	}
+	if len(params) > 0 {
+		if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok {
+			cl.token = string(tok)
+		}
+	}
+	cl.timer = time.AfterFunc(cl.budget, func() { cancel(errReadTimeout) })
+	defer cl.timer.Stop()
+	if err := c.register(cl); err != nil {
+		return nil, err
+	}
+
+	msg := jsonrpc.NewRequest(jsonrpc.Int64ID(cl.id), method, params)
+	if err := c.t.send(callCtx, msg, cl); err != nil && callCtx.Err() == nil {
+		c.forget(cl)
+		// A reply or a shutdown may have raced the failed write; either
+		// is a better answer than the write error.
+		select {
+		case r := <-cl.result:
+			return r.value()
+		default:
+		}
+		return nil, err
+	}
+
+	select {
+	case r := <-cl.result:
+		return r.value()
+	case <-callCtx.Done():
+	}
+	c.forget(cl)
+	select {
+	case r := <-cl.result: // the reply won the race
+		return r.value()
+	default:
+	}
+	if context.Cause(callCtx) == errReadTimeout {
+		te := &timeoutError{method: method, budget: cl.budget}
+		c.log.Warn("upstream request timed out", "target", c.target, "method", method, "budget", formatBudget(cl.budget))
+		c.cancelUpstream(cl, te.Error())
+		return nil, &Error{Server: c.server, Kind: KindTimeout, Err: te}
+	}
+	c.cancelUpstream(cl, "request cancelled by the client")
+	return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, ctx.Err())
+}
+
+func (r callResult) value() (json.RawMessage, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.msg.Error != nil {
+		return nil, r.msg.Error
+	}
+	return r.msg.Result, nil
+}
+
+// register adds cl to the pending table, unless the session is over.
+func (c *conn) register(cl *call) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.seq++
+	cl.seq = c.seq
+	c.calls[cl.id] = cl
+	return nil
+}
+
+// forget removes cl from the pending table.
+func (c *conn) forget(cl *call) {
+	c.mu.Lock()
+	if c.calls[cl.id] == cl {
+		delete(c.calls, cl.id)
+	}
+	c.mu.Unlock()
+}
+
+// finish delivers r to the pending call id, if it is still pending.
+func (c *conn) finish(id int64, r callResult) bool {
+	c.mu.Lock()
+	cl := c.calls[id]
+	delete(c.calls, id)
+	c.mu.Unlock()
+	if cl == nil {
+		return false
+	}
+	cl.result <- r // buffered; only the remover sends
+	return true
+}
+
+// failCall fails one pending call (a transport error on its own request).
+func (c *conn) failCall(cl *call, err error) {
+	if cl != nil {
+		c.finish(cl.id, callResult{err: err})
+	}
+}
+
+// pending reports whether cl is still waiting for its reply.
+func (c *conn) pending(cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[cl.id] == cl
+}
+
+// cancelUpstream tells the upstream to stop working on cl (best effort,
+// in the background: the caller is not held by it).
+func (c *conn) cancelUpstream(cl *call, reason string) {
+	if cl.method == mcpwire.MethodInitialize {
+		return // initialize must not be cancelled
+	}
+	params := []byte(`{"requestId":`)
+	params = strconv.AppendInt(params, cl.id, 10)
+	params = append(params, `,"reason":`...)
+	params = jsonrpc.AppendString(params, reason)
+	params = append(params, '}')
+	c.background(func(ctx context.Context) {
+		if err := c.Notify(ctx, mcpwire.NotifyCancelled, params); err != nil {
+			c.log.Debug("could not send cancellation upstream", "error", err)
+		}
+	})
+}
+
+// background runs fn in a tracked goroutine with a context bounded by
+// CloseTimeout that does not end with the session: cleanup messages
+// (cancellations) must still go out when the caller has gone.
+func (c *conn) background(fn func(ctx context.Context)) {
+	c.goTracked(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+		defer cancel()
+		fn(ctx)
+	})
+}
+
+// goTracked runs fn in a goroutine that Close waits for; once Close has
+// started waiting, fn is dropped.
+func (c *conn) goTracked(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining {
+		return false
+	}
+	c.wg.Go(fn)
+	return true
+}
+
+// Notify implements Session.
+func (c *conn) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return c.t.send(ctx, jsonrpc.NewNotification(method, params), nil)
+}
+
+// Info implements Session.
+func (c *conn) Info() *InitInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
+}
+
+// Done implements Session.
+func (c *conn) Done() <-chan struct{} { return c.done }
+
+// Err implements Session.
+func (c *conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close implements Session.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.shutdown(&Error{Server: c.server, Kind: KindClosed, Err: ErrClosed})
+		if c.t != nil {
+			c.closeErr = c.t.close()
+		}
+		c.mu.Lock()
+		c.draining = true
+		c.mu.Unlock()
+		c.wg.Wait()
+	})
+	return c.closeErr
+}
+
+// shutdown ends the session with err: every pending call fails with it at
+// once, Handler contexts end, Done is closed. Only the first err counts.
+func (c *conn) shutdown(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	calls := c.calls
+	c.calls = make(map[int64]*call)
+	c.mu.Unlock()
+	c.cancel()
+	close(c.done)
+	for _, cl := range calls {
+		cl.result <- callResult{err: err}
+	}
+}
+
+// receiveData decodes one inbound frame (a message or a batch) and
+// dispatches it. via is the call whose response stream carried it
+// (streamable HTTP POST), or nil.
+func (c *conn) receiveData(data []byte, via *call) {
+	if jsonrpc.IsBatch(data) {
+		msgs, errs, err := jsonrpc.DecodeBatch(data)
+		if err != nil {
+			c.badMessage(err, via)
+			return
+		}
+		for i, m := range msgs {
+			if errs[i] != nil {
+				c.badMessage(errs[i], via)
+				continue
+			}
+			c.receive(m, via)
+		}
+		return
+	}
+	m, err := jsonrpc.Decode(data)
+	if err != nil {
+		c.badMessage(err, via)
+		return
+	}
+	c.receive(m, via)
+}
+
+// invalidResponse is the error for bytes that are not a usable MCP
+// message. It never carries the bytes themselves.
+func (c *conn) invalidResponse(format string, args ...any) *Error {
+	return &Error{Server: c.server, Kind: KindInvalidResponse, Err: fmt.Errorf("invalid MCP response: "+format, args...)}
+}
+
+// badMessage surfaces an undecodable inbound message at once (C6.5): the
+// call it belongs to fails, or, when that cannot be known, every call in
+// flight does. The session itself stays usable. err is a
+// *jsonrpc.DecodeError or an *Error.
+func (c *conn) badMessage(err error, via *call) {
+	var (
+		e  *Error
+		id jsonrpc.ID
+	)
+	var de *jsonrpc.DecodeError
+	switch {
+	case errors.As(err, &de):
+		e, id = c.invalidResponse("%s", de.Reason), de.ID
+	case errors.As(err, &e):
+	default:
+		e = c.invalidResponse("undecodable message")
+	}
+	c.log.Warn("invalid message from upstream", "error", e.Err)
+	if via != nil {
+		c.failCall(via, e)
+		return
+	}
+	if id.IsValid() {
+		if n, perr := strconv.ParseInt(id.Raw(), 10, 64); perr == nil && c.finish(n, callResult{err: e}) {
+			return
+		}
+	}
+	c.mu.Lock()
+	calls := c.calls
+	c.calls = make(map[int64]*call)
+	c.mu.Unlock()
+	for _, cl := range calls {
+		cl.result <- callResult{err: e}
+	}
+}
+
+// receive dispatches one decoded inbound message.
+func (c *conn) receive(m *jsonrpc.Message, via *call) {
+	switch {
+	case m.IsResponse():
+		c.deliver(m, via)
+	case m.IsNotification():
+		c.notification(m, via)
+	default:
+		c.request(m, via)
+	}
+}
+
+// deliver matches a response to its pending call.
+func (c *conn) deliver(m *jsonrpc.Message, via *call) {
+	if !m.ID.IsValid() {
+		// An error without id answers the request it came back for.
+		if via != nil {
+			c.finish(via.id, callResult{msg: m})
+			return
+		}
+		c.log.Warn("upstream sent an error response without id", "code", errCode(m))
+		return
+	}
+	id, err := strconv.ParseInt(m.ID.Raw(), 10, 64)
+	if err != nil || !c.finish(id, callResult{msg: m}) {
+		c.log.Debug("response for no pending request", "id", m.ID.String())
+	}
+}
+
+func errCode(m *jsonrpc.Message) int64 {
+	if m.Error != nil {
+		return m.Error.Code
+	}
+	return 0
+}
+
+// originFor attributes an inbound message to a call (see Handler).
+func (c *conn) originFor(via *call) any {
+	if via != nil {
+		return via.origin
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var latest *call
+	for _, cl := range c.calls {
+		if latest == nil || cl.seq > latest.seq {
+			latest = cl
+		}
+	}
+	if latest == nil {
+		return nil
+	}
+	return latest.origin
+}
+
+// progressCall finds the pending call a progress notification is for, and
+// restarts its read timeout: progress means the upstream is working.
+func (c *conn) progressCall(params json.RawMessage) *call {
+	tok, ok := jsonrpc.Get(params, "progressToken")
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.calls {
+		if cl.token != "" && cl.token == string(tok) {
+			cl.timer.Reset(cl.budget)
+			return cl
+		}
+	}
+	return nil
+}
+
+func (c *conn) notification(m *jsonrpc.Message, via *call) {
+	switch m.Method {
+	case mcpwire.NotifyCancelled:
+		// The upstream withdrew one of its own requests: end the Handler's
+		// work on it. Not forwarded: the id means nothing downstream.
+		if rid, ok := jsonrpc.Get(m.Params, "requestId"); ok {
+			c.mu.Lock()
+			cancel := c.incoming[string(bytes.TrimSpace(rid))]
+			c.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		}
+		return
+	case mcpwire.NotifyProgress:
+		if cl := c.progressCall(m.Params); cl != nil && via == nil {
+			via = cl // a progress token names its call exactly
+		}
+	}
+	if c.handler == nil {
+		return
+	}
+	c.handler.HandleNotification(c.ctx, c.server, c.originFor(via), m)
+}
+
+// request handles a server-initiated request: ping is answered here, the
+// rest go to the Handler in their own goroutine.
+func (c *conn) request(m *jsonrpc.Message, via *call) {
+	if m.Method == mcpwire.MethodPing {
+		c.respond(jsonrpc.NewResult(m.ID, json.RawMessage("{}")))
+		return
+	}
+	if c.handler == nil {
+		c.respond(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)))
+		return
+	}
+	origin := c.originFor(via)
+	ctx, cancel := context.WithCancel(c.ctx)
+	key := m.ID.Raw()
+	c.mu.Lock()
+	c.incoming[key] = cancel
+	c.mu.Unlock()
+	started := c.goTracked(func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.incoming, key)
+			c.mu.Unlock()
+			cancel()
+		}()
+		result, rerr := c.handler.HandleRequest(ctx, c.server, origin, m)
+		if ctx.Err() != nil && c.ctx.Err() == nil {
+			return // cancelled by the upstream: no response is expected
+		}
+		if rerr != nil {
+			c.respond(jsonrpc.NewErrorResponse(m.ID, rerr))
+			return
+		}
+		c.respond(jsonrpc.NewResult(m.ID, result))
+	})
+	if !started {
+		c.mu.Lock()
+		delete(c.incoming, key)
+		c.mu.Unlock()
+		cancel()
+	}
+}
+
+// respond sends a response to a server-initiated request upstream.
+func (c *conn) respond(m *jsonrpc.Message) {
+	c.background(func(ctx context.Context) {
+		if c.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		if err := c.t.send(ctx, m, nil); err != nil {
+			c.log.Warn("could not answer upstream request", "id", m.ID.String(), "error", err)
+		}
+	})
+}

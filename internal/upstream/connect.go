@@ -1,0 +1,169 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// Default clientInfo when Options leave it empty.
+const (
+	defaultClientName    = "mcpgate"
+	defaultClientVersion = "dev"
+)
+
+// Connect opens a session with one upstream server: it starts the
+// transport chosen by opts.Server.Transport, performs the initialize
+// handshake offering the configured revision (C5.1), checks the answer and
+// sends notifications/initialized. On any failure the transport is closed
+// and nothing else is sent. ctx bounds the connection setup only.
+func Connect(ctx context.Context, opts Options) (Session, error) {
+	if opts.Server == nil {
+		return nil, errors.New("upstream: no server configuration")
+	}
+	srv := opts.Server
+	offer, accept, err := revisionsFor(srv.ProtocolVersion)
+	if err != nil {
+		return nil, &Error{Server: srv.Name, Kind: KindProtocolVersion, Err: err}
+	}
+	c := newConn(&opts)
+	switch transportOf(srv) {
+	case config.TransportStdio:
+		err = startStdio(c, srv)
+	case config.TransportSSE:
+		err = dialSSE(ctx, c, &opts)
+	case config.TransportHTTP:
+		err = newStreamable(c, &opts)
+	default:
+		err = &Error{Server: srv.Name, Kind: KindInternal, Err: fmt.Errorf("unknown transport %q", srv.Transport)}
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.initialize(ctx, &opts, offer, accept); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// transportOf is the configured transport, inferred for a Server built in
+// code that left it empty.
+func transportOf(srv *config.Server) string {
+	if srv.Transport != "" {
+		return srv.Transport
+	}
+	if srv.Command != "" {
+		return config.TransportStdio
+	}
+	return config.TransportHTTP
+}
+
+// revisionsFor returns the revision to offer and the answers to accept.
+func revisionsFor(configured string) (offer string, accept []string, err error) {
+	switch {
+	case configured == "" || configured == config.ProtocolVersionAuto:
+		return mcpwire.LatestHandshake, mcpwire.HandshakeRevisions, nil
+	case mcpwire.IsHandshake(configured):
+		return configured, []string{configured}, nil
+	case configured == mcpwire.Rev20260728:
+		return "", nil, fmt.Errorf("protocol version %s for upstream servers: %w", configured, ErrNotSupported)
+	default:
+		return "", nil, fmt.Errorf("unknown protocol version %q (want auto or one of %s)", configured, mcpwire.SupportedList())
+	}
+}
+
+// initializeResult is the part of an initialize result the gateway reads.
+type initializeResult struct {
+	ProtocolVersion *string         `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ServerInfo      json.RawMessage `json:"serverInfo"`
+	Instructions    *string         `json:"instructions"`
+}
+
+func (c *conn) initialize(ctx context.Context, opts *Options, offer string, accept []string) error {
+	name, version := opts.ClientName, opts.ClientVersion
+	if name == "" {
+		name = defaultClientName
+	}
+	if version == "" {
+		version = defaultClientVersion
+	}
+	caps := opts.ClientCapabilities
+	if len(caps) == 0 || string(caps) == "null" {
+		caps = json.RawMessage("{}")
+	}
+	params := []byte(`{"protocolVersion":`)
+	params = jsonrpc.AppendString(params, offer)
+	params = append(params, `,"capabilities":`...)
+	params = append(params, caps...)
+	params = append(params, `,"clientInfo":{"name":`...)
+	params = jsonrpc.AppendString(params, name)
+	params = append(params, `,"version":`...)
+	params = jsonrpc.AppendString(params, version)
+	params = append(params, "}}"...)
+
+	raw, err := c.Call(ctx, mcpwire.MethodInitialize, params)
+	if err != nil {
+		var ue *Error
+		if errors.As(err, &ue) {
+			return err
+		}
+		return &Error{Server: c.server, Kind: KindOf(err), Err: fmt.Errorf("initialize: %w", err)}
+	}
+	var r initializeResult
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &r) != nil {
+		return c.invalidResponse("initialize result is not an object")
+	}
+	if r.ProtocolVersion == nil || *r.ProtocolVersion == "" {
+		return c.invalidResponse("initialize result has no protocolVersion")
+	}
+	got := *r.ProtocolVersion
+	if !slices.Contains(accept, got) {
+		return &Error{Server: c.server, Kind: KindProtocolVersion, Err: versionMismatch(offer, got, len(accept) > 1)}
+	}
+	info := &InitInfo{
+		ProtocolVersion: got,
+		Capabilities:    r.Capabilities,
+		Caps:            mcpwire.ParseServerCaps(r.Capabilities),
+		ServerInfo:      r.ServerInfo,
+		Result:          raw,
+	}
+	if r.Instructions != nil {
+		info.Instructions = strings.TrimSpace(*r.Instructions)
+		info.HasInstructions = true
+	}
+	c.mu.Lock()
+	c.info = info
+	c.mu.Unlock()
+	if ai, ok := c.t.(afterInit); ok {
+		ai.initialized(got)
+	}
+	if err := c.Notify(ctx, mcpwire.NotifyInitialized, nil); err != nil {
+		return err
+	}
+	if st, ok := c.t.(interface{ start() }); ok {
+		st.start()
+	}
+	c.log.Debug("upstream session initialized", "protocol_version", got)
+	return nil
+}
+
+func versionMismatch(offer, got string, auto bool) error {
+	if len(got) > 64 {
+		got = got[:64] + "..."
+	}
+	if auto {
+		return fmt.Errorf("unsupported protocol version %q from upstream (offered %s; supported: %s)",
+			got, offer, strings.Join(mcpwire.HandshakeRevisions, ", "))
+	}
+	return fmt.Errorf("protocol version mismatch: offered %s, upstream answered %q", offer, got)
+}

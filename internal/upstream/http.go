@@ -1,0 +1,274 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// defaultHTTPClient is shared by every HTTP upstream that was not given a
+// client, so connections are pooled across sessions (C11.2). It has no
+// overall timeout: response streams are long-lived; requests are bounded by
+// their contexts.
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment,
+			DialContext: (&net.Dialer{
+				Timeout:   10 * time.Second,
+				KeepAlive: 30 * time.Second,
+			}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: sameOriginRedirect,
+	}
+})
+
+// httpClientFor returns the client to use: the configured one (with the
+// same-origin redirect rule added when it has none) or the shared default.
+func httpClientFor(opts *Options) *http.Client {
+	if opts.HTTPClient == nil {
+		return defaultHTTPClient()
+	}
+	if opts.HTTPClient.CheckRedirect != nil {
+		return opts.HTTPClient
+	}
+	hc := *opts.HTTPClient
+	hc.CheckRedirect = sameOriginRedirect
+	return &hc
+}
+
+// redirectError refuses a redirect to another origin (C4.2).
+type redirectError struct{ to string }
+
+func (e *redirectError) Error() string {
+	return "refused cross-origin redirect to " + e.to
+}
+
+// sameOriginRedirect follows a redirect only within the origin of the
+// original request; the destination of any other is never contacted.
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if !sameOrigin(req.URL, via[0].URL) {
+		return &redirectError{to: originOf(req.URL)}
+	}
+	return nil
+}
+
+// sameOrigin compares scheme, host and port, with default ports made
+// explicit (https://h/ == https://h:443/).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) &&
+		strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
+}
+
+func originOf(u *url.URL) string {
+	return strings.ToLower(u.Scheme) + "://" + u.Host
+}
+
+// redactURL is raw without user info, query and fragment: fit for logs and
+// error messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return r.String()
+}
+
+// staticHeaders are the configured headers, names and values trimmed
+// (C3.4): a value with surrounding whitespace is an illegal header.
+func staticHeaders(m map[string]string) http.Header {
+	h := make(http.Header, len(m))
+	for k, v := range m {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		h.Set(k, strings.TrimSpace(v))
+	}
+	return h
+}
+
+// httpBase is what the two HTTP transports share.
+type httpBase struct {
+	c       *conn
+	client  *http.Client
+	headers http.Header
+}
+
+// newRequest builds a request with the static headers.
+func (b *httpBase) newRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, r)
+	if err != nil {
+		return nil, &Error{Server: b.c.server, Kind: KindInternal, Err: fmt.Errorf("build %s request: %w", method, scrubURLError(err))}
+	}
+	for k, v := range b.headers {
+		req.Header[k] = v
+	}
+	return req, nil
+}
+
+// do sends req and turns a transport failure into an *Error that keeps its
+// real cause (C6.1): connection refused, DNS, TLS, a refused redirect.
+func (b *httpBase) do(req *http.Request) (*http.Response, error) {
+	resp, err := b.client.Do(req)
+	if err == nil {
+		return resp, nil
+	}
+	if ctxErr := req.Context().Err(); ctxErr != nil {
+		return nil, ctxErr
+	}
+	return nil, &Error{Server: b.c.server, Kind: KindUnreachable,
+		Err: fmt.Errorf("%s %s: %w", req.Method, redactURL(req.URL.String()), scrubURLError(err))}
+}
+
+// scrubURLError drops the *url.Error wrapper, whose message repeats the
+// whole URL (query included).
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// mediaType is the response's content type without parameters, lower case.
+func mediaType(resp *http.Response) string {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "invalid"
+	}
+	return strings.ToLower(mt)
+}
+
+// unsupportedContentType fails fast on a response that is not MCP
+// (C6.3). The body is never echoed.
+func (b *httpBase) unsupportedContentType(resp *http.Response) *Error {
+	mt := mediaType(resp)
+	if len(mt) > 64 {
+		mt = mt[:64]
+	}
+	return &Error{Server: b.c.server, Kind: KindInvalidResponse, Status: resp.StatusCode,
+		Err: fmt.Errorf("unsupported content type %q", mt)}
+}
+
+// maxErrorBody bounds how much of an error response is read to look for a
+// JSON-RPC error object.
+const maxErrorBody = 64 << 10
+
+// statusError maps a non-success HTTP status to an *Error (C6.4). The body
+// is read only for a JSON-RPC error object to relay; its text is never
+// put in a message. withSession says whether the request carried a
+// session id: a 404 then means the session expired.
+func (b *httpBase) statusError(resp *http.Response, withSession bool) *Error {
+	status := resp.StatusCode
+	var rpc *jsonrpc.Error
+	if mediaType(resp) == "application/json" {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if m, err := jsonrpc.Decode(data); err == nil && m.Error != nil {
+			rpc = m.Error
+		}
+	}
+	e := &Error{Server: b.c.server, Status: status}
+	httpErr := fmt.Errorf("HTTP %d %s", status, http.StatusText(status))
+	if rpc != nil {
+		httpErr = fmt.Errorf("HTTP %d %s: %w", status, http.StatusText(status), rpc)
+	}
+	switch {
+	case status == http.StatusNotFound && withSession:
+		if rpc == nil {
+			rpc = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session terminated")
+		}
+		e.Kind = KindUpstreamError
+		e.Err = fmt.Errorf("%w (HTTP 404): %w", ErrSessionExpired, rpc)
+	case status == http.StatusNotFound:
+		if rpc == nil {
+			rpc = jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Not Found")
+		}
+		e.Kind = KindUpstreamError
+		e.Err = fmt.Errorf("HTTP 404: %w", rpc)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Kind, e.Err = KindAuth, httpErr
+	case status == http.StatusTooManyRequests:
+		e.Kind, e.Err = KindRateLimited, httpErr
+	case status >= 400:
+		e.Kind, e.Err = KindUpstreamError, httpErr
+	default:
+		e.Kind, e.Err = KindInvalidResponse, fmt.Errorf("invalid MCP response: unexpected HTTP status %d", status)
+	}
+	return e
+}
+
+// readBody reads a whole JSON body, bounded by max. A failure while
+// reading keeps its cause (an interrupted body is not "invalid JSON").
+func (b *httpBase) readBody(r io.Reader, max int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, &Error{Server: b.c.server, Kind: KindUnreachable, Err: fmt.Errorf("read response: %w", err)}
+	}
+	if len(data) > max {
+		return nil, b.c.invalidResponse("message exceeds %d bytes", max)
+	}
+	return data, nil
+}
+
+// sessionExpired reports whether err is a 404 on a session (C6.4).
+func sessionExpired(err error) bool { return errors.Is(err, ErrSessionExpired) }
+
+// Header names used on requests.
+const (
+	headerAccept      = "Accept"
+	headerContentType = "Content-Type"
+	acceptPost        = "application/json, text/event-stream"
+	acceptStream      = "text/event-stream"
+	contentTypeJSON   = "application/json"
+)
+
+// needsVersionHeader reports whether rev requires the MCP-Protocol-Version
+// header on requests after initialize (added in 2025-06-18).
+func needsVersionHeader(rev string) bool {
+	return rev != "" && rev != mcpwire.Rev20241105 && rev != mcpwire.Rev20250326
+}

@@ -1,0 +1,429 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// streamable is the streamable-HTTP client transport (C1.3): every
+// outgoing message is one POST; a request's reply comes back as a JSON body
+// or on an SSE stream that may carry related notifications and requests
+// first. An optional GET stream carries server-initiated messages.
+//
+// Resumption: a POST stream that breaks before the reply, after the
+// upstream gave its events ids, is resumed with GET and Last-Event-ID
+// (2025-11-25 polling); so is the GET stream.
+type streamable struct {
+	httpBase
+	url    string
+	maxMsg int
+
+	mu        sync.Mutex
+	sessionID string
+	revision  string
+
+	closeTimeout time.Duration // bounds the DELETE; CloseTimeout
+
+	listening atomic.Bool // the GET stream is connected
+	closed    bool        // under mu: close has begun; start no goroutine
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// Backoff of the GET stream and of POST-stream resumption.
+const (
+	minStreamBackoff = 250 * time.Millisecond
+	maxStreamBackoff = 30 * time.Second
+	maxResumes       = 5
+)
+
+func newStreamable(c *conn, opts *Options) error {
+	srv := opts.Server
+	if srv.URL == "" {
+		return &Error{Server: c.server, Kind: KindInternal, Err: errors.New("http server has no url")}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &streamable{
+		httpBase:     httpBase{c: c, client: httpClientFor(opts), headers: staticHeaders(srv.Headers)},
+		url:          srv.URL,
+		maxMsg:       c.maxMsg,
+		closeTimeout: CloseTimeout,
+		ctx:          ctx,
+		cancel:       cancel,
+	}
+	c.t = t
+	return nil
+}
+
+var _ transport = (*streamable)(nil)
+
+func (t *streamable) initialized(revision string) {
+	t.mu.Lock()
+	t.revision = revision
+	t.mu.Unlock()
+}
+
+// start opens the standalone GET stream once the handshake is over.
+func (t *streamable) start() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.wg.Go(t.listen)
+	}
+}
+
+// request builds a request with the session headers.
+func (t *streamable) request(ctx context.Context, method string, body []byte) (*http.Request, bool, error) {
+	req, err := t.newRequest(ctx, method, t.url, body)
+	if err != nil {
+		return nil, false, err
+	}
+	t.mu.Lock()
+	sid, rev := t.sessionID, t.revision
+	t.mu.Unlock()
+	if sid != "" {
+		req.Header.Set(mcpwire.HeaderSessionID, sid)
+	}
+	if needsVersionHeader(rev) {
+		req.Header.Set(mcpwire.HeaderProtocolVersion, rev)
+	}
+	return req, sid != "", nil
+}
+
+func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Response, bool, error) {
+	req, withSession, err := t.request(ctx, http.MethodPost, jsonrpc.Encode(m))
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set(headerAccept, acceptPost)
+	req.Header.Set(headerContentType, contentTypeJSON)
+	resp, err := t.do(req)
+	return resp, withSession, err
+}
+
+func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) error {
+	if cl != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			return &Error{Server: t.c.server, Kind: KindClosed, Err: ErrClosed}
+		}
+		t.wg.Go(func() { t.roundTrip(ctx, m, cl) })
+		return nil
+	}
+	resp, withSession, err := t.post(ctx, m)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		err := t.statusError(resp, withSession)
+		if sessionExpired(err) {
+			t.c.shutdown(err)
+		}
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	return nil
+}
+
+// fail fails cl with err, unless the call is already over.
+func (t *streamable) fail(ctx context.Context, cl *call, err error) {
+	if ctx.Err() != nil {
+		return // the call ended first; its own outcome stands
+	}
+	if sessionExpired(err) {
+		t.c.failCall(cl, err)
+		t.c.shutdown(err)
+		return
+	}
+	t.c.failCall(cl, err)
+}
+
+// roundTrip POSTs a request and reads its reply, in the background of Call.
+func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call) {
+	resp, withSession, err := t.post(ctx, m)
+	if err != nil {
+		t.fail(ctx, cl, err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.fail(ctx, cl, t.statusError(resp, withSession))
+		return
+	}
+	if m.Method == mcpwire.MethodInitialize {
+		if err := t.takeSessionID(resp); err != nil {
+			t.fail(ctx, cl, err)
+			return
+		}
+	}
+	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
+		if !t.listening.Load() {
+			t.fail(ctx, cl, t.c.invalidResponse("HTTP %d without a reply to the request", resp.StatusCode))
+		}
+		return // the reply may come on the GET stream
+	}
+	switch mediaType(resp) {
+	case contentTypeJSON:
+		data, err := t.readBody(resp.Body, t.maxMsg)
+		if err != nil {
+			t.fail(ctx, cl, err)
+			return
+		}
+		t.c.receiveData(data, cl)
+		if t.c.pending(cl) {
+			t.fail(ctx, cl, t.c.invalidResponse("the response carried no reply to the request"))
+		}
+	case acceptStream:
+		t.readReplyStream(ctx, resp.Body, cl)
+	default:
+		t.fail(ctx, cl, t.unsupportedContentType(resp))
+	}
+}
+
+func (t *streamable) takeSessionID(resp *http.Response) error {
+	sid := resp.Header.Get(mcpwire.HeaderSessionID)
+	if sid == "" {
+		return nil
+	}
+	for i := 0; i < len(sid); i++ {
+		if c := sid[i]; c < 0x21 || c > 0x7e {
+			return t.c.invalidResponse("session id has characters outside visible ASCII")
+		}
+	}
+	t.mu.Lock()
+	t.sessionID = sid
+	t.mu.Unlock()
+	return nil
+}
+
+// streamState is the resumption cursor of one SSE stream.
+type streamState struct {
+	lastID string
+	retry  time.Duration
+}
+
+// readEvents dispatches the events of one SSE stream until it ends or
+// until stop reports true after an event. It returns the read error (io.EOF
+// at a clean end).
+func (t *streamable) readEvents(body io.Reader, via *call, st *streamState, stop func() bool) error {
+	r := jsonrpc.NewSSEReader(body, t.maxMsg)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if errors.Is(err, jsonrpc.ErrEventTooLarge) {
+				if via != nil {
+					t.c.failCall(via, t.c.invalidResponse("event exceeds %d bytes", t.maxMsg))
+				}
+			}
+			return err
+		}
+		if ev.ID != "" {
+			st.lastID = ev.ID
+		}
+		if ev.Retry > 0 {
+			st.retry = time.Duration(ev.Retry) * time.Millisecond
+		}
+		if ev.Name != "" && ev.Name != "message" {
+			continue
+		}
+		if len(ev.Data) == 0 {
+			continue // a priming event: only an id for resumption
+		}
+		t.c.receiveData(ev.Data, via)
+		if stop() {
+			return nil
+		}
+	}
+}
+
+// readReplyStream reads a POST's SSE stream until the reply to cl arrives,
+// resuming the stream with GET when it breaks after event ids were given.
+func (t *streamable) readReplyStream(ctx context.Context, body io.ReadCloser, cl *call) {
+	var st streamState
+	done := func() bool { return !t.c.pending(cl) }
+	for resumes := 0; ; resumes++ {
+		err := t.readEvents(body, cl, &st, done)
+		body.Close()
+		if done() || ctx.Err() != nil {
+			return
+		}
+		if st.lastID == "" || resumes >= maxResumes || errors.Is(err, jsonrpc.ErrEventTooLarge) {
+			t.fail(ctx, cl, t.streamEnded(err))
+			return
+		}
+		if !sleepCtx(ctx, retryDelay(st.retry, resumes)) {
+			return
+		}
+		resp, ok := t.resume(ctx, cl, st.lastID)
+		if !ok {
+			return
+		}
+		body = resp.Body
+	}
+}
+
+// streamEnded is the error for a reply stream that ended without the reply
+// (C6.5): CONNECTION_CLOSED "SSE stream ended", keeping a read error.
+func (t *streamable) streamEnded(readErr error) *Error {
+	rpc := jsonrpc.NewError(mcpwire.CodeConnectionClosed, "SSE stream ended before the reply")
+	if readErr == nil || errors.Is(readErr, io.EOF) {
+		return &Error{Server: t.c.server, Kind: KindClosed, Err: rpc}
+	}
+	return &Error{Server: t.c.server, Kind: KindUnreachable, Err: fmt.Errorf("%w: %w", rpc, readErr)}
+}
+
+// resume reopens a broken POST stream with GET and Last-Event-ID.
+func (t *streamable) resume(ctx context.Context, cl *call, lastID string) (*http.Response, bool) {
+	resp, withSession, err := t.get(ctx, lastID)
+	if err != nil {
+		t.fail(ctx, cl, err)
+		return nil, false
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusMethodNotAllowed {
+			t.fail(ctx, cl, t.streamEnded(nil))
+		} else {
+			t.fail(ctx, cl, t.statusError(resp, withSession))
+		}
+		return nil, false
+	}
+	if mediaType(resp) != acceptStream {
+		resp.Body.Close()
+		t.fail(ctx, cl, t.unsupportedContentType(resp))
+		return nil, false
+	}
+	return resp, true
+}
+
+func (t *streamable) get(ctx context.Context, lastID string) (*http.Response, bool, error) {
+	req, withSession, err := t.request(ctx, http.MethodGet, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set(headerAccept, acceptStream)
+	if lastID != "" {
+		req.Header.Set(mcpwire.HeaderLastEventID, lastID)
+	}
+	resp, err := t.do(req)
+	return resp, withSession, err
+}
+
+// listen keeps the standalone GET stream open until close, reconnecting
+// with backoff and Last-Event-ID. 405 means the upstream has none.
+func (t *streamable) listen() {
+	var st streamState
+	backoff := minStreamBackoff
+	for t.ctx.Err() == nil {
+		again, delivered := t.listenOnce(&st)
+		if !again {
+			return
+		}
+		if delivered {
+			backoff = minStreamBackoff
+		}
+		delay := backoff
+		if st.retry > 0 {
+			delay = st.retry
+		}
+		if !sleepCtx(t.ctx, delay) {
+			return
+		}
+		backoff = min(backoff*2, maxStreamBackoff)
+	}
+}
+
+// listenOnce opens the GET stream and reads it until it ends. again says
+// whether to reconnect; delivered whether any event arrived.
+func (t *streamable) listenOnce(st *streamState) (again, delivered bool) {
+	// The response headers are due within the read timeout; the stream
+	// itself may then stay open for as long as it likes.
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	headers := time.AfterFunc(t.c.timeout, cancel)
+	resp, withSession, err := t.get(ctx, st.lastID)
+	headers.Stop()
+	if err != nil {
+		t.c.log.Debug("upstream GET stream failed", "error", err)
+		return t.ctx.Err() == nil, false
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusMethodNotAllowed:
+		t.c.log.Debug("upstream offers no GET stream")
+		return false, false
+	case resp.StatusCode != http.StatusOK:
+		err := t.statusError(resp, withSession)
+		if sessionExpired(err) {
+			t.c.shutdown(err)
+			return false, false
+		}
+		t.c.log.Debug("upstream GET stream refused", "status", resp.StatusCode)
+		return resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, false
+	case mediaType(resp) != acceptStream:
+		t.c.log.Warn("upstream GET stream has an unsupported content type", "content_type", mediaType(resp))
+		return false, false
+	}
+	t.listening.Store(true)
+	defer t.listening.Store(false)
+	err = t.readEvents(resp.Body, nil, st, func() bool { delivered = true; return false })
+	if t.ctx.Err() == nil {
+		t.c.log.Debug("upstream GET stream ended", "error", err)
+	}
+	return t.ctx.Err() == nil, delivered
+}
+
+func retryDelay(retry time.Duration, attempt int) time.Duration {
+	if retry > 0 {
+		return retry
+	}
+	return min(minStreamBackoff<<attempt, maxStreamBackoff)
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// close stops the GET stream and ends the upstream session with DELETE,
+// bounded by CloseTimeout (C9.1). A failed DELETE is logged, not returned.
+func (t *streamable) close() error {
+	t.cancel()
+	t.mu.Lock()
+	t.closed = true
+	sid := t.sessionID
+	t.mu.Unlock()
+	if sid != "" && !sessionExpired(t.c.Err()) {
+		ctx, cancel := context.WithTimeout(context.Background(), t.closeTimeout)
+		defer cancel()
+		if req, _, err := t.request(ctx, http.MethodDelete, nil); err == nil {
+			if resp, err := t.do(req); err != nil {
+				t.c.log.Debug("upstream session DELETE failed", "error", err)
+			} else {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+				resp.Body.Close()
+			}
+		}
+	}
+	t.wg.Wait()
+	return nil
+}

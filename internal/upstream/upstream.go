@@ -1,0 +1,178 @@
+// Package upstream is the gateway's egress MCP client: it connects to one
+// upstream MCP server over stdio, legacy HTTP+SSE or streamable HTTP,
+// performs the handshake, sends requests and notifications, and hands
+// everything the server sends on its own (notifications, server-initiated
+// requests) to a Handler together with the origin of the call it relates to.
+//
+// Flow: Manager.Session(server) -> Connect (transport + initialize) ->
+// Session.Call / Notify; inbound traffic -> Handler. The package does not
+// know downstream sessions, names or policy: it never rewrites payloads
+// except the JSON-RPC id of its own requests.
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// Session is one live MCP session with an upstream server. Safe for
+// concurrent use: many calls may be in flight at once.
+type Session interface {
+	// Call sends a request and waits for its response. On a JSON-RPC error
+	// reply it returns a *jsonrpc.Error (use errors.As). When ctx ends before
+	// the reply, notifications/cancelled is sent upstream and ctx.Err() is
+	// returned wrapped. The per-request read timeout of the server applies
+	// and yields an *Error of kind KindTimeout.
+	Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// Notify sends a notification.
+	Notify(ctx context.Context, method string, params json.RawMessage) error
+	// Info is what the upstream said in its initialize result.
+	Info() *InitInfo
+	// Done is closed when the session can no longer be used (process
+	// exited, stream lost, closed); Err then says why.
+	Done() <-chan struct{}
+	Err() error
+	// Close ends the session (DELETE for streamable HTTP, stops a stdio
+	// process). Safe to call more than once.
+	Close() error
+}
+
+// InitInfo is the upstream's initialize result, kept per session (C5.3).
+type InitInfo struct {
+	ProtocolVersion string
+	Capabilities    json.RawMessage
+	Caps            mcpwire.ServerCaps
+	ServerInfo      json.RawMessage
+	Instructions    string // trimmed
+	HasInstructions bool
+	Result          json.RawMessage // the whole result, raw
+}
+
+// Handler receives upstream -> client traffic that is not a reply.
+// origin is the value attached with WithOrigin to the context of the
+// outgoing call the message relates to: exact for messages carried on a
+// streamable-HTTP POST response stream; for stdio, SSE and the standalone
+// GET stream it is the origin of the only in-flight call, or of the most
+// recent one, or nil when nothing is in flight. Methods may be called
+// concurrently and must not block for long on notifications.
+type Handler interface {
+	HandleNotification(ctx context.Context, server string, origin any, msg *jsonrpc.Message)
+	// HandleRequest answers a server-initiated request (sampling,
+	// elicitation, roots/list; ping is answered by the package itself).
+	HandleRequest(ctx context.Context, server string, origin any, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error)
+}
+
+type originKey struct{}
+
+// WithOrigin attaches an origin to the context of a call.
+func WithOrigin(ctx context.Context, origin any) context.Context {
+	return context.WithValue(ctx, originKey{}, origin)
+}
+
+// OriginFrom returns the origin attached to ctx, or nil.
+func OriginFrom(ctx context.Context) any { return ctx.Value(originKey{}) }
+
+// Options configures a connection to one upstream server.
+type Options struct {
+	Server *config.Server
+	// ClientName/ClientVersion go into clientInfo of initialize.
+	ClientName, ClientVersion string
+	// ClientCapabilities is the capabilities object to advertise (C5.2);
+	// nil means {}.
+	ClientCapabilities json.RawMessage
+	Handler            Handler // nil: notifications dropped, requests refused
+	Logger             *slog.Logger
+	HTTPClient         *http.Client // nil: a default client with sane timeouts
+	// MaxMessageBytes bounds one inbound message (0: 32 MiB).
+	MaxMessageBytes int
+}
+
+// Kind classifies failures (C6.6).
+type Kind string
+
+const (
+	KindTimeout         Kind = "timeout"
+	KindUnreachable     Kind = "unreachable"
+	KindAuth            Kind = "auth"
+	KindRateLimited     Kind = "rate_limited"
+	KindUpstreamError   Kind = "upstream_error"
+	KindInvalidResponse Kind = "invalid_response"
+	KindClosed          Kind = "closed"
+	KindProtocolVersion Kind = "protocol_version"
+	KindInternal        Kind = "internal"
+)
+
+// Error is a failure talking to an upstream. Messages never contain
+// credentials, body text, cursors or tool arguments.
+type Error struct {
+	Server string
+	Kind   Kind
+	Status int // HTTP status when one was received
+	Err    error
+}
+
+// Timeout reports whether the failure is a read timeout (net.Error style).
+func (e *Error) Timeout() bool { return e.Kind == KindTimeout }
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("upstream %s: %s", e.Server, e.Kind)
+	}
+	return fmt.Sprintf("upstream %s: %v", e.Server, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the fault kind of err (KindInternal when unknown).
+func KindOf(err error) Kind {
+	var ue *Error
+	if errors.As(err, &ue) {
+		return ue.Kind
+	}
+	var re *jsonrpc.Error
+	if errors.As(err, &re) {
+		return KindUpstreamError
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return KindTimeout
+	}
+	return KindInternal
+}
+
+// ErrClosed is returned by calls on a session that has ended.
+var ErrClosed = errors.New("connection was closed")
+
+// ErrSessionExpired is in the chain of the error returned when a
+// streamable-HTTP upstream answers 404 to a request carrying its session id
+// (C6.4). The session is then Done, and the Manager initializes a new one on
+// the next call. The same error also carries the relayed *jsonrpc.Error (the
+// upstream's, or INVALID_REQUEST "Session terminated").
+var ErrSessionExpired = errors.New("session expired")
+
+// ErrNotSupported is in the chain of errors for configurations this package
+// cannot serve yet (for example a pin to the stateless 2026-07-28 revision).
+var ErrNotSupported = errors.New("not yet supported")
+
+const (
+	// DefaultTimeout is the per-request read timeout when the config has none.
+	DefaultTimeout = 60 * time.Second
+	// DefaultMaxMessageBytes bounds one inbound message when
+	// Options.MaxMessageBytes is 0.
+	DefaultMaxMessageBytes = 32 << 20
+	// CloseTimeout bounds the cleanup of a session (the DELETE of a
+	// streamable-HTTP session, C9.1): a hung upstream cannot hold Close
+	// longer than this.
+	CloseTimeout = 5 * time.Second
+	// KillGrace is how long a stdio server has to exit after SIGTERM before
+	// its process group is killed.
+	KillGrace = 2 * time.Second
+)

