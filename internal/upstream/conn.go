@@ -80,9 +80,11 @@ type call struct {
 	origin any
 	seq    uint64 // order of issue, for origin attribution
 	token  string // raw params._meta.progressToken, "" if none
-	budget time.Duration
-	timer  *time.Timer // read timeout; reset by progress for this call
-	result chan callResult
+	// answered is set once a response (result or error) was delivered.
+	answered atomic.Bool
+	budget   time.Duration
+	timer    *time.Timer // read timeout; reset by progress for this call
+	result   chan callResult
 }
 
 type callResult struct {
@@ -242,6 +244,9 @@ func (c *conn) finish(id int64, r callResult) bool {
 	c.mu.Unlock()
 	if cl == nil {
 		return false
+	}
+	if r.msg != nil {
+		cl.answered.Store(true)
 	}
 	cl.result <- r // buffered; only the remover sends
 	return true

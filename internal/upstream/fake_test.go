@@ -365,9 +365,14 @@ type seenRequest struct {
 	Method, SessionID, Version, Accept string
 }
 
-func newStreamableFake(t testing.TB) *streamableFake {
+// newStreamableFake starts the server after applying configure.
+func newStreamableFake(t testing.TB, configure ...func(*httptest.Server)) *streamableFake {
 	s := &streamableFake{fake: newFake(), t: t, get: make(chan []byte, 16)}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	for _, fn := range configure {
+		fn(s.srv)
+	}
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -458,6 +463,8 @@ func (s *streamableFake) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "message", Data: data}))
 		w.(http.Flusher).Flush()
 	})
+	// Like real servers, end the stream a moment after the reply.
+	time.Sleep(5 * time.Millisecond)
 }
 
 // sseFake serves the fake over the legacy HTTP+SSE transport.

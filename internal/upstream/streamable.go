@@ -150,9 +150,27 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 	t.c.failCall(cl, err)
 }
 
+// streamDrain bounds how long a POST stream is read after the reply
+// (for messages sent after it and so that the connection can be reused).
+const streamDrain = time.Second
+
 // roundTrip POSTs a request and reads its reply, in the background of Call.
+// ctx ends when the call is over. The HTTP exchange outlives it only when
+// the call was answered, to finish reading the stream (bounded by
+// streamDrain): cutting a response short costs its connection.
 func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call) {
-	resp, withSession, err := t.post(ctx, m)
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReq()
+	stop := context.AfterFunc(ctx, func() {
+		if !cl.answered.Load() {
+			cancelReq()
+		}
+	})
+	defer stop()
+	stopOnClose := context.AfterFunc(t.ctx, cancelReq)
+	defer stopOnClose()
+
+	resp, withSession, err := t.post(reqCtx, m)
 	if err != nil {
 		t.fail(ctx, cl, err)
 		return
@@ -186,7 +204,7 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 			t.fail(ctx, cl, t.c.invalidResponse("the response carried no reply to the request"))
 		}
 	case acceptStream:
-		t.readReplyStream(ctx, resp.Body, cl)
+		t.readReplyStream(ctx, reqCtx, cancelReq, resp.Body, cl)
 	default:
 		t.fail(ctx, cl, t.unsupportedContentType(resp))
 	}
@@ -250,15 +268,23 @@ func (t *streamable) readEvents(body io.Reader, via *call, st *streamState, stop
 
 // readReplyStream reads a POST's SSE stream until the reply to cl arrives,
 // resuming the stream with GET when it breaks after event ids were given.
-func (t *streamable) readReplyStream(ctx context.Context, body io.ReadCloser, cl *call) {
+//
+// ctx is the call's, reqCtx the HTTP exchange's (see roundTrip).
+func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq context.CancelFunc, body io.ReadCloser, cl *call) {
 	var st streamState
 	done := func() bool { return !t.c.pending(cl) }
 	for resumes := 0; ; resumes++ {
 		err := t.readEvents(body, cl, &st, done)
-		body.Close()
 		if done() || ctx.Err() != nil {
+			if err == nil && cl.answered.Load() {
+				drain := time.AfterFunc(streamDrain, cancelReq)
+				_ = t.readEvents(body, cl, &st, func() bool { return false })
+				drain.Stop()
+			}
+			body.Close()
 			return
 		}
+		body.Close()
 		if st.lastID == "" || resumes >= maxResumes || errors.Is(err, jsonrpc.ErrEventTooLarge) {
 			t.fail(ctx, cl, t.streamEnded(err))
 			return
@@ -266,7 +292,7 @@ func (t *streamable) readReplyStream(ctx context.Context, body io.ReadCloser, cl
 		if !sleepCtx(ctx, retryDelay(st.retry, resumes)) {
 			return
 		}
-		resp, ok := t.resume(ctx, cl, st.lastID)
+		resp, ok := t.resume(reqCtx, cl, st.lastID)
 		if !ok {
 			return
 		}

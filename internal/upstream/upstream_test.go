@@ -1162,3 +1162,33 @@ func TestManagerRestartsAfterDeathWhenStarted(t *testing.T) {
 	callTool(context.Background(), s, "die", "")
 	waitStart() // restarted without a call
 }
+
+func TestStreamableReusesConnections(t *testing.T) {
+	for _, jsonReplies := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", jsonReplies), func(t *testing.T) {
+			var mu sync.Mutex
+			conns := 0
+			f := newStreamableFake(t, func(ts *httptest.Server) {
+				ts.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+					if state == http.StateNew {
+						mu.Lock()
+						conns++
+						mu.Unlock()
+					}
+				}
+			})
+			f.jsonReplies = jsonReplies
+			s := connect(t, Options{Server: f.server("http")})
+			for i := range 20 {
+				if got, err := callTool(context.Background(), s, "echo", `{"text":"x"}`); err != nil || got != "x" {
+					t.Fatalf("call %d: %q, %v", i, got, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if conns > 3 {
+				t.Errorf("%d connections for 22 sequential requests", conns)
+			}
+		})
+	}
+}

@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// The exact bytes a raw upstream returns; the downstream must receive them
+// unchanged except for the tool name the gateway prefixes.
+const exoticTool = `{"name":"weird","title":"Weird","x-vendor":{"nested":[1,2,{"deep":true}]},"_meta":{"com.example/flag":"on","big":9007199254740993},"inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"pos":{"type":"integer","minimum":1}},"properties":{"n":{"$ref":"#/$defs/pos"},"mode":{"oneOf":[{"const":"a"},{"const":"b","description":"\u00e9\u2028"}]}},"additionalProperties":{"type":"string"},"required":["n"]},"annotations":{"readOnlyHint":true,"futureHint":7}}`
+
+const exoticResult = `{"content":[{"type":"text","text":"ok","_meta":{"k":1}}],"structuredContent":{"id":9007199254740993,"f":1.50,"e":1e400},"isError":false,"unknownTop":{"a":[]},"_meta":{"trace":"x"}}`
+
+// rawUpstream is a streamable-HTTP MCP server written on raw bytes, so the
+// test controls every byte of every reply.
+func rawUpstream(t testing.TB, tools string, callResult string, calls *atomic.Int64) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result string
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "raw-1")
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"raw","version":"0"}}`
+		case "tools/list":
+			result = `{"tools":[` + tools + `]}`
+		case "tools/call":
+			if calls != nil {
+				calls.Add(1)
+			}
+			result = callResult
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"nope"}}`, m.ID.Raw())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// rpc posts one raw message to the gateway and returns status, headers
+// and the JSON-RPC message in the body (from JSON or the last SSE event).
+func rpc(t testing.TB, url string, hdr map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		r := jsonrpc.NewSSEReader(bytes.NewReader(b), 0)
+		var last []byte
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				break
+			}
+			last = ev.Data
+		}
+		b = last
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+func initSession(t testing.TB, url string) string {
+	t.Helper()
+	status, h, body := rpc(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	if status != http.StatusOK {
+		t.Fatalf("initialize: %d %s", status, body)
+	}
+	sid := h.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("initialize returned no Mcp-Session-Id")
+	}
+	rpc(t, url, map[string]string{"Mcp-Session-Id": sid}, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
+// TestFidelity proves results and list items pass through byte-exact:
+// unknown fields, _meta, integers beyond 2^53, exotic schema keywords.
+func TestFidelity(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	for _, tc := range []struct {
+		path, name string
+	}{{"/mcp", "raw__weird"}, {"/mcp/raw", "weird"}} {
+		t.Run(tc.path, func(t *testing.T) {
+			url := gw.URL + tc.path
+			sid := initSession(t, url)
+			h := map[string]string{"Mcp-Session-Id": sid}
+			_, _, body := rpc(t, url, h, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			wantTool, _ := jsonrpc.Set([]byte(exoticTool), "name", jsonrpc.String(tc.name))
+			want := `{"jsonrpc":"2.0","id":2,"result":{"tools":[` + string(wantTool) + `]}}`
+			if string(body) != want {
+				t.Errorf("tools/list not byte-exact:\n got %s\nwant %s", body, want)
+			}
+			_, _, body = rpc(t, url, h, `{"jsonrpc":"2.0","id":"c-9007199254740993","method":"tools/call","params":{"name":"`+tc.name+`","arguments":{"n":9007199254740993}}}`)
+			want = `{"jsonrpc":"2.0","id":"c-9007199254740993","result":` + exoticResult + `}`
+			if string(body) != want {
+				t.Errorf("tools/call not byte-exact:\n got %s\nwant %s", body, want)
+			}
+			_, _, body = rpc(t, url, h, `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`)
+			if want := `{"jsonrpc":"2.0","id":9007199254740993,"result":{}}`; string(body) != want {
+				t.Errorf("big integer id: got %s want %s", body, want)
+			}
+		})
+	}
+}
+
+// TestBadInput checks the precise error for each kind of bad request.
+func TestBadInput(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	cfg := &config.Config{MaxBodyBytes: 1 << 10, Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}}
+	_, gw := startGateway(t, cfg)
+	url := gw.URL + "/mcp"
+	sid := initSession(t, url)
+	withSession := map[string]string{"Mcp-Session-Id": sid}
+	for _, tc := range []struct {
+		name       string
+		hdr        map[string]string
+		body       string
+		wantStatus int
+		wantCode   int64
+		wantMsg    string
+	}{
+		{"malformed JSON", withSession, `{"jsonrpc":"2.0","id":1,"method":`, 400, jsonrpc.CodeParseError, "Parse error"},
+		{"not JSON-RPC", withSession, `{"id":1,"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest, "jsonrpc"},
+		{"scalar body", withSession, `42`, 400, jsonrpc.CodeInvalidRequest, "Invalid Request"},
+		{"unknown method", withSession, `{"jsonrpc":"2.0","id":1,"method":"tools/explode"}`, 200, jsonrpc.CodeMethodNotFound, "tools/explode"},
+		{"unknown tool", withSession, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"raw__nope"}}`, 200, jsonrpc.CodeInvalidParams, "Unknown tool: raw__nope"},
+		{"tool of unknown server", withSession, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret__x"}}`, 200, jsonrpc.CodeInvalidParams, "Unknown tool: secret__x"},
+		{"oversized body", withSession, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 2<<10) + `"}}`, 413, jsonrpc.CodeInvalidRequest, "exceeds 1024 bytes"},
+		{"bad protocol version header", map[string]string{"Mcp-Protocol-Version": "1999-01-01"}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest, "Unsupported MCP-Protocol-Version 1999-01-01"},
+		{"foreign origin", map[string]string{"Origin": "http://evil.example.com"}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 403, jsonrpc.CodeInvalidRequest, "Invalid Origin header"},
+		{"rebinding host", map[string]string{"Host": "evil.example.com"}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 403, jsonrpc.CodeInvalidRequest, "Invalid Host header"},
+		{"initialize in batch", nil, `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`, 400, jsonrpc.CodeInvalidRequest, "initialize must be sent alone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range tc.hdr {
+				if k == "Host" {
+					req.Host = v
+				}
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus {
+				t.Errorf("status = %d, want %d (body %s)", resp.StatusCode, tc.wantStatus, body)
+			}
+			var m struct {
+				Error *jsonrpc.Error `json:"error"`
+			}
+			if err := json.Unmarshal(body, &m); err != nil || m.Error == nil {
+				t.Fatalf("body is not a JSON-RPC error: %s", body)
+			}
+			if m.Error.Code != tc.wantCode || !strings.Contains(m.Error.Message, tc.wantMsg) {
+				t.Errorf("error = %d %q, want %d containing %q", m.Error.Code, m.Error.Message, tc.wantCode, tc.wantMsg)
+			}
+			if strings.Contains(string(body), "secret") && tc.name == "tool of unknown server" && strings.Contains(string(body), "server") {
+				t.Errorf("error reveals server details: %s", body)
+			}
+		})
+	}
+	// The gateway still serves after all of that.
+	if status, _, body := rpc(t, url, withSession, `{"jsonrpc":"2.0","id":5,"method":"ping"}`); status != 200 || string(body) != `{"jsonrpc":"2.0","id":5,"result":{}}` {
+		t.Errorf("ping after bad input: %d %s", status, body)
+	}
+}
+
+// TestSessionLifecycle covers stateless requests, unknown session ids
+// (served as new, S8.3), DELETE (idempotent, S8.1) and the GET stream.
+func TestSessionLifecycle(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	url := gw.URL + "/mcp"
+
+	// Stateless: no session, not initialize.
+	status, h, body := rpc(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if status != 200 || !strings.Contains(string(body), `"raw__weird"`) || h.Get("Mcp-Session-Id") != "" {
+		t.Errorf("stateless tools/list: %d %q sid=%q", status, body, h.Get("Mcp-Session-Id"))
+	}
+	// Unknown session id: served, not a 400 loop.
+	status, _, body = rpc(t, url, map[string]string{"Mcp-Session-Id": "gone-after-restart"}, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if status != 200 || string(body) != `{"jsonrpc":"2.0","id":2,"result":{}}` {
+		t.Errorf("unknown session ping: %d %s", status, body)
+	}
+
+	sid := initSession(t, url)
+	// GET stream opens for a live session; a second one conflicts.
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET stream: %v %v", err, resp)
+	}
+	resp2, err := http.DefaultClient.Do(req.Clone(req.Context()))
+	if err != nil || resp2.StatusCode != http.StatusConflict {
+		t.Errorf("second GET stream: %v, status %d, want 409", err, resp2.StatusCode)
+	}
+	resp2.Body.Close()
+
+	for i := 0; i < 2; i++ {
+		del, _ := http.NewRequest(http.MethodDelete, url, nil)
+		del.Header.Set("Mcp-Session-Id", sid)
+		dr, err := http.DefaultClient.Do(del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(dr.Body)
+		dr.Body.Close()
+		if dr.StatusCode != 200 || string(b) != `{"message":"Session terminated successfully"}` {
+			t.Errorf("DELETE #%d: %d %s", i+1, dr.StatusCode, b)
+		}
+	}
+	// Ending the session ends its GET stream.
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, resp.Body); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("GET stream still open after DELETE")
+	}
+	resp.Body.Close()
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the TypeScript-SDK interop tests (test/interop/*.test.mjs) with Node 22
+# from test/interop: the MCP TypeScript SDK client talks through a freshly
+# built mcpgate to the reference "everything" server, which the gateway
+# reaches over stdio and over streamable HTTP.
+#
+# Usage:
+#   scripts/interop-ts.sh [node --test options...]
+#   e.g. scripts/interop-ts.sh --test-name-pattern='^gateway'
+#        scripts/interop-ts.sh --test-reporter=spec
+#
+# Needs go (the tests run `go build ./cmd/mcpgate`) and the npm registry the
+# first time (scripts/install-test-deps.sh installs test/interop/node_modules).
+#
+# Env:
+#   INTEROP_TIMEOUT      seconds for the whole node --test run (default 300;
+#                        includes building the gateway on a cold cache).
+#   INTEROP_SKIP_DIRECT=1  skip the direct (no gateway) control tests.
+#   INTEROP_GATEWAY_BIN  test this mcpgate binary instead of building one.
+#   INTEROP_VERBOSE=1    stream gateway and upstream stderr.
+#
+# Exit status: node's (0 when every test passed, 1 when any failed), 124/137
+# on timeout, 2 on setup errors.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TIMEOUT="${INTEROP_TIMEOUT:-300}"
+
+die() { echo "interop-ts.sh: $*" >&2; exit 2; }
+
+command -v go >/dev/null 2>&1 || die "go not found in PATH"
+command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) not found"
+
+node22="$(bash "$ROOT/scripts/install-test-deps.sh" | tail -n1)" || die "installing test deps failed"
+[[ -x "$node22" ]] || die "install-test-deps.sh did not report a node binary (got '$node22')"
+"$node22" --version | grep -q '^v22\.' || die "$node22 is not Node 22"
+
+shopt -s nullglob
+tests=("$ROOT"/test/interop/*.test.mjs)
+[[ ${#tests[@]} -gt 0 ]] || die "no test/interop/*.test.mjs files"
+
+cd "$ROOT"
+set +e
+timeout --kill-after=15 "$TIMEOUT" "$node22" --test --test-concurrency=1 "$@" "${tests[@]}"
+rc=$?
+set -e
+if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+  echo "interop-ts.sh: timed out after ${TIMEOUT}s" >&2
+fi
+exit "$rc"
