@@ -41,7 +41,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
+		return fmt.Errorf("invalid config:\n%w", err)
 	}
 	if *listen != "" {
 		cfg.Listen = *listen

@@ -34,7 +34,7 @@ func (c *stdioCommand) Run(ctx context.Context, args []string) error {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
+		return fmt.Errorf("invalid config:\n%w", err)
 	}
 	g := gateway.New(gateway.Options{Config: cfg, Logger: log, Version: version()})
 	g.Start(ctx)

@@ -24,7 +24,7 @@ func (c *validateCommand) Run(_ context.Context, args []string) error {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
+		return fmt.Errorf("invalid config:\n%w", err)
 	}
 	fmt.Fprintf(c.stdout, "%s: ok (%d servers", *path, len(cfg.Servers))
 	for _, name := range cfg.ServerNames() {

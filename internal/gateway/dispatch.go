@@ -26,6 +26,9 @@ type scope struct {
 	rt   *route
 	out  sender // where messages related to this request go
 	caps mcpwire.ClientCaps
+	// done ends with the request: server-initiated requests it caused are
+	// moot after that and are cancelled downstream. nil: never.
+	done <-chan struct{}
 }
 
 func (sc *scope) sessionID() string {
@@ -89,6 +92,9 @@ func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *rou
 		}
 	case mcpwire.NotifyRootsListChanged:
 		for _, server := range rt.servers {
+			if sess != nil {
+				g.rootsOwner.Store(server, sess)
+			}
 			if s, err := g.up.Session(ctx, server); err == nil {
 				_ = s.Notify(ctx, m.Method, m.Params)
 			}

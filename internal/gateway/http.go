@@ -195,6 +195,11 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		sc.sess.begin(m.ID, cancel)
 		defer sc.sess.end(m.ID)
 	}
+	if sc.done == nil {
+		sc2 := *sc
+		sc2.done = ctx.Done()
+		sc = &sc2
+	}
 	res, rpcErr := g.dispatch(ctx, sc, m)
 	if errors.Is(ctx.Err(), context.Canceled) && rpcErr != nil {
 		rpcErr = jsonrpc.NewError(-32800, "Request cancelled")

@@ -131,7 +131,20 @@ func (g *Gateway) broadcastListChanged(server string, k catalog.Kind) {
 func (r *relay) HandleRequest(ctx context.Context, server string, origin any, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
 	g := (*Gateway)(r)
 	sc, _ := origin.(*scope)
+	if sc == nil && msg.Method == mcpwire.MethodRootsList {
+		// Outside any call, roots/list follows a roots/list_changed: it is
+		// the session that announced the change whose roots are wanted.
+		// With no such session the request is refused rather than answered
+		// with some other client's roots; servers ask again during a call,
+		// when the caller is known.
+		if v, ok := g.rootsOwner.Load(server); ok {
+			if s := v.(*session); !s.isClosed() {
+				sc = &scope{g: g, sess: s, rt: &s.route, out: sessionOut{s}, caps: s.scopeCaps()}
+			}
+		}
+	}
 	if sc == nil {
+		g.log.Debug("refused a server-initiated request outside any client request", "server", server, "method", msg.Method)
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
 			"%s is only available during a client request", msg.Method)
 	}
@@ -163,6 +176,10 @@ func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Mes
 		params := append(append([]byte(`{"requestId":`), id.Raw()...), `,"reason":"cancelled by the server"}`...)
 		_ = sc.out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
 		return nil, jsonrpc.NewError(-32800, "Request cancelled")
+	case <-sc.done:
+		params := append(append([]byte(`{"requestId":`), id.Raw()...), `,"reason":"the request that caused it has ended"}`...)
+		_ = sc.out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
+		return nil, jsonrpc.NewError(-32800, "Request cancelled: the client request that caused it has ended")
 	case <-t.C:
 		return nil, jsonrpc.NewError(mcpwire.CodeRequestTimeout, "Client did not answer %s within %s", msg.Method, DefaultDownstreamTimeout)
 	}
@@ -303,4 +320,14 @@ func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 	}
 	data, _ := json.Marshal(map[string]string{"fault": string(kind), "server": server})
 	return &jsonrpc.Error{Code: code, Message: msg, Data: data}
+}
+
+// sessionOut sends on a session's standalone stream.
+type sessionOut struct{ s *session }
+
+func (o sessionOut) send(msg *jsonrpc.Message) error {
+	if o.s.notify(msg) {
+		return nil
+	}
+	return errors.New("the client has no open stream for server-initiated requests")
 }

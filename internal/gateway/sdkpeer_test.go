@@ -45,6 +45,8 @@ func newSDKServer(name string) *mcp.Server {
 	var srv *mcp.Server
 	srv = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, &mcp.ServerOptions{
 		Instructions: "Use " + name + " for testing.",
+		// Small pages make the gateway walk upstream pagination (C8.3).
+		PageSize: 3,
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{
 				Values: []string{name + "-" + req.Params.Argument.Value + "1", name + "-" + req.Params.Argument.Value + "2"},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -194,12 +195,26 @@ func TestSSEReaderDoesNotWaitAfterCR(t *testing.T) {
 		// The writer keeps the stream open: a reader that waits for
 		// more bytes blocks here until the test closes the pipe.
 	}()
-	ev, err := jsonrpc.NewSSEReader(pr, 0).Next()
-	if err != nil {
-		t.Fatalf("Next: %v", err)
+	type result struct {
+		ev  *jsonrpc.Event
+		err error
 	}
-	if diff := cmp.Diff(string(ev.Data), "a"); diff != "" {
-		t.Errorf("data (-got +want):\n%s", diff)
+	done := make(chan result, 1)
+	go func() {
+		ev, err := jsonrpc.NewSSEReader(pr, 0).Next()
+		done <- result{ev, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Next: %v", r.err)
+		}
+		if diff := cmp.Diff(string(r.ev.Data), "a"); diff != "" {
+			t.Errorf("data (-got +want):\n%s", diff)
+		}
+	case <-time.After(5 * time.Second):
+		// Cleanup closes the pipe, which ends the blocked Next.
+		t.Fatal("Next still waiting for more bytes after CR CR")
 	}
 }
 

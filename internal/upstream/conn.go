@@ -150,6 +150,9 @@ func formatBudget(d time.Duration) string {
 
 // Call implements Session.
 func (c *conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, err)
+	}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cl := &call{

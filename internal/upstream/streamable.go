@@ -235,8 +235,7 @@ type streamState struct {
 // readEvents dispatches the events of one SSE stream until it ends or
 // until stop reports true after an event. It returns the read error (io.EOF
 // at a clean end).
-func (t *streamable) readEvents(body io.Reader, via *call, st *streamState, stop func() bool) error {
-	r := jsonrpc.NewSSEReader(body, t.maxMsg)
+func (t *streamable) readEvents(r *jsonrpc.SSEReader, via *call, st *streamState, stop func() bool) error {
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -274,11 +273,12 @@ func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq cont
 	var st streamState
 	done := func() bool { return !t.c.pending(cl) }
 	for resumes := 0; ; resumes++ {
-		err := t.readEvents(body, cl, &st, done)
+		r := jsonrpc.NewSSEReader(body, t.maxMsg)
+		err := t.readEvents(r, cl, &st, done)
 		if done() || ctx.Err() != nil {
 			if err == nil && cl.answered.Load() {
 				drain := time.AfterFunc(streamDrain, cancelReq)
-				_ = t.readEvents(body, cl, &st, func() bool { return false })
+				_ = t.readEvents(r, cl, &st, func() bool { return false })
 				drain.Stop()
 			}
 			body.Close()
@@ -404,7 +404,7 @@ func (t *streamable) listenOnce(st *streamState) (again, delivered bool) {
 	}
 	t.listening.Store(true)
 	defer t.listening.Store(false)
-	err = t.readEvents(resp.Body, nil, st, func() bool { delivered = true; return false })
+	err = t.readEvents(jsonrpc.NewSSEReader(resp.Body, t.maxMsg), nil, st, func() bool { delivered = true; return false })
 	if t.ctx.Err() == nil {
 		t.c.log.Debug("upstream GET stream ended", "error", err)
 	}

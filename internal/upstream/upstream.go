@@ -60,10 +60,18 @@ type InitInfo struct {
 // Handler receives upstream -> client traffic that is not a reply.
 // origin is the value attached with WithOrigin to the context of the
 // outgoing call the message relates to: exact for messages carried on a
-// streamable-HTTP POST response stream; for stdio, SSE and the standalone
-// GET stream it is the origin of the only in-flight call, or of the most
-// recent one, or nil when nothing is in flight. Methods may be called
-// concurrently and must not block for long on notifications.
+// streamable-HTTP POST response stream, and for progress notifications whose
+// progressToken is that of a call in flight; otherwise (stdio, SSE and the
+// standalone GET stream) it is the origin of the only in-flight call, or of
+// the most recent one, or nil when nothing is in flight.
+//
+// Methods may be called concurrently. HandleNotification runs on the
+// session's read loop, in the order messages arrive (a call's progress is
+// delivered before its result is returned): it must not block for long,
+// and must not wait for a reply from the same session. HandleRequest runs
+// in its own goroutine; its ctx ends when the upstream cancels the request
+// (notifications/cancelled is consumed by the package, not passed on) or
+// the session ends, and then no response is sent.
 type Handler interface {
 	HandleNotification(ctx context.Context, server string, origin any, msg *jsonrpc.Message)
 	// HandleRequest answers a server-initiated request (sampling,
@@ -89,9 +97,13 @@ type Options struct {
 	// ClientCapabilities is the capabilities object to advertise (C5.2);
 	// nil means {}.
 	ClientCapabilities json.RawMessage
-	Handler            Handler // nil: notifications dropped, requests refused
-	Logger             *slog.Logger
-	HTTPClient         *http.Client // nil: a default client with sane timeouts
+	Handler            Handler      // nil: notifications dropped, requests refused
+	Logger             *slog.Logger // nil: discard
+	// HTTPClient is used for sse and http servers. nil: a client shared by
+	// all sessions (pooled connections, no overall timeout: requests are
+	// bounded by their contexts). A client without CheckRedirect gets the
+	// same-origin redirect rule (C4).
+	HTTPClient *http.Client
 	// MaxMessageBytes bounds one inbound message (0: 32 MiB).
 	MaxMessageBytes int
 }

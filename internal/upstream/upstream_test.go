@@ -1183,6 +1183,7 @@ func TestStreamableReusesConnections(t *testing.T) {
 				if got, err := callTool(context.Background(), s, "echo", `{"text":"x"}`); err != nil || got != "x" {
 					t.Fatalf("call %d: %q, %v", i, got, err)
 				}
+				time.Sleep(10 * time.Millisecond) // the fake ends each stream 5ms after its reply
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -1190,5 +1191,65 @@ func TestStreamableReusesConnections(t *testing.T) {
 				t.Errorf("%d connections for 22 sequential requests", conns)
 			}
 		})
+	}
+}
+
+func TestStaticHeadersTrimmed(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	record := func(r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.Header.Get("X-Trace"))
+		mu.Unlock()
+	}
+	f := newStreamableFake(t)
+	f.hook = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool { record(r); return false }
+	srv := f.server("http")
+	srv.Headers = map[string]string{" X-Trace ": "  abc \t"}
+	s := connect(t, Options{Server: srv})
+	if _, err := s.Call(context.Background(), mcpwire.MethodToolsList, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(got, []string{"POST abc", "POST abc", "POST abc"}); diff != "" {
+		t.Errorf("X-Trace per request (-got +want):\n%s", diff)
+	}
+}
+
+func TestGETStreamReconnectsWithLastEventID(t *testing.T) {
+	f := newStreamableFake(t)
+	var mu sync.Mutex
+	var lastIDs []string
+	f.onGet = func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-Id"))
+		n := len(lastIDs)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		note := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"g-%d"}}`, n)
+		w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{ID: fmt.Sprintf("g-%d", n), Retry: 20, Data: note}))
+		w.(http.Flusher).Flush()
+		if n >= 2 {
+			<-r.Context().Done() // stay open until the client goes
+		}
+		return true // the first stream drops at once
+	}
+	h := &recorder{}
+	connect(t, Options{Server: f.server("http"), Handler: h})
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if notes, _ := h.got(); len(notes) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no notification after the GET stream reconnected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(lastIDs, []string{"", "g-1"}); diff != "" {
+		t.Errorf("Last-Event-ID per GET (-got +want):\n%s", diff)
 	}
 }

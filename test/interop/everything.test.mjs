@@ -10,6 +10,11 @@
 // reference server), then through the gateway on the single-server routes
 // /mcp/evstdio and /mcp/evhttp, and finally on the aggregated route /mcp.
 //
+// The gateway shares one upstream session per server among all downstream
+// sessions, and server-everything keeps its toggles (simulated logging,
+// subscription updates) per upstream session: each check turns a toggle on
+// and back off, so the runs do not disturb each other.
+//
 // Env:
 //   INTEROP_SKIP_DIRECT=1   skip the direct control tests.
 //   INTEROP_GATEWAY_BIN=... use this mcpgate binary instead of building one.

@@ -1,0 +1,188 @@
+package bench_test
+
+// In-process benchmarks: the echo server and the gateway run in this test
+// binary on httptest loopback servers, driven by bench/loadgen. They measure
+// the same thing as bench/run.sh (calls/s direct vs through mcpgate) without
+// separate processes, and are the way to profile the gateway:
+//
+//	go test ./bench -run '^$' -bench . -benchtime 20000x
+//	go test ./bench -run '^$' -bench 'Gateway/c=64' -benchtime 10s -cpuprofile cpu.out
+//	go tool pprof -top -cum cpu.out
+//
+// Everything (load generator, gateway, echo) shares one process and
+// GOMAXPROCS, so calls/s are lower than with separate processes; cpu-µs/call
+// is the whole process's CPU time per call, and Gateway minus Direct is
+// roughly the gateway's CPU cost per call.
+//
+// To tell the three apart in a profile, each side runs under a pprof label
+// "side" (gateway, echo, loadgen): goroutines inherit the labels of the
+// goroutine that starts them, so the servers' accept loops, connection
+// goroutines and the HTTP transports' read/write loops all carry them.
+// Runtime background work (GC workers, scavenger) is unlabelled.
+//
+//	go tool pprof -top -tagfocus side=gateway cpu.out        # gateway only
+//	go tool pprof -tags cpu.out                              # CPU split by side
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/bench/loadgen"
+	"github.com/mcpgate/mcpgate/examples/echo/echoserver"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+)
+
+var concurrencies = []int{1, 8, 64}
+
+// BenchmarkDirect calls the echo server directly.
+func BenchmarkDirect(b *testing.B) {
+	echo := startEcho(b)
+	for _, c := range concurrencies {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			run(b, loadgen.Options{URL: echo.URL + "/mcp", Concurrency: c})
+		})
+	}
+}
+
+// BenchmarkGateway calls the echo server through an in-process mcpgate, on
+// the single-server route /mcp/echo (tool names unprefixed).
+func BenchmarkGateway(b *testing.B) {
+	gw := startGateway(b)
+	for _, c := range concurrencies {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			run(b, loadgen.Options{URL: gw + "/mcp/echo", Concurrency: c})
+		})
+	}
+}
+
+// BenchmarkGatewayPrefixed calls echo__echo on the merged endpoint /mcp.
+func BenchmarkGatewayPrefixed(b *testing.B) {
+	gw := startGateway(b)
+	for _, c := range []int{1, 64} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			run(b, loadgen.Options{URL: gw + "/mcp", Concurrency: c, Tool: "echo__echo",
+				Arguments: map[string]any{"text": "hello"}})
+		})
+	}
+}
+
+// BenchmarkReverseProxy is a reference point, not mcpgate: the echo server
+// behind net/http/httputil.ReverseProxy (labelled side=gateway too). It is
+// the cost of one net/http server hop plus one net/http client hop with no
+// MCP work at all, i.e. roughly the floor for a gateway built on net/http.
+func BenchmarkReverseProxy(b *testing.B) {
+	echo := startEcho(b)
+	target, err := url.Parse(echo.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}
+	var srv *httptest.Server
+	withSide("gateway", func() { srv = httptest.NewServer(rp) })
+	b.Cleanup(srv.Close)
+	for _, c := range concurrencies {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			run(b, loadgen.Options{URL: srv.URL + "/mcp", Concurrency: c})
+		})
+	}
+}
+
+// startGateway starts an echo server and an mcpgate in front of it, both on
+// httptest servers, and returns the gateway's base URL.
+func startGateway(b *testing.B) string {
+	b.Helper()
+	echo := startEcho(b)
+	cfg := &config.Config{
+		Listen:            "127.0.0.1:0",
+		ToolNameSeparator: "__",
+		Servers: map[string]*config.Server{
+			"echo": {
+				Name:            "echo",
+				Transport:       config.TransportHTTP,
+				URL:             echo.URL + "/mcp",
+				Timeout:         30 * time.Second,
+				ProtocolVersion: config.ProtocolVersionAuto,
+			},
+		},
+	}
+	g := gateway.New(gateway.Options{Config: cfg, Version: "bench"})
+	ctx, cancel := context.WithCancel(context.Background())
+	var srv *httptest.Server
+	withSide("gateway", func() {
+		g.Start(ctx)
+		srv = httptest.NewServer(g)
+	})
+	b.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		_ = g.Close(cctx)
+		cancel()
+	})
+	// Warm the upstream session and the catalog, so the first measured
+	// calls do not pay for them.
+	var err error
+	withSide("loadgen", func() {
+		_, err = loadgen.Run(context.Background(), loadgen.Options{URL: srv.URL + "/mcp/echo", Calls: 10})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv.URL
+}
+
+// startEcho starts the echo server (labelled side=echo).
+func startEcho(b *testing.B) *httptest.Server {
+	var echo *httptest.Server
+	withSide("echo", func() { echo = httptest.NewServer(echoserver.Handler()) })
+	b.Cleanup(echo.Close)
+	return echo
+}
+
+// withSide runs f with the pprof label side=name; goroutines f starts
+// inherit it.
+func withSide(name string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("side", name), func(context.Context) { f() })
+}
+
+// run makes b.N measured tools/call with opts and reports calls/s, ns/call,
+// latency percentiles and the process's CPU time per call.
+func run(b *testing.B, opts loadgen.Options) {
+	b.Helper()
+	opts.Calls = int64(b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	var (
+		res loadgen.Result
+		err error
+	)
+	withSide("loadgen", func() { res, err = loadgen.Run(context.Background(), opts) })
+	cpu := processCPU() - cpu0
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.Errors != 0 {
+		b.Fatalf("%d errors, e.g. %q", res.Errors, res.ErrorSamples)
+	}
+	b.ReportMetric(res.CallsPerSec, "calls/s")
+	if res.Calls > 0 {
+		b.ReportMetric(float64(res.Elapsed.Nanoseconds())/float64(res.Calls), "ns/call")
+		if cpu > 0 {
+			b.ReportMetric(float64(cpu.Microseconds())/float64(res.Calls), "cpu-µs/call")
+		}
+	}
+	b.ReportMetric(float64(res.P50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")
+}

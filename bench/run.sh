@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# Direct-vs-gateway benchmark: echo server alone, then echo behind mcpgate.
+#
+#   bash bench/run.sh
+#
+# Builds examples/echo, cmd/mcpgate and cmd/mcpgate-bench into a temp dir,
+# starts echo and the gateway on free loopback ports (port 0, address read
+# back from their logs), and for each concurrency runs the load generator
+# first DIRECTLY against echo (/mcp, tool echo), then THROUGH mcpgate
+# (/mcp/echo, tool echo: the single-server route, like for like). While a run
+# is going it samples, from /proc, the CPU time (utime+stime) of the gateway,
+# echo and the load generator over the measured window, the gateway's VmRSS
+# every 200ms (max reported) and its VmHWM, and the machine's total busy CPU
+# (to show interference from other processes). Finally one run through the
+# merged endpoint (/mcp, tool echo__echo) at the highest concurrency.
+#
+# Results go to stdout and to docs/benchmarks.md (between the RESULTS
+# markers, so the hand-written parts of that file survive).
+#
+# Environment:
+#   BENCH_DURATION     measured seconds per run (default 10)
+#   BENCH_WARMUP       warmup seconds per run (default 2)
+#   BENCH_CONCURRENCY  concurrencies (default "1 8 64")
+#   BENCH_REPEATS      direct+gateway pairs per concurrency (default 3);
+#                      the main table shows medians, the raw table every run
+#   BENCH_PIN          1: pin the load generator to CPU 0 and echo + gateway
+#                      to CPU 1 with taskset (default: no pinning)
+#   BENCH_OUT          markdown file to update (default docs/benchmarks.md;
+#                      "-" to only print)
+#
+# Linux only (/proc). Needs go, awk, sed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+D=${BENCH_DURATION:-10}
+D=${D%s}
+WARMUP=${BENCH_WARMUP:-2}
+WARMUP=${WARMUP%s}
+CS=${BENCH_CONCURRENCY:-"1 8 64"}
+REPEATS=${BENCH_REPEATS:-3}
+PIN=${BENCH_PIN:-0}
+OUT=${BENCH_OUT:-docs/benchmarks.md}
+CMDLINE="bash bench/run.sh"
+for v in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_REPEATS BENCH_PIN; do
+  [[ -n ${!v:-} ]] && CMDLINE="$v=\"${!v}\" $CMDLINE"
+done
+
+TICK=$(getconf CLK_TCK)
+NPROC=$(nproc)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+tmp=$(mktemp -d)
+echo_pid= gw_pid= bench_pid= sampler_pid=
+cleanup() {
+  for p in $sampler_pid $bench_pid $gw_pid $echo_pid; do
+    kill "$p" 2>/dev/null || true
+  done
+  for p in $sampler_pid $bench_pid $gw_pid $echo_pid; do
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '%s\n' "$*" >&2; }
+
+log "building into $tmp ..."
+go build -o "$tmp/echo" ./examples/echo
+go build -o "$tmp/mcpgate" ./cmd/mcpgate
+go build -o "$tmp/mcpgate-bench" ./cmd/mcpgate-bench
+
+PIN_LOADGEN=() PIN_SERVER=()
+if [[ $PIN == 1 ]]; then
+  PIN_LOADGEN=(taskset -c 0)
+  PIN_SERVER=(taskset -c 1)
+fi
+
+# wait_log FILE REGEX: wait up to 10s for a line matching REGEX in FILE.
+wait_log() {
+  for _ in $(seq 100); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  log "timed out waiting for /$2/ in $1:"; cat "$1" >&2; return 1
+}
+
+"${PIN_SERVER[@]}" "$tmp/echo" -listen 127.0.0.1:0 2>"$tmp/echo.log" &
+echo_pid=$!
+wait_log "$tmp/echo.log" 'listening on http://'
+ECHO_ADDR=$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/echo.log" | head -1)
+cat >"$tmp/mcpgate.yaml" <<EOF
+servers:
+  echo:
+    transport: http
+    url: http://$ECHO_ADDR/mcp
+EOF
+"${PIN_SERVER[@]}" "$tmp/mcpgate" serve --config "$tmp/mcpgate.yaml" --listen 127.0.0.1:0 2>"$tmp/mcpgate.log" &
+gw_pid=$!
+wait_log "$tmp/mcpgate.log" 'mcpgate serving'
+GW_ADDR=$(grep 'mcpgate serving' "$tmp/mcpgate.log" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1)
+DIRECT_URL=http://$ECHO_ADDR/mcp
+GW_URL=http://$GW_ADDR/mcp/echo
+GW_MERGED_URL=http://$GW_ADDR/mcp
+log "echo    $DIRECT_URL (pid $echo_pid)"
+log "mcpgate $GW_URL (pid $gw_pid)"
+# Smoke test (also opens the upstream session and fills the catalog).
+"$tmp/mcpgate-bench" -url "$GW_URL" -n 20 -warmup 0 -json >/dev/null
+"$tmp/mcpgate-bench" -url "$GW_MERGED_URL" -tool echo__echo -args '{"text":"hello"}' -n 20 -warmup 0 -json >/dev/null
+
+# cpu_ticks PID: utime+stime of PID in clock ticks (fields after the comm).
+cpu_ticks() {
+  local s
+  read -r s <"/proc/$1/stat" || { echo 0; return; }
+  s=${s##*) }
+  local a=($s)
+  echo $((a[11] + a[12]))
+}
+# sys_busy: busy ticks of all CPUs (user nice system irq softirq steal).
+sys_busy() {
+  local cpu u n s i w q sq st rest
+  read -r cpu u n s i w q sq st rest </proc/stat
+  echo $((u + n + s + q + sq + st))
+}
+status_kb() { # status_kb PID FIELD
+  local k v rest
+  while read -r k v rest; do
+    [[ $k == "$2:" ]] && { echo "$v"; return; }
+  done <"/proc/$1/status"
+  echo 0
+}
+json_val() { # json_val FILE KEY
+  sed -n "s/^ *\"$2\": *\([^,]*\),\{0,1\}$/\1/p" "$1" | head -1
+}
+
+# measure NAME URL TOOL C: one run; prints a result line
+#   name c calls_per_sec p50_ms p99_ms errors calls gw_cpu_us echo_cpu_us
+#   lg_cpu_us other_cpu_pct gw_rss_max_kb gw_hwm_kb
+measure() {
+  local name=$1 url=$2 tool=$3 c=$4
+  local out="$tmp/$name-c$c-$RANDOM.json"
+  local args=()
+  [[ $tool != echo ]] && args=(-args '{"text":"hello"}')
+  local rssf="$tmp/rss.max"
+  echo 0 >"$rssf"
+  (
+    max=0
+    while :; do
+      v=$(status_kb "$gw_pid" VmRSS)
+      if ((v > max)); then max=$v; echo "$max" >"$rssf"; fi
+      sleep 0.2
+    done
+  ) &
+  sampler_pid=$!
+  "${PIN_LOADGEN[@]}" "$tmp/mcpgate-bench" -url "$url" -tool "$tool" "${args[@]}" -c "$c" \
+    -d "${D}s" -warmup "${WARMUP}s" -json >"$out" &
+  bench_pid=$!
+  sleep "$WARMUP"
+  local t0=$EPOCHREALTIME g0 e0 l0 s0
+  g0=$(cpu_ticks $gw_pid) e0=$(cpu_ticks $echo_pid) l0=$(cpu_ticks $bench_pid) s0=$(sys_busy)
+  # End the CPU window a little before the load generator's, so it lies
+  # within the loaded period even if sleep overshoots.
+  sleep "$(awk -v d="$D" 'BEGIN{printf "%.3f", (d > 1 ? d - 0.3 : d * 0.7)}')"
+  local t1=$EPOCHREALTIME g1 e1 l1 s1
+  g1=$(cpu_ticks $gw_pid) e1=$(cpu_ticks $echo_pid) l1=$(cpu_ticks $bench_pid) s1=$(sys_busy)
+  local rc=0
+  wait "$bench_pid" || rc=$?
+  bench_pid=
+  kill "$sampler_pid" 2>/dev/null || true
+  wait "$sampler_pid" 2>/dev/null || true
+  sampler_pid=
+  if ! grep -q calls_per_sec "$out"; then
+    log "load generator failed (exit $rc):"; cat "$out" >&2; exit 1
+  fi
+  local cps p50 p99 errs calls
+  cps=$(json_val "$out" calls_per_sec) p50=$(json_val "$out" p50_ms) p99=$(json_val "$out" p99_ms)
+  errs=$(json_val "$out" errors) calls=$(json_val "$out" calls)
+  awk -v name="$name" -v c="$c" -v cps="$cps" -v p50="$p50" -v p99="$p99" -v errs="$errs" -v calls="$calls" \
+    -v t0="$t0" -v t1="$t1" -v tick="$TICK" -v ncpu="$NPROC" \
+    -v g="$((g1 - g0))" -v e="$((e1 - e0))" -v l="$((l1 - l0))" -v s="$((s1 - s0))" \
+    -v rss="$(cat "$rssf")" -v hwm="$(status_kb "$gw_pid" VmHWM)" 'BEGIN {
+      wall = t1 - t0; n = cps * wall             # calls in the CPU window
+      us = 1e6 / tick / (n > 0 ? n : 1)           # µs per tick per call
+      other = (s - g - e - l) / tick / wall / ncpu * 100
+      if (other < 0) other = 0                    # tick rounding
+      if (name == "direct") { g = -1; rss = -1; hwm = -1 }
+      printf "%s %d %.1f %.3f %.3f %d %d %.1f %.1f %.1f %.1f %d %d\n",
+        name, c, cps, p50, p99, errs, calls, g * us, e * us, l * us, other, rss, hwm
+    }'
+}
+
+RES=$tmp/results.txt
+: >"$RES"
+log "D=${D}s warmup=${WARMUP}s c=($CS) repeats=$REPEATS pin=$PIN load before: $LOAD_BEFORE"
+for c in $CS; do
+  for r in $(seq "$REPEATS"); do
+    log "c=$c repeat $r/$REPEATS: direct ..."
+    measure direct "$DIRECT_URL" echo "$c" | tee -a "$RES" >&2
+    log "c=$c repeat $r/$REPEATS: gateway ..."
+    measure gateway "$GW_URL" echo "$c" | tee -a "$RES" >&2
+  done
+done
+CMAX=$(tr ' ' '\n' <<<"$CS" | grep . | sort -n | tail -1)
+log "c=$CMAX: gateway, merged endpoint /mcp, tool echo__echo ..."
+measure merged "$GW_MERGED_URL" echo__echo "$CMAX" | tee -a "$RES" >&2
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- report ----
+CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+GO_VERSION=$(go version | sed 's/^go version //')
+KERNEL=$(uname -sr)
+report=$tmp/report.md
+{
+  echo "Generated by \`$CMDLINE\` on $(date -u '+%Y-%m-%d %H:%M UTC')."
+  echo
+  echo "- Machine: $NPROC CPUs ($CPU_MODEL), $KERNEL, loopback only"
+  echo "- Go: $GO_VERSION"
+  echo "- Load average before / after: $LOAD_BEFORE / $LOAD_AFTER"
+  echo "- Per run: ${WARMUP}s warmup + ${D}s measured; $REPEATS direct+gateway pair(s) per concurrency, interleaved"
+  if [[ $PIN == 1 ]]; then
+    echo "- Pinning: load generator on CPU 0, echo and mcpgate on CPU 1 (taskset)"
+  else
+    echo "- Pinning: none (all processes share all CPUs); no nice"
+  fi
+  echo
+  awk -v repeats="$REPEATS" '
+    function median(arr, n,   i, j, t, tmp) {
+      for (i = 1; i <= n; i++) tmp[i] = arr[i]
+      for (i = 2; i <= n; i++) { t = tmp[i]; for (j = i - 1; j >= 1 && tmp[j] > t; j--) tmp[j+1] = tmp[j]; tmp[j+1] = t }
+      return (n % 2) ? tmp[(n+1)/2] : (tmp[n/2] + tmp[n/2+1]) / 2
+    }
+    function mn(arr, n,   i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] < m) m = arr[i]; return m }
+    function mx(arr, n,   i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] > m) m = arr[i]; return m }
+    function put(key, c, v) { k = key SUBSEP c; cnt[k]++; val[k, cnt[k]] = v }
+    function get(key, c, out,   i, k) { k = key SUBSEP c; for (i = 1; i <= cnt[k]; i++) out[i] = val[k, i]; return cnt[k] + 0 }
+    function stat(key, c, fmt,   a, n) {   # "median (min–max)"
+      n = get(key, c, a); if (n == 0) return "–"
+      if (n == 1) return sprintf(fmt, a[1])
+      return sprintf(fmt " (" fmt "–" fmt ")", median(a, n), mn(a, n), mx(a, n))
+    }
+    function med(key, c,   a, n) { n = get(key, c, a); return n ? median(a, n) : 0 }
+    function sum(key, c,   a, n, i, s) { n = get(key, c, a); s = 0; for (i = 1; i <= n; i++) s += a[i]; return s }
+    {
+      name = $1; c = $2; runs[NR] = $0
+      if ($11 > maxother) maxother = $11
+      if (name == "merged") { merged = $0; next }
+      if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
+      put(name "_cps", c, $3); put(name "_p50", c, $4); put(name "_p99", c, $5); put(name "_err", c, $6)
+      if (name == "direct") { put("echo_cpu", c, $9) }
+      else { put("gw_cpu", c, $8); put("gw_rss", c, $12 / 1024); put("gw_hwm", c, $13 / 1024) }
+      # pair direct and gateway runs of the same repeat for ratio / added p50
+      if (name == "direct") { lastd_cps = $3; lastd_p50 = $4 }
+      else { put("ratio", c, $3 / lastd_cps * 100); put("added", c, $4 - lastd_p50) }
+    }
+    END {
+      print "| c | direct calls/s | gateway calls/s | ratio % | direct p50 / p99 ms | gateway p50 / p99 ms | added p50 ms | gateway CPU µs/call | gateway max RSS MiB | errors (direct/gateway) | echo CPU µs/call (direct) |"
+      print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      for (i = 1; i <= nc; i++) {
+        c = order[i]
+        printf "| %d | %s | %s | %s | %.3f / %.3f | %.3f / %.3f | %s | %s | %s | %d / %d | %s |\n", c,
+          stat("direct_cps", c, "%.0f"), stat("gateway_cps", c, "%.0f"), stat("ratio", c, "%.0f"),
+          med("direct_p50", c), med("direct_p99", c), med("gateway_p50", c), med("gateway_p99", c),
+          stat("added", c, "%.3f"), stat("gw_cpu", c, "%.0f"), stat("gw_rss", c, "%.1f"),
+          sum("direct_err", c), sum("gateway_err", c), stat("echo_cpu", c, "%.0f")
+      }
+      print ""
+      if (maxother > 10) printf "**Warning: other processes used up to %.0f%% of the machine during a run (see \"other CPU %%\" below); treat the numbers as noisy.**\n\n", maxother
+      print "Cells are the median over the repeats, with (min–max) when there is more than one; p50/p99 are medians. Ratio and added p50 pair each gateway run with the direct run just before it. Max RSS is the largest VmRSS sampled every 200 ms during the run (warmup included)."
+      if (merged != "") {
+        split(merged, m, " ")
+        print ""
+        printf "Merged endpoint (`/mcp`, tool `echo__echo`), c=%d, one run: %.0f calls/s, p50 %.3f / p99 %.3f ms, gateway CPU %.0f µs/call, max RSS %.1f MiB, %d errors.\n", m[2], m[3], m[4], m[5], m[8], m[12] / 1024, m[6]
+      }
+      # targets
+      print ""
+      print "### Targets"
+      print ""
+      print "| target | measured (median, spread) | result |"
+      print "|---|---|---|"
+      if ("64" in seen) {
+        r = med("ratio", 64)
+        printf "| through mcpgate >= 50%% of direct calls/s at c=64 | %s %% | %s |\n", stat("ratio", 64, "%.0f"), (r >= 50 ? "PASS" : "MISS")
+      }
+      worst = 0; cpus = ""
+      for (i = 1; i <= nc; i++) {
+        v = med("gw_cpu", order[i]); if (v > worst) worst = v
+        cpus = cpus (i > 1 ? "; " : "") sprintf("c=%d: %s", order[i], stat("gw_cpu", order[i], "%.0f"))
+      }
+      printf "| gateway CPU <= 100 µs per call (every c) | %s µs | %s |\n", cpus, (worst <= 100 ? "PASS" : "MISS")
+      if ("1" in seen) {
+        a = med("added", 1)
+        printf "| added p50 <= 0.3 ms at c=1 | %s ms | %s |\n", stat("added", 1, "%.3f"), (a <= 0.3 ? "PASS" : "MISS")
+      }
+      if ("64" in seen) {
+        n = get("gw_rss", 64, arr); worstrss = mx(arr, n)
+        printf "| RSS <= 40 MiB under c=64 | max %.1f MiB (VmHWM %.1f MiB at the end of the c=64 runs) | %s |\n", worstrss, med("gw_hwm", 64), (worstrss <= 40 ? "PASS" : "MISS")
+      }
+      print ""
+      print "<details><summary>Every run</summary>"
+      print ""
+      print "| run | c | calls/s | p50 ms | p99 ms | errors | gateway CPU µs/call | echo CPU µs/call | loadgen CPU µs/call | other CPU % | gateway max RSS MiB | gateway VmHWM MiB |"
+      print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      for (i = 1; i <= NR; i++) {
+        split(runs[i], f, " ")
+        gcpu = (f[8] < 0 ? "–" : sprintf("%.0f", f[8]))
+        grss = (f[12] < 0 ? "–" : sprintf("%.1f", f[12] / 1024))
+        ghwm = (f[13] < 0 ? "–" : sprintf("%.1f", f[13] / 1024))
+        printf "| %s | %d | %.0f | %.3f | %.3f | %d | %s | %.0f | %.0f | %.0f | %s | %s |\n", f[1], f[2], f[3], f[4], f[5], f[6], gcpu, f[9], f[10], f[11], grss, ghwm
+      }
+      print ""
+      print "\"other CPU %\" is the machine busy time not used by the three benchmark processes, as % of all CPUs: interference from anything else running (other tests, builds)."
+      print ""
+      print "</details>"
+    }' "$RES"
+} >"$report"
+
+echo
+cat "$report"
+
+if [[ $OUT != - ]]; then
+  begin='<!-- BEGIN RESULTS (bench/run.sh rewrites this section) -->'
+  end='<!-- END RESULTS -->'
+  if [[ -f $OUT ]] && grep -qF "$begin" "$OUT" && grep -qF "$end" "$OUT"; then
+    awk -v begin="$begin" -v end="$end" -v report="$report" '
+      $0 == begin { print; while ((getline line < report) > 0) print line; skip = 1; next }
+      $0 == end { skip = 0 }
+      !skip { print }' "$OUT" >"$tmp/out.md"
+    cat "$tmp/out.md" >"$OUT"
+  else
+    mkdir -p "$(dirname "$OUT")"
+    {
+      echo "# Benchmarks"
+      echo
+      echo "## Latest results"
+      echo
+      echo "$begin"
+      cat "$report"
+      echo "$end"
+    } >"$OUT"
+  fi
+  log "wrote $OUT"
+fi

@@ -1,0 +1,274 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestListChangedReachesDownstream: a tool added upstream shows up in the
+// downstream's merged list, announced by notifications/tools/list_changed.
+func TestListChangedReachesDownstream(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var d downstream
+	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Give the client's GET stream a moment to attach.
+	time.Sleep(200 * time.Millisecond)
+	mcp.AddTool(alpha.server, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return textResult("new"), nil, nil
+	})
+	waitFor(t, "tools/list_changed", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.toolsChg > 0 })
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range tools.Tools {
+		found = found || tl.Name == "alpha__fresh"
+	}
+	if !found {
+		t.Error("alpha__fresh missing from the list after list_changed")
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "alpha__fresh"}); got != "new" {
+		t.Errorf("fresh = %q", got)
+	}
+}
+
+// TestMergedPagination walks the merged list with the gateway's cursor.
+func TestMergedPagination(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	beta := startSDKUpstream(t, "beta")
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
+		"alpha": httpServer(alpha.http.URL), "beta": httpServer(beta.http.URL),
+	}}
+	for n, s := range cfg.Servers {
+		s.Name, s.Timeout, s.ProtocolVersion = n, 10*time.Second, "auto"
+	}
+	g := New(Options{Config: cfg, Logger: testLogger(t), PageSize: 5})
+	g.Start(context.Background())
+	gw := httptest.NewServer(g)
+	defer func() { gw.Close(); g.Close(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "p"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var names []string
+	pages := 0
+	cursor := ""
+	for {
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, tl := range res.Tools {
+			names = append(names, tl.Name)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		if strings.Contains(res.NextCursor, "alpha") || strings.Contains(res.NextCursor, "5") {
+			t.Errorf("cursor %q is not opaque", res.NextCursor)
+		}
+		cursor = res.NextCursor
+	}
+	if len(names) != 16 || pages != 4 {
+		t.Errorf("got %d tools in %d pages, want 16 in 4", len(names), pages)
+	}
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			t.Errorf("order not deterministic: %q before %q", names[i-1], names[i])
+		}
+	}
+	if _, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "bogus"}); err == nil || !strings.Contains(err.Error(), "Invalid cursor") {
+		t.Errorf("bogus cursor: %v, want Invalid cursor", err)
+	}
+}
+
+// TestFailureIsolation: a dead upstream is left out of the merged list,
+// its calls fail fast naming it, and the other upstream keeps working.
+func TestFailureIsolation(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURL := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close() // nothing listens there now
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+		"alpha": httpServer(alpha.http.URL),
+		"dead":  httpServer(deadURL),
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "iso"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("initialize with one dead upstream: %v", err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 8 {
+		t.Errorf("merged list has %d tools, want alpha's 8", len(tools.Tools))
+	}
+	// A call on the dead route fails fast with an error naming the server.
+	start := time.Now()
+	cs1, err := mcp.NewClient(&mcp.Implementation{Name: "iso"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/dead"}, nil)
+	if err == nil {
+		_, err = cs1.CallTool(ctx, &mcp.CallToolParams{Name: "anything"})
+		cs1.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "dead") {
+		t.Errorf("call to dead upstream: %v, want an error naming it", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("dead upstream took %v to fail", d)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "alpha__add", Arguments: map[string]any{"a": 1, "b": 1}}); got != "2" {
+		t.Errorf("alpha__add = %q", got)
+	}
+}
+
+// TestCapabilityGate: a downstream without sampling never receives a
+// sampling request; the upstream gets an error instead.
+func TestCapabilityGate(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	got := 0
+	// No CreateMessageHandler: the client does not declare sampling. A
+	// middleware counts any request that reaches it anyway.
+	c := mcp.NewClient(&mcp.Implementation{Name: "nosampling"}, nil)
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "sampling/createMessage" {
+				mu.Lock()
+				got++
+				mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__sample", Arguments: map[string]any{"text": "x"}})
+	if err == nil && !res.IsError {
+		t.Errorf("sampling without the capability succeeded: %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got != 0 {
+		t.Errorf("downstream received %d sampling requests without declaring sampling", got)
+	}
+}
+
+// TestCancellationBothWays: a downstream cancel reaches the upstream tool;
+// an upstream that gives up on a sampling request cancels it downstream.
+func TestCancellationBothWays(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+	started := make(chan struct{}, 1)
+	cancelled := make(chan struct{}, 1)
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			cancelled <- struct{}{}
+			return nil, nil, ctx.Err()
+		case <-time.After(15 * time.Second):
+			return textResult("late"), nil, nil
+		}
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "impatient"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer scancel()
+		_, err := req.Session.CreateMessage(sctx, &mcp.CreateMessageParams{MaxTokens: 1, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "slow"}}}})
+		// Stay in the call long enough for the SDK's notifications/cancelled
+		// to travel on this call's stream.
+		time.Sleep(500 * time.Millisecond)
+		if err == nil {
+			return textResult("answered"), nil, nil
+		}
+		return textResult("gave up"), nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	// Closed after the gateway (cleanups run last-in first-out): the
+	// gateway holds a GET stream open to it.
+	t.Cleanup(up.Close)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"slow": httpServer(up.URL)}})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	samplingCancelled := make(chan struct{}, 1)
+	c := mcp.NewClient(&mcp.Implementation{Name: "canceller"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			select {
+			case <-ctx.Done():
+				samplingCancelled <- struct{}{}
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Second):
+				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "late"}}, nil
+			}
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/slow"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	callCtx, callCancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "wait"})
+		errc <- err
+	}()
+	<-started
+	callCancel()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("upstream tool was not cancelled after the downstream cancelled")
+	}
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call returned %v", err)
+	}
+
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "impatient"}); got != "gave up" {
+		t.Errorf("impatient = %q", got)
+	}
+	select {
+	case <-samplingCancelled:
+	case <-time.After(5 * time.Second):
+		t.Error("downstream sampling handler was not cancelled when the upstream gave up")
+	}
+	// The session still works afterwards.
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Errorf("ping after cancellations: %v", err)
+	}
+}
