@@ -42,8 +42,17 @@ func errInvalidParams(format string, args ...any) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, format, args...)
 }
 
+// proxyMethods are what /mcp/proxy serves: tools only.
+var proxyMethods = map[string]bool{
+	mcpwire.MethodInitialize: true, mcpwire.MethodPing: true, mcpwire.MethodToolsList: true,
+	mcpwire.MethodToolsCall: true, mcpwire.MethodLoggingSetLevel: true,
+}
+
 // dispatch answers one request.
 func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	if sc.rt.proxy && !proxyMethods[m.Method] {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Operation unavailable on /mcp/proxy")
+	}
 	switch m.Method {
 	case mcpwire.MethodInitialize:
 		return g.initialize(ctx, sc, m.Params)
@@ -172,6 +181,9 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		// Nothing reachable yet: tools are the least a client may list;
 		// list_changed tells it when upstreams arrive.
 		merged.Tools = true
+	}
+	if sc.rt.proxy {
+		merged = mcpwire.ServerCaps{Tools: true, Logging: merged.Logging}
 	}
 	capsObj := map[string]any{}
 	if merged.Tools {

@@ -83,12 +83,20 @@ func callText(t testing.TB, ctx context.Context, cs *mcp.ClientSession, params *
 // TestSDKPeersEveryRevision runs the official go-sdk client against the
 // gateway in front of two go-sdk servers, once per handshake revision, and
 // checks every relayed feature end to end.
+// Upstreams are reached over each transport: streamable HTTP, legacy SSE
+// and stdio (a real child process).
 func TestSDKPeersEveryRevision(t *testing.T) {
-	alpha := startSDKUpstream(t, "alpha")
-	beta := startSDKUpstream(t, "beta")
+	for _, transport := range []string{config.TransportHTTP, config.TransportSSE, config.TransportStdio} {
+		t.Run(transport, func(t *testing.T) { testSDKPeers(t, transport) })
+	}
+}
+
+func testSDKPeers(t *testing.T, transport string) {
+	alpha, _ := upstreamConfig(t, transport, "alpha")
+	beta, _ := upstreamConfig(t, transport, "beta")
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
-		"alpha": httpServer(alpha.http.URL),
-		"beta":  httpServer(beta.http.URL),
+		"alpha": alpha,
+		"beta":  beta,
 	}})
 	for _, rev := range mcpwire.HandshakeRevisions {
 		t.Run(rev, func(t *testing.T) {

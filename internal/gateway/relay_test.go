@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -271,4 +272,57 @@ func TestCancellationBothWays(t *testing.T) {
 	if err := cs.Ping(ctx, nil); err != nil {
 		t.Errorf("ping after cancellations: %v", err)
 	}
+}
+
+// TestCrashedStdioUpstream: a stdio upstream that dies fails the call in
+// flight at once (naming it), leaves the other upstream alone, and is
+// restarted for the next call; sessions hear tools/list_changed.
+func TestCrashedStdioUpstream(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta := startSDKUpstream(t, "beta")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+		"fragile": {Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: "fragile", "MCPGATE_TEST_CRASHABLE": "1"}},
+		"beta":    httpServer(beta.http.URL),
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var d downstream
+	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	time.Sleep(200 * time.Millisecond) // let the GET stream attach
+	start := time.Now()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fragile__crash"})
+	if err == nil || !strings.Contains(err.Error(), "fragile") {
+		t.Errorf("call that killed its upstream: %v, want an error naming fragile", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("dead upstream noticed after %v", el)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "beta__add", Arguments: map[string]any{"a": 1, "b": 2}}); got != "3" {
+		t.Errorf("other upstream after the crash: %q", got)
+	}
+	// The next call restarts the process and succeeds.
+	var got string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fragile__echo", Arguments: map[string]any{"text": "back"}})
+		if err == nil && !res.IsError {
+			got = res.Content[0].(*mcp.TextContent).Text
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("upstream not restarted: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got != "fragile:back" {
+		t.Errorf("after restart: %q", got)
+	}
+	waitFor(t, "tools/list_changed after the restart", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.toolsChg > 0 })
 }

@@ -87,6 +87,7 @@ type route struct {
 	servers  []string // sorted, unique, all configured
 	prefixed bool     // names carry "<server><sep>"; false on single-server routes
 	single   string   // the server of a single-server route
+	proxy    bool     // /mcp/proxy: tools only (S1.2)
 	path     string   // base path used to build the legacy SSE endpoint
 }
 
@@ -103,6 +104,10 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 	if base == "" || base == "/" || base == "/mcp" {
 		rt.servers = g.serverNames
 		rt.prefixed = true
+	} else if base == "/mcp/proxy" && !g.known("proxy") {
+		rt.servers = g.serverNames
+		rt.prefixed = true
+		rt.proxy = true
 	} else {
 		names := ParseServersInPath(base + "/")
 		if names == nil {

@@ -180,3 +180,47 @@ func startGateway(t testing.TB, cfg *config.Config) (*Gateway, *httptest.Server)
 func httpServer(url string) *config.Server {
 	return &config.Server{Transport: config.TransportHTTP, URL: url}
 }
+
+// stdioServerEnv makes the test binary itself run a go-sdk server over
+// stdio (see TestMain), so stdio upstreams are real child processes.
+const stdioServerEnv = "MCPGATE_TEST_STDIO_SERVER"
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(stdioServerEnv); name != "" {
+		srv := newSDKServer(name)
+		if os.Getenv("MCPGATE_TEST_CRASHABLE") != "" {
+			mcp.AddTool(srv, &mcp.Tool{Name: "crash"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				os.Exit(3)
+				return nil, nil, nil
+			})
+		}
+		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "stdio server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// upstreamConfig returns the config of a go-sdk upstream named name reached
+// over transport: a child process for stdio, an httptest server otherwise.
+func upstreamConfig(t testing.TB, transport, name string) (*config.Server, *sdkUpstream) {
+	t.Helper()
+	switch transport {
+	case config.TransportStdio:
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &config.Server{Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: name}}, nil
+	case config.TransportSSE:
+		srv := newSDKServer(name)
+		ts := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(ts.Close)
+		return &config.Server{Transport: config.TransportSSE, URL: ts.URL}, &sdkUpstream{name: name, server: srv, http: ts}
+	default:
+		u := startSDKUpstream(t, name)
+		return httpServer(u.http.URL), u
+	}
+}

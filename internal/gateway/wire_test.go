@@ -264,3 +264,35 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestProxyRoute: /mcp/proxy serves tools only (S1.2).
+func TestProxyRoute(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	url := gw.URL + "/mcp/proxy"
+	_, _, body := rpc(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"p","version":"0"}}}`)
+	var init struct {
+		Result struct {
+			Capabilities map[string]json.RawMessage `json:"capabilities"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &init); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := init.Result.Capabilities["tools"]; !ok {
+		t.Errorf("proxy route lacks tools: %s", body)
+	}
+	for _, c := range []string{"prompts", "resources", "completions"} {
+		if _, ok := init.Result.Capabilities[c]; ok {
+			t.Errorf("proxy route advertises %s: %s", c, body)
+		}
+	}
+	_, _, body = rpc(t, url, nil, `{"jsonrpc":"2.0","id":2,"method":"prompts/list"}`)
+	if want := `{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Operation unavailable on /mcp/proxy"}}`; string(body) != want {
+		t.Errorf("prompts/list on proxy: %s", body)
+	}
+	_, _, body = rpc(t, url, nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__add","arguments":{"a":1,"b":1}}}`)
+	if !strings.Contains(string(body), `"text":"2"`) {
+		t.Errorf("tools/call on proxy: %s", body)
+	}
+}
