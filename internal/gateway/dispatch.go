@@ -332,13 +332,12 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		// The same answer whether the server exists or not (no leak).
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
-	params := m.Params
-	if upName != name {
-		p, err := jsonrpc.Set(params, "name", jsonrpc.String(upName))
-		if err != nil {
-			return nil, errInvalidParams("Invalid params")
-		}
-		params = p
+	// Always rewritten, even when unchanged: Set leaves exactly one "name"
+	// member, so an upstream cannot read a different copy of a repeated key
+	// than the one this gateway checked.
+	params, err := jsonrpc.Set(m.Params, "name", jsonrpc.String(upName))
+	if err != nil {
+		return nil, errInvalidParams("Invalid params")
 	}
 	return g.forward(ctx, sc, server, m.Method, params)
 }
@@ -435,13 +434,11 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 			return nil, errInvalidParams("Unknown prompt: %s", name)
 		}
 		server = s
-		if upName != name {
-			p, err := jsonrpc.SetPath(params, jsonrpc.String(upName), "ref", "name")
-			if err != nil {
-				return nil, errInvalidParams("Invalid params")
-			}
-			params = p
+		p, err := jsonrpc.SetPath(params, jsonrpc.String(upName), "ref", "name")
+		if err != nil {
+			return nil, errInvalidParams("Invalid params")
 		}
+		params = p
 	case "ref/resource":
 		uri, _ := jsonrpc.GetString(ref, "uri")
 		s, ok := g.routeURI(ctx, sc.rt, uri)

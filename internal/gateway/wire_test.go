@@ -296,3 +296,44 @@ func TestProxyRoute(t *testing.T) {
 		t.Errorf("tools/call on proxy: %s", body)
 	}
 }
+
+// TestRepeatedNameKey: a tools/call whose params repeat "name" reaches the
+// upstream with exactly the name the gateway checked.
+func TestRepeatedNameKey(t *testing.T) {
+	var seen atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil || !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"0"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"safe","inputSchema":{"type":"object"}},{"name":"danger","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			seen.Store(string(m.Params))
+			result = `{"content":[]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	defer up.Close()
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL)}})
+	for _, path := range []string{"/mcp/raw", "/mcp"} {
+		name := "safe"
+		if path == "/mcp" {
+			name = "raw__safe"
+		}
+		// The gateway reads the last copy (as encoding/json and JSON.parse
+		// do); the first copy must not survive to the upstream.
+		rpc(t, gw.URL+path, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"danger","name":"`+name+`","arguments":{}}}`)
+		got, _ := seen.Load().(string)
+		if strings.Count(got, `"name"`) != 1 || !strings.Contains(got, `"name":"safe"`) {
+			t.Errorf("%s: upstream saw params %s, want exactly one name \"safe\"", path, got)
+		}
+	}
+}
