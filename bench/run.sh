@@ -25,6 +25,9 @@
 #                      the main table shows medians, the raw table every run
 #   BENCH_PIN          1: pin the load generator to CPU 0 and echo + gateway
 #                      to CPU 1 with taskset (default: no pinning)
+#   BENCH_REFPROXY     1: also run through net/http/httputil.ReverseProxy
+#                      (bench/revproxy) after each gateway run, as a
+#                      reference for the cost of any net/http proxy hop
 #   BENCH_OUT          markdown file to update (default docs/benchmarks.md;
 #                      "-" to only print)
 #
@@ -40,9 +43,10 @@ WARMUP=${WARMUP%s}
 CS=${BENCH_CONCURRENCY:-"1 8 64"}
 REPEATS=${BENCH_REPEATS:-3}
 PIN=${BENCH_PIN:-0}
+REFPROXY=${BENCH_REFPROXY:-0}
 OUT=${BENCH_OUT:-docs/benchmarks.md}
 CMDLINE="bash bench/run.sh"
-for v in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_REPEATS BENCH_PIN; do
+for v in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_REPEATS BENCH_PIN BENCH_REFPROXY; do
   [[ -n ${!v:-} ]] && CMDLINE="$v=\"${!v}\" $CMDLINE"
 done
 
@@ -51,12 +55,12 @@ NPROC=$(nproc)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 tmp=$(mktemp -d)
-echo_pid= gw_pid= bench_pid= sampler_pid=
+echo_pid= gw_pid= proxy_pid= bench_pid= sampler_pid=
 cleanup() {
-  for p in $sampler_pid $bench_pid $gw_pid $echo_pid; do
+  for p in $sampler_pid $bench_pid $proxy_pid $gw_pid $echo_pid; do
     kill "$p" 2>/dev/null || true
   done
-  for p in $sampler_pid $bench_pid $gw_pid $echo_pid; do
+  for p in $sampler_pid $bench_pid $proxy_pid $gw_pid $echo_pid; do
     wait "$p" 2>/dev/null || true
   done
   rm -rf "$tmp"
@@ -70,6 +74,7 @@ log "building into $tmp ..."
 go build -o "$tmp/echo" ./examples/echo
 go build -o "$tmp/mcpgate" ./cmd/mcpgate
 go build -o "$tmp/mcpgate-bench" ./cmd/mcpgate-bench
+[[ $REFPROXY == 1 ]] && go build -o "$tmp/revproxy" ./bench/revproxy
 
 PIN_LOADGEN=() PIN_SERVER=()
 if [[ $PIN == 1 ]]; then
@@ -105,6 +110,13 @@ GW_URL=http://$GW_ADDR/mcp/echo
 GW_MERGED_URL=http://$GW_ADDR/mcp
 log "echo    $DIRECT_URL (pid $echo_pid)"
 log "mcpgate $GW_URL (pid $gw_pid)"
+if [[ $REFPROXY == 1 ]]; then
+  "${PIN_SERVER[@]}" "$tmp/revproxy" -listen 127.0.0.1:0 -target "http://$ECHO_ADDR" 2>"$tmp/revproxy.log" &
+  proxy_pid=$!
+  wait_log "$tmp/revproxy.log" 'listening on http://'
+  PROXY_URL=http://$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/revproxy.log" | head -1)/mcp
+  log "revproxy $PROXY_URL (pid $proxy_pid)"
+fi
 # Smoke test (also opens the upstream session and fills the catalog).
 "$tmp/mcpgate-bench" -url "$GW_URL" -n 20 -warmup 0 -json >/dev/null
 "$tmp/mcpgate-bench" -url "$GW_MERGED_URL" -tool echo__echo -args '{"text":"hello"}' -n 20 -warmup 0 -json >/dev/null
@@ -134,11 +146,12 @@ json_val() { # json_val FILE KEY
   sed -n "s/^ *\"$2\": *\([^,]*\),\{0,1\}$/\1/p" "$1" | head -1
 }
 
-# measure NAME URL TOOL C: one run; prints a result line
+# measure NAME URL TOOL C [PID]: one run; PID is the process in the middle
+# (default the gateway) whose CPU and RSS are sampled. Prints a result line
 #   name c calls_per_sec p50_ms p99_ms errors calls gw_cpu_us echo_cpu_us
 #   lg_cpu_us other_cpu_pct gw_rss_max_kb gw_hwm_kb
 measure() {
-  local name=$1 url=$2 tool=$3 c=$4
+  local name=$1 url=$2 tool=$3 c=$4 mid=${5:-$gw_pid}
   local out="$tmp/$name-c$c-$RANDOM.json"
   local args=()
   [[ $tool != echo ]] && args=(-args '{"text":"hello"}')
@@ -147,7 +160,7 @@ measure() {
   (
     max=0
     while :; do
-      v=$(status_kb "$gw_pid" VmRSS)
+      v=$(status_kb "$mid" VmRSS)
       if ((v > max)); then max=$v; echo "$max" >"$rssf"; fi
       sleep 0.2
     done
@@ -158,12 +171,12 @@ measure() {
   bench_pid=$!
   sleep "$WARMUP"
   local t0=$EPOCHREALTIME g0 e0 l0 s0
-  g0=$(cpu_ticks $gw_pid) e0=$(cpu_ticks $echo_pid) l0=$(cpu_ticks $bench_pid) s0=$(sys_busy)
+  g0=$(cpu_ticks $mid) e0=$(cpu_ticks $echo_pid) l0=$(cpu_ticks $bench_pid) s0=$(sys_busy)
   # End the CPU window a little before the load generator's, so it lies
   # within the loaded period even if sleep overshoots.
   sleep "$(awk -v d="$D" 'BEGIN{printf "%.3f", (d > 1 ? d - 0.3 : d * 0.7)}')"
   local t1=$EPOCHREALTIME g1 e1 l1 s1
-  g1=$(cpu_ticks $gw_pid) e1=$(cpu_ticks $echo_pid) l1=$(cpu_ticks $bench_pid) s1=$(sys_busy)
+  g1=$(cpu_ticks $mid) e1=$(cpu_ticks $echo_pid) l1=$(cpu_ticks $bench_pid) s1=$(sys_busy)
   local rc=0
   wait "$bench_pid" || rc=$?
   bench_pid=
@@ -179,7 +192,7 @@ measure() {
   awk -v name="$name" -v c="$c" -v cps="$cps" -v p50="$p50" -v p99="$p99" -v errs="$errs" -v calls="$calls" \
     -v t0="$t0" -v t1="$t1" -v tick="$TICK" -v ncpu="$NPROC" \
     -v g="$((g1 - g0))" -v e="$((e1 - e0))" -v l="$((l1 - l0))" -v s="$((s1 - s0))" \
-    -v rss="$(cat "$rssf")" -v hwm="$(status_kb "$gw_pid" VmHWM)" 'BEGIN {
+    -v rss="$(cat "$rssf")" -v hwm="$(status_kb "$mid" VmHWM)" 'BEGIN {
       wall = t1 - t0; n = cps * wall             # calls in the CPU window
       us = 1e6 / tick / (n > 0 ? n : 1)           # µs per tick per call
       other = (s - g - e - l) / tick / wall / ncpu * 100
@@ -199,6 +212,10 @@ for c in $CS; do
     measure direct "$DIRECT_URL" echo "$c" | tee -a "$RES" >&2
     log "c=$c repeat $r/$REPEATS: gateway ..."
     measure gateway "$GW_URL" echo "$c" | tee -a "$RES" >&2
+    if [[ $REFPROXY == 1 ]]; then
+      log "c=$c repeat $r/$REPEATS: revproxy ..."
+      measure proxy "$PROXY_URL" echo "$c" "$proxy_pid" | tee -a "$RES" >&2
+    fi
   done
 done
 CMAX=$(tr ' ' '\n' <<<"$CS" | grep . | sort -n | tail -1)
@@ -219,7 +236,7 @@ report=$tmp/report.md
   echo "- Load average before / after: $LOAD_BEFORE / $LOAD_AFTER"
   echo "- Per run: ${WARMUP}s warmup + ${D}s measured; $REPEATS direct+gateway pair(s) per concurrency, interleaved"
   if [[ $PIN == 1 ]]; then
-    echo "- Pinning: load generator on CPU 0, echo and mcpgate on CPU 1 (taskset)"
+    echo "- Pinning: load generator on CPU 0, echo, mcpgate (and revproxy) on CPU 1 (taskset)"
   else
     echo "- Pinning: none (all processes share all CPUs); no nice"
   fi
@@ -245,6 +262,13 @@ report=$tmp/report.md
       name = $1; c = $2; runs[NR] = $0
       if ($11 > maxother) maxother = $11
       if (name == "merged") { merged = $0; next }
+      if (name == "proxy") {
+        put("px_cps", c, $3); put("px_p50", c, $4); put("px_p99", c, $5); put("px_err", c, $6)
+        put("px_cpu", c, $8); put("px_rss", c, $12 / 1024)
+        put("px_ratio", c, $3 / lastd_cps * 100); put("px_added", c, $4 - lastd_p50)
+        haveproxy = 1
+        next
+      }
       if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
       put(name "_cps", c, $3); put(name "_p50", c, $4); put(name "_p99", c, $5); put(name "_err", c, $6)
       if (name == "direct") { put("echo_cpu", c, $9) }
@@ -267,6 +291,19 @@ report=$tmp/report.md
       print ""
       if (maxother > 10) printf "**Warning: other processes used up to %.0f%% of the machine during a run (see \"other CPU %%\" below); treat the numbers as noisy.**\n\n", maxother
       print "Cells are the median over the repeats, with (min–max) when there is more than one; p50/p99 are medians. Ratio and added p50 pair each gateway run with the direct run just before it. Max RSS is the largest VmRSS sampled every 200 ms during the run (warmup included)."
+      if (haveproxy) {
+        print ""
+        print "Reference, not mcpgate: the same load through `net/http/httputil.ReverseProxy` (`bench/revproxy`, BENCH_REFPROXY=1), i.e. one net/http server hop plus one net/http client hop with no MCP logic."
+        print ""
+        print "| c | revproxy calls/s | ratio % of direct | p50 / p99 ms | added p50 ms | revproxy CPU µs/call | max RSS MiB | errors |"
+        print "|---:|---:|---:|---:|---:|---:|---:|---:|"
+        for (i = 1; i <= nc; i++) {
+          c = order[i]
+          printf "| %d | %s | %s | %.3f / %.3f | %s | %s | %s | %d |\n", c,
+            stat("px_cps", c, "%.0f"), stat("px_ratio", c, "%.0f"), med("px_p50", c), med("px_p99", c),
+            stat("px_added", c, "%.3f"), stat("px_cpu", c, "%.0f"), stat("px_rss", c, "%.1f"), sum("px_err", c)
+        }
+      }
       if (merged != "") {
         split(merged, m, " ")
         print ""
@@ -299,7 +336,7 @@ report=$tmp/report.md
       print ""
       print "<details><summary>Every run</summary>"
       print ""
-      print "| run | c | calls/s | p50 ms | p99 ms | errors | gateway CPU µs/call | echo CPU µs/call | loadgen CPU µs/call | other CPU % | gateway max RSS MiB | gateway VmHWM MiB |"
+      print "| run | c | calls/s | p50 ms | p99 ms | errors | gateway (or revproxy) CPU µs/call | echo CPU µs/call | loadgen CPU µs/call | other CPU % | gateway (or revproxy) max RSS MiB | VmHWM MiB |"
       print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
       for (i = 1; i <= NR; i++) {
         split(runs[i], f, " ")
