@@ -23,23 +23,31 @@ import (
 // overall timeout: response streams are long-lived; requests are bounded by
 // their contexts.
 var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	std := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy: http.ProxyFromEnvironment,
-			DialContext: (&net.Dialer{
-				Timeout:   10 * time.Second,
-				KeepAlive: 30 * time.Second,
-			}).DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          1024,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
+		Transport:     newH1Transport(std, usesEnvProxy),
 		CheckRedirect: sameOriginRedirect,
 	}
 })
+
+// usesEnvProxy reports whether HTTP_PROXY and friends route req through a
+// proxy; such requests take net/http's transport, which speaks to proxies.
+func usesEnvProxy(req *http.Request) bool {
+	u, err := http.ProxyFromEnvironment(req)
+	return err != nil || u != nil
+}
 
 // httpClientFor returns the client to use: the configured one (with the
 // same-origin redirect rule added when it has none) or the shared default.

@@ -1,0 +1,251 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// h1Transport is the RoundTripper for plain-http upstreams. It does each
+// exchange on the calling goroutine over a pooled HTTP/1.1 connection:
+// net/http's Transport hands every request to two per-connection goroutines
+// (writeLoop and readLoop), which on a busy gateway costs more CPU than the
+// request itself. Requests it cannot serve that way (https, which may speak
+// HTTP/2; an environment proxy) go to fallback.
+//
+// The response parsing is net/http's own (http.ReadResponse), so bodies
+// (Content-Length, chunked, read-until-close) behave exactly as usual. A
+// connection returns to the pool only once its response body has been read
+// to the end and the server did not ask to close it.
+type h1Transport struct {
+	fallback    http.RoundTripper
+	usesProxy   func(*http.Request) bool
+	dialer      net.Dialer
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu   sync.Mutex
+	idle map[string][]*h1Conn
+}
+
+type h1Conn struct {
+	t      *h1Transport
+	key    string
+	nc     net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	idleAt time.Time
+}
+
+// aLongTimeAgo is a deadline in the past: it unblocks pending I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func newH1Transport(fallback http.RoundTripper, usesProxy func(*http.Request) bool) *h1Transport {
+	t := &h1Transport{
+		fallback:    fallback,
+		dialer:      net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
+		maxIdle:     256,
+		idleTimeout: 90 * time.Second,
+		idle:        map[string][]*h1Conn{},
+	}
+	t.usesProxy = usesProxy
+	return t
+}
+
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" || (t.usesProxy != nil && t.usesProxy(req)) {
+		return t.fallback.RoundTrip(req)
+	}
+	key := req.URL.Host
+	if req.URL.Port() == "" {
+		key = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	for attempt := 0; ; attempt++ {
+		pc, reused, err := t.conn(req.Context(), key)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, err := pc.roundTrip(req)
+		if err == nil {
+			return resp, nil
+		}
+		pc.close()
+		// A pooled connection the server closed while it sat idle fails
+		// before anything of the response arrives: retry once on a fresh
+		// one, as net/http does, when the body can be sent again.
+		if reused && attempt == 0 && req.Context().Err() == nil && errors.Is(err, errIdleClosed) {
+			if req.Body != nil && req.Body != http.NoBody {
+				if req.GetBody == nil {
+					return nil, err
+				}
+				body, gerr := req.GetBody()
+				if gerr != nil {
+					return nil, err
+				}
+				req = req.Clone(req.Context())
+				req.Body = body
+			}
+			continue
+		}
+		closeBody(req)
+		return nil, err
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// errIdleClosed: the connection was gone before any response byte.
+var errIdleClosed = errors.New("connection closed before the response")
+
+func (t *h1Transport) conn(ctx context.Context, key string) (*h1Conn, bool, error) {
+	now := time.Now()
+	t.mu.Lock()
+	for list := t.idle[key]; len(list) > 0; list = t.idle[key] {
+		pc := list[len(list)-1]
+		t.idle[key] = list[:len(list)-1]
+		if now.Sub(pc.idleAt) > t.idleTimeout {
+			t.mu.Unlock()
+			pc.nc.Close()
+			t.mu.Lock()
+			continue
+		}
+		t.mu.Unlock()
+		return pc, true, nil
+	}
+	t.mu.Unlock()
+	nc, err := t.dialer.DialContext(ctx, "tcp", key)
+	if err != nil {
+		return nil, false, err
+	}
+	return &h1Conn{t: t, key: key, nc: nc, br: bufio.NewReaderSize(nc, 16<<10), bw: bufio.NewWriterSize(nc, 8<<10)}, false, nil
+}
+
+func (t *h1Transport) put(pc *h1Conn) {
+	pc.idleAt = time.Now()
+	t.mu.Lock()
+	if len(t.idle[pc.key]) < t.maxIdle {
+		t.idle[pc.key] = append(t.idle[pc.key], pc)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	pc.nc.Close()
+}
+
+// CloseIdleConnections implements the optional interface http.Client uses.
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = map[string][]*h1Conn{}
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, pc := range list {
+			pc.nc.Close()
+		}
+	}
+	if c, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (pc *h1Conn) close() { pc.nc.Close() }
+
+func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
+	// Cancelling the request unblocks whatever I/O is pending on the
+	// connection; the connection is then not reused.
+	stop := context.AfterFunc(req.Context(), func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+	if err := req.Write(pc.bw); err != nil {
+		stop()
+		return nil, pc.ioErr(req, err, true)
+	}
+	if err := pc.bw.Flush(); err != nil {
+		stop()
+		return nil, pc.ioErr(req, err, true)
+	}
+	resp, err := http.ReadResponse(pc.br, req)
+	if err != nil {
+		stop()
+		return nil, pc.ioErr(req, err, pc.br.Buffered() == 0)
+	}
+	body := &h1Body{rc: resp.Body, pc: pc, stop: stop, reuse: !resp.Close && !req.Close}
+	if resp.ContentLength == 0 || req.Method == http.MethodHead {
+		// Nothing to read: release the connection now.
+		_, _ = io.Copy(io.Discard, resp.Body)
+		body.release(true)
+	}
+	resp.Body = body
+	return resp, nil
+}
+
+// ioErr maps an I/O failure: a cancelled request reports its context's
+// error; a failure before any response byte on a reused connection is
+// errIdleClosed (retryable).
+func (pc *h1Conn) ioErr(req *http.Request, err error, nothingRead bool) error {
+	if cerr := req.Context().Err(); cerr != nil {
+		return cerr
+	}
+	if nothingRead && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err)) {
+		return fmt.Errorf("%w: %w", errIdleClosed, err)
+	}
+	return err
+}
+
+func isConnReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// h1Body returns its connection to the pool when read to the end.
+type h1Body struct {
+	rc    io.ReadCloser
+	pc    *h1Conn
+	stop  func() bool
+	reuse bool
+	mu    sync.Mutex
+	done  bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.release(true)
+	} else if err != nil {
+		b.release(false)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.release(false)
+	return nil
+}
+
+// release ends the exchange once: the connection goes back to the pool
+// when the body was read completely, nothing cancelled it and the server
+// keeps it open; otherwise it is closed.
+func (b *h1Body) release(complete bool) {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return
+	}
+	b.done = true
+	b.mu.Unlock()
+	notFired := b.stop()
+	if complete && notFired && b.reuse {
+		b.pc.t.put(b.pc)
+		return
+	}
+	b.pc.close()
+}
