@@ -44,8 +44,11 @@ if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "conformance suite against the fixture directly"
   bash scripts/conformance.sh --fixture
 
-  step "conformance suite through mcpgate (/mcp/<fixture>)"
-  bash scripts/conformance.sh --gateway
+  step "conformance suite through mcpgate (/mcp/<fixture>, stdio upstream)"
+  CONFORMANCE_UPSTREAM=stdio bash scripts/conformance.sh --gateway
+
+  step "conformance suite through mcpgate (/mcp/<fixture>, streamable-HTTP upstream)"
+  CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
 fi
 
 step "all tests passed"
