@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,3 +340,128 @@ func TestRepeatedNameKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBatch: a 2025-03-26 client may batch requests; replies come back as
+// one JSON array in request order.
+func TestBatch(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	url := gw.URL + "/mcp"
+	sid := initSession(t, url)
+	status, _, body := rpc(t, url, map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-03-26"},
+		`[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b","method":"nope/nope"}]`)
+	want := `[{"jsonrpc":"2.0","id":"a","result":{}},{"jsonrpc":"2.0","id":"b","error":{"code":-32601,"message":"Method not found: nope/nope"}}]`
+	if status != 200 || string(body) != want {
+		t.Errorf("batch: %d %s\nwant %s", status, body, want)
+	}
+}
+
+// TestOriginAndHostGates: configured origins and hosts pass, others do
+// not (S2.1).
+func TestOriginAndHostGates(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	_, gw := startGateway(t, &config.Config{
+		AllowedOrigins: []string{"https://app.example.com"},
+		AllowedHosts:   []string{"mcp.internal"},
+		Servers:        map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")},
+	})
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for _, tc := range []struct {
+		origin, host string
+		want         int
+	}{
+		{"", "", 200},
+		{"https://app.example.com", "", 200},
+		{"http://localhost:6274", "", 200}, // a loopback page (the Inspector)
+		{"https://evil.example.com", "", 403},
+		{"null", "", 403},
+		{"", "mcp.internal", 200},
+		{"", "mcp.internal:4000", 200},
+		{"", "attacker.example", 403},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/mcp", strings.NewReader(ping))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("origin %q host %q: status %d, want %d", tc.origin, tc.host, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestGetStreamErrors: the GET stream needs a live session and SSE.
+func TestGetStreamErrors(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	for _, tc := range []struct {
+		sid, accept string
+		want        int
+	}{
+		{"", "text/event-stream", 400},
+		{"no-such-session", "text/event-stream", 404},
+		{"x", "application/json", 406},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/mcp", nil)
+		req.Header.Set("Accept", tc.accept)
+		if tc.sid != "" {
+			req.Header.Set("Mcp-Session-Id", tc.sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET sid=%q accept=%q: %d, want %d", tc.sid, tc.accept, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestNoArgumentsInLogs: tool arguments never reach the log, even at debug
+// level and even when the call fails.
+func TestNoArgumentsInLogs(t *testing.T) {
+	const secret = "sk-live-TOPSECRET-4242"
+	up := rawUpstream(t, exoticTool, `{"content":[],"isError":true}`, nil)
+	var logs syncBuffer
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
+		"raw":  {Name: "raw", Transport: config.TransportHTTP, URL: up.URL + "/mcp", Timeout: 5 * time.Second, ProtocolVersion: "auto"},
+		"gone": {Name: "gone", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp", Timeout: 5 * time.Second, ProtocolVersion: "auto"},
+	}}
+	g := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	g.Start(context.Background())
+	gw := httptest.NewServer(g)
+	defer func() { gw.Close(); g.Close(context.Background()) }()
+	args := `{"n":1,"token":"` + secret + `"}`
+	for _, name := range []string{"raw__weird", "gone__x", "raw__missing"} {
+		rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+name+`","arguments":`+args+`}}`)
+	}
+	if logs.Len() == 0 {
+		t.Fatal("nothing was logged at debug level; the check would prove nothing")
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("a tool argument reached the log:\n%s", logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Len() int       { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Len() }
