@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -208,7 +210,7 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		sc2.done = ctx.Done()
 		sc = &sc2
 	}
-	res, rpcErr := g.dispatch(ctx, sc, m)
+	res, rpcErr := g.safeDispatch(ctx, sc, m)
 	if errors.Is(ctx.Err(), context.Canceled) && rpcErr != nil {
 		rpcErr = jsonrpc.NewError(-32800, "Request cancelled")
 	}
@@ -216,6 +218,18 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		return jsonrpc.NewErrorResponse(m.ID, rpcErr)
 	}
 	return jsonrpc.NewResult(m.ID, res)
+}
+
+// safeDispatch runs dispatch and turns a panic into an internal error for
+// this request alone: the process keeps serving (S14).
+func (g *Gateway) safeDispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (res json.RawMessage, rpcErr *jsonrpc.Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			g.log.Error("panic while handling a request", "method", m.Method, "panic", p, "stack", string(debug.Stack()))
+			res, rpcErr = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "MCP request failed: internal error")
+		}
+	}()
+	return g.dispatch(ctx, sc, m)
 }
 
 // postSender answers one POST: JSON when nothing else has to be sent first,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -36,6 +37,7 @@ var _ upstream.Handler = (*relay)(nil)
 
 func (r *relay) HandleNotification(ctx context.Context, server string, origin any, msg *jsonrpc.Message) {
 	g := (*Gateway)(r)
+	defer g.recoverRelay(server, msg.Method)
 	sc, _ := origin.(*scope)
 	switch msg.Method {
 	case mcpwire.NotifyProgress:
@@ -97,6 +99,14 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 	}
 }
 
+// recoverRelay, deferred directly, keeps a bug in relaying one upstream
+// notification from taking the process down.
+func (g *Gateway) recoverRelay(server, method string) {
+	if p := recover(); p != nil {
+		g.log.Error("panic while relaying an upstream message", "server", server, "method", method, "panic", p, "stack", string(debug.Stack()))
+	}
+}
+
 func (s *session) wantsLog(idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -128,8 +138,14 @@ func (g *Gateway) broadcastListChanged(server string, k catalog.Kind) {
 
 // HandleRequest relays a server-initiated request to the downstream whose
 // call caused it, and carries the answer back.
-func (r *relay) HandleRequest(ctx context.Context, server string, origin any, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+func (r *relay) HandleRequest(ctx context.Context, server string, origin any, msg *jsonrpc.Message) (res json.RawMessage, rpcErr *jsonrpc.Error) {
 	g := (*Gateway)(r)
+	defer func() {
+		if p := recover(); p != nil {
+			g.log.Error("panic while relaying an upstream request", "server", server, "method", msg.Method, "panic", p, "stack", string(debug.Stack()))
+			res, rpcErr = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "internal error")
+		}
+	}()
 	sc, _ := origin.(*scope)
 	if sc == nil && msg.Method == mcpwire.MethodRootsList {
 		// Outside any call, roots/list follows a roots/list_changed: it is
