@@ -15,6 +15,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -133,4 +135,34 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
+}
+
+// runFlags are the flags of the commands that run the gateway.
+type runFlags struct {
+	config string
+	logFlags
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "config file (required)")
+	f.logFlags.register(fs)
+}
+
+// load parses args, builds the logger (to stderr) and loads the config.
+func (f *runFlags) load(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Config, *slog.Logger, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if f.config == "" {
+		return nil, nil, &usageError{"--config is required"}
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid config:\n%w", err)
+	}
+	return cfg, log, nil
 }

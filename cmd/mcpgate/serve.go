@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
@@ -25,23 +24,12 @@ type serveCommand struct {
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
 	listen := fs.String("listen", "", "listen address (overrides the config's listen)")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *path == "" {
-		return &usageError{"--config is required"}
-	}
-	log, err := lf.logger(c.stderr)
+	var rf runFlags
+	rf.register(fs)
+	cfg, log, err := rf.load(fs, args, c.stderr)
 	if err != nil {
 		return err
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		return fmt.Errorf("invalid config:\n%w", err)
 	}
 	if *listen != "" {
 		cfg.Listen = *listen

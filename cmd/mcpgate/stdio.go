@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 
-	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
@@ -19,22 +17,11 @@ type stdioCommand struct {
 
 func (c *stdioCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
-	var lf logFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *path == "" {
-		return &usageError{"--config is required"}
-	}
-	log, err := lf.logger(c.stderr)
+	var rf runFlags
+	rf.register(fs)
+	cfg, log, err := rf.load(fs, args, c.stderr)
 	if err != nil {
 		return err
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		return fmt.Errorf("invalid config:\n%w", err)
 	}
 	g := gateway.New(gateway.Options{Config: cfg, Logger: log, Version: version()})
 	g.Start(ctx)

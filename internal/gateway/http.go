@@ -94,19 +94,29 @@ func acceptsJSON(r *http.Request) bool {
 	return a == "" || strings.Contains(a, "application/json") || strings.Contains(a, "*/*")
 }
 
+// readRequestBody reads a POST body within the configured limit; on
+// failure it answers (413 over the limit) and returns ok=false.
+func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := readBody(r, g.maxBody())
+	if err == nil {
+		return body, true
+	}
+	if errors.Is(err, errTooLarge) {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Request body exceeds %d bytes", g.maxBody()))
+		return nil, false
+	}
+	writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+	return nil, false
+}
+
 func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if g.closing.Load() {
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
 		return
 	}
-	body, err := readBody(r, g.maxBody())
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-				"Request body exceeds %d bytes", g.maxBody()))
-			return
-		}
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+	body, ok := g.readRequestBody(w, r)
+	if !ok {
 		return
 	}
 	msgs, batch, ok := decodeBody(w, body)
@@ -409,14 +419,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
 		return
 	}
-	body, err := readBody(r, g.maxBody())
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-				"Request body exceeds %d bytes", g.maxBody()))
-			return
-		}
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+	body, ok := g.readRequestBody(w, r)
+	if !ok {
 		return
 	}
 	msgs, _, ok := decodeBody(w, body)
