@@ -114,11 +114,17 @@ func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Respon
 func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) error {
 	if cl != nil {
 		t.mu.Lock()
-		defer t.mu.Unlock()
-		if t.closed {
+		closed := t.closed
+		t.mu.Unlock()
+		if closed {
 			return &Error{Server: t.c.server, Kind: KindClosed, Err: ErrClosed}
 		}
-		t.wg.Go(func() { t.roundTrip(ctx, m, cl) })
+		// The exchange runs on the caller's goroutine: handing it to another
+		// goroutine costs a park and a wake-up per call. Call's deadline and
+		// cancellation still apply: they cancel the exchange's context, which
+		// aborts its I/O. Only reading on after the reply (the drain) moves
+		// to the background.
+		t.roundTrip(ctx, m, cl)
 		return nil
 	}
 	resp, withSession, err := t.post(ctx, m)
@@ -154,13 +160,18 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 // (for messages sent after it and so that the connection can be reused).
 const streamDrain = time.Second
 
-// roundTrip POSTs a request and reads its reply, in the background of Call.
+// roundTrip POSTs a request and reads its reply, on Call's goroutine.
 // ctx ends when the call is over. The HTTP exchange outlives it only when
 // the call was answered, to finish reading the stream (bounded by
 // streamDrain): cutting a response short costs its connection.
 func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call) {
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelReq()
+	handedOff := false // the drain owns the request and its body
+	defer func() {
+		if !handedOff {
+			cancelReq()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() {
 		if !cl.answered.Load() {
 			cancelReq()
@@ -175,7 +186,11 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 		t.fail(ctx, cl, err)
 		return
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !handedOff {
+			resp.Body.Close()
+		}
+	}()
 	if resp.StatusCode/100 != 2 {
 		t.fail(ctx, cl, t.statusError(resp, withSession))
 		return
@@ -204,7 +219,7 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 			t.fail(ctx, cl, t.c.invalidResponse("the response carried no reply to the request"))
 		}
 	case acceptStream:
-		t.readReplyStream(ctx, reqCtx, cancelReq, resp.Body, cl)
+		handedOff = t.readReplyStream(ctx, reqCtx, cancelReq, resp.Body, cl)
 	default:
 		t.fail(ctx, cl, t.unsupportedContentType(resp))
 	}
@@ -269,35 +284,56 @@ func (t *streamable) readEvents(r *jsonrpc.SSEReader, via *call, st *streamState
 // resuming the stream with GET when it breaks after event ids were given.
 //
 // ctx is the call's, reqCtx the HTTP exchange's (see roundTrip).
-func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq context.CancelFunc, body io.ReadCloser, cl *call) {
+//
+// It reports true when it handed the answered stream to a background drain,
+// which then owns body and cancelReq.
+func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq context.CancelFunc, body io.ReadCloser, cl *call) bool {
 	var st streamState
 	done := func() bool { return !t.c.pending(cl) }
 	for resumes := 0; ; resumes++ {
 		r := jsonrpc.NewSSEReader(body, t.maxMsg)
 		err := t.readEvents(r, cl, &st, done)
 		if done() || ctx.Err() != nil {
-			if err == nil && cl.answered.Load() {
-				drain := time.AfterFunc(streamDrain, cancelReq)
-				_ = t.readEvents(r, cl, &st, func() bool { return false })
-				drain.Stop()
+			if err == nil && cl.answered.Load() && t.drainLater(r, cl, &st, cancelReq, body) {
+				return true
 			}
 			body.Close()
-			return
+			return false
 		}
 		body.Close()
 		if st.lastID == "" || resumes >= maxResumes || errors.Is(err, jsonrpc.ErrEventTooLarge) {
 			t.fail(ctx, cl, t.streamEnded(err))
-			return
+			return false
 		}
 		if !sleepCtx(ctx, retryDelay(st.retry, resumes)) {
-			return
+			return false
 		}
 		resp, ok := t.resume(reqCtx, cl, st.lastID)
 		if !ok {
-			return
+			return false
 		}
 		body = resp.Body
 	}
+}
+
+// drainLater reads the rest of an answered reply stream in the background
+// (bounded by streamDrain), for messages sent after the reply and so the
+// connection can be reused. It reports false when the transport is
+// closing and nothing was started.
+func (t *streamable) drainLater(r *jsonrpc.SSEReader, cl *call, st *streamState, cancelReq context.CancelFunc, body io.ReadCloser) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Go(func() {
+		defer cancelReq()
+		drain := time.AfterFunc(streamDrain, cancelReq)
+		_ = t.readEvents(r, cl, st, func() bool { return false })
+		drain.Stop()
+		body.Close()
+	})
+	return true
 }
 
 // streamEnded is the error for a reply stream that ended without the reply
