@@ -20,7 +20,7 @@ import (
 // downstream's merged list, announced by notifications/tools/list_changed.
 func TestListChangedReachesDownstream(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var d downstream
@@ -32,8 +32,7 @@ func TestListChangedReachesDownstream(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Give the client's GET stream a moment to attach.
-	time.Sleep(200 * time.Millisecond)
+	waitStreams(t, g)
 	mcp.AddTool(alpha.server, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return textResult("new"), nil, nil
 	})
@@ -283,7 +282,7 @@ func TestCrashedStdioUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	beta := startSDKUpstream(t, "beta")
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
 		"fragile": {Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: "fragile", "MCPGATE_TEST_CRASHABLE": "1"}},
 		"beta":    httpServer(beta.http.URL),
 	}})
@@ -295,7 +294,7 @@ func TestCrashedStdioUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	time.Sleep(200 * time.Millisecond) // let the GET stream attach
+	waitStreams(t, g)
 	start := time.Now()
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fragile__crash"})
 	if err == nil || !strings.Contains(err.Error(), "fragile") {
@@ -325,4 +324,25 @@ func TestCrashedStdioUpstream(t *testing.T) {
 		t.Errorf("after restart: %q", got)
 	}
 	waitFor(t, "tools/list_changed after the restart", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.toolsChg > 0 })
+}
+
+// waitStreams waits until every live session has its standalone stream
+// (the GET stream an SDK client opens after initialize), so notifications
+// broadcast next have somewhere to go.
+func waitStreams(t testing.TB, g *Gateway) {
+	t.Helper()
+	waitFor(t, "GET streams", func() bool {
+		n, ready := 0, true
+		g.sessions.Range(func(_, v any) bool {
+			s := v.(*session)
+			s.mu.Lock()
+			if s.stream == nil {
+				ready = false
+			}
+			s.mu.Unlock()
+			n++
+			return true
+		})
+		return n > 0 && ready
+	})
 }
