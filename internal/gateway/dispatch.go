@@ -31,12 +31,17 @@ type scope struct {
 	done <-chan struct{}
 }
 
-func (sc *scope) sessionID() string {
-	if sc.sess == nil {
-		return ""
+// OriginKey makes calls of one downstream session one party for the
+// upstream's attribution of unsolicited messages; a stateless request is
+// a party of its own.
+func (sc *scope) OriginKey() any {
+	if sc.sess != nil {
+		return sc.sess
 	}
-	return sc.sess.id[:8]
+	return sc
 }
+
+var _ upstream.OriginKeyer = (*scope)(nil)
 
 func errInvalidParams(format string, args ...any) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, format, args...)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,7 +284,7 @@ func TestCrashedStdioUpstream(t *testing.T) {
 	}
 	beta := startSDKUpstream(t, "beta")
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
-		"fragile": {Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: "fragile", "MCPGATE_TEST_CRASHABLE": "1"}},
+		"fragile": {Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: "fragile", extraToolsEnv: "1"}},
 		"beta":    httpServer(beta.http.URL),
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -345,4 +346,63 @@ func waitStreams(t testing.TB, g *Gateway) {
 		})
 		return n > 0 && ready
 	})
+}
+
+// TestNoCrossSessionGuess: on a shared stdio upstream, a sampling request
+// that cannot be tied to one downstream session is refused, never sent to
+// another session's client; tied to one, it reaches that client.
+func TestNoCrossSessionGuess(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+		"shared": {Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: "shared", extraToolsEnv: "1"}},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(got *atomic.Int64) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{
+			CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				got.Add(1)
+				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "mine"}}, nil
+			},
+		})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/shared"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	var gotA, gotB atomic.Int64
+	a, b := connect(&gotA), connect(&gotB)
+
+	// B's tool asks for sampling 500ms in; by then A's call (more recent)
+	// is in flight too, so "the most recent call" would be A's.
+	lateDone := make(chan string)
+	go func() {
+		res, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "late_sample"})
+		if err != nil {
+			lateDone <- err.Error()
+			return
+		}
+		lateDone <- res.Content[0].(*mcp.TextContent).Text
+	}()
+	time.Sleep(100 * time.Millisecond)
+	a.CallTool(ctx, &mcp.CallToolParams{Name: "slow"})
+	late := <-lateDone
+	if n := gotA.Load(); n != 0 {
+		t.Errorf("session A's client received %d sampling requests caused by session B", n)
+	}
+	if !strings.HasPrefix(late, "refused") {
+		t.Errorf("ambiguous sampling = %q, want it refused", late)
+	}
+	// Alone in flight, B's call is attributed to B.
+	if got := callText(t, ctx, b, &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"text": "y"}}); got != "sampled:mine" {
+		t.Errorf("sample alone = %q", got)
+	}
+	if gotB.Load() == 0 || gotA.Load() != 0 {
+		t.Errorf("sampling requests: A=%d B=%d, want A=0 B>0", gotA.Load(), gotB.Load())
+	}
 }

@@ -185,13 +185,32 @@ func httpServer(url string) *config.Server {
 // stdio (see TestMain), so stdio upstreams are real child processes.
 const stdioServerEnv = "MCPGATE_TEST_STDIO_SERVER"
 
+// extraToolsEnv adds the tools crash and slow to a stdio test server.
+const extraToolsEnv = "MCPGATE_TEST_EXTRA_TOOLS"
+
 func TestMain(m *testing.M) {
 	if name := os.Getenv(stdioServerEnv); name != "" {
 		srv := newSDKServer(name)
-		if os.Getenv("MCPGATE_TEST_CRASHABLE") != "" {
+		if os.Getenv(extraToolsEnv) != "" {
 			mcp.AddTool(srv, &mcp.Tool{Name: "crash"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 				os.Exit(3)
 				return nil, nil, nil
+			})
+			mcp.AddTool(srv, &mcp.Tool{Name: "late_sample"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				time.Sleep(500 * time.Millisecond)
+				res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "late"}}}})
+				if err != nil {
+					return textResult("refused: " + err.Error()), nil, nil
+				}
+				return textResult("sampled:" + res.Content.(*mcp.TextContent).Text), nil, nil
+			})
+			mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				select {
+				case <-time.After(1500 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				return textResult("slept"), nil, nil
 			})
 		}
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {

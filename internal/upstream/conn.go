@@ -481,8 +481,21 @@ func (c *conn) originFor(via *call) any {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Calls without an origin (the gateway's own list calls) cannot have
+	// caused a server's message. Among the others, the message is only
+	// attributed when they all belong to one party: guessing between two
+	// callers could hand one caller's sampling or elicitation to another.
 	var latest *call
+	var key any
 	for _, cl := range c.calls {
+		if cl.origin == nil {
+			continue
+		}
+		k := partyOf(cl.origin)
+		if latest != nil && k != key {
+			return nil
+		}
+		key = k
 		if latest == nil || cl.seq > latest.seq {
 			latest = cl
 		}
@@ -491,6 +504,20 @@ func (c *conn) originFor(via *call) any {
 		return nil
 	}
 	return latest.origin
+}
+
+// OriginKeyer is implemented by origins that can tell which party they
+// belong to (the gateway: the downstream session), so that several calls
+// of one party still get their server messages attributed.
+type OriginKeyer interface {
+	OriginKey() any
+}
+
+func partyOf(o any) any {
+	if k, ok := o.(OriginKeyer); ok {
+		return k.OriginKey()
+	}
+	return o
 }
 
 // progressCall finds the pending call a progress notification is for, and

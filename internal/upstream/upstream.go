@@ -62,8 +62,10 @@ type InitInfo struct {
 // outgoing call the message relates to: exact for messages carried on a
 // streamable-HTTP POST response stream, and for progress notifications whose
 // progressToken is that of a call in flight; otherwise (stdio, SSE and the
-// standalone GET stream) it is the origin of the only in-flight call, or of
-// the most recent one, or nil when nothing is in flight.
+// standalone GET stream) it is the origin of the most recent in-flight call
+// when all in-flight calls with an origin belong to one party (the same
+// OriginKey), and nil when nothing is in flight or when two parties'
+// calls are: a message is never guessed onto another caller.
 //
 // Methods may be called concurrently. HandleNotification runs on the
 // session's read loop, in the order messages arrive (a call's progress is
