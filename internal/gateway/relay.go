@@ -39,6 +39,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 	g := (*Gateway)(r)
 	defer g.recoverRelay(server, msg.Method)
 	sc, _ := origin.(*scope)
+
 	switch msg.Method {
 	case mcpwire.NotifyProgress:
 		tok, ok := jsonrpc.Get(msg.Params, "progressToken")
@@ -56,6 +57,12 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		}
 		_ = pr.out.send(jsonrpc.NewNotification(msg.Method, params))
 	case mcpwire.NotifyMessage:
+		if origin == upstream.Ambiguous {
+			// It belongs to one of several callers; any pick could be
+			// wrong, and a broadcast would show it to all of them.
+			g.log.Debug("dropped an upstream log message that cannot be tied to one caller", "server", server)
+			return
+		}
 		level, _ := jsonrpc.GetString(msg.Params, "level")
 		idx := levelIndex(level)
 		if sc != nil {
@@ -147,7 +154,7 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 		}
 	}()
 	sc, _ := origin.(*scope)
-	if sc == nil && msg.Method == mcpwire.MethodRootsList {
+	if origin == nil && msg.Method == mcpwire.MethodRootsList {
 		// Outside any call, roots/list follows a roots/list_changed: it is
 		// the session that announced the change whose roots are wanted.
 		// With no such session the request is refused rather than answered

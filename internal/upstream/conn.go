@@ -493,7 +493,7 @@ func (c *conn) originFor(via *call) any {
 		}
 		k := partyOf(cl.origin)
 		if latest != nil && k != key {
-			return nil
+			return Ambiguous
 		}
 		key = k
 		if latest == nil || cl.seq > latest.seq {
@@ -505,6 +505,13 @@ func (c *conn) originFor(via *call) any {
 	}
 	return latest.origin
 }
+
+// Ambiguous is the origin of a message that arrived while calls of
+// several parties were in flight: it may belong to any of them, so it must
+// be delivered to none.
+var Ambiguous any = ambiguous{}
+
+type ambiguous struct{}
 
 // OriginKeyer is implemented by origins that can tell which party they
 // belong to (the gateway: the downstream session), so that several calls

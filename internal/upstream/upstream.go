@@ -64,8 +64,9 @@ type InitInfo struct {
 // progressToken is that of a call in flight; otherwise (stdio, SSE and the
 // standalone GET stream) it is the origin of the most recent in-flight call
 // when all in-flight calls with an origin belong to one party (the same
-// OriginKey), and nil when nothing is in flight or when two parties'
-// calls are: a message is never guessed onto another caller.
+// OriginKey); nil when nothing is in flight (a server-wide message); and
+// Ambiguous when several parties' calls are: a message is never guessed
+// onto another caller.
 //
 // Methods may be called concurrently. HandleNotification runs on the
 // session's read loop, in the order messages arrive (a call's progress is

@@ -296,7 +296,7 @@ func TestOriginAttributionWithoutStreams(t *testing.T) {
 			notes, _ := h.got()
 			want := []delivered{
 				{srv.Name, mcpwire.NotifyMessage, "only"},
-				{srv.Name, mcpwire.NotifyMessage, nil}, // no token, two callers in flight: not guessed
+				{srv.Name, mcpwire.NotifyMessage, Ambiguous}, // no token, two callers in flight: not guessed
 				{srv.Name, mcpwire.NotifyProgress, "tokened"},
 			}
 			if diff := cmp.Diff(notes, want, cmp.AllowUnexported(delivered{})); diff != "" {
