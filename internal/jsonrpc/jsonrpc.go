@@ -186,21 +186,19 @@ func Decode(data []byte) (*Message, error) {
 		return nil, &DecodeError{Code: CodeInvalidRequest, Reason: "Invalid Request: message must be a JSON object"}
 	}
 	var w wireMessage
-	err := Fields(data, func(key string, val []byte) bool {
-		switch key {
-		case "jsonrpc":
-			w.JSONRPC = val
-		case "id":
-			w.ID = val
-		case "method":
-			w.Method = val
-		case "params":
-			w.Params = val
-		case "result":
-			w.Result = val
-		case "error":
-			w.Error = val
+	err := scanObject(data, func(f field, tok []byte) bool {
+		val := data[f.valStart:f.valEnd]
+		if keyNeedsDecode(tok) {
+			// Rare: decode the key (allocates) and match it exactly.
+			var key string
+			if json.Unmarshal(tok, &key) != nil {
+				return true
+			}
+			w.set(key, val)
+			return true
 		}
+		// The conversion in a switch does not allocate.
+		w.set(string(tok[1:len(tok)-1]), val)
 		return true
 	})
 	if err != nil {
@@ -208,6 +206,24 @@ func Decode(data []byte) (*Message, error) {
 		return nil, &DecodeError{Code: CodeParseError, Reason: "Parse error: invalid JSON"}
 	}
 	return fromWire(&w)
+}
+
+// set records one envelope member; a repeated member overwrites (last wins).
+func (w *wireMessage) set(key string, val []byte) {
+	switch key {
+	case "jsonrpc":
+		w.JSONRPC = val
+	case "id":
+		w.ID = val
+	case "method":
+		w.Method = val
+	case "params":
+		w.Params = val
+	case "result":
+		w.Result = val
+	case "error":
+		w.Error = val
+	}
 }
 
 // trimWS trims JSON whitespace only: bytes.TrimSpace would also strip
@@ -241,7 +257,12 @@ func fromWire(w *wireMessage) (*Message, error) {
 		if w.Method[0] != '"' {
 			return nil, bad(`"method" must be a string`)
 		}
-		if err := json.Unmarshal(w.Method, &m.Method); err != nil || m.Method == "" {
+		if inner := w.Method[1 : len(w.Method)-1]; plainASCII(inner) {
+			m.Method = string(inner) // valid JSON, no escapes, ASCII: the text is the value
+		} else if err := json.Unmarshal(w.Method, &m.Method); err != nil {
+			return nil, bad(`"method" must be a non-empty string`)
+		}
+		if m.Method == "" {
 			return nil, bad(`"method" must be a non-empty string`)
 		}
 		if len(w.Result) > 0 || len(w.Error) > 0 {
@@ -408,3 +429,14 @@ func appendString(buf []byte, s string) []byte {
 
 // AppendString appends s as a JSON string.
 func AppendString(buf []byte, s string) []byte { return appendString(buf, s) }
+
+// plainASCII reports whether a JSON string's inner text decodes to itself:
+// no escapes and no bytes outside ASCII (invalid UTF-8 decodes to U+FFFD).
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
