@@ -1,0 +1,237 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// fakeSession is an upstream.Session whose calls are answered by a function.
+type fakeSession struct {
+	caps  mcpwire.ServerCaps
+	calls atomic.Int64
+	call  func(method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+func (f *fakeSession) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	f.calls.Add(1)
+	return f.call(method, params)
+}
+func (f *fakeSession) Notify(context.Context, string, json.RawMessage) error { return nil }
+func (f *fakeSession) Info() *upstream.InitInfo                              { return &upstream.InitInfo{Caps: f.caps} }
+func (f *fakeSession) Done() <-chan struct{}                                 { return nil }
+func (f *fakeSession) Err() error                                            { return nil }
+func (f *fakeSession) Close() error                                          { return nil }
+
+type sessions map[string]upstream.Session
+
+func (s sessions) Session(_ context.Context, name string) (upstream.Session, error) {
+	if x, ok := s[name]; ok {
+		return x, nil
+	}
+	return nil, fmt.Errorf("unknown upstream %q", name)
+}
+
+// pages serves a list in pages keyed by cursor ("" is the first page).
+func pages(field string, byCursor map[string]string) func(string, json.RawMessage) (json.RawMessage, error) {
+	return func(method string, params json.RawMessage) (json.RawMessage, error) {
+		cursor, _ := jsonrpc.GetString(params, "cursor")
+		page, ok := byCursor[cursor]
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad cursor"}
+		}
+		return json.RawMessage(page), nil
+	}
+}
+
+func keys(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Key)
+	}
+	return out
+}
+
+func TestListWalksPagesAndSorts(t *testing.T) {
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: pages("tools", map[string]string{
+		"":   `{"tools":[{"name":"zeta","x-extra":1},{"name":"alpha"}],"nextCursor":"c1"}`,
+		"c1": `{"tools":[{"name":"mid"}],"nextCursor":""}`,
+	})}
+	c := New(sessions{"s": f}, nil)
+	items, err := c.List(context.Background(), "s", Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(keys(items), []string{"alpha", "mid", "zeta"}); diff != "" {
+		t.Errorf("keys (-got +want):\n%s", diff)
+	}
+	if got := string(items[2].Raw); got != `{"name":"zeta","x-extra":1}` {
+		t.Errorf("item not kept raw: %s", got)
+	}
+	// Cached: a second read sends nothing.
+	before := f.calls.Load()
+	if _, err := c.List(context.Background(), "s", Tools); err != nil {
+		t.Fatal(err)
+	}
+	if f.calls.Load() != before {
+		t.Errorf("cached list was fetched again")
+	}
+	// Invalidation refetches.
+	c.Invalidate("s", Tools)
+	if _, err := c.List(context.Background(), "s", Tools); err != nil {
+		t.Fatal(err)
+	}
+	if f.calls.Load() != before+2 {
+		t.Errorf("calls after invalidation = %d, want %d", f.calls.Load(), before+2)
+	}
+}
+
+func TestIncompleteWalks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pages map[string]string
+		want  string
+	}{
+		{"repeated cursor", map[string]string{
+			"":  `{"tools":[{"name":"a"}],"nextCursor":"x"}`,
+			"x": `{"tools":[{"name":"b"}],"nextCursor":"x"}`,
+		}, "repeated cursor"},
+		{"cycle", map[string]string{
+			"":  `{"tools":[{"name":"a"}],"nextCursor":"x"}`,
+			"x": `{"tools":[{"name":"b"}],"nextCursor":"y"}`,
+			"y": `{"tools":[{"name":"c"}],"nextCursor":"x"}`,
+		}, "repeated cursor"},
+		{"not a list", map[string]string{"": `{"tools":{"name":"a"}}`}, "invalid MCP response"},
+		{"item without name", map[string]string{"": `{"tools":[{"title":"a"}]}`}, "invalid MCP response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(sessions{"s": &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: pages("tools", tc.pages)}}, nil)
+			_, err := c.List(context.Background(), "s", Tools)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			for cur := range tc.pages {
+				if cur != "" && strings.Contains(err.Error(), `"`+cur+`"`) {
+					t.Errorf("error reveals a cursor: %v", err)
+				}
+			}
+		})
+	}
+	t.Run("page cap", func(t *testing.T) {
+		n := 0
+		f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+			n++
+			return json.RawMessage(fmt.Sprintf(`{"tools":[{"name":"t%d"}],"nextCursor":"c%d"}`, n, n)), nil
+		}}
+		c := New(sessions{"s": f}, nil)
+		_, err := c.List(context.Background(), "s", Tools)
+		if !errors.Is(err, ErrIncomplete) || n != DefaultPageCap {
+			t.Errorf("err = %v after %d pages, want ErrIncomplete after %d", err, n, DefaultPageCap)
+		}
+	})
+}
+
+// C8.1, C8.2: no capability, nothing sent; METHOD_NOT_FOUND is empty.
+func TestCapabilityAndMethodNotFound(t *testing.T) {
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(method string, _ json.RawMessage) (json.RawMessage, error) {
+		if method == mcpwire.MethodToolsList {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no"}
+		}
+		return json.RawMessage(`{"prompts":[{"name":"p"}]}`), nil
+	}}
+	c := New(sessions{"s": f}, nil)
+	for _, k := range []Kind{Prompts, Resources, Templates} {
+		items, err := c.List(context.Background(), "s", k)
+		if err != nil || len(items) != 0 {
+			t.Errorf("%s without the capability: %v, %v", k, items, err)
+		}
+	}
+	if f.calls.Load() != 0 {
+		t.Errorf("%d calls sent for lists the upstream did not advertise", f.calls.Load())
+	}
+	items, err := c.List(context.Background(), "s", Tools)
+	if err != nil || len(items) != 0 {
+		t.Errorf("METHOD_NOT_FOUND: %v, %v; want empty", items, err)
+	}
+}
+
+// Concurrent readers share one fetch.
+func TestConcurrentReadersShareOneFetch(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+		<-release
+		return json.RawMessage(`{"tools":[{"name":"a"}]}`), nil
+	}}
+	c := New(sessions{"s": f}, nil)
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Go(func() {
+			if _, found, err := c.Lookup(context.Background(), "s", Tools, "a"); err != nil || !found {
+				t.Errorf("lookup: %v %v", found, err)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if n := f.calls.Load(); n != 1 {
+		t.Errorf("%d fetches for 20 concurrent readers, want 1", n)
+	}
+}
+
+// An invalidation during a fetch is not lost: the next read refetches.
+func TestInvalidateDuringFetch(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var n atomic.Int64
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+		if n.Add(1) == 1 {
+			close(started)
+			<-release
+			return json.RawMessage(`{"tools":[{"name":"old"}]}`), nil
+		}
+		return json.RawMessage(`{"tools":[{"name":"new"}]}`), nil
+	}}
+	c := New(sessions{"s": f}, nil)
+	done := make(chan struct{})
+	go func() { c.List(context.Background(), "s", Tools); close(done) }()
+	<-started
+	c.Invalidate("s", Tools)
+	close(release)
+	<-done
+	items, err := c.List(context.Background(), "s", Tools)
+	if err != nil || len(items) != 1 || items[0].Key != "new" {
+		t.Errorf("after invalidation during fetch: %v %v, want [new]", keys(items), err)
+	}
+}
+
+func TestTemplateMatching(t *testing.T) {
+	f := &fakeSession{caps: mcpwire.ServerCaps{Resources: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"resourceTemplates":[{"uriTemplate":"test://template/{id}/data"},{"uriTemplate":"file:///{+path}"},{"uriTemplate":"mem://x{?q,r}"}]}`), nil
+	}}
+	c := New(sessions{"s": f}, nil)
+	for uri, want := range map[string]bool{
+		"test://template/123/data":  true,
+		"test://template/1/2/data":  false, // a simple expression is one segment
+		"test://template/123/other": false,
+		"file:///a/b/c.txt":         true,
+		"mem://x?q=1&r=2":           true,
+		"other://thing":             false,
+	} {
+		got, err := c.MatchTemplate(context.Background(), "s", uri)
+		if err != nil || got != want {
+			t.Errorf("MatchTemplate(%q) = %v, %v; want %v", uri, got, err, want)
+		}
+	}
+}
