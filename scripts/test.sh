@@ -34,6 +34,9 @@ fuzz() { go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" "$1" >/dev/null; 
 fuzz ./internal/jsonrpc/ FuzzDecode
 fuzz ./internal/jsonrpc/ FuzzRaw
 fuzz ./internal/jsonrpc/ FuzzSSEReader
+fuzz ./internal/jsonrpc/ FuzzSSERoundTrip
+fuzz ./internal/upstream/ FuzzReadLine
+fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/config/ FuzzParse
 

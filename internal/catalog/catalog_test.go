@@ -235,3 +235,18 @@ func TestTemplateMatching(t *testing.T) {
 		}
 	}
 }
+
+func FuzzTemplateRegexp(f *testing.F) {
+	for _, s := range []string{"test://template/{id}/data", "file:///{+path}", "x{?a,b}", "{", "}{", "a{#b}c{/d}"} {
+		f.Add(s, "test://template/1/data")
+	}
+	f.Fuzz(func(t *testing.T, tmpl, uri string) {
+		re := templateRegexp(tmpl)
+		if re != nil {
+			re.MatchString(uri)
+			if !strings.ContainsAny(tmpl, "{}") && !re.MatchString(tmpl) {
+				t.Errorf("a template without expressions must match itself: %q", tmpl)
+			}
+		}
+	})
+}
