@@ -88,7 +88,10 @@ type Gateway struct {
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted
 
-	inflight sync.WaitGroup
+	// inflight counts requests being served. A counter, not a WaitGroup:
+	// requests may still start while Close waits (legacy SSE posts), which
+	// a WaitGroup forbids.
+	inflight atomic.Int64
 	closing  atomic.Bool
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -162,12 +165,16 @@ func (g *Gateway) Shutdown() {
 // ends all sessions and stops the upstreams.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.Shutdown()
-	done := make(chan struct{})
-	go func() { g.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		g.log.Warn("shutdown: in-flight calls did not finish in time")
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for g.inflight.Load() > 0 {
+		select {
+		case <-t.C:
+			continue
+		case <-ctx.Done():
+			g.log.Warn("shutdown: in-flight calls did not finish in time", "in_flight", g.inflight.Load())
+		}
+		break
 	}
 	g.sessions.Range(func(_, v any) bool {
 		v.(*session).close()

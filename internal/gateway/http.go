@@ -208,7 +208,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 // serve runs one request with in-flight accounting and cancellation.
 func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jsonrpc.Message {
 	g.inflight.Add(1)
-	defer g.inflight.Done()
+	defer g.inflight.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if sc.sess != nil {

@@ -406,3 +406,51 @@ func TestNoCrossSessionGuess(t *testing.T) {
 		t.Errorf("sampling requests: A=%d B=%d, want A=0 B>0", gotA.Load(), gotB.Load())
 	}
 }
+
+// TestCloseDrainsInFlight: shutting down waits for a call in flight to
+// finish (bounded) and refuses new work meanwhile.
+func TestCloseDrainsInFlight(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "nap"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		time.Sleep(400 * time.Millisecond)
+		return textResult("rested"), nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"slow": httpServer(up.URL)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "d"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/slow"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	result := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nap"})
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		result <- res.Content[0].(*mcp.TextContent).Text
+	}()
+	waitFor(t, "the call to be in flight", func() bool { return g.inflight.Load() == 1 })
+	g.Shutdown()
+	// New work is refused while draining.
+	status, _, _ := rpc(t, gw.URL+"/mcp/slow", nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("new request while draining: %d, want 503", status)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	start := time.Now()
+	if err := g.Close(cctx); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if got := <-result; got != "rested" {
+		t.Errorf("in-flight call during shutdown = %q, want it completed", got)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("close took %v", el)
+	}
+}
