@@ -232,6 +232,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusForbidden, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
 		return
 	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		// An allowed browser origin (the Inspector, a web client) gets CORS
+		// headers, so the browser lets it read replies and session ids.
+		setCORS(w.Header(), origin)
+		if r.Method == http.MethodOptions {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	if v := r.Header.Get(mcpwire.HeaderProtocolVersion); v != "" && !mcpwire.IsKnown(v) {
 		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Unsupported MCP-Protocol-Version %s; supported: %s", v, mcpwire.SupportedList()))
@@ -268,6 +277,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
 		}
 	}
+}
+
+// setCORS answers an allowed origin's cross-origin request.
+func setCORS(h http.Header, origin string) {
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id, X-Mcp-Servers, X-Mcpgate-Api-Key")
+	h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate")
+	h.Set("Access-Control-Max-Age", "600")
 }
 
 func (g *Gateway) serveReady(w http.ResponseWriter) {

@@ -465,3 +465,38 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 func (s *syncBuffer) Len() int       { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Len() }
+
+// TestCORS: an allowed origin gets a preflight answer and CORS headers
+// that expose the session id; a foreign origin gets neither.
+func TestCORS(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	_, gw := startGateway(t, &config.Config{AllowedOrigins: []string{"https://app.example.com"},
+		Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	pre, _ := http.NewRequest(http.MethodOptions, gw.URL+"/mcp", nil)
+	pre.Header.Set("Origin", "https://app.example.com")
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	pre.Header.Set("Access-Control-Request-Headers", "content-type, mcp-session-id")
+	resp, err := http.DefaultClient.Do(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Mcp-Session-Id") {
+		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	_, h, _ := rpc(t, gw.URL+"/mcp", map[string]string{"Origin": "https://app.example.com"},
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"web","version":"0"}}}`)
+	if !strings.Contains(h.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") || h.Get("Mcp-Session-Id") == "" {
+		t.Errorf("initialize from an allowed origin: headers %v", h)
+	}
+	pre.Header.Set("Origin", "https://evil.example.com")
+	resp, err = http.DefaultClient.Do(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("foreign preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+}
