@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -315,5 +317,63 @@ func TestLegacySSEDownstream(t *testing.T) {
 				t.Errorf("sample over SSE = %q", got)
 			}
 		})
+	}
+}
+
+// TestMultiServerRoutes: /mcp/a,b serves those servers prefixed; the
+// x-mcp-servers header narrows any route; unknown servers are refused.
+func TestMultiServerRoutes(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	beta := startSDKUpstream(t, "beta")
+	gamma := startSDKUpstream(t, "gamma")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+		"alpha": httpServer(alpha.http.URL), "beta": httpServer(beta.http.URL), "gamma": httpServer(gamma.http.URL),
+	}})
+	servers := func(body []byte) []string {
+		var res struct {
+			Result struct {
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+			} `json:"result"`
+		}
+		json.Unmarshal(body, &res)
+		seen := map[string]bool{}
+		var out []string
+		for _, tl := range res.Result.Tools {
+			s, _, _ := strings.Cut(tl.Name, "__")
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, tc := range []struct {
+		path, header string
+		want         []string
+	}{
+		{"/mcp", "", []string{"alpha", "beta", "gamma"}},
+		{"/mcp/alpha,gamma", "", []string{"alpha", "gamma"}},
+		{"/mcp/gamma,alpha/tools", "", []string{"alpha", "gamma"}},
+		{"/mcp", "beta", []string{"beta"}},
+		{"/mcp/alpha,gamma", "gamma, beta", []string{"gamma"}},
+	} {
+		hdr := map[string]string{}
+		if tc.header != "" {
+			hdr["X-Mcp-Servers"] = tc.header
+		}
+		status, _, body := rpc(t, gw.URL+tc.path, hdr, list)
+		if status != 200 {
+			t.Errorf("%s [%s]: status %d", tc.path, tc.header, status)
+			continue
+		}
+		if diff := cmp.Diff(servers(body), tc.want); diff != "" {
+			t.Errorf("%s [%s] servers (-got +want):\n%s", tc.path, tc.header, diff)
+		}
+	}
+	if status, _, body := rpc(t, gw.URL+"/mcp/alpha,nosuch", nil, list); status != http.StatusNotFound || !strings.Contains(string(body), "nosuch") {
+		t.Errorf("unknown server in route: %d %s", status, body)
 	}
 }
