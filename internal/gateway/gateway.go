@@ -73,6 +73,9 @@ type Gateway struct {
 	cat *catalog.Catalog
 
 	sessions sync.Map // id -> *session
+
+	routes     sync.Map // routeKey -> route (read-only once stored)
+	routeCount atomic.Int64
 	nextID   atomic.Uint64
 
 	// pending server-initiated requests relayed to downstreams, by the id
@@ -246,7 +249,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"Unsupported MCP-Protocol-Version %s; supported: %s", v, mcpwire.SupportedList()))
 		return
 	}
-	rt, unknown, ok := g.resolveRoute(r.URL.Path, r.Header.Get("X-Mcp-Servers"))
+	rt, unknown, ok := g.routeFor(r.URL.Path, r.Header.Get("X-Mcp-Servers"))
 	if !ok {
 		if len(unknown) > 0 {
 			writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unknown MCP server %q", unknown[0]))

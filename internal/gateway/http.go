@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"strconv"
 	"io"
 	"net/http"
 	"runtime/debug"
@@ -307,7 +307,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	}
 	body := reply.Append(make([]byte, 0, 256))
 	ps.w.Header().Set("Content-Type", "application/json")
-	ps.w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	ps.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	ps.w.WriteHeader(http.StatusOK)
 	_, _ = ps.w.Write(body)
 }

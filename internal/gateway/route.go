@@ -96,6 +96,27 @@ func (r route) has(server string) bool {
 	return ok
 }
 
+// routeCacheMax bounds the route cache; paths are client-chosen.
+const routeCacheMax = 1024
+
+type routeKey struct{ path, header string }
+
+// routeFor is resolveRoute with a cache of the routes that resolved: the
+// same few paths come back on every request.
+func (g *Gateway) routeFor(path, header string) (route, []string, bool) {
+	k := routeKey{path, header}
+	if v, ok := g.routes.Load(k); ok {
+		return v.(route), nil, true
+	}
+	rt, unknown, ok := g.resolveRoute(path, header)
+	if ok && g.routeCount.Load() < routeCacheMax {
+		if _, loaded := g.routes.LoadOrStore(k, rt); !loaded {
+			g.routeCount.Add(1)
+		}
+	}
+	return rt, unknown, ok
+}
+
 // resolveRoute maps a URL path (and the x-mcp-servers header) to a route.
 // unknown lists names that are not configured servers.
 func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string, ok bool) {

@@ -158,7 +158,7 @@ func (b *httpBase) newRequest(ctx context.Context, method, target string, body [
 // do sends req and turns a transport failure into an *Error that keeps its
 // real cause (C6.1): connection refused, DNS, TLS, a refused redirect.
 func (b *httpBase) do(req *http.Request) (*http.Response, error) {
-	resp, err := b.client.Do(req)
+	resp, err := b.send(req)
 	if err == nil {
 		return resp, nil
 	}
@@ -167,6 +167,40 @@ func (b *httpBase) do(req *http.Request) (*http.Response, error) {
 	}
 	return nil, &Error{Server: b.c.server, Kind: KindUnreachable,
 		Err: fmt.Errorf("%s %s: %w", req.Method, redactURL(req.URL.String()), scrubURLError(err))}
+}
+
+// send is Client.Do, minus Client.Do's per-request work (header copies for
+// redirects) when the client is the package's own: the transport is called
+// directly, and only a redirect response goes through Client.Do, which
+// applies the same-origin rule (C4).
+func (b *httpBase) send(req *http.Request) (*http.Response, error) {
+	if b.client != defaultHTTPClient() {
+		return b.client.Do(req)
+	}
+	resp, err := b.client.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return resp, nil
+	}
+	if resp.Header.Get("Location") == "" {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	again := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		again.Body = body
+	}
+	return b.client.Do(again)
 }
 
 // scrubURLError drops the *url.Error wrapper, whose message repeats the
