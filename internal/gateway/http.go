@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -39,6 +40,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 var errTooLarge = errors.New("request body too large")
+
+// bodyReadTimeout bounds reading one request body; writeTimeout bounds one
+// write to a client (a client that stops reading its stream is dropped).
+const (
+	bodyReadTimeout = 30 * time.Second
+	writeTimeout    = 30 * time.Second
+)
 
 func (g *Gateway) maxBody() int64 {
 	if g.cfg.MaxBodyBytes > 0 {
@@ -97,7 +105,12 @@ func acceptsJSON(r *http.Request) bool {
 // readRequestBody reads a POST body within the configured limit; on
 // failure it answers (413 over the limit) and returns ok=false.
 func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	// The server has no overall read timeout (streams are long-lived), so
+	// a body that trickles in is bounded here.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	body, err := readBody(r, g.maxBody())
+	_ = rc.SetReadDeadline(time.Time{})
 	if err == nil {
 		return body, true
 	}
@@ -263,6 +276,7 @@ func (ps *postSender) startSSE() {
 }
 
 func (ps *postSender) writeEvent(msg *jsonrpc.Message) error {
+	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Data: jsonrpc.Encode(msg)}))
 	if f, ok := ps.w.(http.Flusher); ok && err == nil {
 		f.Flush()
@@ -309,6 +323,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	ps.w.Header().Set("Content-Type", "application/json")
 	ps.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	ps.w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, _ = ps.w.Write(body)
 }
 

@@ -266,6 +266,10 @@ func (st *streamSender) isDone() bool {
 // run writes queued events until the client goes away or finish is called.
 func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-chan struct{}) {
 	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	// Every write must finish in time: a client that stops reading loses
+	// its stream instead of holding this goroutine forever.
+	w = deadlineWriter{w, rc}
 	t := time.NewTicker(keepAliveInterval)
 	defer t.Stop()
 	defer st.finish()
@@ -306,4 +310,14 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 			return
 		}
 	}
+}
+
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (d deadlineWriter) Write(b []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return d.ResponseWriter.Write(b)
 }
