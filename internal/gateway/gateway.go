@@ -76,7 +76,7 @@ type Gateway struct {
 
 	routes     sync.Map // routeKey -> route (read-only once stored)
 	routeCount atomic.Int64
-	nextID   atomic.Uint64
+	nextID     atomic.Uint64
 
 	// pending server-initiated requests relayed to downstreams, by the id
 	// the gateway gave them.
