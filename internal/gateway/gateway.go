@@ -297,7 +297,11 @@ func (g *Gateway) serveReady(w http.ResponseWriter) {
 	ready := !g.closing.Load()
 	servers := map[string]any{}
 	for name, h := range health {
-		servers[name] = h
+		entry := map[string]any{"state": h.State, "since": h.Since.UTC().Format(time.RFC3339)}
+		if h.LastError != "" {
+			entry["last_error"] = h.LastError
+		}
+		servers[name] = entry
 	}
 	status := http.StatusOK
 	if !ready {

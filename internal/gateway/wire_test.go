@@ -500,3 +500,33 @@ func TestCORS(t *testing.T) {
 		t.Errorf("foreign preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 }
+
+// TestHealthEndpoints: /healthz, /readyz (with per-upstream health) and
+// /enabled.
+func TestHealthEndpoints(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	get := func(path string) (int, string) {
+		resp, err := http.Get(gw.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || body != `{"status":"ok"}` {
+		t.Errorf("/healthz: %d %s", code, body)
+	}
+	if code, body := get("/enabled"); code != 200 || body != `{"enabled":true}` {
+		t.Errorf("/enabled: %d %s", code, body)
+	}
+	waitFor(t, "raw ready", func() bool {
+		_, body := get("/readyz")
+		return strings.Contains(body, `"raw":{"since":`) && strings.Contains(body, `"state":"ready"`)
+	})
+	g.Shutdown()
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"ready":false`) {
+		t.Errorf("/readyz while shutting down: %d %s", code, body)
+	}
+}
