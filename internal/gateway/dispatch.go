@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -361,6 +362,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	}
 	sess, err := g.up.Session(ctx, server)
 	if err != nil {
+		g.log.Warn("upstream unavailable", "server", server, "method", method, "error", err)
 		return nil, g.faultError(server, err)
 	}
 	start := time.Now()
@@ -369,12 +371,28 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) {
 			// The upstream's own error is relayed as it is.
+			g.logCall(server, method, params, "upstream_error", start)
 			return nil, rpcErr
 		}
-		g.log.Debug("upstream call failed", "server", server, "method", method, "error", err, "elapsed", time.Since(start))
+		if errors.Is(err, context.Canceled) {
+			g.logCall(server, method, params, "cancelled", start)
+		} else {
+			g.log.Warn("upstream call failed", "server", server, "method", method, "fault", string(upstream.KindOf(err)), "error", err, "elapsed", time.Since(start))
+		}
 		return nil, g.faultError(server, err)
 	}
+	g.logCall(server, method, params, "ok", start)
 	return res, nil
+}
+
+// logCall writes one debug line per forwarded call: the method, server
+// and tool or prompt name, never arguments.
+func (g *Gateway) logCall(server, method string, params json.RawMessage, outcome string, start time.Time) {
+	if !g.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	name, _ := jsonrpc.GetString(params, "name")
+	g.log.Debug("forwarded", "server", server, "method", method, "name", name, "outcome", outcome, "elapsed", time.Since(start))
 }
 
 // routeURI finds the server for a resource URI: an exact resource, then a
