@@ -4,5 +4,5 @@ package bench_test
 
 import "time"
 
-// processCPU is not implemented on this platform; cpu-µs/call is omitted.
+// processCPU has no source on this platform (no /proc); cpu-µs/call is omitted.
 func processCPU() time.Duration { return 0 }
