@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -375,5 +377,46 @@ func TestMultiServerRoutes(t *testing.T) {
 	}
 	if status, _, body := rpc(t, gw.URL+"/mcp/alpha,nosuch", nil, list); status != http.StatusNotFound || !strings.Contains(string(body), "nosuch") {
 		t.Errorf("unknown server in route: %d %s", status, body)
+	}
+	// A route narrowed to nothing: initialize says so (S6.5).
+	_, _, body := rpc(t, gw.URL+"/mcp", map[string]string{"X-Mcp-Servers": "nosuch"},
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"n","version":"0"}}}`)
+	if !strings.Contains(string(body), `"error"`) || !strings.Contains(string(body), "No MCP servers") {
+		t.Errorf("initialize on an empty route: %s", body)
+	}
+}
+
+// TestResourceURIConflict: a URI two upstreams both list is served once,
+// from the first server in name order, and the conflict is logged (S6.1).
+func TestResourceURIConflict(t *testing.T) {
+	mk := func(name string) *httptest.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
+		srv.AddResource(&mcp.Resource{URI: "mem://shared/doc", Name: "doc"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "from " + name}}}, nil
+		})
+		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(ts.Close)
+		return ts
+	}
+	a, b := mk("a"), mk("b")
+	var logs syncBuffer
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
+		"a": {Name: "a", Transport: config.TransportHTTP, URL: a.URL, Timeout: 10 * time.Second, ProtocolVersion: "auto"},
+		"b": {Name: "b", Transport: config.TransportHTTP, URL: b.URL, Timeout: 10 * time.Second, ProtocolVersion: "auto"},
+	}}
+	g := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	g.Start(context.Background())
+	gw := httptest.NewServer(g)
+	defer func() { gw.Close(); g.Close(context.Background()) }()
+	_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`)
+	if n := strings.Count(string(body), "mem://shared/doc"); n != 1 {
+		t.Errorf("resources/list lists the shared URI %d times: %s", n, body)
+	}
+	_, _, body = rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"mem://shared/doc"}}`)
+	if !strings.Contains(string(body), "from a") {
+		t.Errorf("read of the shared URI: %s, want server a's", body)
+	}
+	if !strings.Contains(logs.String(), "resource URI claimed by two upstreams") {
+		t.Errorf("conflict not logged: %s", logs.String())
 	}
 }
