@@ -454,3 +454,37 @@ func TestCloseDrainsInFlight(t *testing.T) {
 		t.Errorf("close took %v", el)
 	}
 }
+
+// TestIdleSessionsExpire: an idle session is ended after the idle timeout;
+// one with a request in flight is not.
+func TestIdleSessionsExpire(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "nap"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		time.Sleep(1200 * time.Millisecond)
+		return textResult("rested"), nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close)
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
+		"slow": {Name: "slow", Transport: config.TransportHTTP, URL: up.URL, Timeout: 10 * time.Second, ProtocolVersion: "auto"},
+	}}
+	g := New(Options{Config: cfg, Logger: testLogger(t), IdleTimeout: 300 * time.Millisecond})
+	g.Start(context.Background())
+	gw := httptest.NewServer(g)
+	defer func() { gw.CloseClientConnections(); gw.Close(); g.Close(context.Background()) }()
+	url := gw.URL + "/mcp/slow"
+	idle := initSession(t, url)
+	busy := initSession(t, url)
+	done := make(chan string, 1)
+	go func() {
+		_, _, body := rpc(t, url, map[string]string{"Mcp-Session-Id": busy}, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nap"}}`)
+		done <- string(body)
+	}()
+	waitFor(t, "the idle session to expire", func() bool { return g.lookupSession(idle) == nil })
+	if g.lookupSession(busy) == nil {
+		t.Error("a session with a request in flight was expired")
+	}
+	if body := <-done; !strings.Contains(body, "rested") {
+		t.Errorf("call on the busy session: %s", body)
+	}
+}
