@@ -132,15 +132,30 @@ func (t *h1Transport) conn(ctx context.Context, key string) (*h1Conn, bool, erro
 }
 
 func (t *h1Transport) put(pc *h1Conn) {
-	pc.idleAt = time.Now()
+	now := time.Now()
+	pc.idleAt = now
 	t.mu.Lock()
-	if len(t.idle[pc.key]) < t.maxIdle {
-		t.idle[pc.key] = append(t.idle[pc.key], pc)
-		t.mu.Unlock()
-		return
+	list := t.idle[pc.key]
+	// The oldest connections sit at the front: drop the expired ones, so
+	// an upstream that is no longer called does not keep them forever.
+	n := 0
+	for n < len(list) && now.Sub(list[n].idleAt) > t.idleTimeout {
+		n++
 	}
+	expired := list[:n:n]
+	list = list[n:]
+	keep := len(list) < t.maxIdle
+	if keep {
+		list = append(list, pc)
+	}
+	t.idle[pc.key] = list
 	t.mu.Unlock()
-	pc.nc.Close()
+	for _, old := range expired {
+		old.nc.Close()
+	}
+	if !keep {
+		pc.nc.Close()
+	}
 }
 
 // CloseIdleConnections implements the optional interface http.Client uses.

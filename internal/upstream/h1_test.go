@@ -179,3 +179,24 @@ func TestH1HTTPSGoesToFallback(t *testing.T) {
 		t.Error("empty body over TLS fallback")
 	}
 }
+
+// Expired idle connections are closed when another one is pooled, not
+// kept until that upstream is called again.
+func TestH1PutPrunesExpiredIdle(t *testing.T) {
+	tr := newTestH1()
+	tr.idleTimeout = 50 * time.Millisecond
+	a1, a2 := net.Pipe()
+	b1, b2 := net.Pipe()
+	defer a2.Close()
+	defer b2.Close()
+	tr.put(&h1Conn{t: tr, key: "k", nc: a1})
+	time.Sleep(100 * time.Millisecond)
+	tr.put(&h1Conn{t: tr, key: "k", nc: b1})
+	a2.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := a2.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("expired idle connection not closed: read err = %v", err)
+	}
+	if n := len(tr.idle["k"]); n != 1 {
+		t.Errorf("%d idle connections kept, want 1", n)
+	}
+}
