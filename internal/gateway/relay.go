@@ -166,6 +166,11 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 			}
 		}
 	}
+	if origin == upstream.Ambiguous {
+		g.log.Warn("refused a server-initiated request that cannot be tied to one client", "server", server, "method", msg.Method)
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			"%s refused: several clients are calling this server and the request does not say which one it is for", msg.Method)
+	}
 	if sc == nil {
 		g.log.Debug("refused a server-initiated request outside any client request", "server", server, "method", msg.Method)
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
