@@ -302,7 +302,11 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		}
 		raw := []byte(it.Raw)
 		if rename {
-			if r, err := jsonrpc.Set(raw, "name", jsonrpc.String(g.exposed(sc.rt, it.Server, it.Key))); err == nil {
+			name := g.exposed(sc.rt, it.Server, it.Key)
+			if k == catalog.Tools {
+				g.checkToolName(it.Server, name)
+			}
+			if r, err := jsonrpc.Set(raw, "name", jsonrpc.String(name)); err == nil {
 				raw = r
 			}
 		}
@@ -315,6 +319,20 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 	}
 	buf = append(buf, '}')
 	return buf, nil
+}
+
+// checkToolName warns, once per name, about an exposed tool name outside
+// the 2025-11-25 rule (1-128 chars of [A-Za-z0-9_.-]): many clients refuse
+// such tools. The name is still forwarded as it is; renaming it would
+// need a mapping the upstream's own clients could not follow.
+func (g *Gateway) checkToolName(server, name string) {
+	if mcpwire.ValidToolName(name) {
+		return
+	}
+	if _, seen := g.badNames.LoadOrStore(name, true); !seen {
+		g.log.Warn("exposed tool name breaks the MCP name rule (1-128 chars of A-Z a-z 0-9 _ . -); clients may refuse it",
+			"server", server, "name", name, "length", len(name))
+	}
 }
 
 // callNamed forwards tools/call or prompts/get to the server that owns the

@@ -75,6 +75,7 @@ type Gateway struct {
 	sessions sync.Map // id -> *session
 
 	routes     sync.Map // routeKey -> route (read-only once stored)
+	badNames   sync.Map // exposed tool names already warned about
 	routeCount atomic.Int64
 	nextID     atomic.Uint64
 

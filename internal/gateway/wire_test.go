@@ -530,3 +530,27 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Errorf("/readyz while shutting down: %d %s", code, body)
 	}
 }
+
+// TestInvalidToolNameWarned: a tool whose exposed name breaks the name
+// rule is still listed, and the operator is told once.
+func TestInvalidToolNameWarned(t *testing.T) {
+	long := strings.Repeat("x", 126)
+	up := rawUpstream(t, `{"name":"`+long+`","inputSchema":{"type":"object"}},{"name":"has space","inputSchema":{"type":"object"}}`, exoticResult, nil)
+	var logs syncBuffer
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
+		"raw": {Name: "raw", Transport: config.TransportHTTP, URL: up.URL + "/mcp", Timeout: 5 * time.Second, ProtocolVersion: "auto"},
+	}}
+	g := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	g.Start(context.Background())
+	gw := httptest.NewServer(g)
+	defer func() { gw.Close(); g.Close(context.Background()) }()
+	for i := 0; i < 2; i++ {
+		_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if !strings.Contains(string(body), `"raw__has space"`) || !strings.Contains(string(body), `"raw__`+long+`"`) {
+			t.Fatalf("tools missing from the list: %s", body)
+		}
+	}
+	if n := strings.Count(logs.String(), "breaks the MCP name rule"); n != 2 {
+		t.Errorf("%d warnings for 2 bad names listed twice, want 2:\n%s", n, logs.String())
+	}
+}

@@ -12,7 +12,6 @@ package mcpwire
 
 import (
 	"encoding/json"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -108,11 +107,20 @@ const (
 	CodeRequestTimeout   = -32001
 )
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`)
-
 // ValidToolName reports whether name follows the tool-name rule of the
 // 2025-11-25 revision (1-128 chars of [A-Za-z0-9_.-]).
-func ValidToolName(name string) bool { return toolNameRE.MatchString(name) }
+func ValidToolName(name string) bool {
+	if len(name) == 0 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ClientCaps is what the gateway needs to know of a downstream's
 // capabilities: which server-initiated requests it may receive.
