@@ -30,7 +30,27 @@ go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./i
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-10s}"
-fuzz() { go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" "$1" >/dev/null; echo "fuzz $2: ok"; }
+# A fuzz run fails for real when it records a failing input (testdata/fuzz/…),
+# which then also fails every later plain `go test`. The fuzzing engine can
+# also give up on its own on a loaded machine ("fuzzing process hung or
+# terminated unexpectedly", a deadline) without any input: that run is
+# retried once, and its output shown.
+fuzz() {
+  local out
+  for attempt in 1 2; do
+    if out=$(go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" "$1" 2>&1); then
+      echo "fuzz $2: ok"
+      return 0
+    fi
+    echo "$out" | tail -25
+    if echo "$out" | grep -q "testdata/fuzz/$2/"; then
+      echo "fuzz $2: found a failing input (see above)"
+      return 1
+    fi
+    echo "fuzz $2: engine failure without a failing input (attempt $attempt)"
+  done
+  return 1
+}
 fuzz ./internal/jsonrpc/ FuzzDecode
 fuzz ./internal/jsonrpc/ FuzzRaw
 fuzz ./internal/jsonrpc/ FuzzSSEReader
