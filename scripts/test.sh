@@ -34,11 +34,13 @@ FUZZTIME="${FUZZTIME:-10s}"
 # which then also fails every later plain `go test`. The fuzzing engine can
 # also give up on its own on a loaded machine ("fuzzing process hung or
 # terminated unexpectedly", a deadline) without any input: that run is
-# retried once, and its output shown.
+# retried once, and its output shown. Minimising a new interesting input
+# may take up to a minute by default, beyond a short -fuzztime: it is
+# bounded to 2s.
 fuzz() {
   local out
   for attempt in 1 2; do
-    if out=$(go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" "$1" 2>&1); then
+    if out=$(go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$1" 2>&1); then
       echo "fuzz $2: ok"
       return 0
     fi
