@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -66,6 +67,11 @@ type Sessions interface {
 // DefaultPageCap bounds one pagination walk (C8.3).
 const DefaultPageCap = 100
 
+// DefaultTTL is how long a list is trusted without a list_changed
+// notification: upstreams that never send one still get their changes
+// picked up.
+const DefaultTTL = 5 * time.Minute
+
 // ErrIncomplete reports a pagination walk that did not finish cleanly.
 var ErrIncomplete = errors.New("incomplete list walk")
 
@@ -74,6 +80,8 @@ type Catalog struct {
 	sessions Sessions
 	log      *slog.Logger
 	pageCap  int
+	ttl      time.Duration
+	now      func() time.Time
 
 	mu      sync.Mutex
 	entries map[string]*[numKinds]*list
@@ -82,6 +90,7 @@ type Catalog struct {
 type list struct {
 	gen     uint64
 	loaded  bool
+	fetched time.Time
 	items   []Item
 	byKey   map[string]int
 	tmpl    []*regexp.Regexp // Templates only, parallel to items
@@ -94,7 +103,16 @@ func New(sessions Sessions, log *slog.Logger) *Catalog {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{sessions: sessions, log: log, pageCap: DefaultPageCap, entries: map[string]*[numKinds]*list{}}
+	return &Catalog{sessions: sessions, log: log, pageCap: DefaultPageCap, ttl: DefaultTTL, now: time.Now, entries: map[string]*[numKinds]*list{}}
+}
+
+// SetTTL changes how long lists are trusted (<= 0: DefaultTTL). Call it
+// before use.
+func (c *Catalog) SetTTL(d time.Duration) {
+	if d <= 0 {
+		d = DefaultTTL
+	}
+	c.ttl = d
 }
 
 func (c *Catalog) slot(server string, k Kind) *list {
@@ -168,7 +186,7 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 	for {
 		c.mu.Lock()
 		l := c.slot(server, k)
-		if l.loaded {
+		if l.loaded && c.now().Sub(l.fetched) < c.ttl {
 			c.mu.Unlock()
 			return l, nil
 		}
@@ -198,7 +216,7 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 		l.loading = nil
 		l.err = err
 		if err == nil {
-			fresh := &list{gen: l.gen, items: items, byKey: make(map[string]int, len(items)), loaded: l.gen == gen}
+			fresh := &list{gen: l.gen, items: items, byKey: make(map[string]int, len(items)), loaded: l.gen == gen, fetched: c.now()}
 			for i, it := range items {
 				fresh.byKey[it.Key] = i
 			}
