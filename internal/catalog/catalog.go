@@ -167,6 +167,33 @@ func (c *Catalog) Lookup(ctx context.Context, server string, k Kind, key string)
 	return l.items[i], true, nil
 }
 
+// missRefetchAge: a name missing from a list at least this old makes the
+// list be fetched again once (a tool added a moment ago, before its
+// list_changed arrived); younger lists are trusted, which bounds the
+// refetches unknown names can cause.
+const missRefetchAge = 2 * time.Second
+
+// LookupOrRefresh is Lookup, except that a key missing from a list older
+// than two seconds makes the list be fetched again before the answer.
+func (c *Catalog) LookupOrRefresh(ctx context.Context, server string, k Kind, key string) (Item, bool, error) {
+	it, found, err := c.Lookup(ctx, server, k, key)
+	if err != nil || found {
+		return it, found, err
+	}
+	c.mu.Lock()
+	l := c.slot(server, k)
+	stale := l.loaded && c.now().Sub(l.fetched) >= missRefetchAge
+	if stale {
+		l.gen++
+		l.loaded = false
+	}
+	c.mu.Unlock()
+	if !stale {
+		return it, false, nil
+	}
+	return c.Lookup(ctx, server, k, key)
+}
+
 // MatchTemplate reports whether uri matches one of server's resource
 // templates.
 func (c *Catalog) MatchTemplate(ctx context.Context, server, uri string) (bool, error) {

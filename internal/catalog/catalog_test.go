@@ -250,3 +250,29 @@ func FuzzTemplateRegexp(f *testing.F) {
 		}
 	})
 }
+
+// A name missing from a list older than two seconds refetches the list
+// once; a younger list is trusted.
+func TestLookupOrRefresh(t *testing.T) {
+	var n atomic.Int64
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+		if n.Add(1) == 1 {
+			return json.RawMessage(`{"tools":[{"name":"old"}]}`), nil
+		}
+		return json.RawMessage(`{"tools":[{"name":"old"},{"name":"added"}]}`), nil
+	}}
+	c := New(sessions{"s": f}, nil)
+	now := time.Unix(1000, 0)
+	c.now = func() time.Time { return now }
+	ctx := context.Background()
+	if _, found, _ := c.LookupOrRefresh(ctx, "s", Tools, "added"); found || n.Load() != 1 {
+		t.Fatalf("young list: found=%v fetches=%d, want not found after 1 fetch", found, n.Load())
+	}
+	now = now.Add(3 * time.Second)
+	if _, found, err := c.LookupOrRefresh(ctx, "s", Tools, "added"); !found || err != nil || n.Load() != 2 {
+		t.Errorf("older list: found=%v err=%v fetches=%d, want found after 2 fetches", found, err, n.Load())
+	}
+	if _, found, _ := c.LookupOrRefresh(ctx, "s", Tools, "nosuch"); found || n.Load() != 2 {
+		t.Errorf("unknown name right after a refetch: found=%v fetches=%d, want no new fetch", found, n.Load())
+	}
+}

@@ -350,7 +350,7 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 	if !ok {
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
-	if _, found, err := g.cat.Lookup(ctx, server, k, upName); err != nil {
+	if _, found, err := g.cat.LookupOrRefresh(ctx, server, k, upName); err != nil {
 		return nil, g.faultError(server, err)
 	} else if !found {
 		// The same answer whether the server exists or not (no leak).
