@@ -394,20 +394,12 @@ func TestResourceURIConflict(t *testing.T) {
 		srv.AddResource(&mcp.Resource{URI: "mem://shared/doc", Name: "doc"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "from " + name}}}, nil
 		})
-		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-		t.Cleanup(ts.Close)
-		return ts
+		return serveSDK(t, srv)
 	}
 	a, b := mk("a"), mk("b")
 	var logs syncBuffer
-	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
-		"a": {Name: "a", Transport: config.TransportHTTP, URL: a.URL, Timeout: 10 * time.Second, ProtocolVersion: "auto"},
-		"b": {Name: "b", Transport: config.TransportHTTP, URL: b.URL, Timeout: 10 * time.Second, ProtocolVersion: "auto"},
-	}}
-	g := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	g.Start(context.Background())
-	gw := httptest.NewServer(g)
-	defer func() { gw.Close(); g.Close(context.Background()) }()
+	_, gw := startGatewayWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(a.URL), "b": httpServer(b.URL)}}})
 	_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`)
 	if n := strings.Count(string(body), "mem://shared/doc"); n != 1 {
 		t.Errorf("resources/list lists the shared URI %d times: %s", n, body)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -58,16 +57,9 @@ func TestListChangedReachesDownstream(t *testing.T) {
 func TestMergedPagination(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	beta := startSDKUpstream(t, "beta")
-	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
+	_, gw := startGatewayWith(t, Options{PageSize: 5, Config: &config.Config{Servers: map[string]*config.Server{
 		"alpha": httpServer(alpha.http.URL), "beta": httpServer(beta.http.URL),
-	}}
-	for n, s := range cfg.Servers {
-		s.Name, s.Timeout, s.ProtocolVersion = n, 10*time.Second, "auto"
-	}
-	g := New(Options{Config: cfg, Logger: testLogger(t), PageSize: 5})
-	g.Start(context.Background())
-	gw := httptest.NewServer(g)
-	defer func() { gw.Close(); g.Close(context.Background()) }()
+	}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "p"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
@@ -217,10 +209,7 @@ func TestCancellationBothWays(t *testing.T) {
 		}
 		return textResult("gave up"), nil, nil
 	})
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	// Closed after the gateway (cleanups run last-in first-out): the
-	// gateway holds a GET stream open to it.
-	t.Cleanup(up.Close)
+	up := serveSDK(t, srv)
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"slow": httpServer(up.URL)}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -415,8 +404,7 @@ func TestCloseDrainsInFlight(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		return textResult("rested"), nil, nil
 	})
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(up.Close)
+	up := serveSDK(t, srv)
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"slow": httpServer(up.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -463,15 +451,9 @@ func TestIdleSessionsExpire(t *testing.T) {
 		time.Sleep(1200 * time.Millisecond)
 		return textResult("rested"), nil, nil
 	})
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(up.Close)
-	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
-		"slow": {Name: "slow", Transport: config.TransportHTTP, URL: up.URL, Timeout: 10 * time.Second, ProtocolVersion: "auto"},
-	}}
-	g := New(Options{Config: cfg, Logger: testLogger(t), IdleTimeout: 300 * time.Millisecond})
-	g.Start(context.Background())
-	gw := httptest.NewServer(g)
-	defer func() { gw.CloseClientConnections(); gw.Close(); g.Close(context.Background()) }()
+	up := serveSDK(t, srv)
+	g, gw := startGatewayWith(t, Options{IdleTimeout: 300 * time.Millisecond,
+		Config: &config.Config{Servers: map[string]*config.Server{"slow": httpServer(up.URL)}}})
 	url := gw.URL + "/mcp/slow"
 	idle := initSession(t, url)
 	busy := initSession(t, url)

@@ -131,10 +131,17 @@ func newSDKServer(name string) *mcp.Server {
 func startSDKUpstream(t testing.TB, name string) *sdkUpstream {
 	t.Helper()
 	srv := newSDKServer(name)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	ts := httptest.NewServer(h)
+	return &sdkUpstream{name: name, server: srv, http: serveSDK(t, srv)}
+}
+
+// serveSDK serves a go-sdk server over streamable HTTP until the test
+// ends. Register it before the gateway: cleanups run last-in first-out,
+// and the gateway holds a GET stream open to it.
+func serveSDK(t testing.TB, srv *mcp.Server) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
-	return &sdkUpstream{name: name, server: srv, http: ts}
+	return ts
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -147,6 +154,20 @@ func testLogger(t testing.TB) *slog.Logger {
 // startGateway serves cfg on a loopback httptest server.
 func startGateway(t testing.TB, cfg *config.Config) (*Gateway, *httptest.Server) {
 	t.Helper()
+	return startGatewayWith(t, Options{Config: cfg})
+}
+
+// startGatewayWith is startGateway with options; missing config fields get
+// test defaults, a nil logger the test logger.
+func startGatewayWith(t testing.TB, o Options) (*Gateway, *httptest.Server) {
+	t.Helper()
+	cfg := o.Config
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	if o.Version == "" {
+		o.Version = "test"
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
@@ -162,7 +183,7 @@ func startGateway(t testing.TB, cfg *config.Config) (*Gateway, *httptest.Server)
 			s.ProtocolVersion = config.ProtocolVersionAuto
 		}
 	}
-	g := New(Options{Config: cfg, Logger: testLogger(t), Version: "test"})
+	g := New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Start(ctx)
 	ts := httptest.NewServer(g)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -433,14 +432,11 @@ func TestNoArgumentsInLogs(t *testing.T) {
 	const secret = "sk-live-TOPSECRET-4242"
 	up := rawUpstream(t, exoticTool, `{"content":[],"isError":true}`, nil)
 	var logs syncBuffer
-	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
-		"raw":  {Name: "raw", Transport: config.TransportHTTP, URL: up.URL + "/mcp", Timeout: 5 * time.Second, ProtocolVersion: "auto"},
-		"gone": {Name: "gone", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp", Timeout: 5 * time.Second, ProtocolVersion: "auto"},
-	}}
-	g := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	g.Start(context.Background())
-	gw := httptest.NewServer(g)
-	defer func() { gw.Close(); g.Close(context.Background()) }()
+	_, gw := startGatewayWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Config: &config.Config{Servers: map[string]*config.Server{
+			"raw":  httpServer(up.URL + "/mcp"),
+			"gone": httpServer("http://127.0.0.1:1/mcp"),
+		}}})
 	args := `{"n":1,"token":"` + secret + `"}`
 	for _, name := range []string{"raw__weird", "gone__x", "raw__missing"} {
 		rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+name+`","arguments":`+args+`}}`)
@@ -537,13 +533,8 @@ func TestInvalidToolNameWarned(t *testing.T) {
 	long := strings.Repeat("x", 126)
 	up := rawUpstream(t, `{"name":"`+long+`","inputSchema":{"type":"object"}},{"name":"has space","inputSchema":{"type":"object"}}`, exoticResult, nil)
 	var logs syncBuffer
-	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__", Servers: map[string]*config.Server{
-		"raw": {Name: "raw", Transport: config.TransportHTTP, URL: up.URL + "/mcp", Timeout: 5 * time.Second, ProtocolVersion: "auto"},
-	}}
-	g := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	g.Start(context.Background())
-	gw := httptest.NewServer(g)
-	defer func() { gw.Close(); g.Close(context.Background()) }()
+	_, gw := startGatewayWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Config: &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}}})
 	for i := 0; i < 2; i++ {
 		_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 		if !strings.Contains(string(body), `"raw__has space"`) || !strings.Contains(string(body), `"raw__`+long+`"`) {
