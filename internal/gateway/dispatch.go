@@ -442,14 +442,23 @@ func resourceNotFound(uri string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: mcpwire.CodeResourceNotFound, Message: "Resource not found", Data: data}
 }
 
-func (g *Gateway) resourceCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	uri, ok := jsonrpc.GetString(m.Params, "uri")
+// serverForURI reads params.uri and finds the server that serves it.
+func (g *Gateway) serverForURI(ctx context.Context, rt *route, params json.RawMessage) (uri, server string, e *jsonrpc.Error) {
+	uri, ok := jsonrpc.GetString(params, "uri")
 	if !ok || uri == "" {
-		return nil, errInvalidParams("Invalid params: missing uri")
+		return "", "", errInvalidParams("Invalid params: missing uri")
 	}
-	server, ok := g.routeURI(ctx, sc.rt, uri)
+	server, ok = g.routeURI(ctx, rt, uri)
 	if !ok {
-		return nil, resourceNotFound(uri)
+		return "", "", resourceNotFound(uri)
+	}
+	return uri, server, nil
+}
+
+func (g *Gateway) resourceCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	_, server, e := g.serverForURI(ctx, sc.rt, m.Params)
+	if e != nil {
+		return nil, e
 	}
 	return g.forward(ctx, sc, server, m.Method, m.Params)
 }

@@ -226,13 +226,9 @@ func (g *Gateway) deliverResponse(m *jsonrpc.Message) {
 type subKey struct{ server, uri string }
 
 func (g *Gateway) subscribe(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	uri, ok := jsonrpc.GetString(m.Params, "uri")
-	if !ok || uri == "" {
-		return nil, errInvalidParams("Invalid params: missing uri")
-	}
-	server, ok := g.routeURI(ctx, sc.rt, uri)
-	if !ok {
-		return nil, resourceNotFound(uri)
+	uri, server, e := g.serverForURI(ctx, sc.rt, m.Params)
+	if e != nil {
+		return nil, e
 	}
 	if sc.sess == nil {
 		// Without a session there is nowhere to deliver updates.
