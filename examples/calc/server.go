@@ -116,7 +116,7 @@ func sleep(ctx context.Context, req *mcp.CallToolRequest, in sleepArgs) (*mcp.Ca
 		steps = 1
 	}
 	for i := 1; i <= steps; i++ {
-		t := time.NewTimer(start.Add(d * time.Duration(i) / time.Duration(steps)).Sub(time.Now()))
+		t := time.NewTimer(time.Until(start.Add(d * time.Duration(i) / time.Duration(steps))))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -66,10 +66,6 @@ type searchArgs struct {
 	Query string `json:"query" jsonschema:"text to look for in titles and bodies, ignoring case"`
 }
 
-type summarizeArgs struct {
-	Query string `json:"query,omitempty" jsonschema:"only summarize notes matching this text"`
-}
-
 // newServer returns an MCP server over the notes in store.
 func newServer(store *Store, logger *slog.Logger) *mcp.Server {
 	ns := &notesServer{store: store}

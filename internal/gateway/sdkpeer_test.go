@@ -42,8 +42,7 @@ func textResult(s string) *mcp.CallToolResult {
 }
 
 func newSDKServer(name string) *mcp.Server {
-	var srv *mcp.Server
-	srv = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, &mcp.ServerOptions{
+	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1.0.0"}, &mcp.ServerOptions{
 		Instructions: "Use " + name + " for testing.",
 		// Small pages make the gateway walk upstream pagination (C8.3).
 		PageSize: 3,

@@ -217,7 +217,6 @@ type streamSender struct {
 	ch     chan []byte
 	done   chan struct{}
 	once   sync.Once
-	nextID atomic.Uint64
 	legacy bool // legacy SSE: events are named "message"
 }
 
