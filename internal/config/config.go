@@ -104,7 +104,71 @@ type Server struct {
 	Timeout time.Duration
 	// ProtocolVersion is ProtocolVersionAuto or a protocol revision.
 	ProtocolVersion string
+
+	// Auth is how the gateway authenticates to the server (sse and http
+	// only); nil means none.
+	Auth *Auth
+	// TLS configures https connections to the server; nil means the
+	// defaults (verify against the system roots).
+	TLS *TLS
+	// SessionMode is SessionShared (the default: one upstream session per
+	// credential, reused by every downstream call) or SessionPerCall (a
+	// new upstream session for each operation, ended with DELETE when it
+	// returns).
+	SessionMode string
 }
+
+// Session modes of a server.
+const (
+	SessionShared  = "shared"
+	SessionPerCall = "per_call"
+)
+
+// Auth types (SPEC C3).
+const (
+	AuthNone          = "none"
+	AuthAPIKey        = "api_key"       // X-API-Key: value
+	AuthBearer        = "bearer_token"  // Authorization: Bearer value
+	AuthToken         = "token"         // Authorization: token value
+	AuthBasic         = "basic"         // Authorization: Basic base64(user:pass)
+	AuthAuthorization = "authorization" // Authorization: value, verbatim
+	AuthOAuth2        = "oauth2"        // client credentials, minted by the gateway
+	AuthPassthrough   = "passthrough"   // the caller's own upstream token
+)
+
+// AuthTypes lists the accepted auth types, in the order error messages
+// name them.
+var AuthTypes = []string{AuthNone, AuthAPIKey, AuthBearer, AuthToken, AuthBasic, AuthAuthorization, AuthOAuth2, AuthPassthrough}
+
+// Auth is a server's egress credential.
+type Auth struct {
+	Type  string // one of AuthTypes
+	Value string // the credential (static types)
+	// HeaderName is the credential slot: the header that carries the
+	// credential instead of Authorization / X-API-Key ("" = default).
+	HeaderName string
+
+	// oauth2 client credentials (RFC 6749 section 4.4).
+	TokenURL     string
+	ClientID     string
+	ClientSecret string
+	Scopes       []string
+	Audience     string
+}
+
+// TLS is a server's TLS client configuration. Relative paths are resolved
+// against Config.Dir.
+type TLS struct {
+	// Verify checks the server certificate (default true). false is for
+	// test rigs only; the gateway logs a warning when it is set.
+	Verify   *bool
+	CAFile   string // PEM roots to trust instead of the system pool
+	CertFile string // client certificate (PEM), with KeyFile
+	KeyFile  string
+}
+
+// VerifyCerts reports whether server certificates are verified.
+func (t *TLS) VerifyCerts() bool { return t == nil || t.Verify == nil || *t.Verify }
 
 // FieldError is one problem with one field of the configuration. Parse and
 // Validate return these joined with errors.Join.

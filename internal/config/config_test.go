@@ -97,6 +97,7 @@ func TestParseFull(t *testing.T) {
 				Cwd:             "/etc/mcpgate",
 				Timeout:         DefaultTimeout,
 				ProtocolVersion: ProtocolVersionAuto,
+				SessionMode:     SessionShared,
 			},
 			"calc": {
 				Name:            "calc",
@@ -105,6 +106,7 @@ func TestParseFull(t *testing.T) {
 				Headers:         map[string]string{"X-Team": "a", "Authorization": "Bearer c-secret"},
 				Timeout:         30 * time.Second,
 				ProtocolVersion: "2025-06-18",
+				SessionMode:     SessionShared,
 			},
 			"legacy": {
 				Name:            "legacy",
@@ -112,6 +114,7 @@ func TestParseFull(t *testing.T) {
 				URL:             "https://legacy.example.com/sse",
 				Timeout:         DefaultTimeout,
 				ProtocolVersion: ProtocolVersionAuto,
+				SessionMode:     SessionShared,
 			},
 			"npx": {
 				Name:            "npx",
@@ -121,6 +124,7 @@ func TestParseFull(t *testing.T) {
 				Cwd:             "/etc/mcpgate/work",
 				Timeout:         500 * time.Millisecond,
 				ProtocolVersion: ProtocolVersionAuto,
+				SessionMode:     SessionShared,
 			},
 		},
 	}
@@ -489,6 +493,7 @@ func TestLoad(t *testing.T) {
 		Cwd:             dir,
 		Timeout:         DefaultTimeout,
 		ProtocolVersion: ProtocolVersionAuto,
+		SessionMode:     SessionShared,
 	}
 	if diff := cmp.Diff(c.Servers["notes"], want); diff != "" {
 		t.Errorf("Load (-got +want):\n%s", diff)

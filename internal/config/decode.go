@@ -23,7 +23,9 @@ import (
 
 var (
 	topKeys    = []string{"listen", "allowed_origins", "allowed_hosts", "tool_name_separator", "max_body_bytes", "servers"}
-	serverKeys = []string{"transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "protocol_version"}
+	serverKeys = []string{"transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "protocol_version", "auth", "tls", "session_mode"}
+	authKeys   = []string{"type", "value", "header_name", "token_url", "client_id", "client_secret", "scopes", "audience"}
+	tlsKeys    = []string{"verify", "ca_file", "cert_file", "key_file"}
 )
 
 func decode(data []byte, c *Config) error {
@@ -75,6 +77,7 @@ func decodeServers(errs *errorList, path string, n *yaml.Node, c *Config) {
 			Name:            name,
 			Timeout:         DefaultTimeout,
 			ProtocolVersion: ProtocolVersionAuto,
+			SessionMode:     SessionShared,
 		}
 		if c.Servers == nil {
 			c.Servers = make(map[string]*Server)
@@ -102,11 +105,84 @@ func decodeServers(errs *errorList, path string, n *yaml.Node, c *Config) {
 				decodeDuration(errs, p, v, &s.Timeout)
 			case "protocol_version":
 				decodeString(errs, p, v, &s.ProtocolVersion)
+			case "auth":
+				decodeAuth(errs, p, v, s)
+			case "tls":
+				decodeTLS(errs, p, v, s)
+			case "session_mode":
+				decodeString(errs, p, v, &s.SessionMode)
 			default:
 				unknownField(errs, p, k, key, serverKeys)
 			}
 		})
 	})
+}
+
+func decodeAuth(errs *errorList, path string, n *yaml.Node, s *Server) {
+	if isNull(resolve(n)) {
+		return
+	}
+	a := &Auth{}
+	s.Auth = a
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "type":
+			decodeString(errs, p, v, &a.Type)
+		case "value":
+			decodeString(errs, p, v, &a.Value)
+		case "header_name":
+			decodeString(errs, p, v, &a.HeaderName)
+		case "token_url":
+			decodeString(errs, p, v, &a.TokenURL)
+		case "client_id":
+			decodeString(errs, p, v, &a.ClientID)
+		case "client_secret":
+			decodeString(errs, p, v, &a.ClientSecret)
+		case "scopes":
+			decodeStrings(errs, p, v, &a.Scopes)
+		case "audience":
+			decodeString(errs, p, v, &a.Audience)
+		default:
+			unknownField(errs, p, k, key, authKeys)
+		}
+	})
+}
+
+func decodeTLS(errs *errorList, path string, n *yaml.Node, s *Server) {
+	if isNull(resolve(n)) {
+		return
+	}
+	t := &TLS{}
+	s.TLS = t
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "verify":
+			decodeBool(errs, p, v, &t.Verify)
+		case "ca_file":
+			decodeString(errs, p, v, &t.CAFile)
+		case "cert_file":
+			decodeString(errs, p, v, &t.CertFile)
+		case "key_file":
+			decodeString(errs, p, v, &t.KeyFile)
+		default:
+			unknownField(errs, p, k, key, tlsKeys)
+		}
+	})
+}
+
+func decodeBool(errs *errorList, path string, n *yaml.Node, dst **bool) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		errs.add(path, n.Line, "must be true or false")
+		return
+	}
+	*dst = &b
 }
 
 // resolve follows aliases. An anchor cannot sit on an alias, so one step

@@ -56,6 +56,22 @@ func (c *Config) expand(lookupEnv func(string) (string, bool)) error {
 		one(p+".cwd", &s.Cwd)
 		one(p+".url", &s.URL)
 		values(p+".headers", s.Headers)
+		if a := s.Auth; a != nil {
+			ap := p + ".auth"
+			one(ap+".type", &a.Type)
+			one(ap+".value", &a.Value)
+			one(ap+".header_name", &a.HeaderName)
+			one(ap+".token_url", &a.TokenURL)
+			one(ap+".client_id", &a.ClientID)
+			one(ap+".client_secret", &a.ClientSecret)
+			list(ap+".scopes", a.Scopes)
+			one(ap+".audience", &a.Audience)
+		}
+		if t := s.TLS; t != nil {
+			one(p+".tls.ca_file", &t.CAFile)
+			one(p+".tls.cert_file", &t.CertFile)
+			one(p+".tls.key_file", &t.KeyFile)
+		}
 	}
 	return errs.err()
 }

@@ -37,6 +37,21 @@ func (c *Config) normalise() error {
 			}
 			s.Headers = hs
 		}
+		if a := s.Auth; a != nil {
+			a.Type = strings.ToLower(strings.TrimSpace(a.Type))
+			a.HeaderName = strings.TrimSpace(a.HeaderName)
+			a.TokenURL = strings.TrimSpace(a.TokenURL)
+			a.ClientID = strings.TrimSpace(a.ClientID)
+			a.ClientSecret = strings.TrimSpace(a.ClientSecret)
+			a.Audience = strings.TrimSpace(a.Audience)
+		}
+		if t := s.TLS; t != nil {
+			for _, f := range []*string{&t.CAFile, &t.CertFile, &t.KeyFile} {
+				if *f = strings.TrimSpace(*f); *f != "" {
+					*f = c.resolvePath(*f)
+				}
+			}
+		}
 		s.Command = c.resolveCommand(s.Command)
 		if s.Cwd != "" {
 			s.Cwd = c.resolvePath(s.Cwd)

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"encoding/base64"
+	"errors"
 	"maps"
+	"os"
 	"net"
 	"net/textproto"
 	"net/url"
@@ -170,6 +173,150 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	if (s.ProtocolVersion != "" || strict) && !slices.Contains(protocolVersions, s.ProtocolVersion) {
 		errs.add(p+".protocol_version", 0, "unknown revision %q (want %s)", s.ProtocolVersion, strings.Join(protocolVersions, ", "))
 	}
+	switch s.SessionMode {
+	case SessionShared, SessionPerCall:
+	case "":
+		if strict {
+			errs.add(p+".session_mode", 0, "must be %s or %s", SessionShared, SessionPerCall)
+		}
+	default:
+		errs.add(p+".session_mode", 0, "must be %s or %s (got %q)", SessionShared, SessionPerCall, s.SessionMode)
+	}
+	if s.Auth != nil {
+		s.Auth.validate(errs, p+".auth", s.Transport)
+	}
+	if s.TLS != nil {
+		s.TLS.validate(errs, p+".tls", s)
+	}
+}
+
+// validate checks an auth block. Values are credentials: messages name
+// the field, never the value.
+func (a *Auth) validate(errs *errorList, p, transport string) {
+	if transport == TransportStdio && a.Type != AuthNone {
+		errs.add(p, 0, "not allowed for transport stdio (pass credentials in env)")
+		return
+	}
+	only := func(field string, set bool, types ...string) {
+		if set && !slices.Contains(types, a.Type) {
+			errs.add(p+"."+field, 0, "not used by auth type %q", a.Type)
+		}
+	}
+	switch a.Type {
+	case AuthNone, AuthPassthrough:
+	case AuthAPIKey, AuthBearer, AuthToken, AuthAuthorization:
+		if strings.TrimSpace(a.Value) == "" {
+			errs.add(p+".value", 0, "required for auth type %s", a.Type)
+		}
+	case AuthBasic:
+		if strings.TrimSpace(a.Value) == "" {
+			errs.add(p+".value", 0, "required for auth type basic")
+		} else if !ValidBasicCredential(a.Value) {
+			errs.add(p+".value", 0, `must be "user:password" (no colon found) or "Basic <base64 of user:password>"`)
+		}
+	case AuthOAuth2:
+		if a.TokenURL == "" {
+			errs.add(p+".token_url", 0, "required for auth type oauth2 (the client-credentials token endpoint)")
+		} else if !validURL(a.TokenURL) {
+			errs.add(p+".token_url", 0, "must be an http or https URL")
+		}
+		if a.ClientID == "" {
+			errs.add(p+".client_id", 0, "required for auth type oauth2")
+		}
+		if a.ClientSecret == "" {
+			errs.add(p+".client_secret", 0, "required for auth type oauth2")
+		}
+	case "":
+		errs.add(p+".type", 0, "required; must be one of %s", strings.Join(AuthTypes, ", "))
+	default:
+		errs.add(p+".type", 0, "unknown auth type %q (want one of %s)", truncate(a.Type, 32), strings.Join(AuthTypes, ", "))
+		return
+	}
+	only("value", a.Value != "", AuthAPIKey, AuthBearer, AuthToken, AuthBasic, AuthAuthorization)
+	only("token_url", a.TokenURL != "", AuthOAuth2)
+	only("client_id", a.ClientID != "", AuthOAuth2)
+	only("client_secret", a.ClientSecret != "", AuthOAuth2)
+	only("scopes", len(a.Scopes) > 0, AuthOAuth2)
+	only("audience", a.Audience != "", AuthOAuth2)
+	only("header_name", a.HeaderName != "", AuthAPIKey, AuthBearer, AuthToken, AuthBasic, AuthAuthorization, AuthOAuth2, AuthPassthrough)
+	for i, sc := range a.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {
+			errs.add(indexPath(p+".scopes", i), 0, "must be one non-empty scope token without spaces or quotes")
+		}
+	}
+	if a.HeaderName != "" {
+		canon := textproto.CanonicalMIMEHeaderKey(a.HeaderName)
+		switch {
+		case !validToken(a.HeaderName):
+			errs.add(p+".header_name", 0, "invalid header name (want an HTTP token)")
+		case reservedHeaders[canon]:
+			errs.add(p+".header_name", 0, "header is set by the gateway and must not be used as the credential slot")
+		}
+	}
+	if strings.ContainsAny(a.Value, "\r\n\x00") {
+		errs.add(p+".value", 0, "must not contain CR, LF or NUL")
+	}
+}
+
+// ValidBasicCredential reports whether v can make a Basic header: a
+// user:password pair, optionally behind the "Basic" scheme, or an
+// already-encoded base64 user:password behind the scheme. "Basic " alone
+// is accepted (C3.3: a visibly wrong header still goes out).
+func ValidBasicCredential(v string) bool {
+	v = strings.TrimSpace(v)
+	if rest, ok := cutScheme(v, "Basic"); ok {
+		if strings.Contains(rest, ":") {
+			return true
+		}
+		dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+		return err == nil && strings.Contains(string(dec), ":")
+	}
+	return strings.Contains(v, ":") || strings.EqualFold(v, "Basic")
+}
+
+// cutScheme reports whether v starts with scheme (case-insensitive)
+// followed by at least one space or tab and a credential.
+func cutScheme(v, scheme string) (string, bool) {
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	if c := v[len(scheme)]; c != ' ' && c != '\t' {
+		return "", false
+	}
+	rest := strings.TrimLeft(v[len(scheme):], " \t")
+	return rest, rest != ""
+}
+
+func (t *TLS) validate(errs *errorList, p string, s *Server) {
+	if s.Transport == TransportStdio {
+		errs.add(p, 0, "not allowed for transport stdio")
+		return
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		errs.add(p, 0, "cert_file and key_file must be set together")
+	}
+	for _, f := range []struct{ field, path string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		// Paths are not secrets; naming the missing file is what makes
+		// the message actionable.
+		if st, err := os.Stat(f.path); err != nil {
+			errs.add(p+"."+f.field, 0, "cannot read %s: %v", f.path, errors.Unwrap(err))
+		} else if st.IsDir() {
+			errs.add(p+"."+f.field, 0, "%s is a directory, not a PEM file", f.path)
+		}
+	}
+	if s.URL != "" && !strings.HasPrefix(strings.ToLower(s.URL), "https://") && (t.CAFile != "" || t.CertFile != "") {
+		errs.add(p, 0, "set for a server whose url is not https")
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 func validListen(s string) bool {
