@@ -1,0 +1,115 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Page sizes for ListAudit and ListToolCalls.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// ActorMaster is the AuditEntry.Actor of actions taken with the master key.
+const ActorMaster = "master"
+
+// MaxSessionIDPrefix bounds ToolCall.SessionIDPrefix: a prefix identifies a
+// session to an operator without being usable as the session id.
+const MaxSessionIDPrefix = 8
+
+// AuditEntry records one administrative action.
+type AuditEntry struct {
+	ID     int64           // assigned by the store
+	Time   time.Time       // set to now when zero
+	Actor  string          // key alias, or ActorMaster
+	Action string          // "key.create", "session.terminate", ...
+	Target string          // what was acted on: an alias, a server name, a session id prefix
+	Detail json.RawMessage // optional JSON; never secrets
+}
+
+// Cursor is a position in a newest-first listing: the (Time, ID) of the
+// last record of a page.
+type Cursor struct {
+	Time time.Time
+	ID   int64
+}
+
+// AuditFilter selects audit entries. Zero fields do not filter.
+type AuditFilter struct {
+	Since  time.Time // Time >= Since
+	Until  time.Time // Time < Until
+	Actor  string
+	Action string
+	Limit  int     // page size; <= 0 means DefaultPageSize, capped at MaxPageSize
+	Before *Cursor // resume after this position (the next cursor of the previous page)
+}
+
+// ToolCall records one tools/call as seen by the gateway. Arguments and
+// results are never recorded.
+type ToolCall struct {
+	ID              int64     // assigned by the store
+	Time            time.Time // when the call started; set to now when zero
+	KeyAlias        string
+	User            string
+	Team            string
+	Server          string
+	Tool            string
+	DurationMs      int64
+	Outcome         string // "ok", "error", "denied", "timeout", ...
+	ErrorClass      string // the fault tag (SPEC C6.6) when Outcome is not "ok"
+	SessionIDPrefix string // at most MaxSessionIDPrefix characters
+	RequestBytes    int64
+	ResponseBytes   int64
+}
+
+// ToolCallFilter selects tool calls. Zero fields do not filter.
+type ToolCallFilter struct {
+	Since    time.Time
+	Until    time.Time
+	KeyAlias string
+	User     string
+	Team     string
+	Server   string
+	Tool     string
+	Outcome  string
+	Limit    int
+	Before   *Cursor
+}
+
+// PageSize returns the effective page size for a requested limit.
+func PageSize(limit int) int {
+	switch {
+	case limit <= 0:
+		return DefaultPageSize
+	case limit > MaxPageSize:
+		return MaxPageSize
+	}
+	return limit
+}
+
+// Validate checks an audit entry before it is written.
+func (e *AuditEntry) Validate() error {
+	if e.Actor == "" || e.Action == "" {
+		return fmt.Errorf("audit entry needs an actor and an action: %w", ErrInvalid)
+	}
+	if len(e.Detail) > 0 && !json.Valid(e.Detail) {
+		return fmt.Errorf("audit entry %s: detail is not valid JSON: %w", e.Action, ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks a tool-call record before it is written.
+func (c *ToolCall) Validate() error {
+	if c.Server == "" || c.Tool == "" || c.Outcome == "" {
+		return fmt.Errorf("tool call needs a server, a tool and an outcome: %w", ErrInvalid)
+	}
+	if len(c.SessionIDPrefix) > MaxSessionIDPrefix {
+		return fmt.Errorf("tool call: session id prefix longer than %d characters: %w", MaxSessionIDPrefix, ErrInvalid)
+	}
+	if c.DurationMs < 0 || c.RequestBytes < 0 || c.ResponseBytes < 0 {
+		return fmt.Errorf("tool call: negative duration or size: %w", ErrInvalid)
+	}
+	return nil
+}

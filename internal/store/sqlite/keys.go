@@ -1,0 +1,428 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, tools,
+	deny_tools, toolsets, access_groups, allowed_cidrs, rate_limit_rpm,
+	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
+	last_used_at`
+
+// keyRow is a Key as stored. Its fields are comparable, so two rows can be
+// compared with ==, which SyncConfigKeys uses to skip unchanged keys.
+type keyRow struct {
+	id, alias, hash, prefix, user, team string
+	servers                             sql.NullString
+	tools, denyTools                    string
+	toolsets, accessGroups, cidrs       string
+	rpm                                 int64
+	expires                             sql.NullInt64
+	admin, noMCP, disabled              bool
+	source                              string
+	created, updated                    int64
+	lastUsed                            sql.NullInt64
+}
+
+func (r *keyRow) args() []any {
+	return []any{r.id, r.alias, r.hash, r.prefix, r.user, r.team, r.servers, r.tools,
+		r.denyTools, r.toolsets, r.accessGroups, r.cidrs, r.rpm,
+		r.expires, r.admin, r.noMCP, r.disabled, r.source, r.created, r.updated,
+		r.lastUsed}
+}
+
+func (r *keyRow) dest() []any {
+	return []any{&r.id, &r.alias, &r.hash, &r.prefix, &r.user, &r.team, &r.servers, &r.tools,
+		&r.denyTools, &r.toolsets, &r.accessGroups, &r.cidrs, &r.rpm,
+		&r.expires, &r.admin, &r.noMCP, &r.disabled, &r.source, &r.created, &r.updated,
+		&r.lastUsed}
+}
+
+// keySet assigns every column a key's owner may change; the arguments are
+// keyRow.setArgs.
+const keySet = `key_hash = ?, key_prefix = ?, user_id = ?, team_id = ?, servers = ?,
+	tools = ?, deny_tools = ?, toolsets = ?, access_groups = ?,
+	allowed_cidrs = ?, rate_limit_rpm = ?, expires_at = ?, admin = ?,
+	no_mcp = ?, disabled = ?, updated_at = ?`
+
+func (r *keyRow) setArgs(where any) []any {
+	return []any{r.hash, r.prefix, r.user, r.team, r.servers,
+		r.tools, r.denyTools, r.toolsets, r.accessGroups,
+		r.cidrs, r.rpm, r.expires, r.admin,
+		r.noMCP, r.disabled, r.updated, where}
+}
+
+// sameSettings reports whether two rows differ only in bookkeeping (id,
+// source, timestamps of creation, update and use).
+func sameSettings(a, b keyRow) bool {
+	a.id, a.source, a.created, a.updated, a.lastUsed = b.id, b.source, b.created, b.updated, b.lastUsed
+	return a == b
+}
+
+func encodeKey(k *store.Key) (keyRow, error) {
+	r := keyRow{
+		id: k.ID, alias: k.Alias, hash: k.KeyHash, prefix: k.KeyPrefix,
+		user: k.User, team: k.Team,
+		rpm:     int64(k.RateLimitRPM),
+		expires: nullMS(k.ExpiresAt),
+		admin:   k.Admin, noMCP: k.NoMCP, disabled: k.Disabled,
+		source:   k.Source,
+		created:  ms(k.CreatedAt),
+		updated:  ms(k.UpdatedAt),
+		lastUsed: nullMS(k.LastUsedAt),
+	}
+	if k.Servers != nil {
+		b, err := json.Marshal(k.Servers)
+		if err != nil {
+			return r, err
+		}
+		r.servers = sql.NullString{String: string(b), Valid: true}
+	}
+	var err error
+	for _, f := range []struct {
+		dst *string
+		v   any
+		n   int
+	}{
+		{&r.tools, k.Tools, len(k.Tools)},
+		{&r.denyTools, k.DenyTools, len(k.DenyTools)},
+		{&r.toolsets, k.Toolsets, len(k.Toolsets)},
+		{&r.accessGroups, k.AccessGroups, len(k.AccessGroups)},
+		{&r.cidrs, k.AllowedCIDRs, len(k.AllowedCIDRs)},
+	} {
+		if *f.dst, err = encodeJSON(f.v, f.n); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// encodeJSON encodes a list or map; empty ones are stored as [] or {} so
+// the column is never NULL.
+func encodeJSON(v any, n int) (string, error) {
+	if n == 0 {
+		if _, isMap := v.(map[string][]string); isMap {
+			return "{}", nil
+		}
+		return "[]", nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func (r *keyRow) decode() (store.Key, error) {
+	k := store.Key{
+		ID: r.id, Alias: r.alias, KeyHash: r.hash, KeyPrefix: r.prefix,
+		User: r.user, Team: r.team,
+		RateLimitRPM: int(r.rpm),
+		ExpiresAt:    fromNullMS(r.expires),
+		Admin:        r.admin, NoMCP: r.noMCP, Disabled: r.disabled,
+		Source:     r.source,
+		CreatedAt:  fromMS(r.created),
+		UpdatedAt:  fromMS(r.updated),
+		LastUsedAt: fromNullMS(r.lastUsed),
+	}
+	if r.servers.Valid {
+		k.Servers = []string{}
+		if err := json.Unmarshal([]byte(r.servers.String), &k.Servers); err != nil {
+			return k, fmt.Errorf("servers column: %w", err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		src  string
+		dst  any
+	}{
+		{"tools", r.tools, &k.Tools},
+		{"deny_tools", r.denyTools, &k.DenyTools},
+		{"toolsets", r.toolsets, &k.Toolsets},
+		{"access_groups", r.accessGroups, &k.AccessGroups},
+		{"allowed_cidrs", r.cidrs, &k.AllowedCIDRs},
+	} {
+		if f.src == "[]" || f.src == "{}" {
+			continue // empty reads back as nil
+		}
+		if err := json.Unmarshal([]byte(f.src), f.dst); err != nil {
+			return k, fmt.Errorf("%s column: %w", f.name, err)
+		}
+	}
+	return k, nil
+}
+
+func scanKey(sc scanner) (store.Key, error) {
+	var r keyRow
+	if err := sc.Scan(r.dest()...); err != nil {
+		return store.Key{}, err
+	}
+	return r.decode()
+}
+
+// prepareKey fills the store-owned fields of k and validates it.
+func prepareKey(k *store.Key) error {
+	if k.ID == "" {
+		k.ID = newID()
+	}
+	if k.Source == "" {
+		k.Source = store.SourceAPI
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = now()
+	}
+	k.UpdatedAt = k.CreatedAt
+	k.LastUsedAt = time.Time{}
+	return k.Validate()
+}
+
+// keyConflict turns a uniqueness violation on the keys table into
+// ErrConflict with a message that names the alias, never the hash.
+func keyConflict(op, alias string, err error) error {
+	msg, ok := uniqueViolation(err)
+	if !ok {
+		return fmt.Errorf("%s %q: %w", op, alias, err)
+	}
+	what := "alias already in use"
+	if strings.Contains(msg, "key_hash") {
+		what = "another key has the same secret"
+	}
+	return fmt.Errorf("%s %q: %s: %w", op, alias, what, store.ErrConflict)
+}
+
+func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
+	if err := prepareKey(&k); err != nil {
+		return store.Key{}, fmt.Errorf("create key: %w", err)
+	}
+	r, err := encodeKey(&k)
+	if err != nil {
+		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, err)
+	}
+	if err := insertKey(ctx, s.w, &r); err != nil {
+		return store.Key{}, keyConflict("create key", k.Alias, err)
+	}
+	return r.decode()
+}
+
+func insertKey(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, r *keyRow) error {
+	_, err := db.ExecContext(ctx, `INSERT INTO keys (`+keyCols+`)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.args()...)
+	return err
+}
+
+func (s *Store) GetKeyByAlias(ctx context.Context, alias string) (store.Key, error) {
+	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE alias = ?`, alias))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Key{}, fmt.Errorf("get key %q: %w", alias, err)
+	}
+	return k, nil
+}
+
+const selectKeyByHash = `SELECT ` + keyCols + ` FROM keys WHERE key_hash = ?`
+
+func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error) {
+	k, err := scanKey(s.keyByHash.QueryRowContext(ctx, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Key{}, fmt.Errorf("get key by hash: %w", err)
+	}
+	return k, nil
+}
+
+func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
+	keys, err := listKeys(ctx, s.r)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return keys, nil
+}
+
+func listKeys(ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) ([]store.Key, error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+keyCols+` FROM keys ORDER BY alias`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []store.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
+	v := k
+	v.Source = store.SourceAPI // kept from the stored key; only validated here
+	if err := v.Validate(); err != nil {
+		return store.Key{}, fmt.Errorf("update key: %w", err)
+	}
+	k.UpdatedAt = now()
+	r, err := encodeKey(&k)
+	if err != nil {
+		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, err)
+	}
+	got, err := scanKey(s.w.QueryRowContext(ctx,
+		`UPDATE keys SET `+keySet+` WHERE alias = ? RETURNING `+keyCols, r.setArgs(r.alias)...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Key{}, keyConflict("update key", k.Alias, err)
+	}
+	return got, nil
+}
+
+func (s *Store) DeleteKey(ctx context.Context, alias string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM keys WHERE alias = ?`, alias)
+	if err == nil {
+		err = rowsChanged(res)
+	}
+	if err != nil {
+		return fmt.Errorf("delete key %q: %w", alias, err)
+	}
+	return nil
+}
+
+const updateLastUsed = `UPDATE keys SET last_used_at = ?1
+	WHERE alias = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`
+
+func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error {
+	res, err := s.touchKey.ExecContext(ctx, ms(at), alias)
+	if err == nil {
+		if err = rowsChanged(res); errors.Is(err, store.ErrNotFound) {
+			// Either no such key or it was already used later: tell them apart
+			// (rare, so the common path stays one statement).
+			var one int
+			err = s.r.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE alias = ?`, alias).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = store.ErrNotFound
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("touch key %q: %w", alias, err)
+	}
+	return nil
+}
+
+func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
+	res, err := s.syncConfigKeys(ctx, keys)
+	if err != nil {
+		return store.SyncResult{}, fmt.Errorf("sync config keys: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Store) syncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
+	var res store.SyncResult
+	stamp := now()
+	want := make(map[string]keyRow, len(keys))
+	for _, k := range keys {
+		k.ID, k.Source, k.CreatedAt, k.UpdatedAt, k.LastUsedAt = "", store.SourceConfig, stamp, stamp, time.Time{}
+		if err := k.Validate(); err != nil {
+			return res, err
+		}
+		if _, dup := want[k.Alias]; dup {
+			return res, fmt.Errorf("key %q listed twice: %w", k.Alias, store.ErrConflict)
+		}
+		r, err := encodeKey(&k)
+		if err != nil {
+			return res, fmt.Errorf("key %q: %w", k.Alias, err)
+		}
+		want[k.Alias] = r
+	}
+
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return res, err
+	}
+	defer tx.Rollback()
+
+	rows, err := tx.QueryContext(ctx, `SELECT `+keyCols+` FROM keys`)
+	if err != nil {
+		return res, err
+	}
+	have := map[string]keyRow{}
+	for rows.Next() {
+		var r keyRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			rows.Close()
+			return res, err
+		}
+		have[r.alias] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+
+	var add, update []keyRow
+	for alias, w := range want {
+		h, ok := have[alias]
+		switch {
+		case !ok:
+			w.id = newID()
+			add = append(add, w)
+		case h.source != store.SourceConfig:
+			return res, fmt.Errorf("key %q: alias belongs to a key created through the API: %w", alias, store.ErrConflict)
+		case !sameSettings(w, h):
+			w.id, w.created, w.lastUsed = h.id, h.created, h.lastUsed
+			update = append(update, w)
+		}
+	}
+	for alias, h := range have {
+		if _, ok := want[alias]; !ok && h.source == store.SourceConfig {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM keys WHERE id = ?`, h.id); err != nil {
+				return res, fmt.Errorf("remove key %q: %w", alias, err)
+			}
+			res.Removed = append(res.Removed, alias)
+		}
+	}
+	// Park changed hashes on the (unique, non-digest) id first, so secrets
+	// that move between listed keys do not collide halfway through.
+	for _, r := range update {
+		if r.hash != have[r.alias].hash {
+			if _, err := tx.ExecContext(ctx, `UPDATE keys SET key_hash = id WHERE id = ?`, r.id); err != nil {
+				return res, fmt.Errorf("update key %q: %w", r.alias, err)
+			}
+		}
+	}
+	for _, r := range update {
+		if _, err := tx.ExecContext(ctx, `UPDATE keys SET `+keySet+` WHERE id = ?`, r.setArgs(r.id)...); err != nil {
+			return res, keyConflict("update key", r.alias, err)
+		}
+		res.Updated = append(res.Updated, r.alias)
+	}
+	for _, r := range add {
+		if err := insertKey(ctx, tx, &r); err != nil {
+			return res, keyConflict("add key", r.alias, err)
+		}
+		res.Added = append(res.Added, r.alias)
+	}
+	if err := tx.Commit(); err != nil {
+		return res, err
+	}
+	slices.Sort(res.Added)
+	slices.Sort(res.Updated)
+	slices.Sort(res.Removed)
+	return res, nil
+}

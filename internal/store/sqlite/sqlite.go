@@ -1,0 +1,262 @@
+// Package sqlite is the default store backend: one SQLite database file,
+// mcpgate.db, in the gateway's data directory, through the pure-Go
+// modernc.org/sqlite driver (no cgo). It owns that file, its schema and the
+// migrations that build it, and nothing outside it.
+//
+// It is its own package, not store.OpenSQLite, so that the store package
+// stays free of drivers: main imports the one backend it runs, and a
+// Postgres build does not link SQLite (STYLE.md 4).
+//
+// Concurrency: the database runs in WAL mode, where any number of readers
+// proceed alongside one writer. The Store keeps two database/sql pools on
+// the same file: a writer pool of exactly one connection, so writes from
+// this process queue in Go instead of failing with SQLITE_BUSY, whose
+// transactions begin IMMEDIATE (they take the write lock up front, so a
+// read-then-write transaction never has to upgrade and lose); and a
+// read-only pool for the lookups on the request path (GetKeyByHash,
+// IsTerminated), which never wait for writes. busy_timeout covers other
+// processes on the same file (the CLI while the gateway runs).
+//
+// Files: the directory is created 0700 and the database 0600 (SQLite gives
+// its -wal and -shm files the database file's mode). Existing files keep
+// their modes.
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// FileName is the database file inside the data directory.
+const FileName = "mcpgate.db"
+
+// pragmas are applied to every connection, in this order. busy_timeout
+// (milliseconds) comes first so that switching to WAL, which needs the
+// file to itself, waits for a concurrent opener instead of failing.
+const pragmas = "_pragma=busy_timeout(5000)" +
+	"&_pragma=journal_mode(WAL)" +
+	"&_pragma=foreign_keys(1)" +
+	"&_pragma=synchronous(NORMAL)"
+
+// Store is a store.Store on a SQLite file. Its methods are safe for
+// concurrent use; Close must be called once, after the last call returned.
+type Store struct {
+	path string
+	w    *sql.DB // exactly one connection: all writes
+	r    *sql.DB // read-only connections: lookups and listings
+
+	// Statements on the request path, prepared once: parsing the SQL
+	// would otherwise be about half the cost of a key lookup.
+	keyByHash    *sql.Stmt // r
+	isTerminated *sql.Stmt // r
+	touchKey     *sql.Stmt // w
+	addToolCall  *sql.Stmt // w
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) dir/mcpgate.db and migrates it to the
+// newest schema this binary knows. It fails with a *store.SchemaVersionError
+// when the database was migrated by a newer mcpgate.
+func Open(ctx context.Context, dir string) (*Store, error) {
+	s, err := open(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, dir string) (*Store, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, FileName)
+	// Create the file ourselves so it is born 0600; SQLite would use 0644.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, os.ErrExist):
+		return nil, err
+	}
+
+	s := &Store{path: path}
+	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate")); err != nil {
+		return nil, err
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxIdleTime(0)
+	s.w.SetConnMaxLifetime(0)
+	if err := s.initRetry(ctx); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+
+	n := max(4, runtime.GOMAXPROCS(0))
+	if s.r, err = sql.Open("sqlite", dsn(path, "&_pragma=query_only(1)")); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n)
+	s.r.SetConnMaxIdleTime(0)
+	s.r.SetConnMaxLifetime(0)
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		db    *sql.DB
+		query string
+	}{
+		{&s.keyByHash, s.r, selectKeyByHash},
+		{&s.isTerminated, s.r, selectTerminated},
+		{&s.touchKey, s.w, updateLastUsed},
+		{&s.addToolCall, s.w, insertToolCall},
+	} {
+		var err error
+		if *p.dst, err = p.db.PrepareContext(ctx, p.query); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
+	return nil
+}
+
+// initRetry runs init, retrying while the file is busy. Two processes that
+// open a new database at once both try to switch it to WAL; SQLite detects
+// the deadlock and fails one of them at once with SQLITE_BUSY instead of
+// waiting for busy_timeout. A second try finds the file in WAL already.
+func (s *Store) initRetry(ctx context.Context) error {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := 5 * time.Millisecond; ; wait *= 2 {
+		err := s.init(ctx)
+		if err == nil || !isBusy(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// busyTimeout matches the busy_timeout pragma.
+const busyTimeout = 5 * time.Second
+
+func isBusy(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// init checks the journal mode took (WAL needs shared memory, which some
+// network filesystems lack) and migrates.
+func (s *Store) init(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, want wal (is the data directory on a local filesystem?)", mode)
+	}
+	return migrate(ctx, s.w)
+}
+
+// dsn builds a file: URI, so a path holding '?', '#' or '%' reaches SQLite
+// intact (the driver would cut a plain path at its first '?').
+func dsn(path, extra string) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path)}
+	return u.String() + "?" + pragmas + extra
+}
+
+// Close closes both pools. The last connection to close checkpoints the WAL
+// into the database file and removes the -wal and -shm files.
+func (s *Store) Close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.keyByHash, s.isTerminated, s.touchKey, s.addToolCall} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// newID returns a random record id (26 base32 characters, 130 bits).
+func newID() string { return rand.Text() }
+
+// Times are stored as unix milliseconds; NULL stands for the zero time.
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func nullMS(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMS(v.Int64)
+}
+
+// now is the current time at the store's precision.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// uniqueViolation reports whether err is a UNIQUE or PRIMARY KEY violation,
+// and the driver's message, which names the column (never the value).
+func uniqueViolation(err error) (string, bool) {
+	var se *msqlite.Error
+	if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
+		return se.Error(), true
+	}
+	return "", false
+}
+
+// rowsChanged returns ErrNotFound when res changed no row.
+func rowsChanged(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }

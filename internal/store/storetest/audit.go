@@ -1,0 +1,325 @@
+package storetest
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+var auditTests = []test{
+	{"RoundTrip", testAuditRoundTrip},
+	{"Pagination", testAuditPagination},
+	{"PageSize", testAuditPageSize},
+	{"Filters", testAuditFilters},
+}
+
+var toolCallTests = []test{
+	{"RoundTripAndFilters", testToolCalls},
+	{"Invalid", testToolCallInvalid},
+}
+
+// newestFirst sorts records the way listings return them.
+func newestFirst[T any](recs []T, key func(T) (time.Time, int64)) []T {
+	out := slices.Clone(recs)
+	slices.SortFunc(out, func(a, b T) int {
+		ta, ia := key(a)
+		tb, ib := key(b)
+		if c := tb.Compare(ta); c != 0 {
+			return c
+		}
+		return cmp.Compare(ib, ia)
+	})
+	return out
+}
+
+func auditKey(e store.AuditEntry) (time.Time, int64) { return e.Time, e.ID }
+
+func appendAudit(t testing.TB, s store.Store, e store.AuditEntry) store.AuditEntry {
+	t.Helper()
+	id, err := s.AppendAudit(t.Context(), e)
+	if err != nil {
+		t.Fatalf("AppendAudit: %v", err)
+	}
+	e.ID = id
+	return e
+}
+
+// listAllAudit follows next cursors to the end.
+func listAllAudit(t *testing.T, s store.Store, f store.AuditFilter) (all []store.AuditEntry, pages []int) {
+	t.Helper()
+	for range 10_000 {
+		page, next, err := s.ListAudit(t.Context(), f)
+		if err != nil {
+			t.Fatalf("ListAudit(%+v): %v", f, err)
+		}
+		all = append(all, page...)
+		pages = append(pages, len(page))
+		if next == nil {
+			return all, pages
+		}
+		f.Before = next
+	}
+	t.Fatal("ListAudit never returned a nil cursor")
+	return nil, nil
+}
+
+func testAuditRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	in := []store.AuditEntry{
+		{Time: at(1), Actor: store.ActorMaster, Action: "key.create", Target: "ci", Detail: json.RawMessage(`{"servers":["github"],"n":12345678901234567890}`)},
+		{Time: at(2), Actor: "ops-key", Action: "session.terminate", Target: "3f2a9c1b"},
+	}
+	var want []store.AuditEntry
+	for _, e := range in {
+		want = append(want, appendAudit(t, s, e))
+	}
+	if want[0].ID == want[1].ID || want[0].ID == 0 {
+		t.Errorf("IDs %d, %d: want distinct and non-zero", want[0].ID, want[1].ID)
+	}
+	got, next, err := s.ListAudit(ctx, store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != nil {
+		t.Errorf("next = %+v, want nil", next)
+	}
+	if diff := gocmp.Diff(got, newestFirst(want, auditKey)); diff != "" {
+		t.Errorf("ListAudit (-got +want):\n%s", diff)
+	}
+	if got[0].Detail != nil {
+		t.Errorf("absent detail read back as %q, want nil", got[0].Detail)
+	}
+
+	before := time.Now().Add(-time.Second)
+	id, err := s.AppendAudit(ctx, store.AuditEntry{Actor: "x", Action: "key.delete"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = s.ListAudit(ctx, store.AuditFilter{Action: "key.delete"})
+	if err != nil || len(got) != 1 || got[0].ID != id || got[0].Time.Before(before) {
+		t.Errorf("entry without Time = %+v, %v; want stamped with now", got, err)
+	}
+
+	for _, bad := range []store.AuditEntry{
+		{Action: "key.create"},
+		{Actor: "x"},
+		{Actor: "x", Action: "key.create", Detail: json.RawMessage(`{`)},
+	} {
+		if _, err := s.AppendAudit(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("AppendAudit(%+v): err = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func testAuditPagination(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var all []store.AuditEntry
+	// Three entries per millisecond, appended out of time order, so the
+	// order depends on both time and id.
+	for i := range 250 {
+		n := (i * 37) % 250
+		all = append(all, appendAudit(t, s, store.AuditEntry{Time: at(n / 3), Actor: "a", Action: "key.create", Target: fmt.Sprint(n)}))
+	}
+	want := newestFirst(all, auditKey)
+
+	got, pages := listAllAudit(t, s, store.AuditFilter{Limit: 100})
+	if diff := gocmp.Diff(pages, []int{100, 100, 50}); diff != "" {
+		t.Errorf("page sizes (-got +want):\n%s", diff)
+	}
+	if diff := gocmp.Diff(got, want); diff != "" {
+		t.Errorf("pages (-got +want):\n%s", diff)
+	}
+
+	// An exact multiple of the page size ends with a nil cursor, not an
+	// empty page.
+	_, pages = listAllAudit(t, s, store.AuditFilter{Limit: 125})
+	if diff := gocmp.Diff(pages, []int{125, 125}); diff != "" {
+		t.Errorf("page sizes at an exact multiple (-got +want):\n%s", diff)
+	}
+
+	// Entries appended after the first page do not shift later pages.
+	first, next, err := s.ListAudit(ctx, store.AuditFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAudit(t, s, store.AuditEntry{Time: at(1_000_000), Actor: "a", Action: "key.create"})
+	second, _, err := s.ListAudit(ctx, store.AuditFilter{Limit: 10, Before: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff(append(first, second...), want[:20]); diff != "" {
+		t.Errorf("pages around a concurrent append (-got +want):\n%s", diff)
+	}
+	if *next != (store.Cursor{Time: first[9].Time, ID: first[9].ID}) {
+		t.Errorf("next = %+v, want the last entry's (time, id)", *next)
+	}
+}
+
+func testAuditPageSize(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i := range store.MaxPageSize + 1 {
+		appendAudit(t, s, store.AuditEntry{Time: at(i), Actor: "a", Action: "x"})
+	}
+	for _, tt := range []struct{ limit, want int }{
+		{0, store.DefaultPageSize},
+		{-5, store.DefaultPageSize},
+		{7, 7},
+		{store.MaxPageSize, store.MaxPageSize},
+		{store.MaxPageSize + 500, store.MaxPageSize},
+	} {
+		got, next, err := s.ListAudit(ctx, store.AuditFilter{Limit: tt.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tt.want || next == nil {
+			t.Errorf("Limit %d: %d entries, next %v; want %d and a cursor", tt.limit, len(got), next, tt.want)
+		}
+	}
+}
+
+func testAuditFilters(t *testing.T, s store.Store) {
+	var all []store.AuditEntry
+	actors := []string{store.ActorMaster, "ops", "ci"}
+	actions := []string{"key.create", "key.delete", "session.terminate", "server.put"}
+	for i := range 60 {
+		all = append(all, appendAudit(t, s, store.AuditEntry{
+			Time: at(i * 10), Actor: actors[i%3], Action: actions[i%4], Target: fmt.Sprint(i),
+		}))
+	}
+	filter := func(keep func(store.AuditEntry) bool) []store.AuditEntry {
+		var out []store.AuditEntry
+		for _, e := range newestFirst(all, auditKey) {
+			if keep(e) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		f    store.AuditFilter
+		keep func(store.AuditEntry) bool
+	}{
+		{"actor", store.AuditFilter{Actor: "ops"}, func(e store.AuditEntry) bool { return e.Actor == "ops" }},
+		{"action", store.AuditFilter{Action: "session.terminate"}, func(e store.AuditEntry) bool { return e.Action == "session.terminate" }},
+		{"since inclusive", store.AuditFilter{Since: at(500)}, func(e store.AuditEntry) bool { return !e.Time.Before(at(500)) }},
+		{"until exclusive", store.AuditFilter{Until: at(100)}, func(e store.AuditEntry) bool { return e.Time.Before(at(100)) }},
+		{"window and actor, paged", store.AuditFilter{Since: at(100), Until: at(500), Actor: store.ActorMaster, Limit: 3},
+			func(e store.AuditEntry) bool {
+				return e.Actor == store.ActorMaster && !e.Time.Before(at(100)) && e.Time.Before(at(500))
+			}},
+		{"actor and action", store.AuditFilter{Actor: "ci", Action: "key.delete", Limit: 2},
+			func(e store.AuditEntry) bool { return e.Actor == "ci" && e.Action == "key.delete" }},
+		{"no match", store.AuditFilter{Actor: "nobody"}, func(store.AuditEntry) bool { return false }},
+	} {
+		got, _ := listAllAudit(t, s, tt.f)
+		if diff := gocmp.Diff(got, filter(tt.keep)); diff != "" {
+			t.Errorf("%s (-got +want):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func testToolCalls(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var all []store.ToolCall
+	for i := range 24 {
+		c := store.ToolCall{
+			Time:            at(i % 5),
+			KeyAlias:        []string{"ci", "dev"}[i%2],
+			User:            []string{"alice", "bob", ""}[i%3],
+			Team:            []string{"eng", "ops"}[i%2],
+			Server:          []string{"github", "jira"}[i/12],
+			Tool:            []string{"search", "create_issue", "get"}[i%3],
+			DurationMs:      int64(i * 7),
+			Outcome:         []string{"ok", "ok", "error", "denied"}[i%4],
+			SessionIDPrefix: "3f2a9c1b",
+			RequestBytes:    int64(100 + i),
+			ResponseBytes:   int64(1 << 20),
+		}
+		if c.Outcome != "ok" {
+			c.ErrorClass = "upstream"
+		}
+		id, err := s.AppendToolCall(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ID = id
+		all = append(all, c)
+	}
+	key := func(c store.ToolCall) (time.Time, int64) { return c.Time, c.ID }
+	want := func(keep func(store.ToolCall) bool) []store.ToolCall {
+		var out []store.ToolCall
+		for _, c := range newestFirst(all, key) {
+			if keep(c) {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		f    store.ToolCallFilter
+		keep func(store.ToolCall) bool
+	}{
+		{"all", store.ToolCallFilter{}, func(store.ToolCall) bool { return true }},
+		{"key", store.ToolCallFilter{KeyAlias: "dev"}, func(c store.ToolCall) bool { return c.KeyAlias == "dev" }},
+		{"user", store.ToolCallFilter{User: "bob"}, func(c store.ToolCall) bool { return c.User == "bob" }},
+		{"team", store.ToolCallFilter{Team: "ops"}, func(c store.ToolCall) bool { return c.Team == "ops" }},
+		{"server and tool", store.ToolCallFilter{Server: "jira", Tool: "get"}, func(c store.ToolCall) bool { return c.Server == "jira" && c.Tool == "get" }},
+		{"outcome", store.ToolCallFilter{Outcome: "denied"}, func(c store.ToolCall) bool { return c.Outcome == "denied" }},
+		{"window", store.ToolCallFilter{Since: at(1), Until: at(3)}, func(c store.ToolCall) bool { return !c.Time.Before(at(1)) && c.Time.Before(at(3)) }},
+	} {
+		var got []store.ToolCall
+		f := tt.f
+		f.Limit = 4
+		for {
+			page, next, err := s.ListToolCalls(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page...)
+			if next == nil {
+				break
+			}
+			f.Before = next
+		}
+		if diff := gocmp.Diff(got, want(tt.keep)); diff != "" {
+			t.Errorf("%s (-got +want):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func testToolCallInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ok := store.ToolCall{Server: "github", Tool: "search", Outcome: "ok"}
+	for name, mutate := range map[string]func(*store.ToolCall){
+		"no server":           func(c *store.ToolCall) { c.Server = "" },
+		"no tool":             func(c *store.ToolCall) { c.Tool = "" },
+		"no outcome":          func(c *store.ToolCall) { c.Outcome = "" },
+		"full session id":     func(c *store.ToolCall) { c.SessionIDPrefix = "3f2a9c1b-7d4e-4f00-9a1b-0c2d3e4f5a6b" },
+		"negative duration":   func(c *store.ToolCall) { c.DurationMs = -1 },
+		"negative byte count": func(c *store.ToolCall) { c.ResponseBytes = -1 },
+	} {
+		c := ok
+		mutate(&c)
+		if _, err := s.AppendToolCall(ctx, c); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	before := time.Now().Add(-time.Second)
+	if _, err := s.AppendToolCall(ctx, ok); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.ListToolCalls(ctx, store.ToolCallFilter{})
+	if err != nil || len(got) != 1 || got[0].Time.Before(before) {
+		t.Errorf("ListToolCalls = %+v, %v; want the one valid call, stamped now", got, err)
+	}
+}
