@@ -69,6 +69,14 @@ type conn struct {
 	draining  bool           // under mu: Close is waiting on wg, start no more
 	closeOnce sync.Once
 	closeErr  error
+	// cleanup is the parent of every cleanup step (cancellations sent
+	// upstream, the DELETE of the session): Close ends it closeBudget
+	// after it starts, so all steps share one budget (C9.1).
+	bg            sync.WaitGroup // cleanup messages (background)
+	closingBG     bool           // under mu: Close started; no new background work
+	cleanup       context.Context
+	cleanupCancel context.CancelFunc
+	closeBudget   time.Duration
 }
 
 var _ Session = (*conn)(nil)
@@ -111,20 +119,27 @@ func newConn(opts *Options) *conn {
 		target = redactURL(srv.URL)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	cleanup, cleanupCancel := context.WithCancel(context.Background())
 	return &conn{
-		server:   srv.Name,
-		target:   target,
-		log:      logger.With(logKeyServer, srv.Name),
-		handler:  opts.Handler,
-		timeout:  timeout,
-		maxMsg:   maxMsg,
-		calls:    make(map[int64]*call),
-		incoming: make(map[string]context.CancelFunc),
-		done:     make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
+		cleanup:       cleanup,
+		cleanupCancel: cleanupCancel,
+		closeBudget:   defaultCloseBudget,
+		server:        srv.Name,
+		target:        target,
+		log:           logger.With(logKeyServer, srv.Name),
+		handler:       opts.Handler,
+		timeout:       timeout,
+		maxMsg:        maxMsg,
+		calls:         make(map[int64]*call),
+		incoming:      make(map[string]context.CancelFunc),
+		done:          make(chan struct{}),
+		ctx:           ctx,
+		cancel:        cancel,
 	}
 }
+
+// defaultCloseBudget is CloseTimeout; tests shorten it.
+var defaultCloseBudget = CloseTimeout
 
 // errReadTimeout is the cancellation cause of a call whose read timeout
 // fired.
@@ -290,9 +305,17 @@ func (c *conn) cancelUpstream(cl *call, reason string) {
 // background runs fn in a tracked goroutine with a context bounded by
 // CloseTimeout that does not end with the session: cleanup messages
 // (cancellations) must still go out when the caller has gone.
+//
+// Close lets those already started finish first (within its budget), so
+// that the cancellation of a call goes out before the session ends.
 func (c *conn) background(fn func(ctx context.Context)) {
-	c.goTracked(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining || c.closingBG {
+		return
+	}
+	c.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(c.cleanup, c.closeBudget)
 		defer cancel()
 		fn(ctx)
 	})
@@ -338,6 +361,12 @@ func (c *conn) Err() error {
 // Close implements Session.
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
+		budget := time.AfterFunc(c.closeBudget, c.cleanupCancel)
+		defer budget.Stop()
+		c.mu.Lock()
+		c.closingBG = true
+		c.mu.Unlock()
+		c.bg.Wait() // pending cancellations and responses, bounded by the budget
 		c.shutdown(&Error{Server: c.server, Kind: KindClosed, Err: ErrClosed})
 		if c.t != nil {
 			c.closeErr = c.t.close()

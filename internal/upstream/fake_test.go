@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"slices"
@@ -238,6 +239,14 @@ func (f *fake) result(ctx context.Context, m *jsonrpc.Message, emit emitter) (js
 		os.Exit(3)
 	case "pid":
 		return textResult(strconv.Itoa(os.Getpid())), nil
+	case "spawn":
+		// A grandchild in the server's process group, as a server that runs
+		// helpers has: stopping the server must stop it too.
+		cmd := exec.Command("sleep", "300")
+		if err := cmd.Start(); err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "spawn: %v", err)
+		}
+		return textResult(strconv.Itoa(cmd.Process.Pid)), nil
 	case "env":
 		v, ok := os.LookupEnv(args.Name)
 		if !ok {

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,16 +20,28 @@ import (
 )
 
 // defaultHTTPClient is shared by every HTTP upstream that was not given a
-// client, so connections are pooled across sessions (C11.2). It has no
-// overall timeout: response streams are long-lived; requests are bounded by
-// their contexts.
+// client and has no tls block, so connections are pooled across sessions
+// (C11.2). It has no overall timeout: response streams are long-lived;
+// requests are bounded by their contexts.
 var defaultHTTPClient = sync.OnceValue(func() *http.Client {
-	std := &http.Transport{
+	return &http.Client{
+		Transport:     newH1Transport(newStdTransport(nil), usesEnvProxy),
+		CheckRedirect: sameOriginRedirect,
+	}
+})
+
+// newStdTransport is the net/http transport behind the package's own
+// clients (https and proxied requests). tlsConf nil means the system
+// defaults, which honour SSL_CERT_FILE / SSL_CERT_DIR.
+func newStdTransport(tlsConf *tls.Config) *http.Transport {
+	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   10 * time.Second,
 			KeepAlive: 30 * time.Second,
 		}).DialContext,
+		TLSClientConfig: tlsConf,
+		// Needed for HTTP/2 once TLSClientConfig is set.
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
@@ -36,11 +49,7 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{
-		Transport:     newH1Transport(std, usesEnvProxy),
-		CheckRedirect: sameOriginRedirect,
-	}
-})
+}
 
 // usesEnvProxy reports whether HTTP_PROXY and friends route req through a
 // proxy; such requests take net/http's transport, which speaks to proxies.
@@ -50,17 +59,31 @@ func usesEnvProxy(req *http.Request) bool {
 }
 
 // httpClientFor returns the client to use: the configured one (with the
-// same-origin redirect rule added when it has none) or the shared default.
-func httpClientFor(opts *Options) *http.Client {
+// same-origin redirect rule added when it has none) or the package's own
+// for the server's tls block. An explicit Options.HTTPClient wins over the
+// tls block: its owner chose its TLS settings.
+func httpClientFor(opts *Options) (*http.Client, error) {
 	if opts.HTTPClient == nil {
-		return defaultHTTPClient()
-	}
-	if opts.HTTPClient.CheckRedirect != nil {
-		return opts.HTTPClient
+		return httpClientForServer(opts.Server)
 	}
 	hc := *opts.HTTPClient
-	hc.CheckRedirect = sameOriginRedirect
-	return &hc
+	if hc.CheckRedirect == nil {
+		hc.CheckRedirect = sameOriginRedirect
+	} else {
+		// The owner's policy may follow redirects to other origins: the
+		// credentials still go no further than Authorization would (C4.3).
+		hc.CheckRedirect = stripCredentialsOnRedirect(newEgressAuth(opts.Server, nil, "").slots(), hc.CheckRedirect)
+	}
+	return &hc, nil
+}
+
+// newHTTPBase is the shared part of the two HTTP transports of c.
+func newHTTPBase(c *conn, opts *Options) (httpBase, error) {
+	client, err := httpClientFor(opts)
+	if err != nil {
+		return httpBase{}, &Error{Server: c.server, Kind: KindInternal, Err: err}
+	}
+	return httpBase{c: c, client: client, auth: newEgressAuth(opts.Server, opts.tokens, opts.CallerToken)}, nil
 }
 
 // redirectError refuses a redirect to another origin (C4.2).
@@ -134,12 +157,12 @@ func staticHeaders(m map[string]string) http.Header {
 
 // httpBase is what the two HTTP transports share.
 type httpBase struct {
-	c       *conn
-	client  *http.Client
-	headers http.Header
+	c      *conn
+	client *http.Client
+	auth   *egressAuth
 }
 
-// newRequest builds a request with the static headers.
+// newRequest builds a request; do adds the static headers and credentials.
 func (b *httpBase) newRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
 	var r io.Reader
 	if body != nil {
@@ -149,16 +172,32 @@ func (b *httpBase) newRequest(ctx context.Context, method, target string, body [
 	if err != nil {
 		return nil, &Error{Server: b.c.server, Kind: KindInternal, Err: fmt.Errorf("build %s request: %w", method, scrubURLError(err))}
 	}
-	for k, v := range b.headers {
-		req.Header[k] = v
-	}
 	return req, nil
 }
 
 // do sends req and turns a transport failure into an *Error that keeps its
 // real cause (C6.1): connection refused, DNS, TLS, a refused redirect.
 func (b *httpBase) do(req *http.Request) (*http.Response, error) {
+	used, err := b.auth.apply(req.Context(), req.Header)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := b.send(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && b.auth.refreshable() && b.auth.tokens.Invalidate(used) {
+		// A minted token the upstream no longer accepts: mint a fresh one
+		// and send the same request once more (C3.6).
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		again, cerr := retryable(req)
+		if cerr != nil {
+			return nil, &Error{Server: b.c.server, Kind: KindInternal, Err: cerr}
+		}
+		if _, err := b.auth.apply(again.Context(), again.Header); err != nil {
+			return nil, err
+		}
+		b.c.log.Info("upstream answered 401; retrying once with a fresh token")
+		resp, err = b.send(again)
+	}
 	if err == nil {
 		return resp, nil
 	}
@@ -174,7 +213,7 @@ func (b *httpBase) do(req *http.Request) (*http.Response, error) {
 // directly, and only a redirect response goes through Client.Do, which
 // applies the same-origin rule (C4).
 func (b *httpBase) send(req *http.Request) (*http.Response, error) {
-	if b.client != defaultHTTPClient() {
+	if !ownClient(b.client) {
 		return b.client.Do(req)
 	}
 	resp, err := b.client.Transport.RoundTrip(req)
@@ -192,6 +231,15 @@ func (b *httpBase) send(req *http.Request) (*http.Response, error) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
+	again, err := retryable(req)
+	if err != nil {
+		return nil, err
+	}
+	return b.client.Do(again)
+}
+
+// retryable is a copy of req, with a fresh body, to send again.
+func retryable(req *http.Request) (*http.Request, error) {
 	again := req.Clone(req.Context())
 	if req.GetBody != nil {
 		body, err := req.GetBody()
@@ -200,7 +248,7 @@ func (b *httpBase) send(req *http.Request) (*http.Response, error) {
 		}
 		again.Body = body
 	}
-	return b.client.Do(again)
+	return again, nil
 }
 
 // scrubURLError drops the *url.Error wrapper, whose message repeats the

@@ -46,6 +46,10 @@ type Health struct {
 	State     string // HealthStarting, HealthReady, HealthDegraded or HealthDown
 	LastError string // the error that caused the state, "" when ready
 	Since     time.Time
+	// Sessions is the number of live upstream sessions (one per distinct
+	// credential in shared mode; the calls in flight in per_call mode).
+	Sessions int
+	Mode     string // config.SessionShared or config.SessionPerCall
 }
 
 // Reconnect backoff after failures.
@@ -57,9 +61,21 @@ const (
 	healthyLifetime = 5 * time.Second
 )
 
-// Manager keeps one shared session per upstream server, connected lazily
-// (or eagerly with Start), replaced when it dies, with exponential backoff
-// after failures. Safe for concurrent use.
+// Pool bounds for servers whose sessions are keyed by the caller's own
+// credentials (passthrough): without them, every distinct token would
+// keep a session open forever.
+const (
+	maxPooledPerServer = 256
+	pooledIdleTimeout  = 10 * time.Minute
+	janitorInterval    = time.Minute
+)
+
+// Manager keeps the upstream sessions of every server (C11): in shared mode
+// one session per server and effective credential (a pool keyed by the
+// credential fingerprint, C3.7), connected lazily (or eagerly with Start),
+// replaced when it dies, with exponential backoff after failures; in
+// per_call mode a new session for every operation, ended when the
+// operation is released. Safe for concurrent use.
 type Manager struct {
 	opts ManagerOptions
 	log  *slog.Logger
@@ -69,22 +85,43 @@ type Manager struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	entries map[string]*entry
+	servers map[string]*server
 	eager   bool
 	closed  bool
+	now     func() time.Time
 }
 
-// entry is one upstream's state, guarded by Manager.mu.
+// server is one upstream's configuration and sessions, guarded by
+// Manager.mu.
+type server struct {
+	name      string
+	srv       *config.Server
+	tokens    *tokenSource // oauth2 client credentials, shared by all sessions
+	perCall   bool
+	byCaller  bool   // passthrough: sessions keyed by the caller's token
+	defaultFP string // the fingerprint of the server's own credentials
+	entries   map[string]*entry
+	// per_call mode has no entries: its health is the outcome of the
+	// latest connect, and live counts the sessions in use.
+	health Health
+	live   int
+}
+
+// entry is one pooled session (one credential) of a server, guarded by
+// Manager.mu.
 type entry struct {
-	name       string
-	srv        *config.Server
-	sess       Session
-	started    time.Time     // when sess was established
-	connecting chan struct{} // non-nil while a connect runs; closed when it ends
-	lastErr    error
-	failures   int
-	retryAt    time.Time
-	health     Health
+	name        string
+	srv         *config.Server
+	fp          string
+	callerToken string
+	sess        Session
+	started     time.Time     // when sess was established
+	lastUsed    time.Time     // for the idle reaper of caller-keyed entries
+	connecting  chan struct{} // non-nil while a connect runs; closed when it ends
+	lastErr     error
+	failures    int
+	retryAt     time.Time
+	health      Health
 }
 
 // NewManager builds a Manager; nothing is connected until Session or Start.
@@ -98,27 +135,173 @@ func NewManager(o ManagerOptions) *Manager {
 		log:     o.Logger,
 		ctx:     ctx,
 		cancel:  cancel,
-		entries: make(map[string]*entry, len(o.Servers)),
+		servers: make(map[string]*server, len(o.Servers)),
+		now:     time.Now,
 	}
-	now := time.Now()
+	now := m.now()
+	janitor := false
 	for name, srv := range o.Servers {
 		if srv == nil {
 			continue
 		}
-		s := *srv
-		if s.Name == "" {
-			s.Name = name
+		c := *srv
+		if c.Name == "" {
+			c.Name = name
 		}
-		m.entries[name] = &entry{name: name, srv: &s, health: Health{State: HealthStarting, Since: now}}
+		sv := &server{
+			name:      name,
+			srv:       &c,
+			perCall:   c.SessionMode == config.SessionPerCall,
+			byCaller:  c.Auth != nil && c.Auth.Type == config.AuthPassthrough,
+			defaultFP: Fingerprint(&c, ""),
+			entries:   map[string]*entry{},
+			health:    Health{State: HealthStarting, Since: now},
+		}
+		sv.health.Mode = modeOf(sv)
+		if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
+			sv.tokens = newTokenSource(c.Name, c.Auth, tokenHTTPClient(&c, o.HTTPClient), o.Logger)
+		}
+		janitor = janitor || (sv.byCaller && !sv.perCall)
+		m.servers[name] = sv
 	}
 	m.opts.Servers = nil
+	if janitor {
+		m.wg.Go(m.reapIdle)
+	}
 	return m
 }
 
-// Session returns the live session of server, connecting it if needed.
-// Concurrent callers share one connect attempt; a dead session is replaced.
-// After a failed attempt, new attempts wait for a backoff (250ms doubling
-// to 30s) and in the meantime the last error is returned at once.
+func modeOf(sv *server) string {
+	if sv.perCall {
+		return config.SessionPerCall
+	}
+	return config.SessionShared
+}
+
+type callerTokensKey struct{}
+
+// WithCallerTokens attaches the caller's own upstream credentials to ctx:
+// tokens(server) is the token the caller presented for server ("" for
+// none). Only servers with auth type passthrough use it; their sessions
+// are pooled per caller credential.
+func WithCallerTokens(ctx context.Context, tokens func(server string) string) context.Context {
+	return context.WithValue(ctx, callerTokensKey{}, tokens)
+}
+
+func callerTokenFrom(ctx context.Context, server string) string {
+	if f, ok := ctx.Value(callerTokensKey{}).(func(string) string); ok && f != nil {
+		return f(server)
+	}
+	return ""
+}
+
+// Fingerprint returns the credential fingerprint the sessions of server
+// are pooled under for ctx's caller (C3.7); "" for an unknown server.
+func (m *Manager) Fingerprint(ctx context.Context, server string) string {
+	sv := m.servers[server] // the map is never written after NewManager
+	if sv == nil {
+		return ""
+	}
+	if !sv.byCaller {
+		return sv.defaultFP
+	}
+	return Fingerprint(sv.srv, callerTokenFrom(ctx, server))
+}
+
+// DefaultFingerprint is the fingerprint of server's own credentials.
+func (m *Manager) DefaultFingerprint(server string) string {
+	if sv := m.servers[server]; sv != nil {
+		return sv.defaultFP
+	}
+	return ""
+}
+
+// Acquire returns a session of server for ctx's caller and a release
+// function to call when the operation is over. In shared mode it is the
+// pooled session of the caller's credentials and release does nothing;
+// in per_call mode it is a new session, and release ends it (the DELETE
+// included) within CloseTimeout, before returning (C9.1).
+func (m *Manager) Acquire(ctx context.Context, server string) (Session, func(), error) {
+	sv := m.servers[server]
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	switch {
+	case closed:
+		return nil, nil, &Error{Server: server, Kind: KindClosed, Err: ErrClosed}
+	case sv == nil:
+		return nil, nil, fmt.Errorf("unknown upstream server %q", server)
+	case !sv.perCall:
+		s, err := m.Session(ctx, server)
+		return s, func() {}, err
+	}
+	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server))
+	now := m.now()
+	m.mu.Lock()
+	if err != nil {
+		sv.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionPerCall}
+		m.mu.Unlock()
+		return nil, nil, err
+	}
+	if sv.health.State != HealthReady {
+		sv.health = Health{State: HealthReady, Since: now, Mode: config.SessionPerCall}
+	}
+	sv.live++
+	m.mu.Unlock()
+	var once sync.Once
+	return s, func() {
+		once.Do(func() {
+			if err := s.Close(); err != nil {
+				m.log.Debug("per-call session close", logKeyServer, server, "error", err)
+			}
+			m.mu.Lock()
+			sv.live--
+			m.mu.Unlock()
+		})
+	}, nil
+}
+
+// Call runs one request on server for ctx's caller. When the upstream
+// says the session expired (HTTP 404 on the session, C6.4) the request
+// never reached a tool, so it is retried once on a new session.
+func (m *Manager) Call(ctx context.Context, server, method string, params json.RawMessage) (json.RawMessage, error) {
+	for attempt := 0; ; attempt++ {
+		s, release, err := m.Acquire(ctx, server)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.Call(ctx, method, params)
+		release()
+		if err != nil && attempt == 0 && sessionExpired(err) && ctx.Err() == nil {
+			m.log.Info("upstream session expired; retrying on a new session", logKeyServer, server, "method", method)
+			continue
+		}
+		return res, err
+	}
+}
+
+// dial connects a new session of sv.
+func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Session, error) {
+	return Connect(ctx, Options{
+		Server:             sv.srv,
+		ClientName:         m.opts.ClientName,
+		ClientVersion:      m.opts.ClientVersion,
+		ClientCapabilities: m.opts.ClientCapabilities,
+		Handler:            m.opts.Handler,
+		Logger:             m.log,
+		HTTPClient:         m.opts.HTTPClient,
+		MaxMessageBytes:    m.opts.MaxMessageBytes,
+		CallerToken:        callerToken,
+		tokens:             sv.tokens,
+	})
+}
+
+// Session returns the live shared session of server for ctx's caller,
+// connecting it if needed. Concurrent callers share one connect attempt;
+// a dead session is replaced. After a failed attempt, new attempts wait
+// for a backoff (250ms doubling to 30s) and in the meantime the last error
+// is returned at once. A per_call server has no shared session: use
+// Acquire.
 func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 	for {
 		m.mu.Lock()
@@ -126,11 +309,17 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 			m.mu.Unlock()
 			return nil, &Error{Server: server, Kind: KindClosed, Err: ErrClosed}
 		}
-		e := m.entries[server]
-		if e == nil {
+		sv := m.servers[server]
+		if sv == nil {
 			m.mu.Unlock()
 			return nil, fmt.Errorf("unknown upstream server %q", server)
 		}
+		if sv.perCall {
+			m.mu.Unlock()
+			return nil, &Error{Server: server, Kind: KindInternal, Err: errors.New("server uses per_call sessions: no shared session")}
+		}
+		e := m.entryLocked(sv, ctx)
+		e.lastUsed = m.now()
 		if s := e.sess; s != nil {
 			select {
 			case <-s.Done():
@@ -146,7 +335,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 				m.mu.Unlock()
 				return nil, err
 			}
-			m.connectLocked(e)
+			m.connectLocked(sv, e)
 		}
 		wait := e.connecting
 		m.mu.Unlock()
@@ -166,29 +355,87 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 	}
 }
 
-// connectLocked starts a connect attempt for e in the background: it does
-// not belong to any one caller, so a caller giving up does not abort it.
-func (m *Manager) connectLocked(e *entry) {
-	e.connecting = make(chan struct{})
-	m.wg.Go(func() { m.connect(e) })
+// entryLocked returns the pool entry of sv for ctx's caller, creating it
+// (and evicting the least recently used caller entry past the cap).
+func (m *Manager) entryLocked(sv *server, ctx context.Context) *entry {
+	fp, tok := sv.defaultFP, ""
+	if sv.byCaller {
+		tok = callerTokenFrom(ctx, sv.name)
+		fp = Fingerprint(sv.srv, tok)
+	}
+	if e := sv.entries[fp]; e != nil {
+		return e
+	}
+	if len(sv.entries) >= maxPooledPerServer {
+		m.evictLocked(sv)
+	}
+	e := &entry{name: sv.name, srv: sv.srv, fp: fp, callerToken: tok,
+		health: Health{State: HealthStarting, Since: m.now(), Mode: config.SessionShared}}
+	sv.entries[fp] = e
+	return e
 }
 
-func (m *Manager) connect(e *entry) {
-	s, err := Connect(m.ctx, Options{
-		Server:             e.srv,
-		ClientName:         m.opts.ClientName,
-		ClientVersion:      m.opts.ClientVersion,
-		ClientCapabilities: m.opts.ClientCapabilities,
-		Handler:            m.opts.Handler,
-		Logger:             m.log,
-		HTTPClient:         m.opts.HTTPClient,
-		MaxMessageBytes:    m.opts.MaxMessageBytes,
-	})
+// evictLocked closes the least recently used idle entry of sv.
+func (m *Manager) evictLocked(sv *server) {
+	var victim *entry
+	for _, e := range sv.entries {
+		if e.connecting == nil && (victim == nil || e.lastUsed.Before(victim.lastUsed)) {
+			victim = e
+		}
+	}
+	if victim != nil {
+		m.dropLocked(sv, victim)
+	}
+}
+
+func (m *Manager) dropLocked(sv *server, e *entry) {
+	delete(sv.entries, e.fp)
+	if s := e.sess; s != nil {
+		e.sess = nil
+		m.wg.Go(func() { s.Close() })
+	}
+}
+
+// reapIdle closes caller-keyed sessions nobody used for pooledIdleTimeout.
+func (m *Manager) reapIdle() {
+	t := time.NewTicker(janitorInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := m.now()
+		m.mu.Lock()
+		for _, sv := range m.servers {
+			if !sv.byCaller {
+				continue
+			}
+			for _, e := range sv.entries {
+				if e.connecting == nil && now.Sub(e.lastUsed) > pooledIdleTimeout {
+					m.dropLocked(sv, e)
+				}
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// connectLocked starts a connect attempt for e in the background: it does
+// not belong to any one caller, so a caller giving up does not abort it.
+func (m *Manager) connectLocked(sv *server, e *entry) {
+	e.connecting = make(chan struct{})
+	m.wg.Go(func() { m.connect(sv, e) })
+}
+
+func (m *Manager) connect(sv *server, e *entry) {
+	s, err := m.dial(m.ctx, sv, e.callerToken)
 	now := time.Now()
 	m.mu.Lock()
 	done := e.connecting
 	e.connecting = nil
-	if m.closed {
+	if m.closed || sv.entries[e.fp] != e {
 		m.mu.Unlock()
 		close(done)
 		if s != nil {
@@ -201,23 +448,23 @@ func (m *Manager) connect(e *entry) {
 		e.failures++
 		wait := backoff(e.failures)
 		e.retryAt = now.Add(wait)
-		e.health = Health{State: HealthDown, LastError: err.Error(), Since: now}
-		eager := m.eager
+		e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
+		eager := m.eager && e.fp == sv.defaultFP
 		m.mu.Unlock()
 		close(done)
 		m.log.Warn("upstream connect failed", logKeyServer, e.name, "error", err, "retry_in", wait.String())
 		if eager {
-			m.retryLater(e)
+			m.retryLater(sv, e)
 		}
 		return
 	}
 	e.sess, e.started, e.lastErr = s, now, nil
-	e.health = Health{State: HealthReady, Since: now}
+	e.health = Health{State: HealthReady, Since: now, Mode: config.SessionShared}
 	m.mu.Unlock()
 	close(done)
 	info := s.Info()
 	m.log.Info("upstream session established", logKeyServer, e.name, "protocol_version", info.ProtocolVersion)
-	m.wg.Go(func() { m.watch(e, s) })
+	m.wg.Go(func() { m.watch(sv, e, s) })
 	if m.opts.OnSessionStart != nil {
 		m.opts.OnSessionStart(e.name, info)
 	}
@@ -236,7 +483,7 @@ func backoff(failures int) time.Duration {
 
 // watch notices the end of a session as it happens, so Health is current
 // and, after Start, the upstream is reconnected without waiting for a call.
-func (m *Manager) watch(e *entry, s Session) {
+func (m *Manager) watch(sv *server, e *entry, s Session) {
 	select {
 	case <-s.Done():
 	case <-m.ctx.Done():
@@ -246,10 +493,10 @@ func (m *Manager) watch(e *entry, s Session) {
 	if e.sess == s {
 		m.retireLocked(e, s)
 	}
-	eager := m.eager && !m.closed
+	eager := m.eager && !m.closed && e.fp == sv.defaultFP && sv.entries[e.fp] == e
 	m.mu.Unlock()
 	if eager {
-		m.retryLater(e)
+		m.retryLater(sv, e)
 	}
 }
 
@@ -268,13 +515,13 @@ func (m *Manager) retireLocked(e *entry, s Session) {
 		e.failures = 0
 		e.retryAt = time.Time{}
 	}
-	e.health = Health{State: HealthDegraded, LastError: e.lastErr.Error(), Since: now}
+	e.health = Health{State: HealthDegraded, LastError: e.lastErr.Error(), Since: now, Mode: config.SessionShared}
 	m.log.Warn("upstream session ended", logKeyServer, e.name, "error", e.lastErr)
 	m.wg.Go(func() { s.Close() })
 }
 
 // retryLater reconnects e once its backoff has passed (eager mode).
-func (m *Manager) retryLater(e *entry) {
+func (m *Manager) retryLater(sv *server, e *entry) {
 	m.wg.Go(func() {
 		m.mu.Lock()
 		delay := time.Until(e.retryAt)
@@ -284,15 +531,17 @@ func (m *Manager) retryLater(e *entry) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if !m.closed && e.sess == nil && e.connecting == nil {
-			m.connectLocked(e)
+		if !m.closed && e.sess == nil && e.connecting == nil && sv.entries[e.fp] == e {
+			m.connectLocked(sv, e)
 		}
 	})
 }
 
-// Start connects every server in the background (stdio processes start at
-// once) and keeps them connected: a lost session is re-established after
-// its backoff without waiting for a call. It returns immediately.
+// Start connects every shared server with its own credentials in the
+// background (stdio processes start at once) and keeps them connected: a
+// lost session is re-established after its backoff without waiting for a
+// call. Servers keyed by the caller's credentials and per_call servers
+// connect when used. It returns immediately.
 func (m *Manager) Start(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -300,30 +549,58 @@ func (m *Manager) Start(ctx context.Context) {
 		return
 	}
 	m.eager = true
-	for _, e := range m.entries {
+	for _, sv := range m.servers {
+		if sv.perCall || sv.byCaller {
+			continue
+		}
+		e := m.entryLocked(sv, context.Background())
 		if e.sess == nil && e.connecting == nil {
-			m.connectLocked(e)
+			m.connectLocked(sv, e)
 		}
 	}
 }
 
-// Health returns the state of every server.
+// Health returns the state of every server: in shared mode that of the
+// session with the server's own credentials, or for a passthrough server
+// of its most recently used caller session.
 func (m *Manager) Health() map[string]Health {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]Health, len(m.entries))
-	for name, e := range m.entries {
-		h := e.health
-		if e.sess != nil {
-			select {
-			case <-e.sess.Done():
-				h = Health{State: HealthDegraded, Since: h.Since}
-				if err := e.sess.Err(); err != nil {
-					h.LastError = err.Error()
-				}
-			default:
+	out := make(map[string]Health, len(m.servers))
+	for name, sv := range m.servers {
+		if sv.perCall {
+			h := sv.health
+			h.Sessions = sv.live
+			out[name] = h
+			continue
+		}
+		var pick *entry
+		live := 0
+		for _, e := range sv.entries {
+			if e.sess != nil {
+				live++
+			}
+			if e.fp == sv.defaultFP && !sv.byCaller {
+				pick = e
+			} else if sv.byCaller && (pick == nil || e.lastUsed.After(pick.lastUsed)) {
+				pick = e
 			}
 		}
+		h := sv.health
+		if pick != nil {
+			h = pick.health
+			if s := pick.sess; s != nil {
+				select {
+				case <-s.Done():
+					h = Health{State: HealthDegraded, Since: h.Since}
+					if err := s.Err(); err != nil {
+						h.LastError = err.Error()
+					}
+				default:
+				}
+			}
+		}
+		h.Sessions, h.Mode = live, config.SessionShared
 		out[name] = h
 	}
 	return out
@@ -340,12 +617,15 @@ func (m *Manager) Close() error {
 	m.closed = true
 	var sessions []Session
 	now := time.Now()
-	for _, e := range m.entries {
-		if e.sess != nil {
-			sessions = append(sessions, e.sess)
-			e.sess = nil
+	for _, sv := range m.servers {
+		for _, e := range sv.entries {
+			if e.sess != nil {
+				sessions = append(sessions, e.sess)
+				e.sess = nil
+			}
+			e.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: config.SessionShared}
 		}
-		e.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now}
+		sv.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: modeOf(sv)}
 	}
 	m.mu.Unlock()
 	m.cancel()

@@ -43,9 +43,13 @@ func dialSSE(ctx context.Context, c *conn, opts *Options) error {
 	if err != nil {
 		return &Error{Server: c.server, Kind: KindInternal, Err: fmt.Errorf("invalid url: %w", scrubURLError(err))}
 	}
+	base, err := newHTTPBase(c, opts)
+	if err != nil {
+		return err
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	t := &sseClient{
-		httpBase: httpBase{c: c, client: httpClientFor(opts), headers: staticHeaders(srv.Headers)},
+		httpBase: base,
 		sseURL:   u,
 		maxMsg:   c.maxMsg,
 		ctx:      sctx,

@@ -31,13 +31,15 @@ type streamable struct {
 	sessionID string
 	revision  string
 
-	closeTimeout time.Duration // bounds the DELETE; CloseTimeout
-
 	listening atomic.Bool // the GET stream is connected
-	closed    bool        // under mu: close has begun; start no goroutine
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// getAnswered is closed once the first GET stream request has its
+	// answer (a stream, a refusal or a failure).
+	getAnswered chan struct{}
+	getOnce     sync.Once
+	closed      bool // under mu: close has begun; start no goroutine
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Backoff of the GET stream and of POST-stream resumption.
@@ -52,14 +54,17 @@ func newStreamable(c *conn, opts *Options) error {
 	if srv.URL == "" {
 		return &Error{Server: c.server, Kind: KindInternal, Err: errors.New("http server has no url")}
 	}
+	base, err := newHTTPBase(c, opts)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &streamable{
-		httpBase:     httpBase{c: c, client: httpClientFor(opts), headers: staticHeaders(srv.Headers)},
-		url:          srv.URL,
-		maxMsg:       c.maxMsg,
-		closeTimeout: CloseTimeout,
-		ctx:          ctx,
-		cancel:       cancel,
+		httpBase: base,
+		url:      srv.URL,
+		maxMsg:   c.maxMsg,
+		ctx:      ctx,
+		cancel:   cancel,
 	}
 	c.t = t
 	return nil
@@ -73,13 +78,33 @@ func (t *streamable) initialized(revision string) {
 	t.mu.Unlock()
 }
 
-// start opens the standalone GET stream once the handshake is over.
+// getWait bounds how long the session setup waits for the GET stream.
+const getWait = 2 * time.Second
+
+// start opens the standalone GET stream once the handshake is over, and
+// waits (briefly) for the upstream's answer to it: a server that sends its
+// requests on that stream (JSON-response mode) would otherwise find no
+// stream for a request made by the very first call.
 func (t *streamable) start() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.closed {
-		t.wg.Go(t.listen)
+	if t.closed {
+		t.mu.Unlock()
+		return
 	}
+	t.getAnswered = make(chan struct{})
+	t.wg.Go(t.listen)
+	t.mu.Unlock()
+	tm := time.NewTimer(min(getWait, t.c.timeout))
+	defer tm.Stop()
+	select {
+	case <-t.getAnswered:
+	case <-tm.C:
+	case <-t.ctx.Done():
+	}
+}
+
+func (t *streamable) markGetAnswered() {
+	t.getOnce.Do(func() { close(t.getAnswered) })
 }
 
 // request builds a request with the session headers.
@@ -386,6 +411,7 @@ func (t *streamable) get(ctx context.Context, lastID string) (*http.Response, bo
 // listen keeps the standalone GET stream open until close, reconnecting
 // with backoff and Last-Event-ID. 405 means the upstream has none.
 func (t *streamable) listen() {
+	defer t.markGetAnswered()
 	var st streamState
 	backoff := minStreamBackoff
 	for t.ctx.Err() == nil {
@@ -418,10 +444,14 @@ func (t *streamable) listenOnce(st *streamState) (again, delivered bool) {
 	resp, withSession, err := t.get(ctx, st.lastID)
 	headers.Stop()
 	if err != nil {
+		t.markGetAnswered()
 		t.c.log.Debug("upstream GET stream failed", "error", err)
 		return t.ctx.Err() == nil, false
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || mediaType(resp) != acceptStream {
+		t.markGetAnswered()
+	}
 	switch {
 	case resp.StatusCode == http.StatusMethodNotAllowed:
 		t.c.log.Debug("upstream offers no GET stream")
@@ -439,6 +469,7 @@ func (t *streamable) listenOnce(st *streamState) (again, delivered bool) {
 		return false, false
 	}
 	t.listening.Store(true)
+	t.markGetAnswered()
 	defer t.listening.Store(false)
 	err = t.readEvents(jsonrpc.NewSSEReader(resp.Body, t.maxMsg), nil, st, func() bool { delivered = true; return false })
 	if t.ctx.Err() == nil {
@@ -475,7 +506,7 @@ func (t *streamable) close() error {
 	sid := t.sessionID
 	t.mu.Unlock()
 	if sid != "" && !sessionExpired(t.c.Err()) {
-		ctx, cancel := context.WithTimeout(context.Background(), t.closeTimeout)
+		ctx, cancel := context.WithTimeout(t.c.cleanup, t.c.closeBudget)
 		defer cancel()
 		if req, _, err := t.request(ctx, http.MethodDelete, nil); err == nil {
 			if resp, err := t.do(req); err != nil {

@@ -109,6 +109,13 @@ type Options struct {
 	HTTPClient *http.Client
 	// MaxMessageBytes bounds one inbound message (0: 32 MiB).
 	MaxMessageBytes int
+	// CallerToken is the caller's own upstream token, sent by a server
+	// with auth type passthrough ("" for none).
+	CallerToken string
+
+	// tokens mints the oauth2 tokens of the server; the Manager shares
+	// one per server across sessions. nil: Connect makes one.
+	tokens *tokenSource
 }
 
 // Kind classifies failures (C6.6).
@@ -161,6 +168,85 @@ func KindOf(err error) Kind {
 		return KindTimeout
 	}
 	return KindInternal
+}
+
+// Fault classes at the edge (C6.6).
+const (
+	FaultTimeout         = "timeout"
+	FaultUnreachable     = "unreachable"
+	FaultAuth            = "auth"
+	FaultRateLimited     = "rate_limited"
+	FaultUpstreamError   = "upstream_error"
+	FaultInvalidResponse = "invalid_response"
+	FaultInternal        = "internal"
+	// FaultCancelled is not a failure of the upstream: the caller gave up.
+	FaultCancelled = "cancelled"
+)
+
+// Fault is how a failure is presented at the edge: its class, the HTTP
+// status that class carries, and whether the upstream's own JSON-RPC error
+// is relayed as it is.
+type Fault struct {
+	Class  string
+	Status int
+	// RPC is the upstream's JSON-RPC error to relay, when it sent one.
+	RPC *jsonrpc.Error
+}
+
+// Classify maps any failure of an upstream operation to its fault class
+// (C6.6). It is the one place that does: the gateway's JSON-RPC errors,
+// logs and metrics all read it.
+//
+//	timeout          504  read timeout, or a deadline of ours
+//	unreachable      502  connect/TLS/DNS failure, closed connection, lost session
+//	auth             401/403 as the upstream sent it (or the token endpoint)
+//	rate_limited     429
+//	upstream_error   502, or the upstream's JSON-RPC error relayed (code 408 included)
+//	invalid_response 502  not MCP: content type, JSON, schema, protocol version
+//	internal         500  a bug or misconfiguration of the gateway
+func Classify(err error) Fault {
+	var rpc *jsonrpc.Error
+	var ue *Error
+	switch {
+	case err == nil:
+		return Fault{}
+	case errors.As(err, &ue):
+		switch ue.Kind {
+		case KindTimeout:
+			return Fault{Class: FaultTimeout, Status: http.StatusGatewayTimeout}
+		case KindUnreachable, KindClosed:
+			return Fault{Class: FaultUnreachable, Status: http.StatusBadGateway}
+		case KindAuth:
+			st := ue.Status
+			if st != http.StatusUnauthorized && st != http.StatusForbidden {
+				st = http.StatusUnauthorized
+			}
+			return Fault{Class: FaultAuth, Status: st}
+		case KindRateLimited:
+			return Fault{Class: FaultRateLimited, Status: http.StatusTooManyRequests}
+		case KindInvalidResponse, KindProtocolVersion:
+			return Fault{Class: FaultInvalidResponse, Status: http.StatusBadGateway}
+		case KindUpstreamError:
+			f := Fault{Class: FaultUpstreamError, Status: http.StatusBadGateway}
+			if errors.As(err, &rpc) {
+				f.RPC = rpc
+			}
+			if ue.Status == http.StatusServiceUnavailable {
+				f.Status = http.StatusServiceUnavailable
+			}
+			return f
+		}
+		return Fault{Class: FaultInternal, Status: http.StatusInternalServerError}
+	case errors.As(err, &rpc):
+		// The upstream answered with an error of its own, whatever its
+		// code (408 included): relayed, never a gateway timeout.
+		return Fault{Class: FaultUpstreamError, Status: http.StatusBadGateway, RPC: rpc}
+	case errors.Is(err, context.Canceled):
+		return Fault{Class: FaultCancelled, Status: 499}
+	case errors.Is(err, context.DeadlineExceeded):
+		return Fault{Class: FaultTimeout, Status: http.StatusGatewayTimeout}
+	}
+	return Fault{Class: FaultInternal, Status: http.StatusInternalServerError}
 }
 
 // ErrClosed is returned by calls on a session that has ended.

@@ -898,7 +898,7 @@ func TestHungDeleteIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	const budget = 300 * time.Millisecond
-	s.(*conn).t.(*streamable).closeTimeout = budget
+	s.(*conn).closeBudget = budget
 	start := time.Now()
 	s.Close()
 	if d := time.Since(start); d < budget || d > budget+time.Second {

@@ -1,0 +1,342 @@
+package upstream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// Egress credentials (SPEC C3). One function, credentialValue, turns an
+// auth type and a value into the one header value that goes out, and one,
+// egressAuth.apply, decides which header carries it next to the static
+// headers. The request preview (C3.8) and the fingerprint (C3.7) are built
+// from the same two, so what an operator is shown is what is sent.
+
+// Default credential slots.
+const (
+	headerAuthorization = "Authorization"
+	headerAPIKey        = "X-Api-Key"
+)
+
+// StripScheme removes a leading authentication scheme from v: scheme
+// (case-insensitive, after optional leading blanks) followed by at least
+// one space or tab and a credential. A value that merely starts with the
+// letters ("Bearertoken") or has nothing behind the scheme ("Bearer ") is
+// returned unchanged: it is a credential, and a visibly wrong header is
+// easier to diagnose upstream than a missing one (C3.2).
+func StripScheme(v, scheme string) string {
+	if rest, ok := cutScheme(strings.TrimLeft(v, " \t"), scheme); ok {
+		return rest
+	}
+	return v
+}
+
+// cutScheme splits "scheme<blanks>credential"; ok is false when v does not
+// start with scheme and blanks, or nothing follows them.
+func cutScheme(v, scheme string) (rest string, ok bool) {
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	if c := v[len(scheme)]; c != ' ' && c != '\t' {
+		return "", false
+	}
+	rest = strings.TrimLeft(v[len(scheme):], " \t")
+	return rest, rest != ""
+}
+
+// credentialValue is the header value for a credential of auth type typ:
+// exactly one scheme (C3.1, C3.2, C3.3). "" when typ carries none.
+func credentialValue(typ, v string) string {
+	switch typ {
+	case config.AuthToken:
+		return strings.TrimSpace("token " + StripScheme(v, "token"))
+	case config.AuthBearer, config.AuthOAuth2, config.AuthPassthrough:
+		return strings.TrimSpace("Bearer " + StripScheme(v, "Bearer"))
+	case config.AuthBasic:
+		return basicValue(v)
+	case config.AuthAPIKey, config.AuthAuthorization:
+		// The operator owns the whole value: never scheme-stripped.
+		return strings.TrimSpace(v)
+	}
+	return ""
+}
+
+// basicValue encodes user:pass (with or without the Basic scheme) and
+// keeps an already-encoded "Basic <base64 of user:pass>" as it is.
+func basicValue(v string) string {
+	t := strings.TrimSpace(v)
+	if rest, ok := cutScheme(t, "Basic"); ok {
+		if !strings.Contains(rest, ":") {
+			if dec, err := base64.StdEncoding.DecodeString(rest); err == nil && strings.Contains(string(dec), ":") {
+				return "Basic " + rest
+			}
+		}
+		t = rest
+	}
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(t))
+}
+
+// defaultSlot is the header an auth type's credential goes in when no
+// header_name is configured.
+func defaultSlot(typ string) string {
+	if typ == config.AuthAPIKey {
+		return headerAPIKey
+	}
+	return headerAuthorization
+}
+
+// egressAuth puts one upstream session's credentials on its requests.
+type egressAuth struct {
+	typ    string
+	slot   string // canonical header name of the credential
+	custom bool   // slot came from header_name (C3.5)
+	// headers are the static headers with the fixed credential applied:
+	// copied onto every request as they are when tokens is nil.
+	headers http.Header
+	static  http.Header // the static headers alone (trimmed)
+	tokens  *tokenSource
+}
+
+// newEgressAuth builds the credentials of a session. callerToken is the
+// caller's own upstream token for a passthrough server ("" otherwise).
+func newEgressAuth(srv *config.Server, tokens *tokenSource, callerToken string) *egressAuth {
+	a := &egressAuth{static: staticHeaders(srv.Headers), typ: config.AuthNone}
+	if au := srv.Auth; au != nil && au.Type != "" {
+		a.typ = au.Type
+		a.slot = http.CanonicalHeaderKey(defaultSlot(au.Type))
+		if au.HeaderName != "" {
+			a.slot, a.custom = http.CanonicalHeaderKey(au.HeaderName), true
+		}
+	}
+	var fixed string
+	switch a.typ {
+	case config.AuthNone:
+	case config.AuthOAuth2:
+		a.tokens = tokens
+		if tokens == nil && strings.TrimSpace(srv.Auth.Value) != "" {
+			// A token resolved elsewhere (a stored user token) is sent as it is.
+			fixed = credentialValue(a.typ, srv.Auth.Value)
+		}
+	case config.AuthPassthrough:
+		if callerToken != "" {
+			fixed = credentialValue(a.typ, callerToken)
+		}
+	default:
+		fixed = credentialValue(a.typ, srv.Auth.Value)
+	}
+	a.headers = a.with(fixed)
+	return a
+}
+
+// with returns the static headers with credential value cred in its slot,
+// by the precedence rules of C3.5: a configured slot cannot be shadowed by
+// a static header of the same name (any case), and a static Authorization
+// then travels beside it untouched; with the default slot, a static header
+// of that name wins over the computed credential.
+func (a *egressAuth) with(cred string) http.Header {
+	h := a.static.Clone()
+	if h == nil {
+		h = make(http.Header)
+	}
+	if cred == "" {
+		return h
+	}
+	if a.custom {
+		for k := range h {
+			if strings.EqualFold(k, a.slot) {
+				delete(h, k)
+			}
+		}
+		h[a.slot] = []string{cred}
+		return h
+	}
+	if _, ok := h[a.slot]; !ok {
+		h[a.slot] = []string{cred}
+	}
+	return h
+}
+
+// apply sets the credentials on h (a new request's header). It returns the
+// minted token it used, for invalidate after a 401.
+func (a *egressAuth) apply(ctx context.Context, h http.Header) (string, error) {
+	if a.tokens == nil {
+		for k, v := range a.headers {
+			h[k] = v
+		}
+		return "", nil
+	}
+	tok, err := a.tokens.Token(ctx)
+	if err != nil {
+		return "", err
+	}
+	for k, v := range a.with(credentialValue(a.typ, tok)) {
+		h[k] = v
+	}
+	return tok, nil
+}
+
+// refreshable reports whether a 401 may be answered by minting a fresh
+// token and retrying once (C3.6).
+func (a *egressAuth) refreshable() bool { return a.tokens != nil }
+
+// slots are the headers that carry credentials and must not follow a
+// redirect that Authorization would not follow (C4.3).
+func (a *egressAuth) slots() []string {
+	s := []string{headerAuthorization}
+	if a.slot != "" && a.slot != headerAuthorization {
+		s = append(s, a.slot)
+	}
+	return s
+}
+
+// Fingerprint is the sha256 hex of the effective egress credentials of
+// srv for a caller presenting callerToken (C3.7): equal for equal
+// credentials, different when any of them changes, and never containing
+// them. Minted oauth2 tokens are represented by the client identity that
+// mints them, so a refreshed token keeps its sessions.
+func Fingerprint(srv *config.Server, callerToken string) string {
+	a := newEgressAuth(srv, nil, callerToken)
+	h := sha256.New()
+	write := func(parts ...string) {
+		for _, p := range parts {
+			h.Write([]byte(p))
+			h.Write([]byte{0})
+		}
+	}
+	write("type", a.typ, "slot", a.slot)
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range a.headers {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		write("h", k)
+		write(a.headers[k]...)
+	}
+	if a.typ == config.AuthOAuth2 && srv.Auth != nil {
+		write("oauth2", clientIdentity(srv.Auth))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// PreviewRequest is what a request to an upstream would look like (C3.8).
+type PreviewRequest struct {
+	Method  string
+	URL     string
+	Headers http.Header // secrets masked
+}
+
+// Preview returns the initialize request the gateway would send to srv,
+// built by the egress header logic itself, with credential values masked.
+// A minted oauth2 token is shown as a placeholder: it exists only at
+// request time.
+func Preview(srv *config.Server) PreviewRequest {
+	a := newEgressAuth(srv, nil, "")
+	h := a.headers
+	switch a.typ {
+	case config.AuthOAuth2:
+		h = a.with("Bearer <minted from " + redactURL(srv.Auth.TokenURL) + ">")
+	case config.AuthPassthrough:
+		h = a.with("Bearer <the caller's token>")
+	}
+	out := make(http.Header, len(h)+2)
+	for k, v := range h {
+		out[k] = []string{maskHeader(k, v[0], a)}
+	}
+	if transportOf(srv) == config.TransportHTTP {
+		out.Set(headerAccept, acceptPost)
+		out.Set(headerContentType, contentTypeJSON)
+	} else {
+		out.Set(headerAccept, acceptStream)
+	}
+	method := http.MethodPost
+	if transportOf(srv) == config.TransportSSE {
+		method = http.MethodGet
+	}
+	return PreviewRequest{Method: method, URL: redactURL(srv.URL), Headers: out}
+}
+
+// maskHeader hides credential values: the credential slot and every
+// header whose name says it carries a secret keep only their scheme and
+// the last 4 characters of a long enough credential.
+func maskHeader(name, v string, a *egressAuth) string {
+	if strings.HasPrefix(v, "Bearer <") {
+		return v // a placeholder, not a secret
+	}
+	if !sensitiveHeader(name) && !strings.EqualFold(name, a.slot) {
+		return v
+	}
+	scheme, cred := "", v
+	if i := strings.IndexAny(v, " \t"); i > 0 {
+		scheme, cred = v[:i+1], strings.TrimLeft(v[i:], " \t")
+	}
+	if len(cred) >= 16 {
+		return scheme + "****" + cred[len(cred)-4:]
+	}
+	return scheme + "****"
+}
+
+// sensitiveHeader reports whether a header name suggests a credential.
+func sensitiveHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"auth", "key", "token", "secret", "cookie", "password", "session", "credential", "signature"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialSafeRedirect reports whether credential headers may follow a
+// redirect from a to b: the same origin, or a same-host upgrade from http
+// to https on default ports. Everything else (another host or subdomain,
+// another port, a downgrade) drops them (C4.3) — stricter than net/http,
+// which keeps Authorization for subdomains, other ports and downgrades.
+func credentialSafeRedirect(a, b *url.URL) bool {
+	if sameOrigin(a, b) {
+		return true
+	}
+	return strings.EqualFold(a.Scheme, "http") && strings.EqualFold(b.Scheme, "https") &&
+		strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == "80" && portOf(b) == "443"
+}
+
+// stripCredentialsOnRedirect wraps a CheckRedirect policy so that the
+// credential headers (Authorization and the configured slot) are removed
+// from a redirected request exactly when credentialSafeRedirect says so.
+func stripCredentialsOnRedirect(slots []string, next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if !credentialSafeRedirect(via[0].URL, req.URL) {
+			for _, s := range slots {
+				req.Header.Del(s)
+			}
+		}
+		if next == nil {
+			if len(via) >= 10 {
+				return errTooManyRedirects
+			}
+			return nil
+		}
+		return next(req, via)
+	}
+}
+
+var errTooManyRedirects = errors.New("stopped after 10 redirects")
+
+// tokenHTTPClient is the client that talks to an oauth2 token endpoint:
+// the configured one, or the package's default. The server's tls block is
+// for the MCP server, not for its identity provider.
+func tokenHTTPClient(_ *config.Server, configured *http.Client) *http.Client {
+	if configured != nil {
+		return configured
+	}
+	return defaultHTTPClient()
+}

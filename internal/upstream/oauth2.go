@@ -1,0 +1,412 @@
+package upstream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// OAuth2 client credentials for upstream egress (SPEC C3.6, RFC 6749 4.4).
+
+const (
+	// tokenExpirySkew: a token is refreshed this long before it expires,
+	// so it does not expire in flight.
+	tokenExpirySkew = 30 * time.Second
+	// tokenMintTimeout bounds one token request; it does not depend on
+	// the callers' contexts, as the mint is shared.
+	tokenMintTimeout = 30 * time.Second
+	// tokenFailureTTL is the negative cache: a dead IdP is asked at most
+	// once per period, not by every call.
+	tokenFailureTTL = time.Second
+	// tokenDefaultTTL applies when the response has no usable expires_in.
+	tokenDefaultTTL = 5 * time.Minute
+	// tokenMaxTTL caps expires_in (and keeps the Duration from overflowing).
+	tokenMaxTTL = 365 * 24 * time.Hour
+	// maxTokenResponse bounds the token endpoint's response body.
+	maxTokenResponse = 1 << 20
+	// maxOAuthErrorDescription bounds the IdP's error_description in messages.
+	maxOAuthErrorDescription = 200
+)
+
+// tokenSource mints and caches client-credentials access tokens for one
+// upstream. Safe for concurrent use.
+type tokenSource struct {
+	server   string
+	tokenURL string
+	clientID string
+	secret   string
+	scopes   []string
+	audience string
+	id       string
+	hc       *http.Client // never follows redirects
+	log      *slog.Logger
+	now      func() time.Time // injectable for tests
+
+	mu        sync.Mutex
+	token     string
+	refreshAt time.Time // expiry minus the skew: mint again from here
+	expiry    time.Time
+	failure   error // last mint failure, served until failUntil
+	failUntil time.Time
+	mint      *tokenMint // the mint in flight, shared by all waiters
+}
+
+// tokenMint is one token request; done is closed when token/err are set.
+type tokenMint struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// newTokenSource returns a token source for server's oauth2 client a. hc
+// nil means the package's shared client; either way a copy that does not
+// follow redirects is used, so the credentials go nowhere else.
+func newTokenSource(server string, a *config.Auth, hc *http.Client, log *slog.Logger) *tokenSource {
+	if hc == nil {
+		hc = defaultHTTPClient()
+	}
+	noRedirect := *hc
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &tokenSource{
+		server:   server,
+		tokenURL: a.TokenURL,
+		clientID: a.ClientID,
+		secret:   a.ClientSecret,
+		scopes:   slices.Clone(a.Scopes),
+		audience: a.Audience,
+		hc:       &noRedirect,
+		log:      log,
+		now:      time.Now,
+	}
+	s.id = clientIdentity(a)
+	return s
+}
+
+// Token returns a valid access token, minting one when none is cached or
+// the cached one expires within tokenExpirySkew. Concurrent callers share
+// one in-flight mint; a caller whose ctx ends stops waiting without
+// aborting the mint (it runs on its own context, bounded by
+// tokenMintTimeout). A failure is served from a negative cache for
+// tokenFailureTTL, unless the previous token is still valid: then that is
+// returned until it expires.
+func (s *tokenSource) Token(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	now := s.now()
+	if s.token != "" && now.Before(s.refreshAt) {
+		tok := s.token
+		s.mu.Unlock()
+		return tok, nil
+	}
+	m := s.mint
+	if m == nil {
+		if s.failure != nil && now.Before(s.failUntil) {
+			tok, err := s.token, s.failure
+			if tok != "" && now.Before(s.expiry) {
+				err = nil
+			}
+			s.mu.Unlock()
+			return tok, err
+		}
+		if err := ctx.Err(); err != nil {
+			// Nobody would wait for a mint started now.
+			s.mu.Unlock()
+			return "", err
+		}
+		m = &tokenMint{done: make(chan struct{})}
+		s.mint = m
+		go s.run(m)
+	}
+	s.mu.Unlock()
+	select {
+	case <-m.done:
+		return m.token, m.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// run performs mint m and publishes its result.
+func (s *tokenSource) run(m *tokenMint) {
+	ctx, cancel := context.WithTimeout(context.Background(), tokenMintTimeout)
+	defer cancel()
+	// expires_in counts from issuance: measuring from the request's start
+	// errs on the early side.
+	start := s.now()
+	tok, ttl, err := s.request(ctx)
+
+	s.mu.Lock()
+	now := s.now()
+	if err == nil {
+		s.token, s.expiry = tok, start.Add(ttl)
+		s.refreshAt = s.expiry.Add(-min(tokenExpirySkew, ttl/2))
+		s.failure = nil
+		m.token = tok
+	} else {
+		s.failure, s.failUntil = err, now.Add(tokenFailureTTL)
+		m.err = err
+		if s.token != "" && now.Before(s.expiry) {
+			// An IdP hiccup inside the skew window: the old token still works.
+			m.token, m.err = s.token, nil
+		}
+	}
+	s.mint = nil
+	expiry := s.expiry
+	s.mu.Unlock()
+
+	// Logged before waking the waiters, so the line precedes their use.
+	if err != nil {
+		s.log.Debug("oauth2 token request failed", "server", s.server, "error", err)
+	} else {
+		s.log.Debug("oauth2 token minted", "server", s.server, "expires_in", ttl, "expires", expiry)
+	}
+	close(m.done)
+}
+
+// Invalidate drops the cached token if it is still stale (the token a
+// request used and got 401 for), so the next Token mints a fresh one. When
+// another caller already refreshed it nothing happens, so N callers
+// rejected with the same token cause one mint. It reports whether a retry
+// with a new token makes sense: false only when no token was used.
+func (s *tokenSource) Invalidate(stale string) bool {
+	if stale == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.token == stale {
+		s.token, s.refreshAt, s.expiry = "", time.Time{}, time.Time{}
+	}
+	return true
+}
+
+// identity is the sha256 hex of the client credential (token URL, client
+// id, sha256 of the secret, scopes, audience): stable across token
+// refreshes, so pooled upstream sessions keyed by it survive them, and
+// free of the secret.
+func (s *tokenSource) identity() string { return s.id }
+
+func clientIdentity(a *config.Auth) string {
+	secret := sha256.Sum256([]byte(a.ClientSecret))
+	// Scope order does not matter (RFC 6749 3.3).
+	scopes := slices.Compact(slices.Sorted(slices.Values(a.Scopes)))
+	if scopes == nil {
+		scopes = []string{}
+	}
+	// A JSON array keeps the fields apart unambiguously.
+	b, _ := json.Marshal([]any{"oauth2-client-credentials", a.TokenURL, a.ClientID,
+		hex.EncodeToString(secret[:]), scopes, a.Audience})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// request performs one token request and returns the token and its
+// lifetime. Errors never carry the secret, a token or body text.
+func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error) {
+	form := url.Values{"grant_type": {"client_credentials"}}
+	if len(s.scopes) > 0 {
+		form.Set("scope", strings.Join(s.scopes, " "))
+	}
+	if s.audience != "" {
+		form.Set("audience", s.audience)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		// The parse error would repeat the URL, which may hold userinfo.
+		return "", 0, s.fail(KindInternal, 0, "oauth2 token endpoint: invalid token_url")
+	}
+	// RFC 6749 2.3.1: form-encode both before the Basic encoding.
+	req.SetBasicAuth(url.QueryEscape(s.clientID), url.QueryEscape(s.secret))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return "", 0, &Error{Server: s.server, Kind: KindUnreachable,
+			Err: fmt.Errorf("oauth2 token endpoint %s: %w", redactURL(s.tokenURL), scrubURLError(err))}
+	}
+	defer resp.Body.Close()
+
+	status := resp.StatusCode
+	switch {
+	case status >= 300 && status < 400:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return "", 0, s.fail(KindInvalidResponse, status,
+			"oauth2 token endpoint answered HTTP %d (redirects are not followed)", status)
+	case status >= 400:
+		return "", 0, s.statusError(resp)
+	case status < 200:
+		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token endpoint answered HTTP %d", status)
+	}
+
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse+1))
+	if err != nil {
+		return "", 0, &Error{Server: s.server, Kind: KindUnreachable, Status: status,
+			Err: fmt.Errorf("oauth2 token endpoint: read response: %w", err)}
+	}
+	if len(data) > maxTokenResponse {
+		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token response exceeds %d bytes", maxTokenResponse)
+	}
+	// Raw fields: decoding errors would otherwise quote the values.
+	var body struct {
+		AccessToken json.RawMessage `json:"access_token"`
+		TokenType   json.RawMessage `json:"token_type"`
+		ExpiresIn   json.RawMessage `json:"expires_in"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token response is not a JSON object")
+	}
+	var tok string
+	if json.Unmarshal(body.AccessToken, &tok) != nil || tok == "" {
+		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token response has no access_token")
+	}
+	if !validTokenChars(tok) {
+		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 access_token has characters not allowed in a header")
+	}
+	if len(body.TokenType) > 0 && string(body.TokenType) != "null" {
+		var typ string
+		if json.Unmarshal(body.TokenType, &typ) != nil {
+			return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token_type is not a string")
+		}
+		if typ != "" && !strings.EqualFold(typ, "bearer") {
+			return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token_type %q is not bearer", clipASCII(typ, 32))
+		}
+	}
+	ttl, err := parseExpiresIn(body.ExpiresIn)
+	if err != nil {
+		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 %v", err)
+	}
+	return tok, ttl, nil
+}
+
+func (s *tokenSource) fail(kind Kind, status int, format string, args ...any) *Error {
+	return &Error{Server: s.server, Kind: kind, Status: status, Err: fmt.Errorf(format, args...)}
+}
+
+// statusError maps an error status of the token endpoint. Only the OAuth
+// error code and a short, sanitized error_description are kept from the
+// body (RFC 6749 5.2).
+func (s *tokenSource) statusError(resp *http.Response) *Error {
+	status := resp.StatusCode
+	var kind Kind
+	switch {
+	case status == http.StatusTooManyRequests:
+		kind = KindRateLimited
+	case status >= 500:
+		kind = KindUnreachable
+	default:
+		// 400/401/403 are the IdP refusing the client; any other 4xx is a
+		// token_url that cannot mint: either way no credential.
+		kind = KindAuth
+	}
+	msg := fmt.Sprintf("oauth2 token endpoint answered HTTP %d", status)
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var body struct {
+		Error       json.RawMessage `json:"error"`
+		Description json.RawMessage `json:"error_description"`
+	}
+	if json.Unmarshal(data, &body) == nil {
+		var code, desc string
+		_ = json.Unmarshal(body.Error, &code)
+		_ = json.Unmarshal(body.Description, &desc)
+		if code != "" && len(code) <= 64 && oauthErrorChars(code) {
+			msg += ": " + code
+			desc = sanitizeOAuthText(desc)
+			if desc != "" && (s.secret == "" || !strings.Contains(desc, s.secret)) {
+				msg += fmt.Sprintf(" (%s)", clipASCII(desc, maxOAuthErrorDescription))
+			}
+		}
+	}
+	return &Error{Server: s.server, Kind: kind, Status: status, Err: errors.New(msg)}
+}
+
+// parseExpiresIn reads expires_in (seconds, a number or a numeric string).
+// Absent, null or not positive means tokenDefaultTTL.
+func parseExpiresIn(raw json.RawMessage) (time.Duration, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return tokenDefaultTTL, nil
+	}
+	var secs float64
+	if json.Unmarshal(raw, &secs) != nil {
+		var str string
+		if json.Unmarshal(raw, &str) != nil {
+			return 0, errors.New("expires_in is not a number")
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(str), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0, errors.New("expires_in is not a number")
+		}
+		secs = f
+	}
+	if secs <= 0 {
+		return tokenDefaultTTL, nil
+	}
+	if secs >= tokenMaxTTL.Seconds() {
+		return tokenMaxTTL, nil
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// validTokenChars reports whether tok is visible ASCII only: it goes into
+// a header, and CR/LF or controls would corrupt it.
+func validTokenChars(tok string) bool {
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < 0x21 || tok[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// oauthErrorChars is the RFC 6749 charset of error codes:
+// %x20-21 / %x23-5B / %x5D-7E.
+func oauthErrorChars(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// sanitizeOAuthText keeps the RFC 6749 error_description charset, turning
+// anything else into '?'.
+func sanitizeOAuthText(v string) string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	b := []byte(v)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			b[i] = '?'
+		}
+	}
+	return string(b)
+}
+
+// clipASCII cuts v to n bytes (callers pass sanitized or quoted text).
+func clipASCII(v string, n int) string {
+	if len(v) > n {
+		return v[:n]
+	}
+	return v
+}

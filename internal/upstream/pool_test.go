@@ -1,0 +1,374 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+func countMethod(seen []seenRequest, method string) int {
+	n := 0
+	for _, r := range seen {
+		if r.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+func managerFor(t *testing.T, servers ...*config.Server) *Manager {
+	t.Helper()
+	all := map[string]*config.Server{}
+	for _, s := range servers {
+		all[s.Name] = s
+	}
+	m := NewManager(ManagerOptions{Servers: all})
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func callEcho(ctx context.Context, m *Manager, server, text string) (string, error) {
+	res, err := m.Call(ctx, server, mcpwire.MethodToolsCall, []byte(`{"name":"echo","arguments":{"text":`+string(jsonrpc.String(text))+`}}`))
+	if err != nil {
+		return "", err
+	}
+	return resultText(res)
+}
+
+// resultText is the text of the first content block of a tool result.
+func resultText(res []byte) (string, error) {
+	var out struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(res, &out); err != nil || len(out.Content) == 0 {
+		return "", fmt.Errorf("not a tool result with text: %.200s", res)
+	}
+	return out.Content[0].Text, nil
+}
+
+// 1,000 calls through the Manager reuse one upstream session: the upstream
+// sees one initialize, not one per call (C11.2).
+func TestPoolOneInitializeForManyCalls(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	m := managerFor(t, f.server("up"))
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < 1000; i += 16 {
+				if got, err := callEcho(context.Background(), m, "up", strconv.Itoa(i)); err != nil || got != strconv.Itoa(i) {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d calls failed", n)
+	}
+	seen := f.seen()
+	if n := countMethod(seen, mcpwire.MethodInitialize); n != 1 {
+		t.Errorf("%d initialize requests for 1000 calls, want 1", n)
+	}
+	if n := countMethod(seen, mcpwire.MethodToolsCall); n != 1000 {
+		t.Errorf("%d tools/call requests, want 1000", n)
+	}
+}
+
+// A passthrough server pools sessions per caller credential: two callers
+// get two sessions, each with its own token, and repeated calls reuse them.
+func TestPoolPerCallerCredential(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	var mu sync.Mutex
+	bySession := map[string]map[string]bool{} // session id -> Authorization values seen
+	f.hook = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		sid := r.Header.Get(mcpwire.HeaderSessionID)
+		if sid == "" {
+			sid = w.Header().Get(mcpwire.HeaderSessionID)
+		}
+		if bySession[sid] == nil {
+			bySession[sid] = map[string]bool{}
+		}
+		bySession[sid][r.Header.Get("Authorization")] = true
+		return false
+	}
+	srv := f.server("pt")
+	srv.Auth = &config.Auth{Type: config.AuthPassthrough}
+	m := managerFor(t, srv)
+	for _, who := range []string{"alice", "bob", "alice", "bob", "alice"} {
+		ctx := WithCallerTokens(context.Background(), func(string) string { return "Bearer " + who + "-token" })
+		if _, err := callEcho(ctx, m, "pt", who); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countMethod(f.seen(), mcpwire.MethodInitialize); n != 2 {
+		t.Errorf("%d initialize requests for two callers, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for sid, auths := range bySession {
+		if len(auths) != 1 {
+			t.Errorf("session %s carried %d different credentials: %v", sid, len(auths), auths)
+		}
+	}
+	if h := m.Health()["pt"]; h.Sessions != 2 || h.State != HealthReady {
+		t.Errorf("health %+v, want 2 ready sessions", h)
+	}
+	if m.Fingerprint(WithCallerTokens(context.Background(), func(string) string { return "a" }), "pt") ==
+		m.Fingerprint(WithCallerTokens(context.Background(), func(string) string { return "b" }), "pt") {
+		t.Error("different callers share a fingerprint")
+	}
+}
+
+// per_call servers get one session per operation, ended with DELETE before
+// the call returns (C9.1).
+func TestPerCallSessionsEndBeforeReturn(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	srv := f.server("pc")
+	srv.SessionMode = config.SessionPerCall
+	m := managerFor(t, srv)
+	for i := 1; i <= 3; i++ {
+		if _, err := callEcho(context.Background(), m, "pc", "x"); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		deleted := len(f.deleted)
+		f.mu.Unlock()
+		if deleted != i {
+			t.Fatalf("after call %d: %d DELETEs, want %d", i, deleted, i)
+		}
+	}
+	if n := countMethod(f.seen(), mcpwire.MethodInitialize); n != 3 {
+		t.Errorf("%d initialize requests, want 3", n)
+	}
+	if h := m.Health()["pc"]; h.State != HealthReady || h.Mode != config.SessionPerCall || h.Sessions != 0 {
+		t.Errorf("health %+v", h)
+	}
+	if _, err := m.Session(context.Background(), "pc"); err == nil {
+		t.Error("Session on a per_call server succeeded")
+	}
+}
+
+// N concurrent cancelled calls on per_call sessions, over real TCP: each
+// returns promptly, the upstream is told (notifications/cancelled), each
+// session gets its DELETE, and the client works normally afterwards (C9).
+func TestPerCallCancellationSendsDeletes(t *testing.T) {
+	f := newStreamableFake(t)
+	srv := f.server("pc")
+	srv.SessionMode = config.SessionPerCall
+	m := managerFor(t, srv)
+	const n = 8
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = m.Call(ctx, "pc", mcpwire.MethodToolsCall, []byte(`{"name":"slow"}`))
+		})
+	}
+	// Wait until all n calls reached the upstream.
+	deadline := time.Now().Add(5 * time.Second)
+	for countMethod(f.seen(), mcpwire.MethodToolsCall) < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	cancel()
+	wg.Wait()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("cancelled calls took %v to return", d)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("call %d: %v, want context.Canceled", i, err)
+		}
+	}
+	f.mu.Lock()
+	deleted := len(f.deleted)
+	f.mu.Unlock()
+	if deleted != n {
+		t.Errorf("%d DELETEs, want %d", deleted, n)
+	}
+	if got := countMethod(f.seen(), mcpwire.NotifyCancelled); got != n {
+		t.Errorf("%d notifications/cancelled, want %d", got, n)
+	}
+	if got, err := callEcho(context.Background(), m, "pc", "after"); err != nil || got != "after" {
+		t.Errorf("call after cancellation: %q, %v", got, err)
+	}
+}
+
+// A hung DELETE cannot hold the caller: cleanup of a cancelled per_call
+// session (the cancellation and the DELETE) shares one budget.
+func TestPerCallHungDeleteIsBounded(t *testing.T) {
+	old := defaultCloseBudget
+	defaultCloseBudget = 300 * time.Millisecond
+	t.Cleanup(func() { defaultCloseBudget = old })
+	f := newStreamableFake(t)
+	f.onDelete = func(w http.ResponseWriter, r *http.Request) bool {
+		<-r.Context().Done() // never answers
+		return true
+	}
+	srv := f.server("pc")
+	srv.SessionMode = config.SessionPerCall
+	m := managerFor(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for countMethod(f.seen(), mcpwire.MethodToolsCall) < 1 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	start := time.Now()
+	_, err := m.Call(ctx, "pc", mcpwire.MethodToolsCall, []byte(`{"name":"slow"}`))
+	d := time.Since(start)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v", err)
+	}
+	if d > 2*time.Second {
+		t.Errorf("a hung DELETE held the caller for %v (budget 300ms)", d)
+	}
+}
+
+// A 404 on the session means it expired before the request reached a
+// tool: the Manager retries the request once on a new session, and the
+// caller sees the result (C6.4, C11.2).
+func TestExpiredSessionRetriedTransparently(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	var expired atomic.Bool
+	f.hook = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method == mcpwire.MethodToolsCall && r.Header.Get(mcpwire.HeaderSessionID) == "session-1" && expired.Load() {
+			w.WriteHeader(http.StatusNotFound)
+			return true
+		}
+		return false
+	}
+	m := managerFor(t, f.server("up"))
+	if got, err := callEcho(context.Background(), m, "up", "one"); err != nil || got != "one" {
+		t.Fatalf("first call: %q %v", got, err)
+	}
+	expired.Store(true)
+	if got, err := callEcho(context.Background(), m, "up", "two"); err != nil || got != "two" {
+		t.Fatalf("call on an expired session: %q %v", got, err)
+	}
+	var calls []string
+	for _, r := range f.seen() {
+		calls = append(calls, r.Method+"@"+r.SessionID)
+	}
+	want := "initialize@ notifications/initialized@session-1 tools/call@session-1 tools/call@session-1 initialize@ notifications/initialized@session-2 tools/call@session-2"
+	if got := strings.Join(calls, " "); got != want {
+		t.Errorf("requests:\n got %s\nwant %s", got, want)
+	}
+}
+
+// A stdio server killed from outside is restarted and the next call
+// succeeds (C11.1).
+func TestStdioKilledIsRestarted(t *testing.T) {
+	srv := stdioServer(t, "raw", nil)
+	m := managerFor(t, srv)
+	ctx := context.Background()
+	pidText := func() string {
+		res, err := m.Call(ctx, srv.Name, mcpwire.MethodToolsCall, []byte(`{"name":"pid"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt, err := resultText(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return txt
+	}
+	first := pidText()
+	pid, _ := strconv.Atoi(first)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Health()[srv.Name].State == HealthReady && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h := m.Health()[srv.Name]; h.State != HealthDegraded || h.LastError == "" {
+		t.Errorf("health after kill: %+v", h)
+	}
+	second := pidText()
+	if second == first {
+		t.Errorf("the same process %s answered after being killed", first)
+	}
+	if h := m.Health()[srv.Name]; h.State != HealthReady {
+		t.Errorf("health after restart: %+v", h)
+	}
+}
+
+// Closing the Manager stops the whole process group of a stdio server:
+// its own helper processes included (no orphan), and the server itself
+// is reaped (no zombie).
+func TestStdioProcessGroupStoppedOnClose(t *testing.T) {
+	srv := stdioServer(t, "raw", nil)
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{srv.Name: srv}})
+	ctx := context.Background()
+	text := func(tool string) int {
+		res, err := m.Call(ctx, srv.Name, mcpwire.MethodToolsCall, []byte(`{"name":"`+tool+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt, err := resultText(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(txt)
+		if err != nil {
+			t.Fatalf("%s: %s", tool, txt)
+		}
+		return n
+	}
+	server, helper := text("pid"), text("spawn")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The server was our child: it must be gone entirely (ESRCH, not a
+	// zombie waiting for us).
+	if err := syscall.Kill(server, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("server process %d still exists after Close (kill 0: %v)", server, err)
+	}
+	// The helper was the server's child: it must not run on. Once
+	// orphaned, its reaping is init's job, so a zombie under another
+	// parent is acceptable; a running process is not.
+	deadline := time.Now().Add(3 * time.Second)
+	for processRunning(helper) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if processRunning(helper) {
+		t.Errorf("helper process %d of the server survived Close (orphan)", helper)
+		syscall.Kill(helper, syscall.SIGKILL)
+	}
+}
+
+// processRunning reports whether pid exists and is not a zombie.
+func processRunning(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

@@ -1,0 +1,136 @@
+package upstream
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// tlsEmpty reports whether t asks for nothing beyond the system defaults.
+func tlsEmpty(t *config.TLS) bool {
+	return t == nil || (t.VerifyCerts() && t.CAFile == "" && t.CertFile == "" && t.KeyFile == "")
+}
+
+// tlsClientConfig builds the TLS client configuration of a server's tls
+// block (SPEC C2); nil (with no error) means the system defaults. Errors
+// name the files, never their contents.
+func tlsClientConfig(t *config.TLS) (*tls.Config, error) {
+	if tlsEmpty(t) {
+		return nil, nil
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	// RootCAs stays nil without a ca_file so that SSL_CERT_FILE and
+	// SSL_CERT_DIR keep working.
+	if t.CAFile != "" {
+		data, err := readPEM("ca_file", t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("tls ca_file %s: no PEM certificate found", t.CAFile)
+		}
+		conf.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		if t.CertFile == "" || t.KeyFile == "" {
+			return nil, errors.New("tls cert_file and key_file must be set together")
+		}
+		// Read here rather than with tls.LoadX509KeyPair so that a read
+		// error says which of the two files it is about.
+		certPEM, err := readPEM("cert_file", t.CertFile)
+		if err != nil {
+			return nil, err
+		}
+		keyPEM, err := readPEM("key_file", t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			// The tls package's messages describe the problem, not the data.
+			return nil, fmt.Errorf("tls cert_file %s, key_file %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	if !t.VerifyCerts() {
+		conf.InsecureSkipVerify = true
+	}
+	return conf, nil
+}
+
+// readPEM reads one file of a tls block; the error names field and path
+// once (a *fs.PathError would repeat the path).
+func readPEM(field, path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("tls %s %s: %w", field, path, err)
+	}
+	return data, nil
+}
+
+// tlsKey identifies a distinct tls block.
+type tlsKey struct {
+	verify                    bool
+	caFile, certFile, keyFile string
+}
+
+var (
+	tlsClientsMu sync.Mutex
+	tlsClients   = map[tlsKey]*http.Client{}
+
+	// ownClients holds the per-tls-block clients, for ownClient. A
+	// sync.Map because it is read on every request and written rarely.
+	ownClients sync.Map // *http.Client -> struct{}
+)
+
+// httpClientForServer returns the package's own client for srv: the
+// shared default, or one per distinct tls block. Caching by block lets
+// servers with the same block share connections, and keeps reconnects from
+// building (and leaking) a transport each time. Files are read when a
+// block is first used; later changes to them need a restart.
+func httpClientForServer(srv *config.Server) (*http.Client, error) {
+	if srv == nil || tlsEmpty(srv.TLS) {
+		return defaultHTTPClient(), nil
+	}
+	t := srv.TLS
+	key := tlsKey{verify: t.VerifyCerts(), caFile: t.CAFile, certFile: t.CertFile, keyFile: t.KeyFile}
+	tlsClientsMu.Lock()
+	defer tlsClientsMu.Unlock()
+	if c := tlsClients[key]; c != nil {
+		return c, nil
+	}
+	// Failures are not cached: a fixed file works on the next Connect.
+	conf, err := tlsClientConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{
+		Transport:     newH1Transport(newStdTransport(conf), usesEnvProxy),
+		CheckRedirect: sameOriginRedirect,
+	}
+	tlsClients[key] = c
+	ownClients.Store(c, struct{}{})
+	return c, nil
+}
+
+// ownClient reports whether c was built by this package (no jar, no
+// timeout, same-origin redirects), so httpBase.send may skip Client.Do.
+func ownClient(c *http.Client) bool {
+	if c == defaultHTTPClient() {
+		return true
+	}
+	_, ok := ownClients.Load(c)
+	return ok
+}
