@@ -48,6 +48,8 @@ Usage:
   mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
   mcpgate stdio    --config FILE                   serve MCP over stdin/stdout
   mcpgate validate --config FILE                   check a config file, serve nothing
+  mcpgate servers status [--url URL]               health of each upstream, from a running gateway
+  mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
   mcpgate version                                  print the version
 
 Common flags: --log-format json|text (default text), --log-level debug|info|warn|error (default info).
@@ -85,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cmd = &validateCommand{stdout: stdout}
 	case "version":
 		cmd = &versionCommand{stdout: stdout}
+	case "servers":
+		cmd = &serversCommand{stdout: stdout}
 	default:
 		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -59,9 +59,16 @@ type Item struct {
 	Raw    json.RawMessage // the item exactly as the upstream sent it
 }
 
-// Sessions gives the catalog a live session per upstream.
+// Sessions gives the catalog sessions of an upstream for the caller of a
+// context (upstream.Manager implements it).
 type Sessions interface {
-	Session(ctx context.Context, server string) (upstream.Session, error)
+	// Acquire returns a session for one walk and a function to call when
+	// the walk is over.
+	Acquire(ctx context.Context, server string) (upstream.Session, func(), error)
+	// Fingerprint identifies the caller's credentials for server: lists
+	// are cached per fingerprint (C8.4), so callers whose upstream
+	// credentials differ never share a list.
+	Fingerprint(ctx context.Context, server string) string
 }
 
 // DefaultPageCap bounds one pagination walk (C8.3).
@@ -72,6 +79,10 @@ const DefaultPageCap = 100
 // picked up.
 const DefaultTTL = 5 * time.Minute
 
+// DefaultWalkTimeout bounds one pagination walk (C8.3): on expiry the
+// request in flight is cancelled and the walk is incomplete.
+const DefaultWalkTimeout = 30 * time.Second
+
 // ErrIncomplete reports a pagination walk that did not finish cleanly.
 var ErrIncomplete = errors.New("incomplete list walk")
 
@@ -80,6 +91,7 @@ type Catalog struct {
 	sessions Sessions
 	log      *slog.Logger
 	pageCap  int
+	walk     time.Duration
 	ttl      time.Duration
 	now      func() time.Time
 
@@ -103,7 +115,7 @@ func New(sessions Sessions, log *slog.Logger) *Catalog {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{sessions: sessions, log: log, pageCap: DefaultPageCap, ttl: DefaultTTL, now: time.Now, entries: map[string]*[numKinds]*list{}}
+	return &Catalog{sessions: sessions, log: log, pageCap: DefaultPageCap, walk: DefaultWalkTimeout, ttl: DefaultTTL, now: time.Now, entries: map[string]*[numKinds]*list{}}
 }
 
 // SetTTL changes how long lists are trusted (<= 0: DefaultTTL). Call it
@@ -115,11 +127,16 @@ func (c *Catalog) SetTTL(d time.Duration) {
 	c.ttl = d
 }
 
-func (c *Catalog) slot(server string, k Kind) *list {
-	e := c.entries[server]
+// key names the lists of server as seen with ctx's credentials.
+func (c *Catalog) key(ctx context.Context, server string) string {
+	return server + "\x00" + c.sessions.Fingerprint(ctx, server)
+}
+
+func (c *Catalog) slot(key string, k Kind) *list {
+	e := c.entries[key]
 	if e == nil {
 		e = &[numKinds]*list{}
-		c.entries[server] = e
+		c.entries[key] = e
 	}
 	if e[k] == nil {
 		e[k] = &list{}
@@ -127,13 +144,17 @@ func (c *Catalog) slot(server string, k Kind) *list {
 	return e[k]
 }
 
-// Invalidate drops the cached list of one kind for server; the next read
-// fetches it again.
+// Invalidate drops the cached lists of one kind for server, for every
+// credential; the next read fetches them again.
 func (c *Catalog) Invalidate(server string, k Kind) {
+	prefix := server + "\x00"
 	c.mu.Lock()
-	l := c.slot(server, k)
-	l.gen++
-	l.loaded = false
+	for key, e := range c.entries {
+		if strings.HasPrefix(key, prefix) && e[k] != nil {
+			e[k].gen++
+			e[k].loaded = false
+		}
+	}
 	c.mu.Unlock()
 }
 
@@ -181,7 +202,7 @@ func (c *Catalog) LookupOrRefresh(ctx context.Context, server string, k Kind, ke
 		return it, found, err
 	}
 	c.mu.Lock()
-	l := c.slot(server, k)
+	l := c.slot(c.key(ctx, server), k)
 	stale := l.loaded && c.now().Sub(l.fetched) >= missRefetchAge
 	if stale {
 		l.gen++
@@ -210,9 +231,10 @@ func (c *Catalog) MatchTemplate(ctx context.Context, server, uri string) (bool, 
 }
 
 func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error) {
+	key := c.key(ctx, server)
 	for {
 		c.mu.Lock()
-		l := c.slot(server, k)
+		l := c.slot(key, k)
 		if l.loaded && c.now().Sub(l.fetched) < c.ttl {
 			c.mu.Unlock()
 			return l, nil
@@ -237,8 +259,11 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 		gen := l.gen
 		c.mu.Unlock()
 
-		// The fetch is shared, so it must not die with the first caller.
-		items, err := c.fetch(context.WithoutCancel(ctx), server, k)
+		// The fetch is shared, so it must not die with the first caller;
+		// it has its own deadline instead.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.walk)
+		items, err := c.fetch(wctx, server, k)
+		cancel()
 		c.mu.Lock()
 		l.loading = nil
 		l.err = err
@@ -253,7 +278,7 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 					fresh.tmpl[i] = templateRegexp(it.Key)
 				}
 			}
-			c.entries[server][k] = fresh
+			c.entries[key][k] = fresh
 			l = fresh
 		}
 		close(ch)
@@ -278,10 +303,12 @@ func hasCap(caps mcpwire.ServerCaps, k Kind) bool {
 
 // fetch walks the upstream's pages (C8.1, C8.3).
 func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, error) {
-	sess, err := c.sessions.Session(ctx, server)
+	// One session per walk (C8.3): a per_call server's is ended after it.
+	sess, release, err := c.sessions.Acquire(ctx, server)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	if !hasCap(sess.Info().Caps, k) {
 		return nil, nil
 	}

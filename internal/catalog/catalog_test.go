@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,11 +38,19 @@ func (f *fakeSession) Close() error                                          { r
 
 type sessions map[string]upstream.Session
 
-func (s sessions) Session(_ context.Context, name string) (upstream.Session, error) {
+func (s sessions) Acquire(_ context.Context, name string) (upstream.Session, func(), error) {
 	if x, ok := s[name]; ok {
-		return x, nil
+		return x, func() {}, nil
 	}
-	return nil, fmt.Errorf("unknown upstream %q", name)
+	return nil, nil, fmt.Errorf("unknown upstream %q", name)
+}
+
+type credKey struct{}
+
+// Fingerprint is the credential the test put in ctx, "" by default.
+func (s sessions) Fingerprint(ctx context.Context, _ string) string {
+	fp, _ := ctx.Value(credKey{}).(string)
+	return fp
 }
 
 // pages serves a list in pages keyed by cursor ("" is the first page).
@@ -104,8 +114,8 @@ func TestIncompleteWalks(t *testing.T) {
 		want  string
 	}{
 		{"repeated cursor", map[string]string{
-			"":  `{"tools":[{"name":"a"}],"nextCursor":"x"}`,
-			"x": `{"tools":[{"name":"b"}],"nextCursor":"x"}`,
+			"":                `{"tools":[{"name":"a"}],"nextCursor":"cursor-secret-x"}`,
+			"cursor-secret-x": `{"tools":[{"name":"b"}],"nextCursor":"cursor-secret-x"}`,
 		}, "repeated cursor"},
 		{"cycle", map[string]string{
 			"":  `{"tools":[{"name":"a"}],"nextCursor":"x"}`,
@@ -116,14 +126,16 @@ func TestIncompleteWalks(t *testing.T) {
 		{"item without name", map[string]string{"": `{"tools":[{"title":"a"}]}`}, "invalid MCP response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(sessions{"s": &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: pages("tools", tc.pages)}}, nil)
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			c := New(sessions{"s": &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: pages("tools", tc.pages)}}, logger)
 			_, err := c.List(context.Background(), "s", Tools)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 			for cur := range tc.pages {
-				if cur != "" && strings.Contains(err.Error(), `"`+cur+`"`) {
-					t.Errorf("error reveals a cursor: %v", err)
+				if cur != "" && (strings.Contains(err.Error(), `"`+cur+`"`) || (len(cur) > 3 && strings.Contains(logs.String(), cur))) {
+					t.Errorf("error or log reveals a cursor: %v\n%s", err, logs.String())
 				}
 			}
 		})
@@ -274,5 +286,55 @@ func TestLookupOrRefresh(t *testing.T) {
 	}
 	if _, found, _ := c.LookupOrRefresh(ctx, "s", Tools, "nosuch"); found || n.Load() != 2 {
 		t.Errorf("unknown name right after a refetch: found=%v fetches=%d, want no new fetch", found, n.Load())
+	}
+}
+
+// Lists are cached per credential fingerprint (C8.4): two callers whose
+// upstream credentials differ never see each other's list.
+func TestListsPerCredential(t *testing.T) {
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"tools":[{"name":"a"}]}`), nil
+	}}
+	c := New(sessions{"s": f}, nil)
+	alice := context.WithValue(context.Background(), credKey{}, "alice")
+	bob := context.WithValue(context.Background(), credKey{}, "bob")
+	for range 3 {
+		for _, ctx := range []context.Context{alice, bob} {
+			if _, err := c.List(ctx, "s", Tools); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Errorf("%d fetches for two credentials, want 2", n)
+	}
+	c.Invalidate("s", Tools) // list_changed reaches every credential's copy
+	c.List(alice, "s", Tools)
+	c.List(bob, "s", Tools)
+	if n := f.calls.Load(); n != 4 {
+		t.Errorf("%d fetches after invalidation, want 4", n)
+	}
+}
+
+// ctxSession blocks every call until its context ends.
+type ctxSession struct{ fakeSession }
+
+func (s *ctxSession) Call(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A walk has its own deadline (C8.3), even when its first reader has
+// none: the request in flight is cancelled and the walk fails.
+func TestWalkDeadline(t *testing.T) {
+	c := New(sessions{"s": &ctxSession{fakeSession{caps: mcpwire.ServerCaps{Tools: true}}}}, nil)
+	c.walk = 100 * time.Millisecond
+	start := time.Now()
+	_, err := c.List(context.Background(), "s", Tools)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the walk deadline", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("walk took %v", d)
 	}
 }

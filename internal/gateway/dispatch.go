@@ -119,28 +119,34 @@ func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *rou
 	}
 }
 
-// sessions returns live upstream sessions of rt concurrently; failures are
+// upstreamSessions returns live upstream sessions of rt, acquired
+// concurrently, and the function that releases them all; failures are
 // logged and left out (S6.5, S6.6).
-func (g *Gateway) upstreamSessions(ctx context.Context, rt *route) map[string]upstream.Session {
+func (g *Gateway) upstreamSessions(ctx context.Context, rt *route) (map[string]upstream.Session, func()) {
 	out := make(map[string]upstream.Session, len(rt.servers))
+	var releases []func()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, name := range rt.servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := g.up.Session(ctx, name)
+		wg.Go(func() {
+			s, release, err := g.up.Acquire(ctx, name)
 			if err != nil {
-				g.log.Warn("upstream unavailable; left out", "server", name, "error", err)
+				// Lenient: the failure is swallowed, so it is logged at error (C7.2).
+				g.log.Error("upstream unavailable; left out", "server", name, "fault", upstream.Classify(err).Class, "error", err)
 				return
 			}
 			mu.Lock()
 			out[name] = s
+			releases = append(releases, release)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
-	return out
+	return out, func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 }
 
 func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
@@ -165,7 +171,8 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		sc.caps = caps
 	}
 
-	sessions := g.upstreamSessions(ctx, sc.rt)
+	sessions, release := g.upstreamSessions(ctx, sc.rt)
+	defer release()
 	var merged mcpwire.ServerCaps
 	var instr []string
 	for _, name := range sc.rt.servers {
@@ -242,24 +249,35 @@ func decodeCursor(k catalog.Kind, c string) (int, bool) {
 }
 
 // mergedList returns the route's items of kind k, server by server in
-// name order, each server's items by key. A server that fails to list is
-// left out and logged (S6.6).
-func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) []catalog.Item {
+// name order, each server's items by key. On a route of several servers
+// the listing is lenient: a server that fails to list is left out and
+// logged at error (S6.6, C7.2). A single-server route is strict: the
+// server's failure is the caller's error, as it is with a direct
+// connection (C8.2).
+func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]catalog.Item, error) {
 	lists := make([][]catalog.Item, len(rt.servers))
+	strict := !rt.prefixed && len(rt.servers) == 1
+	var strictErr error
 	var wg sync.WaitGroup
 	for i, name := range rt.servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			items, err := g.cat.List(ctx, name, k)
 			if err != nil {
-				g.log.Warn("upstream list failed; left out", "server", name, "kind", k.String(), "error", err)
+				if strict {
+					g.log.Debug("upstream list failed", "server", name, "kind", k.String(), "error", err)
+					strictErr = err
+					return
+				}
+				g.log.Error("upstream list failed; left out", "server", name, "kind", k.String(), "error", err)
 				return
 			}
 			lists[i] = items
-		}()
+		})
 	}
 	wg.Wait()
+	if strictErr != nil {
+		return nil, strictErr
+	}
 	var out []catalog.Item
 	seenURI := map[string]string{}
 	for _, l := range lists {
@@ -274,7 +292,7 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) []c
 			out = append(out, it)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
@@ -286,7 +304,10 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		}
 		offset = n
 	}
-	items := g.mergedList(ctx, sc.rt, k)
+	items, err := g.mergedList(ctx, sc.rt, k)
+	if err != nil {
+		return nil, g.faultError(sc.rt.servers[0], err)
+	}
 	if offset > len(items) {
 		offset = len(items)
 	}
@@ -378,13 +399,8 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		}
 		params = p
 	}
-	sess, err := g.up.Session(ctx, server)
-	if err != nil {
-		g.log.Warn("upstream unavailable", "server", server, "method", method, "error", err)
-		return nil, g.faultError(server, err)
-	}
 	start := time.Now()
-	res, err := sess.Call(upstream.WithOrigin(ctx, sc), method, params)
+	res, err := g.up.Call(upstream.WithOrigin(ctx, sc), server, method, params)
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) {
@@ -395,7 +411,10 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		if errors.Is(err, context.Canceled) {
 			g.logCall(server, method, params, "cancelled", start)
 		} else {
-			g.log.Warn("upstream call failed", "server", server, "method", method, "fault", string(upstream.KindOf(err)), "error", err, "elapsed", time.Since(start))
+			// Strict: the caller gets the error, so the log line is debug
+			// (C7.2); a read timeout was already warned about with its
+			// target and budget (C7.3).
+			g.log.Debug("upstream call failed", "server", server, "method", method, "fault", upstream.Classify(err).Class, "error", err, "elapsed", time.Since(start))
 		}
 		return nil, g.faultError(server, err)
 	}
@@ -429,9 +448,12 @@ func (g *Gateway) routeURI(ctx context.Context, rt *route, uri string) (string, 
 	var only string
 	n := 0
 	for _, name := range rt.servers {
-		if s, err := g.up.Session(ctx, name); err == nil && s.Info().Caps.Resources {
-			only = name
-			n++
+		if s, release, err := g.up.Acquire(ctx, name); err == nil {
+			if s.Info().Caps.Resources {
+				only = name
+				n++
+			}
+			release()
 		}
 	}
 	return only, n == 1
@@ -499,8 +521,12 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	default:
 		return nil, errInvalidParams("Invalid params: unknown ref type %q", typ)
 	}
-	if s, err := g.up.Session(ctx, server); err == nil && !s.Info().Caps.Completions {
-		return json.RawMessage(`{"completion":{"values":[],"hasMore":false}}`), nil
+	if s, release, err := g.up.Acquire(ctx, server); err == nil {
+		completions := s.Info().Caps.Completions
+		release()
+		if !completions {
+			return json.RawMessage(`{"completion":{"values":[],"hasMore":false}}`), nil
+		}
 	}
 	return g.forward(ctx, sc, server, m.Method, params)
 }
@@ -529,7 +555,9 @@ func (g *Gateway) setLevel(ctx context.Context, sc *scope, params json.RawMessag
 	}
 	// Upstream sessions are shared, so each upstream gets the most verbose
 	// level any session asked for; the gateway filters per session.
-	for name, s := range g.upstreamSessions(ctx, sc.rt) {
+	sessions, release := g.upstreamSessions(ctx, sc.rt)
+	defer release()
+	for name, s := range sessions {
 		if !s.Info().Caps.Logging {
 			continue
 		}

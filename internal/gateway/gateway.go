@@ -68,6 +68,9 @@ type Gateway struct {
 	idleTimeout time.Duration
 	serverNames []string
 	loopback    bool
+	// passthrough: some server forwards the caller's own token, so
+	// requests carry the caller's upstream credentials in their context.
+	passthrough bool
 
 	up  *upstream.Manager
 	cat *catalog.Catalog
@@ -132,6 +135,11 @@ func New(o Options) *Gateway {
 		g.version = "dev"
 	}
 	g.loopback = isLoopbackListen(cfg.Listen)
+	for _, srv := range cfg.Servers {
+		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
+			g.passthrough = true
+		}
+	}
 	g.up = upstream.NewManager(upstream.ManagerOptions{
 		Servers:       cfg.Servers,
 		ClientName:    "mcpgate",
@@ -235,6 +243,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := g.checkOriginHost(r); err != nil {
 		writeRPCError(w, http.StatusForbidden, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
 		return
+	}
+	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
+		g.serveAdmin(w, r)
+		return
+	}
+	if g.passthrough {
+		r = r.WithContext(upstream.WithCallerTokens(r.Context(), callerTokens(r.Header)))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS

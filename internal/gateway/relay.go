@@ -330,19 +330,29 @@ func (g *Gateway) resubscribe(server string) {
 // sees: the cause in words (never secrets), the fault class (C6.6) and
 // the server in data.
 func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
-	kind := upstream.KindOf(err)
+	f := upstream.Classify(err)
+	switch {
+	case f.Class == upstream.FaultCancelled:
+		return jsonrpc.NewError(-32800, "Request cancelled")
+	case f.RPC != nil:
+		// The upstream's own error (an expired session's included) is
+		// relayed as it is (C6.2, C6.4).
+		return f.RPC
+	}
 	code := int64(jsonrpc.CodeInternalError)
+	if f.Class == upstream.FaultTimeout {
+		code = mcpwire.CodeRequestTimeout
+	}
 	msg := err.Error()
 	var ue *upstream.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		return jsonrpc.NewError(-32800, "Request cancelled")
-	case kind == upstream.KindTimeout:
-		code = mcpwire.CodeRequestTimeout
-	case !errors.As(err, &ue):
+	if !errors.As(err, &ue) {
 		msg = fmt.Sprintf("upstream %s: %v", server, err)
 	}
-	data, _ := json.Marshal(map[string]string{"fault": string(kind), "server": server})
+	data, _ := json.Marshal(struct {
+		Fault  string `json:"fault"`
+		Status int    `json:"status"`
+		Server string `json:"server"`
+	}{f.Class, f.Status, server})
 	return &jsonrpc.Error{Code: code, Message: msg, Data: data}
 }
 

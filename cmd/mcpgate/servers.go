@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// serversCommand inspects upstream servers: `status` asks a running
+// gateway for their health, `preview` prints the request the gateway
+// would send to one of them, from the config alone.
+type serversCommand struct{ stdout io.Writer }
+
+const serversUsage = `Usage:
+  mcpgate servers status  [--url URL | --config FILE] [--admin-key KEY]
+  mcpgate servers preview --config FILE NAME
+`
+
+func (c *serversCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return &usageError{"want a subcommand: status or preview\n" + serversUsage}
+	}
+	switch args[0] {
+	case "status":
+		return c.status(ctx, args[1:])
+	case "preview":
+		return c.preview(args[1:])
+	}
+	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], serversUsage)}
+}
+
+// status prints GET /admin/v1/servers of a running gateway.
+func (c *serversCommand) status(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("servers status", flag.ContinueOnError)
+	base := fs.String("url", "", "base URL of the running gateway (default: from --config listen, else http://127.0.0.1:4000)")
+	path := fs.String("config", "", "config file whose listen address to ask")
+	key := fs.String("admin-key", "", "admin key (default: $MCPGATE_ADMIN_KEY)")
+	asJSON := fs.Bool("json", false, "print the raw JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	target := *base
+	if target == "" {
+		target = "http://" + config.DefaultListen
+		if *path != "" {
+			cfg, err := config.Load(*path)
+			if err != nil {
+				return fmt.Errorf("invalid config:\n%w", err)
+			}
+			target = "http://" + dialable(cfg.Listen)
+		}
+	}
+	if *key == "" {
+		*key = os.Getenv("MCPGATE_ADMIN_KEY")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(target, "/")+gateway.AdminPrefix+"servers", nil)
+	if err != nil {
+		return &usageError{fmt.Sprintf("--url: %v", err)}
+	}
+	if *key != "" {
+		req.Header.Set("X-Mcpgate-Api-Key", *key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the gateway: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("gateway answered HTTP %d", resp.StatusCode)
+	}
+	var rep gateway.ServersReport
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fmt.Errorf("gateway answer is not a server report: %w", err)
+	}
+	if *asJSON {
+		_, err := c.stdout.Write(append(body, '\n'))
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tSINCE\tTRANSPORT\tMODE\tSESSIONS\tLAST ERROR")
+	for _, s := range rep.Servers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.State, s.Since, s.Transport, s.Mode, s.Sessions, s.LastError)
+	}
+	return tw.Flush()
+}
+
+// dialable turns a listen address into one a client can dial: an
+// unspecified host (all interfaces) becomes loopback.
+func dialable(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// preview prints the request the gateway would send to server NAME, with
+// the headers egress computes and credentials masked (C3.8).
+func (c *serversCommand) preview(args []string) error {
+	fs := flag.NewFlagSet("servers preview", flag.ContinueOnError)
+	path := fs.String("config", "", "config file (required)")
+	fs.SetOutput(io.Discard)
+	// The server name may come before or after the flags.
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return &usageError{err.Error()}
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *path == "" || name == "" {
+		return &usageError{"want --config FILE and a server NAME\n" + serversUsage}
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return fmt.Errorf("invalid config:\n%w", err)
+	}
+	srv := cfg.Servers[name]
+	if srv == nil {
+		return fmt.Errorf("no server %q in %s (servers: %s)", name, *path, strings.Join(cfg.ServerNames(), ", "))
+	}
+	if srv.Transport == config.TransportStdio {
+		fmt.Fprintf(c.stdout, "stdio: %s", srv.Command)
+		for _, a := range srv.Args {
+			fmt.Fprintf(c.stdout, " %q", a)
+		}
+		fmt.Fprintln(c.stdout)
+		for _, k := range slices.Sorted(func(yield func(string) bool) {
+			for k := range srv.Env {
+				if !yield(k) {
+					return
+				}
+			}
+		}) {
+			fmt.Fprintf(c.stdout, "env %s=****\n", k)
+		}
+		return nil
+	}
+	p := upstream.Preview(srv)
+	fmt.Fprintf(c.stdout, "%s %s\n", p.Method, p.URL)
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range p.Headers {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fmt.Fprintf(c.stdout, "%s: %s\n", k, p.Headers.Get(k))
+	}
+	return nil
+}

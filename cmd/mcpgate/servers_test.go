@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+)
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The four config mistakes of the upstream-client issue fail validate with
+// a message naming the server and the field, and never the secret.
+func TestValidateAuthAndTLSErrors(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "hunter2-Zq9"
+	for _, tc := range []struct {
+		name, block, want string
+	}{
+		{"unknown auth type", "auth: {type: kerberos, value: " + secret + "}", "servers.up.auth.type: unknown auth type"},
+		{"basic without colon", "auth: {type: basic, value: " + secret + "}", "servers.up.auth.value: must be \"user:password\""},
+		{"missing ca_file", "tls: {ca_file: ./nope/ca.pem}", "servers.up.tls.ca_file: cannot read " + filepath.Join(dir, "nope/ca.pem")},
+		{"oauth2 without token_url", "auth: {type: oauth2, client_id: gw, client_secret: " + secret + "}", "servers.up.auth.token_url: required for auth type oauth2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, dir, "c.yaml", "servers:\n  up:\n    transport: http\n    url: https://up.example.com/mcp\n    "+tc.block+"\n")
+			var out, errb bytes.Buffer
+			if code := run([]string{"validate", "--config", p}, &out, &errb); code != 1 {
+				t.Fatalf("exit %d, want 1 (stderr %q)", code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("stderr %q lacks %q", errb.String(), tc.want)
+			}
+			if strings.Contains(out.String()+errb.String(), secret) {
+				t.Errorf("output echoes the secret: %q", errb.String())
+			}
+		})
+	}
+}
+
+func TestServersPreview(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("UP_TOKEN", "Bearer tok-0123456789abcdefWXYZ")
+	p := writeFile(t, dir, "c.yaml", `
+servers:
+  up:
+    transport: http
+    url: https://up.example.com/mcp
+    headers: {X-Trace: abc}
+    auth: {type: bearer_token, value: "${UP_TOKEN}", header_name: esb-oauth}
+  notes:
+    transport: stdio
+    command: ./notes
+    env: {NOTES_TOKEN: n-secret}
+`)
+	var out, errb bytes.Buffer
+	if code := run([]string{"servers", "preview", "--config", p, "up"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{"POST https://up.example.com/mcp\n", "Esb-Oauth: Bearer ****WXYZ\n", "X-Trace: abc\n", "Accept: application/json, text/event-stream\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("preview lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "0123456789") || strings.Contains(got, "Authorization") {
+		t.Errorf("preview leaks or misplaces the credential:\n%s", got)
+	}
+	out.Reset()
+	if code := run([]string{"servers", "preview", "notes", "--config", p}, &out, &errb); code != 0 || strings.Contains(out.String(), "n-secret") || !strings.Contains(out.String(), "env NOTES_TOKEN=****") {
+		t.Errorf("stdio preview (exit %d):\n%s", code, out.String())
+	}
+	if code := run([]string{"servers", "preview", "--config", p, "nope"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `no server "nope"`) {
+		t.Errorf("unknown server: exit %d, %q", code, errb.String())
+	}
+}
+
+// servers status reads GET /admin/v1/servers of a running gateway.
+func TestServersStatus(t *testing.T) {
+	cfg := &config.Config{Listen: "127.0.0.1:0", Servers: map[string]*config.Server{
+		"down": {Name: "down", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp", Timeout: time.Second},
+	}}
+	g := gateway.New(gateway.Options{Config: cfg})
+	defer g.Close(context.Background())
+	hs := httptest.NewServer(g)
+	defer hs.Close()
+	// Make the gateway try the upstream so that there is a last error.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g.Upstreams().Session(ctx, "down")
+
+	var out, errb bytes.Buffer
+	if code := run([]string{"servers", "status", "--url", hs.URL}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	f := strings.Fields(lines[1])
+	if f[0] != "down" || f[1] != "down" || !strings.Contains(lines[1], "connection refused") {
+		t.Errorf("row %q", lines[1])
+	}
+	out.Reset()
+	if code := run([]string{"servers", "status", "--url", hs.URL, "--json"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"state":"down"`) {
+		t.Errorf("json (exit %d): %s", code, out.String())
+	}
+	hs.Close()
+	if code := run([]string{"servers", "status", "--url", hs.URL}, &out, &errb); code != 1 {
+		t.Errorf("no gateway: exit %d", code)
+	}
+}

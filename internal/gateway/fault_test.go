@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// faultyUpstream is a streamable-HTTP upstream whose tools fail in every
+// way an upstream can: the tool name says how.
+func faultyUpstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		reply := func(result string) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+		}
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "f-1")
+			reply(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"faulty","version":"0"}}`)
+			return
+		case "tools/list":
+			var tools []string
+			for _, n := range []string{"ok", "slow", "unauth", "forbidden", "limited", "unavailable", "broken", "rpc408", "html", "badjson"} {
+				tools = append(tools, `{"name":"`+n+`","inputSchema":{"type":"object"}}`)
+			}
+			reply(`{"tools":[` + strings.Join(tools, ",") + `]}`)
+			return
+		}
+		name, _ := jsonrpc.GetString(m.Params, "name")
+		switch name {
+		case "ok":
+			reply(`{"content":[{"type":"text","text":"fine"}]}`)
+		case "slow":
+			<-r.Context().Done()
+		case "unauth":
+			w.WriteHeader(http.StatusUnauthorized)
+		case "forbidden":
+			w.WriteHeader(http.StatusForbidden)
+		case "limited":
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "unavailable":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "broken":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "rpc408":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":408,"message":"upstream says: request timeout"}}`, m.ID.Raw())
+		case "html":
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, "<html>secret-page</html>")
+		case "badjson":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, "secret-invalid-json")
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// Every way an upstream can fail reaches the downstream as one fault class
+// with its HTTP status (C6.6), with the real cause in words and without
+// body text; the upstream's own JSON-RPC error (408 included) is relayed
+// as it is (C6.2).
+func TestFaultClassesAtTheEdge(t *testing.T) {
+	up := faultyUpstream(t)
+	srv := httpServer(up.URL + "/mcp")
+	srv.Timeout = 300 * time.Millisecond
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{
+		"f":    srv,
+		"gone": httpServer("http://127.0.0.1:1/mcp"),
+	}}})
+	tests := []struct {
+		tool          string
+		code          int64
+		fault         string
+		status        int
+		msgHas        string
+		relayedNoData bool
+	}{
+		{"f__slow", -32001, "timeout", 504, "timed out after 0.3s", false},
+		{"f__unauth", -32603, "auth", 401, "HTTP 401", false},
+		{"f__forbidden", -32603, "auth", 403, "HTTP 403", false},
+		{"f__limited", -32603, "rate_limited", 429, "HTTP 429", false},
+		{"f__unavailable", -32603, "upstream_error", 503, "HTTP 503", false},
+		{"f__broken", -32603, "upstream_error", 502, "HTTP 500", false},
+		{"f__html", -32603, "invalid_response", 502, "unsupported content type", false},
+		{"f__badjson", -32603, "invalid_response", 502, "invalid MCP response", false},
+		{"gone__x", -32603, "unreachable", 502, "connection refused", false},
+		{"f__rpc408", 408, "", 0, "upstream says: request timeout", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.tool, func(t *testing.T) {
+			_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tc.tool+`","arguments":{}}}`)
+			var resp struct {
+				Error *struct {
+					Code    int64  `json:"code"`
+					Message string `json:"message"`
+					Data    *struct {
+						Fault  string `json:"fault"`
+						Status int    `json:"status"`
+						Server string `json:"server"`
+					} `json:"data"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(body, &resp); err != nil || resp.Error == nil {
+				t.Fatalf("want a JSON-RPC error, got %s", body)
+			}
+			e := resp.Error
+			t.Logf("%s -> %d %s", tc.tool, e.Code, e.Message)
+			if e.Code != tc.code || !strings.Contains(e.Message, tc.msgHas) {
+				t.Errorf("error %d %q, want %d containing %q", e.Code, e.Message, tc.code, tc.msgHas)
+			}
+			if strings.Contains(string(body), "secret") {
+				t.Errorf("the upstream's body leaked: %s", body)
+			}
+			if tc.relayedNoData {
+				if e.Data != nil {
+					t.Errorf("relayed upstream error carries gateway data: %s", body)
+				}
+				return
+			}
+			if e.Data == nil || e.Data.Fault != tc.fault || e.Data.Status != tc.status {
+				t.Errorf("data %s, want fault %s status %d", body, tc.fault, tc.status)
+			}
+			server := strings.Split(tc.tool, "__")[0]
+			if e.Data != nil && e.Data.Server != server || !strings.Contains(e.Message, server) {
+				t.Errorf("the error does not name server %s: %s", server, body)
+			}
+			if strings.Contains(e.Message, "timed out") != (tc.fault == "timeout") {
+				t.Errorf("only a timeout may say it timed out: %q", e.Message)
+			}
+		})
+	}
+	// The gateway keeps serving after all that.
+	_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"f__ok","arguments":{}}}`)
+	if !strings.Contains(string(body), "fine") {
+		t.Errorf("after the faults: %s", body)
+	}
+}
