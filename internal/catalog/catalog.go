@@ -65,10 +65,11 @@ type Sessions interface {
 	// Acquire returns a session for one walk and a function to call when
 	// the walk is over.
 	Acquire(ctx context.Context, server string) (upstream.Session, func(), error)
-	// Fingerprint identifies the caller's credentials for server: lists
-	// are cached per fingerprint (C8.4), so callers whose upstream
-	// credentials differ never share a list.
-	Fingerprint(ctx context.Context, server string) string
+	// CredentialKey identifies the caller's own credentials for server,
+	// "" when every caller reaches server with the same ones: lists are
+	// cached per credential (C8.4), so callers whose upstream credentials
+	// differ never share a list.
+	CredentialKey(ctx context.Context, server string) string
 }
 
 // DefaultPageCap bounds one pagination walk (C8.3).
@@ -129,7 +130,10 @@ func (c *Catalog) SetTTL(d time.Duration) {
 
 // key names the lists of server as seen with ctx's credentials.
 func (c *Catalog) key(ctx context.Context, server string) string {
-	return server + "\x00" + c.sessions.Fingerprint(ctx, server)
+	if ck := c.sessions.CredentialKey(ctx, server); ck != "" {
+		return server + "\x00" + ck
+	}
+	return server
 }
 
 func (c *Catalog) slot(key string, k Kind) *list {
@@ -150,7 +154,7 @@ func (c *Catalog) Invalidate(server string, k Kind) {
 	prefix := server + "\x00"
 	c.mu.Lock()
 	for key, e := range c.entries {
-		if strings.HasPrefix(key, prefix) && e[k] != nil {
+		if (key == server || strings.HasPrefix(key, prefix)) && e[k] != nil {
 			e[k].gen++
 			e[k].loaded = false
 		}

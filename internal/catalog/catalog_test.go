@@ -47,8 +47,8 @@ func (s sessions) Acquire(_ context.Context, name string) (upstream.Session, fun
 
 type credKey struct{}
 
-// Fingerprint is the credential the test put in ctx, "" by default.
-func (s sessions) Fingerprint(ctx context.Context, _ string) string {
+// CredentialKey is the credential the test put in ctx, "" by default.
+func (s sessions) CredentialKey(ctx context.Context, _ string) string {
 	fp, _ := ctx.Value(credKey{}).(string)
 	return fp
 }

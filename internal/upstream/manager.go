@@ -208,6 +208,17 @@ func (m *Manager) Fingerprint(ctx context.Context, server string) string {
 	return Fingerprint(sv.srv, callerTokenFrom(ctx, server))
 }
 
+// CredentialKey is Fingerprint for servers whose sessions are keyed by the
+// caller's own credentials (passthrough), and "" for the others, whose
+// callers all share the server's credentials.
+func (m *Manager) CredentialKey(ctx context.Context, server string) string {
+	sv := m.servers[server]
+	if sv == nil || !sv.byCaller {
+		return ""
+	}
+	return Fingerprint(sv.srv, callerTokenFrom(ctx, server))
+}
+
 // DefaultFingerprint is the fingerprint of server's own credentials.
 func (m *Manager) DefaultFingerprint(server string) string {
 	if sv := m.servers[server]; sv != nil {
