@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +161,37 @@ func TestFaultClassesAtTheEdge(t *testing.T) {
 	_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"f__ok","arguments":{}}}`)
 	if !strings.Contains(string(body), "fine") {
 		t.Errorf("after the faults: %s", body)
+	}
+}
+
+// Listing is strict on a single-server route (the caller gets the
+// upstream's failure, logged at debug) and lenient on a merged route (the
+// failing server is left out, logged at error): C7.2, C8.2, S6.6.
+func TestListingStrictAndLenient(t *testing.T) {
+	up := faultyUpstream(t)
+	var logs syncBuffer
+	_, gw := startGatewayWith(t, Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Config: &config.Config{Servers: map[string]*config.Server{
+			"f":    httpServer(up.URL + "/mcp"),
+			"gone": httpServer("http://127.0.0.1:1/mcp"),
+		}}})
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+
+	_, _, body := rpc(t, gw.URL+"/mcp", nil, list)
+	if !strings.Contains(string(body), `"f__ok"`) || strings.Contains(string(body), `"error"`) {
+		t.Errorf("merged list: %s", body)
+	}
+	if !regexp.MustCompile(`level=ERROR msg="upstream (list failed|unavailable); left out" server=gone`).MatchString(logs.String()) {
+		t.Errorf("a lenient failure must be logged at error:\n%s", logs.String())
+	}
+
+	logs.Reset()
+	_, _, body = rpc(t, gw.URL+"/mcp/gone", nil, list)
+	if !strings.Contains(string(body), `"fault":"unreachable"`) || strings.Contains(string(body), `"tools"`) {
+		t.Errorf("single-server list: %s", body)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), `level=DEBUG msg="upstream list failed" server=gone`) {
+		t.Errorf("a strict failure must be logged at debug only:\n%s", logs.String())
 	}
 }
