@@ -60,6 +60,7 @@ fuzz ./internal/jsonrpc/ FuzzSSERoundTrip
 fuzz ./internal/upstream/ FuzzReadLine
 fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/gateway/ FuzzParseServersInPath
+fuzz ./internal/gateway/ FuzzClassifyBody
 fuzz ./internal/config/ FuzzParse
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then

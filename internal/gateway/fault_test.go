@@ -46,7 +46,7 @@ func faultyUpstream(t *testing.T) *httptest.Server {
 			return
 		case "tools/list":
 			var tools []string
-			for _, n := range []string{"ok", "slow", "unauth", "forbidden", "limited", "unavailable", "broken", "rpc408", "html", "badjson"} {
+			for _, n := range []string{"ok", "slow", "nap", "unauth", "forbidden", "limited", "unavailable", "broken", "rpc408", "html", "badjson"} {
 				tools = append(tools, `{"name":"`+n+`","inputSchema":{"type":"object"}}`)
 			}
 			reply(`{"tools":[` + strings.Join(tools, ",") + `]}`)
@@ -58,6 +58,9 @@ func faultyUpstream(t *testing.T) *httptest.Server {
 			reply(`{"content":[{"type":"text","text":"fine"}]}`)
 		case "slow":
 			<-r.Context().Done()
+		case "nap":
+			time.Sleep(300 * time.Millisecond)
+			reply(`{"content":[{"type":"text","text":"rested"}]}`)
 		case "unauth":
 			w.WriteHeader(http.StatusUnauthorized)
 		case "forbidden":

@@ -38,6 +38,8 @@ import (
 const (
 	DefaultPageSize    = 1000
 	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultMaxSessionsPerOwner is the per-owner session cap (S4.3).
+	DefaultMaxSessionsPerOwner = 100
 	// DefaultDownstreamTimeout bounds a server-initiated request relayed to
 	// a downstream client (sampling and elicitation wait for a human).
 	DefaultDownstreamTimeout = 10 * time.Minute
@@ -54,6 +56,14 @@ type Options struct {
 	PageSize int
 	// IdleTimeout ends stateful sessions with no traffic and nothing in flight.
 	IdleTimeout time.Duration
+	// MaxSessionsPerOwner caps one owner's stateful sessions (S4.3); 0 means
+	// DefaultMaxSessionsPerOwner, < 0 no cap.
+	MaxSessionsPerOwner int
+	// Terminations remembers administrator-ended session ids (S8.2); nil
+	// keeps them in memory.
+	Terminations Terminations
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
 	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
 	HTTPClient *http.Client
 }
@@ -66,6 +76,10 @@ type Gateway struct {
 	sep         string
 	pageSize    int
 	idleTimeout time.Duration
+	maxPerOwner int
+	terms       Terminations
+	instance    string // this process's id in reports
+	now         func() time.Time
 	serverNames []string
 	loopback    bool
 	// passthrough: some server forwards the caller's own token, so
@@ -115,6 +129,9 @@ func New(o Options) *Gateway {
 		sep:         cfg.ToolNameSeparator,
 		pageSize:    o.PageSize,
 		idleTimeout: o.IdleTimeout,
+		maxPerOwner: o.MaxSessionsPerOwner,
+		terms:       o.Terminations,
+		now:         o.Now,
 		serverNames: slices.Sorted(maps.Keys(cfg.Servers)),
 		subs:        map[subKey]int{},
 		stop:        make(chan struct{}),
@@ -131,6 +148,16 @@ func New(o Options) *Gateway {
 	if g.idleTimeout <= 0 {
 		g.idleTimeout = DefaultIdleTimeout
 	}
+	if g.maxPerOwner == 0 {
+		g.maxPerOwner = DefaultMaxSessionsPerOwner
+	}
+	if g.terms == nil {
+		g.terms = newMemTerminations()
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	g.instance = newSessionID()[:12]
 	if g.version == "" {
 		g.version = "dev"
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,6 +129,28 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
 		return
 	}
+	id := identityOf(r)
+	var sess *session
+	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
+		var ok bool
+		if sess, ok = g.sessionFor(w, r, sid, id); !ok {
+			return
+		}
+	}
+	// The first bytes decide whether the request waits for the session's
+	// turn (S11); the rest of the body is read once it has it.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	br := bufio.NewReaderSize(r.Body, peekSize)
+	peek, _ := br.Peek(peekSize)
+	r.Body = readCloser{br, r.Body}
+	locked := false
+	if sess != nil && classifyBody(peek) == bodyRequest {
+		if !sess.lock(r.Context().Done()) {
+			return // the client went away while waiting
+		}
+		locked = true
+		defer sess.unlock()
+	}
 	body, ok := g.readRequestBody(w, r)
 	if !ok {
 		return
@@ -135,13 +158,6 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	msgs, batch, ok := decodeBody(w, body)
 	if !ok {
 		return
-	}
-
-	var sess *session
-	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-		// An unknown id (e.g. after a gateway restart) is dropped and the
-		// request served as new (S8.3), rather than a 400 loop.
-		sess = g.lookupSession(sid)
 	}
 	isInit := false
 	hasRequest := false
@@ -160,6 +176,13 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	if sess != nil {
 		rt = sess.route
+		if !locked && needsTurn(msgs) {
+			// The scan could not see the method in the first bytes.
+			if !sess.lock(r.Context().Done()) {
+				return
+			}
+			defer sess.unlock()
+		}
 	}
 	if !hasRequest {
 		for _, m := range msgs {
@@ -174,7 +197,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 
 	if isInit {
-		sess = g.newSession(rt)
+		if !g.admitSession(id.Owner) {
+			writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+			return
+		}
+		sess = g.newSession(rt, id)
 		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
 	} else if sess != nil {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
@@ -353,6 +380,10 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := g.lookupSession(sid)
+	if sess != nil && sess.owner != identityOf(r).Owner {
+		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+		return
+	}
 	if sess == nil {
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Session not found; send initialize"))
@@ -384,10 +415,19 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sess := g.lookupSession(sid); sess != nil {
+		// Ownership first (S4.2): a non-owner cannot end the session.
+		if sess.owner != identityOf(r).Owner {
+			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			return
+		}
+		if !sess.lock(r.Context().Done()) {
+			return
+		}
 		sess.close()
+		sess.unlock()
 	}
 	// Idempotent (S8.1): an unknown id is already terminated.
-	writeJSON(w, http.StatusOK, map[string]string{"message": "Session terminated successfully"})
+	writeJSON(w, http.StatusOK, bodyTerminated)
 }
 
 // serveLegacySSE serves the 2024-11-05 HTTP+SSE transport's GET stream.
@@ -401,7 +441,12 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
 		return
 	}
-	sess := g.newSession(rt)
+	id := identityOf(r)
+	if !g.admitSession(id.Owner) {
+		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+		return
+	}
+	sess := g.newSession(rt, id)
 	st := newStreamSender(true)
 	sess.attachStream(st)
 	defer sess.close()
@@ -430,6 +475,12 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		sid = r.URL.Query().Get("sessionId")
 	}
 	sess := g.lookupSession(sid)
+	if sess != nil && sess.owner != identityOf(r).Owner {
+		// The same ownership rule as streamable HTTP (S4): the session id
+		// in a URL is no capability.
+		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+		return
+	}
 	if sess == nil {
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
 		return
@@ -477,4 +528,43 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			}(m)
 		}
 	}
+}
+
+// sessionFor resolves the session a request names (S4, S8): a session of
+// another owner is refused (before anything else, so a non-owner learns
+// nothing and cleans up nothing); an id an administrator ended is answered
+// 404 so that the client starts over; any other unknown id is dropped and
+// the request served as a new one (no 400 loop after a restart). ok is
+// false when the request was answered.
+func (g *Gateway) sessionFor(w http.ResponseWriter, r *http.Request, sid string, id *Identity) (*session, bool) {
+	if sess := g.lookupSession(sid); sess != nil {
+		if sess.owner != id.Owner {
+			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			return nil, false
+		}
+		return sess, true
+	}
+	if g.terminated(r.Context(), sid) {
+		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Session terminated by an administrator; send initialize to start a new one"))
+		return nil, false
+	}
+	return nil, true
+}
+
+// needsTurn reports whether decoded messages include one that must wait
+// for the session's turn (anything but responses and cancellations).
+func needsTurn(msgs []*jsonrpc.Message) bool {
+	for _, m := range msgs {
+		if !m.IsResponse() && m.Method != mcpwire.NotifyCancelled {
+			return true
+		}
+	}
+	return false
+}
+
+// readCloser reads through a buffered reader and closes the original body.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }

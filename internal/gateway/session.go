@@ -19,6 +19,14 @@ type session struct {
 	id    string
 	g     *Gateway
 	route route
+	// Who created it (S4): requests of any other owner are refused.
+	owner    string
+	alias    string
+	user     string
+	team     string
+	clientIP string
+	// turn serialises the session's requests (S11): a token per request.
+	turn chan struct{}
 
 	mu            sync.Mutex
 	initialized   bool
@@ -43,15 +51,24 @@ func newSessionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (g *Gateway) newSession(rt route) *session {
+func (g *Gateway) newSession(rt route, id *Identity) *session {
+	if id == nil {
+		id = &Identity{Owner: "anonymous"}
+	}
 	s := &session{
 		id:       newSessionID(),
 		g:        g,
 		route:    rt,
+		owner:    id.Owner,
+		alias:    id.Alias,
+		user:     id.User,
+		team:     id.Team,
+		clientIP: id.ClientIP,
+		turn:     make(chan struct{}, 1),
 		calls:    map[string]context.CancelFunc{},
 		subs:     map[string]string{},
 		logLevel: -1,
-		created:  time.Now(),
+		created:  g.now(),
 	}
 	s.touch()
 	g.sessions.Store(s.id, s)
@@ -68,7 +85,7 @@ func (g *Gateway) lookupSession(id string) *session {
 	return nil
 }
 
-func (s *session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+func (s *session) touch() { s.lastUsed.Store(s.g.now().UnixNano()) }
 
 func (s *session) isClosed() bool {
 	s.mu.Lock()
@@ -179,21 +196,27 @@ func (g *Gateway) janitor() {
 			return
 		case <-t.C:
 		}
-		cutoff := time.Now().Add(-g.idleTimeout).UnixNano()
-		g.sessions.Range(func(_, v any) bool {
-			s := v.(*session)
-			if s.inflight.Load() == 0 && s.lastUsed.Load() < cutoff {
-				s.mu.Lock()
-				streaming := s.stream != nil && !s.stream.isDone()
-				s.mu.Unlock()
-				if !streaming {
-					g.log.Debug("session expired", "session", s.id[:8])
-					s.close()
-				}
-			}
-			return true
-		})
+		g.expireIdle()
 	}
+}
+
+// expireIdle ends the sessions idle for longer than the idle timeout;
+// a session with a request in flight is never idle (S12).
+func (g *Gateway) expireIdle() {
+	cutoff := g.now().Add(-g.idleTimeout).UnixNano()
+	g.sessions.Range(func(_, v any) bool {
+		s := v.(*session)
+		if s.inflight.Load() == 0 && s.lastUsed.Load() < cutoff {
+			s.mu.Lock()
+			streaming := s.stream != nil && !s.stream.isDone()
+			s.mu.Unlock()
+			if !streaming {
+				g.log.Debug("session expired", "session", s.id[:8])
+				s.close()
+			}
+		}
+		return true
+	})
 }
 
 // sender delivers messages related to one request (or one session) to the

@@ -42,7 +42,7 @@ func (lw *lineWriter) send(msg *jsonrpc.Message) error {
 // on r and w (the `mcpgate stdio` front), until r ends or ctx is done.
 func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	rt, _, _ := g.resolveRoute("/mcp", "")
-	sess := g.newSession(rt)
+	sess := g.newSession(rt, &Identity{Owner: "stdio"})
 	defer sess.close()
 	out := &lineWriter{w: w}
 	// The session's standalone stream is stdout itself.

@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Identity is what the gateway knows of the caller of a request, set by
+// the authentication gate (SPEC S5) before the request reaches a session.
+type Identity struct {
+	// Owner is the owner fingerprint of S4.1: "key:", "user:", "oauth:"
+	// or "ip:" followed by a sha256 hex, or "anonymous". Never a raw
+	// secret, user id or address.
+	Owner    string
+	Alias    string // key alias, "" for none
+	User     string
+	Team     string
+	ClientIP string
+	Admin    bool
+}
+
+type identityKey struct{}
+
+// WithIdentity attaches the caller's identity to ctx.
+func WithIdentity(ctx context.Context, id *Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFrom returns the identity attached to ctx, or nil.
+func IdentityFrom(ctx context.Context) *Identity {
+	id, _ := ctx.Value(identityKey{}).(*Identity)
+	return id
+}
+
+// identityOf is the request's identity; without an authentication gate
+// the caller is known by its address only (S4.1: "else the client IP").
+func identityOf(r *http.Request) *Identity {
+	if id := IdentityFrom(r.Context()); id != nil {
+		return id
+	}
+	ip := clientIP(r)
+	if ip == "" {
+		return &Identity{Owner: "anonymous"}
+	}
+	return &Identity{Owner: "ip:" + hashHex(ip), ClientIP: ip}
+}
+
+// clientIP is the address the request came from (X-Forwarded-For is not
+// trusted: any client can set it).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Bodies of the session-ownership refusals: contracts (S4.2, S4.3, S8.1).
+var (
+	bodyForeignSession = map[string]string{"error": "Forbidden", "details": "mcp-session-id is bound to a different caller."}
+	bodyTooManySession = map[string]string{"error": "Too Many Requests", "details": "Too many active MCP sessions for this caller."}
+	bodyTerminated     = map[string]string{"message": "Session terminated successfully"}
+)
+
+// Terminations remembers the session ids an administrator ended (S8.2),
+// by hash, so that their clients are told to start over rather than being
+// served a new session silently. The store backs it across restarts.
+type Terminations interface {
+	MarkTerminated(ctx context.Context, hash string, until time.Time) error
+	IsTerminated(ctx context.Context, hash string, now time.Time) (bool, error)
+	TouchTerminated(ctx context.Context, hash string, until time.Time) error
+}
+
+// memTerminations is the in-process Terminations used when no store is
+// configured.
+type memTerminations struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func newMemTerminations() *memTerminations { return &memTerminations{until: map[string]time.Time{}} }
+
+func (m *memTerminations) MarkTerminated(_ context.Context, hash string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.until[hash] = until
+	return nil
+}
+
+func (m *memTerminations) IsTerminated(_ context.Context, hash string, now time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.until[hash]
+	if ok && !now.Before(u) {
+		delete(m.until, hash)
+		return false, nil
+	}
+	return ok, nil
+}
+
+func (m *memTerminations) TouchTerminated(_ context.Context, hash string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.until[hash]; ok {
+		m.until[hash] = until
+	}
+	return nil
+}
+
+// terminated reports whether id was ended by an administrator, and keeps
+// remembering it while its client keeps using it (S8.2).
+func (g *Gateway) terminated(ctx context.Context, id string) bool {
+	h := hashHex(id)
+	now := g.now()
+	ok, err := g.terms.IsTerminated(ctx, h, now)
+	if err != nil {
+		g.log.Warn("terminated-session lookup failed", "error", err)
+		return false
+	}
+	if ok {
+		_ = g.terms.TouchTerminated(ctx, h, now.Add(g.idleTimeout))
+	}
+	return ok
+}
+
+// admitSession applies the per-owner cap before a new session for owner is
+// created (S4.3): the owner's own oldest idle sessions are evicted to make
+// room; other owners are never touched. false: still at the cap.
+func (g *Gateway) admitSession(owner string) bool {
+	if g.maxPerOwner <= 0 {
+		return true
+	}
+	var own []*session
+	g.sessions.Range(func(_, v any) bool {
+		if s := v.(*session); s.owner == owner && !s.isClosed() {
+			own = append(own, s)
+		}
+		return true
+	})
+	if len(own) < g.maxPerOwner {
+		return true
+	}
+	sort.Slice(own, func(i, j int) bool { return own[i].lastUsed.Load() < own[j].lastUsed.Load() })
+	excess := len(own) - g.maxPerOwner + 1
+	for _, s := range own {
+		if excess == 0 {
+			break
+		}
+		if s.inflight.Load() == 0 {
+			g.log.Debug("session evicted for its owner's cap", "session", s.id[:8])
+			s.close()
+			excess--
+		}
+	}
+	return excess == 0
+}

@@ -1,0 +1,315 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// ownerGateway serves a gateway whose callers are named by the test: the
+// X-Test-Owner header stands in for the authentication gate.
+func ownerGateway(t *testing.T, o Options) (*Gateway, string) {
+	t.Helper()
+	up := faultyUpstream(t)
+	if o.Config == nil {
+		o.Config = &config.Config{Servers: map[string]*config.Server{"f": httpServer(up.URL + "/mcp")}}
+	}
+	g, _ := startGatewayWith(t, o)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("X-Test-Owner"); o != "" {
+			r = r.WithContext(WithIdentity(r.Context(), &Identity{Owner: "key:" + hashHex(o), Alias: o, User: o + "-user"}))
+		}
+		g.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return g, ts.URL
+}
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-client","version":"1"}}}`
+
+func initOwned(t *testing.T, url, owner string) string {
+	t.Helper()
+	code, hdr, body := rpc(t, url+"/mcp", map[string]string{"X-Test-Owner": owner}, initBody)
+	if code != 200 || hdr.Get(mcpwire.HeaderSessionID) == "" {
+		t.Fatalf("initialize as %s: %d %s", owner, code, body)
+	}
+	return hdr.Get(mcpwire.HeaderSessionID)
+}
+
+func send(t *testing.T, method, url, owner, sid, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if owner != "" {
+		req.Header.Set("X-Test-Owner", owner)
+	}
+	if sid != "" {
+		req.Header.Set(mcpwire.HeaderSessionID, sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	if method == http.MethodGet && resp.StatusCode == 200 {
+		return resp.StatusCode, "" // a stream: don't wait for its end
+	}
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return resp.StatusCode, b.String()
+}
+
+// A session is bound to its creator: another caller gets exactly the S4.2
+// 403 on every verb and transport, and cannot end it.
+func TestSessionOwnerBinding(t *testing.T) {
+	g, url := ownerGateway(t, Options{})
+	sid := initOwned(t, url, "alice")
+	const forbidden = `{"details":"mcp-session-id is bound to a different caller.","error":"Forbidden"}`
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	for _, tc := range []struct{ method, body string }{
+		{http.MethodPost, list},
+		{http.MethodPost, `{"jsonrpc":"2.0","id":9,"result":{}}`}, // even a response
+		{http.MethodGet, ""},
+		{http.MethodDelete, ""},
+	} {
+		code, body := send(t, tc.method, url+"/mcp", "mallory", sid, tc.body)
+		if code != http.StatusForbidden || strings.TrimSpace(body) != forbidden {
+			t.Errorf("%s by another caller: %d %s", tc.method, code, body)
+		}
+	}
+	// The owner's session survived all that.
+	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list); code != 200 || !strings.Contains(body, "f__ok") {
+		t.Errorf("owner after the attempts: %d %s", code, body)
+	}
+	if g.SessionsReport().Total != 1 {
+		t.Errorf("sessions: %+v", g.SessionsReport())
+	}
+}
+
+// Legacy HTTP+SSE: the session id in the message URL is no capability.
+func TestLegacySSEOwnerBinding(t *testing.T) {
+	_, url := ownerGateway(t, Options{})
+	req, _ := http.NewRequest(http.MethodGet, url+"/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Test-Owner", "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 1024)
+	n, _ := resp.Body.Read(buf)
+	ev := string(buf[:n])
+	i := strings.Index(ev, "data: ")
+	if i < 0 {
+		t.Fatalf("no endpoint event: %q", ev)
+	}
+	endpoint := strings.TrimSpace(strings.SplitN(ev[i+6:], "\n", 2)[0])
+	code, body := send(t, http.MethodPost, url+endpoint, "mallory", "", initBody)
+	if code != http.StatusForbidden || !strings.Contains(body, "bound to a different caller") {
+		t.Errorf("foreign POST to a legacy session: %d %s", code, body)
+	}
+	if code, _ := send(t, http.MethodPost, url+endpoint, "alice", "", initBody); code != http.StatusAccepted {
+		t.Errorf("owner POST: %d", code)
+	}
+}
+
+// The per-owner cap evicts the owner's own oldest idle session; when all
+// of them are busy the new one is refused with the S4.3 429; other owners
+// are never affected.
+func TestSessionCapPerOwner(t *testing.T) {
+	g, url := ownerGateway(t, Options{MaxSessionsPerOwner: 2})
+	a1 := initOwned(t, url, "alice")
+	time.Sleep(2 * time.Millisecond)
+	a2 := initOwned(t, url, "alice")
+	b1 := initOwned(t, url, "bob")
+	a3 := initOwned(t, url, "alice") // evicts a1, the oldest idle
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	ids := map[string]bool{}
+	for _, s := range g.SessionsReport().Sessions {
+		ids[s.IDPrefix] = true
+	}
+	if ids[a1[:8]] || !ids[a2[:8]] || !ids[a3[:8]] || !ids[b1[:8]] {
+		t.Errorf("after eviction: %v (a1 %s a2 %s a3 %s b1 %s)", ids, a1[:8], a2[:8], a3[:8], b1[:8])
+	}
+	// Both of alice's sessions busy: a third is refused.
+	var wg sync.WaitGroup
+	for _, sid := range []string{a2, a3} {
+		wg.Go(func() {
+			send(t, http.MethodPost, url+"/mcp", "alice", sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"f__nap","arguments":{}}}`)
+		})
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for busy(g) < 2 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	code, _, body := rpc(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice"}, initBody)
+	if code != http.StatusTooManyRequests || strings.TrimSpace(string(body)) != `{"details":"Too many active MCP sessions for this caller.","error":"Too Many Requests"}` {
+		t.Errorf("alice at the cap with busy sessions: %d %s", code, body)
+	}
+	initOwned(t, url, "bob") // bob has room
+	wg.Wait()
+	_ = list
+}
+
+func busy(g *Gateway) int {
+	n := 0
+	for _, s := range g.SessionsReport().Sessions {
+		n += s.InFlight
+	}
+	return n
+}
+
+// Stale ids (S8): DELETE of an unknown id is 200; an id an administrator
+// ended is 404 until the client starts over; any other unknown id is
+// served as a new session.
+func TestStaleAndTerminatedSessions(t *testing.T) {
+	g, url := ownerGateway(t, Options{})
+	code, body := send(t, http.MethodDelete, url+"/mcp", "alice", "no-such-session", "")
+	if code != 200 || strings.TrimSpace(body) != `{"message":"Session terminated successfully"}` {
+		t.Errorf("DELETE unknown: %d %s", code, body)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", "no-such-session", list); code != 200 || !strings.Contains(body, "f__ok") {
+		t.Errorf("unknown id served as new: %d %s", code, body)
+	}
+	sid := initOwned(t, url, "alice")
+	other := initOwned(t, url, "bob")
+	res, err := g.TerminateSessions(context.Background(), "", "alice-user")
+	if err != nil || res.Terminated != 1 || res.Sessions[0].IDPrefix != sid[:8] {
+		t.Fatalf("terminate: %+v %v", res, err)
+	}
+	for range 2 { // remembered while the client keeps trying
+		code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list)
+		if code != http.StatusNotFound || !strings.Contains(body, "send initialize") {
+			t.Errorf("terminated id: %d %s", code, body)
+		}
+	}
+	if code, _ := send(t, http.MethodPost, url+"/mcp", "bob", other, list); code != 200 {
+		t.Errorf("another user's session was ended: %d", code)
+	}
+	if _, err := g.TerminateSessions(context.Background(), "", ""); err == nil {
+		t.Error("terminate without a selector succeeded")
+	}
+	rep := g.SessionsReport()
+	if rep.Total != 1 || rep.ByUser[0].Label != "bob-user" || rep.ByClient[0].Label != "test-client" {
+		t.Errorf("report %+v", rep)
+	}
+	b, _ := json.Marshal(rep)
+	if strings.Contains(string(b), other) {
+		t.Error("the report shows a full session id")
+	}
+}
+
+// POSTs of one session run one at a time (S11); responses and
+// cancellations pass.
+func TestSessionSerialisation(t *testing.T) {
+	_, url := ownerGateway(t, Options{})
+	sid := initOwned(t, url, "alice")
+	nap := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"f__nap","arguments":{}}}`
+	var running, most atomic.Int32
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 3 {
+		wg.Go(func() {
+			n := running.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, strings.Replace(nap, "%d", string(rune('1'+i)), 1))
+			running.Add(-1)
+			if code != 200 || !strings.Contains(body, "rested") {
+				t.Errorf("call %d: %d %s", i, code, body)
+			}
+		})
+	}
+	wg.Wait()
+	if d := time.Since(start); d < 850*time.Millisecond {
+		t.Errorf("3 calls of 300ms on one session took %v: they ran concurrently", d)
+	}
+	// Other sessions are not held by this one.
+	other := initOwned(t, url, "alice")
+	begin := time.Now()
+	var wg2 sync.WaitGroup
+	for _, s := range []string{sid, other} {
+		wg2.Go(func() { send(t, http.MethodPost, url+"/mcp", "alice", s, strings.Replace(nap, "%d", "7", 1)) })
+	}
+	wg2.Wait()
+	if d := time.Since(begin); d > 550*time.Millisecond {
+		t.Errorf("two sessions' calls took %v: sessions serialise each other", d)
+	}
+	// A response passes while a call holds the session.
+	done := make(chan struct{})
+	go func() {
+		send(t, http.MethodPost, url+"/mcp", "alice", sid, strings.Replace(nap, "%d", "8", 1))
+		close(done)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	t0 := time.Now()
+	if code, _ := send(t, http.MethodPost, url+"/mcp", "alice", sid, `{"jsonrpc":"2.0","id":"x","result":{}}`); code != http.StatusAccepted {
+		t.Errorf("response: %d", code)
+	}
+	if d := time.Since(t0); d > 150*time.Millisecond {
+		t.Errorf("a response waited %v for the session's turn", d)
+	}
+	<-done
+}
+
+// Idle expiry never ends a session with a request in flight (S12), on a
+// fake clock.
+func TestIdleExpiryRespectsInFlight(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute})
+	busySID := initOwned(t, url, "alice")
+	idleSID := initOwned(t, url, "alice")
+	done := make(chan struct{})
+	go func() {
+		send(t, http.MethodPost, url+"/mcp", "alice", busySID, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"f__nap","arguments":{}}}`)
+		close(done)
+	}()
+	for busy(g) < 1 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	advance(2 * time.Minute)
+	g.expireIdle()
+	ids := map[string]bool{}
+	for _, s := range g.SessionsReport().Sessions {
+		ids[s.IDPrefix] = true
+	}
+	if !ids[busySID[:8]] || ids[idleSID[:8]] {
+		t.Errorf("after expiry with one call in flight: %v", ids)
+	}
+	<-done
+	g.expireIdle() // the call just ended: not idle yet
+	if g.SessionsReport().Total != 1 {
+		t.Errorf("a session ended right after its call")
+	}
+	advance(2 * time.Minute)
+	g.expireIdle()
+	if n := g.SessionsReport().Total; n != 0 {
+		t.Errorf("%d sessions left after the idle timeout", n)
+	}
+}
