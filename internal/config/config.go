@@ -3,7 +3,7 @@
 // validation. It turns bytes into a checked *Config and nothing more: it
 // does not start servers, open listeners, read flags or log, and its error
 // messages never echo values that may carry secrets (header values, env
-// values, URLs, arguments).
+// values, URLs, arguments, the master key and caller keys).
 //
 // Flow (Parse):
 //
@@ -32,6 +32,11 @@ const (
 	DefaultSeparator    = "__"
 	DefaultTimeout      = 60 * time.Second
 	DefaultMaxBodyBytes = 4 << 20
+	// DefaultDataDir is resolved against Config.Dir like any relative
+	// data_dir: "data" next to the config file.
+	DefaultDataDir             = "data"
+	DefaultMaxSessionsPerOwner = 100              // SPEC S4.3
+	DefaultIdleTimeout         = 30 * time.Minute // SPEC S12
 )
 
 // Transports an upstream server can be reached over.
@@ -57,7 +62,8 @@ var protocolVersions = []string{
 }
 
 // Config is the gateway configuration. The zero value of Listen,
-// ToolNameSeparator and MaxBodyBytes means the matching Default constant.
+// ToolNameSeparator, MaxBodyBytes, DataDir and the fields of Sessions means
+// the matching Default constant.
 type Config struct {
 	// Listen is the host:port the gateway serves on. The --listen flag
 	// overrides it; that is the caller's job.
@@ -76,6 +82,30 @@ type Config struct {
 	MaxBodyBytes int64
 	// Servers are the upstream MCP servers, keyed by name.
 	Servers map[string]*Server
+
+	// DataDir is the embedded store's directory. A relative data_dir is
+	// resolved against Dir, so Parse turns the default into Dir/data (or
+	// "data", relative to the working directory, when Dir is "").
+	DataDir string
+	// MetricsListen is a separate host:port for /metrics; "" serves it on
+	// Listen.
+	MetricsListen string
+
+	// Auth says who may call the gateway; nil means the file has no auth
+	// block. With no auth block the gateway serves anonymous callers on
+	// loopback only and logs a warning; listening beyond loopback without
+	// auth refuses to start unless auth.anonymous: true is explicit (see
+	// ExposedWithoutAuth).
+	Auth *CallerAuth
+	// AccessGroups maps a group name to the servers it grants; keys list
+	// groups in KeyConfig.AccessGroups.
+	AccessGroups map[string][]string
+	// Toolsets are named sets of (server, tools), served on
+	// /toolset/<name>/mcp (SPEC S7).
+	Toolsets map[string]*Toolset
+	// Sessions bounds downstream sessions (SPEC S4.3, S12).
+	Sessions SessionLimits
+
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.
 	Dir string
@@ -116,6 +146,10 @@ type Server struct {
 	// new upstream session for each operation, ended with DELETE when it
 	// returns).
 	SessionMode string
+
+	// Tools is the server's tool policy (SPEC S6.2, S6.3); nil means every
+	// tool is visible under its own name.
+	Tools *ToolPolicy
 }
 
 // Session modes of a server.
@@ -165,6 +199,34 @@ type TLS struct {
 	CAFile   string // PEM roots to trust instead of the system pool
 	CertFile string // client certificate (PEM), with KeyFile
 	KeyFile  string
+}
+
+// ToolPolicy filters and renames one server's tools for every caller,
+// before per-key permissions apply. Names are the upstream's own.
+type ToolPolicy struct {
+	// Allow lists the visible tools; nil means all, empty means none.
+	Allow []string
+	// Deny hides tools, whatever Allow says.
+	Deny []string
+	// Overrides change how a tool is shown, keyed by its upstream name.
+	// A call by the display name resolves to the upstream name.
+	Overrides map[string]ToolOverride
+}
+
+// Allows reports whether the policy lets callers see the upstream tool
+// name. A nil policy allows everything.
+func (p *ToolPolicy) Allows(name string) bool {
+	if p == nil {
+		return true
+	}
+	return (p.Allow == nil || slices.Contains(p.Allow, name)) && !slices.Contains(p.Deny, name)
+}
+
+// ToolOverride is how one tool is shown to callers; an empty field keeps
+// the upstream's value.
+type ToolOverride struct {
+	Name        string // display name, within the MCP tool-name rule
+	Description string
 }
 
 // VerifyCerts reports whether server certificates are verified.
@@ -223,7 +285,12 @@ func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Con
 		Listen:            DefaultListen,
 		ToolNameSeparator: DefaultSeparator,
 		MaxBodyBytes:      DefaultMaxBodyBytes,
-		Dir:               dir,
+		DataDir:           DefaultDataDir,
+		Sessions: SessionLimits{
+			MaxPerOwner: DefaultMaxSessionsPerOwner,
+			IdleTimeout: DefaultIdleTimeout,
+		},
+		Dir: dir,
 	}
 	if err := decode(data, c); err != nil {
 		return nil, err

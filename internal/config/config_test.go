@@ -86,6 +86,8 @@ func TestParseFull(t *testing.T) {
 		AllowedHosts:      []string{"gateway.local", "::1"},
 		ToolNameSeparator: ".",
 		MaxBodyBytes:      1 << 20,
+		DataDir:           "/etc/mcpgate/data",
+		Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout},
 		Dir:               "/etc/mcpgate",
 		Servers: map[string]*Server{
 			"notes": {
@@ -149,6 +151,8 @@ func TestParseDefaults(t *testing.T) {
 			Listen:            DefaultListen,
 			ToolNameSeparator: DefaultSeparator,
 			MaxBodyBytes:      DefaultMaxBodyBytes,
+			DataDir:           DefaultDataDir, // relative: Parse got no dir
+			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout},
 		}
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("Parse(%q) (-got +want):\n%s", doc, diff)
@@ -501,6 +505,9 @@ func TestLoad(t *testing.T) {
 	if c.Dir != dir {
 		t.Errorf("Dir = %q, want %q", c.Dir, dir)
 	}
+	if want := filepath.Join(dir, DefaultDataDir); c.DataDir != want {
+		t.Errorf("DataDir = %q, want %q", c.DataDir, want)
+	}
 
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) = %v, want os.ErrNotExist", err)
@@ -522,7 +529,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("servers:\n  a:\n    <<: *b\n"))
 	f.Add([]byte("max_body_bytes: 9223372036854775807GiB\n"))
 	f.Add([]byte("listen: ''\n---\n"))
-	env := envOf(map[string]string{"A": "a", "HOME": "/h", "NOTES_TOKEN": "t", "CALC_TOKEN": "t"})
+	f.Add([]byte(callersExample))
+	f.Add([]byte("auth:\n  keys:\n    - {alias: a, key: '${A}', servers: [], expires: 2027-01-01, allowed_cidrs: ['::ffff:10.0.0.0/104']}\n"))
+	f.Add([]byte(toolsDoc("{allow: [a, b], deny: [c], overrides: {a: {name: b}, b: {name: a}}}")))
+	env := envOf(map[string]string{"A": "a", "HOME": "/h", "NOTES_TOKEN": "t", "CALC_TOKEN": "t",
+		"MCPGATE_MASTER_KEY": testMasterKey, "TEAM_A_KEY": testKey})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "/cfg", env)
 		if err != nil {

@@ -22,10 +22,19 @@ import (
 // and aliases for whole values work.
 
 var (
-	topKeys    = []string{"listen", "allowed_origins", "allowed_hosts", "tool_name_separator", "max_body_bytes", "servers"}
-	serverKeys = []string{"transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "protocol_version", "auth", "tls", "session_mode"}
-	authKeys   = []string{"type", "value", "header_name", "token_url", "client_id", "client_secret", "scopes", "audience"}
-	tlsKeys    = []string{"verify", "ca_file", "cert_file", "key_file"}
+	topKeys = []string{"listen", "allowed_origins", "allowed_hosts", "tool_name_separator", "max_body_bytes", "servers",
+		"data_dir", "metrics_listen", "auth", "access_groups", "toolsets", "sessions"}
+	serverKeys     = []string{"transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "protocol_version", "auth", "tls", "session_mode", "tools"}
+	authKeys       = []string{"type", "value", "header_name", "token_url", "client_id", "client_secret", "scopes", "audience"}
+	tlsKeys        = []string{"verify", "ca_file", "cert_file", "key_file"}
+	toolPolicyKeys = []string{"allow", "deny", "overrides"}
+	overrideKeys   = []string{"name", "description"}
+	callerAuthKeys = []string{"master_key", "anonymous", "allowed_clients", "keys"}
+	allowlistKeys  = []string{"header", "values"}
+	keyKeys        = []string{"alias", "key", "user", "team", "servers", "tools", "deny_tools", "toolsets", "access_groups",
+		"allowed_cidrs", "rate_limit_rpm", "expires", "admin", "no_mcp"}
+	toolsetKeys = []string{"servers"}
+	sessionKeys = []string{"max_per_owner", "idle_timeout"}
 )
 
 func decode(data []byte, c *Config) error {
@@ -64,6 +73,18 @@ func decode(data []byte, c *Config) error {
 			decodeByteSize(&errs, p, v, &c.MaxBodyBytes)
 		case "servers":
 			decodeServers(&errs, p, v, c)
+		case "data_dir":
+			decodeString(&errs, p, v, &c.DataDir)
+		case "metrics_listen":
+			decodeString(&errs, p, v, &c.MetricsListen)
+		case "auth":
+			decodeCallerAuth(&errs, p, v, c)
+		case "access_groups":
+			decodeStringListMap(&errs, p, v, &c.AccessGroups)
+		case "toolsets":
+			decodeToolsets(&errs, p, v, c)
+		case "sessions":
+			decodeSessions(&errs, p, v, &c.Sessions)
 		default:
 			unknownField(&errs, p, k, key, topKeys)
 		}
@@ -111,6 +132,8 @@ func decodeServers(errs *errorList, path string, n *yaml.Node, c *Config) {
 				decodeTLS(errs, p, v, s)
 			case "session_mode":
 				decodeString(errs, p, v, &s.SessionMode)
+			case "tools":
+				decodeToolPolicy(errs, p, v, s)
 			default:
 				unknownField(errs, p, k, key, serverKeys)
 			}
@@ -170,6 +193,191 @@ func decodeTLS(errs *errorList, path string, n *yaml.Node, s *Server) {
 			unknownField(errs, p, k, key, tlsKeys)
 		}
 	})
+}
+
+func decodeToolPolicy(errs *errorList, path string, n *yaml.Node, s *Server) {
+	if isNull(resolve(n)) {
+		return
+	}
+	tp := &ToolPolicy{}
+	s.Tools = tp
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "allow":
+			decodeStringsOrNone(errs, p, v, &tp.Allow)
+		case "deny":
+			decodeStrings(errs, p, v, &tp.Deny)
+		case "overrides":
+			decodeOverrides(errs, p, v, tp)
+		default:
+			unknownField(errs, p, k, key, toolPolicyKeys)
+		}
+	})
+}
+
+func decodeOverrides(errs *errorList, path string, n *yaml.Node, tp *ToolPolicy) {
+	eachKey(errs, path, n, func(tool string, _, v *yaml.Node) {
+		var o ToolOverride
+		op := joinPath(path, tool)
+		eachKey(errs, op, v, func(key string, k, v *yaml.Node) {
+			p := joinPath(op, key)
+			switch key {
+			case "name":
+				decodeString(errs, p, v, &o.Name)
+			case "description":
+				decodeString(errs, p, v, &o.Description)
+			default:
+				unknownField(errs, p, k, key, overrideKeys)
+			}
+		})
+		if tp.Overrides == nil {
+			tp.Overrides = make(map[string]ToolOverride)
+		}
+		tp.Overrides[tool] = o
+	})
+}
+
+func decodeCallerAuth(errs *errorList, path string, n *yaml.Node, c *Config) {
+	if isNull(resolve(n)) {
+		return
+	}
+	a := &CallerAuth{}
+	c.Auth = a
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "master_key":
+			decodeString(errs, p, v, &a.MasterKey)
+		case "anonymous":
+			decodeFlag(errs, p, v, &a.Anonymous)
+		case "allowed_clients":
+			decodeAllowlist(errs, p, v, a)
+		case "keys":
+			decodeKeys(errs, p, v, a)
+		default:
+			unknownField(errs, p, k, key, callerAuthKeys)
+		}
+	})
+}
+
+func decodeAllowlist(errs *errorList, path string, n *yaml.Node, a *CallerAuth) {
+	if isNull(resolve(n)) {
+		return
+	}
+	l := &ClientAllowlist{}
+	a.AllowedClients = l
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "header":
+			decodeString(errs, p, v, &l.Header)
+		case "values":
+			decodeStrings(errs, p, v, &l.Values)
+		default:
+			unknownField(errs, p, k, key, allowlistKeys)
+		}
+	})
+}
+
+// decodeKeys decodes auth.keys, a list of mappings. Every entry gets a
+// KeyConfig, even a broken one, so that indexes in paths match the file.
+func decodeKeys(errs *errorList, path string, n *yaml.Node, a *CallerAuth) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		errs.add(path, n.Line, "must be a list of mappings")
+		return
+	}
+	for i, e := range n.Content {
+		kp := indexPath(path, i)
+		k := KeyConfig{Line: e.Line}
+		if r := resolve(e); isNull(r) {
+			errs.add(kp, e.Line, "must be a mapping")
+		}
+		eachKey(errs, kp, e, func(key string, kn, v *yaml.Node) {
+			p := joinPath(kp, key)
+			switch key {
+			case "alias":
+				decodeString(errs, p, v, &k.Alias)
+			case "key":
+				decodeString(errs, p, v, &k.Key)
+			case "user":
+				decodeString(errs, p, v, &k.User)
+			case "team":
+				decodeString(errs, p, v, &k.Team)
+			case "servers":
+				decodeStringsOrNone(errs, p, v, &k.Servers)
+			case "tools":
+				decodeStringListMap(errs, p, v, &k.Tools)
+			case "deny_tools":
+				decodeStringListMap(errs, p, v, &k.DenyTools)
+			case "toolsets":
+				decodeStrings(errs, p, v, &k.Toolsets)
+			case "access_groups":
+				decodeStrings(errs, p, v, &k.AccessGroups)
+			case "allowed_cidrs":
+				decodeStrings(errs, p, v, &k.AllowedCIDRs)
+			case "rate_limit_rpm":
+				decodeInt(errs, p, v, &k.RateLimitRPM)
+			case "expires":
+				decodeTime(errs, p, v, &k.Expires)
+			case "admin":
+				decodeFlag(errs, p, v, &k.Admin)
+			case "no_mcp":
+				decodeFlag(errs, p, v, &k.NoMCP)
+			default:
+				unknownField(errs, p, kn, key, keyKeys)
+			}
+		})
+		a.Keys = append(a.Keys, k)
+	}
+}
+
+func decodeToolsets(errs *errorList, path string, n *yaml.Node, c *Config) {
+	eachKey(errs, path, n, func(name string, _, v *yaml.Node) {
+		ts := &Toolset{}
+		if c.Toolsets == nil {
+			c.Toolsets = make(map[string]*Toolset)
+		}
+		c.Toolsets[name] = ts
+		tp := joinPath(path, name)
+		eachKey(errs, tp, v, func(key string, k, v *yaml.Node) {
+			p := joinPath(tp, key)
+			switch key {
+			case "servers":
+				decodeStringListMap(errs, p, v, &ts.Servers)
+			default:
+				unknownField(errs, p, k, key, toolsetKeys)
+			}
+		})
+	})
+}
+
+func decodeSessions(errs *errorList, path string, n *yaml.Node, s *SessionLimits) {
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "max_per_owner":
+			decodeInt(errs, p, v, &s.MaxPerOwner)
+		case "idle_timeout":
+			decodeDuration(errs, p, v, &s.IdleTimeout)
+		default:
+			unknownField(errs, p, k, key, sessionKeys)
+		}
+	})
+}
+
+// decodeFlag is decodeBool for fields where absent and false mean the
+// same.
+func decodeFlag(errs *errorList, path string, n *yaml.Node, dst *bool) {
+	var b *bool
+	decodeBool(errs, path, n, &b)
+	if b != nil {
+		*dst = *b
+	}
 }
 
 func decodeBool(errs *errorList, path string, n *yaml.Node, dst **bool) {
@@ -262,6 +470,40 @@ func decodeStrings(errs *errorList, path string, n *yaml.Node, dst *[]string) {
 	*dst = out
 }
 
+// decodeStringsOrNone is decodeStrings for lists where omitted means
+// "all" and empty means "none": [] decodes to a non-nil empty slice, while
+// an absent or null value leaves dst nil.
+func decodeStringsOrNone(errs *errorList, path string, n *yaml.Node, dst *[]string) {
+	r := resolve(n)
+	if isNull(r) {
+		return
+	}
+	decodeStrings(errs, path, n, dst)
+	if *dst == nil && r.Kind == yaml.SequenceNode {
+		*dst = []string{}
+	}
+}
+
+// decodeStringListMap decodes a mapping of names to lists of strings.
+// Every key gets a non-nil list, so an empty list ("none of them") stays
+// distinct from an absent key; a null list is an error rather than a
+// guess between the two.
+func decodeStringListMap(errs *errorList, path string, n *yaml.Node, dst *map[string][]string) {
+	eachKey(errs, path, n, func(key string, _, v *yaml.Node) {
+		p := joinPath(path, key)
+		if r := resolve(v); isNull(r) {
+			errs.add(p, v.Line, "must be a list of strings")
+			return
+		}
+		var l []string
+		decodeStringsOrNone(errs, p, v, &l)
+		if *dst == nil {
+			*dst = make(map[string][]string)
+		}
+		(*dst)[key] = l
+	})
+}
+
 func decodeStringMap(errs *errorList, path string, n *yaml.Node, dst *map[string]string) {
 	eachKey(errs, path, n, func(key string, _, v *yaml.Node) {
 		v = resolve(v)
@@ -299,6 +541,48 @@ func decodeDuration(errs *errorList, path string, n *yaml.Node, dst *time.Durati
 		return
 	}
 	*dst = d
+}
+
+// decodeInt accepts a YAML integer only: a quoted number or a float is an
+// error rather than a guess.
+func decodeInt(errs *errorList, path string, n *yaml.Node, dst *int) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	var v int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		errs.add(path, n.Line, "must be an integer")
+		return
+	}
+	*dst = v
+}
+
+// decodeTime accepts a YAML timestamp (2027-01-01T00:00:00Z, unquoted) or
+// an RFC 3339 string, and returns it in UTC.
+func decodeTime(errs *errorList, path string, n *yaml.Node, dst *time.Time) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	const want = "must be an RFC 3339 time like 2027-01-01T00:00:00Z"
+	if n.Kind != yaml.ScalarNode {
+		errs.add(path, n.Line, want)
+		return
+	}
+	var t time.Time
+	err := errors.New("not a time")
+	switch n.ShortTag() {
+	case "!!timestamp":
+		err = n.Decode(&t)
+	case "!!str":
+		t, err = time.Parse(time.RFC3339, n.Value)
+	}
+	if err != nil {
+		errs.add(path, n.Line, "%s (got %q)", want, truncate(n.Value, 40))
+		return
+	}
+	*dst = t.UTC()
 }
 
 // decodeByteSize accepts an integer number of bytes or a string with a

@@ -11,10 +11,14 @@ import (
 // ${VAR} expansion runs on decoded string values, never on the YAML text,
 // so a variable's value is data and cannot add keys or change structure.
 //
-// Expanded fields: listen, allowed_origins, allowed_hosts, and per server
-// command, args, env values, cwd, url and header values. Names (server
-// names, env and header names) and enumerations (transport,
-// protocol_version, timeout, tool_name_separator) are taken literally.
+// Expanded fields: listen, allowed_origins, allowed_hosts, data_dir,
+// metrics_listen; per server command, args, env values, cwd, url, header
+// values, and the auth and tls values; under auth the master key, the
+// allowed_clients values, and per key alias, key, user and team. Names
+// (server, toolset and access group names, env and header names, tool
+// names), enumerations (transport, protocol_version, timeout,
+// tool_name_separator) and non-strings (rate_limit_rpm, expires, flags)
+// are taken literally.
 //
 // In an expanded field "$$" is a literal "$" and every other "$" must start
 // ${NAME} with NAME matching [A-Za-z_][A-Za-z0-9_]*. A lone "$" is an error
@@ -24,14 +28,15 @@ import (
 
 func (c *Config) expand(lookupEnv func(string) (string, bool)) error {
 	var errs errorList
-	one := func(path string, s *string) {
+	at := func(path string, line int, s *string) {
 		v, err := expandString(*s, lookupEnv)
 		if err != nil {
-			errs = append(errs, &FieldError{Path: path, Err: err})
+			errs = append(errs, &FieldError{Path: path, Line: line, Err: err})
 			return
 		}
 		*s = v
 	}
+	one := func(path string, s *string) { at(path, 0, s) }
 	list := func(path string, l []string) {
 		for i := range l {
 			one(indexPath(path, i), &l[i])
@@ -48,6 +53,21 @@ func (c *Config) expand(lookupEnv func(string) (string, bool)) error {
 	one("listen", &c.Listen)
 	list("allowed_origins", c.AllowedOrigins)
 	list("allowed_hosts", c.AllowedHosts)
+	one("data_dir", &c.DataDir)
+	one("metrics_listen", &c.MetricsListen)
+	if a := c.Auth; a != nil {
+		one("auth.master_key", &a.MasterKey)
+		if l := a.AllowedClients; l != nil {
+			list("auth.allowed_clients.values", l.Values)
+		}
+		for i := range a.Keys {
+			k, kp := &a.Keys[i], indexPath("auth.keys", i)
+			at(kp+".alias", k.Line, &k.Alias)
+			at(kp+".key", k.Line, &k.Key)
+			at(kp+".user", k.Line, &k.User)
+			at(kp+".team", k.Line, &k.Team)
+		}
+	}
 	for _, name := range c.ServerNames() {
 		s, p := c.Servers[name], joinPath("servers", name)
 		one(p+".command", &s.Command)

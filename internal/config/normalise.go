@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +23,13 @@ func (c *Config) normalise() error {
 			h = h[1 : len(h)-1]
 		}
 		c.AllowedHosts[i] = h
+	}
+	c.MetricsListen = strings.TrimSpace(c.MetricsListen)
+	if c.DataDir = strings.TrimSpace(c.DataDir); c.DataDir != "" {
+		c.DataDir = c.resolvePath(c.DataDir)
+	}
+	if a := c.Auth; a != nil {
+		a.normalise()
 	}
 	for _, name := range c.ServerNames() {
 		s, p := c.Servers[name], joinPath("servers", name)
@@ -62,6 +70,55 @@ func (c *Config) normalise() error {
 		}
 	}
 	return errs.err()
+}
+
+func (a *CallerAuth) normalise() {
+	// A secret with surrounding whitespace could never match: HTTP strips
+	// it from header values. A trailing newline from a secrets file is the
+	// usual cause.
+	a.MasterKey = strings.TrimSpace(a.MasterKey)
+	if l := a.AllowedClients; l != nil {
+		l.Header = strings.TrimSpace(l.Header)
+		for i, v := range l.Values {
+			l.Values[i] = strings.ToLower(strings.TrimSpace(v))
+		}
+	}
+	for i := range a.Keys {
+		k := &a.Keys[i]
+		k.Alias = strings.TrimSpace(k.Alias)
+		k.Key = strings.TrimSpace(k.Key)
+		k.User = strings.TrimSpace(k.User)
+		k.Team = strings.TrimSpace(k.Team)
+		for j, s := range k.AllowedCIDRs {
+			// An invalid entry is left as written for validate to report.
+			if p, ok := parseCIDR(strings.TrimSpace(s)); ok {
+				k.AllowedCIDRs[j] = p.String()
+			}
+		}
+	}
+}
+
+// parseCIDR parses a CIDR or a bare IP (a /32 or /128) into its canonical
+// prefix: masked, and IPv4-mapped IPv6 as IPv4, since that is how an IPv4
+// client's address is seen.
+func parseCIDR(s string) (netip.Prefix, bool) {
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return netip.Prefix{}, false
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return netip.Prefix{}, false
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), true
 }
 
 // resolveCommand resolves a relative command path against Dir. A bare name

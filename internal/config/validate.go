@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // reservedHeaders are set by the gateway's HTTP transports (framing,
@@ -71,8 +73,38 @@ func (c *Config) validate(strict bool) error {
 		}
 	}
 
+	if c.DataDir == "" && strict {
+		errs.add("data_dir", 0, "must not be empty")
+	} else if strings.ContainsRune(c.DataDir, 0) {
+		errs.add("data_dir", 0, "must not contain NUL")
+	}
+	if c.MetricsListen != "" {
+		listen := c.Listen
+		if listen == "" {
+			listen = DefaultListen
+		}
+		_, port, _ := net.SplitHostPort(c.MetricsListen)
+		switch {
+		case !validListen(c.MetricsListen):
+			errs.add("metrics_listen", 0, "must be host:port with a numeric port (got %q)", c.MetricsListen)
+		case c.MetricsListen == listen && port != "0":
+			errs.add("metrics_listen", 0, "must differ from listen (leave it empty to serve /metrics on listen)")
+		}
+	}
+	if s := c.Sessions; s.MaxPerOwner < 0 || (s.MaxPerOwner == 0 && strict) {
+		errs.add("sessions.max_per_owner", 0, "must be >= 1")
+	}
+	if s := c.Sessions; s.IdleTimeout < 0 || (s.IdleTimeout == 0 && strict) {
+		errs.add("sessions.idle_timeout", 0, "must be > 0")
+	}
+
 	for _, name := range c.ServerNames() {
 		c.Servers[name].validate(&errs, name, sep, strict)
+	}
+	c.validateAccessGroups(&errs)
+	c.validateToolsets(&errs)
+	if c.Auth != nil {
+		c.Auth.validate(&errs, c)
 	}
 	return errs.err()
 }
@@ -187,6 +219,9 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	}
 	if s.TLS != nil {
 		s.TLS.validate(errs, p+".tls", s)
+	}
+	if s.Tools != nil {
+		s.Tools.validate(errs, p+".tools")
 	}
 }
 
@@ -310,6 +345,246 @@ func (t *TLS) validate(errs *errorList, p string, s *Server) {
 	if s.URL != "" && !strings.HasPrefix(strings.ToLower(s.URL), "https://") && (t.CAFile != "" || t.CertFile != "") {
 		errs.add(p, 0, "set for a server whose url is not https")
 	}
+}
+
+// validate checks a server's tool policy. Tool names are not secrets.
+func (tp *ToolPolicy) validate(errs *errorList, p string) {
+	for i, n := range tp.Allow {
+		if n == "" {
+			errs.add(indexPath(p+".allow", i), 0, "must not be empty")
+		}
+	}
+	for i, n := range tp.Deny {
+		fp := indexPath(p+".deny", i)
+		switch {
+		case n == "":
+			errs.add(fp, 0, "must not be empty")
+		case slices.Contains(tp.Allow, n):
+			errs.add(fp, 0, "tool %q is also in allow", n)
+		}
+	}
+	shown := make(map[string]string, len(tp.Overrides)) // display name -> upstream name
+	for _, tool := range slices.Sorted(maps.Keys(tp.Overrides)) {
+		o, fp := tp.Overrides[tool], joinPath(p+".overrides", tool)
+		switch {
+		case tool == "":
+			errs.add(fp, 0, "tool name must not be empty")
+		case !tp.Allows(tool):
+			errs.add(fp, 0, "override for a tool the policy hides")
+		case o.Name == "" && o.Description == "":
+			errs.add(fp, 0, "must set name or description")
+		}
+		if o.Name == "" {
+			continue
+		}
+		if !validToolName(o.Name) {
+			errs.add(fp+".name", 0, "must be 1-128 characters of [A-Za-z0-9_.-] (the MCP tool-name rule)")
+			continue
+		}
+		if prev, dup := shown[o.Name]; dup {
+			errs.add(fp+".name", 0, "display name %q is also the name of %s", o.Name, joinPath("overrides", prev))
+			continue
+		}
+		shown[o.Name] = tool
+		// Upstream names the policy lists are known to exist; one that
+		// keeps its own name would collide with the renamed tool.
+		if o.Name != tool && slices.Contains(tp.Allow, o.Name) && tp.Allows(o.Name) && tp.Overrides[o.Name].Name == "" {
+			errs.add(fp+".name", 0, "display name %q is the name of another allowed tool", o.Name)
+		}
+	}
+}
+
+func (c *Config) validateAccessGroups(errs *errorList) {
+	for _, g := range slices.Sorted(maps.Keys(c.AccessGroups)) {
+		gp := joinPath("access_groups", g)
+		if g == "" || strings.ContainsFunc(g, unicode.IsControl) {
+			errs.add(gp, 0, "invalid access group name (must be non-empty, without control characters)")
+		}
+		for i, s := range c.AccessGroups[g] {
+			if _, ok := c.Servers[s]; !ok {
+				errs.add(indexPath(gp, i), 0, "unknown server %q", s)
+			}
+		}
+	}
+}
+
+func (c *Config) validateToolsets(errs *errorList) {
+	for _, name := range slices.Sorted(maps.Keys(c.Toolsets)) {
+		tp, ts := joinPath("toolsets", name), c.Toolsets[name]
+		// The name is a URL path segment: /toolset/<name>/mcp.
+		if !validServerName(name) {
+			errs.add(tp, 0, "invalid toolset name (want [a-z0-9][a-z0-9_-]*)")
+		}
+		if ts == nil {
+			errs.add(tp, 0, "toolset is nil")
+			continue
+		}
+		if len(ts.Servers) == 0 {
+			errs.add(tp+".servers", 0, "must name at least one server")
+			continue
+		}
+		for _, s := range slices.Sorted(maps.Keys(ts.Servers)) {
+			sp := joinPath(tp+".servers", s)
+			if _, ok := c.Servers[s]; !ok {
+				errs.add(sp, 0, "unknown server %q", s)
+			}
+			if len(ts.Servers[s]) == 0 {
+				errs.add(sp, 0, "must list at least one tool")
+			}
+			for i, t := range ts.Servers[s] {
+				if t == "" {
+					errs.add(indexPath(sp, i), 0, "must not be empty")
+				}
+			}
+		}
+	}
+}
+
+// MinSecretLen is the shortest master key or key secret accepted.
+const MinSecretLen = 16
+
+// validate checks the callers' auth block. The master key and key secrets
+// are never quoted, nor compared in messages other than by index.
+func (a *CallerAuth) validate(errs *errorList, c *Config) {
+	if a.MasterKey != "" {
+		checkSecret(errs, "auth.master_key", 0, a.MasterKey)
+	}
+	if l := a.AllowedClients; l != nil {
+		lp := "auth.allowed_clients"
+		switch {
+		case l.Header == "":
+			errs.add(lp+".header", 0, "required")
+		case !validToken(l.Header):
+			errs.add(lp+".header", 0, "invalid header name (want an HTTP token)")
+		}
+		if len(l.Values) == 0 {
+			errs.add(lp+".values", 0, "must list at least one value")
+		}
+		for i, v := range l.Values {
+			if v == "" {
+				errs.add(indexPath(lp+".values", i), 0, "must not be empty")
+			}
+		}
+	}
+	aliases := make(map[string]int, len(a.Keys))
+	secrets := make(map[string]int, len(a.Keys))
+	for i := range a.Keys {
+		k, kp := &a.Keys[i], indexPath("auth.keys", i)
+		k.validate(errs, kp, c)
+		if k.Alias != "" {
+			if j, dup := aliases[k.Alias]; dup {
+				errs.add(kp+".alias", k.Line, "duplicate of keys[%d].alias", j)
+			} else {
+				aliases[k.Alias] = i
+			}
+		}
+		if k.Key != "" {
+			switch j, dup := secrets[k.Key]; {
+			case dup:
+				errs.add(kp+".key", k.Line, "same secret as keys[%d]", j)
+			case k.Key == a.MasterKey:
+				errs.add(kp+".key", k.Line, "same secret as the master key")
+			default:
+				secrets[k.Key] = i
+			}
+		}
+	}
+}
+
+func (k *KeyConfig) validate(errs *errorList, kp string, c *Config) {
+	line := k.Line
+	switch {
+	case k.Alias == "":
+		errs.add(kp+".alias", line, "required")
+	case !validAlias(k.Alias):
+		errs.add(kp+".alias", line, "must match [A-Za-z0-9][A-Za-z0-9_.@-]{0,127}")
+	}
+	if k.Key == "" {
+		errs.add(kp+".key", line, "required")
+	} else {
+		checkSecret(errs, kp+".key", line, k.Key)
+	}
+	// The store bounds owner ids the same way; failing here names the line.
+	for _, f := range []struct{ field, v string }{{"user", k.User}, {"team", k.Team}} {
+		switch {
+		case len(f.v) > maxOwnerLen:
+			errs.add(kp+"."+f.field, line, "must be at most %d bytes", maxOwnerLen)
+		case strings.ContainsFunc(f.v, unicode.IsControl):
+			errs.add(kp+"."+f.field, line, "must not contain control characters")
+		}
+	}
+	for i, s := range k.Servers {
+		if _, ok := c.Servers[s]; !ok {
+			errs.add(indexPath(kp+".servers", i), line, "unknown server %q", s)
+		}
+	}
+	for _, f := range []struct {
+		field string
+		m     map[string][]string
+	}{{"tools", k.Tools}, {"deny_tools", k.DenyTools}} {
+		for _, s := range slices.Sorted(maps.Keys(f.m)) {
+			sp := joinPath(kp+"."+f.field, s)
+			if _, ok := c.Servers[s]; !ok {
+				errs.add(sp, line, "unknown server %q", s)
+			}
+			for i, t := range f.m[s] {
+				if t == "" {
+					errs.add(indexPath(sp, i), line, "must not be empty")
+				}
+			}
+		}
+	}
+	for i, ts := range k.Toolsets {
+		if _, ok := c.Toolsets[ts]; !ok {
+			errs.add(indexPath(kp+".toolsets", i), line, "unknown toolset %q", ts)
+		}
+	}
+	for i, g := range k.AccessGroups {
+		if _, ok := c.AccessGroups[g]; !ok {
+			errs.add(indexPath(kp+".access_groups", i), line, "unknown access group %q", g)
+		}
+	}
+	for i, s := range k.AllowedCIDRs {
+		if _, ok := parseCIDR(strings.TrimSpace(s)); !ok {
+			errs.add(indexPath(kp+".allowed_cidrs", i), line, "invalid CIDR %q", truncate(s, 64))
+		}
+	}
+	if k.RateLimitRPM < 0 {
+		errs.add(kp+".rate_limit_rpm", line, "must be >= 0")
+	}
+}
+
+// maxOwnerLen bounds user and team ids, as the store does.
+const maxOwnerLen = 256
+
+// checkSecret checks a master key or key secret without quoting it.
+func checkSecret(errs *errorList, path string, line int, s string) {
+	if utf8.RuneCountInString(s) < MinSecretLen {
+		errs.add(path, line, "must be at least %d characters", MinSecretLen)
+	}
+	// It travels in a header, where control characters cannot.
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		errs.add(path, line, "must not contain control characters")
+	}
+}
+
+// validAlias reports whether s matches [A-Za-z0-9][A-Za-z0-9_.@-]{0,127}.
+func validAlias(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		if !isAlnum(r) && (i == 0 || !strings.ContainsRune("_.@-", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validToolName reports whether s satisfies the MCP tool-name rule: 1 to
+// 128 characters of [A-Za-z0-9_.-].
+func validToolName(s string) bool {
+	return len(s) <= 128 && validSeparator(s)
 }
 
 func truncate(s string, n int) string {
