@@ -1,0 +1,266 @@
+package callers
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultCacheTTL  = 5 * time.Second
+	DefaultCacheSize = 10000
+)
+
+// Log attribute keys.
+const (
+	attrAlias  = "alias"
+	attrErr    = "err"
+	attrReason = "reason"
+)
+
+// KeyStore is the part of store.Keys the Authenticator uses; every
+// store.Keys is one. GetKeyByHash is called concurrently from request
+// goroutines (at most once per digest at a time); TouchKey only from one
+// background goroutine, with a context that is cancelled by Close.
+type KeyStore interface {
+	GetKeyByHash(ctx context.Context, hash string) (store.Key, error)
+	TouchKey(ctx context.Context, alias string, at time.Time) error
+}
+
+var _ KeyStore = store.Keys(nil)
+
+// Options configure an Authenticator. The zero value of every field means
+// its documented default.
+type Options struct {
+	// Keys finds the stored keys and records their use. nil: only the
+	// master key (and anonymous callers) are served.
+	Keys KeyStore
+	// MasterKey administers everything; "" disables it.
+	MasterKey string
+	// Anonymous serves requests that present no gateway key, as anonymous
+	// callers. A key that is presented must still be valid.
+	Anonymous bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives store errors and rejected keys, never a secret
+	// (default: discard).
+	Logger *slog.Logger
+	// CacheTTL is how long a key lookup, found or not, is reused: the
+	// longest a key changed in the store without Invalidate keeps its old
+	// meaning on this replica (default DefaultCacheTTL; negative: no
+	// caching).
+	CacheTTL time.Duration
+	// CacheSize bounds the cached lookups, found and not found each
+	// (default DefaultCacheSize).
+	CacheSize int
+}
+
+// Authenticator authenticates requests (see the package doc). It is safe
+// for concurrent use. It owns a background goroutine that records key use;
+// Close stops it.
+type Authenticator struct {
+	anonymous  bool
+	hasMaster  bool
+	masterHash [64]byte // store.HashKey(MasterKey)
+	masterInfo *keyInfo
+	now        func() time.Time
+	logger     *slog.Logger
+
+	cache   *keyCache
+	limiter limiter
+	toucher *toucher
+
+	closeOnce sync.Once
+}
+
+// New returns an Authenticator for opts. Call Close when done with it.
+func New(opts Options) *Authenticator {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CacheTTL == 0 {
+		opts.CacheTTL = DefaultCacheTTL
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	a := &Authenticator{
+		anonymous: opts.Anonymous,
+		now:       opts.Now,
+		logger:    opts.Logger,
+		cache:     newKeyCache(opts.Keys, opts.Logger, opts.CacheTTL, opts.CacheSize),
+	}
+	if opts.MasterKey != "" {
+		a.hasMaster = true
+		h := store.HashKey(opts.MasterKey)
+		copy(a.masterHash[:], h)
+		a.masterInfo = &keyInfo{caller: Caller{
+			Master:  true,
+			Admin:   true,
+			Owner:   OwnerKey + sha256Hex(h),
+			keyHash: h,
+		}}
+	}
+	if opts.Keys != nil {
+		a.toucher = newToucher(opts.Keys, opts.Logger)
+	}
+	return a
+}
+
+// Close stops the background work. Touches not yet written are dropped.
+// It is safe to call more than once; Authenticate must not be called after.
+func (a *Authenticator) Close() error {
+	a.closeOnce.Do(func() {
+		if a.toucher != nil {
+			a.toucher.close()
+		}
+	})
+	return nil
+}
+
+// Invalidate forgets the cached lookup of a key, named by its alias or its
+// digest (store.HashKey), so the next request reads the store. The admin
+// API calls it after creating, updating, rotating, disabling or deleting a
+// key, so that the change takes effect at once on this replica.
+func (a *Authenticator) Invalidate(aliasOrHash string) { a.cache.invalidate(aliasOrHash) }
+
+// Flush forgets every cached lookup (after a config reload synced keys).
+func (a *Authenticator) Flush() { a.cache.flush() }
+
+// Authenticate identifies the caller of r, or says why it may not call.
+// Exactly one of the results is non-nil. The rules are in the package doc;
+// in short: a missing key -> anonymous caller or 401; an unknown, disabled
+// or expired key -> the same 401; a key used from outside its allowed
+// CIDRs -> 403; over its rate limit -> 429 with Retry-After; the store
+// failing -> 503. When a stored key is accepted, its last_used_at is
+// recorded by the background worker, at most once a minute per key;
+// refused requests and the master key record nothing.
+func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
+	now := a.now()
+	var (
+		secret   string
+		fromAuth bool
+	)
+	if v, ok := apiKeyHeader(r.Header.Get(HeaderAPIKey)); ok {
+		secret = v
+	} else if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		secret, fromAuth = tok, true
+	} else {
+		return a.noKey(r)
+	}
+
+	prefixed := strings.HasPrefix(secret, SecretPrefix)
+	if len(secret) > maxKeyLen {
+		if fromAuth && !prefixed {
+			return a.noKey(r) // a long bearer (a JWT) is an upstream token
+		}
+		a.reject("too long", "")
+		return nil, unauthorized()
+	}
+	hash := store.HashKey(secret)
+
+	var info *keyInfo
+	if a.isMaster(hash) {
+		info = a.masterInfo
+	} else {
+		var err error
+		info, err = a.cache.lookup(r.Context(), hash, now)
+		if err != nil {
+			// A client that went away while waiting for another request's
+			// lookup is not a store failure worth logging.
+			if r.Context().Err() == nil {
+				a.logger.Error("authenticate", attrErr, err)
+			}
+			return nil, unavailable()
+		}
+		if info == nil {
+			if fromAuth && !prefixed {
+				return a.noKey(r) // not a gateway key: the caller's upstream token
+			}
+			a.reject("unknown key", "")
+			return nil, unauthorized()
+		}
+	}
+
+	c := info.caller
+	if info.disabled {
+		a.reject("disabled", c.Alias)
+		return nil, unauthorized()
+	}
+	if !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) {
+		a.reject("expired", c.Alias)
+		return nil, unauthorized()
+	}
+	if info.limited && !allowedAddress(r, info.cidrs) {
+		a.reject("client address not allowed", c.Alias)
+		return nil, forbiddenAddress()
+	}
+	if c.RateLimitRPM > 0 {
+		if ok, wait := a.limiter.allow(c.Alias, c.RateLimitRPM, now); !ok {
+			return nil, rateLimited(retryAfterSeconds(wait))
+		}
+	}
+	if a.toucher != nil && !c.Master {
+		a.toucher.touch(c.Alias, now)
+	}
+	c.KeyFromAuthorization = fromAuth
+	return &c, nil
+}
+
+// noKey answers a request that presented no gateway key.
+func (a *Authenticator) noKey(r *http.Request) (*Caller, *Failure) {
+	if !a.anonymous {
+		return nil, unauthorized()
+	}
+	c := &Caller{Anonymous: true}
+	c.Owner = OwnerOf(c, r)
+	return c, nil
+}
+
+// isMaster compares digests in constant time, so neither the master key's
+// content nor its length leaks through timing.
+func (a *Authenticator) isMaster(hash string) bool {
+	if !a.hasMaster || len(hash) != len(a.masterHash) {
+		return false
+	}
+	var h [64]byte
+	copy(h[:], hash)
+	return subtle.ConstantTimeCompare(h[:], a.masterHash[:]) == 1
+}
+
+func (a *Authenticator) reject(reason, alias string) {
+	if alias == "" {
+		a.logger.Debug("rejected api key", attrReason, reason)
+		return
+	}
+	a.logger.Debug("rejected api key", attrReason, reason, attrAlias, alias)
+}
+
+// allowedAddress reports whether r's client address is in one of cidrs.
+// An address that cannot be parsed is in none.
+func allowedAddress(r *http.Request, cidrs []netip.Prefix) bool {
+	ip, ok := clientAddr(r)
+	if !ok {
+		return false
+	}
+	for _, p := range cidrs {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

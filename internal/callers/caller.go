@@ -1,0 +1,143 @@
+package callers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Caller is the authenticated identity of one request. Authenticate returns
+// a fresh Caller per request; its slices and maps are shared with the
+// lookup cache and must not be modified.
+type Caller struct {
+	Alias string // the key's alias; "" for the master key and anonymous callers
+	User  string // owning user id, "" for none
+	Team  string // owning team id, "" for none
+
+	Master    bool // presented the master key
+	Admin     bool // may use the admin API (always true for Master)
+	Anonymous bool // presented no gateway key on a gateway that serves anonymous callers
+	NoMCP     bool // may use no MCP server on any route (SPEC S5.2)
+
+	Servers      []string            // nil = every server, empty = none
+	Tools        map[string][]string // server -> allowed tools
+	DenyTools    map[string][]string // server -> denied tools
+	Toolsets     []string
+	AccessGroups []string
+
+	RateLimitRPM int       // requests per minute, 0 = unlimited
+	ExpiresAt    time.Time // zero = never
+
+	// KeyFromAuthorization: the gateway key came in Authorization, which
+	// the gateway must therefore drop before egress. When false,
+	// Authorization (if any) is the caller's upstream token.
+	KeyFromAuthorization bool
+
+	// Owner is the fingerprint sessions are bound to (SPEC S4.1); see
+	// OwnerOf. It never contains a secret, token, user id or address, only
+	// their sha256.
+	Owner string
+
+	keyHash string // store.HashKey of the presented key; "" when none
+}
+
+// Prefixes of Caller.Owner, in order of precedence.
+const (
+	OwnerKey       = "key:"
+	OwnerUser      = "user:"
+	OwnerOAuth     = "oauth:"
+	OwnerIP        = "ip:"
+	OwnerAnonymous = "anonymous"
+)
+
+// OwnerOf returns the owner fingerprint of a caller making request r
+// (SPEC S4.1): "key:" and the sha256 of the key's digest when the caller
+// presented a gateway key (the master key included), else "user:" and the
+// sha256 of the user id, else "oauth:" and the sha256 of an Authorization
+// bearer that is not the gateway key, else "ip:" and the sha256 of the
+// client address, else "anonymous". Everything is hashed so that session
+// records never hold a secret or an address in the clear.
+//
+// Authenticate sets Caller.Owner with it; callers built elsewhere (a JWT
+// authenticator) can use it directly. c may be nil.
+func OwnerOf(c *Caller, r *http.Request) string {
+	if c != nil && c.keyHash != "" {
+		return OwnerKey + sha256Hex(c.keyHash)
+	}
+	if c != nil && c.User != "" {
+		return OwnerUser + sha256Hex(c.User)
+	}
+	if c == nil || !c.KeyFromAuthorization {
+		if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
+			return OwnerOAuth + sha256Hex(tok)
+		}
+	}
+	if ip := ClientIP(r); ip != "" {
+		return OwnerIP + sha256Hex(ip)
+	}
+	return OwnerAnonymous
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// ClientIP returns the host part of r.RemoteAddr without brackets, in
+// canonical form when it is an IP address (an IPv4-mapped IPv6 address as
+// IPv4, no zone), so that one client always yields one string. It never
+// consults X-Forwarded-For (see the package doc). "" when RemoteAddr is
+// empty.
+func ClientIP(r *http.Request) string {
+	if a, ok := clientAddr(r); ok {
+		return a.String()
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+}
+
+// clientAddr parses r.RemoteAddr (with or without a port) into the address
+// CIDRs are matched against.
+func clientAddr(r *http.Request) (netip.Addr, bool) {
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		a = ap.Addr()
+	} else if p, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(r.RemoteAddr, "["), "]")); err == nil {
+		a = p
+	} else {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// StripCredentials removes the gateway's credentials from h, the headers of
+// a request about to be forwarded upstream: X-Mcpgate-Api-Key always, and
+// Authorization when it carried the gateway key (SPEC S5.4). c may be nil
+// (no caller: only the gateway header is removed).
+func StripCredentials(h http.Header, c *Caller) {
+	h.Del(HeaderAPIKey)
+	if c != nil && c.KeyFromAuthorization {
+		h.Del("Authorization")
+	}
+}
+
+type contextKey struct{}
+
+// NewContext returns ctx carrying c.
+func NewContext(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, contextKey{}, c)
+}
+
+// FromContext returns the caller stored by NewContext, or nil.
+func FromContext(ctx context.Context) *Caller {
+	c, _ := ctx.Value(contextKey{}).(*Caller)
+	return c
+}
