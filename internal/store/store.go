@@ -165,6 +165,12 @@ type AuditLog interface {
 	ListAudit(ctx context.Context, f AuditFilter) (entries []AuditEntry, next *Cursor, err error)
 	// AppendToolCall stores c (Time set to now when zero) and returns its ID.
 	AppendToolCall(ctx context.Context, c ToolCall) (int64, error)
+	// AppendToolCalls stores calls in one transaction, as AppendToolCall
+	// would one by one (same validation, Time set to now when zero, IDs
+	// increasing in slice order), without returning the IDs: it is how the
+	// audit writer flushes a batch at the cost of one commit. One invalid
+	// call -> ErrInvalid and nothing is written. An empty slice is a no-op.
+	AppendToolCalls(ctx context.Context, calls []ToolCall) error
 	ListToolCalls(ctx context.Context, f ToolCallFilter) (calls []ToolCall, next *Cursor, err error)
 }
 

@@ -92,6 +92,42 @@ func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, er
 	return id, nil
 }
 
+func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	for i := range calls {
+		if err := calls[i].Validate(); err != nil {
+			return fmt.Errorf("append tool calls: call %d: %w", i, err)
+		}
+	}
+	stamp := now()
+	tx, err := s.w.BeginTx(ctx, nil) // IMMEDIATE: see the package doc
+	if err != nil {
+		return fmt.Errorf("append tool calls: %w", err)
+	}
+	defer tx.Rollback()
+	// The writer pool has one connection, on which addToolCall is already
+	// prepared: the transaction reuses it rather than parsing again.
+	st := tx.StmtContext(ctx, s.addToolCall)
+	for i := range calls {
+		c := &calls[i]
+		ts := stamp
+		if !c.Time.IsZero() {
+			ts = c.Time
+		}
+		if _, err := st.ExecContext(ctx,
+			ms(ts), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
+			c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes); err != nil {
+			return fmt.Errorf("append tool calls: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append tool calls: %w", err)
+	}
+	return nil
+}
+
 func (s *Store) ListToolCalls(ctx context.Context, f store.ToolCallFilter) ([]store.ToolCall, *store.Cursor, error) {
 	var q page
 	q.where("key_alias", f.KeyAlias)

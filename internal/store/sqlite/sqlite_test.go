@@ -455,3 +455,25 @@ func BenchmarkAppendToolCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendToolCalls reports the cost per row of a batch, to set
+// against BenchmarkAppendToolCall (one transaction, so one commit, per row).
+func BenchmarkAppendToolCalls(b *testing.B) {
+	for _, n := range []int{1, 10, 100, 256} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, _ := benchStore(b, 0)
+			ctx := context.Background()
+			c := store.ToolCall{KeyAlias: "ci", Server: "github", Tool: "search", Outcome: "ok", DurationMs: 12, SessionIDPrefix: "3f2a9c1b"}
+			batch := make([]store.ToolCall, n)
+			for i := range batch {
+				batch[i] = c
+			}
+			for b.Loop() {
+				if err := s.AppendToolCalls(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+		})
+	}
+}

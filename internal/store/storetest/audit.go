@@ -24,6 +24,9 @@ var auditTests = []test{
 var toolCallTests = []test{
 	{"RoundTripAndFilters", testToolCalls},
 	{"Invalid", testToolCallInvalid},
+	{"Batch", testToolCallBatch},
+	{"BatchInvalid", testToolCallBatchInvalid},
+	{"BatchEmpty", testToolCallBatchEmpty},
 }
 
 // newestFirst sorts records the way listings return them.
@@ -321,5 +324,139 @@ func testToolCallInvalid(t *testing.T, s store.Store) {
 	got, _, err := s.ListToolCalls(ctx, store.ToolCallFilter{})
 	if err != nil || len(got) != 1 || got[0].Time.Before(before) {
 		t.Errorf("ListToolCalls = %+v, %v; want the one valid call, stamped now", got, err)
+	}
+}
+
+// listAllToolCalls follows next cursors to the end.
+func listAllToolCalls(t *testing.T, s store.Store, f store.ToolCallFilter) []store.ToolCall {
+	t.Helper()
+	var all []store.ToolCall
+	for range 10_000 {
+		page, next, err := s.ListToolCalls(t.Context(), f)
+		if err != nil {
+			t.Fatalf("ListToolCalls(%+v): %v", f, err)
+		}
+		all = append(all, page...)
+		if next == nil {
+			return all
+		}
+		f.Before = next
+	}
+	t.Fatal("ListToolCalls never returned a nil cursor")
+	return nil
+}
+
+func testToolCallBatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Seven calls per millisecond, so the order within a millisecond
+	// depends on the ids, which must follow the slice.
+	const n = 500
+	in := make([]store.ToolCall, n)
+	for i := range in {
+		in[i] = store.ToolCall{
+			Time:            at(i / 7),
+			KeyAlias:        []string{"ci", "dev"}[i%2],
+			User:            []string{"alice", "bob", ""}[i%3],
+			Team:            "eng",
+			Server:          []string{"github", "jira"}[i%2],
+			Tool:            fmt.Sprintf("tool_%d", i%11),
+			DurationMs:      int64(i),
+			Outcome:         []string{"ok", "error"}[i%2],
+			SessionIDPrefix: "3f2a9c1b",
+			RequestBytes:    int64(i), // identifies the call below
+			ResponseBytes:   int64(i) << 20,
+		}
+		if in[i].Outcome != "ok" {
+			in[i].ErrorClass = "upstream"
+		}
+	}
+	orig := slices.Clone(in)
+	if err := s.AppendToolCalls(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff(in, orig); diff != "" {
+		t.Errorf("AppendToolCalls changed its argument (-got +want):\n%s", diff)
+	}
+
+	got := listAllToolCalls(t, s, store.ToolCallFilter{Limit: 128})
+	if len(got) != n {
+		t.Fatalf("listed %d calls, want %d", len(got), n)
+	}
+	// Ids are distinct and increase in slice order.
+	ids := make([]int64, n)
+	for _, c := range got {
+		if c.ID == 0 || ids[c.RequestBytes] != 0 {
+			t.Fatalf("call %d listed with id %d, or twice", c.RequestBytes, c.ID)
+		}
+		ids[c.RequestBytes] = c.ID
+	}
+	for i := 1; i < n; i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("call %d has id %d, call %d has id %d: want increasing in slice order", i-1, ids[i-1], i, ids[i])
+		}
+	}
+	want := slices.Clone(orig)
+	for i := range want {
+		want[i].ID = ids[i]
+	}
+	if diff := gocmp.Diff(got, newestFirst(want, func(c store.ToolCall) (time.Time, int64) { return c.Time, c.ID })); diff != "" {
+		t.Errorf("ListToolCalls after a batch (-got +want):\n%s", diff)
+	}
+
+	// A zero Time is stamped with now, like AppendToolCall; a set one is
+	// kept.
+	before := time.Now().Add(-time.Second)
+	if err := s.AppendToolCalls(ctx, []store.ToolCall{
+		{Server: "github", Tool: "stamped", Outcome: "ok"},
+		{Time: at(-1), Server: "github", Tool: "kept", Outcome: "ok"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for tool, check := range map[string]func(time.Time) bool{
+		"stamped": func(ts time.Time) bool { return !ts.Before(before) && ts.Location() == time.UTC },
+		"kept":    func(ts time.Time) bool { return ts.Equal(at(-1)) },
+	} {
+		got := listAllToolCalls(t, s, store.ToolCallFilter{Tool: tool})
+		if len(got) != 1 || !check(got[0].Time) {
+			t.Errorf("%s: %+v", tool, got)
+		}
+	}
+}
+
+func testToolCallBatchInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ok := store.ToolCall{Server: "github", Tool: "search", Outcome: "ok"}
+	for name, mutate := range map[string]func(*store.ToolCall){
+		"no server":           func(c *store.ToolCall) { c.Server = "" },
+		"no tool":             func(c *store.ToolCall) { c.Tool = "" },
+		"no outcome":          func(c *store.ToolCall) { c.Outcome = "" },
+		"full session id":     func(c *store.ToolCall) { c.SessionIDPrefix = "3f2a9c1b-7d4e-4f00-9a1b-0c2d3e4f5a6b" },
+		"negative duration":   func(c *store.ToolCall) { c.DurationMs = -1 },
+		"negative byte count": func(c *store.ToolCall) { c.RequestBytes = -1 },
+	} {
+		for _, pos := range []int{0, 50, 99} {
+			batch := make([]store.ToolCall, 100)
+			for i := range batch {
+				batch[i] = ok
+			}
+			mutate(&batch[pos])
+			if err := s.AppendToolCalls(ctx, batch); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("%s at %d: err = %v, want ErrInvalid", name, pos, err)
+			}
+		}
+	}
+	if got := listAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
+		t.Errorf("%d calls written by rejected batches, want none", len(got))
+	}
+}
+
+func testToolCallBatchEmpty(t *testing.T, s store.Store) {
+	for _, calls := range [][]store.ToolCall{nil, {}} {
+		if err := s.AppendToolCalls(t.Context(), calls); err != nil {
+			t.Errorf("AppendToolCalls(%#v) = %v, want nil", calls, err)
+		}
+	}
+	if got := listAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
+		t.Errorf("%d calls after empty batches, want none", len(got))
 	}
 }

@@ -1,0 +1,386 @@
+// Package audit owns the tool-call audit trail (SPEC S16.3): every tool
+// call the gateway handles becomes one store.ToolCall row (time, caller's
+// key alias, user and team, server, tool, outcome and fault class, latency,
+// request and response bytes), written durably through the store.
+//
+// The flow:
+//
+//	gateway --Record--> bounded queue --one goroutine--> AppendToolCalls (one transaction per batch)
+//
+// Record never waits on the disk: it hands the record to a bounded queue
+// and returns; when the queue is full the record is dropped and counted.
+// A single goroutine drains the queue in batches, written when BatchSize
+// records are waiting or FlushInterval has passed; Close flushes what is
+// queued.
+//
+// It records what store.ToolCall holds and nothing else: that type has no
+// field for tool arguments or results, and this package must never log
+// record contents beyond server and tool names (a key alias identifies a
+// caller; the store, not the log, is where it belongs). It does not decide
+// what a call's outcome was (the gateway does) nor how records are stored
+// (the store does).
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// Defaults for the zero Options fields.
+const (
+	DefaultQueueSize     = 10000
+	DefaultBatchSize     = 256
+	DefaultFlushInterval = 200 * time.Millisecond
+)
+
+// dropLogInterval bounds how often dropped records are logged: under
+// overload every call would drop, and one log line each would add to it.
+const dropLogInterval = 10 * time.Second
+
+// Log attribute keys.
+const (
+	logCount   = "count"
+	logTotal   = "total"
+	logRecords = "records"
+	logServers = "servers"
+	logServer  = "server"
+	logTool    = "tool"
+	logErr     = "err"
+)
+
+// Options configures a Writer. The zero value of each field means its
+// documented default.
+type Options struct {
+	// QueueSize is how many records may wait to be written
+	// (DefaultQueueSize). It absorbs a slow or stalled disk: a record
+	// arriving when it is full is dropped.
+	QueueSize int
+	// BatchSize is the most records written in one transaction
+	// (DefaultBatchSize).
+	BatchSize int
+	// FlushInterval is the longest a record waits for its batch to fill
+	// (DefaultFlushInterval).
+	FlushInterval time.Duration
+	// Logger receives store errors and drop counts; nil discards.
+	Logger *slog.Logger
+	// OnDepth, when set, is called with the number of queued records,
+	// from the writer goroutine after each batch and at least every
+	// FlushInterval while the store responds (for a gauge).
+	OnDepth func(n int)
+	// OnDrop, when set, is called with the number of records just dropped
+	// (for a counter). It may be called from Record, so it must be cheap
+	// and must not block.
+	OnDrop func(n int)
+
+	now func() time.Time // tests; nil: time.Now
+}
+
+// Writer records tool calls to a store.AuditLog in the background. Record
+// and Close are safe for concurrent use. A nil *Writer records nothing.
+type Writer struct {
+	s     store.AuditLog
+	opts  Options
+	log   *slog.Logger
+	queue chan store.ToolCall
+
+	// mu orders Record's send against Close: Record sends under the read
+	// lock and Close sets closed under the write lock, so once Close holds
+	// it no record can enter the queue, and the drain that follows sees
+	// every accepted record.
+	mu     sync.RWMutex
+	closed bool
+
+	stop      chan struct{} // closed by the first Close: drain and exit
+	closeOnce sync.Once
+	ctx       context.Context // of every store call; cancelled by abort
+	abort     context.CancelFunc
+	done      chan struct{} // closed when run returns
+	err       error         // what run left unwritten; read after done
+
+	dropped atomic.Int64 // every record dropped, for Dropped
+	full    limiter      // queue full or closed
+	invalid limiter      // failed store.ToolCall.Validate
+}
+
+// NewWriter starts a Writer that writes to s. Close must be called to
+// flush and stop it.
+func NewWriter(s store.AuditLog, opts Options) *Writer {
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBatchSize
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = DefaultFlushInterval
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{
+		s:     s,
+		opts:  opts,
+		log:   log,
+		queue: make(chan store.ToolCall, opts.QueueSize),
+		stop:  make(chan struct{}),
+		ctx:   ctx,
+		abort: cancel,
+		done:  make(chan struct{}),
+	}
+	go w.run()
+	return w
+}
+
+// Record queues c to be written and returns at once. A zero c.Time is set
+// to now, so it is the time of the call rather than of the write. The
+// record is dropped and counted, never waited for, when the queue is full,
+// when the Writer is closed, or when c is invalid (store.ToolCall.Validate;
+// one bad record must not sink the batch it would join).
+func (w *Writer) Record(c store.ToolCall) {
+	if w == nil {
+		return
+	}
+	if err := c.Validate(); err != nil {
+		w.drop(1)
+		if n, ok := w.invalid.add(1, w.opts.now()); ok {
+			w.log.Error("audit: invalid tool-call records dropped", logCount, n, logServer, c.Server, logTool, c.Tool, logErr, err)
+		}
+		return
+	}
+	if c.Time.IsZero() {
+		c.Time = w.opts.now()
+	}
+	w.mu.RLock()
+	if !w.closed {
+		select {
+		case w.queue <- c:
+			w.mu.RUnlock()
+			return
+		default:
+		}
+	}
+	w.mu.RUnlock()
+	w.drop(1)
+	if n, ok := w.full.add(1, w.opts.now()); ok {
+		w.logDropped(n)
+	}
+}
+
+// Dropped returns how many records were dropped since the Writer started:
+// queue full, closed, invalid, or lost to store errors.
+func (w *Writer) Dropped() int64 {
+	if w == nil {
+		return 0
+	}
+	return w.dropped.Load()
+}
+
+// Close stops accepting records and waits until everything queued has been
+// written, or until ctx is done. In the latter case it abandons the
+// records not yet written (they count as dropped), cancels the store call
+// in progress and returns ctx's error at once, without waiting for the
+// store to give up; a later Close waits for that. Close may be called more
+// than once; a call after the writer goroutine finished returns nil, or an
+// error saying how many records shutdown left unwritten.
+func (w *Writer) Close(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	w.closeOnce.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+		close(w.stop)
+	})
+	// Done wins over an expired ctx when both are ready.
+	select {
+	case <-w.done:
+		return w.err
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		w.abort()
+		return fmt.Errorf("close audit writer: %w", ctx.Err())
+	}
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	defer w.abort() // release the context's resources
+	batch := make([]store.ToolCall, 0, w.opts.BatchSize)
+	tick := time.NewTicker(w.opts.FlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case c := <-w.queue:
+			batch = w.fill(append(batch, c))
+			if len(batch) >= w.opts.BatchSize {
+				w.write(batch)
+				batch = batch[:0]
+				w.depth()
+			}
+		case <-tick.C:
+			if len(batch) > 0 {
+				w.write(batch)
+				batch = batch[:0]
+			}
+			w.depth()
+			if n, ok := w.full.flush(w.opts.now(), false); ok {
+				w.logDropped(n)
+			}
+		case <-w.stop:
+			w.shutdown(batch)
+			return
+		}
+	}
+}
+
+// shutdown writes batch and everything still queued. Close set closed
+// before closing stop, so the queue can only shrink.
+func (w *Writer) shutdown(batch []store.ToolCall) {
+	before := w.dropped.Load()
+	for {
+		batch = w.fill(batch)
+		if len(batch) == 0 {
+			break
+		}
+		w.write(batch)
+		batch = batch[:0]
+	}
+	w.depth()
+	if n, ok := w.full.flush(w.opts.now(), true); ok {
+		w.logDropped(n)
+	}
+	if n, ok := w.invalid.flush(w.opts.now(), true); ok {
+		w.log.Error("audit: invalid tool-call records dropped", logCount, n)
+	}
+	if n := w.dropped.Load() - before; n > 0 {
+		w.log.Error("audit: tool-call records not written at shutdown", logCount, n)
+		w.err = fmt.Errorf("close audit writer: %d tool-call records not written", n)
+	}
+}
+
+// fill moves queued records into batch, without waiting, until it is full
+// or the queue is empty.
+func (w *Writer) fill(batch []store.ToolCall) []store.ToolCall {
+	for len(batch) < w.opts.BatchSize {
+		select {
+		case c := <-w.queue:
+			batch = append(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// write stores batch, retrying once after FlushInterval; a batch that
+// fails twice is dropped and counted. After an abort nothing is tried: the
+// batch is dropped.
+func (w *Writer) write(batch []store.ToolCall) {
+	if w.ctx.Err() != nil {
+		w.drop(len(batch))
+		return
+	}
+	err := w.s.AppendToolCalls(w.ctx, batch)
+	if err == nil {
+		return
+	}
+	if w.ctx.Err() == nil {
+		w.log.Warn("audit: writing tool calls failed; retrying once", logRecords, len(batch), logServers, servers(batch), logErr, err)
+		t := time.NewTimer(w.opts.FlushInterval)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+		}
+		t.Stop()
+		if w.ctx.Err() == nil {
+			if err = w.s.AppendToolCalls(w.ctx, batch); err == nil {
+				return
+			}
+		}
+	}
+	if w.ctx.Err() != nil {
+		err = errors.Join(err, fmt.Errorf("shutdown deadline passed: %w", w.ctx.Err()))
+	}
+	w.log.Error("audit: tool-call records dropped after a store error", logRecords, len(batch), logServers, servers(batch), logErr, err)
+	w.drop(len(batch))
+}
+
+func (w *Writer) drop(n int) {
+	w.dropped.Add(int64(n))
+	if w.opts.OnDrop != nil {
+		w.opts.OnDrop(n)
+	}
+}
+
+func (w *Writer) depth() {
+	if w.opts.OnDepth != nil {
+		w.opts.OnDepth(len(w.queue))
+	}
+}
+
+func (w *Writer) logDropped(n int64) {
+	w.log.Warn("audit: queue full or writer closed; tool-call records dropped", logCount, n, logTotal, w.dropped.Load())
+}
+
+// servers returns the distinct server names in batch: what an operator
+// needs to know whose calls went unaudited, and nothing more.
+func servers(batch []store.ToolCall) []string {
+	var out []string
+	for i := range batch {
+		if !slices.Contains(out, batch[i].Server) {
+			out = append(out, batch[i].Server)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// limiter counts events and says when to log them: at the first event, and
+// then at most once per dropLogInterval, with the count since the last
+// line. Lock-free, for the Record path.
+type limiter struct {
+	pending atomic.Int64
+	last    atomic.Int64 // unix nanoseconds of the last line; 0: never
+}
+
+// add counts n events and reports whether a line is due now, with the
+// count it should report.
+func (l *limiter) add(n int64, now time.Time) (int64, bool) {
+	l.pending.Add(n)
+	return l.flush(now, false)
+}
+
+// flush reports the pending count if a line is due now (or force), and
+// there is something to report.
+func (l *limiter) flush(now time.Time, force bool) (int64, bool) {
+	if l.pending.Load() == 0 {
+		return 0, false
+	}
+	last, t := l.last.Load(), now.UnixNano()
+	if !force && last != 0 && t-last < int64(dropLogInterval) {
+		return 0, false
+	}
+	if !l.last.CompareAndSwap(last, t) {
+		return 0, false // another goroutine is logging
+	}
+	n := l.pending.Swap(0)
+	return n, n > 0
+}

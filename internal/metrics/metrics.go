@@ -1,0 +1,316 @@
+// Package metrics owns the gateway's Prometheus metrics (SPEC S16.1): HTTP
+// requests, tool calls and their latency, upstream health, downstream
+// sessions, catalog sizes and the audit queue. It registers them, with the
+// Go runtime and process collectors, on a registry of its own (never the
+// global one, so tests and embedders get exactly these series) and serves
+// that registry in the Prometheus text format.
+//
+// It does not decide what is observed: the gateway, the upstream manager and
+// the audit writer call the Observe/Set methods. It must never be handed a
+// session id, a key, a secret or a tool argument as a label value; every
+// label is bounded by the gateway's own configuration:
+//
+//   - route: a route kind chosen by the code ("mcp", "sse", "admin",
+//     "health", "metrics"), never a request path;
+//   - method: the HTTP method, folded to "OTHER" unless it is a standard one,
+//     because clients choose it;
+//   - code: the HTTP status the gateway wrote (it writes a small set);
+//   - server: a configured upstream name;
+//   - tool: a tool name from the gateway's catalog. Callers pass a tool that
+//     is in the catalog of server, or [UnknownTool] for anything else (a
+//     misspelt or invented name), so a client cannot mint series;
+//   - outcome: the gateway's outcome classes ("ok", "error", "denied",
+//     "timeout", ...);
+//   - state, kind: fixed sets.
+//
+// A nil *Metrics is valid and records nothing, so components can take one
+// optionally. The observation methods are safe for concurrent use and take
+// no lock of this package on the hot path: a tool call is one lock-free map
+// load of its cached series plus atomic adds; the first observation of a
+// series creates and caches it.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace prefixes every metric this package defines.
+const Namespace = "mcpgate"
+
+// UnknownTool is the tool label of a call naming a tool that is not in the
+// catalog.
+const UnknownTool = "unknown"
+
+// Upstream health states, as the upstream manager reports them (C11.3).
+// mcpgate_upstream_up has one series per state, exactly one of them 1.
+const (
+	StateStarting = "starting"
+	StateReady    = "ready"
+	StateDegraded = "degraded"
+	StateDown     = "down"
+)
+
+var states = [...]string{StateStarting, StateReady, StateDegraded, StateDown}
+
+// ToolCallBuckets are the bounds, in seconds, of the tool-call latency
+// histogram: 1ms (a cached or local tool) to 60s (the default call
+// timeout), roughly 1-2.5-5 per decade.
+var ToolCallBuckets = []float64{
+	.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60,
+}
+
+// Metrics holds the gateway's collectors and the registry they are on.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests    *prometheus.CounterVec   // route, method, code
+	toolCalls   *prometheus.CounterVec   // server, tool, outcome
+	toolLatency *prometheus.HistogramVec // server, tool
+	upstreamUp  *prometheus.GaugeVec     // server, state
+	sessions    prometheus.Gauge
+	catalog     *prometheus.GaugeVec // server, kind
+	auditDepth  prometheus.Gauge
+	auditDrops  prometheus.Counter
+
+	// tools caches the two series of each (server, tool, outcome), so an
+	// observation is one map load instead of two hashed vector lookups.
+	// Read-mostly and lock-free on hits; bounded like the labels.
+	tools sync.Map // toolKey -> *toolSeries
+	// toolsMu orders filling tools (read side, first observation of a
+	// series only) against ForgetServer (write side), so a series created
+	// while its server is forgotten is never cached detached from the
+	// vectors.
+	toolsMu sync.RWMutex
+
+	// healthMu serialises SetUpstreamHealth, so two racing calls for one
+	// server cannot leave two states hot. Health changes are rare; no
+	// observation path takes it.
+	healthMu sync.Mutex
+}
+
+// New returns Metrics registered on a new private registry that also holds
+// the Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "http_requests_total",
+			Help:      "HTTP requests served, by route kind, method and status code.",
+		}, []string{"route", "method", "code"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "tool_calls_total",
+			Help:      "Tool calls handled, by upstream server, tool and outcome.",
+		}, []string{"server", "tool", "outcome"}),
+		// No outcome label: it would multiply the bucket series by the
+		// number of outcomes for little gain; tool_calls_total has the
+		// outcome split.
+		toolLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace,
+			Name:      "tool_call_duration_seconds",
+			Help:      "Tool call latency as seen by the gateway, by upstream server and tool.",
+			Buckets:   ToolCallBuckets,
+		}, []string{"server", "tool"}),
+		upstreamUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "upstream_up",
+			Help:      "Upstream health: 1 for the server's current state (starting, ready, degraded, down), 0 for the others.",
+		}, []string{"server", "state"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "downstream_sessions",
+			Help:      "Live downstream MCP sessions.",
+		}),
+		catalog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "catalog_items",
+			Help:      "Items in the gateway's catalog, by upstream server and kind (tools, prompts, resources, resourceTemplates).",
+		}, []string{"server", "kind"}),
+		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "audit_queue_depth",
+			Help:      "Tool-call audit records waiting to be written.",
+		}),
+		auditDrops: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "audit_records_dropped_total",
+			Help:      "Tool-call audit records dropped (queue full, or the store failed twice).",
+		}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
+		m.sessions, m.catalog, m.auditDepth, m.auditDrops,
+	)
+	return m
+}
+
+// Registry is the registry the metrics are on, for a component that owns
+// collectors of its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format. A
+// collector that fails does not hide the others.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg, // promhttp_metric_handler_errors_total
+	})
+}
+
+// ObserveRequest counts one HTTP request. route is a route kind chosen by
+// the caller's code, never a path.
+func (m *Metrics) ObserveRequest(route, method string, status int) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(route, foldMethod(method), codeLabel(status)).Inc()
+}
+
+// ObserveToolCall counts one tool call and its latency. tool must be a tool
+// in server's catalog, or UnknownTool.
+func (m *Metrics) ObserveToolCall(server, tool, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	v, ok := m.tools.Load(toolKey{server, tool, outcome})
+	if !ok {
+		v = m.newToolSeries(server, tool, outcome)
+	}
+	ts := v.(*toolSeries)
+	ts.calls.Inc()
+	ts.latency.Observe(d.Seconds())
+}
+
+func (m *Metrics) newToolSeries(server, tool, outcome string) any {
+	m.toolsMu.RLock()
+	defer m.toolsMu.RUnlock()
+	v, _ := m.tools.LoadOrStore(toolKey{server, tool, outcome}, &toolSeries{
+		calls:   m.toolCalls.WithLabelValues(server, tool, outcome),
+		latency: m.toolLatency.WithLabelValues(server, tool),
+	})
+	return v
+}
+
+type toolKey struct{ server, tool, outcome string }
+
+type toolSeries struct {
+	calls   prometheus.Counter
+	latency prometheus.Observer
+}
+
+// SetUpstreamHealth records server's health state: the series for state
+// becomes 1 and the other states' 0. A state outside the four known ones
+// sets all four to 0.
+func (m *Metrics) SetUpstreamHealth(server, state string) {
+	if m == nil {
+		return
+	}
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
+	// Zero the others before raising the new one: a concurrent scrape may
+	// see no state hot for an instant, never two.
+	var hot prometheus.Gauge
+	for _, s := range states {
+		g := m.upstreamUp.WithLabelValues(server, s)
+		if s == state {
+			hot = g
+			continue
+		}
+		g.Set(0)
+	}
+	if hot != nil {
+		hot.Set(1)
+	}
+}
+
+// SetSessions records the number of live downstream sessions.
+func (m *Metrics) SetSessions(n int) {
+	if m == nil {
+		return
+	}
+	m.sessions.Set(float64(n))
+}
+
+// SetCatalogSize records how many items of kind server contributes to the
+// catalog.
+func (m *Metrics) SetCatalogSize(server, kind string, n int) {
+	if m == nil {
+		return
+	}
+	m.catalog.WithLabelValues(server, kind).Set(float64(n))
+}
+
+// SetAuditQueueDepth records how many audit records are waiting.
+func (m *Metrics) SetAuditQueueDepth(n int) {
+	if m == nil {
+		return
+	}
+	m.auditDepth.Set(float64(n))
+}
+
+// AuditDropped counts n dropped audit records.
+func (m *Metrics) AuditDropped(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.auditDrops.Add(float64(n))
+}
+
+// ForgetServer deletes every series labelled with server, for a server
+// removed at runtime, so it stops being exported.
+func (m *Metrics) ForgetServer(server string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"server": server}
+	m.toolsMu.Lock()
+	for k := range m.tools.Range {
+		if k.(toolKey).server == server {
+			m.tools.Delete(k)
+		}
+	}
+	m.toolCalls.DeletePartialMatch(l)
+	m.toolLatency.DeletePartialMatch(l)
+	m.toolsMu.Unlock()
+	m.catalog.DeletePartialMatch(l)
+	m.healthMu.Lock()
+	m.upstreamUp.DeletePartialMatch(l)
+	m.healthMu.Unlock()
+}
+
+// foldMethod bounds the method label: a client can send any token as a
+// method.
+func foldMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPut,
+		http.MethodPatch, http.MethodHead, http.MethodOptions:
+		return method
+	}
+	return "OTHER"
+}
+
+// codes holds the label of every valid status code, so the hot path does
+// not format (and allocate) one per request.
+var codes = func() (c [600]string) {
+	for i := 100; i < len(c); i++ {
+		c[i] = strconv.Itoa(i)
+	}
+	return c
+}()
+
+func codeLabel(status int) string {
+	if status < 100 || status >= len(codes) {
+		return "other"
+	}
+	return codes[status]
+}
