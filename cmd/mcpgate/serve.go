@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
 // drainTimeout bounds how long shutdown waits for in-flight calls.
@@ -34,11 +32,16 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
+	stk, err := build(ctx, cfg, log, cfg.Listen)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		_ = stk.close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
-	g := gateway.New(gateway.Options{Config: cfg, Logger: log, Version: version()})
+	g := stk.gw
 	g.Start(ctx)
 	srv := &http.Server{
 		Handler:           g,
@@ -54,7 +57,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	select {
 	case err := <-errc:
-		_ = g.Close(context.Background())
+		_ = stk.close(context.Background())
 		return err
 	case <-ctx.Done():
 	}
@@ -66,7 +69,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		log.Warn("http shutdown", "error", err)
 	}
 	_ = srv.Close()
-	if err := g.Close(dctx); err != nil {
+	if err := stk.close(dctx); err != nil {
 		log.Warn("stopping upstreams", "error", err)
 	}
 	log.Info("stopped")

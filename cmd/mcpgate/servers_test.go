@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
 func writeFile(t *testing.T, dir, name, body string) string {
@@ -91,11 +91,15 @@ servers:
 
 // servers status reads GET /admin/v1/servers of a running gateway.
 func TestServersStatus(t *testing.T) {
-	cfg := &config.Config{Listen: "127.0.0.1:0", Servers: map[string]*config.Server{
+	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Servers: map[string]*config.Server{
 		"down": {Name: "down", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp", Timeout: time.Second},
 	}}
-	g := gateway.New(gateway.Options{Config: cfg})
-	defer g.Close(context.Background())
+	stk, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stk.close(context.Background())
+	g := stk.gw
 	hs := httptest.NewServer(g)
 	defer hs.Close()
 	// Make the gateway try the upstream so that there is a last error.

@@ -2,15 +2,30 @@ package gateway
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
-// AdminPrefix is where the admin API is served.
+// AdminPrefix is where the admin API is served (by the handler given to
+// MountAdmin, behind the same Origin and Host gates as MCP).
 const AdminPrefix = "/admin/v1/"
+
+// MountAdmin installs the admin API handler. Call it before serving.
+func (g *Gateway) MountAdmin(h http.Handler) { g.admin = h }
+
+// PreviewServer is the request the gateway would send to server (C3.8).
+func (g *Gateway) PreviewServer(name string) (upstream.PreviewRequest, bool) {
+	srv := g.cfg.Servers[name]
+	if srv == nil {
+		return upstream.PreviewRequest{}, false
+	}
+	if srv.Transport == config.TransportStdio {
+		return upstream.PreviewRequest{Method: "stdio", URL: srv.Command}, true
+	}
+	return upstream.Preview(srv), true
+}
 
 // ServerStatus is one upstream in GET /admin/v1/servers (C11.3). The
 // shape is a contract: `mcpgate servers status` and operators' scripts
@@ -30,22 +45,6 @@ type ServerStatus struct {
 // ServersReport is the body of GET /admin/v1/servers.
 type ServersReport struct {
 	Servers []ServerStatus `json:"servers"`
-}
-
-// serveAdmin answers the admin API. Only the read-only server status
-// exists so far.
-func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	switch strings.TrimSuffix(r.URL.Path, "/") {
-	case AdminPrefix + "servers":
-		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", "GET")
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"})
-			return
-		}
-		writeJSON(w, http.StatusOK, g.ServersStatus())
-	default:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
-	}
 }
 
 // ServersStatus reports every configured upstream, by name.

@@ -271,6 +271,17 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 				g.log.Error("upstream list failed; left out", "server", name, "kind", k.String(), "error", err)
 				return
 			}
+			if rt.view != nil {
+				// The same decision gates calls (S6.2): what is not listed
+				// cannot be called.
+				kept := make([]catalog.Item, 0, len(items))
+				for _, it := range items {
+					if rt.allows(k, it.Server, it.Key) {
+						kept = append(kept, it)
+					}
+				}
+				items = kept
+			}
 			lists[i] = items
 		})
 	}
@@ -322,12 +333,18 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 			buf = append(buf, ',')
 		}
 		raw := []byte(it.Raw)
-		if rename {
+		o, overridden := g.overrides[it.Server][it.Key]
+		if rename || (overridden && k == catalog.Tools) {
 			name := g.exposed(sc.rt, it.Server, it.Key)
 			if k == catalog.Tools {
 				g.checkToolName(it.Server, name)
 			}
 			if r, err := jsonrpc.Set(raw, "name", jsonrpc.String(name)); err == nil {
+				raw = r
+			}
+		}
+		if overridden && k == catalog.Tools && o.Description != "" {
+			if r, err := jsonrpc.Set(raw, "description", jsonrpc.String(o.Description)); err == nil {
 				raw = r
 			}
 		}
@@ -368,7 +385,9 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		return nil, errInvalidParams("Invalid params: missing %s name", what)
 	}
 	server, upName, ok := g.split(sc.rt, name)
-	if !ok {
+	if !ok || !sc.rt.allows(k, server, upName) {
+		// A tool the caller may not see fails exactly like an unknown one
+		// (S6.2): no hint that it exists.
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	if _, found, err := g.cat.LookupOrRefresh(ctx, server, k, upName); err != nil {
@@ -471,7 +490,7 @@ func (g *Gateway) serverForURI(ctx context.Context, rt *route, params json.RawMe
 		return "", "", errInvalidParams("Invalid params: missing uri")
 	}
 	server, ok = g.routeURI(ctx, rt, uri)
-	if !ok {
+	if !ok || !rt.allows(catalog.Resources, server, uri) {
 		return "", "", resourceNotFound(uri)
 	}
 	return uri, server, nil
@@ -497,7 +516,7 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case "ref/prompt":
 		name, _ := jsonrpc.GetString(ref, "name")
 		s, upName, ok := g.split(sc.rt, name)
-		if !ok {
+		if !ok || !sc.rt.allows(catalog.Prompts, s, upName) {
 			return nil, errInvalidParams("Unknown prompt: %s", name)
 		}
 		if _, found, err := g.cat.Lookup(ctx, s, catalog.Prompts, upName); err != nil {
@@ -514,7 +533,7 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case "ref/resource":
 		uri, _ := jsonrpc.GetString(ref, "uri")
 		s, ok := g.routeURI(ctx, sc.rt, uri)
-		if !ok {
+		if !ok || !sc.rt.allows(catalog.Resources, s, uri) {
 			return nil, resourceNotFound(uri)
 		}
 		server = s

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/policy"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -64,6 +65,9 @@ type Options struct {
 	Terminations Terminations
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Authenticator identifies callers (S5); nil serves every caller
+	// anonymously (the loopback-only mode of a gateway without auth).
+	Authenticator Authenticator
 	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
 	HTTPClient *http.Client
 }
@@ -88,6 +92,14 @@ type Gateway struct {
 
 	up  *upstream.Manager
 	cat *catalog.Catalog
+
+	auth   Authenticator
+	policy *policy.Policy
+	// Tool overrides (S6.3): server -> upstream name -> override, and
+	// server -> display name -> upstream name.
+	overrides map[string]map[string]config.ToolOverride
+	reverse   map[string]map[string]string
+	admin     http.Handler
 
 	sessions sync.Map // id -> *session
 
@@ -158,6 +170,22 @@ func New(o Options) *Gateway {
 		g.now = time.Now
 	}
 	g.instance = newSessionID()[:12]
+	g.auth = o.Authenticator
+	g.policy = policy.Compile(RulesOf(cfg))
+	g.overrides = map[string]map[string]config.ToolOverride{}
+	g.reverse = map[string]map[string]string{}
+	for name, srv := range cfg.Servers {
+		if srv.Tools == nil || len(srv.Tools.Overrides) == 0 {
+			continue
+		}
+		g.overrides[name] = srv.Tools.Overrides
+		g.reverse[name] = map[string]string{}
+		for up, o := range srv.Tools.Overrides {
+			if o.Name != "" {
+				g.reverse[name][o.Name] = up
+			}
+		}
+	}
 	if g.version == "" {
 		g.version = "dev"
 	}
@@ -272,7 +300,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
-		g.serveAdmin(w, r)
+		if g.admin == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+			return
+		}
+		g.admin.ServeHTTP(w, r)
+		return
+	}
+	r, ok := g.authenticate(w, r)
+	if !ok {
 		return
 	}
 	if g.passthrough {
@@ -302,6 +338,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, kind := splitEndpoint(r.URL.Path)
+	if kind != epSSEMessages {
+		// A session's requests are narrowed with the session's route, once
+		// the session is known; everything else here.
+		if rt, ok = g.narrowFor(w, r, rt); !ok {
+			return
+		}
+	}
 	switch kind {
 	case epSSE:
 		g.serveLegacySSE(w, r, rt)

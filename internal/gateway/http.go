@@ -175,7 +175,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	if sess != nil {
-		rt = sess.route
+		// The caller's view is computed again on every request: a key
+		// changed or revoked since initialize takes effect at once.
+		if rt, ok = g.narrowFor(w, r, sess.route); !ok {
+			return
+		}
 		if !locked && needsTurn(msgs) {
 			// The scan could not see the method in the first bytes.
 			if !sess.lock(r.Context().Done()) {
@@ -500,6 +504,10 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
 		return
 	}
+	rt, ok := g.narrowFor(w, r, sess.route)
+	if !ok {
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 	_, _ = w.Write([]byte("Accepted"))
 	for _, m := range msgs {
@@ -507,9 +515,9 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		case m.IsResponse():
 			g.deliverResponse(m)
 		case m.IsNotification():
-			g.handleNotification(context.WithoutCancel(r.Context()), sess, &sess.route, m)
+			g.handleNotification(context.WithoutCancel(r.Context()), sess, &rt, m)
 		default:
-			sc := &scope{g: g, sess: sess, rt: &sess.route, out: st, caps: sess.scopeCaps()}
+			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.scopeCaps()}
 			// The reply travels on the stream, so the call must outlive
 			// this POST; it ends with the session instead.
 			go func(m *jsonrpc.Message) {

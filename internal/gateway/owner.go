@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
 )
 
 // Identity is what the gateway knows of the caller of a request, set by
@@ -38,27 +39,15 @@ func IdentityFrom(ctx context.Context) *Identity {
 	return id
 }
 
-// identityOf is the request's identity; without an authentication gate
-// the caller is known by its address only (S4.1: "else the client IP").
+// identityOf is the request's identity: the caller's, set by the
+// authentication gate; for a request that bypassed it (the stdio front, a
+// handler called directly), what its address says (S4.1).
 func identityOf(r *http.Request) *Identity {
 	if id := IdentityFrom(r.Context()); id != nil {
 		return id
 	}
-	ip := clientIP(r)
-	if ip == "" {
-		return &Identity{Owner: "anonymous"}
-	}
-	return &Identity{Owner: "ip:" + hashHex(ip), ClientIP: ip}
-}
-
-// clientIP is the address the request came from (X-Forwarded-For is not
-// trusted: any client can set it).
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
+	c := &callers.Caller{Anonymous: true}
+	return &Identity{Owner: callers.OwnerOf(c, r), ClientIP: callers.ClientIP(r)}
 }
 
 func hashHex(s string) string {

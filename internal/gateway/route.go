@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/policy"
 )
 
 // ParseServersInPath extracts the server names a request path names (S1.3).
@@ -82,13 +86,23 @@ func splitEndpoint(path string) (base string, kind endpointKind) {
 	return p, epStreamable
 }
 
-// route is the set of upstreams a request addresses.
+// route is the set of upstreams a request addresses. resolveRoute gives
+// what the URL names; narrow then applies the caller's view (policy), and
+// servers becomes what the caller may use on it.
 type route struct {
 	servers  []string // sorted, unique, all configured
 	prefixed bool     // names carry "<server><sep>"; false on single-server routes
 	single   string   // the server of a single-server route
 	proxy    bool     // /mcp/proxy: tools only (S1.2)
 	path     string   // base path used to build the legacy SSE endpoint
+	toolset  string   // /toolset/<name>/mcp (S7)
+
+	named  []string // the servers the path names; nil: the whole gateway
+	header []string // the x-mcp-servers list; nil: no header
+
+	// view is the caller's view of the route (set by narrow): what it may
+	// list and call. nil means everything the route names.
+	view *policy.View
 }
 
 func (r route) has(server string) bool {
@@ -122,7 +136,16 @@ func (g *Gateway) routeFor(path, header string) (route, []string, bool) {
 func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string, ok bool) {
 	base, _ := splitEndpoint(path)
 	rt.path = base
-	if base == "" || base == "/" || base == "/mcp" {
+	if name, ok := toolsetOf(base); ok {
+		// The toolset's servers; the policy decides whether the caller may
+		// use it (S7) and says so with its own 403/404.
+		rt.toolset = name
+		rt.prefixed = true
+		if ts := g.cfg.Toolsets[name]; ts != nil {
+			rt.servers = slices.Sorted(maps.Keys(ts.Servers))
+			rt.named = rt.servers
+		}
+	} else if base == "" || base == "/" || base == "/mcp" {
 		rt.servers = g.serverNames
 		rt.prefixed = true
 	} else if base == "/mcp/proxy" && !g.known("proxy") {
@@ -157,16 +180,21 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 		}
 		slices.Sort(list)
 		rt.servers = slices.Compact(list)
+		rt.named = rt.servers
 		rt.prefixed = !single
 		if single {
 			rt.single = rt.servers[0]
 		}
 	}
 	if header = strings.TrimSpace(header); header != "" {
+		rt.header = []string{}
 		var narrowed []string
 		for _, s := range strings.Split(header, ",") {
-			if s = strings.TrimSpace(s); s != "" && rt.has(s) {
-				narrowed = append(narrowed, s)
+			if s = strings.TrimSpace(s); s != "" {
+				rt.header = append(rt.header, s)
+				if rt.has(s) {
+					narrowed = append(narrowed, s)
+				}
 			}
 		}
 		slices.Sort(narrowed)
@@ -175,13 +203,63 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 	return rt, nil, true
 }
 
+// toolsetOf recognises /toolset/<name>/mcp.
+func toolsetOf(base string) (string, bool) {
+	rest, ok := strings.CutPrefix(base, "/toolset/")
+	if !ok {
+		return "", false
+	}
+	name, tail, _ := strings.Cut(rest, "/")
+	if name == "" || (tail != "" && tail != "mcp") {
+		return "", false
+	}
+	return name, true
+}
+
+// narrow applies the caller's view to rt (S5, S6.2, S7): the servers it
+// may use on this route, and the view every list and call consults. A
+// refused route comes back as *policy.Denied.
+func (g *Gateway) narrow(rt route, c *policy.Caller) (route, *policy.Denied) {
+	v, denied := g.policy.View(c, policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset})
+	if denied != nil {
+		return rt, denied
+	}
+	rt.view = v
+	rt.servers = v.Servers()
+	if !rt.prefixed && len(rt.servers) == 1 {
+		rt.single = rt.servers[0]
+	}
+	return rt, nil
+}
+
+// allows reports whether the route's view lets the caller see item (name:
+// upstream tool or prompt name, or resource URI) of server.
+func (rt *route) allows(k catalog.Kind, server, name string) bool {
+	if rt.view == nil {
+		return true
+	}
+	switch k {
+	case catalog.Tools:
+		return rt.view.Tool(server, name).Allowed
+	case catalog.Prompts:
+		return rt.view.Prompt(server, name).Allowed
+	default:
+		return rt.view.Resource(server, name).Allowed
+	}
+}
+
 func (g *Gateway) known(name string) bool {
 	_, ok := g.cfg.Servers[name]
 	return ok
 }
 
-// exposed is the downstream name of an upstream tool or prompt.
+// exposed is the downstream name of an upstream tool or prompt: its
+// display name when the server's config overrides it (S6.3), prefixed on
+// routes of several servers.
 func (g *Gateway) exposed(rt *route, server, name string) string {
+	if o, ok := g.overrides[server][name]; ok && o.Name != "" {
+		name = o.Name
+	}
 	if !rt.prefixed {
 		return name
 	}
@@ -194,7 +272,8 @@ func (g *Gateway) split(rt *route, name string) (server, upName string, ok bool)
 		if len(rt.servers) == 0 {
 			return "", "", false
 		}
-		return rt.servers[0], name, true
+		up := g.upstreamName(rt.servers[0], name)
+		return rt.servers[0], up, up != ""
 	}
 	i := strings.Index(name, g.sep)
 	if i <= 0 {
@@ -204,5 +283,19 @@ func (g *Gateway) split(rt *route, name string) (server, upName string, ok bool)
 	if !rt.has(server) || upName == "" {
 		return "", "", false
 	}
-	return server, upName, true
+	upName = g.upstreamName(server, upName)
+	return server, upName, upName != ""
+}
+
+// upstreamName resolves a display name (S6.3) to the upstream's own name;
+// an overridden tool is not callable by its old name, so that the one the
+// client sees is the only one.
+func (g *Gateway) upstreamName(server, name string) string {
+	if up, ok := g.reverse[server][name]; ok {
+		return up
+	}
+	if o, ok := g.overrides[server][name]; ok && o.Name != "" && o.Name != name {
+		return "" // hidden behind its display name
+	}
+	return name
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/admin"
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+)
+
+// stack is a gateway with everything it runs on: the store, the caller
+// authenticator and the admin API.
+type stack struct {
+	gw    *gateway.Gateway
+	store store.Store
+	auth  *callers.Authenticator
+}
+
+// build wires the gateway for cfg: it opens the store in cfg.DataDir,
+// makes the config's keys the store's config keys, and mounts the admin
+// API. listen is where the gateway will listen (for the loopback rule).
+func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen string) (*stack, error) {
+	if cfg.ExposedWithoutAuth(listen) {
+		return nil, fmt.Errorf("refusing to serve on %s without authentication: set auth.master_key or auth.keys, "+
+			"or auth.anonymous: true to serve anyone who can reach it", listen)
+	}
+	st, err := sqlite.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("open the store in %s: %w", cfg.DataDir, err)
+	}
+	res, err := st.SyncConfigKeys(ctx, configKeys(cfg))
+	if err != nil {
+		st.Close()
+		if errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("config keys: %w (an alias in auth.keys belongs to a key created through the admin API; rename one)", err)
+		}
+		return nil, fmt.Errorf("config keys: %w", err)
+	}
+	if len(res.Added)+len(res.Updated)+len(res.Removed) > 0 {
+		log.Info("config keys synced", "added", res.Added, "updated", res.Updated, "removed", res.Removed)
+	}
+	anonymous := cfg.AnonymousOnly() || (cfg.Auth != nil && cfg.Auth.Anonymous)
+	if cfg.AnonymousOnly() && !(cfg.Auth != nil && cfg.Auth.Anonymous) {
+		log.Warn("no auth configured: serving anonymous callers on loopback only; set auth.master_key or auth.keys to require keys")
+	}
+	master := ""
+	if cfg.Auth != nil {
+		master = cfg.Auth.MasterKey
+	}
+	auth := callers.New(callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log})
+	g := gateway.New(gateway.Options{
+		Config:              cfg,
+		Logger:              log,
+		Version:             version(),
+		Authenticator:       auth,
+		MaxSessionsPerOwner: cfg.Sessions.MaxPerOwner,
+		IdleTimeout:         cfg.Sessions.IdleTimeout,
+		Terminations:        st,
+	})
+	g.MountAdmin(admin.New(admin.Options{
+		Gateway:      g,
+		Store:        st,
+		Authenticate: auth.Authenticate,
+		// Without any configured key the only callers are anonymous, and
+		// the gateway listens on loopback only (or anonymous was chosen).
+		OpenAccess:   cfg.AnonymousOnly() && master == "",
+		KeyChanged:   auth.Invalidate,
+		Servers:      cfg.ServerNames,
+		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
+		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
+		Logger:       log,
+	}))
+	return &stack{gw: g, store: st, auth: auth}, nil
+}
+
+// close stops the gateway's helpers after the gateway itself.
+func (s *stack) close(ctx context.Context) error {
+	err := s.gw.Close(ctx)
+	s.auth.Close()
+	return errors.Join(err, s.store.Close())
+}
+
+// configKeys turns auth.keys into store records: secrets become hashes.
+func configKeys(cfg *config.Config) []store.Key {
+	if cfg.Auth == nil {
+		return nil
+	}
+	out := make([]store.Key, 0, len(cfg.Auth.Keys))
+	for _, k := range cfg.Auth.Keys {
+		out = append(out, store.Key{
+			Alias: k.Alias, KeyHash: store.HashKey(k.Key), KeyPrefix: store.KeyPrefix(k.Key),
+			User: k.User, Team: k.Team, Servers: k.Servers, Tools: k.Tools, DenyTools: k.DenyTools,
+			Toolsets: k.Toolsets, AccessGroups: k.AccessGroups, AllowedCIDRs: k.AllowedCIDRs,
+			RateLimitRPM: k.RateLimitRPM, ExpiresAt: k.Expires, Admin: k.Admin, NoMCP: k.NoMCP,
+			Source: store.SourceConfig,
+		})
+	}
+	return out
+}

@@ -1,0 +1,397 @@
+// Package admin owns the gateway's REST admin API under /admin/v1 (SPEC
+// S13): virtual keys, servers, toolsets, sessions, the catalog as a caller
+// sees it, access explanations and the audit log, JSON in and out, with its
+// OpenAPI document at /admin/v1/openapi.json. Every request must come from
+// the master key or a key with admin rights; anything else gets 401 or a
+// bare 403 that reveals nothing about what exists.
+//
+// It decides nothing about MCP traffic itself: it reads and changes the
+// store, asks the gateway for its live state, and tells the authenticator
+// when a key changed so that a revoked key stops working at once.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// Prefix is where the API is served.
+const Prefix = "/admin/v1"
+
+// maxBody bounds an admin request body.
+const maxBody = 1 << 20
+
+// Options wires the API to the rest of the gateway.
+type Options struct {
+	Gateway *gateway.Gateway
+	Store   store.Store
+	// Authenticate identifies the caller of an admin request.
+	Authenticate func(*http.Request) (*callers.Caller, *callers.Failure)
+	// OpenAccess lets anonymous callers administer: only for a gateway
+	// with no auth configured, which serves loopback only.
+	OpenAccess bool
+	// KeyChanged is called after a key was created, changed or revoked.
+	KeyChanged func(alias string)
+	// Known names, for validating key attributes.
+	Servers      func() []string
+	Toolsets     func() []string
+	AccessGroups func() []string
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// API is the admin HTTP handler.
+type API struct {
+	o   Options
+	mux *http.ServeMux
+	log *slog.Logger
+}
+
+// New builds the API.
+func New(o Options) *API {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	for _, f := range []*func() []string{&o.Servers, &o.Toolsets, &o.AccessGroups} {
+		if *f == nil {
+			*f = func() []string { return nil }
+		}
+	}
+	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger}
+	for _, r := range routes {
+		h := r.handler(a)
+		a.mux.HandleFunc(r.method+" "+Prefix+r.path, h)
+	}
+	return a
+}
+
+// route is one endpoint; the OpenAPI document is checked against this
+// table by a test, so the two cannot drift apart.
+type route struct {
+	method, path string
+	handler      func(*API) http.HandlerFunc
+}
+
+var routes = []route{
+	{"GET", "/openapi.json", func(a *API) http.HandlerFunc { return a.openAPI }},
+	{"GET", "/keys", func(a *API) http.HandlerFunc { return a.listKeys }},
+	{"POST", "/keys", func(a *API) http.HandlerFunc { return a.createKey }},
+	{"GET", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.getKey }},
+	{"PATCH", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.updateKey }},
+	{"DELETE", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.deleteKey }},
+	{"GET", "/servers", func(a *API) http.HandlerFunc { return a.listServers }},
+	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
+	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
+	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},
+	{"GET", "/audit", func(a *API) http.HandlerFunc { return a.listToolCalls }},
+	{"GET", "/audit/events", func(a *API) http.HandlerFunc { return a.listEvents }},
+}
+
+// ServeHTTP authenticates the caller, then routes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	caller, ok := a.admit(w, r)
+	if !ok {
+		return
+	}
+	r = r.WithContext(callers.NewContext(r.Context(), caller))
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	h, pattern := a.mux.Handler(r)
+	if pattern == "" {
+		// Unknown path or method: the same answer for both, no hint.
+		writeError(w, http.StatusNotFound, "Not Found", "no such admin endpoint")
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// admit lets the master key and admin keys in (and anonymous callers on an
+// open, loopback-only gateway).
+func (a *API) admit(w http.ResponseWriter, r *http.Request) (*callers.Caller, bool) {
+	var c *callers.Caller
+	if a.o.Authenticate != nil {
+		var f *callers.Failure
+		c, f = a.o.Authenticate(r)
+		if f != nil {
+			f.Write(w)
+			return nil, false
+		}
+	}
+	switch {
+	case c != nil && (c.Master || c.Admin):
+		return c, true
+	case (c == nil || c.Anonymous) && a.o.OpenAccess:
+		return &callers.Caller{Anonymous: true, Admin: true}, true
+	}
+	writeError(w, http.StatusForbidden, "Forbidden", "")
+	return nil, false
+}
+
+// actor names the caller in the audit log.
+func actor(ctx context.Context) string {
+	c := callers.FromContext(ctx)
+	switch {
+	case c == nil || c.Anonymous:
+		return "anonymous"
+	case c.Master:
+		return store.ActorMaster
+	}
+	return c.Alias
+}
+
+// audit records an admin action; a failure to record is logged, not
+// returned: the action itself happened.
+func (a *API) audit(ctx context.Context, action, target string, detail any) {
+	var raw json.RawMessage
+	if detail != nil {
+		raw, _ = json.Marshal(detail)
+	}
+	if _, err := a.o.Store.AppendAudit(ctx, store.AuditEntry{Time: a.o.Now(), Actor: actor(ctx), Action: action, Target: target, Detail: raw}); err != nil {
+		a.log.Warn("admin audit write failed", "action", action, "error", err)
+	}
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Details string `json:"details,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, title, details string) {
+	writeJSON(w, status, errorBody{Error: title, Details: details})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal Server Error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decode reads a JSON body strictly: unknown fields are errors that name
+// the field.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			writeError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large", fmt.Sprintf("body exceeds %d bytes", maxBody))
+		case errors.Is(err, io.EOF):
+			writeError(w, http.StatusBadRequest, "Bad Request", "a JSON body is required")
+		default:
+			writeError(w, http.StatusBadRequest, "Bad Request", "invalid JSON: "+jsonErr(err))
+		}
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "Bad Request", "invalid JSON: more than one value")
+		return false
+	}
+	return true
+}
+
+// jsonErr describes a decoding error without echoing values.
+func jsonErr(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q must be %s", te.Field, te.Type.String())
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field ") {
+		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at offset %d", se.Offset)
+	}
+	return "malformed body"
+}
+
+func (a *API) listServers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.o.Gateway.ServersStatus())
+}
+
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.o.Gateway.SessionsReport())
+}
+
+type terminateRequest struct {
+	SessionIDPrefix string `json:"session_id_prefix"`
+	User            string `json:"user"`
+}
+
+func (a *API) terminateSessions(w http.ResponseWriter, r *http.Request) {
+	var req terminateRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := a.o.Gateway.TerminateSessions(r.Context(), req.SessionIDPrefix, req.User)
+	if errors.Is(err, gateway.ErrNoSelector) {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	if err != nil {
+		a.log.Error("terminate sessions", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "could not record the termination")
+		return
+	}
+	a.audit(r.Context(), "session.terminate", req.SessionIDPrefix, map[string]any{"user": req.User, "terminated": res.Terminated})
+	writeJSON(w, http.StatusOK, res)
+}
+
+// pageParams reads limit and the before cursor ("<unix ms>.<id>").
+func pageParams(q map[string][]string) (limit int, before *store.Cursor, err error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	if s := get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 {
+			return 0, nil, errors.New("limit must be a positive integer")
+		}
+	}
+	if s := get("before"); s != "" {
+		ms, id, ok := strings.Cut(s, ".")
+		t, err1 := strconv.ParseInt(ms, 10, 64)
+		n, err2 := strconv.ParseInt(id, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return 0, nil, errors.New("before must be a cursor returned as next")
+		}
+		before = &store.Cursor{Time: time.UnixMilli(t).UTC(), ID: n}
+	}
+	return limit, before, nil
+}
+
+func cursorString(c *store.Cursor) string {
+	if c == nil {
+		return ""
+	}
+	return strconv.FormatInt(c.Time.UnixMilli(), 10) + "." + strconv.FormatInt(c.ID, 10)
+}
+
+// ToolCallRecord is one row of GET /admin/v1/audit.
+type ToolCallRecord struct {
+	Time          string `json:"time"`
+	KeyAlias      string `json:"key_alias,omitempty"`
+	User          string `json:"user,omitempty"`
+	Team          string `json:"team,omitempty"`
+	Server        string `json:"server"`
+	Tool          string `json:"tool"`
+	Outcome       string `json:"outcome"`
+	Fault         string `json:"fault,omitempty"`
+	DurationMs    int64  `json:"duration_ms"`
+	Session       string `json:"session,omitempty"`
+	RequestBytes  int64  `json:"request_bytes"`
+	ResponseBytes int64  `json:"response_bytes"`
+}
+
+// ToolCallPage is GET /admin/v1/audit.
+type ToolCallPage struct {
+	Calls []ToolCallRecord `json:"calls"`
+	Next  string           `json:"next,omitempty"`
+}
+
+func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, before, err := pageParams(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	f := store.ToolCallFilter{KeyAlias: q.Get("key"), User: q.Get("user"), Team: q.Get("team"),
+		Server: q.Get("server"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Limit: limit, Before: before}
+	if f.Since, err = timeParam(q.Get("since")); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "since: "+err.Error())
+		return
+	}
+	calls, next, err := a.o.Store.ListToolCalls(r.Context(), f)
+	if err != nil {
+		a.log.Error("list tool calls", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	page := ToolCallPage{Calls: make([]ToolCallRecord, 0, len(calls)), Next: cursorString(next)}
+	for _, c := range calls {
+		page.Calls = append(page.Calls, ToolCallRecord{Time: c.Time.UTC().Format(time.RFC3339Nano), KeyAlias: c.KeyAlias, User: c.User,
+			Team: c.Team, Server: c.Server, Tool: c.Tool, Outcome: c.Outcome, Fault: c.ErrorClass, DurationMs: c.DurationMs,
+			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes})
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func timeParam(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, errors.New("must be an RFC 3339 time")
+	}
+	return t, nil
+}
+
+// EventRecord is one admin action in GET /admin/v1/audit/events.
+type EventRecord struct {
+	Time   string          `json:"time"`
+	Actor  string          `json:"actor"`
+	Action string          `json:"action"`
+	Target string          `json:"target,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, before, err := pageParams(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	entries, next, err := a.o.Store.ListAudit(r.Context(), store.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Limit: limit, Before: before})
+	if err != nil {
+		a.log.Error("list audit events", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	out := struct {
+		Events []EventRecord `json:"events"`
+		Next   string        `json:"next,omitempty"`
+	}{Events: make([]EventRecord, 0, len(entries)), Next: cursorString(next)}
+	for _, e := range entries {
+		out.Events = append(out.Events, EventRecord{Time: e.Time.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Action: e.Action, Target: e.Target, Detail: e.Detail})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) previewServer(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p, ok := a.o.Gateway.PreviewServer(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func contains(list []string, s string) bool { return slices.Contains(list, s) }

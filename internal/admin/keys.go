@@ -1,0 +1,340 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// KeyAttributes are the attributes of a virtual key as the API takes them
+// (POST creates, PATCH changes the fields present). Servers: absent or
+// null = every server, [] = none.
+type KeyAttributes struct {
+	Alias        *string              `json:"alias,omitempty"`
+	User         *string              `json:"user,omitempty"`
+	Team         *string              `json:"team,omitempty"`
+	Servers      *[]string            `json:"servers,omitempty"`
+	Tools        *map[string][]string `json:"tools,omitempty"`
+	DenyTools    *map[string][]string `json:"deny_tools,omitempty"`
+	Toolsets     *[]string            `json:"toolsets,omitempty"`
+	AccessGroups *[]string            `json:"access_groups,omitempty"`
+	AllowedCIDRs *[]string            `json:"allowed_cidrs,omitempty"`
+	RateLimitRPM *int                 `json:"rate_limit_rpm,omitempty"`
+	Expires      *time.Time           `json:"expires,omitempty"`
+	Admin        *bool                `json:"admin,omitempty"`
+	NoMCP        *bool                `json:"no_mcp,omitempty"`
+	Disabled     *bool                `json:"disabled,omitempty"`
+	// AllServers resets Servers to "every server" in a PATCH.
+	AllServers *bool `json:"all_servers,omitempty"`
+}
+
+// KeyView is a key as the API shows it: never the secret nor its hash.
+type KeyView struct {
+	Alias        string              `json:"alias"`
+	KeyPrefix    string              `json:"key_prefix,omitempty"`
+	User         string              `json:"user,omitempty"`
+	Team         string              `json:"team,omitempty"`
+	Servers      []string            `json:"servers"` // null = every server
+	Tools        map[string][]string `json:"tools,omitempty"`
+	DenyTools    map[string][]string `json:"deny_tools,omitempty"`
+	Toolsets     []string            `json:"toolsets,omitempty"`
+	AccessGroups []string            `json:"access_groups,omitempty"`
+	AllowedCIDRs []string            `json:"allowed_cidrs,omitempty"`
+	RateLimitRPM int                 `json:"rate_limit_rpm"`
+	Expires      string              `json:"expires,omitempty"`
+	Admin        bool                `json:"admin"`
+	NoMCP        bool                `json:"no_mcp"`
+	Disabled     bool                `json:"disabled"`
+	Source       string              `json:"source"`
+	CreatedAt    string              `json:"created_at"`
+	UpdatedAt    string              `json:"updated_at"`
+	LastUsedAt   string              `json:"last_used_at,omitempty"`
+}
+
+// CreatedKey is the answer to POST /admin/v1/keys: the only time the
+// secret is shown.
+type CreatedKey struct {
+	Alias string `json:"alias"`
+	Key   string `json:"key"`
+}
+
+func viewOf(k store.Key) KeyView {
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	return KeyView{Alias: k.Alias, KeyPrefix: k.KeyPrefix, User: k.User, Team: k.Team, Servers: k.Servers,
+		Tools: k.Tools, DenyTools: k.DenyTools, Toolsets: k.Toolsets, AccessGroups: k.AccessGroups,
+		AllowedCIDRs: k.AllowedCIDRs, RateLimitRPM: k.RateLimitRPM, Expires: ts(k.ExpiresAt), Admin: k.Admin,
+		NoMCP: k.NoMCP, Disabled: k.Disabled, Source: k.Source, CreatedAt: ts(k.CreatedAt), UpdatedAt: ts(k.UpdatedAt),
+		LastUsedAt: ts(k.LastUsedAt)}
+}
+
+var aliasRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$`)
+
+// apply copies the attributes present in in onto k, validating each; the
+// error names the field.
+func (a *API) apply(k *store.Key, in *KeyAttributes) error {
+	if in.Alias != nil {
+		if !aliasRE.MatchString(*in.Alias) {
+			return errors.New(`alias: must match [A-Za-z0-9][A-Za-z0-9_.@-]{0,127}`)
+		}
+		k.Alias = *in.Alias
+	}
+	if in.User != nil {
+		k.User = *in.User
+	}
+	if in.Team != nil {
+		k.Team = *in.Team
+	}
+	servers := a.o.Servers()
+	if in.AllServers != nil && *in.AllServers {
+		k.Servers = nil
+	}
+	if in.Servers != nil {
+		for i, s := range *in.Servers {
+			if !contains(servers, s) {
+				return fmt.Errorf("servers[%d]: unknown server %q", i, s)
+			}
+		}
+		k.Servers = append([]string{}, *in.Servers...)
+	}
+	checkMap := func(field string, m map[string][]string) error {
+		for s, tools := range m {
+			if !contains(servers, s) {
+				return fmt.Errorf("%s: unknown server %q", field, s)
+			}
+			for i, t := range tools {
+				if strings.TrimSpace(t) == "" {
+					return fmt.Errorf("%s.%s[%d]: empty tool name", field, s, i)
+				}
+			}
+		}
+		return nil
+	}
+	if in.Tools != nil {
+		if err := checkMap("tools", *in.Tools); err != nil {
+			return err
+		}
+		k.Tools = *in.Tools
+	}
+	if in.DenyTools != nil {
+		if err := checkMap("deny_tools", *in.DenyTools); err != nil {
+			return err
+		}
+		k.DenyTools = *in.DenyTools
+	}
+	if in.Toolsets != nil {
+		known := a.o.Toolsets()
+		for i, t := range *in.Toolsets {
+			if !contains(known, t) {
+				return fmt.Errorf("toolsets[%d]: unknown toolset %q", i, t)
+			}
+		}
+		k.Toolsets = *in.Toolsets
+	}
+	if in.AccessGroups != nil {
+		known := a.o.AccessGroups()
+		for i, g := range *in.AccessGroups {
+			if !contains(known, g) {
+				return fmt.Errorf("access_groups[%d]: unknown access group %q", i, g)
+			}
+		}
+		k.AccessGroups = *in.AccessGroups
+	}
+	if in.AllowedCIDRs != nil {
+		out := make([]string, 0, len(*in.AllowedCIDRs))
+		for i, c := range *in.AllowedCIDRs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(c)
+				if aerr != nil {
+					return fmt.Errorf("allowed_cidrs[%d]: invalid CIDR %q", i, c)
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			out = append(out, p.Masked().String())
+		}
+		k.AllowedCIDRs = out
+	}
+	if in.RateLimitRPM != nil {
+		if *in.RateLimitRPM < 0 {
+			return errors.New("rate_limit_rpm: must be >= 0")
+		}
+		k.RateLimitRPM = *in.RateLimitRPM
+	}
+	if in.Expires != nil {
+		k.ExpiresAt = in.Expires.UTC()
+	}
+	if in.Admin != nil {
+		k.Admin = *in.Admin
+	}
+	if in.NoMCP != nil {
+		k.NoMCP = *in.NoMCP
+	}
+	if in.Disabled != nil {
+		k.Disabled = *in.Disabled
+	}
+	return nil
+}
+
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+	var in KeyAttributes
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Alias == nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "alias: required")
+		return
+	}
+	k := store.Key{Source: store.SourceAPI}
+	if err := a.apply(&k, &in); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	secret, err := callers.NewSecret()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "could not generate a key")
+		return
+	}
+	k.KeyHash, k.KeyPrefix = store.HashKey(secret), store.KeyPrefix(secret)
+	if _, err := a.o.Store.CreateKey(r.Context(), k); err != nil {
+		a.storeError(w, err, k.Alias)
+		return
+	}
+	a.changed(k.Alias)
+	a.audit(r.Context(), "key.create", k.Alias, nil)
+	writeJSON(w, http.StatusCreated, CreatedKey{Alias: k.Alias, Key: secret})
+}
+
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := a.o.Store.ListKeys(r.Context())
+	if err != nil {
+		a.storeError(w, err, "")
+		return
+	}
+	out := struct {
+		Keys []KeyView `json:"keys"`
+	}{Keys: make([]KeyView, 0, len(keys))}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, viewOf(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
+	k, err := a.o.Store.GetKeyByAlias(r.Context(), r.PathValue("alias"))
+	if err != nil {
+		a.storeError(w, err, r.PathValue("alias"))
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+func (a *API) updateKey(w http.ResponseWriter, r *http.Request) {
+	alias := r.PathValue("alias")
+	var in KeyAttributes
+	if !decode(w, r, &in) {
+		return
+	}
+	k, err := a.o.Store.GetKeyByAlias(r.Context(), alias)
+	if err != nil {
+		a.storeError(w, err, alias)
+		return
+	}
+	if k.Source == store.SourceConfig {
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("key %q is defined in the config file; change it there", alias))
+		return
+	}
+	if in.Alias != nil && *in.Alias != alias {
+		writeError(w, http.StatusBadRequest, "Bad Request", "alias: cannot be changed; create a new key")
+		return
+	}
+	if err := a.apply(&k, &in); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	k, err = a.o.Store.UpdateKey(r.Context(), k)
+	if err != nil {
+		a.storeError(w, err, alias)
+		return
+	}
+	a.changed(alias)
+	a.audit(r.Context(), "key.update", alias, changedFields(&in))
+	writeJSON(w, http.StatusOK, viewOf(k))
+}
+
+func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {
+	alias := r.PathValue("alias")
+	k, err := a.o.Store.GetKeyByAlias(r.Context(), alias)
+	if err != nil {
+		a.storeError(w, err, alias)
+		return
+	}
+	if k.Source == store.SourceConfig {
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("key %q is defined in the config file; remove it there", alias))
+		return
+	}
+	if err := a.o.Store.DeleteKey(r.Context(), alias); err != nil {
+		a.storeError(w, err, alias)
+		return
+	}
+	a.changed(alias)
+	a.audit(r.Context(), "key.revoke", alias, nil)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) changed(alias string) {
+	if a.o.KeyChanged != nil {
+		a.o.KeyChanged(alias)
+	}
+}
+
+// changedFields names the fields a PATCH set (never their values).
+func changedFields(in *KeyAttributes) map[string]any {
+	var f []string
+	add := func(name string, set bool) {
+		if set {
+			f = append(f, name)
+		}
+	}
+	add("user", in.User != nil)
+	add("team", in.Team != nil)
+	add("servers", in.Servers != nil || in.AllServers != nil)
+	add("tools", in.Tools != nil)
+	add("deny_tools", in.DenyTools != nil)
+	add("toolsets", in.Toolsets != nil)
+	add("access_groups", in.AccessGroups != nil)
+	add("allowed_cidrs", in.AllowedCIDRs != nil)
+	add("rate_limit_rpm", in.RateLimitRPM != nil)
+	add("expires", in.Expires != nil)
+	add("admin", in.Admin != nil)
+	add("no_mcp", in.NoMCP != nil)
+	add("disabled", in.Disabled != nil)
+	slices.Sort(f)
+	return map[string]any{"fields": f}
+}
+
+func (a *API) storeError(w http.ResponseWriter, err error, alias string) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no key %q", alias))
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("a key with alias %q already exists", alias))
+	case errors.Is(err, store.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+	default:
+		a.log.Error("admin store error", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+	}
+}

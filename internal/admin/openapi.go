@@ -1,0 +1,173 @@
+package admin
+
+import (
+	"net/http"
+	"strings"
+)
+
+// opDoc documents one route in the OpenAPI document.
+type opDoc struct {
+	summary  string
+	body     string // schema name of the request body, "" for none
+	response string // schema name of the 2xx body, "" for none
+	status   string // 2xx status
+	query    []string
+}
+
+// docs documents every route, keyed by "METHOD path"; a test checks that
+// routes and docs list the same endpoints.
+var docs = map[string]opDoc{
+	"GET /openapi.json":           {summary: "This document", response: "", status: "200"},
+	"GET /keys":                   {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
+	"POST /keys":                  {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
+	"GET /keys/{alias}":           {summary: "One key", response: "Key", status: "200"},
+	"PATCH /keys/{alias}":         {summary: "Change the attributes present in the body (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
+	"DELETE /keys/{alias}":        {summary: "Revoke a key; it stops working at once", status: "204"},
+	"GET /servers":                {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
+	"GET /servers/{name}/preview": {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
+	"GET /toolsets":               {summary: "Toolsets and their tools", response: "Toolsets", status: "200"},
+	"GET /tools":                  {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
+	"GET /explain":                {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "route", "tool"}},
+	"GET /sessions":               {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
+	"POST /sessions/terminate":    {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
+	"GET /audit":                  {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
+	"GET /audit/events":           {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
+}
+
+func obj(props map[string]any, required ...string) map[string]any {
+	o := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	return o
+}
+
+var (
+	str     = map[string]any{"type": "string"}
+	integer = map[string]any{"type": "integer"}
+	boolean = map[string]any{"type": "boolean"}
+	strList = map[string]any{"type": "array", "items": str}
+	toolMap = map[string]any{"type": "object", "additionalProperties": strList}
+	ref     = func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+	listOf  = func(name string) map[string]any { return map[string]any{"type": "array", "items": ref(name)} }
+)
+
+var schemas = map[string]any{
+	"Error": obj(map[string]any{"error": str, "details": str}, "error"),
+	"KeyAttributes": obj(map[string]any{
+		"alias": str, "user": str, "team": str,
+		"servers":     map[string]any{"type": []string{"array", "null"}, "items": str, "description": "absent or null: every server; []: none"},
+		"all_servers": boolean,
+		"tools":       toolMap, "deny_tools": toolMap, "toolsets": strList, "access_groups": strList,
+		"allowed_cidrs": strList, "rate_limit_rpm": integer, "expires": map[string]any{"type": "string", "format": "date-time"},
+		"admin": boolean, "no_mcp": boolean, "disabled": boolean,
+	}),
+	"CreatedKey": obj(map[string]any{"alias": str, "key": str}, "alias", "key"),
+	"Key": obj(map[string]any{
+		"alias": str, "key_prefix": str, "user": str, "team": str,
+		"servers": map[string]any{"type": []string{"array", "null"}, "items": str},
+		"tools":   toolMap, "deny_tools": toolMap, "toolsets": strList, "access_groups": strList, "allowed_cidrs": strList,
+		"rate_limit_rpm": integer, "expires": str, "admin": boolean, "no_mcp": boolean, "disabled": boolean,
+		"source": map[string]any{"type": "string", "enum": []string{"config", "api"}}, "created_at": str, "updated_at": str, "last_used_at": str,
+	}, "alias", "source"),
+	"KeyList": obj(map[string]any{"keys": listOf("Key")}, "keys"),
+	"ServersReport": obj(map[string]any{"servers": map[string]any{"type": "array", "items": obj(map[string]any{
+		"name": str, "transport": str, "target": str, "session_mode": str, "auth": str,
+		"state": map[string]any{"type": "string", "enum": []string{"starting", "ready", "degraded", "down"}},
+		"since": str, "last_error": str, "sessions": integer,
+	})}}, "servers"),
+	"Preview":  obj(map[string]any{"Method": str, "URL": str, "Headers": map[string]any{"type": "object", "additionalProperties": strList}}),
+	"Toolsets": obj(map[string]any{"toolsets": map[string]any{"type": "array", "items": obj(map[string]any{"name": str, "servers": toolMap})}}, "toolsets"),
+	"Tools": obj(map[string]any{"tools": map[string]any{"type": "array", "items": obj(map[string]any{
+		"name": str, "server": str, "upstream_name": str, "description": str})}}, "tools"),
+	"Explanation": obj(map[string]any{"allowed": boolean, "rule": str, "server": str, "tool": str,
+		"steps": map[string]any{"type": "array", "items": obj(map[string]any{"check": str, "passed": boolean, "rule": str})}}, "allowed", "rule"),
+	"SessionInfo": obj(map[string]any{"id_prefix": str, "client_name": str, "client_version": str, "user": str, "key_alias": str,
+		"team": str, "client_ip": str, "route": str, "servers": strList, "created": str, "idle_seconds": map[string]any{"type": "number"},
+		"in_flight": integer, "upstream_sessions": integer}),
+	"Count": obj(map[string]any{"label": str, "count": integer}),
+	"SessionsReport": obj(map[string]any{"instance": str, "total": integer, "by_client": listOf("Count"),
+		"by_user": listOf("Count"), "sessions": listOf("SessionInfo")}, "total", "by_client", "by_user", "sessions"),
+	"TerminateRequest": obj(map[string]any{"session_id_prefix": str, "user": str}),
+	"TerminateResult":  obj(map[string]any{"terminated": integer, "sessions": listOf("SessionInfo")}, "terminated", "sessions"),
+	"ToolCallPage": obj(map[string]any{"next": str, "calls": map[string]any{"type": "array", "items": obj(map[string]any{
+		"time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
+		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer})}}, "calls"),
+	"EventPage": obj(map[string]any{"next": str, "events": map[string]any{"type": "array", "items": obj(map[string]any{
+		"time": str, "actor": str, "action": str, "target": str, "detail": map[string]any{}})}}, "events"),
+}
+
+// document builds the OpenAPI 3.1 document of the API.
+func document() map[string]any {
+	paths := map[string]any{}
+	for key, d := range docs {
+		method, path, _ := strings.Cut(key, " ")
+		op := map[string]any{"summary": d.summary, "operationId": operationID(method, path)}
+		var params []any
+		for _, seg := range strings.Split(path, "/") {
+			if strings.HasPrefix(seg, "{") {
+				params = append(params, map[string]any{"name": strings.Trim(seg, "{}"), "in": "path", "required": true, "schema": str})
+			}
+		}
+		for _, q := range d.query {
+			params = append(params, map[string]any{"name": q, "in": "query", "schema": str})
+		}
+		if params != nil {
+			op["parameters"] = params
+		}
+		if d.body != "" {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": ref(d.body)}}}
+		}
+		ok := map[string]any{"description": http.StatusText(atoi(d.status))}
+		if d.response != "" {
+			ok["content"] = map[string]any{"application/json": map[string]any{"schema": ref(d.response)}}
+		}
+		errResp := func(desc string) map[string]any {
+			return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
+		}
+		op["responses"] = map[string]any{d.status: ok, "400": errResp("Invalid input; details name the field"),
+			"401": map[string]any{"description": "No valid key"}, "403": errResp("Not an admin key"), "404": errResp("Not found")}
+		p, _ := paths[Prefix+path].(map[string]any)
+		if p == nil {
+			p = map[string]any{}
+			paths[Prefix+path] = p
+		}
+		p[strings.ToLower(method)] = op
+	}
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{"title": "mcpgate admin API", "version": "1",
+			"description": "Administer an mcpgate gateway: keys, servers, toolsets, sessions, catalog, access explanations and audit. Authenticate with the master key or an admin key in X-Mcpgate-Api-Key or Authorization: Bearer."},
+		"paths": paths,
+		"components": map[string]any{"schemas": schemas, "securitySchemes": map[string]any{
+			"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "X-Mcpgate-Api-Key"},
+			"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
+		"security": []any{map[string]any{"apiKey": []any{}}, map[string]any{"bearer": []any{}}},
+	}
+}
+
+func operationID(method, path string) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(method))
+	for _, seg := range strings.Split(path, "/") {
+		seg = strings.Trim(seg, "{}")
+		seg = strings.TrimSuffix(seg, ".json")
+		if seg == "" {
+			continue
+		}
+		b.WriteString(strings.ToUpper(seg[:1]) + seg[1:])
+	}
+	return b.String()
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, document())
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/policy"
+)
+
+// Authenticator identifies the caller of a request (S5); *callers.Authenticator
+// implements it.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*callers.Caller, *callers.Failure)
+}
+
+// internalHeaders are headers only the gateway may set: a client's copy is
+// dropped (S2.4), so that scope comes from the route alone.
+var internalHeaders = []string{"X-Mcp-Toolset-Id", "X-Mcpgate-Caller", "X-Mcpgate-Owner"}
+
+// authenticate runs the caller gates of S2.3 and S2.4: the caller's key,
+// the client-application allowlist, and the stripping of internal and
+// gateway-credential headers. The request that comes back carries the
+// caller and its identity.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	var c *callers.Caller
+	if g.auth != nil {
+		var f *callers.Failure
+		if c, f = g.auth.Authenticate(r); f != nil {
+			f.Write(w)
+			return r, false
+		}
+	} else {
+		c = &callers.Caller{Anonymous: true}
+		c.Owner = callers.OwnerOf(c, r)
+	}
+	if a := g.cfg.Auth; a != nil && a.AllowedClients != nil {
+		if f := callers.CheckClient(r, a.AllowedClients.Header, a.AllowedClients.Values); f != nil {
+			f.Write(w)
+			return r, false
+		}
+	}
+	for _, h := range internalHeaders {
+		r.Header.Del(h)
+	}
+	// The gateway key never travels upstream (S5.4).
+	callers.StripCredentials(r.Header, c)
+	ctx := r.Context()
+	// An identity set by an embedding layer (in code, never by a client)
+	// stands; otherwise the caller's is used.
+	if IdentityFrom(ctx) == nil {
+		id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: callers.ClientIP(r), Admin: c.Admin || c.Master}
+		if id.Owner == "" {
+			id.Owner = callers.OwnerOf(c, r)
+		}
+		ctx = WithIdentity(ctx, id)
+	}
+	ctx = callers.NewContext(ctx, c)
+	return r.WithContext(ctx), true
+}
+
+// policyCaller is the policy's view of a caller.
+func policyCaller(c *callers.Caller) *policy.Caller {
+	if c == nil {
+		return &policy.Caller{Anonymous: true}
+	}
+	return &policy.Caller{Alias: c.Alias, Master: c.Master, Admin: c.Admin, Anonymous: c.Anonymous, NoMCP: c.NoMCP,
+		Servers: c.Servers, Tools: c.Tools, DenyTools: c.DenyTools, Toolsets: c.Toolsets, AccessGroups: c.AccessGroups}
+}
+
+// narrowFor applies the request's caller to rt; on refusal it answers.
+func (g *Gateway) narrowFor(w http.ResponseWriter, r *http.Request, rt route) (route, bool) {
+	rt, denied := g.narrow(rt, policyCaller(callers.FromContext(r.Context())))
+	if denied != nil {
+		writeRPCError(w, denied.Status, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message))
+		return rt, false
+	}
+	return rt, true
+}
+
+// RulesOf compiles the policy inputs of a config: per-server tool lists,
+// toolsets and access groups.
+func RulesOf(cfg *config.Config) policy.Rules {
+	r := policy.Rules{
+		Servers:      cfg.ServerNames(),
+		ServerTools:  map[string]policy.ServerTools{},
+		Toolsets:     map[string]map[string][]string{},
+		AccessGroups: map[string][]string{},
+	}
+	for name, srv := range cfg.Servers {
+		if srv.Tools != nil {
+			r.ServerTools[name] = policy.ServerTools{Allow: srv.Tools.Allow, Deny: srv.Tools.Deny}
+		}
+	}
+	for name, ts := range cfg.Toolsets {
+		if ts != nil {
+			r.Toolsets[name] = ts.Servers
+		}
+	}
+	for name, servers := range cfg.AccessGroups {
+		r.AccessGroups[name] = slices.Clone(servers)
+	}
+	return r
+}
