@@ -49,8 +49,20 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var msrv *http.Server
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			_ = srv.Close()
+			_ = stk.close(context.Background())
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		msrv = &http.Server{Handler: metricsMux(g), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- msrv.Serve(mln) }()
+		log.Info("metrics serving", "addr", "http://"+mln.Addr().String()+"/metrics")
+	}
 	log.Info("mcpgate serving", "addr", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers), "version", version())
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
@@ -69,9 +81,19 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		log.Warn("http shutdown", "error", err)
 	}
 	_ = srv.Close()
+	if msrv != nil {
+		_ = msrv.Close()
+	}
 	if err := stk.close(dctx); err != nil {
 		log.Warn("stopping upstreams", "error", err)
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// metricsMux serves /metrics alone (metrics_listen).
+func metricsMux(g interface{ MetricsHandler() http.Handler }) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", g.MetricsHandler())
+	return mux
 }

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/admin"
+	"github.com/mcpgate/mcpgate/internal/audit"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -19,9 +22,11 @@ import (
 // stack is a gateway with everything it runs on: the store, the caller
 // authenticator and the admin API.
 type stack struct {
-	gw    *gateway.Gateway
-	store store.Store
-	auth  *callers.Authenticator
+	gw      *gateway.Gateway
+	store   store.Store
+	auth    *callers.Authenticator
+	audit   *audit.Writer
+	metrics *metrics.Metrics
 }
 
 // build wires the gateway for cfg: it opens the store in cfg.DataDir,
@@ -56,7 +61,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		master = cfg.Auth.MasterKey
 	}
 	auth := callers.New(callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log})
+	m := metrics.New()
+	aw := audit.NewWriter(st, audit.Options{Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
 	g := gateway.New(gateway.Options{
+		Metrics:             m,
+		MetricsOnMain:       cfg.MetricsListen == "",
+		Audit:               aw,
 		Config:              cfg,
 		Logger:              log,
 		Version:             version(),
@@ -68,6 +78,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	g.MountAdmin(admin.New(admin.Options{
 		Gateway:      g,
 		Store:        st,
+		Config:       cfg,
 		Authenticate: auth.Authenticate,
 		// Without any configured key the only callers are anonymous, and
 		// the gateway listens on loopback only (or anonymous was chosen).
@@ -78,13 +89,19 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
 		Logger:       log,
 	}))
-	return &stack{gw: g, store: st, auth: auth}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m}, nil
 }
 
-// close stops the gateway's helpers after the gateway itself.
+// close stops the gateway, then flushes the audit records of the calls it
+// served (every acknowledged call is written), then closes the store.
 func (s *stack) close(ctx context.Context) error {
 	err := s.gw.Close(ctx)
 	s.auth.Close()
+	// The flush gets its own budget: a drain that used up ctx must not
+	// cost the records.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = errors.Join(err, s.audit.Close(fctx))
 	return errors.Join(err, s.store.Close())
 }
 

@@ -11,6 +11,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -38,6 +40,7 @@ const maxBody = 1 << 20
 type Options struct {
 	Gateway *gateway.Gateway
 	Store   store.Store
+	Config  *config.Config
 	// Authenticate identifies the caller of an admin request.
 	Authenticate func(*http.Request) (*callers.Caller, *callers.Failure)
 	// OpenAccess lets anonymous callers administer: only for a gateway
@@ -99,6 +102,10 @@ var routes = []route{
 	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},
+	{"GET", "/toolsets", func(a *API) http.HandlerFunc { return a.listToolsets }},
+	{"GET", "/tools", func(a *API) http.HandlerFunc { return a.listTools }},
+	{"POST", "/tools/call", func(a *API) http.HandlerFunc { return a.callTool }},
+	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},
 	{"GET", "/audit", func(a *API) http.HandlerFunc { return a.listToolCalls }},
 	{"GET", "/audit/events", func(a *API) http.HandlerFunc { return a.listEvents }},
 }
@@ -111,13 +118,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(callers.NewContext(r.Context(), caller))
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	h, pattern := a.mux.Handler(r)
-	if pattern == "" {
+	if _, pattern := a.mux.Handler(r); pattern == "" {
 		// Unknown path or method: the same answer for both, no hint.
 		writeError(w, http.StatusNotFound, "Not Found", "no such admin endpoint")
 		return
 	}
-	h.ServeHTTP(w, r)
+	a.mux.ServeHTTP(w, r) // sets the path values the handlers read
 }
 
 // admit lets the master key and admin keys in (and anonymous callers on an
@@ -176,14 +182,18 @@ func writeError(w http.ResponseWriter, status int, title, details string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"Internal Server Error"}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // messages like "must be >= 0" stay readable
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"Internal Server Error"}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 // decode reads a JSON body strictly: unknown fields are errors that name

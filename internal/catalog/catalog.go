@@ -422,3 +422,16 @@ func templateRegexp(tmpl string) *regexp.Regexp {
 	}
 	return re
 }
+
+// Size is the number of cached items of kind k for server (with the
+// server's own credentials), without fetching; ok is false when no list
+// is cached.
+func (c *Catalog) Size(server string, k Kind) (n int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[server]
+	if e == nil || e[k] == nil || !e[k].loaded {
+		return 0, false
+	}
+	return len(e[k].items), true
+}

@@ -420,6 +420,11 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	}
 	start := time.Now()
 	res, err := g.up.Call(upstream.WithOrigin(ctx, sc), server, method, params)
+	if method == mcpwire.MethodToolsCall {
+		var rpcErr *jsonrpc.Error
+		errors.As(err, &rpcErr)
+		g.recordToolCall(ctx, sc, server, params, res, rpcErr, err, start)
+	}
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) {

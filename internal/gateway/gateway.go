@@ -31,6 +31,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/policy"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -68,6 +69,13 @@ type Options struct {
 	// Authenticator identifies callers (S5); nil serves every caller
 	// anonymously (the loopback-only mode of a gateway without auth).
 	Authenticator Authenticator
+	// Metrics receives the gateway's metrics and serves /metrics; nil
+	// records nothing.
+	Metrics *metrics.Metrics
+	// MetricsOnMain serves /metrics on the gateway's own listener.
+	MetricsOnMain bool
+	// Audit receives one record per tool call; nil records nothing.
+	Audit AuditSink
 	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
 	HTTPClient *http.Client
 }
@@ -93,8 +101,12 @@ type Gateway struct {
 	up  *upstream.Manager
 	cat *catalog.Catalog
 
-	auth   Authenticator
-	policy *policy.Policy
+	auth    Authenticator
+	policy  *policy.Policy
+	metrics *metrics.Metrics
+	audit   AuditSink
+	// metricsOnMain: /metrics is served here (not on a listener of its own).
+	metricsOnMain bool
 	// Tool overrides (S6.3): server -> upstream name -> override, and
 	// server -> display name -> upstream name.
 	overrides map[string]map[string]config.ToolOverride
@@ -171,6 +183,7 @@ func New(o Options) *Gateway {
 	}
 	g.instance = newSessionID()[:12]
 	g.auth = o.Authenticator
+	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.policy = policy.Compile(RulesOf(cfg))
 	g.overrides = map[string]map[string]config.ToolOverride{}
 	g.reverse = map[string]map[string]string{}
@@ -284,7 +297,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "MCP request failed", "details": "internal error"})
 		}
 	}()
+	if g.metrics != nil {
+		sw := &statusWriter{ResponseWriter: w}
+		w = sw
+		defer func() { g.metrics.ObserveRequest(routeKind(r.URL.Path), r.Method, sw.status) }()
+	}
 	switch r.URL.Path {
+	case "/metrics":
+		if g.metrics != nil && g.metricsOnMain {
+			g.serveMetrics(w, r)
+			return
+		}
 	case "/healthz":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return

@@ -1,0 +1,314 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+)
+
+const master = "master-key-0123456789abcdef"
+
+// toolUpstream is a streamable-HTTP MCP server with the given tools; each
+// answers its own name.
+func toolUpstream(t *testing.T, tools ...string) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil || r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result string
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"0"}}`
+		case "tools/list":
+			var items []string
+			for _, n := range tools {
+				items = append(items, `{"name":"`+n+`","description":"the `+n+` tool","inputSchema":{"type":"object"}}`)
+			}
+			result = `{"tools":[` + strings.Join(items, ",") + `]}`
+		default:
+			name, _ := jsonrpc.GetString(m.Params, "name")
+			result = `{"content":[{"type":"text","text":"called ` + name + `"}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+type rig struct {
+	url   string
+	store store.Store
+	gw    *gateway.Gateway
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	cfg := &config.Config{
+		Listen: "127.0.0.1:0", ToolNameSeparator: "__",
+		Servers: map[string]*config.Server{
+			"calc":  {Name: "calc", Transport: config.TransportHTTP, URL: toolUpstream(t, "add", "sub", "drop"), Timeout: 5 * time.Second, Tools: &config.ToolPolicy{Deny: []string{"drop"}}},
+			"notes": {Name: "notes", Transport: config.TransportHTTP, URL: toolUpstream(t, "read", "write"), Timeout: 5 * time.Second},
+		},
+		Toolsets:     map[string]*config.Toolset{"support": {Servers: map[string][]string{"notes": {"read"}}}},
+		AccessGroups: map[string][]string{"readonly": {"notes"}},
+		Auth:         &config.CallerAuth{MasterKey: master},
+	}
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
+	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
+	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate,
+		Servers: cfg.ServerNames, Toolsets: func() []string { return []string{"support"} }, AccessGroups: func() []string { return []string{"readonly"} }}))
+	ts := httptest.NewServer(g)
+	t.Cleanup(func() {
+		ts.Close()
+		g.Close(context.Background())
+		auth.Close()
+		st.Close()
+	})
+	return &rig{url: ts.URL, store: st, gw: g}
+}
+
+func (r *rig) do(t *testing.T, method, path, key, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, r.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if key != "" {
+		req.Header.Set("X-Mcpgate-Api-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (r *rig) createKey(t *testing.T, body string) string {
+	t.Helper()
+	code, out := r.do(t, "POST", "/admin/v1/keys", master, body)
+	if code != http.StatusCreated {
+		t.Fatalf("create key %s: %d %s", body, code, out)
+	}
+	var ck CreatedKey
+	if err := json.Unmarshal([]byte(out), &ck); err != nil || !strings.HasPrefix(ck.Key, "mcpg_") {
+		t.Fatalf("created: %s", out)
+	}
+	return ck.Key
+}
+
+func TestKeysLifecycle(t *testing.T) {
+	r := newRig(t)
+	secret := r.createKey(t, `{"alias":"bot","user":"alice","servers":["calc"],"rate_limit_rpm":100}`)
+	// The new key works on MCP at once, and sees only calc.
+	code, body := r.do(t, "POST", "/mcp", secret, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if code != 200 || !strings.Contains(body, "calc__add") || strings.Contains(body, "notes__") || strings.Contains(body, "calc__drop") {
+		t.Fatalf("tools as bot: %d %s", code, body)
+	}
+	// Listing and reading never show the secret.
+	code, body = r.do(t, "GET", "/admin/v1/keys", master, "")
+	if code != 200 || !strings.Contains(body, `"alias":"bot"`) || strings.Contains(body, secret) || strings.Contains(body, store.HashKey(secret)) {
+		t.Errorf("list: %d %s", code, body)
+	}
+	code, body = r.do(t, "PATCH", "/admin/v1/keys/bot", master, `{"servers":["calc","notes"]}`)
+	if code != 200 || !strings.Contains(body, `"servers":["calc","notes"]`) {
+		t.Errorf("patch: %d %s", code, body)
+	}
+	if _, body = r.do(t, "POST", "/mcp", secret, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); !strings.Contains(body, "notes__read") {
+		t.Errorf("the patch did not take effect at once: %s", body)
+	}
+	// A non-admin key gets a bare 403 on every admin endpoint.
+	for _, p := range []string{"/admin/v1/keys", "/admin/v1/sessions", "/admin/v1/nope", "/admin/v1/keys/bot"} {
+		code, body := r.do(t, "GET", p, secret, "")
+		if code != http.StatusForbidden || strings.TrimSpace(body) != `{"error":"Forbidden"}` {
+			t.Errorf("non-admin GET %s: %d %s", p, code, body)
+		}
+	}
+	if code, _ := r.do(t, "GET", "/admin/v1/keys", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("no key: %d", code)
+	}
+	// Revoke: 204, then the key fails at once with the same 401 as a wrong key.
+	if code, _ := r.do(t, "DELETE", "/admin/v1/keys/bot", master, ""); code != http.StatusNoContent {
+		t.Errorf("revoke: %d", code)
+	}
+	code, revoked := r.do(t, "POST", "/mcp", secret, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	_, wrong := r.do(t, "POST", "/mcp", "mcpg_wrong", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if code != http.StatusUnauthorized || revoked != wrong {
+		t.Errorf("revoked key: %d %s (wrong key: %s)", code, revoked, wrong)
+	}
+	if code, _ := r.do(t, "DELETE", "/admin/v1/keys/bot", master, ""); code != http.StatusNotFound {
+		t.Errorf("second revoke: %d", code)
+	}
+	// Every change is in the admin audit log, newest first.
+	_, body = r.do(t, "GET", "/admin/v1/audit/events", master, "")
+	var ev struct{ Events []EventRecord }
+	json.Unmarshal([]byte(body), &ev)
+	var actions []string
+	for _, e := range ev.Events {
+		actions = append(actions, e.Action+":"+e.Actor)
+	}
+	if !slices.Equal(actions, []string{"key.revoke:master", "key.update:master", "key.create:master"}) {
+		t.Errorf("audit events %v", actions)
+	}
+}
+
+func TestKeyValidation(t *testing.T) {
+	r := newRig(t)
+	for _, tc := range []struct{ body, want string }{
+		{`{"alias":"a","servers":["nope"]}`, `servers[0]: unknown server \"nope\"`},
+		{`{"alias":"a","toolsets":["nope"]}`, `toolsets[0]: unknown toolset \"nope\"`},
+		{`{"alias":"a","access_groups":["nope"]}`, `access_groups[0]: unknown access group \"nope\"`},
+		{`{"alias":"a","allowed_cidrs":["10.0.0.0/33"]}`, `allowed_cidrs[0]: invalid CIDR \"10.0.0.0/33\"`},
+		{`{"alias":"a","rate_limit_rpm":-1}`, `rate_limit_rpm: must be >= 0`},
+		{`{"alias":"a","tools":{"nope":["x"]}}`, `tools: unknown server \"nope\"`},
+		{`{"alias":"bad alias"}`, `alias: must match`},
+		{`{"user":"x"}`, `alias: required`},
+		{`{"alias":"a","colour":"red"}`, `unknown field \"colour\"`},
+		{`{"alias":"a","rate_limit_rpm":"many"}`, `field \"rate_limit_rpm\" must be int`},
+		{`not json`, `invalid JSON`},
+	} {
+		code, body := r.do(t, "POST", "/admin/v1/keys", master, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want 400 with %s", tc.body, code, body, tc.want)
+		}
+	}
+	r.createKey(t, `{"alias":"dup"}`)
+	if code, body := r.do(t, "POST", "/admin/v1/keys", master, `{"alias":"dup"}`); code != http.StatusConflict {
+		t.Errorf("duplicate alias: %d %s", code, body)
+	}
+}
+
+func TestToolsExplainAndCallAsKey(t *testing.T) {
+	r := newRig(t)
+	r.createKey(t, `{"alias":"support-bot","servers":[],"toolsets":["support"],"access_groups":[]}`)
+	r.createKey(t, `{"alias":"calc-bot","servers":["calc"],"deny_tools":{"calc":["sub"]}}`)
+
+	code, body := r.do(t, "GET", "/admin/v1/tools?key=calc-bot", master, "")
+	var tl struct{ Tools []gateway.ToolInfo }
+	json.Unmarshal([]byte(body), &tl)
+	var names []string
+	for _, x := range tl.Tools {
+		names = append(names, x.Name)
+	}
+	if code != 200 || !slices.Equal(names, []string{"calc__add"}) {
+		t.Errorf("tools as calc-bot: %d %v %s", code, names, body)
+	}
+	_, body = r.do(t, "GET", "/admin/v1/tools?key=support-bot&route=/toolset/support/mcp", master, "")
+	if !strings.Contains(body, `"notes__read"`) || strings.Contains(body, "write") {
+		t.Errorf("tools as support-bot on its toolset: %s", body)
+	}
+	code, body = r.do(t, "GET", "/admin/v1/tools?key=support-bot&route=/toolset/other/mcp", master, "")
+	if code != http.StatusBadRequest || !strings.Contains(body, "does not have access to toolset 'other'") {
+		t.Errorf("other toolset: %d %s", code, body)
+	}
+	for _, tc := range []struct {
+		key, tool string
+		allowed   bool
+		rule      string
+	}{
+		{"calc-bot", "calc__add", true, ""},
+		{"calc-bot", "calc__sub", false, "deny_tools"},
+		{"calc-bot", "calc__drop", false, "deny"},
+		{"calc-bot", "notes__read", false, "not granted"},
+	} {
+		_, body := r.do(t, "GET", "/admin/v1/explain?key="+tc.key+"&tool="+tc.tool, master, "")
+		var ex ExplainView
+		if err := json.Unmarshal([]byte(body), &ex); err != nil || ex.Allowed != tc.allowed || !strings.Contains(ex.Rule, tc.rule) {
+			t.Errorf("explain %s %s: %s", tc.key, tc.tool, body)
+		}
+		// And the call agrees with the explanation.
+		code, out := r.do(t, "POST", "/admin/v1/tools/call", master, `{"name":"`+tc.tool+`","arguments":{},"key":"`+tc.key+`"}`)
+		if got := code == 200 && strings.Contains(out, "called "); got != tc.allowed {
+			t.Errorf("call %s as %s: %d %s", tc.tool, tc.key, code, out)
+		}
+	}
+	if code, body := r.do(t, "POST", "/admin/v1/tools/call", master, `{"name":"calc__add","arguments":[1]}`); code != 400 || !strings.Contains(body, "arguments: must be a JSON object") {
+		t.Errorf("bad arguments: %d %s", code, body)
+	}
+}
+
+func TestSessionsEndpoints(t *testing.T) {
+	r := newRig(t)
+	secret := r.createKey(t, `{"alias":"bot","user":"alice"}`)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2"}}}`
+	req, _ := http.NewRequest("POST", r.url+"/mcp", strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-Mcpgate-Api-Key", secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	code, body := r.do(t, "GET", "/admin/v1/sessions", master, "")
+	var rep gateway.SessionsReport
+	json.Unmarshal([]byte(body), &rep)
+	if code != 200 || rep.Total != 1 || rep.Sessions[0].KeyAlias != "bot" || rep.Sessions[0].ClientName != "claude-code" || rep.ByUser[0].Label != "alice" {
+		t.Fatalf("sessions: %d %s", code, body)
+	}
+	if strings.Contains(body, sid) {
+		t.Error("the report shows the full session id")
+	}
+	if code, body := r.do(t, "POST", "/admin/v1/sessions/terminate", master, `{}`); code != 400 {
+		t.Errorf("terminate without selector: %d %s", code, body)
+	}
+	code, body = r.do(t, "POST", "/admin/v1/sessions/terminate", master, `{"session_id_prefix":"`+sid[:8]+`"}`)
+	if code != 200 || !strings.Contains(body, `"terminated":1`) {
+		t.Errorf("terminate: %d %s", code, body)
+	}
+}
+
+// The OpenAPI document lists exactly the routes the API serves.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	r := newRig(t)
+	code, body := r.do(t, "GET", "/admin/v1/openapi.json", master, "")
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &doc) != nil || doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi: %d %.200s", code, body)
+	}
+	var inDoc, served []string
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			inDoc = append(inDoc, strings.ToUpper(m)+" "+p)
+		}
+	}
+	for _, rt := range routes {
+		served = append(served, rt.method+" "+Prefix+rt.path)
+	}
+	slices.Sort(inDoc)
+	slices.Sort(served)
+	if !slices.Equal(inDoc, served) {
+		t.Errorf("documented:\n%v\nserved:\n%v", inDoc, served)
+	}
+}

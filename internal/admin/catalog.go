@@ -1,0 +1,166 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// callerFor is the caller an operator asks about: the key named by alias,
+// or (no alias) the master key's view of everything.
+func (a *API) callerFor(w http.ResponseWriter, r *http.Request, alias string) (*callers.Caller, bool) {
+	if alias == "" {
+		return &callers.Caller{Master: true, Admin: true}, true
+	}
+	k, err := a.o.Store.GetKeyByAlias(r.Context(), alias)
+	if err != nil {
+		a.storeError(w, err, alias)
+		return nil, false
+	}
+	return CallerOfKey(k), true
+}
+
+// CallerOfKey is the caller a key makes (what the authenticator would
+// produce for a request with it, minus its address checks and rate).
+func CallerOfKey(k store.Key) *callers.Caller {
+	return &callers.Caller{Alias: k.Alias, User: k.User, Team: k.Team, Admin: k.Admin, NoMCP: k.NoMCP,
+		Servers: k.Servers, Tools: k.Tools, DenyTools: k.DenyTools, Toolsets: k.Toolsets, AccessGroups: k.AccessGroups,
+		RateLimitRPM: k.RateLimitRPM, ExpiresAt: k.ExpiresAt}
+}
+
+// ToolsetView is one toolset in GET /admin/v1/toolsets.
+type ToolsetView struct {
+	Name    string              `json:"name"`
+	Servers map[string][]string `json:"servers"`
+}
+
+func (a *API) listToolsets(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		Toolsets []ToolsetView `json:"toolsets"`
+	}{Toolsets: []ToolsetView{}}
+	cfg := a.o.Config
+	if cfg != nil {
+		for _, name := range slices.Sorted(maps.Keys(cfg.Toolsets)) {
+			if ts := cfg.Toolsets[name]; ts != nil {
+				out.Toolsets = append(out.Toolsets, ToolsetView{Name: name, Servers: ts.Servers})
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) listTools(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	c, ok := a.callerFor(w, r, q.Get("key"))
+	if !ok {
+		return
+	}
+	tools, err := a.o.Gateway.ToolsAs(r.Context(), c, q.Get("route"))
+	if err != nil {
+		a.routeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Tools []gateway.ToolInfo `json:"tools"`
+	}{tools})
+}
+
+func (a *API) routeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, gateway.ErrRoute) {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	writeError(w, http.StatusBadGateway, "Bad Gateway", err.Error())
+}
+
+// ExplainView is GET /admin/v1/explain.
+type ExplainView struct {
+	Allowed bool   `json:"allowed"`
+	Rule    string `json:"rule"`
+	Key     string `json:"key,omitempty"`
+	Route   string `json:"route"`
+	Server  string `json:"server,omitempty"`
+	Tool    string `json:"tool"`
+	Steps   any    `json:"steps"`
+}
+
+func (a *API) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	tool := q.Get("tool")
+	if tool == "" {
+		writeError(w, http.StatusBadRequest, "Bad Request", "tool: required")
+		return
+	}
+	c, ok := a.callerFor(w, r, q.Get("key"))
+	if !ok {
+		return
+	}
+	route := q.Get("route")
+	if route == "" {
+		route = "/mcp"
+	}
+	ex, err := a.o.Gateway.ExplainAs(c, route, tool)
+	if err != nil {
+		a.routeError(w, err)
+		return
+	}
+	v := ExplainView{Allowed: ex.Decision.Allowed, Rule: ex.Decision.Rule, Key: q.Get("key"), Route: route, Server: ex.Server, Tool: tool, Steps: ex.Steps}
+	if ex.Denied != nil {
+		v.Allowed, v.Rule = false, ex.Denied.Rule
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+type callRequest struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Key       string          `json:"key"`
+	Route     string          `json:"route"`
+}
+
+// callTool makes a tools/call as a key (or as the master key) and answers
+// the tool result; the audit log records who made it.
+func (a *API) callTool(w http.ResponseWriter, r *http.Request) {
+	var req callRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Name == "" {
+		writeError(w, http.StatusBadRequest, "Bad Request", "name: required")
+		return
+	}
+	if len(req.Arguments) > 0 && req.Arguments[0] != '{' && string(req.Arguments) != "null" {
+		writeError(w, http.StatusBadRequest, "Bad Request", "arguments: must be a JSON object")
+		return
+	}
+	if string(req.Arguments) == "null" {
+		req.Arguments = nil
+	}
+	c, ok := a.callerFor(w, r, req.Key)
+	if !ok {
+		return
+	}
+	res, rpcErr, err := a.o.Gateway.CallAs(r.Context(), c, req.Route, req.Name, req.Arguments)
+	if err != nil {
+		a.routeError(w, err)
+		return
+	}
+	a.audit(r.Context(), "tool.call", req.Name, map[string]any{"as": req.Key, "route": req.Route})
+	if rpcErr != nil {
+		writeJSON(w, http.StatusBadGateway, struct {
+			Error   string `json:"error"`
+			Details string `json:"details"`
+			Code    int64  `json:"code"`
+		}{"Tool call failed", rpcErr.Message, rpcErr.Code})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(res)
+}

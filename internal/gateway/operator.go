@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/policy"
+)
+
+// What operators ask of the gateway on a caller's behalf (the admin API):
+// the catalog as a caller sees it on a route, why a tool is or is not
+// callable, and a call made as that caller. Each goes through the same
+// route resolution and policy view as an MCP request, so the answers are
+// the ones a client with that key would get.
+
+// ToolInfo is one tool of a caller's view.
+type ToolInfo struct {
+	Name         string `json:"name"`
+	Server       string `json:"server"`
+	UpstreamName string `json:"upstream_name"`
+	Description  string `json:"description,omitempty"`
+}
+
+// ErrRoute is returned for a route path that names nothing the gateway
+// serves (or that the caller may not use).
+var ErrRoute = errors.New("route")
+
+// routeAs resolves path for caller c exactly as ServeHTTP would.
+func (g *Gateway) routeAs(c *callers.Caller, path string) (route, error) {
+	if path == "" {
+		path = "/mcp"
+	}
+	rt, unknown, ok := g.routeFor(path, "")
+	if !ok {
+		if len(unknown) > 0 {
+			return rt, fmt.Errorf("%w: unknown MCP server %q", ErrRoute, unknown[0])
+		}
+		return rt, fmt.Errorf("%w: %s is not an MCP route", ErrRoute, path)
+	}
+	rt, denied := g.narrow(rt, policyCaller(c))
+	if denied != nil {
+		return rt, fmt.Errorf("%w: %s", ErrRoute, denied.Message)
+	}
+	return rt, nil
+}
+
+// ToolsAs lists the tools caller c sees on the route path, as tools/list
+// would (every page).
+func (g *Gateway) ToolsAs(ctx context.Context, c *callers.Caller, path string) ([]ToolInfo, error) {
+	rt, err := g.routeAs(c, path)
+	if err != nil {
+		return nil, err
+	}
+	ctx = callers.NewContext(ctx, c)
+	items, err := g.mergedList(ctx, &rt, catalog.Tools)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ToolInfo, 0, len(items))
+	for _, it := range items {
+		desc, _ := jsonrpc.GetString(it.Raw, "description")
+		if o, ok := g.overrides[it.Server][it.Key]; ok && o.Description != "" {
+			desc = o.Description
+		}
+		out = append(out, ToolInfo{Name: g.exposed(&rt, it.Server, it.Key), Server: it.Server, UpstreamName: it.Key, Description: desc})
+	}
+	return out, nil
+}
+
+// ExplainAs says whether caller c may call the tool named name (as a
+// client on path names it) and which rule decided.
+func (g *Gateway) ExplainAs(c *callers.Caller, path, name string) (policy.Explanation, error) {
+	if path == "" {
+		path = "/mcp"
+	}
+	rt, unknown, ok := g.routeFor(path, "")
+	if !ok {
+		if len(unknown) > 0 {
+			return policy.Explanation{}, fmt.Errorf("%w: unknown MCP server %q", ErrRoute, unknown[0])
+		}
+		return policy.Explanation{}, fmt.Errorf("%w: %s is not an MCP route", ErrRoute, path)
+	}
+	server, upName, ok := g.split(&rt, name)
+	if !ok {
+		server, upName = "", name
+	}
+	return g.policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil
+}
+
+// CallAs makes tools/call as caller c on the route path, statelessly, and
+// returns the result (or the JSON-RPC error a client would get).
+func (g *Gateway) CallAs(ctx context.Context, c *callers.Caller, path, name string, args json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
+	rt, err := g.routeAs(c, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	params := append(append(append([]byte(`{"name":`), jsonrpc.String(name)...), `,"arguments":`...), args...)
+	params = append(params, '}')
+	m := jsonrpc.NewRequest(jsonrpc.Int64ID(1), mcpwire.MethodToolsCall, params)
+	ctx = callers.NewContext(ctx, c)
+	sc := &scope{g: g, rt: &rt, out: discardSender{}}
+	reply := g.serve(ctx, sc, m)
+	if reply == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "no reply"), nil
+	}
+	return reply.Result, reply.Error, nil
+}
+
+// discardSender drops messages related to an operator's call (progress,
+// logs); server-initiated requests are refused for want of a client.
+type discardSender struct{}
+
+func (discardSender) send(*jsonrpc.Message) error {
+	return errors.New("an operator call has no client to answer server requests")
+}

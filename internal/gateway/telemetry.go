@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// AuditSink takes one record per tool call (S16.3); *audit.Writer
+// implements it. Record must not block.
+type AuditSink interface {
+	Record(store.ToolCall)
+}
+
+// recordToolCall reports one tools/call to metrics and the audit log:
+// who, where, how it ended, how long, how many bytes; never arguments.
+func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error, start time.Time) {
+	if g.metrics == nil && g.audit == nil {
+		return
+	}
+	d := time.Since(start)
+	tool, _ := jsonrpc.GetString(params, "name")
+	outcome, fault := "ok", ""
+	switch {
+	case err != nil:
+		fault = upstream.Classify(err).Class
+		outcome = fault
+		if rpcErr != nil && upstream.Classify(err).RPC != nil {
+			outcome = "upstream_error"
+		}
+	case toolError(res):
+		outcome = "tool_error"
+	}
+	if g.metrics != nil {
+		label := tool
+		if _, found, _ := g.cat.Lookup(context.WithoutCancel(ctx), server, catalog.Tools, tool); !found {
+			label = metrics.UnknownTool // bounded cardinality: catalog tools only
+		}
+		g.metrics.ObserveToolCall(server, label, outcome, d)
+	}
+	if g.audit == nil {
+		return
+	}
+	rec := store.ToolCall{Time: start, Server: server, Tool: tool, DurationMs: d.Milliseconds(), Outcome: outcome,
+		ErrorClass: fault, RequestBytes: int64(len(params)), ResponseBytes: int64(len(res))}
+	if c := callers.FromContext(ctx); c != nil {
+		rec.KeyAlias, rec.User, rec.Team = c.Alias, c.User, c.Team
+		if c.Master {
+			rec.KeyAlias = store.ActorMaster
+		}
+	}
+	if sc != nil && sc.sess != nil {
+		rec.SessionIDPrefix = sc.sess.id[:idPrefixLen]
+	}
+	g.audit.Record(rec)
+}
+
+// toolError reports whether a tools/call result says isError: true.
+func toolError(res json.RawMessage) bool {
+	v, ok := jsonrpc.Get(res, "isError")
+	return ok && string(v) == "true"
+}
+
+// serveMetrics refreshes the gauges that are read rather than counted,
+// then answers the scrape.
+func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	for name, h := range g.up.Health() {
+		g.metrics.SetUpstreamHealth(name, h.State)
+	}
+	n := 0
+	g.sessions.Range(func(_, v any) bool {
+		if !v.(*session).isClosed() {
+			n++
+		}
+		return true
+	})
+	g.metrics.SetSessions(n)
+	for _, name := range g.serverNames {
+		for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
+			if size, ok := g.cat.Size(name, k); ok {
+				g.metrics.SetCatalogSize(name, k.String(), size)
+			}
+		}
+	}
+	g.metrics.Handler().ServeHTTP(w, r)
+}
+
+// MetricsHandler serves /metrics for a separate listener (metrics_listen).
+func (g *Gateway) MetricsHandler() http.Handler { return http.HandlerFunc(g.serveMetrics) }
+
+// routeKind is the bounded route label of a request path.
+func routeKind(path string) string {
+	switch {
+	case path == "/healthz" || path == "/readyz" || path == "/enabled":
+		return "health"
+	case path == "/metrics":
+		return "metrics"
+	case len(path) >= len(AdminPrefix) && path[:len(AdminPrefix)] == AdminPrefix:
+		return "admin"
+	}
+	_, kind := splitEndpoint(path)
+	switch kind {
+	case epSSE, epSSEMessages:
+		return "sse"
+	}
+	if _, ok := toolsetOf(path); ok {
+		return "toolset"
+	}
+	return "mcp"
+}
+
+// statusWriter remembers the status of a response for the request metric;
+// it passes Flush, Hijack and the ResponseController through.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := s.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("hijack not supported")
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
