@@ -272,6 +272,9 @@ func (g *Gateway) onUpstreamSession(server string, info *upstream.InitInfo) {
 	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
 		g.broadcastListChanged(server, k)
 	}
+	if info != nil && info.Caps.Tools {
+		go g.checkToolNames(server)
+	}
 }
 
 func isLoopbackListen(addr string) bool {

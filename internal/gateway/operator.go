@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/policy"
@@ -121,4 +125,54 @@ type discardSender struct{}
 
 func (discardSender) send(*jsonrpc.Message) error {
 	return errors.New("an operator call has no client to answer server requests")
+}
+
+// checkToolNames warns about configured tool names server does not have:
+// a toolset, an allow list or an override naming a tool that does not exist
+// is almost always a typo, and would otherwise silently grant nothing.
+func (g *Gateway) checkToolNames(server string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	items, err := g.cat.List(ctx, server, catalog.Tools)
+	if err != nil {
+		return
+	}
+	have := make(map[string]bool, len(items))
+	for _, it := range items {
+		have[it.Key] = true
+	}
+	for _, name := range MissingTools(g.cfg, server, have) {
+		g.log.Warn("config names a tool the server does not have", "server", server, "tool", name.Tool, "where", name.Where)
+	}
+}
+
+// MissingTool is a configured tool name a server does not offer.
+type MissingTool struct{ Where, Tool string }
+
+// MissingTools lists the tool names cfg gives server (toolsets, allow
+// list, overrides) that are not in have, sorted.
+func MissingTools(cfg *config.Config, server string, have map[string]bool) []MissingTool {
+	var out []MissingTool
+	for _, ts := range slices.Sorted(maps.Keys(cfg.Toolsets)) {
+		if t := cfg.Toolsets[ts]; t != nil {
+			for _, name := range t.Servers[server] {
+				if !have[name] {
+					out = append(out, MissingTool{Where: "toolsets." + ts, Tool: name})
+				}
+			}
+		}
+	}
+	if srv := cfg.Servers[server]; srv != nil && srv.Tools != nil {
+		for _, name := range srv.Tools.Allow {
+			if !have[name] {
+				out = append(out, MissingTool{Where: "servers." + server + ".tools.allow", Tool: name})
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(srv.Tools.Overrides)) {
+			if !have[name] {
+				out = append(out, MissingTool{Where: "servers." + server + ".tools.overrides", Tool: name})
+			}
+		}
+	}
+	return out
 }
