@@ -84,11 +84,30 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		// the gateway listens on loopback only (or anonymous was chosen).
 		OpenAccess:   cfg.AnonymousOnly() && master == "",
 		KeyChanged:   auth.Invalidate,
-		Servers:      cfg.ServerNames,
+		Servers:      func() []string { return g.ServerNames() },
 		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
 		Logger:       log,
 	}))
+	// Servers added through the admin API come back after a restart; the
+	// config file wins a name both define.
+	objs, err := st.ListObjects(ctx, store.KindServer)
+	if err != nil {
+		log.Warn("could not load runtime servers", "error", err)
+	}
+	for _, o := range objs {
+		if _, inFile := cfg.Servers[o.Name]; inFile {
+			log.Warn("runtime server shadowed by the config file; ignored", "server", o.Name)
+			continue
+		}
+		srv, err := admin.ParseServer(o.Name, o.Doc, cfg.Dir)
+		if err == nil {
+			err = g.AddServer(ctx, o.Name, srv, nil)
+		}
+		if err != nil {
+			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
+		}
+	}
 	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m}, nil
 }
 

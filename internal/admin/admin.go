@@ -99,6 +99,8 @@ var routes = []route{
 	{"PATCH", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.updateKey }},
 	{"DELETE", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.deleteKey }},
 	{"GET", "/servers", func(a *API) http.HandlerFunc { return a.listServers }},
+	{"POST", "/servers", func(a *API) http.HandlerFunc { return a.addServer }},
+	{"DELETE", "/servers/{name}", func(a *API) http.HandlerFunc { return a.removeServer }},
 	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},

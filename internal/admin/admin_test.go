@@ -312,3 +312,55 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Errorf("documented:\n%v\nserved:\n%v", inDoc, served)
 	}
 }
+
+// Runtime servers: added with the fields of a config-file entry, served at
+// once, validated like the file, refused for stdio and for names the file
+// owns, stored, and removed again.
+func TestRuntimeServers(t *testing.T) {
+	r := newRig(t)
+	url := toolUpstream(t, "ping")
+	code, body := r.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`","timeout":"5s","auth":{"type":"bearer_token","value":"tok"}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	if _, body := r.do(t, "POST", "/mcp", master, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); !strings.Contains(body, `"extra__ping"`) {
+		t.Errorf("runtime server's tools not served: %s", body)
+	}
+	if _, body := r.do(t, "POST", "/mcp/extra", master, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ping","arguments":{}}}`); !strings.Contains(body, "called ping") {
+		t.Errorf("call on the runtime server: %s", body)
+	}
+	_, body = r.do(t, "GET", "/admin/v1/servers", master, "")
+	if !strings.Contains(body, `"name":"extra"`) || !strings.Contains(body, `"source":"api"`) || !strings.Contains(body, `"source":"config"`) {
+		t.Errorf("servers: %s", body)
+	}
+	if obj, err := r.store.GetObject(context.Background(), store.KindServer, "extra"); err != nil || !strings.Contains(string(obj.Doc), url) {
+		t.Errorf("stored: %v %s", err, obj.Doc)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"name":"x","transport":"stdio","command":"/bin/sh"}`, "stdio servers run a command"},
+		{`{"name":"x","transport":"http","url":"ftp://h"}`, "servers.x.url: must be an http or https URL"},
+		{`{"name":"x","transport":"http","url":"http://h","auth":{"type":"basic","value":"nocolon"}}`, `servers.x.auth.value: must be \"user:password\"`},
+		{`{"name":"x","transport":"http","url":"http://h","timout":"1s"}`, "servers.x.timout: unknown field (did you mean timeout?)"},
+		{`{"name":"Bad!","transport":"http","url":"http://h"}`, "name: must match"},
+	} {
+		code, body := r.do(t, "POST", "/admin/v1/servers", master, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want %s", tc.body, code, body, tc.want)
+		}
+	}
+	if code, body := r.do(t, "POST", "/admin/v1/servers", master, `{"name":"calc","transport":"http","url":"http://h"}`); code != http.StatusConflict {
+		t.Errorf("replacing a file server: %d %s", code, body)
+	}
+	if code, _ := r.do(t, "DELETE", "/admin/v1/servers/calc", master, ""); code != http.StatusConflict {
+		t.Errorf("removing a file server: %d", code)
+	}
+	if code, _ := r.do(t, "DELETE", "/admin/v1/servers/extra", master, ""); code != http.StatusNoContent {
+		t.Errorf("remove: %d", code)
+	}
+	if _, body := r.do(t, "POST", "/mcp", master, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); strings.Contains(body, "extra__") {
+		t.Errorf("removed server still served: %s", body)
+	}
+	if code, _ := r.do(t, "DELETE", "/admin/v1/servers/extra", master, ""); code != http.StatusNotFound {
+		t.Errorf("second remove: %d", code)
+	}
+}

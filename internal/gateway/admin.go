@@ -17,7 +17,7 @@ func (g *Gateway) MountAdmin(h http.Handler) { g.admin = h }
 
 // PreviewServer is the request the gateway would send to server (C3.8).
 func (g *Gateway) PreviewServer(name string) (upstream.PreviewRequest, bool) {
-	srv := g.cfg.Servers[name]
+	srv := g.conf().Servers[name]
 	if srv == nil {
 		return upstream.PreviewRequest{}, false
 	}
@@ -35,7 +35,8 @@ type ServerStatus struct {
 	Transport string `json:"transport"`
 	Target    string `json:"target"` // URL without credentials, or the command
 	Mode      string `json:"session_mode"`
-	Auth      string `json:"auth"` // the auth type, never the credential
+	Auth      string `json:"auth"`   // the auth type, never the credential
+	Source    string `json:"source"` // "config" (the file) or "api" (added at runtime)
 	State     string `json:"state"`
 	Since     string `json:"since"`
 	LastError string `json:"last_error,omitempty"`
@@ -51,8 +52,9 @@ type ServersReport struct {
 func (g *Gateway) ServersStatus() ServersReport {
 	health := g.up.Health()
 	out := ServersReport{Servers: []ServerStatus{}}
-	for _, name := range g.cfg.ServerNames() {
-		srv := g.cfg.Servers[name]
+	cfg := g.conf()
+	for _, name := range cfg.ServerNames() {
+		srv := cfg.Servers[name]
 		h := health[name]
 		st := ServerStatus{
 			Name:      name,
@@ -60,6 +62,7 @@ func (g *Gateway) ServersStatus() ServersReport {
 			Target:    targetOf(srv),
 			Mode:      h.Mode,
 			Auth:      config.AuthNone,
+			Source:    g.sourceOf(name),
 			State:     h.State,
 			LastError: h.LastError,
 			Sessions:  h.Sessions,
@@ -92,4 +95,12 @@ func callerTokens(h http.Header) func(string) string {
 		}
 		return h.Get("Authorization")
 	}
+}
+
+// sourceOf says where a server was defined.
+func (g *Gateway) sourceOf(name string) string {
+	if _, ok := g.fileServers[name]; ok {
+		return "config"
+	}
+	return "api"
 }

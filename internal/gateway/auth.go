@@ -36,7 +36,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		c = &callers.Caller{Anonymous: true}
 		c.Owner = callers.OwnerOf(c, r)
 	}
-	if a := g.cfg.Auth; a != nil && a.AllowedClients != nil {
+	if a := g.conf().Auth; a != nil && a.AllowedClients != nil {
 		if f := callers.CheckClient(r, a.AllowedClients.Header, a.AllowedClients.Values); f != nil {
 			f.Write(w)
 			return r, false

@@ -333,7 +333,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 			buf = append(buf, ',')
 		}
 		raw := []byte(it.Raw)
-		o, overridden := g.overrides[it.Server][it.Key]
+		o, overridden := g.st().overrides[it.Server][it.Key]
 		if rename || (overridden && k == catalog.Tools) {
 			name := g.exposed(sc.rt, it.Server, it.Key)
 			if k == catalog.Tools {

@@ -18,10 +18,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +30,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
-	"github.com/mcpgate/mcpgate/internal/policy"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -82,7 +79,12 @@ type Options struct {
 
 // Gateway serves the merged view of the configured upstreams.
 type Gateway struct {
-	cfg         *config.Config
+	// state is what the configuration says, swapped as a whole when
+	// servers are added or removed at runtime.
+	state   atomic.Pointer[gwState]
+	stateMu sync.Mutex // serialises runtime changes
+	// fileServers are the servers of the configuration New was given.
+	fileServers map[string]*config.Server
 	log         *slog.Logger
 	version     string
 	sep         string
@@ -92,26 +94,17 @@ type Gateway struct {
 	terms       Terminations
 	instance    string // this process's id in reports
 	now         func() time.Time
-	serverNames []string
 	loopback    bool
-	// passthrough: some server forwards the caller's own token, so
-	// requests carry the caller's upstream credentials in their context.
-	passthrough bool
 
 	up  *upstream.Manager
 	cat *catalog.Catalog
 
 	auth    Authenticator
-	policy  *policy.Policy
 	metrics *metrics.Metrics
 	audit   AuditSink
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
-	// Tool overrides (S6.3): server -> upstream name -> override, and
-	// server -> display name -> upstream name.
-	overrides map[string]map[string]config.ToolOverride
-	reverse   map[string]map[string]string
-	admin     http.Handler
+	admin         http.Handler
 
 	sessions sync.Map // id -> *session
 
@@ -147,7 +140,6 @@ type Gateway struct {
 func New(o Options) *Gateway {
 	cfg := o.Config
 	g := &Gateway{
-		cfg:         cfg,
 		log:         o.Logger,
 		version:     o.Version,
 		sep:         cfg.ToolNameSeparator,
@@ -156,7 +148,6 @@ func New(o Options) *Gateway {
 		maxPerOwner: o.MaxSessionsPerOwner,
 		terms:       o.Terminations,
 		now:         o.Now,
-		serverNames: slices.Sorted(maps.Keys(cfg.Servers)),
 		subs:        map[subKey]int{},
 		stop:        make(chan struct{}),
 	}
@@ -184,30 +175,12 @@ func New(o Options) *Gateway {
 	g.instance = newSessionID()[:12]
 	g.auth = o.Authenticator
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
-	g.policy = policy.Compile(RulesOf(cfg))
-	g.overrides = map[string]map[string]config.ToolOverride{}
-	g.reverse = map[string]map[string]string{}
-	for name, srv := range cfg.Servers {
-		if srv.Tools == nil || len(srv.Tools.Overrides) == 0 {
-			continue
-		}
-		g.overrides[name] = srv.Tools.Overrides
-		g.reverse[name] = map[string]string{}
-		for up, o := range srv.Tools.Overrides {
-			if o.Name != "" {
-				g.reverse[name][o.Name] = up
-			}
-		}
-	}
+	g.state.Store(newState(cfg))
+	g.fileServers = cfg.Servers
 	if g.version == "" {
 		g.version = "dev"
 	}
 	g.loopback = isLoopbackListen(cfg.Listen)
-	for _, srv := range cfg.Servers {
-		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
-			g.passthrough = true
-		}
-	}
 	g.up = upstream.NewManager(upstream.ManagerOptions{
 		Servers:       cfg.Servers,
 		ClientName:    "mcpgate",
@@ -337,7 +310,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if g.passthrough {
+	if g.st().passthrough {
 		r = r.WithContext(upstream.WithCallerTokens(r.Context(), callerTokens(r.Header)))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
@@ -435,7 +408,7 @@ func (g *Gateway) checkOriginHost(r *http.Request) error {
 }
 
 func (g *Gateway) originAllowed(origin string) bool {
-	for _, o := range g.cfg.AllowedOrigins {
+	for _, o := range g.conf().AllowedOrigins {
 		if o == "*" || strings.EqualFold(strings.TrimRight(o, "/"), strings.TrimRight(origin, "/")) {
 			return true
 		}
@@ -455,7 +428,7 @@ func (g *Gateway) hostAllowed(host string) bool {
 	if isLoopbackHost(h) {
 		return true
 	}
-	for _, a := range g.cfg.AllowedHosts {
+	for _, a := range g.conf().AllowedHosts {
 		if strings.EqualFold(a, host) || strings.EqualFold(a, h) {
 			return true
 		}

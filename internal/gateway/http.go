@@ -50,8 +50,8 @@ const (
 )
 
 func (g *Gateway) maxBody() int64 {
-	if g.cfg.MaxBodyBytes > 0 {
-		return g.cfg.MaxBodyBytes
+	if n := g.conf().MaxBodyBytes; n > 0 {
+		return n
 	}
 	return 4 << 20
 }

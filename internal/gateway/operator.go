@@ -69,7 +69,7 @@ func (g *Gateway) ToolsAs(ctx context.Context, c *callers.Caller, path string) (
 	out := make([]ToolInfo, 0, len(items))
 	for _, it := range items {
 		desc, _ := jsonrpc.GetString(it.Raw, "description")
-		if o, ok := g.overrides[it.Server][it.Key]; ok && o.Description != "" {
+		if o, ok := g.st().overrides[it.Server][it.Key]; ok && o.Description != "" {
 			desc = o.Description
 		}
 		out = append(out, ToolInfo{Name: g.exposed(&rt, it.Server, it.Key), Server: it.Server, UpstreamName: it.Key, Description: desc})
@@ -94,7 +94,7 @@ func (g *Gateway) ExplainAs(c *callers.Caller, path, name string) (policy.Explan
 	if !ok {
 		server, upName = "", name
 	}
-	return g.policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil
+	return g.st().policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil
 }
 
 // CallAs makes tools/call as caller c on the route path, statelessly, and
@@ -141,7 +141,7 @@ func (g *Gateway) checkToolNames(server string) {
 	for _, it := range items {
 		have[it.Key] = true
 	}
-	for _, name := range MissingTools(g.cfg, server, have) {
+	for _, name := range MissingTools(g.conf(), server, have) {
 		g.log.Warn("config names a tool the server does not have", "server", server, "tool", name.Tool, "where", name.Where)
 	}
 }

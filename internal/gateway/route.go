@@ -141,15 +141,15 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 		// use it (S7) and says so with its own 403/404.
 		rt.toolset = name
 		rt.prefixed = true
-		if ts := g.cfg.Toolsets[name]; ts != nil {
+		if ts := g.conf().Toolsets[name]; ts != nil {
 			rt.servers = slices.Sorted(maps.Keys(ts.Servers))
 			rt.named = rt.servers
 		}
 	} else if base == "" || base == "/" || base == "/mcp" {
-		rt.servers = g.serverNames
+		rt.servers = g.st().names
 		rt.prefixed = true
 	} else if base == "/mcp/proxy" && !g.known("proxy") {
-		rt.servers = g.serverNames
+		rt.servers = g.st().names
 		rt.prefixed = true
 		rt.proxy = true
 	} else {
@@ -220,7 +220,7 @@ func toolsetOf(base string) (string, bool) {
 // may use on this route, and the view every list and call consults. A
 // refused route comes back as *policy.Denied.
 func (g *Gateway) narrow(rt route, c *policy.Caller) (route, *policy.Denied) {
-	v, denied := g.policy.View(c, policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset})
+	v, denied := g.st().policy.View(c, policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset})
 	if denied != nil {
 		return rt, denied
 	}
@@ -249,7 +249,7 @@ func (rt *route) allows(k catalog.Kind, server, name string) bool {
 }
 
 func (g *Gateway) known(name string) bool {
-	_, ok := g.cfg.Servers[name]
+	_, ok := g.conf().Servers[name]
 	return ok
 }
 
@@ -257,7 +257,7 @@ func (g *Gateway) known(name string) bool {
 // display name when the server's config overrides it (S6.3), prefixed on
 // routes of several servers.
 func (g *Gateway) exposed(rt *route, server, name string) string {
-	if o, ok := g.overrides[server][name]; ok && o.Name != "" {
+	if o, ok := g.st().overrides[server][name]; ok && o.Name != "" {
 		name = o.Name
 	}
 	if !rt.prefixed {
@@ -291,10 +291,10 @@ func (g *Gateway) split(rt *route, name string) (server, upName string, ok bool)
 // an overridden tool is not callable by its old name, so that the one the
 // client sees is the only one.
 func (g *Gateway) upstreamName(server, name string) string {
-	if up, ok := g.reverse[server][name]; ok {
+	if up, ok := g.st().reverse[server][name]; ok {
 		return up
 	}
-	if o, ok := g.overrides[server][name]; ok && o.Name != "" && o.Name != name {
+	if o, ok := g.st().overrides[server][name]; ok && o.Name != "" && o.Name != name {
 		return "" // hidden behind its display name
 	}
 	return name

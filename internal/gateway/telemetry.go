@@ -86,7 +86,7 @@ func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		return true
 	})
 	g.metrics.SetSessions(n)
-	for _, name := range g.serverNames {
+	for _, name := range g.st().names {
 		for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
 			if size, ok := g.cat.Size(name, k); ok {
 				g.metrics.SetCatalogSize(name, k.String(), size)

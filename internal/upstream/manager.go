@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -84,8 +85,11 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	servers map[string]*server
+	mu sync.Mutex
+	// servers is replaced, never written in place (AddServer and
+	// RemoveServer copy it under mu), so readers need no lock.
+	servers atomic.Pointer[map[string]*server]
+	janitor bool // under mu: the idle reaper runs
 	eager   bool
 	closed  bool
 	now     func() time.Time
@@ -131,44 +135,117 @@ func NewManager(o ManagerOptions) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		opts:    o,
-		log:     o.Logger,
-		ctx:     ctx,
-		cancel:  cancel,
-		servers: make(map[string]*server, len(o.Servers)),
-		now:     time.Now,
+		opts:   o,
+		log:    o.Logger,
+		ctx:    ctx,
+		cancel: cancel,
+		now:    time.Now,
 	}
-	now := m.now()
-	janitor := false
+	servers := make(map[string]*server, len(o.Servers))
 	for name, srv := range o.Servers {
-		if srv == nil {
-			continue
+		if srv != nil {
+			servers[name] = m.newServer(name, srv)
 		}
-		c := *srv
-		if c.Name == "" {
-			c.Name = name
-		}
-		sv := &server{
-			name:      name,
-			srv:       &c,
-			perCall:   c.SessionMode == config.SessionPerCall,
-			byCaller:  c.Auth != nil && c.Auth.Type == config.AuthPassthrough,
-			defaultFP: Fingerprint(&c, ""),
-			entries:   map[string]*entry{},
-			health:    Health{State: HealthStarting, Since: now},
-		}
-		sv.health.Mode = modeOf(sv)
-		if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
-			sv.tokens = newTokenSource(c.Name, c.Auth, tokenHTTPClient(&c, o.HTTPClient), o.Logger)
-		}
-		janitor = janitor || (sv.byCaller && !sv.perCall)
-		m.servers[name] = sv
 	}
+	m.servers.Store(&servers)
 	m.opts.Servers = nil
-	if janitor {
-		m.wg.Go(m.reapIdle)
-	}
+	m.startJanitorLocked(servers)
 	return m
+}
+
+func (m *Manager) newServer(name string, srv *config.Server) *server {
+	c := *srv
+	if c.Name == "" {
+		c.Name = name
+	}
+	sv := &server{
+		name:      name,
+		srv:       &c,
+		perCall:   c.SessionMode == config.SessionPerCall,
+		byCaller:  c.Auth != nil && c.Auth.Type == config.AuthPassthrough,
+		defaultFP: Fingerprint(&c, ""),
+		entries:   map[string]*entry{},
+		health:    Health{State: HealthStarting, Since: m.now()},
+	}
+	sv.health.Mode = modeOf(sv)
+	if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
+		sv.tokens = newTokenSource(c.Name, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
+	}
+	return sv
+}
+
+// startJanitorLocked starts the idle reaper once some server pools
+// sessions per caller.
+func (m *Manager) startJanitorLocked(servers map[string]*server) {
+	if m.janitor {
+		return
+	}
+	for _, sv := range servers {
+		if sv.byCaller && !sv.perCall {
+			m.janitor = true
+			m.wg.Go(m.reapIdle)
+			return
+		}
+	}
+}
+
+// serverMap is the current set of servers (never modified: replaced).
+func (m *Manager) serverMap() map[string]*server { return *m.servers.Load() }
+
+// AddServer adds an upstream server at runtime (or replaces one of that
+// name, whose sessions are closed). It connects lazily, or at once after
+// Start.
+func (m *Manager) AddServer(name string, srv *config.Server) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	old := m.serverMap()
+	next := make(map[string]*server, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	sv := m.newServer(name, srv)
+	next[name] = sv
+	m.servers.Store(&next)
+	m.startJanitorLocked(next)
+	if prev := old[name]; prev != nil {
+		m.retireServerLocked(prev)
+	}
+	if m.eager && !sv.perCall && !sv.byCaller {
+		m.connectLocked(sv, m.entryLocked(sv, context.Background()))
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// RemoveServer removes an upstream server and closes its sessions.
+func (m *Manager) RemoveServer(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.serverMap()
+	sv := old[name]
+	if sv == nil {
+		return false
+	}
+	next := make(map[string]*server, len(old))
+	for k, v := range old {
+		if k != name {
+			next[k] = v
+		}
+	}
+	m.servers.Store(&next)
+	m.retireServerLocked(sv)
+	return true
+}
+
+// retireServerLocked closes every session of a server no longer served;
+// connects in flight see it gone and close what they made.
+func (m *Manager) retireServerLocked(sv *server) {
+	for _, e := range sv.entries {
+		m.dropLocked(sv, e)
+	}
 }
 
 func modeOf(sv *server) string {
@@ -198,7 +275,7 @@ func callerTokenFrom(ctx context.Context, server string) string {
 // Fingerprint returns the credential fingerprint the sessions of server
 // are pooled under for ctx's caller (C3.7); "" for an unknown server.
 func (m *Manager) Fingerprint(ctx context.Context, server string) string {
-	sv := m.servers[server] // the map is never written after NewManager
+	sv := m.serverMap()[server]
 	if sv == nil {
 		return ""
 	}
@@ -212,7 +289,7 @@ func (m *Manager) Fingerprint(ctx context.Context, server string) string {
 // caller's own credentials (passthrough), and "" for the others, whose
 // callers all share the server's credentials.
 func (m *Manager) CredentialKey(ctx context.Context, server string) string {
-	sv := m.servers[server]
+	sv := m.serverMap()[server]
 	if sv == nil || !sv.byCaller {
 		return ""
 	}
@@ -221,7 +298,7 @@ func (m *Manager) CredentialKey(ctx context.Context, server string) string {
 
 // DefaultFingerprint is the fingerprint of server's own credentials.
 func (m *Manager) DefaultFingerprint(server string) string {
-	if sv := m.servers[server]; sv != nil {
+	if sv := m.serverMap()[server]; sv != nil {
 		return sv.defaultFP
 	}
 	return ""
@@ -233,7 +310,7 @@ func (m *Manager) DefaultFingerprint(server string) string {
 // in per_call mode it is a new session, and release ends it (the DELETE
 // included) within CloseTimeout, before returning (C9.1).
 func (m *Manager) Acquire(ctx context.Context, server string) (Session, func(), error) {
-	sv := m.servers[server]
+	sv := m.serverMap()[server]
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
@@ -320,7 +397,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 			m.mu.Unlock()
 			return nil, &Error{Server: server, Kind: KindClosed, Err: ErrClosed}
 		}
-		sv := m.servers[server]
+		sv := m.serverMap()[server]
 		if sv == nil {
 			m.mu.Unlock()
 			return nil, fmt.Errorf("unknown upstream server %q", server)
@@ -419,7 +496,7 @@ func (m *Manager) reapIdle() {
 		}
 		now := m.now()
 		m.mu.Lock()
-		for _, sv := range m.servers {
+		for _, sv := range m.serverMap() {
 			if !sv.byCaller {
 				continue
 			}
@@ -446,7 +523,7 @@ func (m *Manager) connect(sv *server, e *entry) {
 	m.mu.Lock()
 	done := e.connecting
 	e.connecting = nil
-	if m.closed || sv.entries[e.fp] != e {
+	if m.closed || sv.entries[e.fp] != e || m.serverMap()[sv.name] != sv {
 		m.mu.Unlock()
 		close(done)
 		if s != nil {
@@ -560,7 +637,7 @@ func (m *Manager) Start(ctx context.Context) {
 		return
 	}
 	m.eager = true
-	for _, sv := range m.servers {
+	for _, sv := range m.serverMap() {
 		if sv.perCall || sv.byCaller {
 			continue
 		}
@@ -577,8 +654,8 @@ func (m *Manager) Start(ctx context.Context) {
 func (m *Manager) Health() map[string]Health {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]Health, len(m.servers))
-	for name, sv := range m.servers {
+	out := make(map[string]Health, len(m.serverMap()))
+	for name, sv := range m.serverMap() {
 		if sv.perCall {
 			h := sv.health
 			h.Sessions = sv.live
@@ -628,7 +705,7 @@ func (m *Manager) Close() error {
 	m.closed = true
 	var sessions []Session
 	now := time.Now()
-	for _, sv := range m.servers {
+	for _, sv := range m.serverMap() {
 		for _, e := range sv.entries {
 			if e.sess != nil {
 				sessions = append(sessions, e.sess)

@@ -1,0 +1,112 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// Runtime servers are added through the API with the same fields as a
+// server in the config file (JSON instead of YAML), validated by the same
+// code, stored in the store (so they come back after a restart), and
+// served at once. Only sse and http servers: a stdio server is a command
+// line to run, which the network must not be able to supply.
+
+var serverNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// ParseServer turns a server document (the fields of one entry of the
+// config file's servers map, as JSON) into a validated server. dir
+// resolves relative paths (tls files).
+func ParseServer(name string, doc json.RawMessage, dir string) (*config.Server, error) {
+	if !serverNameRE.MatchString(name) {
+		return nil, errors.New("name: must match [a-z0-9][a-z0-9_-]*")
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &probe); err != nil {
+		return nil, errors.New("body: must be a JSON object of server fields")
+	}
+	delete(probe, "name")
+	body, _ := json.Marshal(probe)
+	// JSON is YAML: the config file's decoder gives the same strict
+	// checks and the same field-naming messages.
+	nameKey, _ := json.Marshal(name)
+	cfg, err := config.Parse([]byte(`{"servers":{`+string(nameKey)+`:`+string(body)+`}}`), dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	srv := cfg.Servers[name]
+	if srv.Transport == config.TransportStdio {
+		return nil, errors.New("transport: stdio servers run a command and can only be defined in the config file")
+	}
+	return srv, nil
+}
+
+type serverRequest struct {
+	Name string `json:"name"`
+}
+
+func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
+	var raw json.RawMessage
+	if !decode(w, r, &raw) {
+		return
+	}
+	var req serverRequest
+	_ = json.Unmarshal(raw, &req)
+	dir := ""
+	if a.o.Config != nil {
+		dir = a.o.Config.Dir
+	}
+	srv, err := ParseServer(req.Name, raw, dir)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	if err := a.o.Gateway.AddServer(r.Context(), req.Name, srv, a.fromFile); err != nil {
+		if errors.Is(err, gateway.ErrServerExists) {
+			writeError(w, http.StatusConflict, "Conflict", err.Error())
+			return
+		}
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	if _, err := a.o.Store.PutObject(r.Context(), store.KindServer, req.Name, raw); err != nil {
+		a.o.Gateway.RemoveServer(req.Name)
+		a.storeError(w, err, req.Name)
+		return
+	}
+	a.audit(r.Context(), "server.add", req.Name, map[string]any{"transport": srv.Transport})
+	writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
+}
+
+func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if a.fromFile(name) {
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; remove it there", name))
+		return
+	}
+	if err := a.o.Store.DeleteObject(r.Context(), store.KindServer, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.storeError(w, err, name)
+		return
+	}
+	if !a.o.Gateway.RemoveServer(name) {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
+		return
+	}
+	a.audit(r.Context(), "server.remove", name, nil)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fromFile reports whether the config file defines server name.
+func (a *API) fromFile(name string) bool {
+	if a.o.Config == nil {
+		return false
+	}
+	_, ok := a.o.Config.Servers[name]
+	return ok
+}

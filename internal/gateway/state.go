@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/policy"
+)
+
+// gwState is everything the gateway derives from its configuration. It is
+// immutable: a runtime change builds a new one and swaps it in, so a
+// request reads one consistent snapshot without locks.
+type gwState struct {
+	cfg    *config.Config
+	names  []string // server names, sorted
+	policy *policy.Policy
+	// Tool overrides (S6.3): server -> upstream name -> override, and
+	// server -> display name -> upstream name.
+	overrides map[string]map[string]config.ToolOverride
+	reverse   map[string]map[string]string
+	// passthrough: some server forwards the caller's own token, so
+	// requests carry the caller's upstream credentials in their context.
+	passthrough bool
+}
+
+func newState(cfg *config.Config) *gwState {
+	st := &gwState{
+		cfg:       cfg,
+		names:     slices.Sorted(maps.Keys(cfg.Servers)),
+		policy:    policy.Compile(RulesOf(cfg)),
+		overrides: map[string]map[string]config.ToolOverride{},
+		reverse:   map[string]map[string]string{},
+	}
+	for name, srv := range cfg.Servers {
+		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
+			st.passthrough = true
+		}
+		if srv.Tools == nil || len(srv.Tools.Overrides) == 0 {
+			continue
+		}
+		st.overrides[name] = srv.Tools.Overrides
+		st.reverse[name] = map[string]string{}
+		for up, o := range srv.Tools.Overrides {
+			if o.Name != "" {
+				st.reverse[name][o.Name] = up
+			}
+		}
+	}
+	return st
+}
+
+func (g *Gateway) st() *gwState         { return g.state.Load() }
+func (g *Gateway) conf() *config.Config { return g.state.Load().cfg }
+
+// ErrServerExists refuses to replace a server the config file defines.
+var ErrServerExists = errors.New("server exists")
+
+// AddServer serves one more upstream server (or replaces a runtime one of
+// that name): validated like a config file's, connected like one, and
+// announced to connected clients with list_changed. fromFile names the
+// servers of the config file, which the API may not replace.
+func (g *Gateway) AddServer(ctx context.Context, name string, srv *config.Server, fromFile func(string) bool) error {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	if fromFile != nil && fromFile(name) {
+		return fmt.Errorf("%w: %q is defined in the config file", ErrServerExists, name)
+	}
+	s := *srv
+	s.Name = name
+	next := *g.conf()
+	next.Servers = maps.Clone(next.Servers)
+	if next.Servers == nil {
+		next.Servers = map[string]*config.Server{}
+	}
+	next.Servers[name] = &s
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	if err := g.up.AddServer(name, &s); err != nil {
+		return err
+	}
+	g.swap(&next, name)
+	return nil
+}
+
+// RemoveServer stops serving a runtime server; false when there is none
+// of that name.
+func (g *Gateway) RemoveServer(name string) bool {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	cur := g.conf()
+	if _, ok := cur.Servers[name]; !ok {
+		return false
+	}
+	next := *cur
+	next.Servers = maps.Clone(cur.Servers)
+	delete(next.Servers, name)
+	g.up.RemoveServer(name)
+	g.swap(&next, name)
+	return true
+}
+
+// swap installs a new configuration: routes resolve again, the changed
+// server's lists are fetched again, and sessions hear about it.
+func (g *Gateway) swap(cfg *config.Config, changed string) {
+	g.state.Store(newState(cfg))
+	g.routes.Range(func(k, _ any) bool {
+		g.routes.Delete(k)
+		g.routeCount.Add(-1)
+		return true
+	})
+	g.cat.InvalidateServer(changed)
+	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
+		g.broadcastListChanged(changed, k)
+	}
+}
+
+// ServerNames are the servers served now (config file and runtime).
+func (g *Gateway) ServerNames() []string { return slices.Clone(g.st().names) }
