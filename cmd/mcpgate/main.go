@@ -48,11 +48,25 @@ Usage:
   mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
   mcpgate stdio    --config FILE                   serve MCP over stdin/stdout
   mcpgate validate --config FILE                   check a config file, serve nothing
-  mcpgate servers status [--url URL]               health of each upstream, from a running gateway
   mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
   mcpgate version                                  print the version
 
+Administer a running gateway (its admin API):
+  mcpgate keys create --alias A [flags]            create a virtual key; prints its secret once
+  mcpgate keys list                                list virtual keys
+  mcpgate keys revoke ALIAS                        revoke a key; it stops working at once
+  mcpgate servers list|status                      health of each upstream
+  mcpgate toolsets list                            toolsets and their tools
+  mcpgate sessions list                            live downstream sessions
+  mcpgate sessions terminate [--id P] [--user U]   end sessions
+  mcpgate tools list [--as KEY] [--route R]        the catalog as a key sees it
+  mcpgate call TOOL [--args JSON] [--as KEY]       call a tool
+  mcpgate audit [--follow] [filters]               recent tool calls
+
 Common flags: --log-format json|text (default text), --log-level debug|info|warn|error (default info).
+Admin commands: --url URL (default $MCPGATE_URL, else --config FILE's listen address, else
+http://127.0.0.1:4000), --admin-key KEY (default $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY),
+--json to print the API's JSON instead of a table.
 `
 
 // defaultGCPercent is used when GOGC is not set. The gateway's live heap
@@ -70,6 +84,14 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runContext(ctx, args, stdout, stderr)
+}
+
+// runContext runs the command of args until it ends or ctx does (tests
+// cancel ctx where a user would press Ctrl-C).
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -89,12 +111,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cmd = &versionCommand{stdout: stdout}
 	case "servers":
 		cmd = &serversCommand{stdout: stdout}
+	case "keys":
+		cmd = &keysCommand{stdout: stdout, stderr: stderr}
+	case "toolsets":
+		cmd = &toolsetsCommand{stdout: stdout}
+	case "sessions":
+		cmd = &sessionsCommand{stdout: stdout}
+	case "tools":
+		cmd = &toolsCommand{stdout: stdout}
+	case "call":
+		cmd = &callCommand{stdout: stdout}
+	case "audit":
+		cmd = &auditCommand{stdout: stdout, stderr: stderr}
 	default:
 		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := cmd.Run(ctx, args[1:]); err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {

@@ -7,12 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -25,16 +21,19 @@ import (
 type serversCommand struct{ stdout io.Writer }
 
 const serversUsage = `Usage:
-  mcpgate servers status  [--url URL | --config FILE] [--admin-key KEY]
+  mcpgate servers status  [--url URL | --config FILE] [--admin-key KEY] [--json]
+  mcpgate servers list    (the same as status)
   mcpgate servers preview --config FILE NAME
 `
 
 func (c *serversCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return &usageError{"want a subcommand: status or preview\n" + serversUsage}
+		return &usageError{"want a subcommand: status, list or preview\n" + serversUsage}
 	}
 	switch args[0] {
-	case "status":
+	case "-h", "--help", "help":
+		return &usageError{strings.TrimRight(serversUsage, "\n")}
+	case "status", "list":
 		return c.status(ctx, args[1:])
 	case "preview":
 		return c.preview(args[1:])
@@ -45,57 +44,27 @@ func (c *serversCommand) Run(ctx context.Context, args []string) error {
 // status prints GET /admin/v1/servers of a running gateway.
 func (c *serversCommand) status(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("servers status", flag.ContinueOnError)
-	base := fs.String("url", "", "base URL of the running gateway (default: from --config listen, else http://127.0.0.1:4000)")
-	path := fs.String("config", "", "config file whose listen address to ask")
-	key := fs.String("admin-key", "", "admin key (default: $MCPGATE_ADMIN_KEY)")
-	asJSON := fs.Bool("json", false, "print the raw JSON")
-	if err := parseFlags(fs, args); err != nil {
+	var af adminFlags
+	af.register(fs)
+	if err := parseNoArgs(fs, "servers status [flags]", args); err != nil {
 		return err
 	}
-	target := *base
-	if target == "" {
-		target = "http://" + config.DefaultListen
-		if *path != "" {
-			cfg, err := config.Load(*path)
-			if err != nil {
-				return fmt.Errorf("invalid config:\n%w", err)
-			}
-			target = "http://" + dialable(cfg.Listen)
-		}
-	}
-	if *key == "" {
-		*key = os.Getenv("MCPGATE_ADMIN_KEY")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(target, "/")+gateway.AdminPrefix+"servers", nil)
+	cl, err := af.client()
 	if err != nil {
-		return &usageError{fmt.Sprintf("--url: %v", err)}
+		return err
 	}
-	if *key != "" {
-		req.Header.Set("X-Mcpgate-Api-Key", *key)
+	var raw json.RawMessage
+	if err := cl.get(ctx, "servers", &raw); err != nil {
+		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask the gateway: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return fmt.Errorf("read the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("gateway answered HTTP %d", resp.StatusCode)
+	if af.json {
+		return printJSON(c.stdout, raw)
 	}
 	var rep gateway.ServersReport
-	if err := json.Unmarshal(body, &rep); err != nil {
+	if err := json.Unmarshal(raw, &rep); err != nil {
 		return fmt.Errorf("gateway answer is not a server report: %w", err)
 	}
-	if *asJSON {
-		_, err := c.stdout.Write(append(body, '\n'))
-		return err
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "NAME\tSTATE\tSINCE\tTRANSPORT\tMODE\tSESSIONS\tLAST ERROR")
 	for _, s := range rep.Servers {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.State, s.Since, s.Transport, s.Mode, s.Sessions, s.LastError)

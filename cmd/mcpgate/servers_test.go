@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
 func writeFile(t *testing.T, dir, name, body string) string {
@@ -120,7 +122,9 @@ func TestServersStatus(t *testing.T) {
 		t.Errorf("row %q", lines[1])
 	}
 	out.Reset()
-	if code := run([]string{"servers", "status", "--url", hs.URL, "--json"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"state":"down"`) {
+	var rep gateway.ServersReport
+	if code := run([]string{"servers", "status", "--url", hs.URL, "--json"}, &out, &errb); code != 0 ||
+		json.Unmarshal(out.Bytes(), &rep) != nil || len(rep.Servers) != 1 || rep.Servers[0].State != "down" {
 		t.Errorf("json (exit %d): %s", code, out.String())
 	}
 	hs.Close()

@@ -305,6 +305,7 @@ func cursorString(c *store.Cursor) string {
 
 // ToolCallRecord is one row of GET /admin/v1/audit.
 type ToolCallRecord struct {
+	ID            int64  `json:"id"`
 	Time          string `json:"time"`
 	KeyAlias      string `json:"key_alias,omitempty"`
 	User          string `json:"user,omitempty"`
@@ -346,7 +347,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	page := ToolCallPage{Calls: make([]ToolCallRecord, 0, len(calls)), Next: cursorString(next)}
 	for _, c := range calls {
-		page.Calls = append(page.Calls, ToolCallRecord{Time: c.Time.UTC().Format(time.RFC3339Nano), KeyAlias: c.KeyAlias, User: c.User,
+		page.Calls = append(page.Calls, ToolCallRecord{ID: c.ID, Time: c.Time.UTC().Format(time.RFC3339Nano), KeyAlias: c.KeyAlias, User: c.User,
 			Team: c.Team, Server: c.Server, Tool: c.Tool, Outcome: c.Outcome, Fault: c.ErrorClass, DurationMs: c.DurationMs,
 			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -153,7 +154,13 @@ func (a *API) callTool(w http.ResponseWriter, r *http.Request) {
 	}
 	a.audit(r.Context(), "tool.call", req.Name, map[string]any{"as": req.Key, "route": req.Route})
 	if rpcErr != nil {
-		writeJSON(w, http.StatusBadGateway, struct {
+		// The caller's mistake (an unknown or invisible tool, bad
+		// arguments) is a 400; anything else went wrong upstream.
+		status := http.StatusBadGateway
+		if rpcErr.Code == jsonrpc.CodeInvalidParams || rpcErr.Code == jsonrpc.CodeMethodNotFound {
+			status = http.StatusBadRequest
+		}
+		writeJSON(w, status, struct {
 			Error   string `json:"error"`
 			Details string `json:"details"`
 			Code    int64  `json:"code"`

@@ -56,7 +56,7 @@ var (
 )
 
 var schemas = map[string]any{
-	"Error": obj(map[string]any{"error": str, "details": str}, "error"),
+	"Error": obj(map[string]any{"error": str, "details": str, "code": map[string]any{"type": "integer", "description": "the JSON-RPC error code of a failed tool call"}}, "error"),
 	"KeyAttributes": obj(map[string]any{
 		"alias": str, "user": str, "team": str,
 		"servers":     map[string]any{"type": []string{"array", "null"}, "items": str, "description": "absent or null: every server; []: none"},
@@ -100,7 +100,7 @@ var schemas = map[string]any{
 	"TerminateRequest": obj(map[string]any{"session_id_prefix": str, "user": str}),
 	"TerminateResult":  obj(map[string]any{"terminated": integer, "sessions": listOf("SessionInfo")}, "terminated", "sessions"),
 	"ToolCallPage": obj(map[string]any{"next": str, "calls": map[string]any{"type": "array", "items": obj(map[string]any{
-		"time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
+		"id": integer, "time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
 		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer})}}, "calls"),
 	"EventPage": obj(map[string]any{"next": str, "events": map[string]any{"type": "array", "items": obj(map[string]any{
 		"time": str, "actor": str, "action": str, "target": str, "detail": map[string]any{}})}}, "events"),

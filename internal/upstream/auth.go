@@ -230,9 +230,9 @@ func Fingerprint(srv *config.Server, callerToken string) string {
 
 // PreviewRequest is what a request to an upstream would look like (C3.8).
 type PreviewRequest struct {
-	Method  string
-	URL     string
-	Headers http.Header // secrets masked
+	Method  string      `json:"method"`
+	URL     string      `json:"url"`
+	Headers http.Header `json:"headers"` // secrets masked
 }
 
 // Preview returns the initialize request the gateway would send to srv,

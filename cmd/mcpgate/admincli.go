@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+)
+
+// The commands that talk to a running gateway (keys, servers status,
+// toolsets, sessions, tools, call, audit) share the connection flags and
+// the admin client in this file; each command lives in its own file.
+
+// adminRequestTimeout bounds one admin API request.
+const adminRequestTimeout = 10 * time.Second
+
+// maxAdminAnswer bounds an admin API answer the CLI reads.
+const maxAdminAnswer = 8 << 20
+
+// adminFlags are the flags every admin subcommand takes.
+type adminFlags struct {
+	url    string
+	config string
+	key    string
+	json   bool
+}
+
+func (f *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "url", "", "base URL of the running gateway (default: $MCPGATE_URL, else --config's listen address, else http://"+config.DefaultListen+")")
+	fs.StringVar(&f.config, "config", "", "config file whose listen address to ask")
+	fs.StringVar(&f.key, "admin-key", "", "admin or master key (default: $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY)")
+	fs.BoolVar(&f.json, "json", false, "print the API's JSON answer")
+}
+
+// client resolves where the gateway is and who we are. The base URL comes
+// from --url, else $MCPGATE_URL, else the listen address of --config,
+// else the default listen address; the key from --admin-key, else
+// $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY.
+func (f *adminFlags) client() (*adminClient, error) {
+	base, from := f.url, "--url"
+	if base == "" {
+		base, from = os.Getenv("MCPGATE_URL"), "$MCPGATE_URL"
+	}
+	if base == "" && f.config != "" {
+		cfg, err := config.Load(f.config)
+		if err != nil {
+			return nil, fmt.Errorf("invalid config:\n%w", err)
+		}
+		base, from = "http://"+dialable(cfg.Listen), "--config listen"
+	}
+	if base == "" {
+		base = "http://" + config.DefaultListen
+	}
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &usageError{fmt.Sprintf("%s: want an http(s) URL, got %q", from, base)}
+	}
+	key := f.key
+	for _, env := range []string{"MCPGATE_ADMIN_KEY", "MCPGATE_MASTER_KEY"} {
+		if key == "" {
+			key = os.Getenv(env)
+		}
+	}
+	return &adminClient{base: strings.TrimRight(base, "/"), key: key, http: http.DefaultClient, timeout: adminRequestTimeout}, nil
+}
+
+// adminClient calls the admin API of a running gateway. It is safe for
+// concurrent use.
+type adminClient struct {
+	base    string // scheme://host[:port][/prefix], no trailing slash
+	key     string // sent as X-Mcpgate-Api-Key when not empty
+	http    *http.Client
+	timeout time.Duration // per request; 0 means none
+}
+
+// apiError is a non-2xx answer of the admin API.
+type apiError struct {
+	Status int
+	// Message is the answer's error and details, without a repeat of
+	// the status text; "" when it had none.
+	Message string
+}
+
+func (e *apiError) Error() string {
+	s := fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// get, post, patch and delete call path (relative to /admin/v1/, with its
+// query if any). in, when not nil, is sent as JSON; out, when not nil,
+// receives the JSON answer (a *json.RawMessage receives it as is).
+func (c *adminClient) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+func (c *adminClient) post(ctx context.Context, path string, in, out any) error {
+	return c.do(ctx, http.MethodPost, path, in, out)
+}
+
+func (c *adminClient) patch(ctx context.Context, path string, in, out any) error {
+	return c.do(ctx, http.MethodPatch, path, in, out)
+}
+
+func (c *adminClient) delete(ctx context.Context, path string) error {
+	return c.do(ctx, http.MethodDelete, path, nil, nil)
+}
+
+func (c *adminClient) do(ctx context.Context, method, path string, in, out any) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode the request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+gateway.AdminPrefix+path, body)
+	if err != nil {
+		return fmt.Errorf("build the request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "mcpgate-cli/"+version())
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.key != "" {
+		req.Header.Set("X-Mcpgate-Api-Key", c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the gateway at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer+1))
+	if err != nil {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := &apiError{Status: resp.StatusCode, Message: errorMessage(resp.StatusCode, b)}
+		if resp.StatusCode == http.StatusUnauthorized && c.key == "" {
+			const hint = "no key given: use --admin-key, $MCPGATE_ADMIN_KEY or $MCPGATE_MASTER_KEY"
+			if e.Message == "" {
+				e.Message = hint
+			} else {
+				e.Message += " (" + hint + ")"
+			}
+		}
+		return e
+	}
+	if len(b) > maxAdminAnswer {
+		return fmt.Errorf("the answer exceeds %d bytes", maxAdminAnswer)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("the gateway's answer to %s %s is not the expected JSON: %w", method, path, err)
+	}
+	return nil
+}
+
+// errorMessage reads the message of an error answer: the admin API's
+// {"error": title, "details": ...}, or the JSON-RPC-shaped body of a
+// refused key, or else the start of the body.
+func errorMessage(status int, body []byte) string {
+	text := http.StatusText(status)
+	var e struct {
+		Error   json.RawMessage `json:"error"`
+		Details string          `json:"details"`
+	}
+	if json.Unmarshal(body, &e) == nil && len(e.Error) > 0 {
+		var title string
+		var rpc struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(e.Error, &title) != nil && json.Unmarshal(e.Error, &rpc) == nil {
+			title = rpc.Message
+		}
+		title = strings.TrimPrefix(title, text+": ")
+		switch {
+		case title == text || title == "":
+			return e.Details
+		case e.Details == "":
+			return title
+		}
+		return title + ": " + e.Details
+	}
+	return truncate(strings.Join(strings.Fields(string(body)), " "), 200)
+}
+
+// printJSON prints an API answer indented by two spaces.
+func printJSON(w io.Writer, raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return fmt.Errorf("the gateway's answer is not JSON: %w", err)
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// newTable is the tabwriter of every table the CLI prints.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+// cell makes s fit a table cell: one line, no tabs, "-" when empty.
+func cell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// truncate shortens s to at most n runes, marking the cut with "...".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max(0, n-3)]) + "..."
+}
+
+// parseArgs parses flags that may come before, between or after the
+// positional arguments, and returns the positional ones. -h is a usage
+// error carrying the flags' help.
+func parseArgs(fs *flag.FlagSet, synopsis string, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				var b strings.Builder
+				fmt.Fprintf(&b, "usage: mcpgate %s\n", synopsis)
+				fs.SetOutput(&b)
+				fs.PrintDefaults()
+				return nil, &usageError{strings.TrimRight(b.String(), "\n")}
+			}
+			return nil, &usageError{err.Error()}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// After "--" everything is positional.
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// listFlag is a comma-separated list flag that remembers whether it was
+// given; repeating it appends.
+type listFlag struct {
+	vals []string
+	set  bool
+}
+
+func (l *listFlag) String() string { return strings.Join(l.vals, ",") }
+
+func (l *listFlag) Set(s string) error {
+	l.set = true
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			l.vals = append(l.vals, v)
+		}
+	}
+	return nil
+}
+
+// parseNoArgs is parseArgs for a command that takes no positional
+// argument.
+func parseNoArgs(fs *flag.FlagSet, synopsis string, args []string) error {
+	pos, err := parseArgs(fs, synopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return &usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/gateway"
+)
+
+// sessionsCommand lists and ends the downstream sessions of a running
+// gateway.
+type sessionsCommand struct{ stdout io.Writer }
+
+const sessionsUsage = `Usage:
+  mcpgate sessions list
+  mcpgate sessions terminate [--id PREFIX] [--user USER]   (at least one)
+Each takes [--url URL | --config FILE] [--admin-key KEY] [--json].
+`
+
+func (c *sessionsCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return &usageError{"want a subcommand: list or terminate\n" + sessionsUsage}
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		return &usageError{strings.TrimRight(sessionsUsage, "\n")}
+	case "list":
+		return c.list(ctx, args[1:])
+	case "terminate":
+		return c.terminate(ctx, args[1:])
+	}
+	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], sessionsUsage)}
+}
+
+// list is GET /admin/v1/sessions: a table of sessions, then the totals.
+func (c *sessionsCommand) list(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sessions list", flag.ContinueOnError)
+	var af adminFlags
+	af.register(fs)
+	if err := parseNoArgs(fs, "sessions list [flags]", args); err != nil {
+		return err
+	}
+	cl, err := af.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := cl.get(ctx, "sessions", &raw); err != nil {
+		return err
+	}
+	if af.json {
+		return printJSON(c.stdout, raw)
+	}
+	var rep gateway.SessionsReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("the gateway's answer is not a sessions report: %w", err)
+	}
+	tw := newTable(c.stdout)
+	fmt.Fprintln(tw, "ID\tCLIENT\tUSER\tKEY\tIP\tROUTE\tCREATED\tIDLE\tIN FLIGHT")
+	for _, s := range rep.Sessions {
+		client := s.ClientName
+		if client != "" && s.ClientVersion != "" {
+			client += "/" + s.ClientVersion
+		}
+		idle := (time.Duration(s.IdleSeconds) * time.Second).String()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.IDPrefix, cell(client), cell(s.User), cell(s.KeyAlias),
+			cell(s.ClientIP), cell(s.Route), cell(s.Created), idle, s.InFlight)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	summary := fmt.Sprintf("%d session(s)", rep.Total)
+	if rep.Instance != "" {
+		summary += " on " + rep.Instance
+	}
+	if len(rep.ByClient) > 0 {
+		summary += "; by client: " + counts(rep.ByClient)
+	}
+	if len(rep.ByUser) > 0 {
+		summary += "; by user: " + counts(rep.ByUser)
+	}
+	_, err = fmt.Fprintln(c.stdout, summary)
+	return err
+}
+
+func counts(cs []gateway.Count) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s %d", c.Label, c.Count)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// terminate is POST /admin/v1/sessions/terminate. Ending every session
+// takes an explicit selector, here as in the API.
+func (c *sessionsCommand) terminate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sessions terminate", flag.ContinueOnError)
+	var af adminFlags
+	af.register(fs)
+	id := fs.String("id", "", "end the sessions whose id starts with PREFIX")
+	user := fs.String("user", "", "end the sessions of USER")
+	if err := parseNoArgs(fs, "sessions terminate [--id PREFIX] [--user USER] [flags]", args); err != nil {
+		return err
+	}
+	if *id == "" && *user == "" {
+		return &usageError{"want --id PREFIX and/or --user USER\n" + sessionsUsage}
+	}
+	cl, err := af.client()
+	if err != nil {
+		return err
+	}
+	in := struct {
+		SessionIDPrefix string `json:"session_id_prefix,omitempty"`
+		User            string `json:"user,omitempty"`
+	}{*id, *user}
+	var raw json.RawMessage
+	if err := cl.post(ctx, "sessions/terminate", in, &raw); err != nil {
+		return err
+	}
+	if af.json {
+		return printJSON(c.stdout, raw)
+	}
+	var res gateway.TerminateResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("the gateway's answer is not a termination result: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "terminated %d session(s)\n", res.Terminated)
+	for _, s := range res.Sessions {
+		line := s.IDPrefix
+		if s.User != "" {
+			line += " user=" + s.User
+		}
+		if s.ClientName != "" {
+			line += " client=" + s.ClientName
+		}
+		fmt.Fprintln(c.stdout, line)
+	}
+	return nil
+}

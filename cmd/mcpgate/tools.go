@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+)
+
+// toolsCommand lists the merged catalog of a running gateway as a key
+// would see it.
+type toolsCommand struct{ stdout io.Writer }
+
+const toolsUsage = `Usage:
+  mcpgate tools list [--as ALIAS] [--route /mcp] [--url URL | --config FILE] [--admin-key KEY] [--json]
+`
+
+// toolView is one tool of GET /admin/v1/tools.
+type toolView struct {
+	Name         string `json:"name"`
+	Server       string `json:"server"`
+	UpstreamName string `json:"upstream_name"`
+	Description  string `json:"description"`
+}
+
+// descriptionWidth is how much of a tool's description the table shows.
+const descriptionWidth = 60
+
+func (c *toolsCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "list" {
+		switch {
+		case len(args) == 0:
+			return &usageError{"want a subcommand: list\n" + toolsUsage}
+		case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+			return &usageError{strings.TrimRight(toolsUsage, "\n")}
+		}
+		return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], toolsUsage)}
+	}
+	fs := flag.NewFlagSet("tools list", flag.ContinueOnError)
+	var af adminFlags
+	af.register(fs)
+	as := fs.String("as", "", "list the tools the key ALIAS sees (default: every tool, as the master key)")
+	route := fs.String("route", "", "the route to list, e.g. /mcp or /toolset/NAME/mcp (default /mcp)")
+	if err := parseNoArgs(fs, "tools list [flags]", args[1:]); err != nil {
+		return err
+	}
+	cl, err := af.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	if *as != "" {
+		q.Set("key", *as)
+	}
+	if *route != "" {
+		q.Set("route", *route)
+	}
+	path := "tools"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var raw json.RawMessage
+	if err := cl.get(ctx, path, &raw); err != nil {
+		return err
+	}
+	if af.json {
+		return printJSON(c.stdout, raw)
+	}
+	var list struct {
+		Tools []toolView `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("the gateway's answer is not a tool list: %w", err)
+	}
+	tw := newTable(c.stdout)
+	fmt.Fprintln(tw, "NAME\tSERVER\tDESCRIPTION")
+	for _, t := range list.Tools {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, cell(t.Server), truncate(cell(t.Description), descriptionWidth))
+	}
+	return tw.Flush()
+}

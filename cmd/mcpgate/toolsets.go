@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// toolsetsCommand lists the toolsets of a running gateway.
+type toolsetsCommand struct{ stdout io.Writer }
+
+const toolsetsUsage = `Usage:
+  mcpgate toolsets list [--url URL | --config FILE] [--admin-key KEY] [--json]
+`
+
+// toolsetView is one toolset of GET /admin/v1/toolsets.
+type toolsetView struct {
+	Name    string              `json:"name"`
+	Servers map[string][]string `json:"servers"`
+}
+
+func (c *toolsetsCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "list" {
+		switch {
+		case len(args) == 0:
+			return &usageError{"want a subcommand: list\n" + toolsetsUsage}
+		case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+			return &usageError{strings.TrimRight(toolsetsUsage, "\n")}
+		}
+		return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], toolsetsUsage)}
+	}
+	fs := flag.NewFlagSet("toolsets list", flag.ContinueOnError)
+	var af adminFlags
+	af.register(fs)
+	if err := parseNoArgs(fs, "toolsets list [flags]", args[1:]); err != nil {
+		return err
+	}
+	cl, err := af.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := cl.get(ctx, "toolsets", &raw); err != nil {
+		return err
+	}
+	if af.json {
+		return printJSON(c.stdout, raw)
+	}
+	var list struct {
+		Toolsets []toolsetView `json:"toolsets"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("the gateway's answer is not a toolset list: %w", err)
+	}
+	// One row per (toolset, server), so that each row can be grepped.
+	tw := newTable(c.stdout)
+	fmt.Fprintln(tw, "NAME\tSERVER\tTOOLS")
+	for _, ts := range list.Toolsets {
+		if len(ts.Servers) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\n", ts.Name)
+		}
+		for _, s := range slices.Sorted(maps.Keys(ts.Servers)) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", ts.Name, s, cell(strings.Join(ts.Servers[s], ",")))
+		}
+	}
+	return tw.Flush()
+}
