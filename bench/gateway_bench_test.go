@@ -37,7 +37,12 @@ import (
 	"github.com/mcpgate/mcpgate/bench/loadgen"
 	"github.com/mcpgate/mcpgate/examples/echo/echoserver"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/audit"
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
 
 var concurrencies = []int{1, 8, 64}
@@ -59,6 +64,18 @@ func BenchmarkGateway(b *testing.B) {
 	for _, c := range concurrencies {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
 			run(b, loadgen.Options{URL: gw + "/mcp/echo", Concurrency: c})
+		})
+	}
+}
+
+// BenchmarkGatewayFull is BenchmarkGateway with everything mcpgate serve
+// runs beside the gateway: the caller authenticator (with a key), metrics,
+// and the audit writer on an embedded SQLite store.
+func BenchmarkGatewayFull(b *testing.B) {
+	gw, key := startFullGateway(b)
+	for _, c := range concurrencies {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			run(b, loadgen.Options{URL: gw + "/mcp/echo", Concurrency: c, Header: http.Header{"X-Mcpgate-Api-Key": {key}}})
 		})
 	}
 }
@@ -96,9 +113,36 @@ func BenchmarkReverseProxy(b *testing.B) {
 	}
 }
 
+// startFullGateway is startGateway with the serve stack: a SQLite store
+// holding one key, the authenticator, metrics and the audit writer.
+func startFullGateway(b *testing.B) (url, key string) {
+	b.Helper()
+	st, err := sqlite.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	key = "bench-key-0123456789abcdef"
+	if _, err := st.CreateKey(context.Background(), store.Key{Alias: "bench", KeyHash: store.HashKey(key), Source: store.SourceAPI}); err != nil {
+		b.Fatal(err)
+	}
+	auth := callers.New(callers.Options{Keys: st})
+	m := metrics.New()
+	aw := audit.NewWriter(st, audit.Options{OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
+	b.Cleanup(func() {
+		aw.Close(context.Background())
+		auth.Close()
+		st.Close()
+	})
+	return startGatewayWith(b, gateway.Options{Authenticator: auth, Metrics: m, MetricsOnMain: true, Audit: aw}, http.Header{"X-Mcpgate-Api-Key": {key}}), key
+}
+
 // startGateway starts an echo server and an mcpgate in front of it, both on
 // httptest servers, and returns the gateway's base URL.
 func startGateway(b *testing.B) string {
+	return startGatewayWith(b, gateway.Options{}, nil)
+}
+
+func startGatewayWith(b *testing.B, o gateway.Options, hdr http.Header) string {
 	b.Helper()
 	echo := startEcho(b)
 	cfg := &config.Config{
@@ -114,7 +158,8 @@ func startGateway(b *testing.B) string {
 			},
 		},
 	}
-	g := gateway.New(gateway.Options{Config: cfg, Version: "bench"})
+	o.Config, o.Version = cfg, "bench"
+	g := gateway.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	var srv *httptest.Server
 	withSide("gateway", func() {
@@ -133,7 +178,7 @@ func startGateway(b *testing.B) string {
 	// calls do not pay for them.
 	var err error
 	withSide("loadgen", func() {
-		_, err = loadgen.Run(context.Background(), loadgen.Options{URL: srv.URL + "/mcp/echo", Calls: 10})
+		_, err = loadgen.Run(context.Background(), loadgen.Options{URL: srv.URL + "/mcp/echo", Calls: 10, Header: hdr})
 	})
 	if err != nil {
 		b.Fatal(err)
