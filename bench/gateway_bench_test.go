@@ -36,9 +36,9 @@ import (
 
 	"github.com/mcpgate/mcpgate/bench/loadgen"
 	"github.com/mcpgate/mcpgate/examples/echo/echoserver"
-	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
