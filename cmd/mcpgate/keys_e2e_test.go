@@ -242,6 +242,25 @@ servers:
 	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d calls failed", n)
 	}
+	// The calls are in the metrics, labelled by server, tool and outcome.
+	mresp, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{
+		`mcpgate_tool_calls_total{outcome="ok",server="notes",tool="list_notes"}`,
+		`mcpgate_upstream_up{server="notes",state="ready"} 1`,
+		`mcpgate_http_requests_total{code="401",method="POST",route="mcp"}`,
+	} {
+		if !strings.Contains(string(mbody), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(string(mbody), alice) || strings.Contains(string(mbody), "alice-bot") {
+		t.Error("metrics carry a key or its alias")
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

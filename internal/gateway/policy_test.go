@@ -72,3 +72,24 @@ func TestMissingToolsAreWarned(t *testing.T) {
 		t.Errorf("warned about tools that exist:\n%s", l)
 	}
 }
+
+// The client-application allowlist (S2.3) refuses other clients with 403;
+// client-supplied internal headers are dropped (S2.4).
+func TestClientAllowlist(t *testing.T) {
+	up := faultyUpstream(t)
+	cfg := &config.Config{
+		Servers: map[string]*config.Server{"f": httpServer(up.URL + "/mcp")},
+		Auth:    &config.CallerAuth{AllowedClients: &config.ClientAllowlist{Header: "X-Client-Name", Values: []string{"claude-code"}}},
+	}
+	_, gw := startGatewayWith(t, Options{Config: cfg})
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for hdr, want := range map[string]int{"": 403, "cursor": 403, "claude-code": 200, "Claude-Code": 200} {
+		h := map[string]string{}
+		if hdr != "" {
+			h["X-Client-Name"] = hdr
+		}
+		if code, _, body := rpc(t, gw.URL+"/mcp", h, list); code != want {
+			t.Errorf("client %q: %d %s", hdr, code, body)
+		}
+	}
+}
