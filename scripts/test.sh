@@ -26,7 +26,8 @@ step "go test (all packages)"
 go test -count=1 -timeout 10m ./...
 
 step "go test -race (packages with concurrency)"
-go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/
+go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/store/...
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-10s}"
@@ -62,6 +63,8 @@ fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
 fuzz ./internal/config/ FuzzParse
+fuzz ./internal/upstream/ FuzzCredentialValue
+fuzz ./internal/callers/ FuzzBearerToken
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate"

@@ -374,3 +374,26 @@ func TestRedirectsWithCredentialSlot(t *testing.T) {
 		t.Errorf("the cross-origin destination got %d requests", h)
 	}
 }
+
+// credentialValue never panics, never loses a credential entirely, and
+// never adds line breaks of its own.
+func FuzzCredentialValue(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer\t\tabc", "Basic dXNlcjpwYXNz", "user:pass", "Basic ", " token x ", ""} {
+		f.Add(s)
+	}
+	types := []string{config.AuthBearer, config.AuthToken, config.AuthBasic, config.AuthAPIKey, config.AuthAuthorization, config.AuthOAuth2, config.AuthPassthrough}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, typ := range types {
+			got := credentialValue(typ, v)
+			if strings.ContainsAny(got, "\r\n") && !strings.ContainsAny(v, "\r\n") {
+				t.Fatalf("%s %q -> %q adds a line break", typ, v, got)
+			}
+			if strings.TrimSpace(v) != "" && got == "" {
+				t.Fatalf("%s %q -> empty", typ, v)
+			}
+			if typ == config.AuthBearer && strings.TrimSpace(v) != "" && !strings.HasPrefix(got, "Bearer") {
+				t.Fatalf("bearer %q -> %q", v, got)
+			}
+		}
+	})
+}
