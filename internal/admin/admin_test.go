@@ -364,3 +364,13 @@ func TestRuntimeServers(t *testing.T) {
 		t.Errorf("second remove: %d", code)
 	}
 }
+
+// A key that grants no server is told so at initialize (S6.5).
+func TestKeyWithoutServers(t *testing.T) {
+	r := newRig(t)
+	secret := r.createKey(t, `{"alias":"empty","servers":[]}`)
+	code, body := r.do(t, "POST", "/mcp", secret, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	if code != 200 || !strings.Contains(body, `API key \"empty\" grants no MCP servers on this route`) {
+		t.Errorf("initialize: %d %s", code, body)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -157,6 +158,10 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		}
 	}
 	if len(sc.rt.servers) == 0 {
+		if c := callers.FromContext(ctx); c != nil && c.Alias != "" {
+			// S6.5: the key is the reason, and the caller should know.
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "API key %q grants no MCP servers on this route", c.Alias)
+		}
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route")
 	}
 	rev := mcpwire.Negotiate(p.ProtocolVersion)
