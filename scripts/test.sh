@@ -5,7 +5,7 @@
 # conformance fixture directly and through the gateway.
 #
 # Usage: bash scripts/test.sh        (the README's test command; .ci/run)
-# Env:   FUZZTIME (default 10s per fuzz target), SKIP_INTEROP=1 for a
+# Env:   FUZZTIME (default 8s per fuzz target), SKIP_INTEROP=1 for a
 #        Go-only run while developing (CI never sets it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +30,7 @@ go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./i
   ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/store/...
 
 step "fuzz (short runs)"
-FUZZTIME="${FUZZTIME:-10s}"
+FUZZTIME="${FUZZTIME:-8s}"
 # A fuzz run fails for real when it records a failing input (testdata/fuzz/…),
 # which then also fails every later plain `go test`. The fuzzing engine can
 # also give up on its own on a loaded machine ("fuzzing process hung or
