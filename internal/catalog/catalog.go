@@ -435,3 +435,15 @@ func (c *Catalog) Size(server string, k Kind) (n int, ok bool) {
 	}
 	return len(e[k].items), true
 }
+
+// Remaining is how much longer the cached list of kind k for server (with
+// the server's own credentials) will be trusted; 0 when none is cached.
+func (c *Catalog) Remaining(server string, k Kind) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[server]
+	if e == nil || e[k] == nil || !e[k].loaded {
+		return 0
+	}
+	return max(0, c.ttl-c.now().Sub(e[k].fetched))
+}

@@ -31,6 +31,10 @@ type scope struct {
 	// done ends with the request: server-initiated requests it caused are
 	// moot after that and are cancelled downstream. nil: never.
 	done <-chan struct{}
+	// modern: a stateless (2026-07-28) request; logLevel is the minimum
+	// level of log messages it asked for (-1: none).
+	modern   bool
+	logLevel int
 }
 
 // OriginKey makes calls of one downstream session one party for the
@@ -176,6 +180,34 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		sc.caps = caps
 	}
 
+	capsObj, instr := g.describe(ctx, sc, true)
+	res := map[string]any{
+		"protocolVersion": rev,
+		"capabilities":    capsObj,
+		"serverInfo":      g.serverInfo(sc),
+	}
+	if instr != "" {
+		res["instructions"] = instr
+	}
+	b, _ := json.Marshal(res)
+	return b, nil
+}
+
+// serverInfo is what the gateway says it is on sc's route: mcpgate, or on
+// a single-server route that server's name (S6.5).
+func (g *Gateway) serverInfo(sc *scope) map[string]any {
+	name := "mcpgate"
+	if !sc.rt.prefixed {
+		name = sc.rt.single
+	}
+	return map[string]any{"name": name, "version": g.version}
+}
+
+// describe merges the capabilities and instructions of the route's
+// upstreams (fetched concurrently; an unreachable one is left out).
+// listChanged says whether change notifications are advertised (the
+// stateless era has them only through subscriptions/listen).
+func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (map[string]any, string) {
 	sessions, release := g.upstreamSessions(ctx, sc.rt)
 	defer release()
 	var merged mcpwire.ServerCaps
@@ -204,14 +236,24 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		merged = mcpwire.ServerCaps{Tools: true, Logging: merged.Logging}
 	}
 	capsObj := map[string]any{}
+	lc := func() map[string]any {
+		if listChanged {
+			return map[string]any{"listChanged": true}
+		}
+		return map[string]any{}
+	}
 	if merged.Tools {
-		capsObj["tools"] = map[string]any{"listChanged": true}
+		capsObj["tools"] = lc()
 	}
 	if merged.Prompts {
-		capsObj["prompts"] = map[string]any{"listChanged": true}
+		capsObj["prompts"] = lc()
 	}
 	if merged.Resources {
-		capsObj["resources"] = map[string]any{"listChanged": true, "subscribe": merged.ResourcesSubscribe}
+		r := lc()
+		if listChanged {
+			r["subscribe"] = merged.ResourcesSubscribe
+		}
+		capsObj["resources"] = r
 	}
 	if merged.Logging {
 		capsObj["logging"] = map[string]any{}
@@ -219,20 +261,7 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 	if merged.Completions {
 		capsObj["completions"] = map[string]any{}
 	}
-	name := "mcpgate"
-	if !sc.rt.prefixed {
-		name = sc.rt.single
-	}
-	res := map[string]any{
-		"protocolVersion": rev,
-		"capabilities":    capsObj,
-		"serverInfo":      map[string]any{"name": name, "version": g.version},
-	}
-	if len(instr) > 0 {
-		res["instructions"] = strings.Join(instr, "\n\n")
-	}
-	b, _ := json.Marshal(res)
-	return b, nil
+	return capsObj, strings.Join(instr, "\n\n")
 }
 
 // pageCursor is the gateway's opaque cursor over a merged list.
@@ -422,6 +451,9 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 			return nil, errInvalidParams("Invalid params")
 		}
 		params = p
+	}
+	if sc.modern {
+		params = stripModernMeta(params)
 	}
 	start := time.Now()
 	res, err := g.up.Call(upstream.WithOrigin(ctx, sc), server, method, params)

@@ -270,7 +270,7 @@ func TestSingleServerRoute(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			var d downstream
-			cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + path}, nil)
+			cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + path}, oldEra)
 			if err != nil {
 				t.Fatal(err)
 			}

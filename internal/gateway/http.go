@@ -159,6 +159,13 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if !ok {
 		return
 	}
+	if !batch && len(msgs) == 1 && msgs[0].IsRequest() {
+		if rev, modern := mcpwire.StatelessVersion(msgs[0].Params); modern {
+			// The stateless era: no session, whatever the headers say.
+			g.serveModern(w, r, rt, msgs[0], rev)
+			return
+		}
+	}
 	isInit := false
 	hasRequest := false
 	for _, m := range msgs {

@@ -66,7 +66,13 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		level, _ := jsonrpc.GetString(msg.Params, "level")
 		idx := levelIndex(level)
 		if sc != nil {
-			if sc.sess == nil || sc.sess.wantsLog(idx) {
+			switch {
+			case sc.modern:
+				// Only requests that asked (io.modelcontextprotocol/logLevel).
+				if sc.logLevel >= 0 && idx >= sc.logLevel {
+					_ = sc.out.send(msg)
+				}
+			case sc.sess == nil || sc.sess.wantsLog(idx):
 				_ = sc.out.send(msg)
 			}
 			return
@@ -175,6 +181,12 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 		g.log.Debug("refused a server-initiated request outside any client request", "server", server, "method", msg.Method)
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
 			"%s is only available during a client request", msg.Method)
+	}
+	if sc.modern {
+		// A stateless client takes no server-initiated requests; bridging
+		// them into input_required results (S18.1) is not built yet.
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+			"%s is not available to a 2026-07-28 client through this gateway yet", msg.Method)
 	}
 	if !sc.caps.Allows(msg.Method) {
 		// A downstream that did not declare the capability never sees it.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -263,3 +264,8 @@ func upstreamConfig(t testing.TB, transport, name string) (*config.Server, *sdkU
 		return httpServer(u.http.URL), u
 	}
 }
+
+// oldEra pins a go-sdk client to the handshake era: v1.8.0 clients try the
+// stateless 2026-07-28 revision first, and these tests are about sessions,
+// GET streams and server-initiated requests.
+var oldEra = &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.Rev20251125}

@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// The stateless era (2026-07-28, SPEC S17) on the same endpoints: a request
+// whose params._meta names the revision carries everything a session used
+// to hold (client capabilities, log level), so it is served with no
+// session at all. The caller's key is checked on every request like any
+// other (the gates in ServeHTTP run first). See docs/design/2026-07-28.md.
+//
+// Served: server/discover, the lists, tools/call, prompts/get,
+// resources/read and completion/complete, each result with resultType and,
+// for lists and reads, cache hints. Not yet: subscriptions/listen and the
+// bridging of server-initiated requests (input_required), so discover
+// advertises no listChanged and modern requests get no sampling,
+// elicitation or roots from old-era upstreams.
+
+// modernScopeKeys are the per-request _meta keys of the stateless era: an
+// old-era upstream must not see them (a dual-era server would take the
+// request for a stateless one).
+var modernScopeKeys = []string{mcpwire.MetaKeyProtocolVersion, mcpwire.MetaKeyClientCapabilities, mcpwire.MetaKeyClientInfo, mcpwire.MetaKeyLogLevel}
+
+// serveModern answers one stateless request. rev is the revision its _meta
+// names (possibly one the gateway does not speak).
+func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message, rev string) {
+	fail := func(status int, e *jsonrpc.Error) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, e)))
+	}
+	if e := mcpwire.CheckStatelessVersion(rev); e != nil {
+		fail(http.StatusBadRequest, e)
+		return
+	}
+	if e := mcpwire.CheckProtocolVersionHeader(m.Params, r.Header.Get(mcpwire.HeaderProtocolVersion)); e != nil {
+		fail(http.StatusBadRequest, e)
+		return
+	}
+	info, err := mcpwire.RequestMeta(m.Params)
+	if err != nil {
+		e, _ := err.(*jsonrpc.Error)
+		if e == nil {
+			e = errInvalidParams("Invalid params")
+		}
+		fail(http.StatusBadRequest, e)
+		return
+	}
+	if e := mcpwire.CheckHeaders(m.Method, m.Params, r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name")); e != nil {
+		fail(http.StatusBadRequest, e)
+		return
+	}
+	if !mcpwire.IsStatelessClientMethod(m.Method) || m.Method == mcpwire.MethodSubscriptionsListen {
+		fail(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method))
+		return
+	}
+	logLevel := -1
+	if info.LogLevel != "" {
+		logLevel = levelIndex(info.LogLevel)
+	}
+	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r)}
+	sc := &scope{g: g, rt: &rt, out: ps, caps: info.Capabilities, modern: true, logLevel: logLevel}
+	var reply *jsonrpc.Message
+	if m.Method == mcpwire.MethodServerDiscover {
+		reply = g.discover(r.Context(), sc, m)
+	} else {
+		reply = g.serve(r.Context(), sc, m)
+	}
+	if reply == nil {
+		ps.finish(nil)
+		return
+	}
+	if reply.Error != nil {
+		if reply.Error.Code == mcpwire.CodeResourceNotFound {
+			// -32002 is not sent in this era: a missing resource is
+			// INVALID_PARAMS (server/resources.md).
+			e := *reply.Error
+			e.Code = jsonrpc.CodeInvalidParams
+			reply.Error = &e
+		}
+		ps.finish(reply)
+		return
+	}
+	res := mcpwire.WithResultType(reply.Result, mcpwire.ResultComplete)
+	if mcpwire.CacheableMethod(m.Method) {
+		res = mcpwire.WithCacheHints(res, g.freshness(sc, m.Method), mcpwire.CacheScopePrivate)
+	}
+	reply.Result = res
+	ps.finish(reply)
+}
+
+// discover answers server/discover: the revisions the gateway speaks, the
+// route's merged capabilities and instructions, and who it is (S17).
+func (g *Gateway) discover(ctx context.Context, sc *scope, m *jsonrpc.Message) *jsonrpc.Message {
+	if len(sc.rt.servers) == 0 {
+		return jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route"))
+	}
+	capsObj, instr := g.describe(ctx, sc, false)
+	res := map[string]any{
+		"supportedVersions": mcpwire.Revisions,
+		"capabilities":      capsObj,
+		"_meta":             map[string]any{mcpwire.MetaKeyServerInfo: g.serverInfo(sc)},
+	}
+	if instr != "" {
+		res["instructions"] = instr
+	}
+	b, _ := json.Marshal(res)
+	return jsonrpc.NewResult(m.ID, b)
+}
+
+// freshness is how long a list or read result may be reused (ttlMs): what
+// is left of the catalog's own trust in the lists behind it, never more.
+// The view is the caller's, so the scope is always private.
+func (g *Gateway) freshness(sc *scope, method string) time.Duration {
+	var k catalog.Kind
+	switch method {
+	case mcpwire.MethodToolsList:
+		k = catalog.Tools
+	case mcpwire.MethodPromptsList:
+		k = catalog.Prompts
+	case mcpwire.MethodResourcesList:
+		k = catalog.Resources
+	case mcpwire.MethodResourceTemplates:
+		k = catalog.Templates
+	default:
+		return 0 // resources/read, server/discover: not cached by the gateway
+	}
+	ttl := time.Duration(-1)
+	for _, s := range sc.rt.servers {
+		left := g.cat.Remaining(s, k)
+		if ttl < 0 || left < ttl {
+			ttl = left
+		}
+	}
+	return max(ttl, 0)
+}
+
+// stripModernMeta removes the stateless era's per-request _meta keys from
+// params bound for an upstream of the handshake era.
+func stripModernMeta(params json.RawMessage) json.RawMessage {
+	meta, ok := jsonrpc.Get(params, mcpwire.FieldMeta)
+	if !ok || len(meta) == 0 || meta[0] != '{' {
+		return params
+	}
+	m := []byte(meta)
+	for _, k := range modernScopeKeys {
+		if next, err := jsonrpc.Delete(m, k); err == nil {
+			m = next
+		}
+	}
+	if out, err := jsonrpc.Set(params, mcpwire.FieldMeta, m); err == nil {
+		return out
+	}
+	return params
+}

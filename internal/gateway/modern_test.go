@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// metaUpstream is an old-era upstream that records the params _meta of
+// every tools/call it gets.
+func metaUpstream(t *testing.T) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var metas []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil || r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result string
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"old","version":"0"},"instructions":"An old-era server."}`
+		case "tools/list":
+			result = `{"tools":[{"name":"hello","inputSchema":{"type":"object"}}]}`
+		case "resources/list":
+			result = `{"resources":[]}`
+		default:
+			meta, _ := jsonrpc.Get(m.Params, "_meta")
+			mu.Lock()
+			metas = append(metas, string(meta))
+			mu.Unlock()
+			result = `{"content":[{"type":"text","text":"hello from the old era"}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	t.Cleanup(ts.Close)
+	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string{}, metas...) }
+}
+
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+
+func modernPost(t *testing.T, url string, hdr map[string]string, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The official go-sdk client, unpinned, speaks 2026-07-28 to the gateway,
+// which serves it statelessly in front of an old-era upstream; the
+// upstream never sees the stateless era's _meta keys.
+func TestModernClientOldUpstream(t *testing.T) {
+	up, metas := metaUpstream(t)
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"old": httpServer(up.URL + "/mcp")}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q, want the stateless era", v)
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "old__hello" {
+		t.Fatalf("tools: %+v %v", tools, err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "old__hello", Arguments: map[string]any{}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "hello from the old era" {
+		t.Fatalf("call: %+v %v", res, err)
+	}
+	for _, m := range metas() {
+		if strings.Contains(m, "io.modelcontextprotocol/") {
+			t.Errorf("the old-era upstream got stateless-era _meta: %s", m)
+		}
+	}
+}
+
+// Raw transcripts of the stateless era's rules at the edge (S17).
+func TestModernEdge(t *testing.T) {
+	up, _ := metaUpstream(t)
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"old": httpServer(up.URL + "/mcp")}}})
+	url := gw.URL + "/mcp"
+	ok := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
+	with := func(method, name string) map[string]string {
+		h := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	_ = ok
+
+	// server/discover.
+	code, body := modernPost(t, url, with("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+modernMeta+`}}`)
+	var disc struct {
+		Result struct {
+			ResultType        string          `json:"resultType"`
+			SupportedVersions []string        `json:"supportedVersions"`
+			Capabilities      json.RawMessage `json:"capabilities"`
+			Instructions      string          `json:"instructions"`
+			Meta              map[string]struct {
+				Name string `json:"name"`
+			} `json:"_meta"`
+			TTL   *int64 `json:"ttlMs"`
+			Scope string `json:"cacheScope"`
+		} `json:"result"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &disc) != nil {
+		t.Fatalf("discover: %d %s", code, body)
+	}
+	d := disc.Result
+	if d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || !strings.Contains(string(d.Capabilities), `"tools"`) ||
+		strings.Contains(string(d.Capabilities), "listChanged") || !strings.Contains(d.Instructions, "An old-era server.") ||
+		d.Meta["io.modelcontextprotocol/serverInfo"].Name != "mcpgate" || d.TTL == nil || d.Scope != "private" {
+		t.Errorf("discover result: %s", body)
+	}
+
+	// A list carries resultType and cache hints; a call carries resultType.
+	code, body = modernPost(t, url, with("tools/list", ""), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+modernMeta+`}}`)
+	if code != 200 || !strings.Contains(body, `"resultType":"complete"`) || !strings.Contains(body, `"cacheScope":"private"`) || !strings.Contains(body, `"ttlMs":`) || !strings.Contains(body, `"old__hello"`) {
+		t.Errorf("tools/list: %d %s", code, body)
+	}
+	code, body = modernPost(t, url, with("tools/call", "old__hello"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"old__hello","arguments":{},`+modernMeta+`}}`)
+	if code != 200 || !strings.Contains(body, `"resultType":"complete"`) || !strings.Contains(body, "hello from the old era") || strings.Contains(body, "ttlMs") {
+		t.Errorf("tools/call: %d %s", code, body)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		hdr    map[string]string
+		body   string
+		status int
+		code   int64
+		msg    string
+	}{
+		{"name header mismatch", with("tools/call", "old__other"), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"old__hello",` + modernMeta + `}}`,
+			400, -32020, "Header mismatch: Mcp-Name header value 'old__other' does not match body value 'old__hello'"},
+		{"missing Mcp-Method", map[string]string{"MCP-Protocol-Version": "2026-07-28"}, `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{` + modernMeta + `}}`,
+			400, -32020, "missing required Mcp-Method header"},
+		{"version header differs from _meta", map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{` + modernMeta + `}}`,
+			400, -32020, "MCP-Protocol-Version header value '2025-11-25' does not match"},
+		{"unsupported version", map[string]string{"Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			400, -32022, "Unsupported protocol version"},
+		{"missing client capabilities", with("tools/list", ""), `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			400, -32602, "clientCapabilities"},
+		{"removed method", with("logging/setLevel", ""), `{"jsonrpc":"2.0","id":9,"method":"logging/setLevel","params":{"level":"info",` + modernMeta + `}}`,
+			404, -32601, "Method not found"},
+		{"unknown method", with("frobnicate", ""), `{"jsonrpc":"2.0","id":10,"method":"frobnicate","params":{` + modernMeta + `}}`,
+			404, -32601, "Method not found"},
+	} {
+		code, body := modernPost(t, url, tc.hdr, tc.body)
+		var resp struct {
+			Error *struct {
+				Code    int64           `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			} `json:"error"`
+		}
+		if code != tc.status || json.Unmarshal([]byte(body), &resp) != nil || resp.Error == nil || resp.Error.Code != tc.code || !strings.Contains(resp.Error.Message, tc.msg) {
+			t.Errorf("%s: %d %s", tc.name, code, body)
+			continue
+		}
+		if tc.code == -32022 && !strings.Contains(string(resp.Error.Data), `"supported":["2026-07-28","2025-11-25"`) {
+			t.Errorf("unsupported version data: %s", resp.Error.Data)
+		}
+	}
+}
