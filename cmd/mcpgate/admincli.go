@@ -306,3 +306,31 @@ func parseNoArgs(fs *flag.FlagSet, synopsis string, args []string) error {
 	}
 	return nil
 }
+
+// getReport is the shape of every listing command: it parses flags (no
+// arguments), GETs path from the admin API and, with --json, prints the
+// answer as it came. Otherwise it decodes the answer into out for the
+// command's table; printed reports whether the JSON was printed instead.
+func getReport(ctx context.Context, name string, args []string, path string, stdout io.Writer, out any) (printed bool, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var af adminFlags
+	af.register(fs)
+	if err := parseNoArgs(fs, name+" [flags]", args); err != nil {
+		return false, err
+	}
+	cl, err := af.client()
+	if err != nil {
+		return false, err
+	}
+	var raw json.RawMessage
+	if err := cl.get(ctx, path, &raw); err != nil {
+		return false, err
+	}
+	if af.json {
+		return true, printJSON(stdout, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return false, fmt.Errorf("the gateway's answer to %s is not what %s expects: %w", path, name, err)
+	}
+	return false, nil
+}

@@ -182,28 +182,11 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 
 // list is GET /admin/v1/keys.
 func (c *keysCommand) list(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
-	var af adminFlags
-	af.register(fs)
-	if err := parseNoArgs(fs, "keys list [flags]", args); err != nil {
-		return err
-	}
-	cl, err := af.client()
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := cl.get(ctx, "keys", &raw); err != nil {
-		return err
-	}
-	if af.json {
-		return printJSON(c.stdout, raw)
-	}
 	var list struct {
 		Keys []admin.KeyView `json:"keys"`
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("the gateway's answer is not a key list: %w", err)
+	if printed, err := getReport(ctx, "keys list", args, "keys", c.stdout, &list); printed || err != nil {
+		return err
 	}
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "ALIAS\tPREFIX\tUSER\tTEAM\tSERVERS\tSOURCE\tLAST USED")

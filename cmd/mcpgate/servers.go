@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -43,26 +42,9 @@ func (c *serversCommand) Run(ctx context.Context, args []string) error {
 
 // status prints GET /admin/v1/servers of a running gateway.
 func (c *serversCommand) status(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("servers status", flag.ContinueOnError)
-	var af adminFlags
-	af.register(fs)
-	if err := parseNoArgs(fs, "servers status [flags]", args); err != nil {
-		return err
-	}
-	cl, err := af.client()
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := cl.get(ctx, "servers", &raw); err != nil {
-		return err
-	}
-	if af.json {
-		return printJSON(c.stdout, raw)
-	}
 	var rep gateway.ServersReport
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		return fmt.Errorf("gateway answer is not a server report: %w", err)
+	if printed, err := getReport(ctx, "servers status", args, "servers", c.stdout, &rep); printed || err != nil {
+		return err
 	}
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "NAME\tSTATE\tSINCE\tTRANSPORT\tMODE\tSESSIONS\tLAST ERROR")

@@ -39,26 +39,9 @@ func (c *sessionsCommand) Run(ctx context.Context, args []string) error {
 
 // list is GET /admin/v1/sessions: a table of sessions, then the totals.
 func (c *sessionsCommand) list(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sessions list", flag.ContinueOnError)
-	var af adminFlags
-	af.register(fs)
-	if err := parseNoArgs(fs, "sessions list [flags]", args); err != nil {
-		return err
-	}
-	cl, err := af.client()
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := cl.get(ctx, "sessions", &raw); err != nil {
-		return err
-	}
-	if af.json {
-		return printJSON(c.stdout, raw)
-	}
 	var rep gateway.SessionsReport
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		return fmt.Errorf("the gateway's answer is not a sessions report: %w", err)
+	if printed, err := getReport(ctx, "sessions list", args, "sessions", c.stdout, &rep); printed || err != nil {
+		return err
 	}
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "ID\tCLIENT\tUSER\tKEY\tIP\tROUTE\tCREATED\tIDLE\tIN FLIGHT")
@@ -84,7 +67,7 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 	if len(rep.ByUser) > 0 {
 		summary += "; by user: " + counts(rep.ByUser)
 	}
-	_, err = fmt.Fprintln(c.stdout, summary)
+	_, err := fmt.Fprintln(c.stdout, summary)
 	return err
 }
 

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -34,28 +32,11 @@ func (c *toolsetsCommand) Run(ctx context.Context, args []string) error {
 		}
 		return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], toolsetsUsage)}
 	}
-	fs := flag.NewFlagSet("toolsets list", flag.ContinueOnError)
-	var af adminFlags
-	af.register(fs)
-	if err := parseNoArgs(fs, "toolsets list [flags]", args[1:]); err != nil {
-		return err
-	}
-	cl, err := af.client()
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := cl.get(ctx, "toolsets", &raw); err != nil {
-		return err
-	}
-	if af.json {
-		return printJSON(c.stdout, raw)
-	}
 	var list struct {
 		Toolsets []toolsetView `json:"toolsets"`
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("the gateway's answer is not a toolset list: %w", err)
+	if printed, err := getReport(ctx, "toolsets list", args[1:], "toolsets", c.stdout, &list); printed || err != nil {
+		return err
 	}
 	// One row per (toolset, server), so that each row can be grepped.
 	tw := newTable(c.stdout)

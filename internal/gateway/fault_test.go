@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,47 +19,27 @@ import (
 // way an upstream can: the tool name says how.
 func faultyUpstream(t *testing.T) *httptest.Server {
 	t.Helper()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		m, err := jsonrpc.Decode(body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		if !m.IsRequest() {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		reply := func(result string) {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
-		}
+	return mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
 		switch m.Method {
 		case "initialize":
 			w.Header().Set("Mcp-Session-Id", "f-1")
-			reply(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"faulty","version":"0"}}`)
-			return
+			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"faulty","version":"0"}}`
 		case "tools/list":
 			var tools []string
 			for _, n := range []string{"ok", "slow", "nap", "unauth", "forbidden", "limited", "unavailable", "broken", "rpc408", "html", "badjson"} {
 				tools = append(tools, `{"name":"`+n+`","inputSchema":{"type":"object"}}`)
 			}
-			reply(`{"tools":[` + strings.Join(tools, ",") + `]}`)
-			return
+			return `{"tools":[` + strings.Join(tools, ",") + `]}`
 		}
 		name, _ := jsonrpc.GetString(m.Params, "name")
 		switch name {
 		case "ok":
-			reply(`{"content":[{"type":"text","text":"fine"}]}`)
+			return `{"content":[{"type":"text","text":"fine"}]}`
 		case "slow":
 			<-r.Context().Done()
 		case "nap":
 			time.Sleep(300 * time.Millisecond)
-			reply(`{"content":[{"type":"text","text":"rested"}]}`)
+			return `{"content":[{"type":"text","text":"rested"}]}`
 		case "unauth":
 			w.WriteHeader(http.StatusUnauthorized)
 		case "forbidden":
@@ -81,9 +60,8 @@ func faultyUpstream(t *testing.T) *httptest.Server {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, "secret-invalid-json")
 		}
-	}))
-	t.Cleanup(ts.Close)
-	return ts
+		return ""
+	})
 }
 
 // Every way an upstream can fail reaches the downstream as one fault class

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,36 +22,21 @@ import (
 func metaUpstream(t *testing.T) (*httptest.Server, func() []string) {
 	var mu sync.Mutex
 	var metas []string
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		m, err := jsonrpc.Decode(body)
-		if err != nil || r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		if !m.IsRequest() {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		var result string
+	ts := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
 		switch m.Method {
 		case "initialize":
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"old","version":"0"},"instructions":"An old-era server."}`
+			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"old","version":"0"},"instructions":"An old-era server."}`
 		case "tools/list":
-			result = `{"tools":[{"name":"hello","inputSchema":{"type":"object"}}]}`
+			return `{"tools":[{"name":"hello","inputSchema":{"type":"object"}}]}`
 		case "resources/list":
-			result = `{"resources":[]}`
-		default:
-			meta, _ := jsonrpc.Get(m.Params, "_meta")
-			mu.Lock()
-			metas = append(metas, string(meta))
-			mu.Unlock()
-			result = `{"content":[{"type":"text","text":"hello from the old era"}]}`
+			return `{"resources":[]}`
 		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
-	}))
-	t.Cleanup(ts.Close)
+		meta, _ := jsonrpc.Get(m.Params, "_meta")
+		mu.Lock()
+		metas = append(metas, string(meta))
+		mu.Unlock()
+		return `{"content":[{"type":"text","text":"hello from the old era"}]}`
+	})
 	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string{}, metas...) }
 }
 

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,34 +18,18 @@ func TestPassthroughForwardsTheCallersToken(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string][]string{} // upstream name -> Authorization values
 	upstreamFor := func(name string) *httptest.Server {
-		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
-			m, err := jsonrpc.Decode(body)
-			if err != nil || r.Method != http.MethodPost {
-				w.WriteHeader(http.StatusMethodNotAllowed)
-				return
-			}
+		return mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
 			mu.Lock()
 			seen[name] = append(seen[name], r.Header.Get("Authorization"))
 			mu.Unlock()
-			if !m.IsRequest() {
-				w.WriteHeader(http.StatusAccepted)
-				return
-			}
-			var result string
 			switch m.Method {
 			case "initialize":
-				result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"` + name + `","version":"0"}}`
+				return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"` + name + `","version":"0"}}`
 			case "tools/list":
-				result = `{"tools":[{"name":"whoami","inputSchema":{"type":"object"}}]}`
-			default:
-				result = `{"content":[{"type":"text","text":"` + strings.ReplaceAll(r.Header.Get("Authorization"), `"`, "") + `"}]}`
+				return `{"tools":[{"name":"whoami","inputSchema":{"type":"object"}}]}`
 			}
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
-		}))
-		t.Cleanup(ts.Close)
-		return ts
+			return `{"content":[{"type":"text","text":"` + strings.ReplaceAll(r.Header.Get("Authorization"), `"`, "") + `"}]}`
+		})
 	}
 	pt := httpServer(upstreamFor("pt").URL + "/mcp")
 	pt.Auth = &config.Auth{Type: config.AuthPassthrough}

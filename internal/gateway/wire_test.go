@@ -24,9 +24,11 @@ const exoticTool = `{"name":"weird","title":"Weird","x-vendor":{"nested":[1,2,{"
 
 const exoticResult = `{"content":[{"type":"text","text":"ok","_meta":{"k":1}}],"structuredContent":{"id":9007199254740993,"f":1.50,"e":1e400},"isError":false,"unknownTop":{"a":[]},"_meta":{"trace":"x"}}`
 
-// rawUpstream is a streamable-HTTP MCP server written on raw bytes, so the
-// test controls every byte of every reply.
-func rawUpstream(t testing.TB, tools string, callResult string, calls *atomic.Int64) *httptest.Server {
+// mcpUpstream is a streamable-HTTP MCP server written on raw bytes, so the
+// test controls every byte of every reply: notifications get 202, and each
+// request is answered by answer, which returns the JSON result, or writes
+// the whole response itself and returns "".
+func mcpUpstream(t testing.TB, answer func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -43,28 +45,35 @@ func rawUpstream(t testing.TB, tools string, callResult string, calls *atomic.In
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		var result string
+		if result := answer(w, r, m); result != "" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// rawUpstream serves tools (a JSON list body) and answers every call with
+// callResult, counting calls.
+func rawUpstream(t testing.TB, tools string, callResult string, calls *atomic.Int64) *httptest.Server {
+	return mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
 		switch m.Method {
 		case "initialize":
 			w.Header().Set("Mcp-Session-Id", "raw-1")
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"raw","version":"0"}}`
+			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"raw","version":"0"}}`
 		case "tools/list":
-			result = `{"tools":[` + tools + `]}`
+			return `{"tools":[` + tools + `]}`
 		case "tools/call":
 			if calls != nil {
 				calls.Add(1)
 			}
-			result = callResult
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"nope"}}`, m.ID.Raw())
-			return
+			return callResult
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
-	}))
-	t.Cleanup(ts.Close)
-	return ts
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"nope"}}`, m.ID.Raw())
+		return ""
+	})
 }
 
 // rpc posts one raw message to the gateway and returns status, headers
