@@ -126,6 +126,8 @@ type Gateway struct {
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted
 
+	listen listeners // open subscriptions/listen streams (2026-07-28)
+
 	// inflight counts requests being served. A counter, not a WaitGroup:
 	// requests may still start while Close waits (legacy SSE posts), which
 	// a WaitGroup forbids.

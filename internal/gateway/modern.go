@@ -18,11 +18,11 @@ import (
 // other (the gates in ServeHTTP run first). See docs/design/2026-07-28.md.
 //
 // Served: server/discover, the lists, tools/call, prompts/get,
-// resources/read and completion/complete, each result with resultType and,
-// for lists and reads, cache hints. Not yet: subscriptions/listen and the
-// bridging of server-initiated requests (input_required), so discover
-// advertises no listChanged and modern requests get no sampling,
-// elicitation or roots from old-era upstreams.
+// resources/read, completion/complete (each result with resultType and,
+// for lists and reads, cache hints) and subscriptions/listen (listen.go).
+// Not yet: the bridging of server-initiated requests (input_required), so
+// modern requests get no sampling, elicitation or roots from old-era
+// upstreams.
 
 // modernScopeKeys are the per-request _meta keys of the stateless era: an
 // old-era upstream must not see them (a dual-era server would take the
@@ -58,8 +58,12 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		fail(http.StatusBadRequest, e)
 		return
 	}
-	if !mcpwire.IsStatelessClientMethod(m.Method) || m.Method == mcpwire.MethodSubscriptionsListen {
+	if !mcpwire.IsStatelessClientMethod(m.Method) {
 		fail(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method))
+		return
+	}
+	if m.Method == mcpwire.MethodSubscriptionsListen {
+		g.serveListen(w, r, rt, m)
 		return
 	}
 	logLevel := -1
@@ -103,7 +107,7 @@ func (g *Gateway) discover(ctx context.Context, sc *scope, m *jsonrpc.Message) *
 	if len(sc.rt.servers) == 0 {
 		return jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route"))
 	}
-	capsObj, instr := g.describe(ctx, sc, false)
+	capsObj, instr := g.describe(ctx, sc, true)
 	res := map[string]any{
 		"supportedVersions": mcpwire.Revisions,
 		"capabilities":      capsObj,

@@ -128,8 +128,7 @@ func TestModernEdge(t *testing.T) {
 		t.Fatalf("discover: %d %s", code, body)
 	}
 	d := disc.Result
-	if d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || !strings.Contains(string(d.Capabilities), `"tools"`) ||
-		strings.Contains(string(d.Capabilities), "listChanged") || !strings.Contains(d.Instructions, "An old-era server.") ||
+	if d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || !strings.Contains(string(d.Capabilities), `"tools":{"listChanged":true}`) || !strings.Contains(d.Instructions, "An old-era server.") ||
 		d.Meta["io.modelcontextprotocol/serverInfo"].Name != "mcpgate" || d.TTL == nil || d.Scope != "private" {
 		t.Errorf("discover result: %s", body)
 	}
@@ -182,5 +181,73 @@ func TestModernEdge(t *testing.T) {
 		if tc.code == -32022 && !strings.Contains(string(resp.Error.Data), `"supported":["2026-07-28","2025-11-25"`) {
 			t.Errorf("unsupported version data: %s", resp.Error.Data)
 		}
+	}
+}
+
+// subscriptions/listen: the go-sdk client (2026-07-28) opens it by itself
+// for its list-changed handler, and a tool added upstream reaches it; a
+// raw listener gets the acknowledgement and the change, each with its
+// subscription id.
+func TestModernListen(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// A raw listener.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},`+modernMeta+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := jsonrpc.NewSSEReader(resp.Body, 0)
+	ev, err := events.Next()
+	if err != nil || !strings.Contains(string(ev.Data), `"method":"notifications/subscriptions/acknowledged"`) ||
+		!strings.Contains(string(ev.Data), `"io.modelcontextprotocol/subscriptionId":"L1"`) || !strings.Contains(string(ev.Data), `"toolsListChanged":true`) {
+		t.Fatalf("first event: %s %v", ev.Data, err)
+	}
+
+	// The official client, listening by itself.
+	changed := make(chan struct{}, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the client's listen stream is open
+	mcp.AddTool(alpha.server, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return textResult("new"), nil, nil
+	})
+	ev, err = events.Next()
+	if err != nil || !strings.Contains(string(ev.Data), `"method":"notifications/tools/list_changed"`) || !strings.Contains(string(ev.Data), `"io.modelcontextprotocol/subscriptionId":"L1"`) {
+		t.Errorf("raw listener: %s %v", ev.Data, err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the go-sdk client's list-changed handler was never called")
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range tools.Tools {
+		found = found || tl.Name == "alpha__fresh"
+	}
+	if !found {
+		t.Error("alpha__fresh missing after the change")
 	}
 }

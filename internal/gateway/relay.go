@@ -93,6 +93,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		g.cat.Invalidate(server, catalog.Templates)
 		g.broadcastListChanged(server, catalog.Resources)
 	case mcpwire.NotifyResourceUpdated:
+		g.notifyListeners(server, msg.Method, msg.Params)
 		uri, _ := jsonrpc.GetString(msg.Params, "uri")
 		g.forEachSession(server, func(s *session) {
 			s.mu.Lock()
@@ -147,6 +148,7 @@ func (g *Gateway) broadcastListChanged(server string, k catalog.Kind) {
 	}
 	n := jsonrpc.NewNotification(method, nil)
 	g.forEachSession(server, func(s *session) { s.notify(n) })
+	g.notifyListeners(server, method, nil)
 }
 
 // HandleRequest relays a server-initiated request to the downstream whose
