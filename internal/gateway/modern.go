@@ -93,7 +93,12 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		ps.finish(reply)
 		return
 	}
-	res := mcpwire.WithResultType(reply.Result, mcpwire.ResultComplete)
+	res := reply.Result
+	if _, has := jsonrpc.Get(res, mcpwire.FieldResultType); !has {
+		// A stateless upstream's own resultType (input_required, for a
+		// retry the client makes) passes as it is.
+		res = mcpwire.WithResultType(res, mcpwire.ResultComplete)
+	}
 	if mcpwire.CacheableMethod(m.Method) {
 		res = mcpwire.WithCacheHints(res, g.freshness(sc, m.Method), mcpwire.CacheScopePrivate)
 	}

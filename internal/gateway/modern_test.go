@@ -251,3 +251,44 @@ func TestModernListen(t *testing.T) {
 		t.Error("alpha__fresh missing after the change")
 	}
 }
+
+// A 2026-07-28 upstream (the go-sdk server in stateless mode), pinned in
+// the config: the gateway talks server/discover and per-request _meta to
+// it, and clients of both eras use it through the gateway (C1.4).
+func TestStatelessUpstream(t *testing.T) {
+	srv := newSDKServer("modern")
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	cfg := httpServer(up.URL)
+	cfg.ProtocolVersion = "2026-07-28"
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, opts := range []*mcp.ClientSessionOptions{oldEra, nil} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := cs.InitializeResult().ProtocolVersion
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil || len(tools.Tools) == 0 {
+			t.Fatalf("%s client: tools %v %v", rev, tools, err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__add", Arguments: map[string]any{"a": 2, "b": 40}})
+		if err != nil || res.IsError {
+			t.Fatalf("%s client: add: %+v %v", rev, res, err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; got != "42" {
+			t.Errorf("%s client: add = %q", rev, got)
+		}
+		cs.Close()
+	}
+	if h := g.Upstreams().Health()["modern"]; h.State != "ready" {
+		t.Errorf("health %+v", h)
+	}
+	s, err := g.Upstreams().Session(ctx, "modern")
+	if err != nil || s.Info().ProtocolVersion != "2026-07-28" {
+		t.Errorf("upstream session: %v %+v", err, s)
+	}
+}

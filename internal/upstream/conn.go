@@ -61,6 +61,9 @@ type conn struct {
 	incoming map[string]context.CancelFunc // server-initiated requests being handled, by raw id
 	err      error                         // set once, when the session ends
 	info     *InitInfo
+	// stateless is set for a 2026-07-28 upstream: every request carries
+	// the era's _meta.
+	stateless *statelessMeta
 
 	done      chan struct{}
 	ctx       context.Context // ends with the session; parent of Handler contexts
@@ -188,6 +191,9 @@ func (c *conn) Call(ctx context.Context, method string, params json.RawMessage) 
 		return nil, err
 	}
 
+	if sm := c.statelessInfo(); sm != nil {
+		params = sm.apply(ctx, params)
+	}
 	msg := jsonrpc.NewRequest(jsonrpc.Int64ID(cl.id), method, params)
 	if err := c.t.send(callCtx, msg, cl); err != nil && callCtx.Err() == nil {
 		c.forget(cl)
@@ -653,4 +659,50 @@ func (c *conn) respond(m *jsonrpc.Message) {
 			c.log.Warn("could not answer upstream request", "id", m.ID.String(), "error", err)
 		}
 	})
+}
+
+// statelessMeta is what every request to a 2026-07-28 upstream carries in
+// its _meta (C1.4): the revision, the gateway's identity, and the client
+// capabilities the gateway can honour for this call.
+type statelessMeta struct {
+	clientInfo json.RawMessage
+}
+
+type clientCapsKey struct{}
+
+// WithClientCapabilities attaches the client capabilities a stateless
+// upstream may rely on during a call (those of the downstream the gateway
+// can relay); without it the call declares none.
+func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
+	return context.WithValue(ctx, clientCapsKey{}, caps)
+}
+
+func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json.RawMessage {
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	caps, _ := ctx.Value(clientCapsKey{}).(json.RawMessage)
+	if len(caps) == 0 {
+		caps = json.RawMessage("{}")
+	}
+	out := []byte(params)
+	for _, kv := range []struct {
+		key string
+		val []byte
+	}{
+		{mcpwire.MetaKeyProtocolVersion, jsonrpc.String(mcpwire.Rev20260728)},
+		{mcpwire.MetaKeyClientInfo, sm.clientInfo},
+		{mcpwire.MetaKeyClientCapabilities, caps},
+	} {
+		if next, err := jsonrpc.SetPath(out, kv.val, mcpwire.FieldMeta, kv.key); err == nil {
+			out = next
+		}
+	}
+	return out
+}
+
+func (c *conn) statelessInfo() *statelessMeta {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stateless
 }

@@ -51,11 +51,112 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 		c.Close()
 		return nil, err
 	}
-	if err := c.initialize(ctx, &opts, offer, accept); err != nil {
+	switch {
+	case srv.ProtocolVersion == mcpwire.Rev20260728:
+		err = c.discover(ctx, &opts, true)
+	case probesDiscover(srv):
+		// auto: the stateless era when the upstream speaks it, else the
+		// handshake (an error, or a discover result without 2026-07-28).
+		if err = c.discover(ctx, &opts, false); err != nil {
+			c.log.Debug("upstream does not speak 2026-07-28; using initialize", "reason", err)
+			err = c.initialize(ctx, &opts, offer, accept)
+		}
+	default:
+		err = c.initialize(ctx, &opts, offer, accept)
+	}
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// probesDiscover says whether auto tries server/discover first. Not yet:
+// a probe costs every connect (and every per_call operation) a round trip
+// until its outcome is remembered per server, which the Manager does not
+// do yet; auto stays on the handshake era, and 2026-07-28 is used when
+// configured.
+func probesDiscover(*config.Server) bool { return false }
+
+// discoverResult is the part of a server/discover result the gateway reads.
+type discoverResult struct {
+	SupportedVersions []string        `json:"supportedVersions"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	Instructions      *string         `json:"instructions"`
+	Meta              struct {
+		ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+	} `json:"_meta"`
+}
+
+// discover opens a stateless (2026-07-28) session: server/discover instead
+// of the handshake, and from then on every request carries the protocol
+// version, client info and capabilities in its _meta (C1.4). required:
+// the configuration pins the revision, so not speaking it is an error
+// that says "protocol version".
+func (c *conn) discover(ctx context.Context, opts *Options, required bool) error {
+	name, version := opts.ClientName, opts.ClientVersion
+	if name == "" {
+		name = defaultClientName
+	}
+	if version == "" {
+		version = defaultClientVersion
+	}
+	info := jsonrpc.AppendString([]byte(`{"name":`), name)
+	info = append(info, `,"version":`...)
+	info = append(jsonrpc.AppendString(info, version), '}')
+	c.mu.Lock()
+	c.stateless = &statelessMeta{clientInfo: info}
+	c.mu.Unlock()
+	if st, ok := c.t.(interface{ setStateless(bool) }); ok {
+		st.setStateless(true)
+	}
+	raw, err := c.Call(ctx, mcpwire.MethodServerDiscover, json.RawMessage(`{}`))
+	fallback := func(e error) error {
+		c.mu.Lock()
+		c.stateless = nil
+		c.mu.Unlock()
+		if st, ok := c.t.(interface{ setStateless(bool) }); ok {
+			st.setStateless(false)
+		}
+		return e
+	}
+	if err != nil {
+		if required {
+			kind := KindOf(err)
+			var rpc *jsonrpc.Error
+			if errors.As(err, &rpc) {
+				// An answer that is not a discover result: the upstream
+				// does not speak the revision the config pins.
+				kind = KindProtocolVersion
+			}
+			return fallback(&Error{Server: c.server, Kind: kind, Err: fmt.Errorf("server/discover (protocol version 2026-07-28): %w", err)})
+		}
+		return fallback(err)
+	}
+	var r discoverResult
+	if json.Unmarshal(raw, &r) != nil {
+		return fallback(c.invalidResponse("server/discover result is not an object"))
+	}
+	if !slices.Contains(r.SupportedVersions, mcpwire.Rev20260728) {
+		return fallback(&Error{Server: c.server, Kind: KindProtocolVersion,
+			Err: fmt.Errorf("protocol version 2026-07-28 not among the upstream's supported versions %q", r.SupportedVersions)})
+	}
+	ii := &InitInfo{
+		ProtocolVersion: mcpwire.Rev20260728,
+		Capabilities:    r.Capabilities,
+		Caps:            mcpwire.ParseServerCaps(r.Capabilities),
+		ServerInfo:      r.Meta.ServerInfo,
+		Result:          raw,
+	}
+	if r.Instructions != nil {
+		ii.Instructions = strings.TrimSpace(*r.Instructions)
+		ii.HasInstructions = true
+	}
+	c.mu.Lock()
+	c.info = ii
+	c.mu.Unlock()
+	c.log.Debug("upstream session is stateless", "protocol_version", mcpwire.Rev20260728)
+	return nil
 }
 
 // transportOf is the configured transport, inferred for a Server built in
@@ -78,7 +179,7 @@ func revisionsFor(configured string) (offer string, accept []string, err error) 
 	case mcpwire.IsHandshake(configured):
 		return configured, []string{configured}, nil
 	case configured == mcpwire.Rev20260728:
-		return "", nil, fmt.Errorf("protocol version %s for upstream servers: %w", configured, ErrNotSupported)
+		return "", nil, nil // stateless: server/discover, no handshake
 	default:
 		return "", nil, fmt.Errorf("unknown protocol version %q (want auto or one of %s)", configured, mcpwire.SupportedList())
 	}

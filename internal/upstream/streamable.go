@@ -32,6 +32,9 @@ type streamable struct {
 	revision  string
 
 	listening atomic.Bool // the GET stream is connected
+	// stateless: a 2026-07-28 upstream: no session id, no GET stream, the
+	// revision and Mcp-Method/Mcp-Name headers on every POST.
+	stateless atomic.Bool
 	// getAnswered is closed once the first GET stream request has its
 	// answer (a stream, a refusal or a failure).
 	getAnswered chan struct{}
@@ -86,6 +89,9 @@ const getWait = 2 * time.Second
 // requests on that stream (JSON-response mode) would otherwise find no
 // stream for a request made by the very first call.
 func (t *streamable) start() {
+	if t.stateless.Load() {
+		return // the era has no GET stream (subscriptions/listen replaces it)
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -125,10 +131,23 @@ func (t *streamable) request(ctx context.Context, method string, body []byte) (*
 	return req, sid != "", nil
 }
 
+func (t *streamable) setStateless(on bool) { t.stateless.Store(on) }
+
 func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Response, bool, error) {
 	req, withSession, err := t.request(ctx, http.MethodPost, jsonrpc.Encode(m))
 	if err != nil {
 		return nil, false, err
+	}
+	if t.stateless.Load() {
+		req.Header.Set(mcpwire.HeaderProtocolVersion, mcpwire.Rev20260728)
+		if m.Method != "" {
+			req.Header.Set("Mcp-Method", m.Method)
+		}
+		if field, ok := mcpwire.NameParam(m.Method); ok {
+			if v, ok := jsonrpc.GetString(m.Params, field); ok {
+				req.Header.Set("Mcp-Name", mcpwire.EncodeHeaderValue(v))
+			}
+		}
 	}
 	req.Header.Set(headerAccept, acceptPost)
 	req.Header.Set(headerContentType, contentTypeJSON)
