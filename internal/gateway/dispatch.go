@@ -456,7 +456,12 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		params = stripModernMeta(params)
 	}
 	start := time.Now()
-	res, err := g.up.Call(upstream.WithOrigin(ctx, sc), server, method, params)
+	res, err := g.up.Call(upstream.WithClientCapabilities(upstream.WithOrigin(ctx, sc), relayableCaps(sc)), server, method, params)
+	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
+		// S18.2: a stateless upstream's questions, asked of this old-era
+		// client on its session; it sees one ordinary result.
+		res, err = g.answerInputs(ctx, sc, server, method, params, res)
+	}
 	if method == mcpwire.MethodToolsCall {
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)

@@ -292,3 +292,64 @@ func TestStatelessUpstream(t *testing.T) {
 		t.Errorf("upstream session: %v %+v", err, s)
 	}
 }
+
+// S18.2: a 2026-07-28 upstream answers input_required (it needs an
+// elicitation); an old-era client behind the gateway is asked on its own
+// session, and sees one ordinary result built from its answer.
+func TestInputRequiredBridgedToOldClient(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "confirm"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if req.Params.InputResponses == nil {
+			return &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{"go": &mcp.ElicitParams{Message: "Proceed?",
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}}},
+				RequestState: "state-1",
+			}, nil, nil
+		}
+		ans, _ := req.Params.InputResponses["go"].(*mcp.ElicitResult)
+		action := "none"
+		if ans != nil {
+			action = ans.Action
+		}
+		return textResult("confirmed:" + action + ":" + req.Params.RequestState), nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	cfg := httpServer(up.URL)
+	cfg.ProtocolVersion = "2026-07-28"
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"asker": cfg}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var asked []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "asker__confirm", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %+v %v", res, err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "confirmed:accept:state-1" {
+		t.Errorf("result %q", got)
+	}
+	if len(asked) != 1 || asked[0] != "Proceed?" {
+		t.Errorf("the client was asked %q", asked)
+	}
+	// A client that cannot answer gets a clear error, not a hang.
+	plain, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "asker__confirm", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "elicitation/create, which this client does not support") {
+		t.Errorf("client without elicitation: %v", err)
+	}
+}

@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// Era bridging, S18.2: a 2026-07-28 upstream asks for input with an
+// input_required result (Multi Round-Trip Requests) where an old-era
+// upstream would have sent server-initiated requests. For an old-era
+// downstream the gateway makes those requests on the downstream's session
+// (elicitation, sampling, roots/list), and retries the call with the
+// answers and the upstream's requestState: the downstream sees one
+// ordinary result. A 2026-07-28 downstream gets input_required as it is
+// and retries itself.
+
+// maxInputRounds bounds the retries of one call (the go-sdk client's own
+// bound is the same).
+const maxInputRounds = 10
+
+// relayableCaps is what the gateway can declare to a stateless upstream
+// for a call of sc: what the downstream itself declared (a modern one
+// answers input_required itself; an old-era one is asked on its session).
+func relayableCaps(sc *scope) json.RawMessage {
+	c := sc.caps
+	b := []byte{'{'}
+	add := func(on bool, member string) {
+		if !on {
+			return
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, member...)
+	}
+	add(c.Sampling, `"sampling":{}`)
+	add(c.Elicitation || c.ElicitationForm || c.ElicitationURL, `"elicitation":{}`)
+	add(c.Roots, `"roots":{}`)
+	return append(b, '}')
+}
+
+// answerInputs runs the rounds of an input_required result for an old-era
+// downstream: each input request goes to the downstream, and the call is
+// sent again with the answers. It returns the final result, or the error
+// that ended the exchange.
+func (g *Gateway) answerInputs(ctx context.Context, sc *scope, server, method string, params, res json.RawMessage) (json.RawMessage, error) {
+	for round := 0; mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired; round++ {
+		if round == maxInputRounds {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times for one call", server, maxInputRounds)
+		}
+		reqs, _ := jsonrpc.Get(res, mcpwire.FieldInputRequests)
+		responses := []byte{'{'}
+		var failed *jsonrpc.Error
+		err := jsonrpc.Fields(reqs, func(key string, req []byte) bool {
+			m, _ := jsonrpc.GetString(req, "method")
+			p, _ := jsonrpc.Get(req, "params")
+			if !mcpwire.IsInputRequestMethod(m) || !sc.caps.Allows(m) {
+				failed = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "upstream %s needs %s, which this client does not support", server, m)
+				return false
+			}
+			ans, e := g.askDownstream(ctx, sc, jsonrpc.NewRequest(jsonrpc.Int64ID(0), m, json.RawMessage(p)))
+			if e != nil {
+				failed = e
+				return false
+			}
+			if len(responses) > 1 {
+				responses = append(responses, ',')
+			}
+			responses = append(jsonrpc.AppendString(responses, key), ':')
+			responses = append(responses, ans...)
+			return true
+		})
+		if failed != nil {
+			return nil, failed
+		}
+		if err != nil {
+			return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse, Err: err}
+		}
+		responses = append(responses, '}')
+		retry, err := jsonrpc.Set(params, mcpwire.FieldInputResponses, responses)
+		if err != nil {
+			return nil, err
+		}
+		if state, ok := jsonrpc.Get(res, mcpwire.FieldRequestState); ok {
+			if retry, err = jsonrpc.Set(retry, mcpwire.FieldRequestState, state); err != nil {
+				return nil, err
+			}
+		}
+		if res, err = g.up.Call(upstream.WithClientCapabilities(upstream.WithOrigin(ctx, sc), relayableCaps(sc)), server, method, retry); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
