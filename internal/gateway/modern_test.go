@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,11 @@ func metaUpstream(t *testing.T) (*httptest.Server, func() []string) {
 			return `{"tools":[{"name":"hello","inputSchema":{"type":"object"}}]}`
 		case "resources/list":
 			return `{"resources":[]}`
+		case "server/discover":
+			// An old-era server: the gateway's probe of the new era fails.
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID.Raw())
+			return ""
 		}
 		meta, _ := jsonrpc.Get(m.Params, "_meta")
 		mu.Lock()
@@ -255,13 +261,20 @@ func TestModernListen(t *testing.T) {
 // A 2026-07-28 upstream (the go-sdk server in stateless mode), pinned in
 // the config: the gateway talks server/discover and per-request _meta to
 // it, and clients of both eras use it through the gateway (C1.4).
+// With auto, the gateway probes server/discover and finds the era itself.
 func TestStatelessUpstream(t *testing.T) {
+	for _, pv := range []string{"2026-07-28", "auto"} {
+		t.Run(pv, func(t *testing.T) { testStatelessUpstream(t, pv) })
+	}
+}
+
+func testStatelessUpstream(t *testing.T, pv string) {
 	srv := newSDKServer("modern")
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
 	cfg := httpServer(up.URL)
-	cfg.ProtocolVersion = "2026-07-28"
+	cfg.ProtocolVersion = pv
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -54,7 +54,7 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 	switch {
 	case srv.ProtocolVersion == mcpwire.Rev20260728:
 		err = c.discover(ctx, &opts, true)
-	case probesDiscover(srv):
+	case opts.ProbeStateless && probesDiscover(srv):
 		// auto: the stateless era when the upstream speaks it, else the
 		// handshake (an error, or a discover result without 2026-07-28).
 		if err = c.discover(ctx, &opts, false); err != nil {
@@ -71,12 +71,14 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 	return c, nil
 }
 
-// probesDiscover says whether auto tries server/discover first. Not yet:
-// a probe costs every connect (and every per_call operation) a round trip
-// until its outcome is remembered per server, which the Manager does not
-// do yet; auto stays on the handshake era, and 2026-07-28 is used when
-// configured.
-func probesDiscover(*config.Server) bool { return false }
+// probesDiscover says whether auto may try server/discover first: for
+// streamable-HTTP upstreams (legacy SSE predates the stateless era, and a
+// stdio server of the handshake era often takes any request before
+// initialize as a fatal protocol error). The Manager asks for the probe
+// only until it knows the server's era (Options.ProbeStateless).
+func probesDiscover(srv *config.Server) bool {
+	return (srv.ProtocolVersion == "" || srv.ProtocolVersion == config.ProtocolVersionAuto) && transportOf(srv) == config.TransportHTTP
+}
 
 // discoverResult is the part of a server/discover result the gateway reads.
 type discoverResult struct {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
 
 // ManagerOptions configures a Manager. The zero value of each field means
@@ -105,6 +106,8 @@ type server struct {
 	byCaller  bool   // passthrough: sessions keyed by the caller's token
 	defaultFP string // the fingerprint of the server's own credentials
 	entries   map[string]*entry
+	// era is what auto learned of the server (an eraOf).
+	era atomic.Int32
 	// per_call mode has no entries: its health is the outcome of the
 	// latest connect, and live counts the sessions in use.
 	health Health
@@ -370,8 +373,17 @@ func (m *Manager) Call(ctx context.Context, server, method string, params json.R
 
 // dial connects a new session of sv.
 func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Session, error) {
-	return Connect(ctx, Options{
-		Server:             sv.srv,
+	srv := sv.srv
+	era := eraOf(sv.era.Load())
+	if era == eraStateless && probesDiscover(srv) {
+		// Learned: go straight to the stateless era.
+		pinned := *srv
+		pinned.ProtocolVersion = mcpwire.Rev20260728
+		srv = &pinned
+	}
+	s, err := Connect(ctx, Options{
+		Server:             srv,
+		ProbeStateless:     era == eraUnknown,
 		ClientName:         m.opts.ClientName,
 		ClientVersion:      m.opts.ClientVersion,
 		ClientCapabilities: m.opts.ClientCapabilities,
@@ -382,7 +394,26 @@ func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Ses
 		CallerToken:        callerToken,
 		tokens:             sv.tokens,
 	})
+	switch {
+	case err == nil && s.Info().ProtocolVersion == mcpwire.Rev20260728:
+		sv.era.Store(int32(eraStateless))
+	case err == nil:
+		sv.era.Store(int32(eraHandshake))
+	case era == eraStateless:
+		// It spoke the stateless era before and does not now: learn again.
+		sv.era.Store(int32(eraUnknown))
+	}
+	return s, err
 }
+
+// What the Manager learned of a server's era (protocol_version auto).
+type eraOf int32
+
+const (
+	eraUnknown eraOf = iota
+	eraHandshake
+	eraStateless
+)
 
 // Session returns the live shared session of server for ctx's caller,
 // connecting it if needed. Concurrent callers share one connect attempt;

@@ -273,7 +273,7 @@ func TestExpiredSessionRetriedTransparently(t *testing.T) {
 	for _, r := range f.seen() {
 		calls = append(calls, r.Method+"@"+r.SessionID)
 	}
-	want := "initialize@ notifications/initialized@session-1 tools/call@session-1 tools/call@session-1 initialize@ notifications/initialized@session-2 tools/call@session-2"
+	want := "server/discover@ initialize@ notifications/initialized@session-1 tools/call@session-1 tools/call@session-1 initialize@ notifications/initialized@session-2 tools/call@session-2"
 	if got := strings.Join(calls, " "); got != want {
 		t.Errorf("requests:\n got %s\nwant %s", got, want)
 	}

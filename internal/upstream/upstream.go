@@ -112,6 +112,11 @@ type Options struct {
 	// CallerToken is the caller's own upstream token, sent by a server
 	// with auth type passthrough ("" for none).
 	CallerToken string
+	// ProbeStateless lets protocol_version auto try server/discover (the
+	// 2026-07-28 revision) before the handshake, on streamable HTTP. The
+	// Manager sets it until it has learned the server's era, so the probe
+	// costs one round trip per server, not one per connect.
+	ProbeStateless bool
 
 	// tokens mints the oauth2 tokens of the server; the Manager shares
 	// one per server across sessions. nil: Connect makes one.

@@ -762,7 +762,10 @@ func TestSessionExpired(t *testing.T) {
 					got = append(got, r.Method+"@"+r.SessionID)
 				}
 			}
-			want := []string{"initialize@", "tools/list@session-1", "initialize@", "tools/list@session-2"}
+			// auto probes the stateless era once per server (the fake
+			// does not speak it), then remembers: the reconnect goes
+			// straight to initialize.
+			want := []string{"server/discover@", "initialize@", "tools/list@session-1", "initialize@", "tools/list@session-2"}
 			if diff := cmp.Diff(got, want); diff != "" {
 				t.Errorf("requests (-got +want):\n%s", diff)
 			}
