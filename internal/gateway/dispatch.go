@@ -35,6 +35,8 @@ type scope struct {
 	// level of log messages it asked for (-1: none).
 	modern   bool
 	logLevel int
+	// exchange carries a 2026-07-28 call across input_required rounds.
+	exchange *exchange
 }
 
 // OriginKey makes calls of one downstream session one party for the

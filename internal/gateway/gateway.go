@@ -126,7 +126,8 @@ type Gateway struct {
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted
 
-	listen listeners // open subscriptions/listen streams (2026-07-28)
+	listen    listeners // open subscriptions/listen streams (2026-07-28)
+	exchanges sync.Map  // exchange id -> *exchange (S18.1)
 
 	// inflight counts requests being served. A counter, not a WaitGroup:
 	// requests may still start while Close waits (legacy SSE posts), which

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
@@ -20,9 +21,8 @@ import (
 // Served: server/discover, the lists, tools/call, prompts/get,
 // resources/read, completion/complete (each result with resultType and,
 // for lists and reads, cache hints) and subscriptions/listen (listen.go).
-// Not yet: the bridging of server-initiated requests (input_required), so
-// modern requests get no sampling, elicitation or roots from old-era
-// upstreams.
+// Server-initiated requests of old-era upstreams reach these clients as
+// input_required results (mrtr.go).
 
 // modernScopeKeys are the per-request _meta keys of the stateless era: an
 // old-era upstream must not see them (a dual-era server would take the
@@ -73,9 +73,25 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r)}
 	sc := &scope{g: g, rt: &rt, out: ps, caps: info.Capabilities, modern: true, logLevel: logLevel}
 	var reply *jsonrpc.Message
-	if m.Method == mcpwire.MethodServerDiscover {
+	switch {
+	case m.Method == mcpwire.MethodServerDiscover:
 		reply = g.discover(r.Context(), sc, m)
-	} else {
+	case mcpwire.AllowsInputRequired(m.Method):
+		// A call that may need the client's input from an old-era
+		// upstream (S18.1): it runs as an exchange that can outlive this
+		// request; a retry with the gateway's requestState resumes it.
+		owner := identityOf(r).Owner
+		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); strings.HasPrefix(state, statePrefix) {
+			ex, e := g.resumeExchange(m.Params, owner)
+			if e != nil {
+				reply = jsonrpc.NewErrorResponse(m.ID, e)
+				break
+			}
+			reply = g.awaitExchange(r.Context(), ex, m.ID)
+			break
+		}
+		reply = g.awaitExchange(r.Context(), g.startExchange(r.Context(), sc, m, owner), m.ID)
+	default:
 		reply = g.serve(r.Context(), sc, m)
 	}
 	if reply == nil {
@@ -99,7 +115,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		// retry the client makes) passes as it is.
 		res = mcpwire.WithResultType(res, mcpwire.ResultComplete)
 	}
-	if mcpwire.CacheableMethod(m.Method) {
+	if mcpwire.CacheableMethod(m.Method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultComplete {
 		res = mcpwire.WithCacheHints(res, g.freshness(sc, m.Method), mcpwire.CacheScopePrivate)
 	}
 	reply.Result = res

@@ -366,3 +366,90 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 		t.Errorf("client without elicitation: %v", err)
 	}
 }
+
+// S18.1: an old-era upstream elicits (and samples) during a 2026-07-28
+// client's call: the client gets input_required, answers through its own
+// handler on the retry, and the call completes with the answer. A forged,
+// foreign or replayed requestState is refused.
+func TestServerRequestsBridgedToModernClient(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "pong"}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q", v)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "alpha__ask", Arguments: map[string]any{"text": "Your name?"}}); got != "accept:Ada" {
+		t.Errorf("elicitation bridged: %q", got)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "alpha__sample", Arguments: map[string]any{"text": "ping"}}); got != "sampled:pong" {
+		t.Errorf("sampling bridged: %q", got)
+	}
+
+	// The raw exchange: the first answer is input_required with the
+	// gateway's requestState.
+	call := func(_, extra string) (int, string) {
+		return modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__ask","arguments":{"text":"Who?"}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+	}
+	code, body := call("", "")
+	var first struct {
+		Result struct {
+			ResultType    string                     `json:"resultType"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		} `json:"result"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &first) != nil || first.Result.ResultType != "input_required" || len(first.Result.InputRequests) != 1 {
+		t.Fatalf("first round: %d %s", code, body)
+	}
+	var key string
+	for k, v := range first.Result.InputRequests {
+		key = k
+		if !strings.Contains(string(v), `"method":"elicitation/create"`) || !strings.Contains(string(v), "Who?") {
+			t.Errorf("input request %s", v)
+		}
+	}
+	state := first.Result.RequestState
+	forged := state[:len(state)-2] + "AA"
+	answer := `,"inputResponses":{"` + key + `":{"action":"accept","content":{"name":"Bob"}}}`
+	if _, body := call("", answer+`,"requestState":"`+forged+`"`); !strings.Contains(body, "requestState was not issued to this caller") {
+		t.Errorf("forged state: %s", body)
+	}
+	if _, body := call("", answer+`,"requestState":"`+state+`"`); !strings.Contains(body, "accept:Bob") {
+		t.Errorf("retry: %s", body)
+	}
+	if _, body := call("", answer+`,"requestState":"`+state+`"`); !strings.Contains(body, "expired or already used") {
+		t.Errorf("replayed state: %s", body)
+	}
+}
+
+// A requestState is bound to the caller it was issued to.
+func TestRequestStateBoundToOwner(t *testing.T) {
+	ex := &exchange{id: "abc123", owner: "key:alice"}
+	state := mintState(ex)
+	if id, ok := openState(state, "key:alice"); !ok || id != "abc123" {
+		t.Errorf("owner: %q %v", id, ok)
+	}
+	for _, s := range []string{state + "x", "mcpg1.abc123", "other", strings.Replace(state, "abc123", "abc124", 1)} {
+		if _, ok := openState(s, "key:alice"); ok {
+			t.Errorf("accepted %q", s)
+		}
+	}
+	if _, ok := openState(state, "key:mallory"); ok {
+		t.Error("another caller's requestState was accepted")
+	}
+}

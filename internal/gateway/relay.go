@@ -185,10 +185,12 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 			"%s is only available during a client request", msg.Method)
 	}
 	if sc.modern {
-		// A stateless client takes no server-initiated requests; bridging
-		// them into input_required results (S18.1) is not built yet.
-		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-			"%s is not available to a 2026-07-28 client through this gateway yet", msg.Method)
+		// A stateless client takes no server-initiated requests: the call
+		// answers input_required with this one (S18.1).
+		if sc.exchange == nil || !sc.caps.Allows(msg.Method) {
+			return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Client does not support %s", msg.Method)
+		}
+		return sc.exchange.ask(ctx, msg)
 	}
 	if !sc.caps.Allows(msg.Method) {
 		// A downstream that did not declare the capability never sees it.

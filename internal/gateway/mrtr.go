@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// Era bridging, S18.1: an old-era upstream sends a server-initiated
+// request (elicitation, sampling, roots/list) while serving a 2026-07-28
+// client's call. That client takes no server-initiated requests: its call
+// is answered input_required with the request, and a requestState the
+// gateway minted; the client's retry with inputResponses answers the
+// upstream's pending request, and the original call goes on. The call
+// itself keeps running between the two HTTP requests; a retry that never
+// comes ends it after exchangeWait.
+
+// exchangeWait bounds how long an upstream's question waits for the
+// client's retry.
+const exchangeWait = 2 * time.Minute
+
+// exchange is one call in progress across input_required rounds.
+type exchange struct {
+	id      string
+	owner   string
+	asks    chan *question // the upstream's requests, one at a time
+	done    chan *jsonrpc.Message
+	seq     atomic.Int64
+	mu      sync.Mutex
+	pending map[string]*question // asked, not yet answered, by key
+}
+
+type question struct {
+	key    string
+	method string
+	params json.RawMessage
+	answer chan json.RawMessage // closed without a value: abandoned
+}
+
+// ask hands an upstream request to the client's next round and waits for
+// the answer.
+func (ex *exchange) ask(ctx context.Context, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	q := &question{key: "q" + strconv.FormatInt(ex.seq.Add(1), 10), method: msg.Method, params: msg.Params, answer: make(chan json.RawMessage, 1)}
+	select {
+	case ex.asks <- q:
+	case <-ctx.Done():
+		return nil, jsonrpc.NewError(-32800, "Request cancelled")
+	}
+	t := time.NewTimer(exchangeWait)
+	defer t.Stop()
+	select {
+	case a, ok := <-q.answer:
+		if !ok {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the client did not answer %s", msg.Method)
+		}
+		return a, nil
+	case <-t.C:
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the client did not answer %s within %s", msg.Method, exchangeWait)
+	case <-ctx.Done():
+		return nil, jsonrpc.NewError(-32800, "Request cancelled")
+	}
+}
+
+// stateKey signs requestState values; it lives as long as the process,
+// as do the exchanges it protects.
+var stateKey = func() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return b
+}()
+
+const statePrefix = "mcpg1."
+
+// mintState is the requestState of an exchange round: its id and the
+// caller's owner fingerprint, signed, so that it cannot be forged, and is
+// worthless to anyone else.
+func mintState(ex *exchange) string {
+	mac := hmac.New(sha256.New, stateKey)
+	mac.Write([]byte(ex.id + "\x00" + ex.owner))
+	return statePrefix + ex.id + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// openState verifies a requestState for owner and returns its exchange id.
+func openState(state, owner string) (string, bool) {
+	rest, ok := strings.CutPrefix(state, statePrefix)
+	if !ok {
+		return "", false
+	}
+	id, sig, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return "", false
+	}
+	mac := hmac.New(sha256.New, stateKey)
+	mac.Write([]byte(id + "\x00" + owner))
+	return id, hmac.Equal(got, mac.Sum(nil))
+}
+
+// startExchange runs the call of a 2026-07-28 client in the background, so
+// that it can outlive this HTTP request if the upstream asks a question.
+func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Message, owner string) *exchange {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}}
+	g.exchanges.Store(ex.id, ex)
+	sc.exchange = ex
+	// The call must not end with the first HTTP request; it is bounded by
+	// the upstream's timeout and by exchangeWait for each question.
+	cctx := context.WithoutCancel(ctx)
+	go func() {
+		ex.done <- g.serve(cctx, sc, m)
+	}()
+	return ex
+}
+
+// awaitExchange waits for the call's next step: its reply, or a question
+// the client must answer first (answered as input_required). It returns
+// the reply to send.
+func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID) *jsonrpc.Message {
+	select {
+	case reply := <-ex.done:
+		g.exchanges.Delete(ex.id)
+		reply.ID = id
+		return reply
+	case q := <-ex.asks:
+		ex.mu.Lock()
+		ex.pending[q.key] = q
+		ex.mu.Unlock()
+		res := []byte(`{"resultType":"input_required","inputRequests":{`)
+		res = append(jsonrpc.AppendString(res, q.key), `:{"method":`...)
+		res = jsonrpc.AppendString(res, q.method)
+		if len(q.params) > 0 {
+			res = append(append(res, `,"params":`...), q.params...)
+		}
+		res = append(res, `}},"requestState":`...)
+		res = append(jsonrpc.AppendString(res, mintState(ex)), '}')
+		time.AfterFunc(exchangeWait, func() { g.abandon(ex) })
+		return jsonrpc.NewResult(id, res)
+	case <-ctx.Done():
+		// The client went away; the call goes on until its own bound, and
+		// a retry may still pick it up.
+		return nil
+	}
+}
+
+// abandon ends an exchange whose client stopped answering.
+func (g *Gateway) abandon(ex *exchange) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	for k, q := range ex.pending {
+		close(q.answer)
+		delete(ex.pending, k)
+	}
+}
+
+// resumeExchange takes a retry carrying requestState and inputResponses:
+// it checks the state against the caller, answers the pending questions,
+// and returns the exchange to wait on.
+func (g *Gateway) resumeExchange(params json.RawMessage, owner string) (*exchange, *jsonrpc.Error) {
+	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
+	exID, ok := openState(state, owner)
+	if !ok {
+		return nil, errInvalidParams("Invalid params: requestState was not issued to this caller")
+	}
+	v, ok := g.exchanges.Load(exID)
+	if !ok {
+		return nil, errInvalidParams("Invalid params: requestState expired or already used; send the request again without it")
+	}
+	ex := v.(*exchange)
+	resp, _ := jsonrpc.Get(params, mcpwire.FieldInputResponses)
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	answered := 0
+	for k, q := range ex.pending {
+		a, ok := jsonrpc.Get(resp, k)
+		if !ok {
+			continue
+		}
+		q.answer <- json.RawMessage(a)
+		delete(ex.pending, k)
+		answered++
+	}
+	if answered == 0 {
+		return nil, errInvalidParams("Invalid params: inputResponses answers none of the pending input requests")
+	}
+	return ex, nil
+}
