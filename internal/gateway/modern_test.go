@@ -453,3 +453,41 @@ func TestRequestStateBoundToOwner(t *testing.T) {
 		t.Error("another caller's requestState was accepted")
 	}
 }
+
+// A 2026-07-28 upstream's list changes (on the subscriptions/listen stream
+// the gateway keeps open to it) reach an old-era client as
+// notifications/tools/list_changed, and the new tool is callable.
+func TestStatelessUpstreamListChanged(t *testing.T) {
+	srv := newSDKServer("modern")
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	cfg := httpServer(up.URL)
+	cfg.ProtocolVersion = "2026-07-28"
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	changed := make(chan struct{}, 4)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the gateway's listen stream and the client's GET stream are open
+	mcp.AddTool(srv, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return textResult("new"), nil, nil
+	})
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no tools/list_changed reached the old-era client")
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "modern__fresh"}); got != "new" {
+		t.Errorf("fresh = %q", got)
+	}
+}

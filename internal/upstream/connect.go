@@ -158,6 +158,11 @@ func (c *conn) discover(ctx context.Context, opts *Options, required bool) error
 	c.info = ii
 	c.mu.Unlock()
 	c.log.Debug("upstream session is stateless", "protocol_version", mcpwire.Rev20260728)
+	if ii.Caps.Tools || ii.Caps.Prompts || ii.Caps.Resources {
+		if l, ok := c.t.(interface{ startListen() }); ok {
+			l.startListen()
+		}
+	}
 	return nil
 }
 
