@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,9 @@ type Catalog struct {
 }
 
 type list struct {
+	// ttl is how long the upstream said the list may be reused (ttlMs of
+	// a 2026-07-28 upstream); 0: the catalog's own TTL.
+	ttl     time.Duration
 	gen     uint64
 	loaded  bool
 	fetched time.Time
@@ -239,7 +243,7 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 	for {
 		c.mu.Lock()
 		l := c.slot(key, k)
-		if l.loaded && c.now().Sub(l.fetched) < c.ttl {
+		if l.loaded && c.now().Sub(l.fetched) < l.trust(c.ttl) {
 			c.mu.Unlock()
 			return l, nil
 		}
@@ -266,13 +270,13 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 		// The fetch is shared, so it must not die with the first caller;
 		// it has its own deadline instead.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.walk)
-		items, err := c.fetch(wctx, server, k)
+		items, upTTL, err := c.fetch(wctx, server, k)
 		cancel()
 		c.mu.Lock()
 		l.loading = nil
 		l.err = err
 		if err == nil {
-			fresh := &list{gen: l.gen, items: items, byKey: make(map[string]int, len(items)), loaded: l.gen == gen, fetched: c.now()}
+			fresh := &list{gen: l.gen, items: items, byKey: make(map[string]int, len(items)), loaded: l.gen == gen, fetched: c.now(), ttl: upTTL}
 			for i, it := range items {
 				fresh.byKey[it.Key] = i
 			}
@@ -305,16 +309,24 @@ func hasCap(caps mcpwire.ServerCaps, k Kind) bool {
 	}
 }
 
-// fetch walks the upstream's pages (C8.1, C8.3).
-func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, error) {
+// minListTTL is the shortest reuse the catalog grants an upstream's
+// ttlMs: 0 ("do not reuse") would make every call of every client refetch
+// the list, which the upstream's list_changed notifications make
+// unnecessary.
+const minListTTL = time.Second
+
+// fetch walks the upstream's pages (C8.1, C8.3); ttl is the smallest
+// ttlMs of the pages (0: none given).
+func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, time.Duration, error) {
+	var ttl time.Duration
 	// One session per walk (C8.3): a per_call server's is ended after it.
 	sess, release, err := c.sessions.Acquire(ctx, server)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer release()
 	if !hasCap(sess.Info().Caps, k) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	info := kindInfo[k]
 	var items []Item
@@ -322,7 +334,7 @@ func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, err
 	cursor := ""
 	for page := 0; ; page++ {
 		if page >= c.pageCap {
-			return nil, fmt.Errorf("list %s of %s: %w: more than %d pages", info.field, server, ErrIncomplete, c.pageCap)
+			return nil, 0, fmt.Errorf("list %s of %s: %w: more than %d pages", info.field, server, ErrIncomplete, c.pageCap)
 		}
 		var params json.RawMessage
 		if cursor != "" {
@@ -333,16 +345,16 @@ func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, err
 			var rpcErr *jsonrpc.Error
 			if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 				c.log.Debug("upstream does not implement list", "server", server, "method", info.method, "message", rpcErr.Message)
-				return nil, nil
+				return nil, 0, nil
 			}
-			return nil, fmt.Errorf("list %s of %s: %w", info.field, server, err)
+			return nil, 0, fmt.Errorf("list %s of %s: %w", info.field, server, err)
 		}
 		arr, ok := jsonrpc.Get(res, info.field)
 		if !ok || len(arr) == 0 || arr[0] != '[' {
 			if string(arr) == "null" {
 				arr = []byte("[]")
 			} else {
-				return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse,
+				return nil, 0, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse,
 					Err: fmt.Errorf("invalid MCP response: %s result has no %q array", info.method, info.field)}
 			}
 		}
@@ -360,14 +372,22 @@ func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, err
 			err = bad
 		}
 		if err != nil {
-			return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse, Err: err}
+			return nil, 0, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse, Err: err}
+		}
+		if v, ok := jsonrpc.Get(res, "ttlMs"); ok {
+			if ms, err := strconv.ParseInt(string(v), 10, 64); err == nil && ms >= 0 {
+				d := max(time.Duration(ms)*time.Millisecond, minListTTL)
+				if ttl == 0 || d < ttl {
+					ttl = d
+				}
+			}
 		}
 		next, _ := jsonrpc.GetString(res, "nextCursor")
 		if next == "" {
 			break
 		}
 		if seen[next] {
-			return nil, fmt.Errorf("list %s of %s: %w: repeated cursor", info.field, server, ErrIncomplete)
+			return nil, 0, fmt.Errorf("list %s of %s: %w: repeated cursor", info.field, server, ErrIncomplete)
 		}
 		seen[next] = true
 		cursor = next
@@ -382,7 +402,7 @@ func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, err
 		}
 		out = append(out, it)
 	}
-	return out, nil
+	return out, ttl, nil
 }
 
 // templateRegexp turns an RFC 6570 URI template into a regexp that matches
@@ -446,4 +466,13 @@ func (c *Catalog) Remaining(server string, k Kind) time.Duration {
 		return 0
 	}
 	return max(0, c.ttl-c.now().Sub(e[k].fetched))
+}
+
+// trust is how long the list may be reused: the catalog's TTL, or the
+// upstream's shorter one.
+func (l *list) trust(def time.Duration) time.Duration {
+	if l.ttl > 0 && l.ttl < def {
+		return l.ttl
+	}
+	return def
 }

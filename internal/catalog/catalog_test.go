@@ -338,3 +338,36 @@ func TestWalkDeadline(t *testing.T) {
 		t.Errorf("walk took %v", d)
 	}
 }
+
+// A 2026-07-28 upstream's ttlMs shortens how long its list is reused
+// (C8.4), never below a second; without it the catalog's TTL holds.
+func TestUpstreamTTL(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name   string
+		result string
+		after  time.Duration
+		want   int64 // fetches after two reads separated by after
+	}{
+		{"no hint", `{"tools":[{"name":"a"}]}`, 10 * time.Second, 1},
+		{"ttlMs 5000, read after 6s", `{"tools":[{"name":"a"}],"ttlMs":5000}`, 6 * time.Second, 2},
+		{"ttlMs 5000, read after 4s", `{"tools":[{"name":"a"}],"ttlMs":5000}`, 4 * time.Second, 1},
+		{"ttlMs 0 floors at 1s", `{"tools":[{"name":"a"}],"ttlMs":0}`, 500 * time.Millisecond, 1},
+		{"ttlMs above the catalog TTL", `{"tools":[{"name":"a"}],"ttlMs":600000}`, 6 * time.Minute, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(tc.result), nil
+			}}
+			c := New(sessions{"s": f}, nil)
+			clock := now
+			c.now = func() time.Time { return clock }
+			c.List(context.Background(), "s", Tools)
+			clock = clock.Add(tc.after)
+			c.List(context.Background(), "s", Tools)
+			if n := f.calls.Load(); n != tc.want {
+				t.Errorf("%d fetches, want %d", n, tc.want)
+			}
+		})
+	}
+}
