@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -489,5 +490,47 @@ func TestStatelessUpstreamListChanged(t *testing.T) {
 	}
 	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "modern__fresh"}); got != "new" {
 		t.Errorf("fresh = %q", got)
+	}
+}
+
+// A subscriptions/listen stream hears the tools list change that an
+// upstream restart causes (the restarted server may offer other tools).
+func TestListenHearsUpstreamRestart(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+		"fragile": {Transport: config.TransportStdio, Command: exe, Env: map[string]string{stdioServerEnv: "fragile", extraToolsEnv: "1"}},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The first session's announcement must not be mistaken for the
+	// restart's: listen only once the upstream is up.
+	waitFor(t, "upstream ready", func() bool { return g.Upstreams().Health()["fragile"].State == "ready" })
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := jsonrpc.NewSSEReader(resp.Body, 0)
+	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), "subscriptions/acknowledged") {
+		t.Fatalf("ack: %s %v", ev.Data, err)
+	}
+	// Kill the upstream through a call; the gateway restarts it.
+	code, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "fragile__crash"},
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"fragile__crash","arguments":{},`+modernMeta+`}}`)
+	if code != 200 || !strings.Contains(body, `"error"`) {
+		t.Errorf("crash call: %d %s", code, body)
+	}
+	ev, err := events.Next()
+	if err != nil || !strings.Contains(string(ev.Data), `"method":"notifications/tools/list_changed"`) || !strings.Contains(string(ev.Data), `"io.modelcontextprotocol/subscriptionId":7`) {
+		t.Errorf("after the restart: %s %v", ev.Data, err)
 	}
 }
