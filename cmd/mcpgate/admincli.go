@@ -116,10 +116,6 @@ func (c *adminClient) post(ctx context.Context, path string, in, out any) error 
 	return c.do(ctx, http.MethodPost, path, in, out)
 }
 
-func (c *adminClient) patch(ctx context.Context, path string, in, out any) error {
-	return c.do(ctx, http.MethodPatch, path, in, out)
-}
-
 func (c *adminClient) delete(ctx context.Context, path string) error {
 	return c.do(ctx, http.MethodDelete, path, nil, nil)
 }

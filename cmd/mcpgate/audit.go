@@ -17,13 +17,6 @@ import (
 // once or (--follow) as they are recorded.
 type auditCommand struct{ stdout, stderr io.Writer }
 
-const auditUsage = `Usage:
-  mcpgate audit [--key A] [--user U] [--team T] [--server S] [--tool T] [--outcome O]
-                [--since RFC3339] [--limit N] [--before CURSOR]
-                [--follow [--interval 1s] [--lookback 0s]]
-                [--url URL | --config FILE] [--admin-key KEY] [--json]
-`
-
 // auditRecord is one tool call of GET /admin/v1/audit. It is comparable:
 // --follow tells records apart by all their fields.
 type auditRecord struct {

@@ -299,7 +299,7 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 // is accepted (C3.3: a visibly wrong header still goes out).
 func ValidBasicCredential(v string) bool {
 	v = strings.TrimSpace(v)
-	if rest, ok := cutScheme(v, "Basic"); ok {
+	if rest, ok := CutScheme(v, "Basic"); ok {
 		if strings.Contains(rest, ":") {
 			return true
 		}
@@ -309,16 +309,18 @@ func ValidBasicCredential(v string) bool {
 	return strings.Contains(v, ":") || strings.EqualFold(v, "Basic")
 }
 
-// cutScheme reports whether v starts with scheme (case-insensitive)
-// followed by at least one space or tab and a credential.
-func cutScheme(v, scheme string) (string, bool) {
+// CutScheme splits "scheme<blanks>credential": ok is false when v does
+// not start with scheme (case-insensitive) followed by at least one space
+// or tab, or when nothing follows them. It is the one reading of a schemed
+// credential, for validation here and egress in upstream (SPEC C3.2).
+func CutScheme(v, scheme string) (rest string, ok bool) {
 	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
 		return "", false
 	}
 	if c := v[len(scheme)]; c != ' ' && c != '\t' {
 		return "", false
 	}
-	rest := strings.TrimLeft(v[len(scheme):], " \t")
+	rest = strings.TrimLeft(v[len(scheme):], " \t")
 	return rest, rest != ""
 }
 

@@ -33,23 +33,10 @@ const (
 // returned unchanged: it is a credential, and a visibly wrong header is
 // easier to diagnose upstream than a missing one (C3.2).
 func StripScheme(v, scheme string) string {
-	if rest, ok := cutScheme(strings.TrimLeft(v, " \t"), scheme); ok {
+	if rest, ok := config.CutScheme(strings.TrimLeft(v, " \t"), scheme); ok {
 		return rest
 	}
 	return v
-}
-
-// cutScheme splits "scheme<blanks>credential"; ok is false when v does not
-// start with scheme and blanks, or nothing follows them.
-func cutScheme(v, scheme string) (rest string, ok bool) {
-	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
-		return "", false
-	}
-	if c := v[len(scheme)]; c != ' ' && c != '\t' {
-		return "", false
-	}
-	rest = strings.TrimLeft(v[len(scheme):], " \t")
-	return rest, rest != ""
 }
 
 // credentialValue is the header value for a credential of auth type typ:
@@ -73,7 +60,7 @@ func credentialValue(typ, v string) string {
 // keeps an already-encoded "Basic <base64 of user:pass>" as it is.
 func basicValue(v string) string {
 	t := strings.TrimSpace(v)
-	if rest, ok := cutScheme(t, "Basic"); ok {
+	if rest, ok := config.CutScheme(t, "Basic"); ok {
 		if !strings.Contains(rest, ":") {
 			if dec, err := base64.StdEncoding.DecodeString(rest); err == nil && strings.Contains(string(dec), ":") {
 				return "Basic " + rest

@@ -264,10 +264,6 @@ var ErrClosed = errors.New("connection was closed")
 // upstream's, or INVALID_REQUEST "Session terminated").
 var ErrSessionExpired = errors.New("session expired")
 
-// ErrNotSupported is in the chain of errors for configurations this package
-// cannot serve yet (for example a pin to the stateless 2026-07-28 revision).
-var ErrNotSupported = errors.New("not yet supported")
-
 const (
 	// DefaultTimeout is the per-request read timeout when the config has none.
 	DefaultTimeout = 60 * time.Second
