@@ -202,18 +202,7 @@ func TestModernListen(t *testing.T) {
 	defer cancel()
 
 	// A raw listener.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},`+modernMeta+`}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := jsonrpc.NewSSEReader(resp.Body, 0)
+	events := openListen(t, ctx, gw.URL+"/mcp", `"L1"`, `{"toolsListChanged":true,"promptsListChanged":true}`)
 	ev, err := events.Next()
 	if err != nil || !strings.Contains(string(ev.Data), `"method":"notifications/subscriptions/acknowledged"`) ||
 		!strings.Contains(string(ev.Data), `"io.modelcontextprotocol/subscriptionId":"L1"`) || !strings.Contains(string(ev.Data), `"toolsListChanged":true`) {
@@ -271,10 +260,7 @@ func TestStatelessUpstream(t *testing.T) {
 
 func testStatelessUpstream(t *testing.T, pv string) {
 	srv := newSDKServer("modern")
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	up := httptest.NewServer(h)
-	t.Cleanup(up.Close)
-	cfg := httpServer(up.URL)
+	cfg := statelessUpstream(t, srv)
 	cfg.ProtocolVersion = pv
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -327,11 +313,7 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 		}
 		return textResult("confirmed:" + action + ":" + req.Params.RequestState), nil, nil
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	up := httptest.NewServer(h)
-	t.Cleanup(up.Close)
-	cfg := httpServer(up.URL)
-	cfg.ProtocolVersion = "2026-07-28"
+	cfg := statelessUpstream(t, srv)
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"asker": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -460,11 +442,7 @@ func TestRequestStateBoundToOwner(t *testing.T) {
 // notifications/tools/list_changed, and the new tool is callable.
 func TestStatelessUpstreamListChanged(t *testing.T) {
 	srv := newSDKServer("modern")
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	up := httptest.NewServer(h)
-	t.Cleanup(up.Close)
-	cfg := httpServer(up.URL)
-	cfg.ProtocolVersion = "2026-07-28"
+	cfg := statelessUpstream(t, srv)
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -508,18 +486,7 @@ func TestListenHearsUpstreamRestart(t *testing.T) {
 	// The first session's announcement must not be mistaken for the
 	// restart's: listen only once the upstream is up.
 	waitFor(t, "upstream ready", func() bool { return g.Upstreams().Health()["fragile"].State == "ready" })
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := jsonrpc.NewSSEReader(resp.Body, 0)
+	events := openListen(t, ctx, gw.URL+"/mcp", `7`, `{"toolsListChanged":true}`)
 	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), "subscriptions/acknowledged") {
 		t.Fatalf("ack: %s %v", ev.Data, err)
 	}
@@ -533,4 +500,35 @@ func TestListenHearsUpstreamRestart(t *testing.T) {
 	if err != nil || !strings.Contains(string(ev.Data), `"method":"notifications/tools/list_changed"`) || !strings.Contains(string(ev.Data), `"io.modelcontextprotocol/subscriptionId":7`) {
 		t.Errorf("after the restart: %s %v", ev.Data, err)
 	}
+}
+
+// statelessUpstream serves srv as a 2026-07-28 (stateless) streamable-HTTP
+// upstream and returns its config, pinned to that revision.
+func statelessUpstream(t *testing.T, srv *mcp.Server) *config.Server {
+	t.Helper()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	cfg := httpServer(up.URL)
+	cfg.ProtocolVersion = "2026-07-28"
+	return cfg
+}
+
+// openListen opens a raw subscriptions/listen stream (request id id, a
+// JSON value; filter, the notifications object) and returns its events;
+// the stream ends with ctx.
+func openListen(t *testing.T, ctx context.Context, url, id, filter string) *jsonrpc.SSEReader {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{"notifications":`+filter+`,`+modernMeta+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return jsonrpc.NewSSEReader(resp.Body, 0)
 }

@@ -313,3 +313,19 @@ func TestIdleExpiryRespectsInFlight(t *testing.T) {
 		t.Errorf("%d sessions left after the idle timeout", n)
 	}
 }
+
+// S13.1: breakdowns are sorted by count (descending), the unknown label
+// last whatever its count, then by label.
+func TestBreakdownOrder(t *testing.T) {
+	got := breakdown(map[string]int{"": 9, "cursor": 2, "claude-code": 5, "agent": 2, "zed": 1})
+	want := []Count{{"claude-code", 5}, {"agent", 2}, {"cursor", 2}, {"zed", 1}, {"unknown", 9}}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("breakdown = %v, want %v", got, want)
+			break
+		}
+	}
+}
