@@ -62,6 +62,7 @@ fuzz ./internal/upstream/ FuzzReadLine
 fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
+fuzz ./internal/mcpwire/ FuzzParamHeaders
 fuzz ./internal/config/ FuzzParse
 fuzz ./internal/upstream/ FuzzCredentialValue
 fuzz ./internal/callers/ FuzzBearerToken

@@ -58,6 +58,11 @@ type Item struct {
 	Server string
 	Key    string          // name for tools/prompts, uri or uriTemplate for resources
 	Raw    json.RawMessage // the item exactly as the upstream sent it
+	// ParamHeaders are a tool's x-mcp-header annotations (2026-07-28):
+	// which arguments travel as Mcp-Param-* headers too. nil for other
+	// kinds, for tools without any, and for an old-era upstream's tool
+	// whose annotations are invalid (kept, as that era knows no such rule).
+	ParamHeaders []mcpwire.ParamHeader
 }
 
 // Sessions gives the catalog sessions of an upstream for the caller of a
@@ -329,6 +334,10 @@ func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, tim
 		return nil, 0, nil
 	}
 	info := kindInfo[k]
+	// A 2026-07-28 upstream's tool with an invalid x-mcp-header is left
+	// out, as its HTTP clients must (streamable-http.md "Schema
+	// Extension"); one tool's bad schema does not cost the others.
+	stateless := mcpwire.IsStatelessRevision(sess.Info().ProtocolVersion)
 	var items []Item
 	seen := map[string]bool{}
 	cursor := ""
@@ -365,7 +374,16 @@ func (c *Catalog) fetch(ctx context.Context, server string, k Kind) ([]Item, tim
 				bad = fmt.Errorf("invalid MCP response: %s item without %q", info.method, info.key)
 				return false
 			}
-			items = append(items, Item{Server: server, Key: key, Raw: json.RawMessage(el)})
+			it := Item{Server: server, Key: key, Raw: json.RawMessage(el)}
+			if k == Tools {
+				hs, err := mcpwire.ToolParamHeaders(el)
+				if err != nil && stateless {
+					c.log.Warn("upstream tool left out: invalid x-mcp-header", "server", server, "tool", key, "reason", err)
+					return true
+				}
+				it.ParamHeaders = hs
+			}
+			items = append(items, it)
 			return true
 		})
 		if err == nil {

@@ -21,6 +21,7 @@ import (
 
 // fakeSession is an upstream.Session whose calls are answered by a function.
 type fakeSession struct {
+	rev   string // the revision it speaks ("" = an old-era one)
 	caps  mcpwire.ServerCaps
 	calls atomic.Int64
 	call  func(method string, params json.RawMessage) (json.RawMessage, error)
@@ -31,10 +32,12 @@ func (f *fakeSession) Call(ctx context.Context, method string, params json.RawMe
 	return f.call(method, params)
 }
 func (f *fakeSession) Notify(context.Context, string, json.RawMessage) error { return nil }
-func (f *fakeSession) Info() *upstream.InitInfo                              { return &upstream.InitInfo{Caps: f.caps} }
-func (f *fakeSession) Done() <-chan struct{}                                 { return nil }
-func (f *fakeSession) Err() error                                            { return nil }
-func (f *fakeSession) Close() error                                          { return nil }
+func (f *fakeSession) Info() *upstream.InitInfo {
+	return &upstream.InitInfo{Caps: f.caps, ProtocolVersion: f.rev}
+}
+func (f *fakeSession) Done() <-chan struct{} { return nil }
+func (f *fakeSession) Err() error            { return nil }
+func (f *fakeSession) Close() error          { return nil }
 
 type sessions map[string]upstream.Session
 
@@ -367,6 +370,51 @@ func TestUpstreamTTL(t *testing.T) {
 			c.List(context.Background(), "s", Tools)
 			if n := f.calls.Load(); n != tc.want {
 				t.Errorf("%d fetches, want %d", n, tc.want)
+			}
+		})
+	}
+}
+
+// A stateless upstream's tool with an invalid x-mcp-header is left out and
+// warned about; an old-era upstream's is kept without headers (that era
+// has no such rule); valid annotations are parsed once, at fetch.
+func TestParamHeaderAnnotations(t *testing.T) {
+	const list = `{"tools":[
+		{"name":"bad","inputSchema":{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}},
+		{"name":"good","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}},
+		{"name":"plain","inputSchema":{"type":"object"}}]}`
+	for _, tc := range []struct {
+		rev  string
+		want []string
+	}{
+		{mcpwire.Rev20260728, []string{"good", "plain"}},
+		{"2025-11-25", []string{"bad", "good", "plain"}},
+	} {
+		t.Run(tc.rev, func(t *testing.T) {
+			var logs bytes.Buffer
+			f := &fakeSession{rev: tc.rev, caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(list), nil
+			}}
+			c := New(sessions{"s": f}, slog.New(slog.NewTextHandler(&logs, nil)))
+			items, err := c.List(context.Background(), "s", Tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, keys(items)); diff != "" {
+				t.Errorf("tools (-want +got):\n%s", diff)
+			}
+			warned := strings.Contains(logs.String(), `tool=bad reason="property \"n\": x-mcp-header needs type string, integer or boolean, not \"number\""`)
+			if warned != (tc.rev == mcpwire.Rev20260728) {
+				t.Errorf("warning logged = %v; logs:\n%s", warned, logs.String())
+			}
+			for _, it := range items {
+				want := 0
+				if it.Key == "good" {
+					want = 1
+				}
+				if len(it.ParamHeaders) != want {
+					t.Errorf("%s: headers %+v", it.Key, it.ParamHeaders)
+				}
 			}
 		})
 	}

@@ -426,12 +426,16 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		// (S6.2): no hint that it exists.
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
-	if _, found, err := g.cat.LookupOrRefresh(ctx, server, k, upName); err != nil {
+	it, found, err := g.cat.LookupOrRefresh(ctx, server, k, upName)
+	if err != nil {
 		return nil, g.faultError(server, err)
 	} else if !found {
 		// The same answer whether the server exists or not (no leak).
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
+	// A stateless HTTP upstream gets Mcp-Param-* headers made from its own
+	// schema of the tool.
+	ctx = upstream.WithParamHeaders(ctx, it.ParamHeaders)
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
 	// than the one this gateway checked.

@@ -319,7 +319,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS
 		// headers, so the browser lets it read replies and session ids.
-		setCORS(w.Header(), origin)
+		setCORS(w.Header(), origin, r.Header.Values("Access-Control-Request-Headers"))
 		if r.Method == http.MethodOptions {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -370,12 +370,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// setCORS answers an allowed origin's cross-origin request.
-func setCORS(h http.Header, origin string) {
+// corsHeaders are the request headers a browser client may send.
+const corsHeaders = "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-Id, X-Mcp-Servers, X-Mcpgate-Api-Key"
+
+// setCORS answers an allowed origin's cross-origin request. requested is
+// the preflight's Access-Control-Request-Headers: the Mcp-Param-* names in
+// it are allowed one by one, as CORS has no prefix wildcard and a tool's
+// annotations decide which names exist.
+func setCORS(h http.Header, origin string, requested []string) {
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Add("Vary", "Origin")
 	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-	h.Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id, X-Mcp-Servers, X-Mcpgate-Api-Key")
+	allow := corsHeaders
+	for _, line := range requested {
+		for name := range strings.SplitSeq(line, ",") {
+			name = strings.TrimSpace(name)
+			if len(name) > len(mcpwire.HeaderParamPrefix) && strings.EqualFold(name[:len(mcpwire.HeaderParamPrefix)], mcpwire.HeaderParamPrefix) && mcpwire.IsToken(name) {
+				allow += ", " + name
+			}
+		}
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
 	h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate")
 	h.Set("Access-Control-Max-Age", "600")
 }

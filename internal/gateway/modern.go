@@ -58,6 +58,10 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		fail(http.StatusBadRequest, e)
 		return
 	}
+	if e := g.checkParamHeaders(r, &rt, m); e != nil {
+		fail(http.StatusBadRequest, e)
+		return
+	}
 	if !mcpwire.IsStatelessClientMethod(m.Method) {
 		fail(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method))
 		return
@@ -120,6 +124,27 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 	}
 	reply.Result = res
 	ps.finish(reply)
+}
+
+// checkParamHeaders checks the Mcp-Param-* headers of a tools/call against
+// its arguments, for the annotations of the tool the caller may see
+// (streamable-http.md "Server Validation"). A name that resolves to no
+// visible tool is left to the call, which fails it like any unknown tool.
+func (g *Gateway) checkParamHeaders(r *http.Request, rt *route, m *jsonrpc.Message) *jsonrpc.Error {
+	if m.Method != mcpwire.MethodToolsCall {
+		return nil
+	}
+	name, _ := jsonrpc.GetString(m.Params, "name")
+	server, upName, ok := g.split(rt, name)
+	if !ok || !rt.allows(catalog.Tools, server, upName) {
+		return nil
+	}
+	it, found, err := g.cat.Lookup(r.Context(), server, catalog.Tools, upName)
+	if err != nil || !found || len(it.ParamHeaders) == 0 {
+		return nil
+	}
+	args, _ := jsonrpc.Get(m.Params, "arguments")
+	return mcpwire.CheckParamHeaders(r.Header, it.ParamHeaders, args)
 }
 
 // discover answers server/discover: the revisions the gateway speaks, the

@@ -677,6 +677,24 @@ func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.C
 	return context.WithValue(ctx, clientCapsKey{}, caps)
 }
 
+type paramHeadersKey struct{}
+
+// WithParamHeaders attaches the x-mcp-header annotations of the tool a
+// tools/call is for (from the upstream's own tools/list): a stateless
+// HTTP upstream gets the matching Mcp-Param-* headers, computed from the
+// arguments the upstream will read.
+func WithParamHeaders(ctx context.Context, hs []mcpwire.ParamHeader) context.Context {
+	if len(hs) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, paramHeadersKey{}, hs)
+}
+
+func paramHeadersFrom(ctx context.Context) []mcpwire.ParamHeader {
+	hs, _ := ctx.Value(paramHeadersKey{}).([]mcpwire.ParamHeader)
+	return hs
+}
+
 func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json.RawMessage {
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")

@@ -148,6 +148,12 @@ func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Respon
 				req.Header.Set("Mcp-Name", mcpwire.EncodeHeaderValue(v))
 			}
 		}
+		if m.Method == mcpwire.MethodToolsCall {
+			if hs := paramHeadersFrom(ctx); hs != nil {
+				args, _ := jsonrpc.Get(m.Params, "arguments")
+				mcpwire.SetParamHeaders(req.Header, hs, args)
+			}
+		}
 	}
 	req.Header.Set(headerAccept, acceptPost)
 	req.Header.Set(headerContentType, contentTypeJSON)
