@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -531,4 +532,42 @@ func openListen(t *testing.T, ctx context.Context, url, id, filter string) *json
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return jsonrpc.NewSSEReader(resp.Body, 0)
+}
+
+// Progress a call makes while it waits for its client's input reaches that
+// client on whichever request of the exchange is open: before the
+// question on the first one, after it on the retry (S18.1).
+func TestProgressAcrossInputRounds(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "chatty", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "chatty", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tok := req.Params.GetProgressToken()
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "before-question"})
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, err
+		}
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Message: "after-answer"})
+		return textResult("done:" + res.Action), nil
+	})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"c": httpServer(serveSDK(t, srv).URL)}})
+	call := func(extra string) string {
+		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "c__chatty"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"c__chatty","arguments":{}`+extra+`,"_meta":{"progressToken":"p-7","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+		return body
+	}
+	first := call("")
+	i, j := strings.Index(first, "before-question"), strings.Index(first, `"resultType":"input_required"`)
+	if i < 0 || j < i || !strings.Contains(first, `"progressToken":"p-7"`) {
+		t.Fatalf("first round: %s", first)
+	}
+	state := regexp.MustCompile(`"requestState":"([^"]+)"`).FindStringSubmatch(first)
+	key := regexp.MustCompile(`"inputRequests":\{"([^"]+)"`).FindStringSubmatch(first)
+	if state == nil || key == nil {
+		t.Fatalf("first round: %s", first)
+	}
+	second := call(`,"inputResponses":{"` + key[1] + `":{"action":"accept","content":{}}},"requestState":"` + state[1] + `"`)
+	i, j = strings.Index(second, "after-answer"), strings.Index(second, "done:accept")
+	if i < 0 || j < i || strings.Contains(second, "before-question") {
+		t.Errorf("retry: %s", second)
+	}
 }

@@ -40,6 +40,49 @@ type exchange struct {
 	seq     atomic.Int64
 	mu      sync.Mutex
 	pending map[string]*question // asked, not yet answered, by key
+	out     *roundSender
+}
+
+// maxHeld bounds the messages an exchange keeps for its next round.
+const maxHeld = 64
+
+// roundSender carries what a call sends its client besides the result
+// (progress, log messages) to the HTTP request of the current round: the
+// first request's stream ends with its input_required answer, and the
+// retry's stream takes over. Messages sent between rounds wait for the
+// retry, the newest maxHeld of them.
+type roundSender struct {
+	mu   sync.Mutex
+	cur  sender
+	held []*jsonrpc.Message
+}
+
+func (rs *roundSender) send(msg *jsonrpc.Message) error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.cur != nil && rs.cur.send(msg) == nil {
+		return nil
+	}
+	if len(rs.held) == maxHeld {
+		rs.held = append(rs.held[:0], rs.held[1:]...)
+	}
+	rs.held = append(rs.held, msg)
+	return nil
+}
+
+// attach makes s the current round's stream and hands it what was held.
+func (rs *roundSender) attach(s sender) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.cur = s
+	held := rs.held
+	rs.held = nil
+	for i, msg := range held {
+		if s.send(msg) != nil {
+			rs.held = held[i:]
+			return
+		}
+	}
 }
 
 type question struct {
@@ -119,6 +162,8 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}}
 	g.exchanges.Store(ex.id, ex)
 	sc.exchange = ex
+	ex.out = &roundSender{cur: sc.out}
+	sc.out = ex.out
 	// The call must not end with the first HTTP request; it is bounded by
 	// the upstream's timeout and by exchangeWait for each question.
 	cctx := context.WithoutCancel(ctx)
@@ -171,7 +216,7 @@ func (g *Gateway) abandon(ex *exchange) {
 // resumeExchange takes a retry carrying requestState and inputResponses:
 // it checks the state against the caller, answers the pending questions,
 // and returns the exchange to wait on.
-func (g *Gateway) resumeExchange(params json.RawMessage, owner string) (*exchange, *jsonrpc.Error) {
+func (g *Gateway) resumeExchange(params json.RawMessage, owner string, out sender) (*exchange, *jsonrpc.Error) {
 	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
 	exID, ok := openState(state, owner)
 	if !ok {
@@ -198,5 +243,6 @@ func (g *Gateway) resumeExchange(params json.RawMessage, owner string) (*exchang
 	if answered == 0 {
 		return nil, errInvalidParams("Invalid params: inputResponses answers none of the pending input requests")
 	}
+	ex.out.attach(out)
 	return ex, nil
 }
