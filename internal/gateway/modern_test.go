@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
 
 // metaUpstream is an old-era upstream that records the params _meta of
@@ -569,5 +570,68 @@ func TestProgressAcrossInputRounds(t *testing.T) {
 	i, j = strings.Index(second, "after-answer"), strings.Index(second, "done:accept")
 	if i < 0 || j < i || strings.Contains(second, "before-question") {
 		t.Errorf("retry: %s", second)
+	}
+}
+
+// A 2026-07-28 upstream has no resources/subscribe: the gateway carries
+// its downstreams' subscriptions in the resourceSubscriptions of its own
+// listen stream to it, so that the upstream's resource updates reach an
+// old-era client that subscribed and a new-era listener, each with
+// nothing of the gateway's own stream in them.
+func TestStatelessUpstreamResourceUpdates(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	const uri = "file:///etc/app.conf"
+	srv.AddResource(&mcp.Resource{URI: uri, Name: "conf"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x=1"}}}, nil
+	})
+	cfg := statelessUpstream(t, srv)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"files": cfg}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	updated := make(chan *mcp.ResourceUpdatedNotificationParams, 4)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params },
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/files"}, oldEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	events := openListen(t, ctx, gw.URL+"/mcp/files", `"l-1"`, `{"resourceSubscriptions":["`+uri+`"]}`)
+	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), `"resourceSubscriptions":["`+uri+`"]`) {
+		t.Fatalf("ack: %s %v", ev.Data, err)
+	}
+	// The upstream hears of the subscription on a reopened listen stream;
+	// it updates until the gateway's stream carries it.
+	got := make(chan string, 1)
+	go func() {
+		ev, err := events.Next()
+		if err == nil {
+			got <- string(ev.Data)
+		}
+	}()
+	var listened string
+	var old *mcp.ResourceUpdatedNotificationParams
+	for tick := time.NewTicker(100 * time.Millisecond); listened == "" || old == nil; {
+		select {
+		case <-tick.C:
+			_ = srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		case p := <-updated:
+			old = p
+		case listened = <-got:
+		case <-ctx.Done():
+			t.Fatalf("updates: old-era %+v, listener %q", old, listened)
+		}
+	}
+	if old.URI != uri || old.Meta[mcpwire.MetaKeySubscriptionID] != nil {
+		t.Errorf("old-era client got %+v", old)
+	}
+	if !strings.Contains(listened, `"method":"notifications/resources/updated"`) || !strings.Contains(listened, `"io.modelcontextprotocol/subscriptionId":"l-1"`) || strings.Contains(listened, "mcpgate-listen") {
+		t.Errorf("listener got %s", listened)
 	}
 }

@@ -93,6 +93,9 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		g.cat.Invalidate(server, catalog.Templates)
 		g.broadcastListChanged(server, catalog.Resources)
 	case mcpwire.NotifyResourceUpdated:
+		// From a stateless upstream it came on the gateway's own listen
+		// stream, whose id means nothing downstream.
+		msg = jsonrpc.NewNotification(msg.Method, mcpwire.WithoutSubscriptionID(msg.Params))
 		g.notifyListeners(server, msg.Method, msg.Params)
 		uri, _ := jsonrpc.GetString(msg.Params, "uri")
 		g.forEachSession(server, func(s *session) {

@@ -553,6 +553,35 @@ func (f SubscriptionFilter) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// WithoutSubscriptionID removes the subscription id a notification got on
+// a listen stream (and _meta, when nothing else is left in it): relayed
+// elsewhere, it would name a stream its new reader never opened.
+func WithoutSubscriptionID(params json.RawMessage) json.RawMessage {
+	meta, ok := jsonrpc.Get(params, FieldMeta)
+	if !ok {
+		return params
+	}
+	if _, has := jsonrpc.Get(meta, MetaKeySubscriptionID); !has {
+		return params
+	}
+	meta, err := jsonrpc.Delete(meta, MetaKeySubscriptionID)
+	if err != nil {
+		return params
+	}
+	rest := 0
+	_ = jsonrpc.Fields(meta, func(string, []byte) bool { rest++; return false })
+	var out []byte
+	if rest == 0 {
+		out, err = jsonrpc.Delete(params, FieldMeta)
+	} else {
+		out, err = jsonrpc.Set(params, FieldMeta, meta)
+	}
+	if err != nil {
+		return params
+	}
+	return out
+}
+
 // WithSubscriptionID returns notification (or result) params with
 // _meta["io.modelcontextprotocol/subscriptionId"] set to the JSON-RPC id of
 // the subscriptions/listen request; every other byte is kept. Params that

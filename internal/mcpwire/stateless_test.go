@@ -838,3 +838,19 @@ func FuzzCheckHeaders(f *testing.F) {
 		_ = mcpwire.ResultTypeOf(params)
 	})
 }
+
+func TestWithoutSubscriptionID(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"uri":"a","_meta":{"io.modelcontextprotocol/subscriptionId":"mcpgate-listen-1"}}`: `{"uri":"a"}`,
+		`{"uri":"a","_meta":{"io.modelcontextprotocol/subscriptionId":3,"trace":"x"}}`:      `{"uri":"a","_meta":{"trace":"x"}}`,
+		`{"uri":"a","_meta":{"trace":"x"}}`:                                                 `{"uri":"a","_meta":{"trace":"x"}}`,
+		`{"uri":"a"}`:                                                                       `{"uri":"a"}`,
+		`[1]`:                                                                               `[1]`,
+	} {
+		got := string(mcpwire.WithoutSubscriptionID(json.RawMessage(in)))
+		var g, w any
+		if json.Unmarshal([]byte(got), &g) != nil || json.Unmarshal([]byte(want), &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: got %s, want %s", in, got, want)
+		}
+	}
+}

@@ -171,6 +171,17 @@ func (c *conn) Call(ctx context.Context, method string, params json.RawMessage) 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, err)
 	}
+	if method == mcpwire.MethodResourcesSubscribe || method == mcpwire.MethodResourcesUnsubscribe {
+		if rs, ok := c.t.(resourceSubscriber); ok && c.statelessInfo() != nil {
+			// The stateless era has no such methods: subscriptions ride
+			// on the session's subscriptions/listen stream.
+			uri, _ := jsonrpc.GetString(params, "uri")
+			if err := rs.setResourceSubscription(uri, method == mcpwire.MethodResourcesSubscribe); err != nil {
+				return nil, err
+			}
+			return json.RawMessage("{}"), nil
+		}
+	}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cl := &call{
@@ -675,6 +686,12 @@ type clientCapsKey struct{}
 // can relay); without it the call declares none.
 func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
 	return context.WithValue(ctx, clientCapsKey{}, caps)
+}
+
+// resourceSubscriber is a transport that carries resource subscriptions
+// itself (a stateless streamable-HTTP session's listen stream).
+type resourceSubscriber interface {
+	setResourceSubscription(uri string, on bool) error
 }
 
 type paramHeadersKey struct{}

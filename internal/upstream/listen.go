@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -28,6 +29,13 @@ func (t *streamable) listenStateless() {
 		if delivered {
 			backoff = minStreamBackoff
 		}
+		t.mu.Lock()
+		reopen := t.listenReopen
+		t.listenReopen = false
+		t.mu.Unlock()
+		if reopen {
+			continue // new subscriptions, not a failure
+		}
 		if !sleepCtx(t.ctx, backoff) {
 			return
 		}
@@ -35,16 +43,72 @@ func (t *streamable) listenStateless() {
 	}
 }
 
+// listenParams is the listen request's filter: every list change, and the
+// resources subscribed on this session.
+func (t *streamable) listenParams() []byte {
+	t.mu.Lock()
+	uris := make([]string, 0, len(t.subs))
+	for uri := range t.subs {
+		uris = append(uris, uri)
+	}
+	t.mu.Unlock()
+	sort.Strings(uris)
+	params := []byte(`{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true`)
+	if len(uris) > 0 {
+		params = append(params, `,"resourceSubscriptions":[`...)
+		for i, uri := range uris {
+			if i > 0 {
+				params = append(params, ',')
+			}
+			params = jsonrpc.AppendString(params, uri)
+		}
+		params = append(params, ']')
+	}
+	return append(params, "}}"...)
+}
+
+// setResourceSubscription serves resources/subscribe and unsubscribe for a
+// stateless upstream, which has neither: the URI joins or leaves the
+// listen request's resourceSubscriptions, and the stream is reopened with
+// the new filter (a filter is fixed for the life of a stream).
+func (t *streamable) setResourceSubscription(uri string, on bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.listenGone {
+		return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Resource subscriptions are not available: this server refused subscriptions/listen")
+	}
+	if t.subs[uri] == on {
+		return nil
+	}
+	if on {
+		if t.subs == nil {
+			t.subs = map[string]bool{}
+		}
+		t.subs[uri] = true
+	} else {
+		delete(t.subs, uri)
+	}
+	t.listenReopen = true
+	if t.listenAbort != nil {
+		t.listenAbort()
+	}
+	return nil
+}
+
 func (t *streamable) listenStatelessOnce(n int) (again, delivered bool) {
-	params := []byte(`{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}`)
+	// The answer's headers are due within the read timeout; the stream
+	// then stays open as long as the upstream likes, or until the
+	// subscriptions change.
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	t.mu.Lock()
+	t.listenAbort = cancel
+	t.mu.Unlock()
+	params := t.listenParams()
 	if sm := t.c.statelessInfo(); sm != nil {
 		params = sm.apply(context.Background(), params)
 	}
 	m := jsonrpc.NewRequest(jsonrpc.StringID("mcpgate-listen-"+strconv.Itoa(n)), mcpwire.MethodSubscriptionsListen, params)
-	// The answer's headers are due within the read timeout; the stream
-	// then stays open as long as the upstream likes.
-	ctx, cancel := context.WithCancel(t.ctx)
-	defer cancel()
 	headers := time.AfterFunc(t.c.timeout, cancel)
 	resp, _, err := t.post(ctx, m)
 	headers.Stop()
@@ -55,6 +119,9 @@ func (t *streamable) listenStatelessOnce(n int) (again, delivered bool) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || mediaType(resp) != acceptStream {
 		t.c.log.Debug("upstream offers no subscriptions/listen stream", "status", resp.StatusCode)
+		t.mu.Lock()
+		t.listenGone = true
+		t.mu.Unlock()
 		return false, false
 	}
 	var st streamState

@@ -39,10 +39,17 @@ type streamable struct {
 	// answer (a stream, a refusal or a failure).
 	getAnswered chan struct{}
 	getOnce     sync.Once
-	closed      bool // under mu: close has begun; start no goroutine
-	ctx         context.Context
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
+	// A stateless session's resource subscriptions travel in its listen
+	// request (resourceSubscriptions); changing them reopens the stream.
+	// Under mu.
+	subs         map[string]bool
+	listenAbort  context.CancelFunc // ends the current listen stream
+	listenGone   bool               // the upstream refused the stream
+	listenReopen bool               // the next stream starts at once
+	closed       bool               // under mu: close has begun; start no goroutine
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // Backoff of the GET stream and of POST-stream resumption.
