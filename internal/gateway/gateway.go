@@ -325,9 +325,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if v := r.Header.Get(mcpwire.HeaderProtocolVersion); v != "" && !mcpwire.IsKnown(v) {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Unsupported MCP-Protocol-Version %s; supported: %s", v, mcpwire.SupportedList()))
+	// A POST's body may be a 2026-07-28 request, whose unsupported
+	// version is answered -32022 with the supported list (servePost
+	// decides); other requests are checked here.
+	if r.Method != http.MethodPost && !versionHeaderKnown(w, r) {
 		return
 	}
 	rt, unknown, ok := g.routeFor(r.URL.Path, r.Header.Get("X-Mcp-Servers"))
@@ -368,6 +369,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
 		}
 	}
+}
+
+// versionHeaderKnown rejects a session-era request whose
+// MCP-Protocol-Version header names a revision the gateway does not speak
+// (S2.2).
+func versionHeaderKnown(w http.ResponseWriter, r *http.Request) bool {
+	if v := r.Header.Get(mcpwire.HeaderProtocolVersion); v != "" && !mcpwire.IsKnown(v) {
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Unsupported MCP-Protocol-Version %s; supported: %s", v, mcpwire.SupportedList()))
+		return false
+	}
+	return true
 }
 
 // corsHeaders are the request headers a browser client may send.

@@ -166,6 +166,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 	}
+	if !versionHeaderKnown(w, r) {
+		return
+	}
 	isInit := false
 	hasRequest := false
 	for _, m := range msgs {

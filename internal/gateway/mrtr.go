@@ -41,6 +41,7 @@ type exchange struct {
 	mu      sync.Mutex
 	pending map[string]*question // asked, not yet answered, by key
 	out     *roundSender
+	cancel  context.CancelFunc // ends the call
 }
 
 // maxHeld bounds the messages an exchange keeps for its next round.
@@ -166,8 +167,10 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	sc.out = ex.out
 	// The call must not end with the first HTTP request; it is bounded by
 	// the upstream's timeout and by exchangeWait for each question.
-	cctx := context.WithoutCancel(ctx)
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ex.cancel = cancel
 	go func() {
+		defer cancel()
 		ex.done <- g.serve(cctx, sc, m)
 	}()
 	return ex
@@ -197,8 +200,13 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		time.AfterFunc(exchangeWait, func() { g.abandon(ex) })
 		return jsonrpc.NewResult(id, res)
 	case <-ctx.Done():
-		// The client went away; the call goes on until its own bound, and
-		// a retry may still pick it up.
+		// The client went away while no question of the call was out, so
+		// no requestState can bring it back: closing the stream is how a
+		// client of this era cancels, and the call is cancelled upstream.
+		// (Between rounds no request is open; a retry that never comes is
+		// ended by abandon.)
+		g.exchanges.Delete(ex.id)
+		ex.cancel()
 		return nil
 	}
 }
