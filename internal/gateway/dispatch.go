@@ -51,6 +51,25 @@ func (sc *scope) OriginKey() any {
 
 var _ upstream.OriginKeyer = (*scope)(nil)
 
+// logLevelName is the least severe log level this request's client asked
+// for: its own (2026-07-28) or its session's (logging/setLevel); "" when
+// it asked for none.
+func (sc *scope) logLevelName() string {
+	idx := -1
+	switch {
+	case sc.modern:
+		idx = sc.logLevel
+	case sc.sess != nil:
+		sc.sess.mu.Lock()
+		idx = sc.sess.logLevel
+		sc.sess.mu.Unlock()
+	}
+	if idx < 0 || idx >= len(logLevels) {
+		return ""
+	}
+	return logLevels[idx]
+}
+
 func errInvalidParams(format string, args ...any) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, format, args...)
 }
@@ -462,7 +481,8 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		params = stripModernMeta(params)
 	}
 	start := time.Now()
-	res, err := g.up.Call(upstream.WithClientCapabilities(upstream.WithOrigin(ctx, sc), relayableCaps(sc)), server, method, params)
+	ctx = upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(ctx, sc), relayableCaps(sc)), sc.logLevelName())
+	res, err := g.up.Call(ctx, server, method, params)
 	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// S18.2: a stateless upstream's questions, asked of this old-era
 		// client on its session; it sees one ordinary result.

@@ -636,3 +636,58 @@ func TestStatelessUpstreamResourceUpdates(t *testing.T) {
 		t.Errorf("listener got %s", listened)
 	}
 }
+
+// A 2026-07-28 upstream logs only for requests that carry a log level: the
+// gateway passes on the level its own client asked for, per request
+// (2026-07-28) or per session (logging/setLevel), and none otherwise.
+func TestLogLevelReachesStatelessUpstream(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "talker", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
+	srv.AddTool(&mcp.Tool{Name: "talk", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: "debug-line"})
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: "warning-line"})
+		return textResult("said"), nil
+	})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"t": statelessUpstream(t, srv)}})
+	call := func(level string) string {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + level + `}`
+		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "t__talk"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__talk","arguments":{},`+meta+`}}`)
+		return body
+	}
+	if got := call(`,"io.modelcontextprotocol/logLevel":"info"`); !strings.Contains(got, "warning-line") || strings.Contains(got, "debug-line") || !strings.Contains(got, `"text":"said"`) {
+		t.Errorf("logLevel info: %s", got)
+	}
+	if got := call(""); strings.Contains(got, "-line") || !strings.Contains(got, `"text":"said"`) {
+		t.Errorf("no logLevel: %s", got)
+	}
+
+	// An old-era client's session level does the same.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logs := make(chan string, 4)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(req.Params.Data) },
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "t__talk"}); got != "said" {
+		t.Fatalf("call: %q", got)
+	}
+	var heard []string
+	for len(heard) < 2 {
+		select {
+		case l := <-logs:
+			heard = append(heard, l)
+		case <-ctx.Done():
+			t.Fatalf("old-era client heard %v", heard)
+		}
+	}
+	if heard[0] != "debug-line" || heard[1] != "warning-line" {
+		t.Errorf("old-era client heard %v", heard)
+	}
+}

@@ -694,6 +694,18 @@ type resourceSubscriber interface {
 	setResourceSubscription(uri string, on bool) error
 }
 
+type logLevelKey struct{}
+
+// WithLogLevel attaches the least severe log level the caller asked for
+// ("" = none): a stateless upstream sends notifications/message only for
+// requests that carry one (io.modelcontextprotocol/logLevel).
+func WithLogLevel(ctx context.Context, level string) context.Context {
+	if level == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, logLevelKey{}, level)
+}
+
 type paramHeadersKey struct{}
 
 // WithParamHeaders attaches the x-mcp-header annotations of the tool a
@@ -728,12 +740,23 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 		{mcpwire.MetaKeyProtocolVersion, jsonrpc.String(mcpwire.Rev20260728)},
 		{mcpwire.MetaKeyClientInfo, sm.clientInfo},
 		{mcpwire.MetaKeyClientCapabilities, caps},
+		{mcpwire.MetaKeyLogLevel, logLevelOf(ctx)},
 	} {
+		if kv.val == nil {
+			continue
+		}
 		if next, err := jsonrpc.SetPath(out, kv.val, mcpwire.FieldMeta, kv.key); err == nil {
 			out = next
 		}
 	}
 	return out
+}
+
+func logLevelOf(ctx context.Context) []byte {
+	if l, _ := ctx.Value(logLevelKey{}).(string); l != "" {
+		return jsonrpc.String(l)
+	}
+	return nil
 }
 
 func (c *conn) statelessInfo() *statelessMeta {
