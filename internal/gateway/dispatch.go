@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -488,6 +489,9 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		// client on its session; it sees one ordinary result.
 		res, err = g.answerInputs(ctx, sc, server, method, params, res)
 	}
+	if err == nil {
+		res = g.ownResult(sc, res)
+	}
 	if method == mcpwire.MethodToolsCall {
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
@@ -512,6 +516,23 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	}
 	g.logCall(server, method, params, "ok", start)
 	return res, nil
+}
+
+// ownResult takes out of a 2026-07-28 upstream's result what speaks for
+// that upstream rather than for the gateway: its serverInfo (the gateway
+// adds its own for clients of that era), and for an old-era client the
+// resultType its revision does not have. Other results pass untouched; the
+// byte checks keep that path free of parsing.
+func (g *Gateway) ownResult(sc *scope, res json.RawMessage) json.RawMessage {
+	if bytes.Contains(res, []byte(mcpwire.MetaKeyServerInfo)) {
+		res = mcpwire.WithoutMetaKey(res, mcpwire.MetaKeyServerInfo)
+	}
+	if !sc.modern && bytes.Contains(res, []byte(`"resultType"`)) && mcpwire.ResultTypeOf(res) == mcpwire.ResultComplete {
+		if out, err := jsonrpc.Delete(res, mcpwire.FieldResultType); err == nil {
+			res = out
+		}
+	}
+	return res
 }
 
 // logCall writes one debug line per forwarded call: the method, server

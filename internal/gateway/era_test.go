@@ -545,7 +545,13 @@ func TestEraFidelity(t *testing.T) {
 			}
 			res, _ = jsonrpc.Delete(res, k)
 		}
-		return string(res)
+		// The gateway says who answered (its own serverInfo, never the
+		// upstream's); everything else is the upstream's bytes.
+		info, _ := jsonrpc.GetPath(res, "_meta", mcpwire.MetaKeyServerInfo)
+		if !strings.Contains(string(info), `"version":"test"`) {
+			t.Errorf("result lacks the gateway's serverInfo: %s", res)
+		}
+		return string(mcpwire.WithoutMetaKey(res, mcpwire.MetaKeyServerInfo))
 	}
 	const args = `{"n":9007199254740993,"s":"\u00e9\u2028 ✓","f":1.50,"o":{"z":1,"a":[true,null]}}`
 	for _, e := range eras {

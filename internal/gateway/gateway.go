@@ -215,6 +215,7 @@ func (g *Gateway) Upstreams() *upstream.Manager { return g.up }
 func (g *Gateway) Shutdown() {
 	g.closing.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
+	g.endExchanges()
 }
 
 // Close stops accepting work, waits (bounded by ctx) for in-flight calls,

@@ -122,6 +122,15 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 	if mcpwire.CacheableMethod(m.Method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultComplete {
 		res = mcpwire.WithCacheHints(res, g.freshness(sc, m.Method), mcpwire.CacheScopePrivate)
 	}
+	if m.Method != mcpwire.MethodServerDiscover {
+		// Results SHOULD say who answered (basic/index.md); discover says
+		// it already.
+		if info, err := json.Marshal(g.serverInfo(sc)); err == nil {
+			if out, err := jsonrpc.SetPath(res, info, mcpwire.FieldMeta, mcpwire.MetaKeyServerInfo); err == nil {
+				res = out
+			}
+		}
+	}
 	reply.Result = res
 	ps.finish(reply)
 }

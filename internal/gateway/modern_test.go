@@ -660,6 +660,10 @@ func TestLogLevelReachesStatelessUpstream(t *testing.T) {
 	if got := call(""); strings.Contains(got, "-line") || !strings.Contains(got, `"text":"said"`) {
 		t.Errorf("no logLevel: %s", got)
 	}
+	// The result speaks for the gateway, not for the upstream behind it.
+	if got := call(""); strings.Contains(got, `"talker"`) || !strings.Contains(got, `"io.modelcontextprotocol/serverInfo":{"name":"mcpgate"`) {
+		t.Errorf("serverInfo: %s", got)
+	}
 
 	// An old-era client's session level does the same.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -689,5 +693,44 @@ func TestLogLevelReachesStatelessUpstream(t *testing.T) {
 	}
 	if heard[0] != "debug-line" || heard[1] != "warning-line" {
 		t.Errorf("old-era client heard %v", heard)
+	}
+}
+
+// A question a 2026-07-28 client never answers does not hold up shutdown:
+// Close fails it, the upstream's call ends, and nothing is left in flight.
+// The input request is well-formed even when the upstream's had no params.
+func TestUnansweredQuestionEndsOnShutdown(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "r", Version: "1"}, nil)
+	failed := make(chan error, 1)
+	srv.AddTool(&mcp.Tool{Name: "roots", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_, err := req.Session.ListRoots(ctx, nil)
+		select {
+		case failed <- err:
+		default:
+		}
+		return textResult("unreachable"), nil
+	})
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"r": httpServer(serveSDK(t, srv).URL)}})
+	_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "r__roots"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"r__roots","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}`)
+	if !regexp.MustCompile(`"inputRequests":\{"q1":\{"method":"roots/list","params":\{[^}]*\}\}\}`).MatchString(body) {
+		t.Fatalf("first round: %s", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	select {
+	case err := <-failed:
+		if err == nil || !strings.Contains(err.Error(), "shutting down") {
+			t.Errorf("the upstream's roots/list ended with %v", err)
+		}
+	case <-ctx.Done():
+		t.Error("the upstream's roots/list never ended")
 	}
 }

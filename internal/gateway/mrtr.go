@@ -42,6 +42,15 @@ type exchange struct {
 	pending map[string]*question // asked, not yet answered, by key
 	out     *roundSender
 	cancel  context.CancelFunc // ends the call
+	// gone is closed when no client will answer any more (the gateway is
+	// shutting down): questions fail at once instead of waiting.
+	gone     chan struct{}
+	goneOnce sync.Once
+}
+
+// end fails the exchange's open and future questions.
+func (ex *exchange) end() {
+	ex.goneOnce.Do(func() { close(ex.gone) })
 }
 
 // maxHeld bounds the messages an exchange keeps for its next round.
@@ -90,28 +99,42 @@ type question struct {
 	key    string
 	method string
 	params json.RawMessage
-	answer chan json.RawMessage // closed without a value: abandoned
+	answer chan json.RawMessage
 }
 
 // ask hands an upstream request to the client's next round and waits for
-// the answer.
+// the answer, at most exchangeWait in all.
 func (ex *exchange) ask(ctx context.Context, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
 	q := &question{key: "q" + strconv.FormatInt(ex.seq.Add(1), 10), method: msg.Method, params: msg.Params, answer: make(chan json.RawMessage, 1)}
+	t := time.NewTimer(exchangeWait)
+	defer t.Stop()
+	unanswered := func() *jsonrpc.Error {
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "the client did not answer %s within %s", msg.Method, exchangeWait)
+	}
+	gone := func() *jsonrpc.Error {
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "the client cannot answer %s: the gateway is shutting down", msg.Method)
+	}
 	select {
 	case ex.asks <- q:
+	case <-t.C:
+		return nil, unanswered()
+	case <-ex.gone:
+		return nil, gone()
 	case <-ctx.Done():
 		return nil, jsonrpc.NewError(-32800, "Request cancelled")
 	}
-	t := time.NewTimer(exchangeWait)
-	defer t.Stop()
+	defer func() {
+		ex.mu.Lock()
+		delete(ex.pending, q.key)
+		ex.mu.Unlock()
+	}()
 	select {
-	case a, ok := <-q.answer:
-		if !ok {
-			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the client did not answer %s", msg.Method)
-		}
+	case a := <-q.answer:
 		return a, nil
 	case <-t.C:
-		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the client did not answer %s within %s", msg.Method, exchangeWait)
+		return nil, unanswered()
+	case <-ex.gone:
+		return nil, gone()
 	case <-ctx.Done():
 		return nil, jsonrpc.NewError(-32800, "Request cancelled")
 	}
@@ -160,7 +183,7 @@ func openState(state, owner string) (string, bool) {
 func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Message, owner string) *exchange {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}}
+	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{})}
 	g.exchanges.Store(ex.id, ex)
 	sc.exchange = ex
 	ex.out = &roundSender{cur: sc.out}
@@ -172,6 +195,9 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	go func() {
 		defer cancel()
 		ex.done <- g.serve(cctx, sc, m)
+		// Over: a retry has nothing left to resume (an attached request
+		// still reads done).
+		g.exchanges.Delete(ex.id)
 	}()
 	return ex
 }
@@ -192,33 +218,36 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		res := []byte(`{"resultType":"input_required","inputRequests":{`)
 		res = append(jsonrpc.AppendString(res, q.key), `:{"method":`...)
 		res = jsonrpc.AppendString(res, q.method)
-		if len(q.params) > 0 {
-			res = append(append(res, `,"params":`...), q.params...)
+		// params always: the schema lets roots/list go without, but
+		// clients (go-sdk v1.8.0) fail to read an input request that has
+		// none.
+		params := q.params
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage("{}")
 		}
+		res = append(append(res, `,"params":`...), params...)
 		res = append(res, `}},"requestState":`...)
 		res = append(jsonrpc.AppendString(res, mintState(ex)), '}')
-		time.AfterFunc(exchangeWait, func() { g.abandon(ex) })
 		return jsonrpc.NewResult(id, res)
 	case <-ctx.Done():
 		// The client went away while no question of the call was out, so
 		// no requestState can bring it back: closing the stream is how a
 		// client of this era cancels, and the call is cancelled upstream.
-		// (Between rounds no request is open; a retry that never comes is
-		// ended by abandon.)
+		// (Between rounds no request is open; a question whose retry never
+		// comes fails after exchangeWait, see ask.)
 		g.exchanges.Delete(ex.id)
 		ex.cancel()
 		return nil
 	}
 }
 
-// abandon ends an exchange whose client stopped answering.
-func (g *Gateway) abandon(ex *exchange) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	for k, q := range ex.pending {
-		close(q.answer)
-		delete(ex.pending, k)
-	}
+// endExchanges fails every question still waiting for a client (on
+// shutdown: no retry will come), so the calls behind them finish.
+func (g *Gateway) endExchanges() {
+	g.exchanges.Range(func(_, v any) bool {
+		v.(*exchange).end()
+		return true
+	})
 }
 
 // resumeExchange takes a retry carrying requestState and inputResponses:

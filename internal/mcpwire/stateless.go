@@ -554,17 +554,23 @@ func (f SubscriptionFilter) MarshalJSON() ([]byte, error) {
 }
 
 // WithoutSubscriptionID removes the subscription id a notification got on
-// a listen stream (and _meta, when nothing else is left in it): relayed
-// elsewhere, it would name a stream its new reader never opened.
+// a listen stream: relayed elsewhere, it would name a stream its new
+// reader never opened.
 func WithoutSubscriptionID(params json.RawMessage) json.RawMessage {
+	return WithoutMetaKey(params, MetaKeySubscriptionID)
+}
+
+// WithoutMetaKey removes _meta[key] from params (and _meta itself when
+// nothing else is left in it); params without it are returned unchanged.
+func WithoutMetaKey(params json.RawMessage, key string) json.RawMessage {
 	meta, ok := jsonrpc.Get(params, FieldMeta)
 	if !ok {
 		return params
 	}
-	if _, has := jsonrpc.Get(meta, MetaKeySubscriptionID); !has {
+	if _, has := jsonrpc.Get(meta, key); !has {
 		return params
 	}
-	meta, err := jsonrpc.Delete(meta, MetaKeySubscriptionID)
+	meta, err := jsonrpc.Delete(meta, key)
 	if err != nil {
 		return params
 	}
