@@ -19,8 +19,11 @@
 #   INTEROP_GATEWAY_BIN  test this mcpgate binary instead of building one.
 #   INTEROP_VERBOSE=1    stream gateway and upstream stderr.
 #
+# Then runs the Go interop test test/interop/modern (go-sdk client speaking
+# 2026-07-28 through mcpgate to server-everything; `go test -tags interop`).
+#
 # Exit status: node's (0 when every test passed, 1 when any failed), 124/137
-# on timeout, 2 on setup errors.
+# on timeout, 2 on setup errors; 1 if node passed but the Go test failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,5 +49,25 @@ rc=$?
 set -e
 if [[ $rc -eq 124 || $rc -eq 137 ]]; then
   echo "interop-ts.sh: timed out after ${TIMEOUT}s" >&2
+fi
+
+# The go-sdk client in the stateless revision 2026-07-28 through mcpgate to
+# the same server-everything (test/interop/modern, build tag interop). Runs
+# whatever node's result; the script fails if either part failed.
+echo "interop-ts.sh: go test -tags interop ./test/interop/modern/" >&2
+gw_bin=""
+if [[ -n "${INTEROP_GATEWAY_BIN:-}" ]]; then
+  gw_bin="$(realpath -m "$INTEROP_GATEWAY_BIN")" # relative to $ROOT, as for node
+fi
+set +e
+MCPGATE_NODE="$node22" \
+MCPGATE_EVERYTHING="$ROOT/test/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js" \
+MCPGATE_GATEWAY_BIN="$gw_bin" \
+  go test -tags interop -count=1 -timeout 300s ./test/interop/modern/
+go_rc=$?
+set -e
+if [[ $go_rc -ne 0 ]]; then
+  echo "interop-ts.sh: go-sdk 2026-07-28 interop test failed (exit $go_rc)" >&2
+  if [[ $rc -eq 0 ]]; then rc=1; fi
 fi
 exit "$rc"

@@ -21,6 +21,7 @@ step "gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
 if [[ -n "$unformatted" ]]; then echo "gofmt would change: $unformatted"; exit 1; fi
 go vet ./...
+go vet -tags interop ./test/interop/modern/
 
 step "go test (all packages)"
 go test -count=1 -timeout 10m ./...
