@@ -86,7 +86,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		// request; a retry with the gateway's requestState resumes it.
 		owner := identityOf(r).Owner
 		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); strings.HasPrefix(state, statePrefix) {
-			ex, e := g.resumeExchange(m.Params, owner, ps)
+			ex, e := g.resumeExchange(m.Method, m.Params, owner, ps)
 			if e != nil {
 				reply = jsonrpc.NewErrorResponse(m.ID, e)
 				break

@@ -415,7 +415,19 @@ func TestServerRequestsBridgedToModernClient(t *testing.T) {
 	if _, body := call("", answer+`,"requestState":"`+forged+`"`); !strings.Contains(body, "requestState was not issued to this caller") {
 		t.Errorf("forged state: %s", body)
 	}
-	if _, body := call("", answer+`,"requestState":"`+state+`"`); !strings.Contains(body, "accept:Bob") {
+	// The state belongs to the request that asked: other arguments, or
+	// another method, cannot take its answers.
+	if _, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__ask","arguments":{"text":"Someone else?"}`+answer+`,"requestState":"`+state+`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "must repeat the original request") {
+		t.Errorf("retry with other arguments: %s", body)
+	}
+	if _, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "alpha__ask"},
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"alpha__ask","arguments":{"text":"Who?"}`+answer+`,"requestState":"`+state+`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "must repeat the original request") {
+		t.Errorf("retry as another method: %s", body)
+	}
+	// Spelling does not matter: keys in another order, other whitespace.
+	if _, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"requestState":"`+state+`" , "arguments": {"text":"Who?"},"name":"alpha__ask"`+answer+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "accept:Bob") {
 		t.Errorf("retry: %s", body)
 	}
 	if _, body := call("", answer+`,"requestState":"`+state+`"`); !strings.Contains(body, "expired or already used") {

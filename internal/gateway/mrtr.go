@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,27 @@ type exchange struct {
 	// shutting down): questions fail at once instead of waiting.
 	gone     chan struct{}
 	goneOnce sync.Once
+	// method and request are what a retry must repeat (mrtr.md: the same
+	// method and params): request is the params without _meta and the
+	// round's own members, decoded for a comparison that ignores
+	// spelling (key order, whitespace).
+	method  string
+	request any
+}
+
+// retryMembers are the params members that change from round to round.
+var retryMembers = []string{mcpwire.FieldMeta, mcpwire.FieldInputResponses, mcpwire.FieldRequestState}
+
+// requestOf decodes params without the members a retry changes.
+func requestOf(params json.RawMessage) any {
+	var v map[string]any
+	if json.Unmarshal(params, &v) != nil {
+		return nil
+	}
+	for _, k := range retryMembers {
+		delete(v, k)
+	}
+	return v
 }
 
 // end fails the exchange's open and future questions.
@@ -184,6 +206,7 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{})}
+	ex.method, ex.request = m.Method, requestOf(m.Params)
 	g.exchanges.Store(ex.id, ex)
 	sc.exchange = ex
 	ex.out = &roundSender{cur: sc.out}
@@ -253,7 +276,7 @@ func (g *Gateway) endExchanges() {
 // resumeExchange takes a retry carrying requestState and inputResponses:
 // it checks the state against the caller, answers the pending questions,
 // and returns the exchange to wait on.
-func (g *Gateway) resumeExchange(params json.RawMessage, owner string, out sender) (*exchange, *jsonrpc.Error) {
+func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner string, out sender) (*exchange, *jsonrpc.Error) {
 	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
 	exID, ok := openState(state, owner)
 	if !ok {
@@ -264,6 +287,11 @@ func (g *Gateway) resumeExchange(params json.RawMessage, owner string, out sende
 		return nil, errInvalidParams("Invalid params: requestState expired or already used; send the request again without it")
 	}
 	ex := v.(*exchange)
+	if method != ex.method || !reflect.DeepEqual(requestOf(params), ex.request) {
+		// The answers belong to the call that asked; resuming it for a
+		// different request would hand this one the other's result.
+		return nil, errInvalidParams("Invalid params: a retry with requestState must repeat the original request (method and params)")
+	}
 	resp, _ := jsonrpc.Get(params, mcpwire.FieldInputResponses)
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
