@@ -160,38 +160,50 @@ func TestServeSignalDrain(t *testing.T) {
 
 // TestStdioFront launches `mcpgate stdio` the way a desktop client would
 // (the official go-sdk client over a command transport) in front of a stdio
-// upstream, and uses it.
+// upstream, and uses it, in both eras: pinned to 2025-06-18, and unpinned,
+// which speaks the stateless 2026-07-28.
 func TestStdioFront(t *testing.T) {
 	gw, notes := buildBinary(t)
-	cfg := filepath.Join(t.TempDir(), "gw.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("servers:\n  notes:\n    transport: stdio\n    command: %s\n", notes)), 0o600)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(gw, "stdio", "--config", cfg)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range tools.Tools {
-		names = append(names, tl.Name)
-	}
-	if !slices.Contains(names, "notes__add_note") || !slices.Contains(names, "notes__list_notes") {
-		t.Fatalf("tools = %v", names)
-	}
-	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__add_note", Arguments: map[string]any{"title": "stdio", "body": "front"}}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__get_note", Arguments: map[string]any{"title": "stdio"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "front") {
-		t.Errorf("get_note = %q, want the body", got)
+	for _, want := range []string{"2025-06-18", "2026-07-28"} {
+		t.Run(want, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "gw.yaml")
+			os.WriteFile(cfg, []byte(fmt.Sprintf("servers:\n  notes:\n    transport: stdio\n    command: %s\n    args: [-file, %s]\n", notes, filepath.Join(t.TempDir(), "notes.json"))), 0o600)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var opts *mcp.ClientSessionOptions
+			if want != "2026-07-28" {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: want}
+			}
+			client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil)
+			cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(gw, "stdio", "--config", cfg)}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != want {
+				t.Errorf("negotiated %s, want %s", got, want)
+			}
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tl := range tools.Tools {
+				names = append(names, tl.Name)
+			}
+			if !slices.Contains(names, "notes__add_note") || !slices.Contains(names, "notes__list_notes") {
+				t.Fatalf("tools = %v", names)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__add_note", Arguments: map[string]any{"title": "stdio", "body": "front " + want}}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__get_note", Arguments: map[string]any{"title": "stdio"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "front "+want) {
+				t.Errorf("get_note = %q, want the body", got)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -21,7 +22,7 @@ type listener struct {
 	rt     route
 	filter mcpwire.SubscriptionFilter
 	id     jsonrpc.ID
-	out    *streamSender
+	out    sender
 	subs   map[string]string // subscribed uri -> server
 }
 
@@ -50,63 +51,105 @@ func (ln *listener) notify(server, method string, params json.RawMessage) {
 	_ = ln.out.send(jsonrpc.NewNotification(method, mcpwire.WithSubscriptionID(params, ln.id)))
 }
 
-// serveListen runs one subscriptions/listen request until the client goes
-// away or the gateway stops.
+// serveListen runs one subscriptions/listen request over HTTP until the
+// client goes away or the gateway stops.
 func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message) {
 	filter, ok := mcpwire.ParseSubscriptionFilter(m.Params)
 	if !ok {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, errInvalidParams("Invalid params: notifications is required"))))
+		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, errNoFilter())))
 		return
 	}
-	ln := &listener{rt: rt, id: m.ID, out: newStreamSender(false), subs: map[string]string{}}
-	// Agree to what the route offers: list changes always (servers come
-	// and go), resource updates for URIs the caller may read and whose
-	// server takes subscriptions.
-	agreed := filter
-	agreed.ResourceSubscriptions = nil
-	sc := &scope{g: g, rt: &ln.rt, out: ln.out, modern: true, logLevel: -1}
-	for _, uri := range filter.ResourceSubscriptions {
-		server, ok := g.routeURI(r.Context(), &ln.rt, uri)
-		if !ok || !ln.rt.allows(catalog.Resources, server, uri) {
-			continue
-		}
-		params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
-		if e := g.subscribeUpstream(r.Context(), sc, server, uri, params); e != nil {
-			continue
-		}
-		ln.subs[uri] = server
-		agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
-	}
-	defer func() {
-		for uri, server := range ln.subs {
-			g.unsubscribeUpstream(server, uri)
-		}
-	}()
-	ln.filter = agreed
+	st := newStreamSender(false)
+	ln, ack := g.openListener(r.Context(), rt, m.ID, filter, st)
+	defer g.closeListener(ln)
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	ack, _ := json.Marshal(map[string]any{"notifications": agreed})
-	_ = ln.out.send(jsonrpc.NewNotification(mcpwire.NotifySubscriptionsAcknowledged, mcpwire.WithSubscriptionID(ack, ln.id)))
+	_ = st.send(ack)
 	g.listen.m.Store(ln, struct{}{})
-	defer g.listen.m.Delete(ln)
 	go func() {
 		// On the gateway's own teardown the listen request is answered,
 		// so the client knows the stream ended on purpose.
 		select {
 		case <-g.stop:
-			res := mcpwire.WithResultType(mcpwire.WithSubscriptionID(json.RawMessage("{}"), ln.id), mcpwire.ResultComplete)
-			_ = ln.out.send(jsonrpc.NewResult(ln.id, res))
-			ln.out.finish()
-		case <-ln.out.done:
+			_ = st.send(listenEnded(ln.id))
+			st.finish()
+		case <-st.done:
 		}
 	}()
-	ln.out.run(r.Context(), w, nil)
+	st.run(r.Context(), w, nil)
+}
+
+// serveListenStdio runs one subscriptions/listen request of the stdio
+// front until the client cancels it (notifications/cancelled, which ends
+// ctx) or the gateway stops, which answers it and, as cancellation.md
+// asks of a server ending a request on stdio, cancels it too.
+func (g *Gateway) serveListenStdio(ctx context.Context, rt route, out sender, m *jsonrpc.Message) {
+	filter, ok := mcpwire.ParseSubscriptionFilter(m.Params)
+	if !ok {
+		_ = out.send(jsonrpc.NewErrorResponse(m.ID, errNoFilter()))
+		return
+	}
+	ln, ack := g.openListener(ctx, rt, m.ID, filter, out)
+	defer g.closeListener(ln)
+	_ = out.send(ack)
+	g.listen.m.Store(ln, struct{}{})
+	select {
+	case <-ctx.Done():
+	case <-g.stop:
+		_ = out.send(listenEnded(ln.id))
+		params := append(append([]byte(`{"requestId":`), ln.id.Raw()...), `,"reason":"the gateway is shutting down"}`...)
+		_ = out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
+	}
+}
+
+func errNoFilter() *jsonrpc.Error {
+	return errInvalidParams("Invalid params: notifications is required")
+}
+
+// listenEnded is the listen request's answer when the gateway ends it.
+func listenEnded(id jsonrpc.ID) *jsonrpc.Message {
+	res := mcpwire.WithResultType(mcpwire.WithSubscriptionID(json.RawMessage("{}"), id), mcpwire.ResultComplete)
+	return jsonrpc.NewResult(id, res)
+}
+
+// openListener agrees to what the route offers of filter (list changes
+// always, as servers come and go; resource updates for URIs the caller may
+// read and whose server takes subscriptions, subscribed upstream here) and
+// returns the listener with its acknowledgement. It is not fed until it is
+// stored in g.listen; closeListener undoes both.
+func (g *Gateway) openListener(ctx context.Context, rt route, id jsonrpc.ID, filter mcpwire.SubscriptionFilter, out sender) (*listener, *jsonrpc.Message) {
+	ln := &listener{rt: rt, id: id, out: out, subs: map[string]string{}}
+	agreed := filter
+	agreed.ResourceSubscriptions = nil
+	sc := &scope{g: g, rt: &ln.rt, out: ln.out, modern: true, logLevel: -1}
+	for _, uri := range filter.ResourceSubscriptions {
+		server, ok := g.routeURI(ctx, &ln.rt, uri)
+		if !ok || !ln.rt.allows(catalog.Resources, server, uri) {
+			continue
+		}
+		params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+		if e := g.subscribeUpstream(ctx, sc, server, uri, params); e != nil {
+			continue
+		}
+		ln.subs[uri] = server
+		agreed.ResourceSubscriptions = append(agreed.ResourceSubscriptions, uri)
+	}
+	ln.filter = agreed
+	ack, _ := json.Marshal(map[string]any{"notifications": agreed})
+	return ln, jsonrpc.NewNotification(mcpwire.NotifySubscriptionsAcknowledged, mcpwire.WithSubscriptionID(ack, ln.id))
+}
+
+func (g *Gateway) closeListener(ln *listener) {
+	g.listen.m.Delete(ln)
+	for uri, server := range ln.subs {
+		g.unsubscribeUpstream(server, uri)
+	}
 }
 
 // notifyListeners feeds a server's change to the open listen streams.

@@ -29,8 +29,8 @@ import (
 // request for a stateless one).
 var modernScopeKeys = []string{mcpwire.MetaKeyProtocolVersion, mcpwire.MetaKeyClientCapabilities, mcpwire.MetaKeyClientInfo, mcpwire.MetaKeyLogLevel}
 
-// serveModern answers one stateless request. rev is the revision its _meta
-// names (possibly one the gateway does not speak).
+// serveModern answers one stateless request over HTTP. rev is the
+// revision its _meta names (possibly one the gateway does not speak).
 func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message, rev string) {
 	fail := func(status int, e *jsonrpc.Error) {
 		w.Header().Set("Content-Type", "application/json")
@@ -45,12 +45,8 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		fail(http.StatusBadRequest, e)
 		return
 	}
-	info, err := mcpwire.RequestMeta(m.Params)
-	if err != nil {
-		e, _ := err.(*jsonrpc.Error)
-		if e == nil {
-			e = errInvalidParams("Invalid params")
-		}
+	info, e := requestInfo(m)
+	if e != nil {
 		fail(http.StatusBadRequest, e)
 		return
 	}
@@ -63,44 +59,68 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		return
 	}
 	if !mcpwire.IsStatelessClientMethod(m.Method) {
-		fail(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method))
+		fail(http.StatusNotFound, methodNotFound(m))
 		return
 	}
 	if m.Method == mcpwire.MethodSubscriptionsListen {
 		g.serveListen(w, r, rt, m)
 		return
 	}
+	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r)}
+	ps.finish(g.modernReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner))
+}
+
+// requestInfo reads the per-request _meta of a stateless request; a
+// missing or malformed member is INVALID_PARAMS.
+func requestInfo(m *jsonrpc.Message) (mcpwire.RequestInfo, *jsonrpc.Error) {
+	info, err := mcpwire.RequestMeta(m.Params)
+	if err != nil {
+		e, _ := err.(*jsonrpc.Error)
+		if e == nil {
+			e = errInvalidParams("Invalid params")
+		}
+		return info, e
+	}
+	return info, nil
+}
+
+func methodNotFound(m *jsonrpc.Message) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
+}
+
+// modernReply answers a stateless request that passed its transport's
+// checks, on any transport: out carries what goes to the client before
+// the reply (progress, log messages), owner is the caller an exchange's
+// requestState is bound to. nil: the client went away first.
+func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message, info mcpwire.RequestInfo, out sender, owner string) *jsonrpc.Message {
 	logLevel := -1
 	if info.LogLevel != "" {
 		logLevel = levelIndex(info.LogLevel)
 	}
-	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r)}
-	sc := &scope{g: g, rt: &rt, out: ps, caps: info.Capabilities, modern: true, logLevel: logLevel}
+	sc := &scope{g: g, rt: rt, out: out, caps: info.Capabilities, modern: true, logLevel: logLevel}
 	var reply *jsonrpc.Message
 	switch {
 	case m.Method == mcpwire.MethodServerDiscover:
-		reply = g.discover(r.Context(), sc, m)
+		reply = g.discover(ctx, sc, m)
 	case mcpwire.AllowsInputRequired(m.Method):
 		// A call that may need the client's input from an old-era
 		// upstream (S18.1): it runs as an exchange that can outlive this
 		// request; a retry with the gateway's requestState resumes it.
-		owner := identityOf(r).Owner
 		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); strings.HasPrefix(state, statePrefix) {
-			ex, e := g.resumeExchange(m.Method, m.Params, owner, ps)
+			ex, e := g.resumeExchange(m.Method, m.Params, owner, out)
 			if e != nil {
 				reply = jsonrpc.NewErrorResponse(m.ID, e)
 				break
 			}
-			reply = g.awaitExchange(r.Context(), ex, m.ID)
+			reply = g.awaitExchange(ctx, ex, m.ID)
 			break
 		}
-		reply = g.awaitExchange(r.Context(), g.startExchange(r.Context(), sc, m, owner), m.ID)
+		reply = g.awaitExchange(ctx, g.startExchange(ctx, sc, m, owner), m.ID)
 	default:
-		reply = g.serve(r.Context(), sc, m)
+		reply = g.serve(ctx, sc, m)
 	}
 	if reply == nil {
-		ps.finish(nil)
-		return
+		return nil
 	}
 	if reply.Error != nil {
 		if reply.Error.Code == mcpwire.CodeResourceNotFound {
@@ -110,8 +130,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 			e.Code = jsonrpc.CodeInvalidParams
 			reply.Error = &e
 		}
-		ps.finish(reply)
-		return
+		return reply
 	}
 	res := reply.Result
 	if _, has := jsonrpc.Get(res, mcpwire.FieldResultType); !has {
@@ -132,7 +151,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		}
 	}
 	reply.Result = res
-	ps.finish(reply)
+	return reply
 }
 
 // checkParamHeaders checks the Mcp-Param-* headers of a tools/call against

@@ -746,3 +746,68 @@ func TestUnansweredQuestionEndsOnShutdown(t *testing.T) {
 		t.Error("the upstream's roots/list never ended")
 	}
 }
+
+// The stdio front serves the stateless era too: the go-sdk client, over a
+// pipe, speaks 2026-07-28 to `mcpgate stdio`'s gateway, with an old-era
+// upstream's elicitation bridged as input_required rounds and a list
+// change reaching the client's own subscriptions/listen request.
+func TestStdioFrontModern(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	g, _ := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	toGateway, clientOut := io.Pipe()
+	clientIn, fromGateway := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- g.ServeStdio(ctx, toGateway, fromGateway); fromGateway.Close() }()
+
+	changed := make(chan struct{}, 4)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace"}}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q over stdio, want the stateless era", v)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "alpha__ask", Arguments: map[string]any{"text": "Name?"}}); got != "accept:Grace" {
+		t.Errorf("elicitation over stdio: %q", got)
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the client's listen request is open
+	mcp.AddTool(alpha.server, &mcp.Tool{Name: "late"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return textResult("late"), nil, nil
+	})
+	for found := false; !found; {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("no list change brought alpha__late to the stdio client")
+		}
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range tools.Tools {
+			found = found || tl.Name == "alpha__late"
+		}
+	}
+	// Closing the client cancels its listen request; the front ends with
+	// its input.
+	cs.Close()
+	clientOut.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeStdio: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("ServeStdio did not end with its input")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
 
 // lineWriter writes newline-delimited messages, one at a time.
@@ -45,8 +46,6 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	sess := g.newSession(rt, &Identity{Owner: "stdio"})
 	defer sess.close()
 	out := &lineWriter{w: w}
-	// The session's standalone stream is stdout itself.
-	sess.attachStream(out)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -98,6 +97,12 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 		}
 		msgs = []*jsonrpc.Message{m}
 	}
+	if len(msgs) == 1 && msgs[0].IsRequest() {
+		if rev, modern := mcpwire.StatelessVersion(msgs[0].Params); modern {
+			g.serveModernLine(ctx, sess, *rt, out, msgs[0], rev, wg)
+			return
+		}
+	}
 	for _, m := range msgs {
 		switch {
 		case m.IsResponse():
@@ -108,7 +113,14 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 			// Initialize completes before anything else is read, so the
 			// session's capabilities are known to later requests.
 			sc := &scope{g: g, sess: sess, rt: rt, out: out}
-			_ = out.send(g.serve(ctx, sc, m))
+			reply := g.serve(ctx, sc, m)
+			// The session's standalone stream is stdout itself, once the
+			// client has a session: a 2026-07-28 client, which never
+			// initializes, hears of changes only on its listen requests.
+			if reply.Error == nil {
+				sess.attachStream(out)
+			}
+			_ = out.send(reply)
 		default:
 			sc := &scope{g: g, sess: sess, rt: rt, out: out, caps: sess.scopeCaps()}
 			wg.Add(1)
@@ -120,6 +132,40 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 			}()
 		}
 	}
+}
+
+// serveModernLine answers a 2026-07-28 request of the stdio front: the
+// same stateless service as over HTTP, minus the HTTP headers. The stdio
+// session only carries notifications/cancelled to the request (the way a
+// client of that era cancels on stdio, a listen stream included).
+func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, out *lineWriter, m *jsonrpc.Message, rev string, wg *sync.WaitGroup) {
+	fail := func(e *jsonrpc.Error) { _ = out.send(jsonrpc.NewErrorResponse(m.ID, e)) }
+	if e := mcpwire.CheckStatelessVersion(rev); e != nil {
+		fail(e)
+		return
+	}
+	info, e := requestInfo(m)
+	if e != nil {
+		fail(e)
+		return
+	}
+	if !mcpwire.IsStatelessClientMethod(m.Method) {
+		fail(methodNotFound(m))
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	sess.begin(m.ID, cancel)
+	wg.Go(func() {
+		defer cancel()
+		defer sess.end(m.ID)
+		if m.Method == mcpwire.MethodSubscriptionsListen {
+			g.serveListenStdio(ctx, rt, out, m)
+			return
+		}
+		if reply := g.modernReply(ctx, &rt, m, info, out, sess.owner); reply != nil {
+			_ = out.send(reply)
+		}
+	})
 }
 
 func decodeErrorResponse(err error) *jsonrpc.Message {
