@@ -977,19 +977,7 @@ func TestEraOriginHostAndCORS(t *testing.T) {
 // closing the request's stream (there is no cancellation notification on
 // HTTP in 2026-07-28).
 func TestEraCancellation(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
-	started := make(chan struct{}, 1)
-	cancelled := make(chan struct{}, 1)
-	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		started <- struct{}{}
-		select {
-		case <-ctx.Done():
-			cancelled <- struct{}{}
-			return nil, nil, ctx.Err()
-		case <-time.After(4 * time.Second):
-			return textResult("late"), nil, nil
-		}
-	})
+	srv, started, cancelled := slowServer(4 * time.Second)
 	mcp.AddTool(srv, &mcp.Tool{Name: "quick"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return textResult("quick"), nil, nil
 	})

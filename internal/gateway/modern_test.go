@@ -80,11 +80,7 @@ func TestModernClientOldUpstream(t *testing.T) {
 	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"old": httpServer(up.URL + "/mcp")}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectTo(t, ctx, gw.URL+"/mcp", nil, nil)
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Errorf("negotiated %q, want the stateless era", v)
 	}
@@ -269,10 +265,7 @@ func testStatelessUpstream(t *testing.T, pv string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, opts := range []*mcp.ClientSessionOptions{oldEra, nil} {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := connectTo(t, ctx, gw.URL+"/mcp", nil, opts)
 		rev := cs.InitializeResult().ProtocolVersion
 		tools, err := cs.ListTools(ctx, nil)
 		if err != nil || len(tools.Tools) == 0 {
@@ -343,11 +336,7 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 		t.Errorf("the client was asked %q", asked)
 	}
 	// A client that cannot answer gets a clear error, not a hang.
-	plain, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
+	plain := connectTo(t, ctx, gw.URL+"/mcp", nil, oldEra)
 	if _, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "asker__confirm", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "elicitation/create, which this client does not support") {
 		t.Errorf("client without elicitation: %v", err)
 	}
@@ -462,13 +451,9 @@ func TestStatelessUpstreamListChanged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	changed := make(chan struct{}, 4)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	}, oldEra)
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -605,13 +590,9 @@ func TestStatelessUpstreamResourceUpdates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	updated := make(chan *mcp.ResourceUpdatedNotificationParams, 4)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+	cs := connectTo(t, ctx, gw.URL+"/mcp/files", &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params },
-	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/files"}, oldEra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	}, oldEra)
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -681,13 +662,9 @@ func TestLogLevelReachesStatelessUpstream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	logs := make(chan string, 4)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(req.Params.Data) },
-	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	}, oldEra)
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatal(err)
 	}

@@ -60,10 +60,7 @@ func TestParamHeadersEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, opts := range []*mcp.ClientSessionOptions{nil, oldEra} {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := connectTo(t, ctx, gw.URL+"/mcp", nil, opts)
 		rev := cs.InitializeResult().ProtocolVersion
 		tools, err := cs.ListTools(ctx, nil)
 		if err != nil {

@@ -183,20 +183,27 @@ func TestCapabilityGate(t *testing.T) {
 
 // TestCancellationBothWays: a downstream cancel reaches the upstream tool;
 // an upstream that gives up on a sampling request cancels it downstream.
-func TestCancellationBothWays(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
-	started := make(chan struct{}, 1)
-	cancelled := make(chan struct{}, 1)
+// slowServer is a go-sdk server whose tool "wait" takes d unless its call
+// is cancelled; started and cancelled hear of each call's start and
+// cancellation.
+func slowServer(d time.Duration) (srv *mcp.Server, started, cancelled chan struct{}) {
+	srv = mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+	started, cancelled = make(chan struct{}, 1), make(chan struct{}, 1)
 	mcp.AddTool(srv, &mcp.Tool{Name: "wait"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
 			cancelled <- struct{}{}
 			return nil, nil, ctx.Err()
-		case <-time.After(15 * time.Second):
+		case <-time.After(d):
 			return textResult("late"), nil, nil
 		}
 	})
+	return srv, started, cancelled
+}
+
+func TestCancellationBothWays(t *testing.T) {
+	srv, started, cancelled := slowServer(15 * time.Second)
 	mcp.AddTool(srv, &mcp.Tool{Name: "impatient"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer scancel()

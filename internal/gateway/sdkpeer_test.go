@@ -269,3 +269,16 @@ func upstreamConfig(t testing.TB, transport, name string) (*config.Server, *sdkU
 // stateless 2026-07-28 revision first, and these tests are about sessions,
 // GET streams and server-initiated requests.
 var oldEra = &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.Rev20251125}
+
+// connectTo connects the official go-sdk client to url over streamable
+// HTTP, in the era opts pins (nil: the client's default, 2026-07-28), with
+// the handlers in copts; the session is closed with the test.
+func connectTo(t testing.TB, ctx context.Context, url string, copts *mcp.ClientOptions, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, copts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
