@@ -43,6 +43,14 @@ func relayableCaps(sc *scope) json.RawMessage {
 	return append(b, '}')
 }
 
+// clientError is a call that failed because the downstream client could
+// not, or would not, answer an input request: relayed as the JSON-RPC
+// error it is, but counted against the client, not the upstream.
+type clientError struct{ rpc *jsonrpc.Error }
+
+func (e *clientError) Error() string { return e.rpc.Error() }
+func (e *clientError) Unwrap() error { return e.rpc }
+
 // answerInputs runs the rounds of an input_required result for an old-era
 // downstream: each input request goes to the downstream, and the call is
 // sent again with the answers. It returns the final result, or the error
@@ -75,7 +83,7 @@ func (g *Gateway) answerInputs(ctx context.Context, sc *scope, server, method st
 			return true
 		})
 		if failed != nil {
-			return nil, failed
+			return nil, &clientError{failed}
 		}
 		if err != nil {
 			return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse, Err: err}

@@ -500,8 +500,13 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if errors.As(err, &rpcErr) {
-			// The upstream's own error is relayed as it is.
-			g.logCall(server, method, params, "upstream_error", start)
+			// The upstream's own error (or the client's, answering the
+			// upstream's question) is relayed as it is.
+			outcome := "upstream_error"
+			if ce := (*clientError)(nil); errors.As(err, &ce) {
+				outcome = "client_error"
+			}
+			g.logCall(server, method, params, outcome, start)
 			return nil, rpcErr
 		}
 		if errors.Is(err, context.Canceled) {

@@ -310,7 +310,8 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 		return textResult("confirmed:" + action + ":" + req.Params.RequestState), nil, nil
 	})
 	cfg := statelessUpstream(t, srv)
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"asker": cfg}})
+	audit := &memAudit{}
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"asker": cfg}}, Audit: audit})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var asked []string
@@ -339,6 +340,14 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 	plain := connectTo(t, ctx, gw.URL+"/mcp", nil, oldEra)
 	if _, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "asker__confirm", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "elicitation/create, which this client does not support") {
 		t.Errorf("client without elicitation: %v", err)
+	}
+	// The audit counts that against the client, not the upstream.
+	var outcomes []string
+	for _, r := range audit.records() {
+		outcomes = append(outcomes, r.Outcome+"/"+r.ErrorClass)
+	}
+	if strings.Join(outcomes, ",") != "ok/,client_error/client_error" {
+		t.Errorf("audit outcomes %v", outcomes)
 	}
 }
 

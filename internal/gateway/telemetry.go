@@ -39,6 +39,9 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 		if rpcErr != nil && upstream.Classify(err).RPC != nil {
 			outcome = "upstream_error"
 		}
+		if ce := (*clientError)(nil); errors.As(err, &ce) {
+			outcome, fault = "client_error", "client_error"
+		}
 	case toolError(res):
 		outcome = "tool_error"
 	}
