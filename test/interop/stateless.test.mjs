@@ -21,16 +21,11 @@
 //   INTEROP_GATEWAY_BIN=... use this mcpgate binary instead of building one.
 //   INTEROP_VERBOSE=1       print gateway and upstream output as it arrives.
 
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { randomBytes } from "node:crypto";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -42,9 +37,7 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.resolve(HERE, "..", "..");
-const VERBOSE = process.env.INTEROP_VERBOSE === "1";
+import { buildGateway, goBuild, lazyFixture, logTail, startGateway, startLogged, stepper, stopChild, textOf, yamlQuote as q } from "./lib.mjs";
 
 const REQ = { timeout: 15_000 }; // per-request SDK timeout
 const OLD_ERA = "2025-11-25";
@@ -57,96 +50,26 @@ const UPSTREAM_TOOLS = ["echo", "region_echo", "ask_name", "ask_model", "ask_roo
 const tag = (what) => `${what}-${randomBytes(4).toString("hex")}`;
 
 // ---------------------------------------------------------------------------
-// helpers (the same approach as everything.test.mjs)
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort() {
-  const srv = net.createServer();
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  const { port } = srv.address();
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
-/** Polls until fn() returns a truthy value; throws after ms with a message. */
-async function waitFor(what, ms, fn) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** A child process whose stderr/stdout are kept (bounded) for diagnostics. */
-function spawnLogged(label, cmd, args, opts = {}) {
-  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], ...opts });
-  child.logText = "";
-  const keep = (chunk) => {
-    const s = chunk.toString();
-    child.logText += s;
-    if (child.logText.length > 400_000) child.logText = child.logText.slice(-300_000);
-    if (VERBOSE) process.stderr.write(s.replace(/^/gm, `[${label}] `));
-  };
-  child.stdout.on("data", keep);
-  child.stderr.on("data", keep);
-  child.exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  return child;
-}
-
-async function stopChild(child, signal = "SIGTERM", graceMs = 5_000) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exited;
-  child.kill(signal);
-  const res = await Promise.race([child.exited, sleep(graceMs).then(() => null)]);
-  if (res) return res;
-  child.kill("SIGKILL");
-  await child.exited;
-  return { code: null, signal: "SIGKILL", timedOut: true };
-}
-
-function textOf(result) {
-  assert.ok(Array.isArray(result?.content), `result has no content array: ${JSON.stringify(result)}`);
-  return result.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
-}
-
-async function goBuild(out, pkg) {
-  await promisify(execFile)("go", ["build", "-o", out, pkg], {
-    cwd: ROOT,
-    timeout: 240_000,
-    maxBuffer: 16 << 20,
-  }).catch((err) => {
-    throw new Error(`go build ${pkg} failed:\n${err.stderr || err.message}`);
-  });
-  return out;
-}
-
-// ---------------------------------------------------------------------------
 // fixtures: the stateless upstream, the gateway
 
 let tmp;
 let upstream; // { child, url }
-let gateway; // { child, base }
+let gateway; // { child, base, configPath }
 
 async function startUpstream(bin) {
-  const child = spawnLogged("statelessserver", bin, ["-addr", "127.0.0.1:0"], { cwd: tmp });
-  try {
-    const url = await waitFor("statelessserver to print its LISTEN line", 10_000, () => {
-      if (child.exitCode !== null) throw new Error(`statelessserver exited ${child.exitCode}:\n${child.logText}`);
-      return /^LISTEN (\S+)$/m.exec(child.logText)?.[1];
-    });
-    return { child, url };
-  } catch (err) {
-    await stopChild(child, "SIGKILL");
-    throw err;
-  }
+  const { child, value: url } = await startLogged({
+    label: "statelessserver",
+    cmd: bin,
+    args: ["-addr", "127.0.0.1:0"],
+    opts: { cwd: tmp },
+    what: "statelessserver to print its LISTEN line",
+    ms: 10_000,
+    ready: (c) => /^LISTEN (\S+)$/m.exec(c.logText)?.[1],
+  });
+  return { child, url };
 }
 
 function gatewayConfig(listen, upstreamURL) {
-  // JSON strings are valid YAML scalars.
-  const q = (s) => JSON.stringify(s);
   const lines = [`listen: ${listen}`, "servers:"];
   for (const [name, pv] of Object.entries(SERVERS)) {
     lines.push(`  ${name}:`, "    transport: http", `    url: ${q(`${upstreamURL}?via=${name}`)}`, `    protocol_version: ${q(pv)}`, "    timeout: 20s");
@@ -154,73 +77,30 @@ function gatewayConfig(listen, upstreamURL) {
   return lines.join("\n") + "\n";
 }
 
-async function startGateway(bin, upstreamURL) {
-  let lastErr;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const listen = `127.0.0.1:${await freePort()}`;
-    const configPath = path.join(tmp, "mcpgate.yaml");
-    writeFileSync(configPath, gatewayConfig(listen, upstreamURL));
-    const child = spawnLogged("mcpgate", bin, ["serve", "--config", configPath, "--listen", listen, "--log-level", "debug"], {
-      cwd: tmp,
-    });
-    const base = `http://${listen}`;
-    try {
-      await waitFor("mcpgate GET /healthz = 200", 20_000, async () => {
-        if (child.exitCode !== null) throw new Error(`mcpgate exited ${child.exitCode}:\n${child.logText}`);
-        try {
-          const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1_000) });
-          await res.arrayBuffer();
-          return res.status === 200;
-        } catch {
-          return false;
-        }
-      });
-      return { child, base };
-    } catch (err) {
-      lastErr = err;
-      await stopChild(child, "SIGKILL");
-      if (!/EADDRINUSE|address already in use/.test(child.logText)) break;
-    }
-  }
-  throw lastErr;
-}
-
 function diag() {
   let out = "";
-  if (gateway) out += `mcpgate output (last 40 lines):\n${gateway.child.logText.split("\n").slice(-40).join("\n")}\n`;
-  if (upstream) out += `statelessserver output (last 20 lines):\n${upstream.child.logText.split("\n").slice(-20).join("\n")}\n`;
+  if (gateway) out += `mcpgate output (last 40 lines):\n${logTail(gateway.child, 40)}\n`;
+  if (upstream) out += `statelessserver output (last 20 lines):\n${logTail(upstream.child, 20)}\n`;
   return out;
 }
 
-let fixturesStarted; // promise of the running upstream and gateway
-
-/**
- * Builds and starts the upstream and the gateway once, on first use. Not in
- * a before hook: node:test runs hooks even when a --test-name-pattern
- * selects none of this file's tests, and then does not wait for them.
- */
-function fixtures() {
-  fixturesStarted ??= (async () => {
+/** Builds and starts the upstream and the gateway once, on first use. */
+const fixtures = lazyFixture(
+  async () => {
     tmp = mkdtempSync(path.join(os.tmpdir(), "mcpgate-stateless-"));
     const [gwBin, upBin] = await Promise.all([
-      process.env.INTEROP_GATEWAY_BIN
-        ? path.resolve(process.env.INTEROP_GATEWAY_BIN)
-        : goBuild(path.join(tmp, "mcpgate"), "./cmd/mcpgate"),
+      buildGateway(tmp),
       goBuild(path.join(tmp, "statelessserver"), "./test/interop/statelessserver"),
     ]);
     upstream = await startUpstream(upBin);
-    gateway = await startGateway(gwBin, upstream.url);
-  })();
-  return fixturesStarted;
-}
-
-after(async () => {
-  if (!fixturesStarted) return;
-  await fixturesStarted.catch(() => {});
-  if (gateway) await stopChild(gateway.child, "SIGKILL", 1_000);
-  if (upstream) await stopChild(upstream.child, "SIGKILL", 1_000);
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
+    gateway = await startGateway({ bin: gwBin, dir: tmp, config: (listen) => gatewayConfig(listen, upstream.url) });
+  },
+  async () => {
+    if (gateway) await stopChild(gateway.child, "SIGKILL", 1_000);
+    if (upstream) await stopChild(upstream.child, "SIGKILL", 1_000);
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  },
+);
 
 // ---------------------------------------------------------------------------
 // the downstream client
@@ -270,19 +150,6 @@ async function closeClient(c) {
   await c.client.close().catch(() => {});
 }
 
-/** Returns step(name, fn): a subtest of t whose failure carries diag(). */
-function stepper(t) {
-  return (name, fn) =>
-    t.test(name, { timeout: 20_000 }, async () => {
-      try {
-        await fn();
-      } catch (err) {
-        err.message += `\n--- diagnostics ---\n${diag()}`;
-        throw err;
-      }
-    });
-}
-
 // ---------------------------------------------------------------------------
 // the checks, once per gateway entry
 
@@ -290,7 +157,7 @@ for (const [server, pv] of Object.entries(SERVERS)) {
   // The timeout includes building mcpgate and the upstream on a cold cache.
   test(`stateless: old-era TS client -> mcpgate -> 2026-07-28 go-sdk upstream (${server}, protocol_version: ${pv})`, { timeout: 300_000 }, async (t) => {
     await fixtures();
-    const step = stepper(t);
+    const step = stepper(t, diag, { timeout: 20_000 });
     const tool = (n) => `${server}__${n}`;
     const call = (c, n, args = {}) => c.client.callTool({ name: tool(n), arguments: args }, undefined, REQ);
     let c;
