@@ -131,11 +131,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	id := identityOf(r)
 	var sess *session
+	var refuse func() // the session id's refusal, for a session-era request
 	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-		var ok bool
-		if sess, ok = g.sessionFor(w, r, sid, id); !ok {
-			return
-		}
+		sess, refuse = g.sessionOrRefusal(w, r, sid, id)
 	}
 	// The first bytes decide whether the request waits for the session's
 	// turn (S11); the rest of the body is read once it has it.
@@ -165,6 +163,12 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			g.serveModern(w, r, rt, msgs[0], rev)
 			return
 		}
+	}
+	if refuse != nil {
+		// Refused only now: a 2026-07-28 request ignores Mcp-Session-Id,
+		// and which era a body speaks is known once it is read.
+		refuse()
+		return
 	}
 	if !versionHeaderKnown(w, r) {
 		return
@@ -555,19 +559,31 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 // the request served as a new one (no 400 loop after a restart). ok is
 // false when the request was answered.
 func (g *Gateway) sessionFor(w http.ResponseWriter, r *http.Request, sid string, id *Identity) (*session, bool) {
-	if sess := g.lookupSession(sid); sess != nil {
-		if sess.owner != id.Owner {
-			writeJSON(w, http.StatusForbidden, bodyForeignSession)
-			return nil, false
-		}
-		return sess, true
-	}
-	if g.terminated(r.Context(), sid) {
-		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Session terminated by an administrator; send initialize to start a new one"))
+	sess, refuse := g.sessionOrRefusal(w, r, sid, id)
+	if refuse != nil {
+		refuse()
 		return nil, false
 	}
-	return nil, true
+	return sess, true
+}
+
+// sessionOrRefusal is sessionFor with the refusal (another owner's
+// session, S4.2; an administrator's termination, S8) returned to be
+// written by the caller, or not.
+func (g *Gateway) sessionOrRefusal(w http.ResponseWriter, r *http.Request, sid string, id *Identity) (*session, func()) {
+	if sess := g.lookupSession(sid); sess != nil {
+		if sess.owner != id.Owner {
+			return nil, func() { writeJSON(w, http.StatusForbidden, bodyForeignSession) }
+		}
+		return sess, nil
+	}
+	if g.terminated(r.Context(), sid) {
+		return nil, func() {
+			writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+				"Session terminated by an administrator; send initialize to start a new one"))
+		}
+	}
+	return nil, nil
 }
 
 // needsTurn reports whether decoded messages include one that must wait

@@ -205,6 +205,15 @@ func TestStaleAndTerminatedSessions(t *testing.T) {
 	if code, _ := send(t, http.MethodPost, url+"/mcp", "bob", other, list); code != 200 {
 		t.Errorf("another user's session was ended: %d", code)
 	}
+	// A 2026-07-28 request ignores Mcp-Session-Id: a terminated or another
+	// owner's id in it changes nothing.
+	for _, stale := range []string{sid, other} {
+		code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: stale, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`)
+		if code != 200 || !strings.Contains(body, "f__ok") {
+			t.Errorf("stateless request with session id %s: %d %s", stale[:8], code, body)
+		}
+	}
 	if _, err := g.TerminateSessions(context.Background(), "", ""); err == nil {
 		t.Error("terminate without a selector succeeded")
 	}
