@@ -358,10 +358,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodPost:
 			g.servePost(w, r, rt)
-		case http.MethodGet:
-			g.serveGet(w, r)
-		case http.MethodDelete:
-			g.serveDelete(w, r)
+		case http.MethodGet, http.MethodDelete:
+			if r.Header.Get(mcpwire.HeaderSessionID) == "" && mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
+				// The stateless era has no GET stream and no session to
+				// end (transports: a server of only that era answers 405).
+				w.Header().Set("Allow", "POST")
+				writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+					"Method not allowed: MCP %s has no %s; use POST (subscriptions/listen for notifications)", r.Header.Get(mcpwire.HeaderProtocolVersion), r.Method))
+				return
+			}
+			if r.Method == http.MethodGet {
+				g.serveGet(w, r)
+			} else {
+				g.serveDelete(w, r)
+			}
 		case http.MethodOptions:
 			w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 			w.WriteHeader(http.StatusNoContent)

@@ -157,6 +157,15 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if !ok {
 		return
 	}
+	if batch {
+		for _, m := range msgs {
+			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
+				writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+					"Invalid Request: JSON-RPC batches are not part of MCP %s; send one request per POST", mcpwire.Rev20260728))
+				return
+			}
+		}
+	}
 	if !batch && len(msgs) == 1 && msgs[0].IsRequest() {
 		if rev, modern := mcpwire.StatelessVersion(msgs[0].Params); modern {
 			// The stateless era: no session, whatever the headers say.

@@ -170,6 +170,8 @@ func TestModernEdge(t *testing.T) {
 			404, -32601, "Method not found"},
 		{"unknown method", with("frobnicate", ""), `{"jsonrpc":"2.0","id":10,"method":"frobnicate","params":{` + modernMeta + `}}`,
 			404, -32601, "Method not found"},
+		{"batch", with("tools/list", ""), `[{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{` + modernMeta + `}}]`,
+			400, -32600, "batches are not part of MCP 2026-07-28"},
 	} {
 		code, body := modernPost(t, url, tc.hdr, tc.body)
 		var resp struct {
@@ -185,6 +187,22 @@ func TestModernEdge(t *testing.T) {
 		}
 		if tc.code == -32022 && !strings.Contains(string(resp.Error.Data), `"supported":["2026-07-28","2025-11-25"`) {
 			t.Errorf("unsupported version data: %s", resp.Error.Data)
+		}
+	}
+
+	// The era has no GET stream and no session to DELETE.
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" || !strings.Contains(string(b), "subscriptions/listen") {
+			t.Errorf("%s: %d Allow=%q %s", method, resp.StatusCode, resp.Header.Get("Allow"), b)
 		}
 	}
 }
