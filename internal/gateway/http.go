@@ -172,6 +172,14 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			g.serveModern(w, r, rt, msgs[0], rev)
 			return
 		}
+		if msgs[0].Method != mcpwire.MethodInitialize && sess == nil && refuse == nil &&
+			mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
+			// The header says 2026-07-28 but the body carries no
+			// revision: a stateless request whose _meta is missing
+			// (answered -32602, 400), not a session-era request.
+			g.serveModern(w, r, rt, msgs[0], "")
+			return
+		}
 	}
 	if refuse != nil {
 		// Refused only now: a 2026-07-28 request ignores Mcp-Session-Id,

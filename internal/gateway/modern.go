@@ -30,14 +30,20 @@ import (
 var modernScopeKeys = []string{mcpwire.MetaKeyProtocolVersion, mcpwire.MetaKeyClientCapabilities, mcpwire.MetaKeyClientInfo, mcpwire.MetaKeyLogLevel}
 
 // serveModern answers one stateless request over HTTP. rev is the
-// revision its _meta names (possibly one the gateway does not speak).
+// revision its _meta names (possibly one the gateway does not speak; ""
+// when only the MCP-Protocol-Version header said it is one).
 func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message, rev string) {
 	fail := func(status int, e *jsonrpc.Error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, e)))
 	}
-	if e := mcpwire.CheckStatelessVersion(rev); e != nil {
+	// The order of the 400s: a _meta that cannot be read (-32602), then a
+	// header that disagrees with it (-32020), then a revision the gateway
+	// does not speak (-32022): a client that sent matching values learns
+	// which versions to use.
+	info, e := requestInfo(m)
+	if e != nil {
 		fail(http.StatusBadRequest, e)
 		return
 	}
@@ -45,8 +51,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		fail(http.StatusBadRequest, e)
 		return
 	}
-	info, e := requestInfo(m)
-	if e != nil {
+	if e := mcpwire.CheckStatelessVersion(rev); e != nil {
 		fail(http.StatusBadRequest, e)
 		return
 	}
