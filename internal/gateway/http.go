@@ -376,7 +376,12 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		_ = ps.writeEvent(reply)
 		return
 	}
-	if !ps.jsonOK && ps.canSSE {
+	status := http.StatusOK
+	if reply.Error != nil && mcpwire.IsModernErrorCode(reply.Error.Code) {
+		// The stateless era's protocol errors are 400s on HTTP (and only
+		// a stateless request can get one), whatever the client accepts.
+		status = http.StatusBadRequest
+	} else if !ps.jsonOK && ps.canSSE {
 		ps.startSSE()
 		_ = ps.writeEvent(reply)
 		return
@@ -384,7 +389,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	body := reply.Append(make([]byte, 0, 256))
 	ps.w.Header().Set("Content-Type", "application/json")
 	ps.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	ps.w.WriteHeader(http.StatusOK)
+	ps.w.WriteHeader(status)
 	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, _ = ps.w.Write(body)
 }

@@ -823,3 +823,32 @@ func TestStdioFrontModern(t *testing.T) {
 		t.Fatal("ServeStdio did not end with its input")
 	}
 }
+
+// An old-era upstream that needs a capability the 2026-07-28 client did not
+// declare in this request: the call fails with -32021 (HTTP 400) naming it
+// as a ClientCapabilities object, and the same call with it declared works.
+func TestMissingClientCapability(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	call := func(caps string) (int, string) {
+		return modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__sample"},
+			`{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"alpha__sample","arguments":{"text":"ping"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":`+caps+`}}}`)
+	}
+	code, body := call(`{"elicitation":{}}`)
+	var resp struct {
+		ID    int64 `json:"id"`
+		Error struct {
+			Code int64 `json:"code"`
+			Data struct {
+				Required map[string]json.RawMessage `json:"requiredCapabilities"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if code != http.StatusBadRequest || json.Unmarshal([]byte(body), &resp) != nil || resp.ID != 41 || resp.Error.Code != -32021 ||
+		len(resp.Error.Data.Required) != 1 || string(resp.Error.Data.Required["sampling"]) != "{}" {
+		t.Fatalf("undeclared sampling: HTTP %d %s", code, body)
+	}
+	if code, body := call(`{"sampling":{}}`); code != 200 || !strings.Contains(body, `"resultType":"input_required"`) || !strings.Contains(body, "sampling/createMessage") {
+		t.Errorf("declared sampling: HTTP %d %s", code, body)
+	}
+}

@@ -47,6 +47,9 @@ type exchange struct {
 	// shutting down): questions fail at once instead of waiting.
 	gone     chan struct{}
 	goneOnce sync.Once
+	// missing carries the capability an upstream request needed that the
+	// client did not declare: the call ends with -32021.
+	missing chan string
 	// method and request are what a retry must repeat (mrtr.md: the same
 	// method and params): request is the params without _meta and the
 	// round's own members, decoded for a comparison that ignores
@@ -122,6 +125,15 @@ type question struct {
 	method string
 	params json.RawMessage
 	answer chan json.RawMessage
+}
+
+// needs ends the call for want of a client capability (the first one
+// wins; the call is over after it).
+func (ex *exchange) needs(capability string) {
+	select {
+	case ex.missing <- capability:
+	default:
+	}
 }
 
 // ask hands an upstream request to the client's next round and waits for
@@ -205,7 +217,7 @@ func openState(state, owner string) (string, bool) {
 func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Message, owner string) *exchange {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{})}
+	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{}), missing: make(chan string, 1)}
 	ex.method, ex.request = m.Method, requestOf(m.Params)
 	g.exchanges.Store(ex.id, ex)
 	sc.exchange = ex
@@ -252,6 +264,14 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		res = append(res, `}},"requestState":`...)
 		res = append(jsonrpc.AppendString(res, mintState(ex)), '}')
 		return jsonrpc.NewResult(id, res)
+	case capability := <-ex.missing:
+		// The upstream needs what this client did not declare: the call
+		// cannot go on, and the client learns what to declare (S17).
+		g.exchanges.Delete(ex.id)
+		ex.cancel()
+		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}})
+		return jsonrpc.NewErrorResponse(id, &jsonrpc.Error{Code: mcpwire.CodeMissingRequiredClientCapability,
+			Message: "Missing required client capability: " + capability, Data: data})
 	case <-ctx.Done():
 		// The client went away while no question of the call was out, so
 		// no requestState can bring it back: closing the stream is how a

@@ -190,7 +190,15 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 	if sc.modern {
 		// A stateless client takes no server-initiated requests: the call
 		// answers input_required with this one (S18.1).
-		if sc.exchange == nil || !sc.caps.Allows(msg.Method) {
+		if sc.exchange == nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Client does not support %s", msg.Method)
+		}
+		if !sc.caps.Allows(msg.Method) {
+			// Not declared in this request: the client's call fails with
+			// -32021 naming the capability; the upstream's request fails.
+			if capability := mcpwire.CapabilityFor(msg.Method); capability != "" {
+				sc.exchange.needs(capability)
+			}
 			return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Client does not support %s", msg.Method)
 		}
 		return sc.exchange.ask(ctx, msg)

@@ -142,6 +142,20 @@ func IsInputRequestMethod(method string) bool {
 	return method == MethodElicitationCreate || method == MethodSamplingCreate || method == MethodRootsList
 }
 
+// CapabilityFor names the client capability a server-initiated request
+// needs ("sampling", "elicitation", "roots"), "" for any other method.
+func CapabilityFor(method string) string {
+	switch method {
+	case MethodSamplingCreate:
+		return "sampling"
+	case MethodElicitationCreate:
+		return "elicitation"
+	case MethodRootsList:
+		return "roots"
+	}
+	return ""
+}
+
 // NameParam returns the params member that the Mcp-Name header mirrors for
 // method, and whether method needs Mcp-Name at all.
 func NameParam(method string) (string, bool) {
