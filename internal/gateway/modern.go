@@ -112,9 +112,13 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 		// upstream (S18.1): it runs as an exchange that can outlive this
 		// request; a retry with the gateway's requestState resumes it.
 		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); strings.HasPrefix(state, statePrefix) {
-			ex, e := g.resumeExchange(m.Method, m.Params, owner, out)
+			ex, unanswered, e := g.resumeExchange(m.Method, m.Params, owner, out)
 			if e != nil {
 				reply = jsonrpc.NewErrorResponse(m.ID, e)
+				break
+			}
+			if len(unanswered) > 0 {
+				reply = jsonrpc.NewResult(m.ID, inputRequired(ex, unanswered))
 				break
 			}
 			reply = g.awaitExchange(ctx, ex, m.ID)

@@ -852,3 +852,70 @@ func TestMissingClientCapability(t *testing.T) {
 		t.Errorf("declared sampling: HTTP %d %s", code, body)
 	}
 }
+
+// Questions an old-era upstream asks at the same time reach the 2026-07-28
+// client in one input_required result; a retry that leaves one unanswered
+// gets input_required again with just that one (mrtr.md), and the call
+// completes once all are answered.
+func TestConcurrentQuestionsInOneRound(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "both", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "both", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var wg sync.WaitGroup
+		var name, said string
+		wg.Go(func() {
+			if r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object"}}); err == nil {
+				name = fmt.Sprint(r.Content["name"])
+			}
+		})
+		wg.Go(func() {
+			r, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err == nil {
+				said = r.Content.(*mcp.TextContent).Text
+			}
+		})
+		wg.Wait()
+		return textResult(name + "/" + said), nil
+	})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"b": httpServer(serveSDK(t, srv).URL)}})
+	call := func(extra string) string {
+		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "b__both"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"b__both","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}}}}}`)
+		return body
+	}
+	var round struct {
+		Result struct {
+			ResultType    string                     `json:"resultType"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		} `json:"result"`
+	}
+	body := call("")
+	if json.Unmarshal([]byte(body), &round) != nil || len(round.Result.InputRequests) != 2 {
+		t.Fatalf("first round: %s", body)
+	}
+	answers := map[string]string{}
+	for k, v := range round.Result.InputRequests {
+		if strings.Contains(string(v), "elicitation/create") {
+			answers[k] = `{"action":"accept","content":{"name":"Lin"}}`
+		} else {
+			answers[k] = `{"role":"assistant","model":"m","content":{"type":"text","text":"yo"}}`
+		}
+	}
+	state := round.Result.RequestState
+	var first, second string
+	for k := range answers {
+		if first == "" {
+			first = k
+		} else {
+			second = k
+		}
+	}
+	body = call(`,"inputResponses":{"` + first + `":` + answers[first] + `},"requestState":"` + state + `"`)
+	round.Result.InputRequests = nil
+	if json.Unmarshal([]byte(body), &round) != nil || round.Result.ResultType != "input_required" || len(round.Result.InputRequests) != 1 || round.Result.InputRequests[second] == nil {
+		t.Fatalf("partial answer: %s", body)
+	}
+	if body = call(`,"inputResponses":{"` + second + `":` + answers[second] + `},"requestState":"` + state + `"`); !strings.Contains(body, `"text":"Lin/yo"`) {
+		t.Errorf("last round: %s", body)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,10 @@ import (
 // upstream's pending request, and the original call goes on. The call
 // itself keeps running between the two HTTP requests; a retry that never
 // comes ends it after exchangeWait.
+
+// gatherWindow is how long a round waits, after the upstream's first
+// question, for others asked at the same time.
+const gatherWindow = 20 * time.Millisecond
 
 // exchangeWait bounds how long an upstream's question waits for the
 // client's retry.
@@ -247,23 +252,27 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		reply.ID = id
 		return reply
 	case q := <-ex.asks:
-		ex.mu.Lock()
-		ex.pending[q.key] = q
-		ex.mu.Unlock()
-		res := []byte(`{"resultType":"input_required","inputRequests":{`)
-		res = append(jsonrpc.AppendString(res, q.key), `:{"method":`...)
-		res = jsonrpc.AppendString(res, q.method)
-		// params always: the schema lets roots/list go without, but
-		// clients (go-sdk v1.8.0) fail to read an input request that has
-		// none.
-		params := q.params
-		if len(params) == 0 || string(params) == "null" {
-			params = json.RawMessage("{}")
+		// An upstream often asks several things at once (go-sdk sends an
+		// input_required result's requests concurrently): gather what
+		// arrives within gatherWindow, so that the client answers them in
+		// one round.
+		qs := []*question{q}
+		gather := time.NewTimer(gatherWindow)
+	more:
+		for {
+			select {
+			case q := <-ex.asks:
+				qs = append(qs, q)
+			case <-gather.C:
+				break more
+			}
 		}
-		res = append(append(res, `,"params":`...), params...)
-		res = append(res, `}},"requestState":`...)
-		res = append(jsonrpc.AppendString(res, mintState(ex)), '}')
-		return jsonrpc.NewResult(id, res)
+		ex.mu.Lock()
+		for _, q := range qs {
+			ex.pending[q.key] = q
+		}
+		ex.mu.Unlock()
+		return jsonrpc.NewResult(id, inputRequired(ex, qs))
 	case capability := <-ex.missing:
 		// The upstream needs what this client did not declare: the call
 		// cannot go on, and the client learns what to declare (S17).
@@ -284,6 +293,29 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 	}
 }
 
+// inputRequired is the input_required result asking the client qs.
+func inputRequired(ex *exchange, qs []*question) json.RawMessage {
+	res := []byte(`{"resultType":"input_required","inputRequests":{`)
+	for i, q := range qs {
+		if i > 0 {
+			res = append(res, ',')
+		}
+		res = append(jsonrpc.AppendString(res, q.key), `:{"method":`...)
+		res = jsonrpc.AppendString(res, q.method)
+		// params always: the schema lets roots/list go without, but
+		// clients (go-sdk v1.8.0) fail to read an input request that has
+		// none.
+		params := q.params
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage("{}")
+		}
+		res = append(append(res, `,"params":`...), params...)
+		res = append(res, '}')
+	}
+	res = append(res, `},"requestState":`...)
+	return append(jsonrpc.AppendString(res, mintState(ex)), '}')
+}
+
 // endExchanges fails every question still waiting for a client (on
 // shutdown: no retry will come), so the calls behind them finish.
 func (g *Gateway) endExchanges() {
@@ -296,38 +328,38 @@ func (g *Gateway) endExchanges() {
 // resumeExchange takes a retry carrying requestState and inputResponses:
 // it checks the state against the caller, answers the pending questions,
 // and returns the exchange to wait on.
-func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner string, out sender) (*exchange, *jsonrpc.Error) {
+func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner string, out sender) (*exchange, []*question, *jsonrpc.Error) {
 	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
 	exID, ok := openState(state, owner)
 	if !ok {
-		return nil, errInvalidParams("Invalid params: requestState was not issued to this caller")
+		return nil, nil, errInvalidParams("Invalid params: requestState was not issued to this caller")
 	}
 	v, ok := g.exchanges.Load(exID)
 	if !ok {
-		return nil, errInvalidParams("Invalid params: requestState expired or already used; send the request again without it")
+		return nil, nil, errInvalidParams("Invalid params: requestState expired or already used; send the request again without it")
 	}
 	ex := v.(*exchange)
 	if method != ex.method || !reflect.DeepEqual(requestOf(params), ex.request) {
 		// The answers belong to the call that asked; resuming it for a
 		// different request would hand this one the other's result.
-		return nil, errInvalidParams("Invalid params: a retry with requestState must repeat the original request (method and params)")
+		return nil, nil, errInvalidParams("Invalid params: a retry with requestState must repeat the original request (method and params)")
 	}
 	resp, _ := jsonrpc.Get(params, mcpwire.FieldInputResponses)
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	answered := 0
+	var unanswered []*question
 	for k, q := range ex.pending {
 		a, ok := jsonrpc.Get(resp, k)
 		if !ok {
+			unanswered = append(unanswered, q)
 			continue
 		}
 		q.answer <- json.RawMessage(a)
 		delete(ex.pending, k)
-		answered++
 	}
-	if answered == 0 {
-		return nil, errInvalidParams("Invalid params: inputResponses answers none of the pending input requests")
-	}
+	// Questions the retry left unanswered are asked again (mrtr.md: a
+	// missing answer is another input_required, not an error).
+	sort.Slice(unanswered, func(i, j int) bool { return unanswered[i].key < unanswered[j].key })
 	ex.out.attach(out)
-	return ex, nil
+	return ex, unanswered, nil
 }
