@@ -219,6 +219,26 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 	return &c, nil
 }
 
+// StillValid reports whether the key c was accepted with would still be
+// accepted now: not revoked, disabled or expired. Long-lived streams ask it
+// from time to time, so that a revocation reaches them too. The master key
+// and anonymous callers stay valid; a store failure counts as valid (an
+// outage does not cut every stream).
+func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
+	if c == nil || c.Master || c.Anonymous || c.keyHash == "" {
+		return true
+	}
+	now := a.now()
+	info, err := a.cache.lookup(ctx, c.keyHash, now)
+	if err != nil {
+		return true
+	}
+	if info == nil || info.disabled {
+		return false
+	}
+	return info.caller.ExpiresAt.IsZero() || now.Before(info.caller.ExpiresAt)
+}
+
 // noKey answers a request that presented no gateway key.
 func (a *Authenticator) noKey(r *http.Request) (*Caller, *Failure) {
 	if !a.anonymous {

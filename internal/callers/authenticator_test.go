@@ -398,12 +398,21 @@ func TestInvalidate(t *testing.T) {
 				a := newAuth(t, Options{Keys: s, CacheTTL: time.Hour})
 				mustAuth(t, a, request(remote, HeaderAPIKey, secret))
 
+				c := mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+				if !a.StillValid(ctx, c) {
+					t.Error("StillValid before the revocation = false")
+				}
+
 				rv.revoke(t, s, "revoked")
 				mustAuth(t, a, request(remote, HeaderAPIKey, secret)) // still cached
 
 				fg.do(a, "revoked", secret)
 				if w := mustFail(t, a, request(remote, HeaderAPIKey, secret)); w.Code != http.StatusUnauthorized {
 					t.Errorf("revoked key after invalidation: status %d, want 401", w.Code)
+				}
+				// A stream opened with the key hears of it too.
+				if a.StillValid(ctx, c) {
+					t.Error("StillValid after the revocation = true")
 				}
 			})
 		}
@@ -824,5 +833,28 @@ func TestContext(t *testing.T) {
 	c := &Caller{Alias: "x"}
 	if got := FromContext(NewContext(context.Background(), c)); got != c {
 		t.Errorf("FromContext = %+v, want %+v", got, c)
+	}
+}
+
+// A key that expires while a stream is open is no longer valid for it;
+// the master key and anonymous callers always are.
+func TestStillValidExpiry(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	now := time.Now()
+	secret := addKey(t, s, store.Key{Alias: "brief", ExpiresAt: now.Add(time.Minute)})
+	a := newAuth(t, Options{Keys: s, MasterKey: master, Anonymous: true})
+	c := mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	if !a.StillValid(ctx, c) {
+		t.Fatal("valid key reported invalid")
+	}
+	a.now = func() time.Time { return now.Add(2 * time.Minute) }
+	if a.StillValid(ctx, c) {
+		t.Error("expired key still valid")
+	}
+	for _, r := range []*http.Request{request(remote, HeaderAPIKey, master), request(remote)} {
+		if c := mustAuth(t, a, r); !a.StillValid(ctx, c) {
+			t.Errorf("%+v reported invalid", c)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -59,6 +61,45 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	}
 	ctx = callers.NewContext(ctx, c)
 	return r.WithContext(ctx), true
+}
+
+// callerChecker re-checks a caller's key; *callers.Authenticator
+// implements it.
+type callerChecker interface {
+	StillValid(ctx context.Context, c *callers.Caller) bool
+}
+
+// streamRecheck is how often a long-lived stream (a session's GET stream,
+// a subscriptions/listen stream) re-checks the key it was opened with.
+var streamRecheck = 15 * time.Second
+
+// watchCaller calls end, once, when the key the request at ctx was
+// accepted with is revoked, disabled or expires; it stops with done.
+// Every other request is checked when it arrives; a stream lives on, and
+// must not keep telling a revoked caller about changes.
+func (g *Gateway) watchCaller(ctx context.Context, done <-chan struct{}, end func()) {
+	check, ok := g.auth.(callerChecker)
+	c := callers.FromContext(ctx)
+	if !ok || c == nil || c.Master || c.Anonymous {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		t := time.NewTicker(streamRecheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if !check.StillValid(ctx, c) {
+					g.log.Info("closed a stream whose key is no longer valid", "alias", c.Alias)
+					end()
+					return
+				}
+			}
+		}
+	}()
 }
 
 // policyCaller is the policy's view of a caller.

@@ -1029,3 +1029,75 @@ func TestEraCancellation(t *testing.T) {
 		})
 	}
 }
+
+// A stream outlives the request that checked its key: a session's GET
+// stream and a subscriptions/listen stream end once their key is revoked
+// (the listen request answered with an error saying why), while streams of
+// other keys go on.
+func TestStreamsEndWithTheirKey(t *testing.T) {
+	defer func(d time.Duration) { streamRecheck = d }(streamRecheck)
+	streamRecheck = 50 * time.Millisecond
+	alpha := startSDKUpstream(t, "alpha")
+	keys := &memKeys{}
+	doomed := keys.add(t, store.Key{Alias: "doomed"})
+	kept := keys.add(t, store.Key{Alias: "kept"})
+	g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The upstream's session coming up announces a list change; let that
+	// pass before any stream opens.
+	waitFor(t, "upstream ready", func() bool { return g.Upstreams().Health()["alpha"].State == "ready" })
+	time.Sleep(100 * time.Millisecond)
+
+	open := func(secret string, modern bool) *jsonrpc.SSEReader {
+		var req *http.Request
+		if modern {
+			req, _ = http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(
+				`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "subscriptions/listen")
+		} else {
+			code, hdr, body := rpc(t, gw.URL+"/mcp", withKey(secret), initBody)
+			if code != 200 {
+				t.Fatalf("initialize: %d %s", code, body)
+			}
+			req, _ = http.NewRequestWithContext(ctx, http.MethodGet, gw.URL+"/mcp", nil)
+			req.Header.Set(mcpwire.HeaderSessionID, hdr.Get(mcpwire.HeaderSessionID))
+		}
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(callers.HeaderAPIKey, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("open stream: %v %+v", err, resp)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return jsonrpc.NewSSEReader(resp.Body, 0)
+	}
+	listen, get := open(doomed, true), open(doomed, false)
+	other := open(kept, true)
+	for _, st := range []*jsonrpc.SSEReader{listen, other} {
+		if ev, err := st.Next(); err != nil || !strings.Contains(string(ev.Data), "subscriptions/acknowledged") {
+			t.Fatalf("ack: %s %v", ev.Data, err)
+		}
+	}
+	keys.disable("doomed")
+	ev, err := listen.Next()
+	if err != nil || !strings.Contains(string(ev.Data), `"id":"L"`) || !strings.Contains(string(ev.Data), "no longer valid") {
+		t.Errorf("listen stream after revocation: %s %v", ev.Data, err)
+	}
+	if _, err := listen.Next(); err == nil {
+		t.Error("the listen stream went on after its key was revoked")
+	}
+	if _, err := get.Next(); err == nil {
+		t.Error("the GET stream went on after its key was revoked")
+	}
+	// The other key's stream is untouched: it still hears of changes.
+	mcp.AddTool(alpha.server, &mcp.Tool{Name: "later"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return textResult("later"), nil, nil
+	})
+	if ev, err := other.Next(); err != nil || !strings.Contains(string(ev.Data), "tools/list_changed") {
+		t.Errorf("the other key's stream: %s %v", ev.Data, err)
+	}
+}

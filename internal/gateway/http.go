@@ -444,6 +444,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+	g.watchCaller(r.Context(), st.done, st.finish)
 	st.run(r.Context(), w, g.stop)
 }
 
@@ -499,6 +500,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+	g.watchCaller(r.Context(), st.done, st.finish)
 	st.run(r.Context(), w, g.stop)
 }
 

@@ -82,6 +82,10 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 		case <-st.done:
 		}
 	}()
+	g.watchCaller(r.Context(), st.done, func() {
+		_ = st.send(jsonrpc.NewErrorResponse(ln.id, errKeyGone()))
+		st.finish()
+	})
 	st.run(r.Context(), w, nil)
 }
 
@@ -106,6 +110,12 @@ func (g *Gateway) serveListenStdio(ctx context.Context, rt route, out sender, m 
 		params := append(append([]byte(`{"requestId":`), ln.id.Raw()...), `,"reason":"the gateway is shutting down"}`...)
 		_ = out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
 	}
+}
+
+// errKeyGone ends a stream whose caller's key was revoked, disabled or
+// has expired since the stream opened.
+func errKeyGone() *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unauthorized: the key this stream was opened with is no longer valid")
 }
 
 func errNoFilter() *jsonrpc.Error {
