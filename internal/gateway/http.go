@@ -327,6 +327,8 @@ type postSender struct {
 	started  bool // SSE headers written
 	done     bool
 	fallback *session
+	// badRequest: the reply is a refusal of the request itself (HTTP 400).
+	badRequest bool
 }
 
 func (ps *postSender) startSSE() {
@@ -377,7 +379,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		return
 	}
 	status := http.StatusOK
-	if reply.Error != nil && mcpwire.IsModernErrorCode(reply.Error.Code) {
+	if reply.Error != nil && (ps.badRequest || mcpwire.IsModernErrorCode(reply.Error.Code)) {
 		// The stateless era's protocol errors are 400s on HTTP (and only
 		// a stateless request can get one), whatever the client accepts.
 		status = http.StatusBadRequest

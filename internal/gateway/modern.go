@@ -72,7 +72,13 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		return
 	}
 	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r)}
-	ps.finish(g.modernReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner))
+	reply, invalid := g.modernReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner)
+	if invalid {
+		// Refused before any work (a bad requestState): a 400, like the
+		// stateless era's other request errors.
+		ps.badRequest = true
+	}
+	ps.finish(reply)
 }
 
 // requestInfo reads the per-request _meta of a stateless request; a
@@ -96,14 +102,14 @@ func methodNotFound(m *jsonrpc.Message) *jsonrpc.Error {
 // modernReply answers a stateless request that passed its transport's
 // checks, on any transport: out carries what goes to the client before
 // the reply (progress, log messages), owner is the caller an exchange's
-// requestState is bound to. nil: the client went away first.
-func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message, info mcpwire.RequestInfo, out sender, owner string) *jsonrpc.Message {
+// requestState is bound to. nil: the client went away first. invalid: the
+// request was refused before any work was done.
+func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message, info mcpwire.RequestInfo, out sender, owner string) (reply *jsonrpc.Message, invalid bool) {
 	logLevel := -1
 	if info.LogLevel != "" {
 		logLevel = levelIndex(info.LogLevel)
 	}
 	sc := &scope{g: g, rt: rt, out: out, caps: info.Capabilities, modern: true, logLevel: logLevel}
-	var reply *jsonrpc.Message
 	switch {
 	case m.Method == mcpwire.MethodServerDiscover:
 		reply = g.discover(ctx, sc, m)
@@ -114,8 +120,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); strings.HasPrefix(state, statePrefix) {
 			ex, unanswered, e := g.resumeExchange(m.Method, m.Params, owner, out)
 			if e != nil {
-				reply = jsonrpc.NewErrorResponse(m.ID, e)
-				break
+				return jsonrpc.NewErrorResponse(m.ID, e), true
 			}
 			if len(unanswered) > 0 {
 				reply = jsonrpc.NewResult(m.ID, inputRequired(ex, unanswered))
@@ -129,7 +134,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 		reply = g.serve(ctx, sc, m)
 	}
 	if reply == nil {
-		return nil
+		return nil, false
 	}
 	if reply.Error != nil {
 		if reply.Error.Code == mcpwire.CodeResourceNotFound {
@@ -139,7 +144,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 			e.Code = jsonrpc.CodeInvalidParams
 			reply.Error = &e
 		}
-		return reply
+		return reply, false
 	}
 	res := reply.Result
 	if _, has := jsonrpc.Get(res, mcpwire.FieldResultType); !has {
@@ -160,7 +165,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 		}
 	}
 	reply.Result = res
-	return reply
+	return reply, false
 }
 
 // checkParamHeaders checks the Mcp-Param-* headers of a tools/call against

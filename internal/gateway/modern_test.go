@@ -436,8 +436,8 @@ func TestServerRequestsBridgedToModernClient(t *testing.T) {
 	state := first.Result.RequestState
 	forged := state[:len(state)-2] + "AA"
 	answer := `,"inputResponses":{"` + key + `":{"action":"accept","content":{"name":"Bob"}}}`
-	if _, body := call("", answer+`,"requestState":"`+forged+`"`); !strings.Contains(body, "requestState was not issued to this caller") {
-		t.Errorf("forged state: %s", body)
+	if code, body := call("", answer+`,"requestState":"`+forged+`"`); code != http.StatusBadRequest || !strings.Contains(body, "requestState was not issued to this caller") {
+		t.Errorf("forged state: HTTP %d %s", code, body)
 	}
 	// The state belongs to the request that asked: other arguments, or
 	// another method, cannot take its answers.
@@ -454,24 +454,30 @@ func TestServerRequestsBridgedToModernClient(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"requestState":"`+state+`" , "arguments": {"text":"Who?"},"name":"alpha__ask"`+answer+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "accept:Bob") {
 		t.Errorf("retry: %s", body)
 	}
-	if _, body := call("", answer+`,"requestState":"`+state+`"`); !strings.Contains(body, "expired or already used") {
-		t.Errorf("replayed state: %s", body)
+	if code, body := call("", answer+`,"requestState":"`+state+`"`); code != http.StatusBadRequest || !strings.Contains(body, "expired or already used") {
+		t.Errorf("replayed state: HTTP %d %s", code, body)
 	}
 }
 
-// A requestState is bound to the caller it was issued to.
+// A requestState is bound to the caller it was issued to and names one
+// round of one exchange.
 func TestRequestStateBoundToOwner(t *testing.T) {
 	ex := &exchange{id: "abc123", owner: "key:alice"}
 	state := mintState(ex)
-	if id, ok := openState(state, "key:alice"); !ok || id != "abc123" {
-		t.Errorf("owner: %q %v", id, ok)
+	if id, round, ok := openState(state, "key:alice"); !ok || id != "abc123" || round != 1 {
+		t.Errorf("owner: %q %d %v", id, round, ok)
 	}
-	for _, s := range []string{state + "x", "mcpg1.abc123", "other", strings.Replace(state, "abc123", "abc124", 1)} {
-		if _, ok := openState(s, "key:alice"); ok {
+	next := mintState(ex)
+	if _, round, ok := openState(next, "key:alice"); next == state || !ok || round != 2 {
+		t.Errorf("second round: %q (first %q) %d %v", next, state, round, ok)
+	}
+	for _, s := range []string{state + "x", "mcpg1.abc123", "mcpg1.abc123.1", "other",
+		strings.Replace(state, "abc123", "abc124", 1), strings.Replace(state, ".1.", ".2.", 1), strings.Replace(state, ".1.", ".0.", 1)} {
+		if _, _, ok := openState(s, "key:alice"); ok {
 			t.Errorf("accepted %q", s)
 		}
 	}
-	if _, ok := openState(state, "key:mallory"); ok {
+	if _, _, ok := openState(state, "key:mallory"); ok {
 		t.Error("another caller's requestState was accepted")
 	}
 }
@@ -915,7 +921,57 @@ func TestConcurrentQuestionsInOneRound(t *testing.T) {
 	if json.Unmarshal([]byte(body), &round) != nil || round.Result.ResultType != "input_required" || len(round.Result.InputRequests) != 1 || round.Result.InputRequests[second] == nil {
 		t.Fatalf("partial answer: %s", body)
 	}
-	if body = call(`,"inputResponses":{"` + second + `":` + answers[second] + `},"requestState":"` + state + `"`); !strings.Contains(body, `"text":"Lin/yo"`) {
+	// Each round has its own state; the first one is spent.
+	if round.Result.RequestState == state {
+		t.Errorf("the second round reuses the first round's requestState")
+	}
+	if body = call(`,"inputResponses":{"` + second + `":` + answers[second] + `},"requestState":"` + state + `"`); !strings.Contains(body, "expired or already used") {
+		t.Errorf("the spent state: %s", body)
+	}
+	if body = call(`,"inputResponses":{"` + second + `":` + answers[second] + `},"requestState":"` + round.Result.RequestState + `"`); !strings.Contains(body, `"text":"Lin/yo"`) {
 		t.Errorf("last round: %s", body)
+	}
+
+	// Asked together with a capability the request did not declare, the
+	// undeclared one decides, whichever question arrives first.
+	for range 5 {
+		code, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "b__both"},
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b__both","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`)
+		if code != http.StatusBadRequest || !strings.Contains(body, `"code":-32021`) || !strings.Contains(body, `"requiredCapabilities":{"elicitation":{}}`) {
+			t.Fatalf("undeclared elicitation beside declared sampling: HTTP %d %s", code, body)
+		}
+	}
+}
+
+// A 2026-07-28 upstream over stdio: its list changes come on the listen
+// request the gateway keeps open on the process's stdout, and reach a
+// new-era listener.
+func TestStatelessStdioUpstreamListChanged(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
+		"kid": {Transport: config.TransportStdio, Command: exe, ProtocolVersion: "2026-07-28", Env: map[string]string{stdioServerEnv: "kid", extraToolsEnv: "1"}},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitFor(t, "upstream ready", func() bool { return g.Upstreams().Health()["kid"].State == "ready" })
+	s, err := g.Upstreams().Session(ctx, "kid")
+	if err != nil || s.Info().ProtocolVersion != "2026-07-28" {
+		t.Fatalf("upstream session: %v %+v", err, s)
+	}
+	time.Sleep(200 * time.Millisecond) // the session's own announcement has passed
+	events := openListen(t, ctx, gw.URL+"/mcp", `9`, `{"toolsListChanged":true}`)
+	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), "subscriptions/acknowledged") {
+		t.Fatalf("ack: %s %v", ev.Data, err)
+	}
+	code, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kid__grow"},
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"kid__grow","arguments":{},`+modernMeta+`}}`)
+	if code != 200 || !strings.Contains(body, "grew") {
+		t.Fatalf("grow: %d %s", code, body)
+	}
+	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), "notifications/tools/list_changed") {
+		t.Errorf("listener: %s %v", ev.Data, err)
 	}
 }

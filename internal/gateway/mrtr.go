@@ -48,6 +48,10 @@ type exchange struct {
 	pending map[string]*question // asked, not yet answered, by key
 	out     *roundSender
 	cancel  context.CancelFunc // ends the call
+	// round is the last round a requestState was minted for; spent the
+	// last one a retry has used. Only the latest round's state resumes
+	// the call, and only once.
+	round, spent atomic.Int64
 	// gone is closed when no client will answer any more (the gateway is
 	// shutting down): questions fail at once instead of waiting.
 	gone     chan struct{}
@@ -151,7 +155,7 @@ func (ex *exchange) ask(ctx context.Context, msg *jsonrpc.Message) (json.RawMess
 		return jsonrpc.NewError(jsonrpc.CodeInternalError, "the client did not answer %s within %s", msg.Method, exchangeWait)
 	}
 	gone := func() *jsonrpc.Error {
-		return jsonrpc.NewError(jsonrpc.CodeInternalError, "the client cannot answer %s: the gateway is shutting down", msg.Method)
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "the client cannot answer %s any more (its call ended, or the gateway is shutting down)", msg.Method)
 	}
 	select {
 	case ex.asks <- q:
@@ -189,32 +193,40 @@ var stateKey = func() []byte {
 
 const statePrefix = "mcpg1."
 
-// mintState is the requestState of an exchange round: its id and the
-// caller's owner fingerprint, signed, so that it cannot be forged, and is
-// worthless to anyone else.
+// mintState is the requestState of an exchange's next round: its id, the
+// round and the caller's owner fingerprint, signed, so that it cannot be
+// forged, is worthless to anyone else, and names one round only (an
+// earlier round's state is spent).
 func mintState(ex *exchange) string {
-	mac := hmac.New(sha256.New, stateKey)
-	mac.Write([]byte(ex.id + "\x00" + ex.owner))
-	return statePrefix + ex.id + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	round := strconv.FormatInt(ex.round.Add(1), 10)
+	return statePrefix + ex.id + "." + round + "." + stateMAC(ex.id, round, ex.owner)
 }
 
-// openState verifies a requestState for owner and returns its exchange id.
-func openState(state, owner string) (string, bool) {
+func stateMAC(id, round, owner string) string {
+	mac := hmac.New(sha256.New, stateKey)
+	mac.Write([]byte(id + "\x00" + round + "\x00" + owner))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// openState verifies a requestState for owner and returns its exchange id
+// and round.
+func openState(state, owner string) (id string, round int64, ok bool) {
 	rest, ok := strings.CutPrefix(state, statePrefix)
 	if !ok {
-		return "", false
+		return "", 0, false
 	}
-	id, sig, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", false
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 {
+		return "", 0, false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return "", false
+	round, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || round < 1 {
+		return "", 0, false
 	}
-	mac := hmac.New(sha256.New, stateKey)
-	mac.Write([]byte(id + "\x00" + owner))
-	return id, hmac.Equal(got, mac.Sum(nil))
+	if !hmac.Equal([]byte(parts[2]), []byte(stateMAC(parts[0], parts[1], owner))) {
+		return "", 0, false
+	}
+	return parts[0], round, true
 }
 
 // startExchange runs the call of a 2026-07-28 client in the background, so
@@ -267,6 +279,13 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 				break more
 			}
 		}
+		select {
+		case capability := <-ex.missing:
+			// Asked at the same time as something undeclared: the
+			// undeclared need decides, whichever arrived first.
+			return g.missingCapability(ex, id, capability)
+		default:
+		}
 		ex.mu.Lock()
 		for _, q := range qs {
 			ex.pending[q.key] = q
@@ -274,13 +293,7 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		ex.mu.Unlock()
 		return jsonrpc.NewResult(id, inputRequired(ex, qs))
 	case capability := <-ex.missing:
-		// The upstream needs what this client did not declare: the call
-		// cannot go on, and the client learns what to declare (S17).
-		g.exchanges.Delete(ex.id)
-		ex.cancel()
-		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}})
-		return jsonrpc.NewErrorResponse(id, &jsonrpc.Error{Code: mcpwire.CodeMissingRequiredClientCapability,
-			Message: "Missing required client capability: " + capability, Data: data})
+		return g.missingCapability(ex, id, capability)
 	case <-ctx.Done():
 		// The client went away while no question of the call was out, so
 		// no requestState can bring it back: closing the stream is how a
@@ -291,6 +304,18 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		ex.cancel()
 		return nil
 	}
+}
+
+// missingCapability ends a call whose upstream needs a capability the
+// client did not declare in its request: the call cannot go on, and the
+// client learns what to declare (-32021, S17).
+func (g *Gateway) missingCapability(ex *exchange, id jsonrpc.ID, capability string) *jsonrpc.Message {
+	g.exchanges.Delete(ex.id)
+	ex.end()
+	ex.cancel()
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}})
+	return jsonrpc.NewErrorResponse(id, &jsonrpc.Error{Code: mcpwire.CodeMissingRequiredClientCapability,
+		Message: "Missing required client capability: " + capability, Data: data})
 }
 
 // inputRequired is the input_required result asking the client qs.
@@ -316,6 +341,10 @@ func inputRequired(ex *exchange, qs []*question) json.RawMessage {
 	return append(jsonrpc.AppendString(res, mintState(ex)), '}')
 }
 
+func errStateSpent() *jsonrpc.Error {
+	return errInvalidParams("Invalid params: requestState expired or already used; send the request again without it")
+}
+
 // endExchanges fails every question still waiting for a client (on
 // shutdown: no retry will come), so the calls behind them finish.
 func (g *Gateway) endExchanges() {
@@ -330,19 +359,24 @@ func (g *Gateway) endExchanges() {
 // and returns the exchange to wait on.
 func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner string, out sender) (*exchange, []*question, *jsonrpc.Error) {
 	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
-	exID, ok := openState(state, owner)
+	exID, round, ok := openState(state, owner)
 	if !ok {
 		return nil, nil, errInvalidParams("Invalid params: requestState was not issued to this caller")
 	}
 	v, ok := g.exchanges.Load(exID)
 	if !ok {
-		return nil, nil, errInvalidParams("Invalid params: requestState expired or already used; send the request again without it")
+		return nil, nil, errStateSpent()
 	}
 	ex := v.(*exchange)
 	if method != ex.method || !reflect.DeepEqual(requestOf(params), ex.request) {
 		// The answers belong to the call that asked; resuming it for a
 		// different request would hand this one the other's result.
 		return nil, nil, errInvalidParams("Invalid params: a retry with requestState must repeat the original request (method and params)")
+	}
+	if round != ex.round.Load() || !ex.spent.CompareAndSwap(round-1, round) {
+		// An earlier round's state, or this round's a second time: the
+		// answers it carries were given, or are not the ones asked for.
+		return nil, nil, errStateSpent()
 	}
 	resp, _ := jsonrpc.Get(params, mcpwire.FieldInputResponses)
 	ex.mu.Lock()

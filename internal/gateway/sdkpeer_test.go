@@ -226,6 +226,12 @@ func TestMain(m *testing.M) {
 				}
 				return textResult("sampled:" + res.Content.(*mcp.TextContent).Text), nil, nil
 			})
+			mcp.AddTool(srv, &mcp.Tool{Name: "grow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				mcp.AddTool(srv, &mcp.Tool{Name: "grown"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return textResult("grown"), nil, nil
+				})
+				return textResult("grew"), nil, nil
+			})
 			mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 				select {
 				case <-time.After(1500 * time.Millisecond):

@@ -162,7 +162,7 @@ func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, 
 			g.serveListenStdio(ctx, rt, out, m)
 			return
 		}
-		if reply := g.modernReply(ctx, &rt, m, info, out, sess.owner); reply != nil {
+		if reply, _ := g.modernReply(ctx, &rt, m, info, out, sess.owner); reply != nil {
 			_ = out.send(reply)
 		}
 	})

@@ -47,11 +47,17 @@ func (t *streamable) listenStateless() {
 // resources subscribed on this session.
 func (t *streamable) listenParams() []byte {
 	t.mu.Lock()
-	uris := make([]string, 0, len(t.subs))
-	for uri := range t.subs {
+	defer t.mu.Unlock()
+	return listenFilter(t.subs)
+}
+
+// listenFilter is a listen request's params for subs (the gateway's
+// _meta is added by the caller).
+func listenFilter(subs map[string]bool) []byte {
+	uris := make([]string, 0, len(subs))
+	for uri := range subs {
 		uris = append(uris, uri)
 	}
-	t.mu.Unlock()
 	sort.Strings(uris)
 	params := []byte(`{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true`)
 	if len(uris) > 0 {
@@ -136,4 +142,59 @@ func (t *streamable) startListen() {
 	if !t.closed {
 		t.wg.Go(t.listenStateless)
 	}
+}
+
+// On stdio a listen request's notifications come on stdout like any other
+// message; the request stays open until the session ends or the gateway
+// cancels it with notifications/cancelled (cancellation.md), which it does
+// to change the subscribed resources: a new request replaces it.
+
+// startListen opens the listen request of a stateless stdio session.
+func (t *stdio) startListen() {
+	t.listenMu.Lock()
+	defer t.listenMu.Unlock()
+	t.relistenLocked()
+}
+
+// relistenLocked cancels the open listen request, if any, and sends one
+// for the current subscriptions.
+func (t *stdio) relistenLocked() {
+	ctx, cancel := context.WithTimeout(context.Background(), t.c.timeout)
+	defer cancel()
+	if t.listenID != "" {
+		params := append(append([]byte(`{"requestId":`), jsonrpc.String(t.listenID)...), `,"reason":"subscriptions changed"}`...)
+		_ = t.send(ctx, jsonrpc.NewNotification(mcpwire.NotifyCancelled, params), nil)
+		t.listenID = ""
+	}
+	params := listenFilter(t.subs)
+	if sm := t.c.statelessInfo(); sm != nil {
+		params = sm.apply(context.Background(), params)
+	}
+	t.listenN++
+	id := "mcpgate-listen-" + strconv.Itoa(t.listenN)
+	if err := t.send(ctx, jsonrpc.NewRequest(jsonrpc.StringID(id), mcpwire.MethodSubscriptionsListen, params), nil); err != nil {
+		t.c.log.Debug("upstream subscriptions/listen failed", "error", err)
+		return
+	}
+	t.listenID = id
+}
+
+// setResourceSubscription serves resources/subscribe and unsubscribe for
+// a stateless stdio upstream (see the streamable one).
+func (t *stdio) setResourceSubscription(uri string, on bool) error {
+	t.listenMu.Lock()
+	defer t.listenMu.Unlock()
+	if t.subs[uri] == on {
+		return nil
+	}
+	if on {
+		if t.subs == nil {
+			t.subs = map[string]bool{}
+		}
+		t.subs[uri] = true
+	} else {
+		delete(t.subs, uri)
+	}
+	t.relistenLocked()
+	return nil
 }

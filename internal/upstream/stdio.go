@@ -35,6 +35,13 @@ type stdio struct {
 	wg      sync.WaitGroup
 
 	stdoutDone chan struct{}
+
+	// A stateless session's subscriptions/listen request (listen.go):
+	// its id while open, and the resources it subscribes.
+	listenMu sync.Mutex
+	listenN  int
+	listenID string
+	subs     map[string]bool
 }
 
 type outgoing struct {
