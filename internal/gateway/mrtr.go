@@ -52,8 +52,9 @@ type exchange struct {
 	// last one a retry has used. Only the latest round's state resumes
 	// the call, and only once.
 	round, spent atomic.Int64
-	// gone is closed when no client will answer any more (the gateway is
-	// shutting down): questions fail at once instead of waiting.
+	// gone is closed when no client will answer any more (the call ended
+	// for want of a capability, or the gateway is shutting down):
+	// questions fail at once instead of waiting.
 	gone     chan struct{}
 	goneOnce sync.Once
 	// missing carries the capability an upstream request needed that the
