@@ -975,3 +975,39 @@ func TestStatelessStdioUpstreamListChanged(t *testing.T) {
 		t.Errorf("listener: %s %v", ev.Data, err)
 	}
 }
+
+// The go-sdk server pinned to 2025-11-25, reached with auto (which probes
+// server/discover first): the gateway speaks 2025-11-25 to it and serves a
+// 2026-07-28 client in front of it, elicitation bridged.
+func TestPinnedOldUpstreamModernClient(t *testing.T) {
+	pinned := func() *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "pinned", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+		srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Who?", RequestedSchema: map[string]any{"type": "object"}})
+			if err != nil {
+				return nil, err
+			}
+			return textResult("pinned:" + fmt.Sprint(r.Content["name"]) + ":" + req.Session.InitializeParams().ProtocolVersion), nil
+		})
+		return srv
+	}
+	cfg := httpServer(serveSDK(t, pinned()).URL)
+	cfg.ProtocolVersion = "auto"
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"p": cfg}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ida"}}, nil
+		},
+	}, nil)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("client negotiated %q", v)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "p__ask", Arguments: map[string]any{}}); got != "pinned:Ida:2025-11-25" {
+		t.Errorf("call through the pinned upstream: %q", got)
+	}
+	if s, err := g.Upstreams().Session(ctx, "p"); err != nil || s.Info().ProtocolVersion != "2025-11-25" {
+		t.Errorf("upstream session: %v %+v", err, s)
+	}
+}
