@@ -974,6 +974,41 @@ func TestStatelessStdioUpstreamListChanged(t *testing.T) {
 	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), "notifications/tools/list_changed") {
 		t.Errorf("listener: %s %v", ev.Data, err)
 	}
+
+	// A resource subscription rides on a new listen request to the
+	// process; the upstream's updates reach the listener that asked.
+	const uri = "mem://kid/readme"
+	res := openListen(t, ctx, gw.URL+"/mcp", `11`, `{"resourceSubscriptions":["`+uri+`"]}`)
+	if ev, err := res.Next(); err != nil || !strings.Contains(string(ev.Data), `"resourceSubscriptions":["`+uri+`"]`) {
+		t.Fatalf("resource ack: %s %v", ev.Data, err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		for {
+			ev, err := res.Next()
+			if err != nil {
+				return
+			}
+			if strings.Contains(string(ev.Data), "notifications/resources/updated") {
+				got <- string(ev.Data)
+				return
+			}
+		}
+	}()
+	for tick := time.NewTicker(100 * time.Millisecond); ; {
+		modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kid__touch"},
+			`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"kid__touch","arguments":{"uri":"`+uri+`"},`+modernMeta+`}}`)
+		select {
+		case data := <-got:
+			if !strings.Contains(data, `"uri":"`+uri+`"`) || !strings.Contains(data, `"io.modelcontextprotocol/subscriptionId":11`) || strings.Contains(data, "mcpgate-listen") {
+				t.Errorf("resource update: %s", data)
+			}
+			return
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("no resource update reached the listener")
+		}
+	}
 }
 
 // The go-sdk server pinned to 2025-11-25, reached with auto (which probes
