@@ -140,12 +140,13 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 // client of that era cancels on stdio, a listen stream included).
 func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, out *lineWriter, m *jsonrpc.Message, rev string, wg *sync.WaitGroup) {
 	fail := func(e *jsonrpc.Error) { _ = out.send(jsonrpc.NewErrorResponse(m.ID, e)) }
-	if e := mcpwire.CheckStatelessVersion(rev); e != nil {
+	// The same order as over HTTP: an unreadable _meta, then the version.
+	info, e := requestInfo(m)
+	if e != nil {
 		fail(e)
 		return
 	}
-	info, e := requestInfo(m)
-	if e != nil {
+	if e := mcpwire.CheckStatelessVersion(rev); e != nil {
 		fail(e)
 		return
 	}
