@@ -1046,3 +1046,37 @@ func TestPinnedOldUpstreamModernClient(t *testing.T) {
 		t.Errorf("upstream session: %v %+v", err, s)
 	}
 }
+
+// The stdio front refuses what HTTP refuses, minus the headers: an
+// unreadable _meta, an unsupported version, a removed method.
+func TestStdioFrontModernRefusals(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	g, _ := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping","params":{` + modernMeta + `}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + modernMeta + `}}`,
+	}, "\n") + "\n"
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.ServeStdio(ctx, strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		id, _ := jsonrpc.Get([]byte(line), "id")
+		got[string(id)] = line
+	}
+	for id, want := range map[string]string{
+		"1": `"code":-32602`,
+		"2": `"code":-32022`,
+		"3": `"code":-32601`,
+		"4": `"resultType":"complete"`,
+	} {
+		if !strings.Contains(got[id], want) {
+			t.Errorf("request %s: %q, want %s", id, got[id], want)
+		}
+	}
+}
