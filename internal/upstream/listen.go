@@ -51,6 +51,23 @@ func (t *streamable) listenParams() []byte {
 	return listenFilter(t.subs)
 }
 
+// withSubscription adds uri to subs (on) or removes it, and says whether
+// that changed anything (a listen request to replace).
+func withSubscription(subs map[string]bool, uri string, on bool) (map[string]bool, bool) {
+	if subs[uri] == on {
+		return subs, false
+	}
+	if !on {
+		delete(subs, uri)
+		return subs, true
+	}
+	if subs == nil {
+		subs = map[string]bool{}
+	}
+	subs[uri] = true
+	return subs, true
+}
+
 // listenFilter is a listen request's params for subs (the gateway's
 // _meta is added by the caller).
 func listenFilter(subs map[string]bool) []byte {
@@ -83,16 +100,9 @@ func (t *streamable) setResourceSubscription(uri string, on bool) error {
 	if t.listenGone {
 		return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Resource subscriptions are not available: this server refused subscriptions/listen")
 	}
-	if t.subs[uri] == on {
+	var changed bool
+	if t.subs, changed = withSubscription(t.subs, uri, on); !changed {
 		return nil
-	}
-	if on {
-		if t.subs == nil {
-			t.subs = map[string]bool{}
-		}
-		t.subs[uri] = true
-	} else {
-		delete(t.subs, uri)
 	}
 	t.listenReopen = true
 	if t.listenAbort != nil {
@@ -184,16 +194,9 @@ func (t *stdio) relistenLocked() {
 func (t *stdio) setResourceSubscription(uri string, on bool) error {
 	t.listenMu.Lock()
 	defer t.listenMu.Unlock()
-	if t.subs[uri] == on {
+	var changed bool
+	if t.subs, changed = withSubscription(t.subs, uri, on); !changed {
 		return nil
-	}
-	if on {
-		if t.subs == nil {
-			t.subs = map[string]bool{}
-		}
-		t.subs[uri] = true
-	} else {
-		delete(t.subs, uri)
 	}
 	t.relistenLocked()
 	return nil
