@@ -60,18 +60,18 @@ type exchange struct {
 	// missing carries the capability an upstream request needed that the
 	// client did not declare: the call ends with -32021.
 	missing chan string
-	// method and request are what a retry must repeat (mrtr.md: the same
-	// method and params): request is the params without _meta and the
-	// round's own members, decoded for a comparison that ignores
-	// spelling (key order, whitespace).
-	method  string
-	request any
+	// method and params are what a retry must repeat (mrtr.md: the same
+	// method and params). params is kept raw: most calls never see a
+	// retry, so it is decoded for the comparison only when one comes.
+	method string
+	params json.RawMessage
 }
 
 // retryMembers are the params members that change from round to round.
 var retryMembers = []string{mcpwire.FieldMeta, mcpwire.FieldInputResponses, mcpwire.FieldRequestState}
 
-// requestOf decodes params without the members a retry changes.
+// requestOf decodes params without the members a retry changes, for a
+// comparison that ignores spelling (key order, whitespace).
 func requestOf(params json.RawMessage) any {
 	var v map[string]any
 	if json.Unmarshal(params, &v) != nil {
@@ -236,7 +236,7 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{}), missing: make(chan string, 1)}
-	ex.method, ex.request = m.Method, requestOf(m.Params)
+	ex.method, ex.params = m.Method, m.Params
 	g.exchanges.Store(ex.id, ex)
 	sc.exchange = ex
 	ex.out = &roundSender{cur: sc.out}
@@ -369,7 +369,7 @@ func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner st
 		return nil, nil, errStateSpent()
 	}
 	ex := v.(*exchange)
-	if method != ex.method || !reflect.DeepEqual(requestOf(params), ex.request) {
+	if method != ex.method || !reflect.DeepEqual(requestOf(params), requestOf(ex.params)) {
 		// The answers belong to the call that asked; resuming it for a
 		// different request would hand this one the other's result.
 		return nil, nil, errInvalidParams("Invalid params: a retry with requestState must repeat the original request (method and params)")
