@@ -489,7 +489,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		// client on its session; it sees one ordinary result.
 		res, err = g.answerInputs(ctx, sc, server, method, params, res)
 	}
-	if err == nil {
+	if err == nil && g.up.Stateless(server) {
 		res = g.ownResult(sc, res)
 	}
 	if method == mcpwire.MethodToolsCall {
@@ -526,8 +526,8 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 // ownResult takes out of a 2026-07-28 upstream's result what speaks for
 // that upstream rather than for the gateway: its serverInfo (the gateway
 // adds its own for clients of that era), and for an old-era client the
-// resultType its revision does not have. Other results pass untouched; the
-// byte checks keep that path free of parsing.
+// resultType its revision does not have. Only a stateless upstream's
+// results come here, so old-era results are not even scanned.
 func (g *Gateway) ownResult(sc *scope, res json.RawMessage) json.RawMessage {
 	if bytes.Contains(res, []byte(mcpwire.MetaKeyServerInfo)) {
 		res = mcpwire.WithoutMetaKey(res, mcpwire.MetaKeyServerInfo)

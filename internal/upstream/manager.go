@@ -371,6 +371,13 @@ func (m *Manager) Call(ctx context.Context, server, method string, params json.R
 	}
 }
 
+// Stateless reports whether server's last session spoke the stateless era
+// (2026-07-28): its results carry that era's members.
+func (m *Manager) Stateless(server string) bool {
+	sv := m.serverMap()[server]
+	return sv != nil && eraOf(sv.era.Load()) == eraStateless
+}
+
 // dial connects a new session of sv.
 func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Session, error) {
 	srv := sv.srv
