@@ -70,8 +70,9 @@ type callerChecker interface {
 }
 
 // streamRecheck is how often a long-lived stream (a session's GET stream,
-// a subscriptions/listen stream) re-checks the key it was opened with.
-var streamRecheck = 15 * time.Second
+// a subscriptions/listen stream) re-checks the key it was opened with
+// (Gateway.recheck, which tests shorten).
+const streamRecheck = 15 * time.Second
 
 // watchCaller calls end, once, when the key the request at ctx was
 // accepted with is revoked, disabled or expires; it stops with done.
@@ -85,7 +86,7 @@ func (g *Gateway) watchCaller(ctx context.Context, done <-chan struct{}, end fun
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		t := time.NewTicker(streamRecheck)
+		t := time.NewTicker(g.recheck)
 		defer t.Stop()
 		for {
 			select {

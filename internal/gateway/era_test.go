@@ -1035,14 +1035,13 @@ func TestEraCancellation(t *testing.T) {
 // (the listen request answered with an error saying why), while streams of
 // other keys go on.
 func TestStreamsEndWithTheirKey(t *testing.T) {
-	defer func(d time.Duration) { streamRecheck = d }(streamRecheck)
-	streamRecheck = 50 * time.Millisecond
 	alpha := startSDKUpstream(t, "alpha")
 	keys := &memKeys{}
 	doomed := keys.add(t, store.Key{Alias: "doomed"})
 	kept := keys.add(t, store.Key{Alias: "kept"})
 	g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
 		Config: &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}}})
+	g.recheck = 50 * time.Millisecond // before any stream opens
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The upstream's session coming up announces a list change; let that

@@ -79,6 +79,7 @@ type Options struct {
 
 // Gateway serves the merged view of the configured upstreams.
 type Gateway struct {
+	recheck time.Duration // how often streams re-check their key
 	// state is what the configuration says, swapped as a whole when
 	// servers are added or removed at runtime.
 	state   atomic.Pointer[gwState]
@@ -143,6 +144,7 @@ type Gateway struct {
 func New(o Options) *Gateway {
 	cfg := o.Config
 	g := &Gateway{
+		recheck:     streamRecheck,
 		log:         o.Logger,
 		version:     o.Version,
 		sep:         cfg.ToolNameSeparator,
