@@ -123,6 +123,18 @@ func (g *Gateway) terminated(ctx context.Context, id string) bool {
 	return ok
 }
 
+// endSession ends a session its client deleted, that expired or that its
+// owner's cap evicted, and remembers its id for the idle timeout so that a
+// client still using it gets 404 and starts over (S8.2) even when
+// sessions.unknown_id serves unknown ids. The id is remembered before the
+// session ends: a request racing the end must find one or the other.
+func (g *Gateway) endSession(ctx context.Context, s *session) {
+	if err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout)); err != nil {
+		g.log.Warn("could not remember an ended session", "error", err)
+	}
+	s.close()
+}
+
 // admitSession applies the per-owner cap before a new session for owner is
 // created (S4.3): the owner's own oldest idle sessions are evicted to make
 // room; other owners are never touched. false: still at the cap.
@@ -148,7 +160,7 @@ func (g *Gateway) admitSession(owner string) bool {
 		}
 		if s.inflight.Load() == 0 {
 			g.log.Debug("session evicted for its owner's cap", "session", s.id[:8])
-			s.close()
+			g.endSession(context.Background(), s)
 			excess--
 		}
 	}
