@@ -57,13 +57,19 @@ func (g *Gateway) maxBody() int64 {
 	return 4 << 20
 }
 
-// decodeBody parses one message or a batch. On failure it writes the
-// JSON-RPC error and returns ok=false.
-func decodeBody(w http.ResponseWriter, body []byte) (msgs []*jsonrpc.Message, batch, ok bool) {
+// decodeBody parses one message or a batch of at most maxBatch messages.
+// On failure it writes the JSON-RPC error and returns ok=false.
+func decodeBody(w http.ResponseWriter, body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch, ok bool) {
 	if jsonrpc.IsBatch(body) {
 		ms, errs, err := jsonrpc.DecodeBatch(body)
 		if err != nil {
 			writeDecodeError(w, err)
+			return nil, true, false
+		}
+		if e := batchTooLarge(len(ms), maxBatch); e != nil {
+			// Refused whole, before any element runs: each one would be
+			// an upstream call (S23).
+			writeRPCError(w, http.StatusBadRequest, e)
 			return nil, true, false
 		}
 		for i, e := range errs {
@@ -83,6 +89,14 @@ func decodeBody(w http.ResponseWriter, body []byte) (msgs []*jsonrpc.Message, ba
 		return nil, false, false
 	}
 	return []*jsonrpc.Message{m}, false, true
+}
+
+// batchTooLarge is the one error of a batch over limits.max_batch, or nil.
+func batchTooLarge(n, limit int) *jsonrpc.Error {
+	if n <= limit {
+		return nil
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Invalid Request: batch of %d requests exceeds limits.max_batch (%d)", n, limit)
 }
 
 func writeDecodeError(w http.ResponseWriter, err error) {
@@ -155,7 +169,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if !ok {
 		return
 	}
-	msgs, batch, ok := decodeBody(w, body)
+	msgs, batch, ok := decodeBody(w, body, g.limits().MaxBatch)
 	if !ok {
 		return
 	}
@@ -539,7 +553,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msgs, _, ok := decodeBody(w, body)
+	msgs, _, ok := decodeBody(w, body, g.limits().MaxBatch)
 	if !ok {
 		return
 	}

@@ -82,6 +82,10 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 			_ = out.send(decodeErrorResponse(err))
 			return
 		}
+		if e := batchTooLarge(len(ms), g.limits().MaxBatch); e != nil {
+			_ = out.send(jsonrpc.NewErrorResponse(jsonrpc.ID{}, e))
+			return
+		}
 		for i, e := range errs {
 			if e != nil {
 				_ = out.send(decodeErrorResponse(e))
