@@ -43,8 +43,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 var errTooLarge = errors.New("request body too large")
 
-// bodyReadTimeout bounds reading one request body; writeTimeout bounds one
-// write to a client (a client that stops reading its stream is dropped).
+// bodyReadTimeout bounds reading one request body; writeTimeout bounds
+// writing one JSON response to a client. An SSE event's write is bounded
+// by limits.sse_write_timeout instead.
 const (
 	bodyReadTimeout = 30 * time.Second
 	writeTimeout    = 30 * time.Second
@@ -260,7 +261,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
 	}
 
-	ps := &postSender{w: w, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r)}
+	ps := &postSender{w: w, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
 	if sess != nil {
 		ps.fallback = sess
 	}
@@ -350,6 +351,8 @@ type postSender struct {
 	fallback *session
 	// badRequest: the reply is a refusal of the request itself (HTTP 400).
 	badRequest bool
+	// eventTimeout bounds writing one SSE event (limits.sse_write_timeout).
+	eventTimeout time.Duration
 }
 
 func (ps *postSender) startSSE() {
@@ -361,7 +364,11 @@ func (ps *postSender) startSSE() {
 }
 
 func (ps *postSender) writeEvent(msg *jsonrpc.Message) error {
-	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
+	d := ps.eventTimeout
+	if d <= 0 {
+		d = writeTimeout
+	}
+	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(d))
 	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Data: jsonrpc.Encode(msg)}))
 	if f, ok := ps.w.(http.Flusher); ok && err == nil {
 		f.Flush()
@@ -452,7 +459,11 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		refuse.write(w)
 		return
 	}
-	st := newStreamSender(false)
+	if !g.openStream(w, jsonrpc.ID{}) {
+		return
+	}
+	defer g.closeStream()
+	st := newStreamSender(false, g.limits().SSEWriteTimeout)
 	if !sess.attachStream(st) {
 		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session"))
@@ -504,13 +515,17 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
 		return
 	}
+	if !g.openStream(w, jsonrpc.ID{}) {
+		return
+	}
+	defer g.closeStream()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
 		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
 		return
 	}
 	sess := g.newSession(rt, id, false)
-	st := newStreamSender(true)
+	st := newStreamSender(true, g.limits().SSEWriteTimeout)
 	sess.attachStream(st)
 	defer sess.close()
 	h := w.Header()

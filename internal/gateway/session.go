@@ -312,10 +312,14 @@ type streamSender struct {
 	done   chan struct{}
 	once   sync.Once
 	legacy bool // legacy SSE: events are named "message"
+	// writeTimeout bounds writing one event (limits.sse_write_timeout): a
+	// client that stops reading loses its stream, and with it the queue,
+	// within that time; its session survives.
+	writeTimeout time.Duration
 }
 
-func newStreamSender(legacy bool) *streamSender {
-	return &streamSender{ch: make(chan []byte, 512), done: make(chan struct{}), legacy: legacy}
+func newStreamSender(legacy bool, writeTimeout time.Duration) *streamSender {
+	return &streamSender{ch: make(chan []byte, 512), done: make(chan struct{}), legacy: legacy, writeTimeout: writeTimeout}
 }
 
 func (st *streamSender) send(msg *jsonrpc.Message) error {
@@ -358,11 +362,20 @@ func (st *streamSender) isDone() bool {
 
 // run writes queued events until the client goes away or finish is called.
 func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-chan struct{}) {
-	flusher, _ := w.(http.Flusher)
 	rc := http.NewResponseController(w)
 	// Every write must finish in time: a client that stops reading loses
-	// its stream instead of holding this goroutine forever.
-	w = deadlineWriter{w, rc}
+	// its stream instead of holding this goroutine forever. The flush is
+	// what reaches the network, so its error ends the stream too, at
+	// once rather than at the next event.
+	d := st.writeTimeout
+	if d <= 0 {
+		d = writeTimeout
+	}
+	w = deadlineWriter{w, rc, d}
+	flush := func() bool {
+		err := rc.Flush()
+		return err == nil || errors.Is(err, http.ErrNotSupported)
+	}
 	t := time.NewTicker(keepAliveInterval)
 	defer t.Stop()
 	defer st.finish()
@@ -378,24 +391,22 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 					return
 				}
 			}
-			if flusher != nil {
-				flusher.Flush()
+			if !flush() {
+				return
 			}
 		case <-t.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return
 			}
-			if flusher != nil {
-				flusher.Flush()
+			if !flush() {
+				return
 			}
 		case <-st.done:
 			// Flush what is left.
 			for n := len(st.ch); n > 0; n-- {
 				_, _ = w.Write(<-st.ch)
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
+			flush()
 			return
 		case <-ctx.Done():
 			return
@@ -407,10 +418,11 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
+	rc      *http.ResponseController
+	timeout time.Duration
 }
 
 func (d deadlineWriter) Write(b []byte) (int, error) {
-	_ = d.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
 	return d.ResponseWriter.Write(b)
 }
