@@ -107,6 +107,41 @@ func (m *memTerminations) TouchTerminated(_ context.Context, hash string, until 
 	return nil
 }
 
+// PurgeTerminated forgets the ids whose memory has expired.
+func (m *memTerminations) PurgeTerminated(_ context.Context, now time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for h, u := range m.until {
+		if !now.Before(u) {
+			delete(m.until, h)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// terminationPurger is the optional capability of a Terminations to
+// forget expired ids in one sweep. Every ended session is remembered
+// (S8.2), so without a sweep the ids no client asks about again would
+// pile up for the life of the process or the store.
+type terminationPurger interface {
+	PurgeTerminated(ctx context.Context, now time.Time) (int64, error)
+}
+
+var _ terminationPurger = (*memTerminations)(nil)
+
+// purgeTerminations sweeps the remembered ids, when the Terminations can.
+func (g *Gateway) purgeTerminations(ctx context.Context) {
+	p, ok := g.terms.(terminationPurger)
+	if !ok {
+		return
+	}
+	if _, err := p.PurgeTerminated(ctx, g.now()); err != nil {
+		g.log.Warn("could not forget expired session ids", "error", err)
+	}
+}
+
 // terminated reports whether id was ended by an administrator, and keeps
 // remembering it while its client keeps using it (S8.2).
 func (g *Gateway) terminated(ctx context.Context, id string) bool {

@@ -267,6 +267,7 @@ func (g *Gateway) janitor() {
 		case <-t.C:
 		}
 		g.expireIdle()
+		g.purgeTerminations(context.Background())
 	}
 }
 

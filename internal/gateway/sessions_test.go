@@ -388,3 +388,34 @@ func TestUnknownSessionID(t *testing.T) {
 		}
 	})
 }
+
+// Every ended session is remembered (S8.2), so the memory must be swept:
+// the janitor forgets ids whose idle timeout has passed.
+func TestRememberedIDsAreForgotten(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	terms := newMemTerminations()
+	g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute, Terminations: terms})
+	for range 3 {
+		sid := initOwned(t, url, "alice")
+		if code, _ := send(t, http.MethodDelete, url+"/mcp", "alice", sid, ""); code != 200 {
+			t.Fatalf("DELETE: %d", code)
+		}
+	}
+	count := func() int { terms.mu.Lock(); defer terms.mu.Unlock(); return len(terms.until) }
+	if n := count(); n != 3 {
+		t.Fatalf("%d ids remembered, want 3", n)
+	}
+	g.purgeTerminations(context.Background())
+	if n := count(); n != 3 {
+		t.Errorf("%d ids remembered before their time is up, want 3", n)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	g.purgeTerminations(context.Background())
+	if n := count(); n != 0 {
+		t.Errorf("%d ids still remembered after the idle timeout", n)
+	}
+}
