@@ -175,6 +175,17 @@ func TestResponsesPassFullSession(t *testing.T) {
 			t.Errorf("%s waited %v for a slot", body, d)
 		}
 	}
+	// A 2026-07-28 request ignores Mcp-Session-Id: it does not wait for
+	// that session's slot either.
+	t0 := time.Now()
+	code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`)
+	if code != 200 || !strings.Contains(body, "b__wait") {
+		t.Errorf("2026-07-28 tools/list naming a busy session: %d %s", code, body)
+	}
+	if d := time.Since(t0); d > 300*time.Millisecond {
+		t.Errorf("a 2026-07-28 request waited %v for the slot of the session it named", d)
+	}
 	<-done
 }
 

@@ -159,7 +159,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	peek, _ := br.Peek(peekSize)
 	r.Body = readCloser{br, r.Body}
 	acquired := false
-	if sess != nil && classifyBody(peek) == bodyRequest {
+	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
+	// for that session's slot (nor be refused when it ends): with that
+	// header, a session-era request gets its slot once the body is read.
+	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
+	if sess != nil && !modernHeader && classifyBody(peek) == bodyRequest {
 		if !g.acquireSlot(w, r, sess) {
 			return
 		}
