@@ -225,3 +225,31 @@ func TestSlowStreamReader(t *testing.T) {
 		t.Errorf("a call on the session after its stream was dropped: %d %.100s", code, body)
 	}
 }
+
+// A stream's queue is bounded in bytes as well as in events: large
+// messages behind a client that does not read are dropped at 4MiB, and
+// one message is always let through whatever its size.
+func TestStreamBacklogBytes(t *testing.T) {
+	st := newStreamSender(false, time.Second)
+	params := []byte(`{"level":"info","data":"` + strings.Repeat("x", 64<<10) + `"}`)
+	accepted := 0
+	for st.send(jsonrpc.NewNotification("notifications/message", params)) == nil {
+		accepted++
+	}
+	if q := st.queued.Load(); q > streamBacklogBytes {
+		t.Errorf("%d events of 64KiB queued, %d bytes; want at most %d bytes", accepted, q, streamBacklogBytes)
+	}
+	if accepted < 60 || accepted > 64 {
+		t.Errorf("%d events of 64KiB queued under a 4MiB bound", accepted)
+	}
+	huge := jsonrpc.NewNotification("notifications/message", []byte(`{"data":"`+strings.Repeat("y", 5<<20)+`"}`))
+	if err := newStreamSender(false, time.Second).send(huge); err != nil {
+		t.Errorf("one message over the bound on an empty queue: %v", err)
+	}
+	for range accepted {
+		st.next()
+	}
+	if q := st.queued.Load(); q != 0 {
+		t.Errorf("%d bytes counted after the queue was drained", q)
+	}
+}

@@ -317,7 +317,16 @@ type streamSender struct {
 	// client that stops reading loses its stream, and with it the queue,
 	// within that time; its session survives.
 	writeTimeout time.Duration
+	// queued is the size of the events waiting in ch, bounded by
+	// streamBacklogBytes: a count alone would let a few large messages
+	// pile up hundreds of megabytes behind a slow client.
+	queued atomic.Int64
 }
+
+// streamBacklogBytes bounds the events queued for one stream; an event
+// that would go over it is dropped, unless the queue is empty (one
+// message is always let through, whatever its size).
+const streamBacklogBytes = 4 << 20
 
 func newStreamSender(legacy bool, writeTimeout time.Duration) *streamSender {
 	return &streamSender{ch: make(chan []byte, 512), done: make(chan struct{}), legacy: legacy, writeTimeout: writeTimeout}
@@ -338,16 +347,32 @@ func (st *streamSender) sendEvent(ev *jsonrpc.Event) error {
 		return errStreamDone
 	default:
 	}
+	n := int64(len(buf))
+	if q := st.queued.Add(n); q > streamBacklogBytes && q != n {
+		st.queued.Add(-n)
+		return errBacklogFull
+	}
 	select {
 	case st.ch <- buf:
 		return nil
 	case <-st.done:
+		st.queued.Add(-n)
 		return errStreamDone
 	default:
-		// A downstream that does not read its stream loses messages
-		// rather than stalling the upstream reader.
-		return errors.New("stream backlog full")
+		st.queued.Add(-n)
+		return errBacklogFull
 	}
+}
+
+// errBacklogFull: a downstream that does not read its stream loses
+// messages rather than stalling the upstream reader or growing memory.
+var errBacklogFull = errors.New("stream backlog full")
+
+// next takes one queued event off the stream's queue.
+func (st *streamSender) next() []byte {
+	b := <-st.ch
+	st.queued.Add(-int64(len(b)))
+	return b
 }
 
 func (st *streamSender) finish() { st.once.Do(func() { close(st.done) }) }
@@ -383,12 +408,13 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 	for {
 		select {
 		case b := <-st.ch:
+			st.queued.Add(-int64(len(b)))
 			if _, err := w.Write(b); err != nil {
 				return
 			}
 			// Drain what is queued before flushing once.
 			for n := len(st.ch); n > 0; n-- {
-				if _, err := w.Write(<-st.ch); err != nil {
+				if _, err := w.Write(st.next()); err != nil {
 					return
 				}
 			}
@@ -405,7 +431,7 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 		case <-st.done:
 			// Flush what is left.
 			for n := len(st.ch); n > 0; n-- {
-				_, _ = w.Write(<-st.ch)
+				_, _ = w.Write(st.next())
 			}
 			flush()
 			return
