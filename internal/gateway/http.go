@@ -234,7 +234,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		if rt, ok = g.narrowFor(w, r, sess.route); !ok {
 			return
 		}
-		if !acquired && needsTurn(msgs) {
+		if !acquired && needsSlot(msgs) {
 			// The scan could not see the method in the first bytes.
 			if !g.acquireSlot(w, r, sess) {
 				return
@@ -686,9 +686,9 @@ func (g *Gateway) acquireSlot(w http.ResponseWriter, r *http.Request, sess *sess
 	return ok
 }
 
-// needsTurn reports whether decoded messages include one that must wait
-// for the session's turn (anything but responses and cancellations).
-func needsTurn(msgs []*jsonrpc.Message) bool {
+// needsSlot reports whether decoded messages include one that must wait
+// for a slot of the session (anything but responses and cancellations).
+func needsSlot(msgs []*jsonrpc.Message) bool {
 	for _, m := range msgs {
 		if !m.IsResponse() && m.Method != mcpwire.NotifyCancelled {
 			return true
