@@ -31,7 +31,8 @@ type session struct {
 	slots chan struct{}
 	// ready is closed once initialize has completed: only then does the
 	// session serve anything else (S11).
-	ready chan struct{}
+	ready     chan struct{}
+	readyOnce sync.Once
 	// ended is closed by close, releasing every request still waiting.
 	ended chan struct{}
 
@@ -60,7 +61,7 @@ func newSessionID() string {
 
 // newSession creates and stores a session. initializing: the session is
 // created by an initialize request and serves nothing else until
-// initialized is called; otherwise it serves at once.
+// markReady is called; otherwise it serves at once.
 func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session {
 	if id == nil {
 		id = &Identity{Owner: "anonymous"}
@@ -123,11 +124,13 @@ type inflightCall struct{ cancel context.CancelFunc }
 // markReady lets the session serve other requests (S11); called once
 // initialize has completed.
 func (s *session) markReady() {
-	select {
-	case <-s.ready:
-	default:
-		close(s.ready)
-	}
+	s.readyOnce.Do(func() {
+		select {
+		case <-s.ready: // created ready
+		default:
+			close(s.ready)
+		}
+	})
 }
 
 // acquire waits until the session may serve one more request: initialize
