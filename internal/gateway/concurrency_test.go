@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -247,6 +248,7 @@ func TestDeleteEndsCallsInFlight(t *testing.T) {
 // initialize has completed.
 func TestSessionWaitsForInitialize(t *testing.T) {
 	g := New(Options{Config: &config.Config{}})
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
 	s := g.newSession(route{}, nil, true)
 	got := make(chan bool, 1)
 	go func() {
