@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // drainTimeout bounds how long shutdown waits for in-flight calls.
@@ -43,12 +45,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	g := stk.gw
 	g.Start(ctx)
-	srv := &http.Server{
-		Handler:           g,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := newHTTPServer(g, cfg.Limits)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var msrv *http.Server
@@ -89,6 +86,22 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer is the gateway's listener, with the slow-client limits of
+// the config (SPEC S23): a client must send its headers within
+// read_header_timeout, and a keep-alive connection idle for idle_timeout
+// is closed. There is no overall read or write timeout, as streams are
+// long-lived: the gateway bounds each body read and each SSE event write
+// itself.
+func newHTTPServer(h http.Handler, l config.Limits) *http.Server {
+	l = l.OrDefaults()
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // metricsMux serves /metrics alone (metrics_listen).

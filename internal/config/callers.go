@@ -79,13 +79,18 @@ type Toolset struct {
 }
 
 // SessionLimits bound downstream sessions. Zero values mean
-// DefaultMaxSessionsPerOwner and DefaultIdleTimeout.
+// DefaultMaxSessionsPerOwner, DefaultIdleTimeout and UnknownIDReject.
 type SessionLimits struct {
 	// MaxPerOwner caps the stateful sessions of one owner (SPEC S4.3).
 	MaxPerOwner int
 	// IdleTimeout ends sessions with no request in flight for this long
 	// (SPEC S12).
 	IdleTimeout time.Duration
+	// UnknownID is UnknownIDReject (the default: 404, the client starts
+	// over) or UnknownIDServe (serve the request as a new stateless one)
+	// for a session id the gateway does not know (SPEC S8.3). An id the
+	// gateway remembers as ended is 404 either way (S8.2).
+	UnknownID string
 }
 
 // AnonymousOnly reports whether the config declares no way to

@@ -62,7 +62,7 @@ var protocolVersions = []string{
 }
 
 // Config is the gateway configuration. The zero value of Listen,
-// ToolNameSeparator, MaxBodyBytes, DataDir and the fields of Sessions means
+// ToolNameSeparator, MaxBodyBytes, DataDir and the fields of Sessions and Limits means
 // the matching Default constant.
 type Config struct {
 	// Listen is the host:port the gateway serves on. The --listen flag
@@ -103,8 +103,10 @@ type Config struct {
 	// Toolsets are named sets of (server, tools), served on
 	// /toolset/<name>/mcp (SPEC S7).
 	Toolsets map[string]*Toolset
-	// Sessions bounds downstream sessions (SPEC S4.3, S12).
+	// Sessions bounds downstream sessions (SPEC S4.3, S8, S12).
 	Sessions SessionLimits
+	// Limits keep one caller from hurting the rest (SPEC S23).
+	Limits Limits
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.
@@ -289,8 +291,10 @@ func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Con
 		Sessions: SessionLimits{
 			MaxPerOwner: DefaultMaxSessionsPerOwner,
 			IdleTimeout: DefaultIdleTimeout,
+			UnknownID:   UnknownIDReject,
 		},
-		Dir: dir,
+		Limits: DefaultLimits(),
+		Dir:    dir,
 	}
 	if err := decode(data, c); err != nil {
 		return nil, err

@@ -87,7 +87,8 @@ func TestParseFull(t *testing.T) {
 		ToolNameSeparator: ".",
 		MaxBodyBytes:      1 << 20,
 		DataDir:           "/etc/mcpgate/data",
-		Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout},
+		Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
+		Limits:            DefaultLimits(),
 		Dir:               "/etc/mcpgate",
 		Servers: map[string]*Server{
 			"notes": {
@@ -152,7 +153,9 @@ func TestParseDefaults(t *testing.T) {
 			ToolNameSeparator: DefaultSeparator,
 			MaxBodyBytes:      DefaultMaxBodyBytes,
 			DataDir:           DefaultDataDir, // relative: Parse got no dir
-			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout},
+			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
+			Limits: Limits{MaxBatch: 50, MaxInflightPerSession: 32, MaxUpstreamMessage: 16 << 20, MaxStreams: 10000,
+				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SSEWriteTimeout: 10 * time.Second},
 		}
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("Parse(%q) (-got +want):\n%s", doc, diff)

@@ -23,7 +23,7 @@ import (
 
 var (
 	topKeys = []string{"listen", "allowed_origins", "allowed_hosts", "tool_name_separator", "max_body_bytes", "servers",
-		"data_dir", "metrics_listen", "auth", "access_groups", "toolsets", "sessions"}
+		"data_dir", "metrics_listen", "auth", "access_groups", "toolsets", "sessions", "limits"}
 	serverKeys     = []string{"transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "protocol_version", "auth", "tls", "session_mode", "tools"}
 	authKeys       = []string{"type", "value", "header_name", "token_url", "client_id", "client_secret", "scopes", "audience"}
 	tlsKeys        = []string{"verify", "ca_file", "cert_file", "key_file"}
@@ -34,7 +34,9 @@ var (
 	keyKeys        = []string{"alias", "key", "user", "team", "servers", "tools", "deny_tools", "toolsets", "access_groups",
 		"allowed_cidrs", "rate_limit_rpm", "expires", "admin", "no_mcp"}
 	toolsetKeys = []string{"servers"}
-	sessionKeys = []string{"max_per_owner", "idle_timeout"}
+	sessionKeys = []string{"max_per_owner", "idle_timeout", "unknown_id"}
+	limitKeys   = []string{"max_batch", "max_inflight_per_session", "max_upstream_message", "max_streams",
+		"read_header_timeout", "idle_timeout", "sse_write_timeout"}
 )
 
 func decode(data []byte, c *Config) error {
@@ -85,6 +87,8 @@ func decode(data []byte, c *Config) error {
 			decodeToolsets(&errs, p, v, c)
 		case "sessions":
 			decodeSessions(&errs, p, v, &c.Sessions)
+		case "limits":
+			decodeLimits(&errs, p, v, &c.Limits)
 		default:
 			unknownField(&errs, p, k, key, topKeys)
 		}
@@ -364,8 +368,34 @@ func decodeSessions(errs *errorList, path string, n *yaml.Node, s *SessionLimits
 			decodeInt(errs, p, v, &s.MaxPerOwner)
 		case "idle_timeout":
 			decodeDuration(errs, p, v, &s.IdleTimeout)
+		case "unknown_id":
+			decodeString(errs, p, v, &s.UnknownID)
 		default:
 			unknownField(errs, p, k, key, sessionKeys)
+		}
+	})
+}
+
+func decodeLimits(errs *errorList, path string, n *yaml.Node, l *Limits) {
+	eachKey(errs, path, n, func(key string, k, v *yaml.Node) {
+		p := joinPath(path, key)
+		switch key {
+		case "max_batch":
+			decodeInt(errs, p, v, &l.MaxBatch)
+		case "max_inflight_per_session":
+			decodeInt(errs, p, v, &l.MaxInflightPerSession)
+		case "max_upstream_message":
+			decodeByteSize(errs, p, v, &l.MaxUpstreamMessage)
+		case "max_streams":
+			decodeInt(errs, p, v, &l.MaxStreams)
+		case "read_header_timeout":
+			decodeDuration(errs, p, v, &l.ReadHeaderTimeout)
+		case "idle_timeout":
+			decodeDuration(errs, p, v, &l.IdleTimeout)
+		case "sse_write_timeout":
+			decodeDuration(errs, p, v, &l.SSEWriteTimeout)
+		default:
+			unknownField(errs, p, k, key, limitKeys)
 		}
 	})
 }

@@ -25,6 +25,7 @@ func (c *Config) normalise() error {
 		c.AllowedHosts[i] = h
 	}
 	c.MetricsListen = strings.TrimSpace(c.MetricsListen)
+	c.Sessions.UnknownID = strings.ToLower(strings.TrimSpace(c.Sessions.UnknownID))
 	if c.DataDir = strings.TrimSpace(c.DataDir); c.DataDir != "" {
 		c.DataDir = c.resolvePath(c.DataDir)
 	}

@@ -97,6 +97,10 @@ func (c *Config) validate(strict bool) error {
 	if s := c.Sessions; s.IdleTimeout < 0 || (s.IdleTimeout == 0 && strict) {
 		errs.add("sessions.idle_timeout", 0, "must be > 0")
 	}
+	if u := c.Sessions.UnknownID; (u != "" || strict) && !slices.Contains(unknownIDModes, u) {
+		errs.add("sessions.unknown_id", 0, "must be one of %s (got %q)", strings.Join(unknownIDModes, ", "), truncate(u, 40))
+	}
+	c.Limits.validate(&errs, strict)
 
 	for _, name := range c.ServerNames() {
 		c.Servers[name].validate(&errs, name, sep, strict)

@@ -130,6 +130,9 @@ type Gateway struct {
 	listen    listeners // open subscriptions/listen streams (2026-07-28)
 	exchanges sync.Map  // exchange id -> *exchange (S18.1)
 
+	// streams counts the open long-lived downstream streams
+	// (limits.max_streams).
+	streams atomic.Int64
 	// inflight counts requests being served. A counter, not a WaitGroup:
 	// requests may still start while Close waits (legacy SSE posts), which
 	// a WaitGroup forbids.
@@ -197,6 +200,8 @@ func New(o Options) *Gateway {
 		Logger:             g.log,
 		HTTPClient:         o.HTTPClient,
 		OnSessionStart:     g.onUpstreamSession,
+		// One bound for every transport (S23); enforced by upstream.
+		MaxMessageBytes: int(cfg.Limits.OrDefaults().MaxUpstreamMessage),
 	})
 	g.cat = catalog.New(g.up, g.log)
 	return g

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
@@ -42,8 +43,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 var errTooLarge = errors.New("request body too large")
 
-// bodyReadTimeout bounds reading one request body; writeTimeout bounds one
-// write to a client (a client that stops reading its stream is dropped).
+// bodyReadTimeout bounds reading one request body; writeTimeout bounds
+// writing one JSON response to a client. An SSE event's write is bounded
+// by limits.sse_write_timeout instead.
 const (
 	bodyReadTimeout = 30 * time.Second
 	writeTimeout    = 30 * time.Second
@@ -56,13 +58,19 @@ func (g *Gateway) maxBody() int64 {
 	return 4 << 20
 }
 
-// decodeBody parses one message or a batch. On failure it writes the
-// JSON-RPC error and returns ok=false.
-func decodeBody(w http.ResponseWriter, body []byte) (msgs []*jsonrpc.Message, batch, ok bool) {
+// decodeBody parses one message or a batch of at most maxBatch messages.
+// On failure it writes the JSON-RPC error and returns ok=false.
+func decodeBody(w http.ResponseWriter, body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch, ok bool) {
 	if jsonrpc.IsBatch(body) {
 		ms, errs, err := jsonrpc.DecodeBatch(body)
 		if err != nil {
 			writeDecodeError(w, err)
+			return nil, true, false
+		}
+		if e := batchTooLarge(len(ms), maxBatch); e != nil {
+			// Refused whole, before any element runs: each one would be
+			// an upstream call (S23).
+			writeRPCError(w, http.StatusBadRequest, e)
 			return nil, true, false
 		}
 		for i, e := range errs {
@@ -82,6 +90,14 @@ func decodeBody(w http.ResponseWriter, body []byte) (msgs []*jsonrpc.Message, ba
 		return nil, false, false
 	}
 	return []*jsonrpc.Message{m}, false, true
+}
+
+// batchTooLarge is the one error of a batch over limits.max_batch, or nil.
+func batchTooLarge(n, limit int) *jsonrpc.Error {
+	if n <= limit {
+		return nil
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Invalid Request: batch of %d requests exceeds limits.max_batch (%d)", n, limit)
 }
 
 func writeDecodeError(w http.ResponseWriter, err error) {
@@ -131,29 +147,34 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	id := identityOf(r)
 	var sess *session
-	var refuse func() // the session id's refusal, for a session-era request
+	var refuse *refusal // the session id's refusal, for a session-era request
 	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-		sess, refuse = g.sessionOrRefusal(w, r, sid, id)
+		sess, refuse = g.sessionOrRefusal(r.Context(), sid, id)
 	}
-	// The first bytes decide whether the request waits for the session's
-	// turn (S11); the rest of the body is read once it has it.
+	// The first bytes decide whether the request waits for a slot of the
+	// session (S11); the rest of the body is read once it has one, so a
+	// waiting request holds no body in memory.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	br := bufio.NewReaderSize(r.Body, peekSize)
 	peek, _ := br.Peek(peekSize)
 	r.Body = readCloser{br, r.Body}
-	locked := false
-	if sess != nil && classifyBody(peek) == bodyRequest {
-		if !sess.lock(r.Context().Done()) {
-			return // the client went away while waiting
+	acquired := false
+	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
+	// for that session's slot (nor be refused when it ends): with that
+	// header, a session-era request gets its slot once the body is read.
+	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
+	if sess != nil && !modernHeader && classifyBody(peek) == bodyRequest {
+		if !g.acquireSlot(w, r, sess) {
+			return
 		}
-		locked = true
-		defer sess.unlock()
+		acquired = true
+		defer sess.release()
 	}
 	body, ok := g.readRequestBody(w, r)
 	if !ok {
 		return
 	}
-	msgs, batch, ok := decodeBody(w, body)
+	msgs, batch, ok := decodeBody(w, body, g.limits().MaxBatch)
 	if !ok {
 		return
 	}
@@ -181,10 +202,12 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 	}
-	if refuse != nil {
+	if refuse != nil && !(refuse.gone && len(msgs) == 1 && msgs[0].Method == mcpwire.MethodInitialize) {
 		// Refused only now: a 2026-07-28 request ignores Mcp-Session-Id,
-		// and which era a body speaks is known once it is read.
-		refuse()
+		// and which era a body speaks is known once it is read. An
+		// initialize that still carries its ended session's id is what
+		// the 404 asks for: it starts a new session.
+		refuse.write(w)
 		return
 	}
 	if !versionHeaderKnown(w, r) {
@@ -211,12 +234,12 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		if rt, ok = g.narrowFor(w, r, sess.route); !ok {
 			return
 		}
-		if !locked && needsTurn(msgs) {
+		if !acquired && needsSlot(msgs) {
 			// The scan could not see the method in the first bytes.
-			if !sess.lock(r.Context().Done()) {
+			if !g.acquireSlot(w, r, sess) {
 				return
 			}
-			defer sess.unlock()
+			defer sess.release()
 		}
 	}
 	if !hasRequest {
@@ -236,13 +259,13 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
 			return
 		}
-		sess = g.newSession(rt, id)
+		sess = g.newSession(rt, id, true)
 		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
 	} else if sess != nil {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
 	}
 
-	ps := &postSender{w: w, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r)}
+	ps := &postSender{w: w, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
 	if sess != nil {
 		ps.fallback = sess
 	}
@@ -265,9 +288,13 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			}
 		}
 	}
-	if isInit && (len(replies) != 1 || replies[0].Error != nil) {
-		// A failed initialize leaves no session behind.
-		sess.close()
+	if isInit {
+		if len(replies) != 1 || replies[0].Error != nil {
+			// A failed initialize leaves no session behind.
+			sess.close()
+		} else {
+			sess.markReady()
+		}
 	}
 	if batch {
 		ps.finishBatch(replies)
@@ -287,8 +314,7 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if sc.sess != nil {
-		sc.sess.begin(m.ID, cancel)
-		defer sc.sess.end(m.ID)
+		defer sc.sess.begin(m.ID, cancel)()
 	}
 	if sc.done == nil {
 		sc2 := *sc
@@ -329,6 +355,8 @@ type postSender struct {
 	fallback *session
 	// badRequest: the reply is a refusal of the request itself (HTTP 400).
 	badRequest bool
+	// eventTimeout bounds writing one SSE event (limits.sse_write_timeout).
+	eventTimeout time.Duration
 }
 
 func (ps *postSender) startSSE() {
@@ -340,7 +368,11 @@ func (ps *postSender) startSSE() {
 }
 
 func (ps *postSender) writeEvent(msg *jsonrpc.Message) error {
-	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
+	d := ps.eventTimeout
+	if d <= 0 {
+		d = writeTimeout
+	}
+	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(d))
 	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Data: jsonrpc.Encode(msg)}))
 	if f, ok := ps.w.(http.Flusher); ok && err == nil {
 		f.Flush()
@@ -421,17 +453,21 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 			"Bad Request: Mcp-Session-Id header is required"))
 		return
 	}
-	sess := g.lookupSession(sid)
-	if sess != nil && sess.owner != identityOf(r).Owner {
-		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+	// A stream has no stateless form: an unknown id is 404 whatever
+	// sessions.unknown_id says.
+	sess, refuse := g.sessionOrRefusal(r.Context(), sid, identityOf(r))
+	if refuse == nil && sess == nil {
+		refuse = &refusal{gone: true}
+	}
+	if refuse != nil {
+		refuse.write(w)
 		return
 	}
-	if sess == nil {
-		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Session not found; send initialize"))
+	if !g.openStream(w, jsonrpc.ID{}) {
 		return
 	}
-	st := newStreamSender(false)
+	defer g.closeStream()
+	st := newStreamSender(false, g.limits().SSEWriteTimeout)
 	if !sess.attachStream(st) {
 		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session"))
@@ -463,11 +499,10 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusForbidden, bodyForeignSession)
 			return
 		}
-		if !sess.lock(r.Context().Done()) {
-			return
-		}
-		sess.close()
-		sess.unlock()
+		// It waits for nothing: the session's calls in flight are
+		// cancelled (upstream too), and its id answers 404 from now on
+		// (S8.2, S11).
+		g.endSession(r.Context(), sess)
 	}
 	// Idempotent (S8.1): an unknown id is already terminated.
 	writeJSON(w, http.StatusOK, bodyTerminated)
@@ -484,13 +519,17 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
 		return
 	}
+	if !g.openStream(w, jsonrpc.ID{}) {
+		return
+	}
+	defer g.closeStream()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
 		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
 		return
 	}
-	sess := g.newSession(rt, id)
-	st := newStreamSender(true)
+	sess := g.newSession(rt, id, false)
+	st := newStreamSender(true, g.limits().SSEWriteTimeout)
 	sess.attachStream(st)
 	defer sess.close()
 	h := w.Header()
@@ -518,22 +557,22 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if sid == "" {
 		sid = r.URL.Query().Get("sessionId")
 	}
-	sess := g.lookupSession(sid)
-	if sess != nil && sess.owner != identityOf(r).Owner {
-		// The same ownership rule as streamable HTTP (S4): the session id
-		// in a URL is no capability.
-		writeJSON(w, http.StatusForbidden, bodyForeignSession)
-		return
+	// The same ownership rule as streamable HTTP (S4): the session id in
+	// a URL is no capability. Replies travel on the session's stream, so
+	// an unknown id cannot be served as a stateless request: 404.
+	sess, refuse := g.sessionOrRefusal(r.Context(), sid, identityOf(r))
+	if refuse == nil && sess == nil {
+		refuse = &refusal{gone: true}
 	}
-	if sess == nil {
-		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
+	if refuse != nil {
+		refuse.write(w)
 		return
 	}
 	body, ok := g.readRequestBody(w, r)
 	if !ok {
 		return
 	}
-	msgs, _, ok := decodeBody(w, body)
+	msgs, _, ok := decodeBody(w, body, g.limits().MaxBatch)
 	if !ok {
 		return
 	}
@@ -541,7 +580,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	st, _ := sess.stream.(*streamSender)
 	sess.mu.Unlock()
 	if st == nil {
-		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))
+		(&refusal{gone: true}).write(w)
 		return
 	}
 	rt, ok := g.narrowFor(w, r, sess.route)
@@ -561,6 +600,13 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			// The reply travels on the stream, so the call must outlive
 			// this POST; it ends with the session instead.
 			go func(m *jsonrpc.Message) {
+				// The session's in-flight bound holds here too (S11): a
+				// request waits for a slot in its own goroutine, so the
+				// POST that carried it is answered at once.
+				if ok, _ := sess.acquire(st.done); !ok {
+					return
+				}
+				defer sess.release()
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				go func() {
@@ -578,43 +624,71 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sessionFor resolves the session a request names (S4, S8): a session of
-// another owner is refused (before anything else, so a non-owner learns
-// nothing and cleans up nothing); an id an administrator ended is answered
-// 404 so that the client starts over; any other unknown id is dropped and
-// the request served as a new one (no 400 loop after a restart). ok is
-// false when the request was answered.
-func (g *Gateway) sessionFor(w http.ResponseWriter, r *http.Request, sid string, id *Identity) (*session, bool) {
-	sess, refuse := g.sessionOrRefusal(w, r, sid, id)
-	if refuse != nil {
-		refuse()
-		return nil, false
-	}
-	return sess, true
+// refusal is why a request's session id is refused: the id names another
+// owner's session (S4.2, 403), or no session this gateway serves (S8.2,
+// S8.3, 404: the client must send initialize). ended: the id is
+// remembered as a session that was deleted, expired or terminated.
+type refusal struct {
+	foreign bool
+	gone    bool
+	ended   bool
 }
 
-// sessionOrRefusal is sessionFor with the refusal (another owner's
-// session, S4.2; an administrator's termination, S8) returned to be
-// written by the caller, or not.
-func (g *Gateway) sessionOrRefusal(w http.ResponseWriter, r *http.Request, sid string, id *Identity) (*session, func()) {
+func (rf *refusal) write(w http.ResponseWriter) {
+	switch {
+	case rf.foreign:
+		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+	case rf.ended:
+		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
+			"Session not found: it was terminated or has expired; send initialize to start a new session"))
+	default:
+		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
+			"Session not found: this gateway did not issue it or can no longer open it; send initialize to start a new session"))
+	}
+}
+
+// codeSessionNotFound is the JSON-RPC code of the 404 for a session id
+// that is gone. The MCP transport defines only the status; the gateway
+// keeps the code of its other transport-level refusals (the TypeScript
+// SDK's -32001 is the gateway's timeout and unauthorized code).
+const codeSessionNotFound = jsonrpc.CodeInvalidRequest
+
+// sessionOrRefusal resolves the session a request names (S4, S8): a live
+// session of another owner is refused before anything else, so a
+// non-owner learns nothing and cleans up nothing; an id remembered as
+// ended is refused; any other unknown id is refused too, unless
+// sessions.unknown_id is serve, which returns neither a session nor a
+// refusal (the request is served as a new stateless one).
+func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity) (*session, *refusal) {
 	if sess := g.lookupSession(sid); sess != nil {
 		if sess.owner != id.Owner {
-			return nil, func() { writeJSON(w, http.StatusForbidden, bodyForeignSession) }
+			return nil, &refusal{foreign: true}
 		}
 		return sess, nil
 	}
-	if g.terminated(r.Context(), sid) {
-		return nil, func() {
-			writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-				"Session terminated by an administrator; send initialize to start a new one"))
-		}
+	if g.terminated(ctx, sid) {
+		return nil, &refusal{gone: true, ended: true}
 	}
-	return nil, nil
+	if g.conf().Sessions.UnknownID == config.UnknownIDServe {
+		return nil, nil
+	}
+	return nil, &refusal{gone: true}
 }
 
-// needsTurn reports whether decoded messages include one that must wait
-// for the session's turn (anything but responses and cancellations).
-func needsTurn(msgs []*jsonrpc.Message) bool {
+// acquireSlot waits for one of the session's slots (S11). When the
+// session ends first the request is answered 404 (S8.2); when the client
+// goes away, nothing is written. ok is false in both cases.
+func (g *Gateway) acquireSlot(w http.ResponseWriter, r *http.Request, sess *session) bool {
+	ok, ended := sess.acquire(r.Context().Done())
+	if ended {
+		(&refusal{gone: true, ended: true}).write(w)
+	}
+	return ok
+}
+
+// needsSlot reports whether decoded messages include one that must wait
+// for a slot of the session (anything but responses and cancellations).
+func needsSlot(msgs []*jsonrpc.Message) bool {
 	for _, m := range msgs {
 		if !m.IsResponse() && m.Method != mcpwire.NotifyCancelled {
 			return true

@@ -61,7 +61,11 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, errNoFilter())))
 		return
 	}
-	st := newStreamSender(false)
+	if !g.openStream(w, m.ID) {
+		return
+	}
+	defer g.closeStream()
+	st := newStreamSender(false, g.limits().SSEWriteTimeout)
 	ln, ack := g.openListener(r.Context(), rt, m.ID, filter, st)
 	defer g.closeListener(ln)
 

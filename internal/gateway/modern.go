@@ -71,7 +71,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		g.serveListen(w, r, rt, m)
 		return
 	}
-	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r)}
+	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
 	reply, invalid := g.modernReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner)
 	if invalid {
 		// Refused before any work (a bad requestState): a 400, like the

@@ -107,6 +107,41 @@ func (m *memTerminations) TouchTerminated(_ context.Context, hash string, until 
 	return nil
 }
 
+// PurgeTerminated forgets the ids whose memory has expired.
+func (m *memTerminations) PurgeTerminated(_ context.Context, now time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for h, u := range m.until {
+		if !now.Before(u) {
+			delete(m.until, h)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// terminationPurger is the optional capability of a Terminations to
+// forget expired ids in one sweep. Every ended session is remembered
+// (S8.2), so without a sweep the ids no client asks about again would
+// pile up for the life of the process or the store.
+type terminationPurger interface {
+	PurgeTerminated(ctx context.Context, now time.Time) (int64, error)
+}
+
+var _ terminationPurger = (*memTerminations)(nil)
+
+// purgeTerminations sweeps the remembered ids, when the Terminations can.
+func (g *Gateway) purgeTerminations(ctx context.Context) {
+	p, ok := g.terms.(terminationPurger)
+	if !ok {
+		return
+	}
+	if _, err := p.PurgeTerminated(ctx, g.now()); err != nil {
+		g.log.Warn("could not forget expired session ids", "error", err)
+	}
+}
+
 // terminated reports whether id was ended by an administrator, and keeps
 // remembering it while its client keeps using it (S8.2).
 func (g *Gateway) terminated(ctx context.Context, id string) bool {
@@ -121,6 +156,18 @@ func (g *Gateway) terminated(ctx context.Context, id string) bool {
 		_ = g.terms.TouchTerminated(ctx, h, now.Add(g.idleTimeout))
 	}
 	return ok
+}
+
+// endSession ends a session its client deleted, that expired or that its
+// owner's cap evicted, and remembers its id for the idle timeout so that a
+// client still using it gets 404 and starts over (S8.2) even when
+// sessions.unknown_id serves unknown ids. The id is remembered before the
+// session ends: a request racing the end must find one or the other.
+func (g *Gateway) endSession(ctx context.Context, s *session) {
+	if err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout)); err != nil {
+		g.log.Warn("could not remember an ended session", "error", err)
+	}
+	s.close()
 }
 
 // admitSession applies the per-owner cap before a new session for owner is
@@ -148,7 +195,7 @@ func (g *Gateway) admitSession(owner string) bool {
 		}
 		if s.inflight.Load() == 0 {
 			g.log.Debug("session evicted for its owner's cap", "session", s.id[:8])
-			s.close()
+			g.endSession(context.Background(), s)
 			excess--
 		}
 	}

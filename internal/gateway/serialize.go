@@ -1,11 +1,13 @@
 package gateway
 
-// Per-session serialisation (S11): POSTs and DELETEs of one stateful
-// session run one at a time, except JSON-RPC responses (answers to a
-// server-initiated request, which the call holding the session waits for)
-// and notifications/cancelled (the only way to stop that call). The
-// decision is taken on the first bytes of the body, before the rest is
-// read, so it does not wait for a large upload.
+// Concurrency within a session (S11): the requests of one stateful
+// session run concurrently, each holding one of the session's
+// limits.max_inflight_per_session slots, and all wait for initialize to
+// complete. JSON-RPC responses (answers to a server-initiated request,
+// which a call in flight waits for) and notifications/cancelled (the way
+// to stop a call) never wait: a response queued behind the calls waiting
+// for it would never arrive. The decision is taken on the first bytes of
+// the body, before the rest is read, so a waiting request holds no body.
 
 // peekSize is how much of a body is looked at to classify it (S2.6).
 const peekSize = 4096
@@ -179,16 +181,3 @@ func skipValue(b []byte, i int) int {
 		return -1
 	}
 }
-
-// lock waits for the session's turn; false when the request's context
-// ended first.
-func (s *session) lock(done <-chan struct{}) bool {
-	select {
-	case s.turn <- struct{}{}:
-		return true
-	case <-done:
-		return false
-	}
-}
-
-func (s *session) unlock() { <-s.turn }

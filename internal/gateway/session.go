@@ -25,8 +25,16 @@ type session struct {
 	user     string
 	team     string
 	clientIP string
-	// turn serialises the session's requests (S11): a token per request.
-	turn chan struct{}
+	// slots bounds the requests served at once (S11): a token per request
+	// (one per POST, a batch included), limits.max_inflight_per_session
+	// of them; more wait for one.
+	slots chan struct{}
+	// ready is closed once initialize has completed: only then does the
+	// session serve anything else (S11).
+	ready     chan struct{}
+	readyOnce sync.Once
+	// ended is closed by close, releasing every request still waiting.
+	ended chan struct{}
 
 	mu            sync.Mutex
 	initialized   bool
@@ -34,10 +42,10 @@ type session struct {
 	caps          mcpwire.ClientCaps
 	clientName    string
 	clientVersion string
-	stream        streamer                      // GET stream, legacy SSE stream or stdout
-	calls         map[string]context.CancelFunc // in-flight downstream requests by raw id
-	subs          map[string]string             // subscribed uri -> server
-	logLevel      int                           // minimum level relayed; -1: all
+	stream        streamer                 // GET stream, legacy SSE stream or stdout
+	calls         map[string]*inflightCall // in-flight downstream requests by raw id
+	subs          map[string]string        // subscribed uri -> server
+	logLevel      int                      // minimum level relayed; -1: all
 	closed        bool
 
 	created  time.Time
@@ -51,9 +59,16 @@ func newSessionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (g *Gateway) newSession(rt route, id *Identity) *session {
+// newSession creates and stores a session. initializing: the session is
+// created by an initialize request and serves nothing else until
+// markReady is called; otherwise it serves at once.
+func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session {
 	if id == nil {
 		id = &Identity{Owner: "anonymous"}
+	}
+	ready := make(chan struct{})
+	if !initializing {
+		close(ready)
 	}
 	s := &session{
 		id:       newSessionID(),
@@ -64,8 +79,10 @@ func (g *Gateway) newSession(rt route, id *Identity) *session {
 		user:     id.User,
 		team:     id.Team,
 		clientIP: id.ClientIP,
-		turn:     make(chan struct{}, 1),
-		calls:    map[string]context.CancelFunc{},
+		slots:    make(chan struct{}, g.limits().MaxInflightPerSession),
+		ready:    ready,
+		ended:    make(chan struct{}),
+		calls:    map[string]*inflightCall{},
 		subs:     map[string]string{},
 		logLevel: -1,
 		created:  g.now(),
@@ -99,33 +116,88 @@ func (s *session) scopeCaps() mcpwire.ClientCaps {
 	return s.caps
 }
 
-// begin marks a request in flight, for idle expiry and cancellation.
-func (s *session) begin(id jsonrpc.ID, cancel context.CancelFunc) {
-	s.inflight.Add(1)
-	s.touch()
-	if id.IsValid() && cancel != nil {
-		s.mu.Lock()
-		s.calls[id.Raw()] = cancel
-		s.mu.Unlock()
-	}
+// inflightCall is one request in flight, by identity: with requests of
+// a session running concurrently, a client that reuses an id must not
+// make the first request's end forget the second's cancel.
+type inflightCall struct{ cancel context.CancelFunc }
+
+// markReady lets the session serve other requests (S11); called once
+// initialize has completed.
+func (s *session) markReady() {
+	s.readyOnce.Do(func() {
+		select {
+		case <-s.ready: // created ready
+		default:
+			close(s.ready)
+		}
+	})
 }
 
-func (s *session) end(id jsonrpc.ID) {
-	if id.IsValid() {
+// acquire waits until the session may serve one more request: initialize
+// has completed and a slot is free (S11). false when the session ended
+// first (ended: true) or done was closed (the client went away).
+func (s *session) acquire(done <-chan struct{}) (ok, ended bool) {
+	select {
+	case <-s.ready:
+	case <-s.ended:
+		return false, true
+	case <-done:
+		return false, false
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-s.ended:
+		return false, true
+	case <-done:
+		return false, false
+	}
+	select {
+	case <-s.ended: // both were ready: the end wins
+		<-s.slots
+		return false, true
+	default:
+	}
+	return true, false
+}
+
+func (s *session) release() { <-s.slots }
+
+// begin marks a request in flight, for idle expiry and cancellation; the
+// returned end must be called when it is done.
+func (s *session) begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
+	s.inflight.Add(1)
+	s.touch()
+	var c *inflightCall
+	if id.IsValid() && cancel != nil {
+		c = &inflightCall{cancel: cancel}
 		s.mu.Lock()
-		delete(s.calls, id.Raw())
+		if s.closed {
+			// Ended while this request waited: it ends at once too.
+			cancel()
+		} else {
+			s.calls[id.Raw()] = c
+		}
 		s.mu.Unlock()
 	}
-	s.touch()
-	s.inflight.Add(-1)
+	return func() {
+		if c != nil {
+			s.mu.Lock()
+			if s.calls[id.Raw()] == c {
+				delete(s.calls, id.Raw())
+			}
+			s.mu.Unlock()
+		}
+		s.touch()
+		s.inflight.Add(-1)
+	}
 }
 
 func (s *session) cancelCall(rawID string) {
 	s.mu.Lock()
-	cancel := s.calls[rawID]
+	c := s.calls[rawID]
 	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if c != nil {
+		c.cancel()
 	}
 }
 
@@ -170,15 +242,16 @@ func (s *session) close() {
 	s.closed = true
 	st := s.stream
 	calls := s.calls
-	s.calls = map[string]context.CancelFunc{}
+	s.calls = map[string]*inflightCall{}
 	subs := s.subs
 	s.subs = map[string]string{}
 	s.mu.Unlock()
+	close(s.ended)
 	if st != nil {
 		st.finish()
 	}
 	for _, c := range calls {
-		c()
+		c.cancel()
 	}
 	for uri, server := range subs {
 		s.g.unsubscribeUpstream(server, uri)
@@ -197,11 +270,13 @@ func (g *Gateway) janitor() {
 		case <-t.C:
 		}
 		g.expireIdle()
+		g.purgeTerminations(context.Background())
 	}
 }
 
 // expireIdle ends the sessions idle for longer than the idle timeout;
-// a session with a request in flight is never idle (S12).
+// a session with a request in flight is never idle (S12). Their ids are
+// remembered, so their clients are told to start over (S8.2).
 func (g *Gateway) expireIdle() {
 	cutoff := g.now().Add(-g.idleTimeout).UnixNano()
 	g.sessions.Range(func(_, v any) bool {
@@ -212,7 +287,7 @@ func (g *Gateway) expireIdle() {
 			s.mu.Unlock()
 			if !streaming {
 				g.log.Debug("session expired", "session", s.id[:8])
-				s.close()
+				g.endSession(context.Background(), s)
 			}
 		}
 		return true
@@ -241,10 +316,23 @@ type streamSender struct {
 	done   chan struct{}
 	once   sync.Once
 	legacy bool // legacy SSE: events are named "message"
+	// writeTimeout bounds writing one event (limits.sse_write_timeout): a
+	// client that stops reading loses its stream, and with it the queue,
+	// within that time; its session survives.
+	writeTimeout time.Duration
+	// queued is the size of the events waiting in ch, bounded by
+	// streamBacklogBytes: a count alone would let a few large messages
+	// pile up hundreds of megabytes behind a slow client.
+	queued atomic.Int64
 }
 
-func newStreamSender(legacy bool) *streamSender {
-	return &streamSender{ch: make(chan []byte, 512), done: make(chan struct{}), legacy: legacy}
+// streamBacklogBytes bounds the events queued for one stream; an event
+// that would go over it is dropped, unless the queue is empty (one
+// message is always let through, whatever its size).
+const streamBacklogBytes = 4 << 20
+
+func newStreamSender(legacy bool, writeTimeout time.Duration) *streamSender {
+	return &streamSender{ch: make(chan []byte, 512), done: make(chan struct{}), legacy: legacy, writeTimeout: writeTimeout}
 }
 
 func (st *streamSender) send(msg *jsonrpc.Message) error {
@@ -262,16 +350,32 @@ func (st *streamSender) sendEvent(ev *jsonrpc.Event) error {
 		return errStreamDone
 	default:
 	}
+	n := int64(len(buf))
+	if q := st.queued.Add(n); q > streamBacklogBytes && q != n {
+		st.queued.Add(-n)
+		return errBacklogFull
+	}
 	select {
 	case st.ch <- buf:
 		return nil
 	case <-st.done:
+		st.queued.Add(-n)
 		return errStreamDone
 	default:
-		// A downstream that does not read its stream loses messages
-		// rather than stalling the upstream reader.
-		return errors.New("stream backlog full")
+		st.queued.Add(-n)
+		return errBacklogFull
 	}
+}
+
+// errBacklogFull: a downstream that does not read its stream loses
+// messages rather than stalling the upstream reader or growing memory.
+var errBacklogFull = errors.New("stream backlog full")
+
+// next takes one queued event off the stream's queue.
+func (st *streamSender) next() []byte {
+	b := <-st.ch
+	st.queued.Add(-int64(len(b)))
+	return b
 }
 
 func (st *streamSender) finish() { st.once.Do(func() { close(st.done) }) }
@@ -287,44 +391,52 @@ func (st *streamSender) isDone() bool {
 
 // run writes queued events until the client goes away or finish is called.
 func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-chan struct{}) {
-	flusher, _ := w.(http.Flusher)
 	rc := http.NewResponseController(w)
 	// Every write must finish in time: a client that stops reading loses
-	// its stream instead of holding this goroutine forever.
-	w = deadlineWriter{w, rc}
+	// its stream instead of holding this goroutine forever. The flush is
+	// what reaches the network, so its error ends the stream too, at
+	// once rather than at the next event.
+	d := st.writeTimeout
+	if d <= 0 {
+		d = writeTimeout
+	}
+	w = deadlineWriter{w, rc, d}
+	flush := func() bool {
+		err := rc.Flush()
+		return err == nil || errors.Is(err, http.ErrNotSupported)
+	}
 	t := time.NewTicker(keepAliveInterval)
 	defer t.Stop()
 	defer st.finish()
 	for {
 		select {
 		case b := <-st.ch:
+			st.queued.Add(-int64(len(b)))
 			if _, err := w.Write(b); err != nil {
 				return
 			}
 			// Drain what is queued before flushing once.
 			for n := len(st.ch); n > 0; n-- {
-				if _, err := w.Write(<-st.ch); err != nil {
+				if _, err := w.Write(st.next()); err != nil {
 					return
 				}
 			}
-			if flusher != nil {
-				flusher.Flush()
+			if !flush() {
+				return
 			}
 		case <-t.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return
 			}
-			if flusher != nil {
-				flusher.Flush()
+			if !flush() {
+				return
 			}
 		case <-st.done:
 			// Flush what is left.
 			for n := len(st.ch); n > 0; n-- {
-				_, _ = w.Write(<-st.ch)
+				_, _ = w.Write(st.next())
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
+			flush()
 			return
 		case <-ctx.Done():
 			return
@@ -336,10 +448,11 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
+	rc      *http.ResponseController
+	timeout time.Duration
 }
 
 func (d deadlineWriter) Write(b []byte) (int, error) {
-	_ = d.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
 	return d.ResponseWriter.Write(b)
 }

@@ -178,8 +178,9 @@ func busy(g *Gateway) int {
 }
 
 // Stale ids (S8): DELETE of an unknown id is 200; an id an administrator
-// ended is 404 until the client starts over; any other unknown id is
-// served as a new session.
+// ended is 404 until the client starts over, and so is an id the gateway
+// never issued (S8.3; this test served it as a new session before the
+// MCP transport's rule was adopted).
 func TestStaleAndTerminatedSessions(t *testing.T) {
 	g, url := ownerGateway(t, Options{})
 	code, body := send(t, http.MethodDelete, url+"/mcp", "alice", "no-such-session", "")
@@ -187,8 +188,8 @@ func TestStaleAndTerminatedSessions(t *testing.T) {
 		t.Errorf("DELETE unknown: %d %s", code, body)
 	}
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
-	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", "no-such-session", list); code != 200 || !strings.Contains(body, "f__ok") {
-		t.Errorf("unknown id served as new: %d %s", code, body)
+	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", "no-such-session", list); code != http.StatusNotFound || body != bodyNeverIssued {
+		t.Errorf("unknown id: %d %s", code, body)
 	}
 	sid := initOwned(t, url, "alice")
 	other := initOwned(t, url, "bob")
@@ -198,7 +199,7 @@ func TestStaleAndTerminatedSessions(t *testing.T) {
 	}
 	for range 2 { // remembered while the client keeps trying
 		code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list)
-		if code != http.StatusNotFound || !strings.Contains(body, "send initialize") {
+		if code != http.StatusNotFound || body != bodyEnded {
 			t.Errorf("terminated id: %d %s", code, body)
 		}
 	}
@@ -225,63 +226,6 @@ func TestStaleAndTerminatedSessions(t *testing.T) {
 	if strings.Contains(string(b), other) {
 		t.Error("the report shows a full session id")
 	}
-}
-
-// POSTs of one session run one at a time (S11); responses and
-// cancellations pass.
-func TestSessionSerialisation(t *testing.T) {
-	_, url := ownerGateway(t, Options{})
-	sid := initOwned(t, url, "alice")
-	nap := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"f__nap","arguments":{}}}`
-	var running, most atomic.Int32
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range 3 {
-		wg.Go(func() {
-			n := running.Add(1)
-			for {
-				m := most.Load()
-				if n <= m || most.CompareAndSwap(m, n) {
-					break
-				}
-			}
-			code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, strings.Replace(nap, "%d", string(rune('1'+i)), 1))
-			running.Add(-1)
-			if code != 200 || !strings.Contains(body, "rested") {
-				t.Errorf("call %d: %d %s", i, code, body)
-			}
-		})
-	}
-	wg.Wait()
-	if d := time.Since(start); d < 850*time.Millisecond {
-		t.Errorf("3 calls of 300ms on one session took %v: they ran concurrently", d)
-	}
-	// Other sessions are not held by this one.
-	other := initOwned(t, url, "alice")
-	begin := time.Now()
-	var wg2 sync.WaitGroup
-	for _, s := range []string{sid, other} {
-		wg2.Go(func() { send(t, http.MethodPost, url+"/mcp", "alice", s, strings.Replace(nap, "%d", "7", 1)) })
-	}
-	wg2.Wait()
-	if d := time.Since(begin); d > 550*time.Millisecond {
-		t.Errorf("two sessions' calls took %v: sessions serialise each other", d)
-	}
-	// A response passes while a call holds the session.
-	done := make(chan struct{})
-	go func() {
-		send(t, http.MethodPost, url+"/mcp", "alice", sid, strings.Replace(nap, "%d", "8", 1))
-		close(done)
-	}()
-	time.Sleep(50 * time.Millisecond)
-	t0 := time.Now()
-	if code, _ := send(t, http.MethodPost, url+"/mcp", "alice", sid, `{"jsonrpc":"2.0","id":"x","result":{}}`); code != http.StatusAccepted {
-		t.Errorf("response: %d", code)
-	}
-	if d := time.Since(t0); d > 150*time.Millisecond {
-		t.Errorf("a response waited %v for the session's turn", d)
-	}
-	<-done
 }
 
 // Idle expiry never ends a session with a request in flight (S12), on a
@@ -336,5 +280,142 @@ func TestBreakdownOrder(t *testing.T) {
 			t.Errorf("breakdown = %v, want %v", got, want)
 			break
 		}
+	}
+}
+
+// The 404 bodies of S8: JSON-RPC errors that tell the client to send
+// initialize.
+const (
+	bodyEnded       = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found: it was terminated or has expired; send initialize to start a new session"}}`
+	bodyNeverIssued = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found: this gateway did not issue it or can no longer open it; send initialize to start a new session"}}`
+)
+
+// S8.2: a session its client deleted, that expired or that its owner's
+// cap evicted is not served again: POST and GET get 404 and the tool does
+// not run; DELETE stays idempotent; initialize starts a new session even
+// when it still carries the old id. It held in both sessions.unknown_id
+// modes, as the ids are remembered. (Before: a DELETEd id was served as
+// a new stateless request and the tool ran.)
+func TestEndedSessionsAre404(t *testing.T) {
+	for _, mode := range []string{config.UnknownIDReject, config.UnknownIDServe} {
+		t.Run(mode, func(t *testing.T) {
+			var calls atomic.Int64
+			up := rawUpstream(t, exoticTool, exoticResult, &calls)
+			var mu sync.Mutex
+			now := time.Unix(1_800_000_000, 0)
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute, MaxSessionsPerOwner: 2, Config: &config.Config{
+				Servers:  map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")},
+				Sessions: config.SessionLimits{UnknownID: mode},
+			}})
+			call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raw__weird","arguments":{"n":1}}}`
+
+			advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+			expired := initOwned(t, url, "alice")
+			advance(2 * time.Minute)
+			g.expireIdle()
+			deleted := initOwned(t, url, "alice")
+			if code, body := send(t, http.MethodDelete, url+"/mcp", "alice", deleted, ""); code != 200 || body != `{"message":"Session terminated successfully"}` {
+				t.Fatalf("DELETE: %d %s", code, body)
+			}
+			evicted := initOwned(t, url, "alice")
+			advance(time.Second)
+			initOwned(t, url, "alice")
+			advance(time.Second)
+			initOwned(t, url, "alice") // the cap of 2 evicts the oldest idle one
+			for name, sid := range map[string]string{"deleted": deleted, "expired": expired, "evicted": evicted} {
+				if code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, call); code != http.StatusNotFound || body != bodyEnded {
+					t.Errorf("tools/call on the %s session: %d %s", name, code, body)
+				}
+				if code, body := send(t, http.MethodGet, url+"/mcp", "alice", sid, ""); code != http.StatusNotFound || body != bodyEnded {
+					t.Errorf("GET stream of the %s session: %d %s", name, code, body)
+				}
+				if code, body := send(t, http.MethodDelete, url+"/mcp", "alice", sid, ""); code != 200 || body != `{"message":"Session terminated successfully"}` {
+					t.Errorf("DELETE of the %s session again: %d %s", name, code, body)
+				}
+			}
+			if n := calls.Load(); n != 0 {
+				t.Errorf("the tool ran %d times for ended sessions", n)
+			}
+			// What the 404 asks for works, old id or not.
+			code, hdr, body := rpc(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: deleted}, initBody)
+			if fresh := hdr.Get(mcpwire.HeaderSessionID); code != 200 || fresh == "" || fresh == deleted {
+				t.Errorf("initialize with the ended id: %d %s (session %q)", code, body, fresh)
+			}
+		})
+	}
+}
+
+// S8.3: an id the gateway never issued is 404 by default (never 400) on
+// every verb that can name a session, legacy SSE messages included;
+// sessions.unknown_id: serve serves a POST as a new stateless request
+// instead (the reference gateway's behaviour). A stream cannot be
+// stateless: GET is 404 either way.
+func TestUnknownSessionID(t *testing.T) {
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	t.Run("reject", func(t *testing.T) {
+		_, url := ownerGateway(t, Options{})
+		for _, tc := range []struct{ method, path, sid, body string }{
+			{http.MethodPost, "/mcp", "never-issued", list},
+			{http.MethodPost, "/mcp", "never-issued", `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+			{http.MethodGet, "/mcp", "never-issued", ""},
+			{http.MethodPost, "/sse/messages?session_id=never-issued", "", list},
+			{http.MethodPost, "/mcp/sse/messages?session_id=never-issued", "", list},
+		} {
+			code, body := send(t, tc.method, url+tc.path, "alice", tc.sid, tc.body)
+			if code != http.StatusNotFound || body != bodyNeverIssued {
+				t.Errorf("%s %s: %d %s", tc.method, tc.path, code, body)
+			}
+		}
+		if code, body := send(t, http.MethodDelete, url+"/mcp", "alice", "never-issued", ""); code != 200 || body != `{"message":"Session terminated successfully"}` {
+			t.Errorf("DELETE: %d %s", code, body)
+		}
+	})
+	t.Run("serve", func(t *testing.T) {
+		_, url := ownerGateway(t, Options{Config: &config.Config{
+			Servers:  map[string]*config.Server{"f": httpServer(faultyUpstream(t).URL + "/mcp")},
+			Sessions: config.SessionLimits{UnknownID: config.UnknownIDServe},
+		}})
+		code, hdr, body := rpc(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: "never-issued"}, list)
+		if code != 200 || !strings.Contains(string(body), "f__ok") || hdr.Get(mcpwire.HeaderSessionID) != "" {
+			t.Errorf("POST served as stateless: %d %s (session %q)", code, body, hdr.Get(mcpwire.HeaderSessionID))
+		}
+		if code, body := send(t, http.MethodGet, url+"/mcp", "alice", "never-issued", ""); code != http.StatusNotFound || body != bodyNeverIssued {
+			t.Errorf("GET: %d %s", code, body)
+		}
+		if code, body := send(t, http.MethodPost, url+"/sse/messages?session_id=never-issued", "alice", "", list); code != http.StatusNotFound || body != bodyNeverIssued {
+			t.Errorf("legacy POST: %d %s", code, body)
+		}
+	})
+}
+
+// Every ended session is remembered (S8.2), so the memory must be swept:
+// the janitor forgets ids whose idle timeout has passed.
+func TestRememberedIDsAreForgotten(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	terms := newMemTerminations()
+	g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute, Terminations: terms})
+	for range 3 {
+		sid := initOwned(t, url, "alice")
+		if code, _ := send(t, http.MethodDelete, url+"/mcp", "alice", sid, ""); code != 200 {
+			t.Fatalf("DELETE: %d", code)
+		}
+	}
+	count := func() int { terms.mu.Lock(); defer terms.mu.Unlock(); return len(terms.until) }
+	if n := count(); n != 3 {
+		t.Fatalf("%d ids remembered, want 3", n)
+	}
+	g.purgeTerminations(context.Background())
+	if n := count(); n != 3 {
+		t.Errorf("%d ids remembered before their time is up, want 3", n)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	g.purgeTerminations(context.Background())
+	if n := count(); n != 0 {
+		t.Errorf("%d ids still remembered after the idle timeout", n)
 	}
 }

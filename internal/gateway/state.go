@@ -26,6 +26,8 @@ type gwState struct {
 	// passthrough: some server forwards the caller's own token, so
 	// requests carry the caller's upstream credentials in their context.
 	passthrough bool
+	// limits are cfg.Limits with every default filled in (S23).
+	limits config.Limits
 }
 
 func newState(cfg *config.Config) *gwState {
@@ -35,6 +37,7 @@ func newState(cfg *config.Config) *gwState {
 		policy:    policy.Compile(RulesOf(cfg)),
 		overrides: map[string]map[string]config.ToolOverride{},
 		reverse:   map[string]map[string]string{},
+		limits:    cfg.Limits.OrDefaults(),
 	}
 	for name, srv := range cfg.Servers {
 		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
@@ -54,8 +57,9 @@ func newState(cfg *config.Config) *gwState {
 	return st
 }
 
-func (g *Gateway) st() *gwState         { return g.state.Load() }
-func (g *Gateway) conf() *config.Config { return g.state.Load().cfg }
+func (g *Gateway) st() *gwState          { return g.state.Load() }
+func (g *Gateway) conf() *config.Config  { return g.state.Load().cfg }
+func (g *Gateway) limits() config.Limits { return g.state.Load().limits }
 
 // ErrServerExists refuses to replace a server the config file defines.
 var ErrServerExists = errors.New("server exists")

@@ -43,7 +43,7 @@ func (lw *lineWriter) send(msg *jsonrpc.Message) error {
 // on r and w (the `mcpgate stdio` front), until r ends or ctx is done.
 func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	rt, _, _ := g.resolveRoute("/mcp", "")
-	sess := g.newSession(rt, &Identity{Owner: "stdio"})
+	sess := g.newSession(rt, &Identity{Owner: "stdio"}, false)
 	defer sess.close()
 	out := &lineWriter{w: w}
 
@@ -80,6 +80,10 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 		ms, errs, err := jsonrpc.DecodeBatch(line)
 		if err != nil {
 			_ = out.send(decodeErrorResponse(err))
+			return
+		}
+		if e := batchTooLarge(len(ms), g.limits().MaxBatch); e != nil {
+			_ = out.send(jsonrpc.NewErrorResponse(jsonrpc.ID{}, e))
 			return
 		}
 		for i, e := range errs {
@@ -126,6 +130,13 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// The session's in-flight bound (S11): the request waits
+				// for a slot here, never in the read loop, which must go
+				// on reading the responses calls in flight wait for.
+				if ok, _ := sess.acquire(ctx.Done()); !ok {
+					return
+				}
+				defer sess.release()
 				if reply := g.serve(ctx, sc, m); reply != nil {
 					_ = out.send(reply)
 				}
@@ -155,10 +166,10 @@ func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, 
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	sess.begin(m.ID, cancel)
+	end := sess.begin(m.ID, cancel)
 	wg.Go(func() {
 		defer cancel()
-		defer sess.end(m.ID)
+		defer end()
 		if m.Method == mcpwire.MethodSubscriptionsListen {
 			g.serveListenStdio(ctx, rt, out, m)
 			return

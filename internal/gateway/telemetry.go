@@ -150,6 +150,12 @@ func (s *statusWriter) Flush() {
 	}
 }
 
+// FlushError lets http.ResponseController see a failed flush (a stream
+// whose client stopped reading) through the wrapper.
+func (s *statusWriter) FlushError() error {
+	return http.NewResponseController(s.ResponseWriter).Flush()
+}
+
 func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if h, ok := s.ResponseWriter.(http.Hijacker); ok {
 		return h.Hijack()

@@ -220,7 +220,7 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestSessionLifecycle covers stateless requests, unknown session ids
-// (served as new, S8.3), DELETE (idempotent, S8.1) and the GET stream.
+// (404, S8.3), DELETE (idempotent, S8.1) and the GET stream.
 func TestSessionLifecycle(t *testing.T) {
 	up := rawUpstream(t, exoticTool, exoticResult, nil)
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
@@ -231,9 +231,10 @@ func TestSessionLifecycle(t *testing.T) {
 	if status != 200 || !strings.Contains(string(body), `"raw__weird"`) || h.Get("Mcp-Session-Id") != "" {
 		t.Errorf("stateless tools/list: %d %q sid=%q", status, body, h.Get("Mcp-Session-Id"))
 	}
-	// Unknown session id: served, not a 400 loop.
+	// Unknown session id: 404 so the client re-initializes (S8.3), not a
+	// 400 loop (this was served as a new stateless request before).
 	status, _, body = rpc(t, url, map[string]string{"Mcp-Session-Id": "gone-after-restart"}, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	if status != 200 || string(body) != `{"jsonrpc":"2.0","id":2,"result":{}}` {
+	if status != http.StatusNotFound || string(body) != bodyNeverIssued {
 		t.Errorf("unknown session ping: %d %s", status, body)
 	}
 

@@ -180,7 +180,7 @@ func Decode(data []byte) (*Message, error) {
 		return nil, &DecodeError{Code: CodeParseError, Reason: "Parse error: empty message"}
 	}
 	if !json.Valid(data) {
-		return nil, &DecodeError{Code: CodeParseError, Reason: "Parse error: invalid JSON"}
+		return nil, invalidJSON(data)
 	}
 	if data[0] != '{' {
 		return nil, &DecodeError{Code: CodeInvalidRequest, Reason: "Invalid Request: message must be a JSON object"}
@@ -322,6 +322,45 @@ func decodeError(raw []byte) (*Error, bool) {
 	return &e, true
 }
 
+// MaxDepth is the deepest nesting of arrays and objects a message may
+// have: encoding/json's own limit, which refuses anything deeper as
+// invalid.
+const MaxDepth = 10000
+
+// invalidJSON is the parse error for data that json.Valid refused. Valid
+// JSON nested deeper than MaxDepth is refused too; saying "invalid JSON"
+// would send its sender looking for a syntax error that is not there.
+func invalidJSON(data []byte) *DecodeError {
+	if nestingExceeds(data, MaxDepth) {
+		return &DecodeError{Code: CodeParseError, Reason: fmt.Sprintf("Parse error: JSON nested deeper than %d levels", MaxDepth)}
+	}
+	return &DecodeError{Code: CodeParseError, Reason: "Parse error: invalid JSON"}
+}
+
+// nestingExceeds reports whether data opens more than limit arrays or
+// objects at once, brackets inside strings not counted. It is only asked
+// about data json.Valid refused, so it need not validate anything else.
+func nestingExceeds(data []byte, limit int) bool {
+	depth := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return false
+}
+
 // IsBatch reports whether data (after leading whitespace) is a JSON array.
 func IsBatch(data []byte) bool {
 	data = bytes.TrimLeft(data, " \t\r\n")
@@ -334,7 +373,7 @@ func DecodeBatch(data []byte) (msgs []*Message, errs []error, err error) {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
 		if !json.Valid(data) {
-			return nil, nil, &DecodeError{Code: CodeParseError, Reason: "Parse error: invalid JSON"}
+			return nil, nil, invalidJSON(data)
 		}
 		return nil, nil, &DecodeError{Code: CodeInvalidRequest, Reason: "Invalid Request: batch must be an array"}
 	}

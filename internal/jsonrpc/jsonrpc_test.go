@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -550,4 +551,43 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("message %q has no single shape", enc)
 		}
 	})
+}
+
+// Valid JSON nested deeper than the decoder allows is a parse error that
+// says so, not "invalid JSON"; at the limit it decodes.
+func TestDecodeTooDeep(t *testing.T) {
+	nested := func(n int) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":` + strings.Repeat("[", n-2) + strings.Repeat("]", n-2) + `}}`
+	}
+	const deep = "Parse error: JSON nested deeper than 10000 levels"
+	tests := []struct {
+		name, data, want string
+	}{
+		{"at the limit", nested(jsonrpc.MaxDepth), ""},
+		{"one deeper", nested(jsonrpc.MaxDepth + 1), deep},
+		{"brackets in a string do not count", `{"jsonrpc":"2.0","id":1,"method":"m","params":"` + strings.Repeat("[", jsonrpc.MaxDepth+1) + `"`, "Parse error: invalid JSON"},
+		{"shallow syntax error", `{"jsonrpc":`, "Parse error: invalid JSON"},
+		{"batch too deep", "[" + nested(jsonrpc.MaxDepth) + "]", deep},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if jsonrpc.IsBatch([]byte(tt.data)) {
+				_, _, err = jsonrpc.DecodeBatch([]byte(tt.data))
+			} else {
+				_, err = jsonrpc.Decode([]byte(tt.data))
+			}
+			got := ""
+			if err != nil {
+				var de *jsonrpc.DecodeError
+				if !errors.As(err, &de) || de.Code != jsonrpc.CodeParseError {
+					t.Fatalf("error %v is not a parse error", err)
+				}
+				got = de.Reason
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

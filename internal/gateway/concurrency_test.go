@@ -1,0 +1,279 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// busyUpstream is a streamable-HTTP upstream whose tool "wait" takes
+// 500ms and whose tool "block" runs until it is cancelled. It counts the
+// calls running at once and records the request ids the gateway cancelled
+// with notifications/cancelled.
+type busyUpstream struct {
+	*httptest.Server
+	running, most atomic.Int32
+	mu            sync.Mutex
+	cancelled     []string // requestId of each notifications/cancelled
+}
+
+func newBusyUpstream(t *testing.T) *busyUpstream {
+	t.Helper()
+	u := &busyUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if m.Method == mcpwire.NotifyCancelled {
+			id, _ := jsonrpc.Get(m.Params, "requestId")
+			u.mu.Lock()
+			u.cancelled = append(u.cancelled, string(id))
+			u.mu.Unlock()
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "busy-1")
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"busy","version":"0"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"wait","inputSchema":{"type":"object"}},{"name":"block","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			n := u.running.Add(1)
+			for m := u.most.Load(); n > m && !u.most.CompareAndSwap(m, n); m = u.most.Load() {
+			}
+			name, _ := jsonrpc.GetString(m.Params, "name")
+			if name == "block" {
+				<-r.Context().Done()
+				u.running.Add(-1)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+			u.running.Add(-1)
+			result = `{"content":[{"type":"text","text":"waited"}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *busyUpstream) cancellations() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.cancelled...)
+}
+
+// busyGateway serves busy's tools on /mcp with limits; callers are named
+// by X-Test-Owner as in ownerGateway.
+func busyGateway(t *testing.T, limits config.Limits) (*Gateway, string, *busyUpstream) {
+	t.Helper()
+	up := newBusyUpstream(t)
+	g, url := ownerGateway(t, Options{Config: &config.Config{
+		Servers: map[string]*config.Server{"b": httpServer(up.URL + "/mcp")},
+		Limits:  limits,
+	}})
+	return g, url, up
+}
+
+// callsAtOnce makes n concurrent calls of tool on session sid and returns
+// how long they took together; each must succeed.
+func callsAtOnce(t *testing.T, url, sid, tool string, n int) time.Duration {
+	t.Helper()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__%s","arguments":{}}}`, 100+i, tool)
+			code, got := send(t, http.MethodPost, url+"/mcp", "alice", sid, body)
+			want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"waited"}]}}`, 100+i)
+			if code != http.StatusOK || got != want {
+				t.Errorf("call %d: %d %s, want 200 %s", i, code, got, want)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// S11: the calls of one session run concurrently. Ten 500ms calls on one
+// streamable-HTTP session took 5s when the session served one at a time.
+func TestSessionCallsRunConcurrently(t *testing.T) {
+	_, url, up := busyGateway(t, config.Limits{})
+	sid := initOwned(t, url, "alice")
+	d := callsAtOnce(t, url, sid, "wait", 10)
+	t.Logf("10 concurrent 500ms calls on one session: %v", d)
+	if d >= 1500*time.Millisecond {
+		t.Errorf("10 concurrent 500ms calls on one session took %v, want < 1.5s", d)
+	}
+	if got := up.most.Load(); got != 10 {
+		t.Errorf("the upstream saw at most %d calls at once, want 10", got)
+	}
+}
+
+// S11, S23: limits.max_inflight_per_session bounds the calls served at
+// once; the others wait their turn and are served, none is refused.
+func TestSessionInflightLimitWaits(t *testing.T) {
+	_, url, up := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
+	sid := initOwned(t, url, "alice")
+	d := callsAtOnce(t, url, sid, "wait", 6)
+	t.Logf("6 calls of 500ms, 2 at a time: %v", d)
+	if d < 1400*time.Millisecond || d > 2200*time.Millisecond {
+		t.Errorf("6 calls of 500ms, 2 at a time, took %v, want about 1.5s", d)
+	}
+	if got := up.most.Load(); got != 2 {
+		t.Errorf("the upstream saw at most %d calls at once, want 2", got)
+	}
+	// Another session of the same owner has slots of its own.
+	other := initOwned(t, url, "alice")
+	if d := callsAtOnce(t, url, other, "wait", 2); d > 900*time.Millisecond {
+		t.Errorf("2 calls on a second session took %v", d)
+	}
+}
+
+// S11: JSON-RPC responses and notifications/cancelled never wait for a
+// slot: a call in flight may be waiting for exactly that message.
+func TestResponsesPassFullSession(t *testing.T) {
+	_, url, _ := busyGateway(t, config.Limits{MaxInflightPerSession: 1})
+	sid := initOwned(t, url, "alice")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		callsAtOnce(t, url, sid, "wait", 1)
+	}()
+	time.Sleep(100 * time.Millisecond) // the call holds the only slot
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":"x","result":{}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nope"}}`,
+	} {
+		t0 := time.Now()
+		if code, got := send(t, http.MethodPost, url+"/mcp", "alice", sid, body); code != http.StatusAccepted {
+			t.Errorf("%s: %d %s", body, code, got)
+		}
+		if d := time.Since(t0); d > 200*time.Millisecond {
+			t.Errorf("%s waited %v for a slot", body, d)
+		}
+	}
+	// A 2026-07-28 request ignores Mcp-Session-Id: it does not wait for
+	// that session's slot either.
+	t0 := time.Now()
+	code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`)
+	if code != 200 || !strings.Contains(body, "b__wait") {
+		t.Errorf("2026-07-28 tools/list naming a busy session: %d %s", code, body)
+	}
+	if d := time.Since(t0); d > 300*time.Millisecond {
+		t.Errorf("a 2026-07-28 request waited %v for the slot of the session it named", d)
+	}
+	<-done
+}
+
+// S11, S8.2: a DELETE waits for nothing; it ends the session's calls in
+// flight (cancelled upstream) and requests still waiting for a slot, and
+// the id answers 404 from then on.
+func TestDeleteEndsCallsInFlight(t *testing.T) {
+	_, url, up := busyGateway(t, config.Limits{MaxInflightPerSession: 3})
+	sid := initOwned(t, url, "alice")
+	type result struct {
+		code int
+		body string
+	}
+	results := make(chan result, 4)
+	for i := range 4 { // three run, the fourth waits for a slot
+		go func() {
+			code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid,
+				fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__block","arguments":{}}}`, 200+i))
+			results <- result{code, body}
+		}()
+	}
+	waitFor(t, "three calls upstream", func() bool { return up.running.Load() == 3 })
+	time.Sleep(100 * time.Millisecond) // the fourth is waiting by now
+
+	t0 := time.Now()
+	code, body := send(t, http.MethodDelete, url+"/mcp", "alice", sid, "")
+	if d := time.Since(t0); d > 300*time.Millisecond {
+		t.Errorf("DELETE with calls in flight took %v", d)
+	}
+	if code != http.StatusOK || body != `{"message":"Session terminated successfully"}` {
+		t.Errorf("DELETE: %d %s", code, body)
+	}
+	var cancelled, refused int
+	for range 4 {
+		select {
+		case r := <-results:
+			switch {
+			case r.code == http.StatusOK && strings.Contains(r.body, `"code":-32800`):
+				cancelled++
+			case r.code == http.StatusNotFound && strings.Contains(r.body, "send initialize"):
+				refused++
+			default:
+				t.Errorf("a call of the deleted session: %d %s", r.code, r.body)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("calls of a deleted session still running after 2s")
+		}
+	}
+	if cancelled != 3 || refused != 1 {
+		t.Errorf("cancelled %d, refused %d; want 3 cancelled in flight and 1 refused while waiting", cancelled, refused)
+	}
+	waitFor(t, "three cancellations upstream", func() bool { return len(up.cancellations()) == 3 })
+	if n := up.running.Load(); n != 0 {
+		t.Errorf("%d upstream calls still running", n)
+	}
+}
+
+// S11: a session created by initialize serves nothing else until the
+// initialize has completed.
+func TestSessionWaitsForInitialize(t *testing.T) {
+	g := New(Options{Config: &config.Config{}})
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	s := g.newSession(route{}, nil, true)
+	got := make(chan bool, 1)
+	go func() {
+		ok, _ := s.acquire(nil)
+		got <- ok
+	}()
+	select {
+	case <-got:
+		t.Fatal("a request was served before initialize completed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.markReady()
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Error("acquire failed after initialize")
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a request still waits after initialize completed")
+	}
+	s.release()
+	// A session that ends first releases its waiters without a slot.
+	s2 := g.newSession(route{}, nil, true)
+	go func() { time.Sleep(20 * time.Millisecond); s2.close() }()
+	if ok, ended := s2.acquire(nil); ok || !ended {
+		t.Errorf("acquire on a session that ended: ok %v ended %v", ok, ended)
+	}
+}
