@@ -311,28 +311,37 @@ var errStreamDone = errors.New("stream closed")
 
 // streamSender is an SSE stream owned by an HTTP handler goroutine: sends
 // are queued and written by that goroutine, never blocking the sender.
+//
+// The queue is a slice that grows with use, not a buffered channel: an
+// idle stream (most of them: a client's GET stream waits for the rare
+// notification) then costs a few words instead of 512 channel slots.
 type streamSender struct {
-	ch     chan []byte
-	done   chan struct{}
-	once   sync.Once
-	legacy bool // legacy SSE: events are named "message"
+	mu      sync.Mutex
+	pending [][]byte      // events waiting to be written, under mu
+	wake    chan struct{} // capacity 1: something was queued
+	done    chan struct{}
+	once    sync.Once
+	legacy  bool // legacy SSE: events are named "message"
 	// writeTimeout bounds writing one event (limits.sse_write_timeout): a
 	// client that stops reading loses its stream, and with it the queue,
 	// within that time; its session survives.
 	writeTimeout time.Duration
-	// queued is the size of the events waiting in ch, bounded by
+	// queued is the size of the events waiting in pending, bounded by
 	// streamBacklogBytes: a count alone would let a few large messages
 	// pile up hundreds of megabytes behind a slow client.
 	queued atomic.Int64
 }
 
-// streamBacklogBytes bounds the events queued for one stream; an event
-// that would go over it is dropped, unless the queue is empty (one
-// message is always let through, whatever its size).
-const streamBacklogBytes = 4 << 20
+// Bounds of the events queued for one stream. An event that would go over
+// either is dropped, unless the queue is empty (one message is always let
+// through, whatever its size).
+const (
+	streamBacklogBytes  = 4 << 20
+	streamBacklogEvents = 512
+)
 
 func newStreamSender(legacy bool, writeTimeout time.Duration) *streamSender {
-	return &streamSender{ch: make(chan []byte, 512), done: make(chan struct{}), legacy: legacy, writeTimeout: writeTimeout}
+	return &streamSender{wake: make(chan struct{}, 1), done: make(chan struct{}), legacy: legacy, writeTimeout: writeTimeout}
 }
 
 func (st *streamSender) send(msg *jsonrpc.Message) error {
@@ -345,37 +354,58 @@ func (st *streamSender) send(msg *jsonrpc.Message) error {
 
 func (st *streamSender) sendEvent(ev *jsonrpc.Event) error {
 	buf := jsonrpc.AppendEvent(nil, ev)
-	select {
-	case <-st.done:
-		return errStreamDone
-	default:
-	}
 	n := int64(len(buf))
-	if q := st.queued.Add(n); q > streamBacklogBytes && q != n {
-		st.queued.Add(-n)
-		return errBacklogFull
-	}
+	st.mu.Lock()
 	select {
-	case st.ch <- buf:
-		return nil
 	case <-st.done:
-		st.queued.Add(-n)
+		st.mu.Unlock()
 		return errStreamDone
 	default:
-		st.queued.Add(-n)
+	}
+	if len(st.pending) > 0 && (len(st.pending) >= streamBacklogEvents || st.queued.Load()+n > streamBacklogBytes) {
+		st.mu.Unlock()
 		return errBacklogFull
 	}
+	st.pending = append(st.pending, buf)
+	st.queued.Add(n)
+	st.mu.Unlock()
+	select {
+	case st.wake <- struct{}{}:
+	default: // already signalled: the writer takes everything queued
+	}
+	return nil
 }
 
 // errBacklogFull: a downstream that does not read its stream loses
 // messages rather than stalling the upstream reader or growing memory.
 var errBacklogFull = errors.New("stream backlog full")
 
-// next takes one queued event off the stream's queue.
+// next takes the oldest queued event off the stream's queue (nil when
+// it is empty).
 func (st *streamSender) next() []byte {
-	b := <-st.ch
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.pending) == 0 {
+		return nil
+	}
+	b := st.pending[0]
+	st.pending[0] = nil
+	st.pending = st.pending[1:]
+	if len(st.pending) == 0 {
+		st.pending = nil // let a burst's backing array go
+	}
 	st.queued.Add(-int64(len(b)))
 	return b
+}
+
+// takeAll empties the queue and returns what was in it.
+func (st *streamSender) takeAll() [][]byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	all := st.pending
+	st.pending = nil
+	st.queued.Store(0)
+	return all
 }
 
 func (st *streamSender) finish() { st.once.Do(func() { close(st.done) }) }
@@ -410,14 +440,10 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 	defer st.finish()
 	for {
 		select {
-		case b := <-st.ch:
-			st.queued.Add(-int64(len(b)))
-			if _, err := w.Write(b); err != nil {
-				return
-			}
-			// Drain what is queued before flushing once.
-			for n := len(st.ch); n > 0; n-- {
-				if _, err := w.Write(st.next()); err != nil {
+		case <-st.wake:
+			// Write all that is queued, then flush once.
+			for _, b := range st.takeAll() {
+				if _, err := w.Write(b); err != nil {
 					return
 				}
 			}
@@ -433,8 +459,8 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 			}
 		case <-st.done:
 			// Flush what is left.
-			for n := len(st.ch); n > 0; n-- {
-				_, _ = w.Write(st.next())
+			for _, b := range st.takeAll() {
+				_, _ = w.Write(b)
 			}
 			flush()
 			return
