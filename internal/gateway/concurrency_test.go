@@ -277,3 +277,65 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 		t.Errorf("acquire on a session that ended: ok %v ended %v", ok, ended)
 	}
 }
+
+// S11 on legacy HTTP+SSE: the in-flight bound holds, a POST is
+// acknowledged only once its requests have their slots (a flood slows
+// its sender instead of piling up behind 202s), and a batch larger than
+// the bound still completes (each request starts as soon as it has a
+// slot, so none waits for another that has not started).
+func TestLegacySSEInflightBound(t *testing.T) {
+	_, url, up := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
+	req, _ := http.NewRequest(http.MethodGet, url+"/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Test-Owner", "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := jsonrpc.NewSSEReader(resp.Body, 1<<20)
+	ev, err := events.Next()
+	if err != nil || ev.Name != "endpoint" {
+		t.Fatalf("first event %+v, %v; want the endpoint", ev, err)
+	}
+	endpoint := url + strings.TrimSpace(string(ev.Data))
+	if code, body := send(t, http.MethodPost, endpoint, "alice", "", initBody); code != http.StatusAccepted {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	var batch []string
+	for i := range 5 {
+		batch = append(batch, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__wait","arguments":{}}}`, 10+i))
+	}
+	start := time.Now()
+	code, body := send(t, http.MethodPost, endpoint, "alice", "", "["+strings.Join(batch, ",")+"]")
+	acked := time.Since(start)
+	if code != http.StatusAccepted {
+		t.Fatalf("batch of 5: %d %s", code, body)
+	}
+	// Slots for 5 calls of 500ms, 2 at a time: the fifth gets one after
+	// two rounds.
+	if acked < 900*time.Millisecond || acked > 1600*time.Millisecond {
+		t.Errorf("the batch of 5 was acknowledged after %v, want about 1s (when its last request got a slot)", acked)
+	}
+	got := map[string]bool{}
+	for len(got) < 6 { // the initialize reply and five results
+		ev, err := events.Next()
+		if err != nil {
+			t.Fatalf("stream ended after %d replies: %v", len(got), err)
+		}
+		m, err := jsonrpc.Decode(ev.Data)
+		if err != nil || !m.IsResponse() {
+			continue
+		}
+		got[m.ID.Raw()] = true
+		if m.ID.Raw() != "1" && !strings.Contains(string(m.Result), "waited") {
+			t.Errorf("reply %s: %s", ev.Data, m.Error)
+		}
+	}
+	if d := time.Since(start); d > 2200*time.Millisecond {
+		t.Errorf("5 calls of 500ms, 2 at a time, took %v", d)
+	}
+	if most := up.most.Load(); most != 2 {
+		t.Errorf("the upstream saw at most %d calls at once, want 2", most)
+	}
+}

@@ -587,25 +587,32 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	w.WriteHeader(http.StatusAccepted)
-	_, _ = w.Write([]byte("Accepted"))
+	// Answers to server-initiated requests first: a call in flight may be
+	// waiting for one, and with it for a slot this POST's requests want.
+	for _, m := range msgs {
+		if m.IsResponse() {
+			g.deliverResponse(m)
+		}
+	}
+	// The session's in-flight bound holds here too (S11), and the POST
+	// waits for its requests' slots before it is acknowledged: a client
+	// flooding the session is slowed by its own POSTs, as on streamable
+	// HTTP, instead of piling up goroutines and bodies behind a 202. Each
+	// request starts as soon as it has its slot, so a batch larger than
+	// the bound still goes through.
 	for _, m := range msgs {
 		switch {
 		case m.IsResponse():
-			g.deliverResponse(m)
 		case m.IsNotification():
 			g.handleNotification(context.WithoutCancel(r.Context()), sess, &rt, m)
 		default:
+			if !g.acquireSlot(w, r, sess) {
+				return
+			}
 			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.scopeCaps()}
 			// The reply travels on the stream, so the call must outlive
 			// this POST; it ends with the session instead.
 			go func(m *jsonrpc.Message) {
-				// The session's in-flight bound holds here too (S11): a
-				// request waits for a slot in its own goroutine, so the
-				// POST that carried it is answered at once.
-				if ok, _ := sess.acquire(st.done); !ok {
-					return
-				}
 				defer sess.release()
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -622,6 +629,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			}(m)
 		}
 	}
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write([]byte("Accepted"))
 }
 
 // refusal is why a request's session id is refused: the id names another
