@@ -192,7 +192,7 @@ func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) err
 	if resp.StatusCode/100 != 2 {
 		err := t.statusError(resp, withSession)
 		if sessionExpired(err) {
-			t.c.shutdown(err)
+			t.c.expire(err)
 		}
 		return err
 	}
@@ -205,12 +205,10 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 	if ctx.Err() != nil {
 		return // the call ended first; its own outcome stands
 	}
-	if sessionExpired(err) {
-		t.c.failCall(cl, err)
-		t.c.shutdown(err)
-		return
-	}
 	t.c.failCall(cl, err)
+	if sessionExpired(err) {
+		t.c.expire(err)
+	}
 }
 
 // streamDrain bounds how long a POST stream is read after the reply
@@ -252,6 +250,7 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 		t.fail(ctx, cl, t.statusError(resp, withSession))
 		return
 	}
+	t.c.noteServed(m.Method) // taken on: it may run, whatever else expires
 	if m.Method == mcpwire.MethodInitialize {
 		if err := t.takeSessionID(resp); err != nil {
 			t.fail(ctx, cl, err)
@@ -491,7 +490,7 @@ func (t *streamable) listenOnce(st *streamState) (again, delivered bool) {
 	case resp.StatusCode != http.StatusOK:
 		err := t.statusError(resp, withSession)
 		if sessionExpired(err) {
-			t.c.shutdown(err)
+			t.c.expire(err)
 			return false, false
 		}
 		t.c.log.Debug("upstream GET stream refused", "status", resp.StatusCode)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -121,6 +122,9 @@ type Options struct {
 	// tokens mints the oauth2 tokens of the server; the Manager shares
 	// one per server across sessions. nil: Connect makes one.
 	tokens *tokenSource
+	// barrenRun counts the sessions of the server in a row that expired
+	// without serving a request (the Manager's: conn.judgeExpiry).
+	barrenRun *atomic.Int32
 }
 
 // Kind classifies failures (C6.6).
@@ -259,8 +263,10 @@ var ErrClosed = errors.New("connection was closed")
 
 // ErrSessionExpired is in the chain of the error returned when a
 // streamable-HTTP upstream answers 404 to a request carrying its session id
-// (C6.4). The session is then Done, and the Manager initializes a new one on
-// the next call. The same error also carries the relayed *jsonrpc.Error (the
+// (C6.4). The session is then Done (calls sent on it before still get their
+// own answers), and the Manager initializes a new one on the next call;
+// Manager.Call and the Call of an Acquired session send the request again
+// on it. The same error also carries the relayed *jsonrpc.Error (the
 // upstream's, or INVALID_REQUEST "Session terminated").
 var ErrSessionExpired = errors.New("session expired")
 
