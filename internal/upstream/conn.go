@@ -589,6 +589,12 @@ func (c *conn) invalidResponse(format string, args ...any) *Error {
 	return &Error{Server: c.server, Kind: KindInvalidResponse, Err: fmt.Errorf("invalid MCP response: "+format, args...)}
 }
 
+// tooLarge is the failure of a call whose message exceeded the limit
+// (S23): an invalid response that names the limit.
+func (c *conn) tooLarge() *Error {
+	return &Error{Server: c.server, Kind: KindInvalidResponse, Err: &MessageTooLargeError{Limit: c.maxMsg}}
+}
+
 // badMessage surfaces an undecodable inbound message at once (C6.5): the
 // call it belongs to fails, or, when that cannot be known, every call in
 // flight does. The session itself stays usable. err is a

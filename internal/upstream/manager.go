@@ -28,7 +28,11 @@ type ManagerOptions struct {
 	Handler            Handler
 	Logger             *slog.Logger // nil: discard
 	HTTPClient         *http.Client // nil: a shared default client
-	MaxMessageBytes    int          // 0: DefaultMaxMessageBytes
+	// MaxMessageBytes bounds one message from an upstream, on every
+	// transport (config limits.max_upstream_message, S23); 0 means
+	// DefaultMaxMessageBytes (16 MiB). A call whose message is larger
+	// fails with a *MessageTooLargeError of kind KindInvalidResponse.
+	MaxMessageBytes int
 	// OnSessionStart is called, outside the Manager's locks, each time a
 	// new session is established (the first connect and every reconnect),
 	// so that what was learned from the previous one can be refreshed.
@@ -748,6 +752,11 @@ func (m *Manager) retireLocked(e *entry, s Session) {
 		e.retryAt = now.Add(max(backoff(e.failures), minReconnectBackoff))
 		e.lastErr = &Error{Server: e.name, Kind: ue.Kind, Status: ue.Status,
 			Err: fmt.Errorf("%d sessions in a row expired before serving any request: %w", maxBarrenExpiries, ue.Err)}
+	case errors.As(e.lastErr, new(*MessageTooLargeError)):
+		// The stream broke on one oversized reply (legacy SSE, S23): the
+		// session was working, and the next call deserves a new one now.
+		e.failures = 0
+		e.retryAt = time.Time{}
 	case exp != nil && exp.expiredFruitfully():
 		// The upstream ended a session it had used (C6.4): routine, not a
 		// connect failure, however short the session's life. Backing off

@@ -265,7 +265,7 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 	}
 	switch mediaType(resp) {
 	case contentTypeJSON:
-		data, err := t.readBody(resp.Body, t.maxMsg)
+		data, err := t.readBody(resp, t.maxMsg)
 		if err != nil {
 			t.fail(ctx, cl, err)
 			return
@@ -311,8 +311,15 @@ func (t *streamable) readEvents(r *jsonrpc.SSEReader, via *call, st *streamState
 		ev, err := r.Next()
 		if err != nil {
 			if errors.Is(err, jsonrpc.ErrEventTooLarge) {
+				// The event is cut off mid-way: this stream cannot go on
+				// (the caller closes it; the session, whose other streams
+				// are separate HTTP responses, is not affected). Resuming
+				// after the last event would only replay this one.
+				st.lastID = ""
 				if via != nil {
-					t.c.failCall(via, t.c.invalidResponse("event exceeds %d bytes", t.maxMsg))
+					t.c.failCall(via, t.c.tooLarge())
+				} else {
+					t.c.log.Warn("upstream stream event dropped", "error", t.c.tooLarge().Err)
 				}
 			}
 			return err
