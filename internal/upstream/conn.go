@@ -110,6 +110,9 @@ type call struct {
 	token  string // raw params._meta.progressToken, "" if none
 	// answered is set once a response (result or error) was delivered.
 	answered atomic.Bool
+	// onListen: the upstream took the request (HTTP 202) and its reply is
+	// due on the session's GET stream, not on a response of its own.
+	onListen atomic.Bool
 	budget   time.Duration
 	timer    *time.Timer // read timeout; reset by progress for this call
 	result   chan callResult
@@ -494,9 +497,24 @@ func (c *conn) expire(err error) {
 	c.err = err
 	c.expired = true
 	c.fruitful = c.served.Load() > 0 || len(c.calls) > 0
+	// A reply due on the GET stream of a session the upstream forgot will
+	// not come: those calls fail now, not at their timeout, and not as
+	// expired (the upstream took them; sending them again could run a
+	// tool twice).
+	var lost []*call
+	for id, cl := range c.calls {
+		if cl.onListen.Load() {
+			delete(c.calls, id)
+			lost = append(lost, cl)
+		}
+	}
 	c.drainedLocked()
 	c.mu.Unlock()
 	close(c.done)
+	for _, cl := range lost {
+		cl.result <- callResult{err: &Error{Server: c.server, Kind: KindClosed,
+			Err: fmt.Errorf("%w: the upstream ended the session before the reply", ErrClosed)}}
+	}
 }
 
 // expiredFruitfully reports whether the session ended by an expiry after

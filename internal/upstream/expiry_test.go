@@ -207,3 +207,61 @@ func TestExpiryEverySessionAtOnceFailsFast(t *testing.T) {
 		})
 	}
 }
+
+// A call the upstream took with 202, its reply due on the GET stream, fails
+// at once when the session expires (the reply will not come) and is not
+// sent again: the upstream may have run it.
+func TestExpiryFailsCallsAwaitingTheGETStream(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies, f.allowGet = true, true
+	var taken atomic.Int64
+	f.hook = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method != mcpwire.MethodToolsCall {
+			return false
+		}
+		switch {
+		case strings.Contains(string(m.Params), `"later"`):
+			taken.Add(1)
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		case strings.Contains(string(m.Params), `"expire"`) && r.Header.Get(mcpwire.HeaderSessionID) == "session-1":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(jsonrpc.StringID("server-error"), jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Session not found"))))
+			return true
+		}
+		return false
+	}
+	m := managerFor(t, f.server("up"))
+	ctx := context.Background()
+	if got, err := callEcho(ctx, m, "up", "warm"); err != nil || got != "warm" {
+		t.Fatalf("warm-up: %q, %v", got, err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := callEcho(ctx, m, "up", "later")
+		errc <- err
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for taken.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	if got, err := callEcho(ctx, m, "up", "expire"); err != nil || got != "expire" {
+		t.Fatalf("call meeting the expiry: %q, %v", got, err)
+	}
+	select {
+	case err := <-errc:
+		if KindOf(err) != KindClosed || !strings.Contains(err.Error(), "ended the session before the reply") || errors.Is(err, ErrSessionExpired) {
+			t.Errorf("err = %v, want the session ended before the reply (not an expiry to retry)", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("failed after %v, want at once", d)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the call awaiting the GET stream still waits")
+	}
+	if n := taken.Load(); n != 1 {
+		t.Errorf("the upstream took the call %d times, want 1", n)
+	}
+}

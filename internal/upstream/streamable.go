@@ -260,7 +260,9 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
 		if !t.listening.Load() {
 			t.fail(ctx, cl, t.c.invalidResponse("HTTP %d without a reply to the request", resp.StatusCode))
+			return
 		}
+		cl.onListen.Store(true)
 		return // the reply may come on the GET stream
 	}
 	switch mediaType(resp) {
