@@ -42,6 +42,7 @@ type h1Conn struct {
 	bw     *bufio.Writer
 	idleAt time.Time
 	nread  int64 // bytes read from nc, to tell whether a response began
+	live   *liveness
 }
 
 // Read counts what the response reader takes from the connection.
@@ -135,7 +136,7 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 		// Servers close idle keep-alive connections on their own clock
 		// (uvicorn and node after 5 s): check before use, outside the
 		// lock, rather than learn it from a failed request.
-		if pc.br.Buffered() == 0 && connAlive(pc.nc) {
+		if pc.br.Buffered() == 0 && pc.live.check() {
 			return pc, true, nil
 		}
 		pc.nc.Close()
@@ -144,7 +145,7 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 	if err != nil {
 		return nil, false, err
 	}
-	pc := &h1Conn{t: t, key: key, nc: nc, bw: bufio.NewWriterSize(nc, 8<<10)}
+	pc := &h1Conn{t: t, key: key, nc: nc, bw: bufio.NewWriterSize(nc, 8<<10), live: newLiveness(nc)}
 	pc.br = bufio.NewReaderSize(pc, 16<<10)
 	return pc, false, nil
 }

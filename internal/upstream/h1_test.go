@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -473,10 +474,34 @@ func BenchmarkH1ConnAlive(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
+	l := newLiveness(nc)
 	b.ReportAllocs()
 	for b.Loop() {
-		if !connAlive(nc) {
+		if !l.check() {
 			b.Fatal("dead")
 		}
+	}
+}
+
+// BenchmarkH1RoundTrip is a pooled exchange with a local server, the
+// liveness check included: the scale BenchmarkH1ConnAlive is read against.
+func BenchmarkH1RoundTrip(b *testing.B) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}))
+	defer ts.Close()
+	tr := newTestH1()
+	defer tr.CloseIdleConnections()
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL, bytes.NewReader(body))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
