@@ -54,12 +54,29 @@ type conn struct {
 	t       transport
 
 	nextID atomic.Int64
+	// served counts the requests the upstream took on (a reply, or for
+	// streamable HTTP a 2xx answer to the POST), handshake excluded;
+	// servedCh is closed at the first. They tell an upstream that expires
+	// sessions it has used from one that refuses every session outright
+	// (Manager.Call): barrenRun, shared by the sessions of a server,
+	// counts those in a row that expired without serving anything (each
+	// counted once, by barrenCounted), and is reset by one that serves.
+	served        atomic.Int64
+	servedCh      chan struct{}
+	barrenRun     *atomic.Int32
+	barrenCounted atomic.Bool
 
 	mu       sync.Mutex
 	calls    map[int64]*call
 	seq      uint64
 	incoming map[string]context.CancelFunc // server-initiated requests being handled, by raw id
 	err      error                         // set once, when the session ends
+	// expired: the upstream ended the session (HTTP 404, C6.4) while calls
+	// sent before may still get their own answers; fruitful says whether it
+	// had served any request, or had others in flight, by then.
+	expired  bool
+	fruitful bool
+	drained  chan struct{} // closed once the session has ended and no call is pending
 	info     *InitInfo
 	// stateless is set for a 2026-07-28 upstream: every request carries
 	// the era's _meta.
@@ -93,6 +110,9 @@ type call struct {
 	token  string // raw params._meta.progressToken, "" if none
 	// answered is set once a response (result or error) was delivered.
 	answered atomic.Bool
+	// onListen: the upstream took the request (HTTP 202) and its reply is
+	// due on the session's GET stream, not on a response of its own.
+	onListen atomic.Bool
 	budget   time.Duration
 	timer    *time.Timer // read timeout; reset by progress for this call
 	result   chan callResult
@@ -134,6 +154,9 @@ func newConn(opts *Options) *conn {
 		timeout:       timeout,
 		maxMsg:        maxMsg,
 		calls:         make(map[int64]*call),
+		servedCh:      make(chan struct{}),
+		barrenRun:     opts.barrenRun,
+		drained:       make(chan struct{}),
 		incoming:      make(map[string]context.CancelFunc),
 		done:          make(chan struct{}),
 		ctx:           ctx,
@@ -254,7 +277,7 @@ func (c *conn) register(cl *call) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
-		return c.err
+		return &notSentError{err: c.err}
 	}
 	c.seq++
 	cl.seq = c.seq
@@ -262,13 +285,47 @@ func (c *conn) register(cl *call) error {
 	return nil
 }
 
+// notSentError is the failure of a call on a session that had already
+// ended: the request never left, so it may go to another session whatever
+// it is.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
 // forget removes cl from the pending table.
 func (c *conn) forget(cl *call) {
 	c.mu.Lock()
 	if c.calls[cl.id] == cl {
 		delete(c.calls, cl.id)
+		c.drainedLocked()
 	}
 	c.mu.Unlock()
+}
+
+// drainedLocked closes drained once the session is over and its last
+// pending call has ended.
+func (c *conn) drainedLocked() {
+	if c.err != nil && len(c.calls) == 0 {
+		select {
+		case <-c.drained:
+		default:
+			close(c.drained)
+		}
+	}
+}
+
+// noteServed records that the upstream took on a request of cl's kind.
+func (c *conn) noteServed(method string) {
+	if method == mcpwire.MethodInitialize || method == mcpwire.MethodServerDiscover {
+		return
+	}
+	if c.served.Add(1) == 1 {
+		close(c.servedCh)
+		if c.barrenRun != nil {
+			c.barrenRun.Store(0)
+		}
+	}
 }
 
 // finish delivers r to the pending call id, if it is still pending.
@@ -276,12 +333,17 @@ func (c *conn) finish(id int64, r callResult) bool {
 	c.mu.Lock()
 	cl := c.calls[id]
 	delete(c.calls, id)
+	if cl != nil {
+		if r.msg != nil {
+			cl.answered.Store(true)
+			// Before drained can close: servedBeforeExpiry reads both.
+			c.noteServed(cl.method)
+		}
+		c.drainedLocked()
+	}
 	c.mu.Unlock()
 	if cl == nil {
 		return false
-	}
-	if r.msg != nil {
-		cl.answered.Store(true)
 	}
 	cl.result <- r // buffered; only the remover sends
 	return true
@@ -397,22 +459,119 @@ func (c *conn) Close() error {
 }
 
 // shutdown ends the session with err: every pending call fails with it at
-// once, Handler contexts end, Done is closed. Only the first err counts.
+// once, Handler contexts end, Done is closed. Only the first err counts
+// as the session's; calls an expiry left pending fail with the later one.
 func (c *conn) shutdown(err error) {
+	c.mu.Lock()
+	first := c.err == nil
+	if first {
+		c.err = err
+	}
+	calls := c.calls
+	c.calls = make(map[int64]*call)
+	c.drainedLocked()
+	c.mu.Unlock()
+	c.cancel()
+	if first {
+		close(c.done)
+	}
+	for _, cl := range calls {
+		cl.result <- callResult{err: err}
+	}
+}
+
+// expire ends the session because the upstream said it no longer exists
+// (HTTP 404 on the session id, C6.4): Done is closed and nothing more is
+// sent on it, but calls already sent keep waiting for their own answers.
+// The 404 was about one request; others the upstream took before it
+// forgot the session (a server ending sessions after N calls) still come
+// back, and failing them as expired would have the Manager send them,
+// tools and all, a second time. The Manager closes the session once they
+// are over (closeWhenDrained).
+func (c *conn) expire(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return
 	}
 	c.err = err
-	calls := c.calls
-	c.calls = make(map[int64]*call)
-	c.mu.Unlock()
-	c.cancel()
-	close(c.done)
-	for _, cl := range calls {
-		cl.result <- callResult{err: err}
+	c.expired = true
+	c.fruitful = c.served.Load() > 0 || len(c.calls) > 0
+	// A reply due on the GET stream of a session the upstream forgot will
+	// not come: those calls fail now, not at their timeout, and not as
+	// expired (the upstream took them; sending them again could run a
+	// tool twice).
+	var lost []*call
+	for id, cl := range c.calls {
+		if cl.onListen.Load() {
+			delete(c.calls, id)
+			lost = append(lost, cl)
+		}
 	}
+	c.drainedLocked()
+	c.mu.Unlock()
+	close(c.done)
+	for _, cl := range lost {
+		cl.result <- callResult{err: &Error{Server: c.server, Kind: KindClosed,
+			Err: fmt.Errorf("%w: the upstream ended the session before the reply", ErrClosed)}}
+	}
+}
+
+// expiredFruitfully reports whether the session ended by an expiry after
+// it had served requests (or had others in flight): an upstream ending
+// sessions it used, not one that refuses every new session.
+func (c *conn) expiredFruitfully() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expired && c.fruitful
+}
+
+// servedBeforeExpiry reports whether the upstream took on any request of
+// the session: at once when one is known, else once the calls in flight
+// at the expiry are over (one of them may have been taken on; their
+// answers may trail the 404), bounded by the read timeout and ctx.
+func (c *conn) servedBeforeExpiry(ctx context.Context) bool {
+	if c.served.Load() > 0 {
+		return true
+	}
+	tm := time.NewTimer(c.timeout)
+	defer tm.Stop()
+	select {
+	case <-c.servedCh:
+		return true
+	case <-c.drained:
+		return c.served.Load() > 0
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// judgeExpiry says, for a call that met this session's expiry, whether
+// the session had served anything (servedBeforeExpiry), and how many
+// sessions of the server in a row have now expired without.
+func (c *conn) judgeExpiry(ctx context.Context) (served bool, barren int) {
+	if c.servedBeforeExpiry(ctx) || c.barrenRun == nil {
+		return true, 0
+	}
+	if c.barrenCounted.CompareAndSwap(false, true) {
+		c.barrenRun.Add(1)
+	}
+	return false, int(c.barrenRun.Load())
+}
+
+// closeWhenDrained closes the session once its pending calls are over,
+// or at the latest after the read timeout (their own bound) or when stop
+// is closed.
+func (c *conn) closeWhenDrained(stop <-chan struct{}) error {
+	tm := time.NewTimer(c.timeout)
+	defer tm.Stop()
+	select {
+	case <-c.drained:
+	case <-tm.C:
+	case <-stop:
+	}
+	return c.Close()
 }
 
 // receiveData decodes one inbound frame (a message or a batch) and
@@ -448,6 +607,12 @@ func (c *conn) invalidResponse(format string, args ...any) *Error {
 	return &Error{Server: c.server, Kind: KindInvalidResponse, Err: fmt.Errorf("invalid MCP response: "+format, args...)}
 }
 
+// tooLarge is the failure of a call whose message exceeded the limit
+// (S23): an invalid response that names the limit.
+func (c *conn) tooLarge() *Error {
+	return &Error{Server: c.server, Kind: KindInvalidResponse, Err: &MessageTooLargeError{Limit: c.maxMsg}}
+}
+
 // badMessage surfaces an undecodable inbound message at once (C6.5): the
 // call it belongs to fails, or, when that cannot be known, every call in
 // flight does. The session itself stays usable. err is a
@@ -478,6 +643,7 @@ func (c *conn) badMessage(err error, via *call) {
 	c.mu.Lock()
 	calls := c.calls
 	c.calls = make(map[int64]*call)
+	c.drainedLocked()
 	c.mu.Unlock()
 	for _, cl := range calls {
 		cl.result <- callResult{err: e}

@@ -100,6 +100,44 @@ type fake struct {
 	cancelled []string
 	init      json.RawMessage
 	nextAsk   int
+	// flood writes one message, streamed from the reader, on the
+	// transport (the tool flood); a request's context may carry its own
+	// (floodKey), for a reply on that request's stream.
+	flood func(msg io.Reader)
+}
+
+type floodKey struct{}
+
+// floodMessage is a reply to id whose text is size bytes, produced as it
+// is read: the fakes stream it and never hold it. idLast puts the id after
+// the result, as the TypeScript SDK writes its messages.
+func floodMessage(id jsonrpc.ID, size int, idLast bool) io.Reader {
+	head := `{"jsonrpc":"2.0","id":` + id.Raw() + `,"result":{"content":[{"type":"text","text":"`
+	tail := `"}]}}`
+	if idLast {
+		head = `{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"`
+		tail = `"}]},"id":` + id.Raw() + `}`
+	}
+	return io.MultiReader(strings.NewReader(head), io.LimitReader(xs{}, int64(size)), strings.NewReader(tail))
+}
+
+// floodNotification is a log message of size bytes.
+func floodNotification(size int) io.Reader {
+	return io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`),
+		io.LimitReader(xs{}, int64(size)), strings.NewReader(`"}}`))
+}
+
+// xs reads as an endless run of 'x'.
+type xs struct{}
+
+var xBlock = bytes.Repeat([]byte("x"), 64<<10)
+
+func (xs) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], xBlock)
+	}
+	return n, nil
 }
 
 func newFake() *fake {
@@ -235,6 +273,23 @@ func (f *fake) result(ctx context.Context, m *jsonrpc.Message, emit emitter) (js
 		b = append(b, `{"content":[{"type":"text","text":"`...)
 		b = append(b, strings.Repeat("x", args.Size)...)
 		return append(b, `"}]}`...), nil
+	case "flood":
+		// A message too large to hold: text "id-last" puts the reply's id
+		// at its end, "notify" sends a log message that large and then a
+		// small reply.
+		flood := f.flood
+		if fn, ok := ctx.Value(floodKey{}).(func(io.Reader)); ok {
+			flood = fn
+		}
+		if flood == nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "flood: not on this transport")
+		}
+		if args.Text == "notify" {
+			flood(floodNotification(args.Size))
+			return textResult("after"), nil
+		}
+		flood(floodMessage(m.ID, args.Size, args.Text == "id-last"))
+		return nil, nil
 	case "die":
 		os.Exit(3)
 	case "pid":
@@ -301,6 +356,13 @@ func runStdioFake() {
 		wmu.Lock()
 		defer wmu.Unlock()
 		out.Write(data)
+		out.WriteByte('\n')
+		out.Flush()
+	}
+	f.flood = func(msg io.Reader) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		io.Copy(out, msg)
 		out.WriteByte('\n')
 		out.Flush()
 	}
@@ -457,7 +519,11 @@ func (s *streamableFake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.jsonReplies {
 		var reply []byte
-		s.handle(r.Context(), m, func(data []byte) { reply = data })
+		ctx := context.WithValue(r.Context(), floodKey{}, func(msg io.Reader) {
+			w.Header().Set("Content-Type", "application/json")
+			io.Copy(w, msg) // chunked: no length said up front
+		})
+		s.handle(ctx, m, func(data []byte) { reply = data })
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(reply)
 		return
@@ -466,7 +532,15 @@ func (s *streamableFake) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	w.(http.Flusher).Flush()
 	var wmu sync.Mutex
-	s.handle(r.Context(), m, func(data []byte) {
+	ctx := context.WithValue(r.Context(), floodKey{}, func(msg io.Reader) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		io.WriteString(w, "event: message\ndata: ")
+		io.Copy(w, msg)
+		io.WriteString(w, "\n\n")
+		w.(http.Flusher).Flush()
+	})
+	s.handle(ctx, m, func(data []byte) {
 		wmu.Lock()
 		defer wmu.Unlock()
 		w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "message", Data: data}))
@@ -485,11 +559,18 @@ type sseFake struct {
 
 	mu     sync.Mutex
 	stream chan []byte // the open stream's outbox; nil: none
+	raw    chan io.Reader
 	drop   chan struct{}
 }
 
 func newSSEFake(t testing.TB) *sseFake {
-	s := &sseFake{fake: newFake()}
+	s := &sseFake{fake: newFake(), raw: make(chan io.Reader)}
+	s.flood = func(msg io.Reader) {
+		select {
+		case s.raw <- msg:
+		case <-time.After(5 * time.Second): // no stream to write it on
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /sse", s.serveStream)
 	mux.HandleFunc("POST /messages", s.servePost)
@@ -530,6 +611,13 @@ func (s *sseFake) serveStream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case data := <-out:
 			w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "message", Data: data}))
+			w.(http.Flusher).Flush()
+		case msg := <-s.raw:
+			io.WriteString(w, "event: message\ndata: ")
+			if _, err := io.Copy(w, msg); err != nil {
+				return // the client hung up mid-event
+			}
+			io.WriteString(w, "\n\n")
 			w.(http.Flusher).Flush()
 		case <-drop:
 			return

@@ -41,6 +41,15 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
+	nread  int64 // bytes read from nc, to tell whether a response began
+	live   *liveness
+}
+
+// Read counts what the response reader takes from the connection.
+func (pc *h1Conn) Read(p []byte) (int, error) {
+	n, err := pc.nc.Read(p)
+	pc.nread += int64(n)
+	return n, err
 }
 
 // aLongTimeAgo is a deadline in the past: it unblocks pending I/O at once.
@@ -66,8 +75,9 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		key = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	for attempt := 0; ; attempt++ {
-		pc, reused, err := t.conn(req.Context(), key)
+	fresh := false
+	for {
+		pc, reused, err := t.conn(req.Context(), key, fresh)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -77,10 +87,15 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		pc.close()
-		// A pooled connection the server closed while it sat idle fails
-		// before anything of the response arrives: retry once on a fresh
-		// one, as net/http does, when the body can be sent again.
-		if reused && attempt == 0 && req.Context().Err() == nil && errors.Is(err, errIdleClosed) {
+		// A pooled connection the server closed just as the request went
+		// out (the liveness check in conn passed a moment before) fails
+		// before any response byte: send it again, once, as net/http does,
+		// when the body can be sent again. Always on a dialled connection:
+		// another pooled one may have been closed by the same keep-alive
+		// timeout, and a second failure would reach the caller. A server
+		// that drops a request it was given and was not idle-closing (a
+		// crash) refuses the fresh dial, so the request is not run twice.
+		if reused && !fresh && req.Context().Err() == nil && errors.Is(err, errIdleClosed) {
 			if req.Body != nil && req.Body != http.NoBody {
 				if req.GetBody == nil {
 					return nil, err
@@ -92,6 +107,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				req = req.Clone(req.Context())
 				req.Body = body
 			}
+			fresh = true
 			continue
 		}
 		closeBody(req)
@@ -108,27 +124,48 @@ func closeBody(req *http.Request) {
 // errIdleClosed: the connection was gone before any response byte.
 var errIdleClosed = errors.New("connection closed before the response")
 
-func (t *h1Transport) conn(ctx context.Context, key string) (*h1Conn, bool, error) {
-	now := time.Now()
-	t.mu.Lock()
-	for list := t.idle[key]; len(list) > 0; list = t.idle[key] {
-		pc := list[len(list)-1]
-		t.idle[key] = list[:len(list)-1]
-		if now.Sub(pc.idleAt) > t.idleTimeout {
-			t.mu.Unlock()
-			pc.nc.Close()
-			t.mu.Lock()
-			continue
+// conn returns a connection for key: an idle pooled one that is still
+// alive, else (or when fresh is set) a newly dialled one. reused says
+// which it is.
+func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn, bool, error) {
+	for !fresh {
+		pc := t.takeIdle(key)
+		if pc == nil {
+			break
 		}
-		t.mu.Unlock()
-		return pc, true, nil
+		// Servers close idle keep-alive connections on their own clock
+		// (uvicorn and node after 5 s): check before use, outside the
+		// lock, rather than learn it from a failed request.
+		if pc.br.Buffered() == 0 && pc.live.check() {
+			return pc, true, nil
+		}
+		pc.nc.Close()
 	}
-	t.mu.Unlock()
 	nc, err := t.dialer.DialContext(ctx, "tcp", key)
 	if err != nil {
 		return nil, false, err
 	}
-	return &h1Conn{t: t, key: key, nc: nc, br: bufio.NewReaderSize(nc, 16<<10), bw: bufio.NewWriterSize(nc, 8<<10)}, false, nil
+	pc := &h1Conn{t: t, key: key, nc: nc, bw: bufio.NewWriterSize(nc, 8<<10), live: newLiveness(nc)}
+	pc.br = bufio.NewReaderSize(pc, 16<<10)
+	return pc, false, nil
+}
+
+// takeIdle pops the most recently pooled connection of key that has not
+// passed the idle timeout; expired ones on the way are closed.
+func (t *h1Transport) takeIdle(key string) *h1Conn {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for list := t.idle[key]; len(list) > 0; list = t.idle[key] {
+		pc := list[len(list)-1]
+		t.idle[key] = list[:len(list)-1]
+		if now.Sub(pc.idleAt) > t.idleTimeout {
+			pc.nc.Close() // a close does not block
+			continue
+		}
+		return pc
+	}
+	return nil
 }
 
 func (t *h1Transport) put(pc *h1Conn) {
@@ -180,6 +217,7 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	// Cancelling the request unblocks whatever I/O is pending on the
 	// connection; the connection is then not reused.
 	stop := context.AfterFunc(req.Context(), func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+	before := pc.nread
 	if err := req.Write(pc.bw); err != nil {
 		stop()
 		return nil, pc.ioErr(req, err, true)
@@ -191,7 +229,7 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := http.ReadResponse(pc.br, req)
 	if err != nil {
 		stop()
-		return nil, pc.ioErr(req, err, pc.br.Buffered() == 0)
+		return nil, pc.ioErr(req, err, pc.nread == before)
 	}
 	body := &h1Body{rc: resp.Body, pc: pc, stop: stop, reuse: !resp.Close && !req.Close}
 	if resp.ContentLength == 0 || req.Method == http.MethodHead {

@@ -1,13 +1,17 @@
 package upstream
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,5 +202,306 @@ func TestH1PutPrunesExpiredIdle(t *testing.T) {
 	}
 	if n := len(tr.idle["k"]); n != 1 {
 		t.Errorf("%d idle connections kept, want 1", n)
+	}
+}
+
+// A server with a real 5 s keep-alive (uvicorn's and node's default) closes
+// the pooled connections of a burst while they sit idle: the calls after
+// the pause must not fail on them (issue 10, defect 3). Each dead
+// connection is found before use and none is reused, so the 8 calls need
+// one new connection between them.
+func TestH1IdleConnectionsPastServerKeepAlive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 5 s keep-alive")
+	}
+	var inflight atomic.Int64
+	burst := make(chan struct{})
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		// Hold the burst until all 20 are in: 20 connections get pooled.
+		if inflight.Add(1) == 20 {
+			close(burst)
+		}
+		select {
+		case <-burst:
+		case <-time.After(5 * time.Second):
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}))
+	ts.Config.IdleTimeout = 5 * time.Second
+	var conns atomic.Int64
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	tr := newTestH1()
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	post := func(i int) error {
+		want := fmt.Sprintf(`{"n":%d}`, i)
+		resp, err := c.Post(ts.URL, "application/json", strings.NewReader(want))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || string(b) != want {
+			return fmt.Errorf("body %q (%v), want %q", b, err, want)
+		}
+		return nil
+	}
+	errs := make(chan error, 20)
+	for i := range 20 {
+		go func() { errs <- post(i) }()
+	}
+	for range 20 {
+		if err := <-errs; err != nil {
+			t.Fatalf("burst: %v", err)
+		}
+	}
+	if n := conns.Load(); n != 20 {
+		t.Fatalf("burst used %d connections, want 20", n)
+	}
+	time.Sleep(7 * time.Second)
+	for i := range 8 {
+		if err := post(100 + i); err != nil {
+			t.Errorf("call %d after the idle pause: %v", i+1, err)
+		}
+	}
+	if n := conns.Load(); n != 21 {
+		t.Errorf("%d connections in all, want 21 (the burst's 20, then one for the 8 calls)", n)
+	}
+}
+
+// dropServer is a raw HTTP/1.1 server that answers a request with its
+// body, except when drop says to close the connection instead, right
+// after reading the request: the race of a keep-alive timeout firing as
+// the request arrives, which no liveness check can see coming.
+type dropServer struct {
+	ln       net.Listener
+	conns    atomic.Int64
+	requests atomic.Int64
+	wg       sync.WaitGroup
+}
+
+func newDropServer(t *testing.T, drop func(conn, nth int) bool) *dropServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &dropServer{ln: ln}
+	s.wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn := int(s.conns.Add(1))
+			s.wg.Go(func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for nth := 1; ; nth++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					body, _ := io.ReadAll(req.Body)
+					s.requests.Add(1)
+					if drop(conn, nth) {
+						return
+					}
+					fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func (s *dropServer) url() string { return "http://" + s.ln.Addr().String() }
+
+func postBody(c *http.Client, url, body string) (string, error) {
+	resp, err := c.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// A request the server drops on a reused connection is sent again on a
+// freshly dialled connection, never on another pooled one, which the same
+// keep-alive timeout may have closed as well.
+func TestH1RetryAfterDropUsesFreshConnection(t *testing.T) {
+	// Two connections get pooled; the next request on either is dropped.
+	s := newDropServer(t, func(conn, nth int) bool { return conn <= 2 && nth == 2 })
+	tr := newTestH1()
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	// Two requests at once: two connections.
+	pc1, _, err := tr.conn(context.Background(), s.ln.Addr().String(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc2, _, err := tr.conn(context.Background(), s.ln.Addr().String(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range []*h1Conn{pc1, pc2} {
+		req, _ := http.NewRequest(http.MethodPost, s.url(), strings.NewReader("warm"))
+		resp, err := pc.roundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close() // read to the end: back to the pool
+	}
+	if n := len(tr.idle[s.ln.Addr().String()]); n != 2 {
+		t.Fatalf("%d pooled connections, want 2", n)
+	}
+	got, err := postBody(c, s.url(), `{"call":1}`)
+	if err != nil || got != `{"call":1}` {
+		t.Fatalf("dropped request not recovered: %q, %v", got, err)
+	}
+	if n := s.conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3: the retry dials its own", n)
+	}
+	if n := s.requests.Load(); n != 4 {
+		t.Errorf("server read %d requests, want 4 (2 warm-ups, the dropped one, its retry)", n)
+	}
+}
+
+// The retry happens at most once: a request dropped on its fresh
+// connection too fails, with the cause.
+func TestH1RetriesAtMostOnce(t *testing.T) {
+	s := newDropServer(t, func(conn, nth int) bool { return conn > 1 || nth > 1 })
+	tr := newTestH1()
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	if got, err := postBody(c, s.url(), "one"); err != nil || got != "one" {
+		t.Fatalf("first request: %q, %v", got, err)
+	}
+	_, err := postBody(c, s.url(), "two")
+	if !errors.Is(err, errIdleClosed) {
+		t.Errorf("err = %v, want the connection closed before the response", err)
+	}
+	if n := s.requests.Load(); n != 3 {
+		t.Errorf("server read %d requests, want 3 (one retry, no more)", n)
+	}
+	if n := s.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+}
+
+// A body that cannot be sent again is not retried.
+func TestH1NoRetryWithoutGetBody(t *testing.T) {
+	s := newDropServer(t, func(conn, nth int) bool { return nth == 2 })
+	tr := newTestH1()
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	if got, err := postBody(c, s.url(), "one"); err != nil || got != "one" {
+		t.Fatalf("first request: %q, %v", got, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.url(), io.NopCloser(strings.NewReader("two")))
+	if _, err := c.Do(req); !errors.Is(err, errIdleClosed) {
+		t.Errorf("err = %v, want the connection closed before the response", err)
+	}
+	if n := s.requests.Load(); n != 2 {
+		t.Errorf("server read %d requests, want 2 (no retry)", n)
+	}
+}
+
+// The liveness check sees a connection the server closed while idle.
+func TestH1ConnAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, _ := ln.Accept()
+		accepted <- nc
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	srv := <-accepted
+	if !connAlive(nc) {
+		t.Fatal("open idle connection reported dead")
+	}
+	srv.Write([]byte("x"))
+	time.Sleep(50 * time.Millisecond)
+	if connAlive(nc) {
+		t.Error("connection with unasked-for data reported alive")
+	}
+	// The peek consumed nothing.
+	b := make([]byte, 1)
+	if n, _ := nc.Read(b); n != 1 || b[0] != 'x' {
+		t.Errorf("read %q after the check, want x", b[:n])
+	}
+	srv.Close()
+	time.Sleep(50 * time.Millisecond)
+	if connAlive(nc) {
+		t.Error("connection the server closed reported alive")
+	}
+}
+
+func BenchmarkH1ConnAlive(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, _ := ln.Accept()
+		if nc != nil {
+			defer nc.Close()
+			io.Copy(io.Discard, nc)
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	l := newLiveness(nc)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.check() {
+			b.Fatal("dead")
+		}
+	}
+}
+
+// BenchmarkH1RoundTrip is a pooled exchange with a local server, the
+// liveness check included: the scale BenchmarkH1ConnAlive is read against.
+func BenchmarkH1RoundTrip(b *testing.B) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}))
+	defer ts.Close()
+	tr := newTestH1()
+	defer tr.CloseIdleConnections()
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL, bytes.NewReader(body))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }

@@ -332,17 +332,44 @@ func (b *httpBase) statusError(resp *http.Response, withSession bool) *Error {
 	return e
 }
 
-// readBody reads a whole JSON body, bounded by max. A failure while
+// readBody reads a whole JSON body, bounded by max (S23): a body that says
+// it is longer is refused before any of it is read, one that turns out
+// longer once max+1 bytes are in; either way the caller closes it unread,
+// which costs the connection, not the memory of the rest. A failure while
 // reading keeps its cause (an interrupted body is not "invalid JSON").
-func (b *httpBase) readBody(r io.Reader, max int) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, &Error{Server: b.c.server, Kind: KindUnreachable, Err: fmt.Errorf("read response: %w", err)}
+func (b *httpBase) readBody(resp *http.Response, max int) ([]byte, error) {
+	if resp.ContentLength > int64(max) {
+		return nil, b.c.tooLarge()
 	}
-	if len(data) > max {
-		return nil, b.c.invalidResponse("message exceeds %d bytes", max)
+	// A known length is one allocation; otherwise the buffer doubles, but
+	// never past max+1 (io.ReadAll's growth would take it to twice max).
+	size := 64 << 10
+	if resp.ContentLength >= 0 {
+		size = int(resp.ContentLength) + 1 // +1: room to see the end
 	}
-	return data, nil
+	buf := make([]byte, 0, min(size, max+1))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > max {
+				return nil, b.c.tooLarge()
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), max+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, &Error{Server: b.c.server, Kind: KindUnreachable, Err: fmt.Errorf("read response: %w", err)}
+		}
+	}
+	if len(buf) > max {
+		return nil, b.c.tooLarge()
+	}
+	return buf, nil
 }
 
 // sessionExpired reports whether err is a 404 on a session (C6.4).

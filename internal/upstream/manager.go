@@ -28,7 +28,11 @@ type ManagerOptions struct {
 	Handler            Handler
 	Logger             *slog.Logger // nil: discard
 	HTTPClient         *http.Client // nil: a shared default client
-	MaxMessageBytes    int          // 0: DefaultMaxMessageBytes
+	// MaxMessageBytes bounds one message from an upstream, on every
+	// transport (config limits.max_upstream_message, S23); 0 means
+	// DefaultMaxMessageBytes (16 MiB). A call whose message is larger
+	// fails with a *MessageTooLargeError of kind KindInvalidResponse.
+	MaxMessageBytes int
 	// OnSessionStart is called, outside the Manager's locks, each time a
 	// new session is established (the first connect and every reconnect),
 	// so that what was learned from the previous one can be refreshed.
@@ -108,6 +112,9 @@ type server struct {
 	entries   map[string]*entry
 	// era is what auto learned of the server (an eraOf).
 	era atomic.Int32
+	// barrenRun: sessions in a row that expired before serving any
+	// request (conn.judgeExpiry).
+	barrenRun atomic.Int32
 	// per_call mode has no entries: its health is the outcome of the
 	// latest connect, and live counts the sessions in use.
 	health Health
@@ -125,10 +132,16 @@ type entry struct {
 	started     time.Time     // when sess was established
 	lastUsed    time.Time     // for the idle reaper of caller-keyed entries
 	connecting  chan struct{} // non-nil while a connect runs; closed when it ends
-	lastErr     error
-	failures    int
-	retryAt     time.Time
-	health      Health
+	// failed is the connecting channel of the latest attempt that failed,
+	// and failErr its error: a caller that waited on an attempt learns its
+	// own outcome, not that of whatever happened to the entry since (the
+	// new session may have come and gone already).
+	failed   chan struct{}
+	failErr  error
+	lastErr  error
+	failures int
+	retryAt  time.Time
+	health   Health
 }
 
 // NewManager builds a Manager; nothing is connected until Session or Start.
@@ -312,7 +325,34 @@ func (m *Manager) DefaultFingerprint(server string) string {
 // pooled session of the caller's credentials and release does nothing;
 // in per_call mode it is a new session, and release ends it (the DELETE
 // included) within CloseTimeout, before returning (C9.1).
+//
+// The session's Call recovers from session expiry as Manager.Call does
+// (the request goes again on a new session), so an operation of several
+// calls on one acquired session (a catalog walk) survives an upstream
+// ending the session between them. Everything else is the acquired
+// session's own: Info, Done and Err describe it and Notify uses it.
 func (m *Manager) Acquire(ctx context.Context, server string) (Session, func(), error) {
+	s, release, err := m.acquire(ctx, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &recovering{Session: s, m: m, server: server}, release, nil
+}
+
+// recovering is an acquired session whose calls are retried on a new
+// session when the upstream says this one expired.
+type recovering struct {
+	Session
+	m      *Manager
+	server string
+}
+
+func (r *recovering) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return r.m.call(ctx, r.server, r.Session, method, params)
+}
+
+// acquire is Acquire without the recovering wrapper.
+func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), error) {
 	sv := m.serverMap()[server]
 	m.mu.Lock()
 	closed := m.closed
@@ -352,23 +392,82 @@ func (m *Manager) Acquire(ctx context.Context, server string) (Session, func(), 
 	}, nil
 }
 
-// Call runs one request on server for ctx's caller. When the upstream
-// says the session expired (HTTP 404 on the session, C6.4) the request
-// never reached a tool, so it is retried once on a new session.
+// Bounds of the recovery from session expiry (Call).
+const (
+	// maxExpiryRetries caps the re-sends of one request however much the
+	// upstream serves in between. An upstream that serves n requests per
+	// session, under c concurrent callers, takes about c/n rounds for the
+	// unluckiest; 256 leaves that room at c=64, n=3.
+	maxExpiryRetries = 256
+	// maxBarrenExpiries: when this many sessions of the server in a row
+	// expired without having served any request at all, the upstream is
+	// taken to refuse every session: a call meeting one more fails.
+	maxBarrenExpiries = 2
+)
+
+// Call runs one request on server for ctx's caller.
+//
+// When the upstream says the session expired (HTTP 404 on the session,
+// C6.4), the request never reached a tool, so it is sent again on a new
+// session (C11.2), as often as it takes while the upstream is making
+// progress: however soon the new session expires too (a server that ends
+// sessions after every few calls), and however many callers meet the
+// same expiry: they share one re-dial (Session) and each retries on the
+// new session. It stops when maxBarrenExpiries sessions in a row expired
+// without serving any request (the upstream refuses every session: a
+// clear error, at once), after maxExpiryRetries, or when ctx ends.
 func (m *Manager) Call(ctx context.Context, server, method string, params json.RawMessage) (json.RawMessage, error) {
-	for attempt := 0; ; attempt++ {
-		s, release, err := m.Acquire(ctx, server)
-		if err != nil {
-			return nil, err
+	return m.call(ctx, server, nil, method, params)
+}
+
+// call is Call, on first when it is non-nil (an acquired session).
+func (m *Manager) call(ctx context.Context, server string, first Session, method string, params json.RawMessage) (json.RawMessage, error) {
+	retries := 0
+	for {
+		s, release := first, func() {}
+		if s == nil {
+			var err error
+			if s, release, err = m.acquire(ctx, server); err != nil {
+				return nil, err
+			}
 		}
+		first = nil
 		res, err := s.Call(ctx, method, params)
 		release()
-		if err != nil && attempt == 0 && sessionExpired(err) && ctx.Err() == nil {
-			m.log.Info("upstream session expired; retrying on a new session", logKeyServer, server, "method", method)
+		if err == nil || !sessionExpired(err) || ctx.Err() != nil {
+			return res, err
+		}
+		var notSent *notSentError
+		if errors.As(err, &notSent) {
+			// The session had expired before this request was sent
+			// (another caller met the 404): nothing learned of the
+			// upstream. Not counted: this only goes on while others'
+			// requests expire sessions, and they count theirs.
 			continue
 		}
-		return res, err
+		if j, ok := s.(interface {
+			judgeExpiry(context.Context) (bool, int)
+		}); ok {
+			if served, barren := j.judgeExpiry(ctx); !served && barren >= maxBarrenExpiries {
+				return nil, expiryGiveUp(server, err, fmt.Sprintf("%d sessions in a row expired before serving any request", barren))
+			}
+		}
+		if retries++; retries > maxExpiryRetries {
+			return nil, expiryGiveUp(server, err, fmt.Sprintf("the session expired %d times in a row for one request", retries))
+		}
+		m.log.Debug("upstream session expired; sending the request again on a new session", logKeyServer, server, "method", method)
 	}
+}
+
+// expiryGiveUp is the error of a request whose session kept expiring:
+// the expiry (ErrSessionExpired, the upstream's JSON-RPC error) with why
+// it was not sent again.
+func expiryGiveUp(server string, err error, why string) error {
+	var ue *Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	return &Error{Server: server, Kind: ue.Kind, Status: ue.Status, Err: fmt.Errorf("%s: %w", why, ue.Err)}
 }
 
 // Stateless reports whether server's last session spoke the stateless era
@@ -400,6 +499,7 @@ func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Ses
 		MaxMessageBytes:    m.opts.MaxMessageBytes,
 		CallerToken:        callerToken,
 		tokens:             sv.tokens,
+		barrenRun:          &sv.barrenRun,
 	})
 	switch {
 	case err == nil && s.Info().ProtocolVersion == mcpwire.Rev20260728:
@@ -472,8 +572,8 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 			return nil, fmt.Errorf("upstream %s: waiting for connection: %w", server, ctx.Err())
 		}
 		m.mu.Lock()
-		if e.sess == nil && e.lastErr != nil && e.connecting == nil {
-			err := e.lastErr
+		if e.failed == wait {
+			err := e.failErr
 			m.mu.Unlock()
 			return nil, err // this attempt failed: report it, don't start another
 		}
@@ -571,6 +671,7 @@ func (m *Manager) connect(sv *server, e *entry) {
 	}
 	if err != nil {
 		e.lastErr = err
+		e.failed, e.failErr = done, err
 		e.failures++
 		wait := backoff(e.failures)
 		e.retryAt = now.Add(wait)
@@ -634,15 +735,57 @@ func (m *Manager) retireLocked(e *entry, s Session) {
 	if e.lastErr == nil {
 		e.lastErr = &Error{Server: e.name, Kind: KindClosed, Err: ErrClosed}
 	}
-	if now.Sub(e.started) < healthyLifetime {
+	exp, _ := s.(interface {
+		expiredFruitfully() bool
+		closeWhenDrained(stop <-chan struct{}) error
+	})
+	barren := false
+	if sv := m.serverMap()[e.name]; sv != nil {
+		barren = sv.barrenRun.Load() >= maxBarrenExpiries
+	}
+	var ue *Error
+	switch {
+	case barren && sessionExpired(e.lastErr) && errors.As(e.lastErr, &ue):
+		// The upstream refuses every new session (Call): back off, and
+		// say so plainly, since during the backoff this is what callers get.
+		e.failures++
+		e.retryAt = now.Add(max(backoff(e.failures), minReconnectBackoff))
+		e.lastErr = &Error{Server: e.name, Kind: ue.Kind, Status: ue.Status,
+			Err: fmt.Errorf("%d sessions in a row expired before serving any request: %w", maxBarrenExpiries, ue.Err)}
+	case errors.As(e.lastErr, new(*MessageTooLargeError)):
+		// The stream broke on one oversized reply (legacy SSE, S23): the
+		// session was working, and the next call deserves a new one now.
+		e.failures = 0
+		e.retryAt = time.Time{}
+	case exp != nil && exp.expiredFruitfully():
+		// The upstream ended a session it had used (C6.4): routine, not a
+		// connect failure, however short the session's life. Backing off
+		// would fail the callers that retry on a new session.
+		e.failures = 0
+		e.retryAt = time.Time{}
+	case now.Sub(e.started) < healthyLifetime:
 		e.failures++
 		e.retryAt = now.Add(backoff(e.failures - 1)) // the first quick death is retried at once
-	} else {
+		if sessionExpired(e.lastErr) && errors.As(e.lastErr, &ue) {
+			// Said plainly: during the backoff this is what callers get.
+			e.lastErr = &Error{Server: e.name, Kind: ue.Kind, Status: ue.Status,
+				Err: fmt.Errorf("new session expired before serving a request: %w", ue.Err)}
+		}
+	default:
 		e.failures = 0
 		e.retryAt = time.Time{}
 	}
 	e.health = Health{State: HealthDegraded, LastError: e.lastErr.Error(), Since: now, Mode: config.SessionShared}
-	m.log.Warn("upstream session ended", logKeyServer, e.name, "error", e.lastErr)
+	if sessionExpired(e.lastErr) {
+		m.log.Info("upstream session expired; a new one is established on the next call", logKeyServer, e.name)
+	} else {
+		m.log.Warn("upstream session ended", logKeyServer, e.name, "error", e.lastErr)
+	}
+	if exp != nil && sessionExpired(s.Err()) {
+		// Calls sent before the expiry still get their answers.
+		m.wg.Go(func() { exp.closeWhenDrained(m.ctx.Done()) })
+		return
+	}
 	m.wg.Go(func() { s.Close() })
 }
 

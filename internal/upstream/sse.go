@@ -164,7 +164,9 @@ func (t *sseClient) streamEnded(err error) *Error {
 	case errors.Is(err, io.EOF):
 		return &Error{Server: t.c.server, Kind: KindClosed, Err: fmt.Errorf("%w: SSE stream ended", ErrClosed)}
 	case errors.Is(err, jsonrpc.ErrEventTooLarge):
-		return &Error{Server: t.c.server, Kind: KindInvalidResponse, Err: fmt.Errorf("%w: event exceeds %d bytes", ErrClosed, t.maxMsg)}
+		// Cut off mid-event, the stream cannot go on, and it is the
+		// session: the session ends, and the Manager opens a new one.
+		return &Error{Server: t.c.server, Kind: KindInvalidResponse, Err: fmt.Errorf("%w; %w", &MessageTooLargeError{Limit: t.maxMsg}, ErrClosed)}
 	default:
 		return &Error{Server: t.c.server, Kind: KindClosed, Err: fmt.Errorf("%w: read SSE stream: %w", ErrClosed, err)}
 	}

@@ -175,14 +175,16 @@ func (t *stdio) wait() {
 }
 
 // readStdout hands each line to the conn. Lines may be as long as
-// MaxMessageBytes; a longer one is skipped and surfaced as invalid.
+// MaxMessageBytes; a longer one is discarded as it is read (the framing
+// survives it: see oversized.go) and fails the call it answers.
 func (t *stdio) readStdout() {
 	defer close(t.stdoutDone)
 	br := bufio.NewReaderSize(t.stdout, 64<<10)
+	var ov oversized
 	for {
-		line, err := readLine(br, t.c.maxMsg)
+		line, err := readLineKeep(br, t.c.maxMsg, &ov)
 		if errors.Is(err, errLineTooLong) {
-			t.c.badMessage(t.c.invalidResponse("message exceeds %d bytes", t.c.maxMsg), nil)
+			t.oversizedLine(&ov)
 			continue
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
@@ -197,15 +199,40 @@ func (t *stdio) readStdout() {
 	}
 }
 
+// oversizedLine fails the call an over-long line answered, when its ends
+// say which (oversized.go); a server's request or notification is only
+// dropped. When nothing tells, every call in flight fails, as for any
+// undecodable message (C6.5): none is left waiting for a reply that was
+// thrown away.
+func (t *stdio) oversizedLine(ov *oversized) {
+	e := t.c.tooLarge()
+	switch kind, id := classifyOversized(ov.head, ov.tail); kind {
+	case oversizedReply:
+		if !t.c.finish(id, callResult{err: e}) {
+			t.c.log.Debug("oversized response for no pending request", "error", e.Err)
+		}
+	case oversizedInbound:
+		t.c.log.Warn("upstream message dropped", "error", e.Err)
+	default:
+		t.c.badMessage(e, nil)
+	}
+}
+
 var errLineTooLong = errors.New("line too long")
 
 // readLine reads one '\n'-terminated line of at most max bytes (without
 // the terminator) into a new slice: decoded messages alias it. A longer
 // line is consumed and errLineTooLong returned.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
+func readLine(br *bufio.Reader, max int) ([]byte, error) { return readLineKeep(br, max, nil) }
+
+// readLineKeep is readLine that keeps the ends of a line too long in ov
+// (nil: not kept). Memory stays bounded by max and the reader's buffer
+// whatever the line's length.
+func readLineKeep(br *bufio.Reader, max int, ov *oversized) ([]byte, error) {
 	frag, err := br.ReadSlice('\n')
 	if err == nil {
 		if len(frag)-1 > max {
+			ov.reset(frag[:len(frag)-1])
 			return nil, errLineTooLong
 		}
 		return bytes.Clone(frag[:len(frag)-1]), nil
@@ -213,27 +240,43 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	if err != bufio.ErrBufferFull {
 		return bytes.Clone(frag), err
 	}
-	line := append([]byte(nil), frag...)
+	// The line is gathered in copies of the reader's fragments, joined
+	// once it is complete: an oversized one is dropped with no more held
+	// than max, and none leaves behind the garbage of a growing slice.
+	chunks := [][]byte{bytes.Clone(frag)}
+	n := len(frag)
 	for {
 		frag, err = br.ReadSlice('\n')
-		if len(line)+len(frag) > max+1 {
+		if n+len(frag) > max+1 {
+			ov.reset(chunks[0])
+			for _, c := range chunks[1:] {
+				ov.add(c)
+			}
+			chunks = nil // free while the rest is read and discarded
+			ov.add(frag)
 			for err == bufio.ErrBufferFull {
-				_, err = br.ReadSlice('\n')
+				frag, err = br.ReadSlice('\n')
+				ov.add(frag)
 			}
 			if err != nil {
 				return nil, err
 			}
 			return nil, errLineTooLong
 		}
-		line = append(line, frag...)
-		switch err {
-		case nil:
-			return line[:len(line)-1], nil
-		case bufio.ErrBufferFull:
+		n += len(frag)
+		if err == bufio.ErrBufferFull {
+			chunks = append(chunks, bytes.Clone(frag))
 			continue
-		default:
-			return line, err
 		}
+		line := make([]byte, 0, n)
+		for _, c := range chunks {
+			line = append(line, c...)
+		}
+		line = append(line, frag...)
+		if err == nil {
+			return line[:len(line)-1], nil
+		}
+		return line, err
 	}
 }
 

@@ -192,7 +192,7 @@ func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) err
 	if resp.StatusCode/100 != 2 {
 		err := t.statusError(resp, withSession)
 		if sessionExpired(err) {
-			t.c.shutdown(err)
+			t.c.expire(err)
 		}
 		return err
 	}
@@ -205,12 +205,10 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 	if ctx.Err() != nil {
 		return // the call ended first; its own outcome stands
 	}
-	if sessionExpired(err) {
-		t.c.failCall(cl, err)
-		t.c.shutdown(err)
-		return
-	}
 	t.c.failCall(cl, err)
+	if sessionExpired(err) {
+		t.c.expire(err)
+	}
 }
 
 // streamDrain bounds how long a POST stream is read after the reply
@@ -252,6 +250,7 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 		t.fail(ctx, cl, t.statusError(resp, withSession))
 		return
 	}
+	t.c.noteServed(m.Method) // taken on: it may run, whatever else expires
 	if m.Method == mcpwire.MethodInitialize {
 		if err := t.takeSessionID(resp); err != nil {
 			t.fail(ctx, cl, err)
@@ -261,12 +260,14 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
 		if !t.listening.Load() {
 			t.fail(ctx, cl, t.c.invalidResponse("HTTP %d without a reply to the request", resp.StatusCode))
+			return
 		}
+		cl.onListen.Store(true)
 		return // the reply may come on the GET stream
 	}
 	switch mediaType(resp) {
 	case contentTypeJSON:
-		data, err := t.readBody(resp.Body, t.maxMsg)
+		data, err := t.readBody(resp, t.maxMsg)
 		if err != nil {
 			t.fail(ctx, cl, err)
 			return
@@ -312,8 +313,15 @@ func (t *streamable) readEvents(r *jsonrpc.SSEReader, via *call, st *streamState
 		ev, err := r.Next()
 		if err != nil {
 			if errors.Is(err, jsonrpc.ErrEventTooLarge) {
+				// The event is cut off mid-way: this stream cannot go on
+				// (the caller closes it; the session, whose other streams
+				// are separate HTTP responses, is not affected). Resuming
+				// after the last event would only replay this one.
+				st.lastID = ""
 				if via != nil {
-					t.c.failCall(via, t.c.invalidResponse("event exceeds %d bytes", t.maxMsg))
+					t.c.failCall(via, t.c.tooLarge())
+				} else {
+					t.c.log.Warn("upstream stream event dropped", "error", t.c.tooLarge().Err)
 				}
 			}
 			return err
@@ -491,7 +499,7 @@ func (t *streamable) listenOnce(st *streamState) (again, delivered bool) {
 	case resp.StatusCode != http.StatusOK:
 		err := t.statusError(resp, withSession)
 		if sessionExpired(err) {
-			t.c.shutdown(err)
+			t.c.expire(err)
 			return false, false
 		}
 		t.c.log.Debug("upstream GET stream refused", "status", resp.StatusCode)

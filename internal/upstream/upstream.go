@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -107,7 +109,8 @@ type Options struct {
 	// bounded by their contexts). A client without CheckRedirect gets the
 	// same-origin redirect rule (C4).
 	HTTPClient *http.Client
-	// MaxMessageBytes bounds one inbound message (0: 32 MiB).
+	// MaxMessageBytes bounds one inbound message, on every transport
+	// (0: DefaultMaxMessageBytes; config limits.max_upstream_message, S23).
 	MaxMessageBytes int
 	// CallerToken is the caller's own upstream token, sent by a server
 	// with auth type passthrough ("" for none).
@@ -121,6 +124,9 @@ type Options struct {
 	// tokens mints the oauth2 tokens of the server; the Manager shares
 	// one per server across sessions. nil: Connect makes one.
 	tokens *tokenSource
+	// barrenRun counts the sessions of the server in a row that expired
+	// without serving a request (the Manager's: conn.judgeExpiry).
+	barrenRun *atomic.Int32
 }
 
 // Kind classifies failures (C6.6).
@@ -254,13 +260,39 @@ func Classify(err error) Fault {
 	return Fault{Class: FaultInternal, Status: http.StatusInternalServerError}
 }
 
+// MessageTooLargeError is in the chain of the error of a call whose
+// upstream message exceeded the limit (Options.MaxMessageBytes, S23); the
+// *Error around it is of kind KindInvalidResponse. The message was not
+// buffered whole: what was read of it is discarded.
+type MessageTooLargeError struct {
+	Limit int // bytes
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return "upstream message exceeds the " + formatSize(e.Limit) + " limit (limits.max_upstream_message)"
+}
+
+// formatSize writes n in the largest binary unit that divides it, as an
+// operator would configure it ("16 MiB", "1500 bytes").
+func formatSize(n int) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n > 0 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " bytes"
+}
+
 // ErrClosed is returned by calls on a session that has ended.
 var ErrClosed = errors.New("connection was closed")
 
 // ErrSessionExpired is in the chain of the error returned when a
 // streamable-HTTP upstream answers 404 to a request carrying its session id
-// (C6.4). The session is then Done, and the Manager initializes a new one on
-// the next call. The same error also carries the relayed *jsonrpc.Error (the
+// (C6.4). The session is then Done (calls sent on it before still get their
+// own answers), and the Manager initializes a new one on the next call;
+// Manager.Call and the Call of an Acquired session send the request again
+// on it. The same error also carries the relayed *jsonrpc.Error (the
 // upstream's, or INVALID_REQUEST "Session terminated").
 var ErrSessionExpired = errors.New("session expired")
 
@@ -268,8 +300,8 @@ const (
 	// DefaultTimeout is the per-request read timeout when the config has none.
 	DefaultTimeout = 60 * time.Second
 	// DefaultMaxMessageBytes bounds one inbound message when
-	// Options.MaxMessageBytes is 0.
-	DefaultMaxMessageBytes = 32 << 20
+	// Options.MaxMessageBytes is 0 (S23).
+	DefaultMaxMessageBytes = 16 << 20
 	// CloseTimeout bounds the cleanup of a session (the DELETE of a
 	// streamable-HTTP session, C9.1): a hung upstream cannot hold Close
 	// longer than this.

@@ -524,7 +524,8 @@ func TestStdioHugeLine(t *testing.T) {
 	srv := stdioServer(t, "raw", nil)
 	srv.Timeout = 30 * time.Second // -race makes 16 MiB slow to scan
 	s := connect(t, Options{Server: srv})
-	const size = 16 << 20
+	// As large as the default limit allows, framing included.
+	const size = DefaultMaxMessageBytes - 128
 	ctx := context.Background()
 	res, err := s.Call(ctx, mcpwire.MethodToolsCall, json.RawMessage(fmt.Sprintf(`{"name":"big","arguments":{"size":%d}}`, size)))
 	if err != nil {
