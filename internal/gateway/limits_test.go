@@ -161,7 +161,7 @@ func TestMaxUpstreamMessage(t *testing.T) {
 	code, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"raw__weird","arguments":{"n":1}}}`)
 	// The wording is the upstream client's; the fault class and the
 	// figure are the contract.
-	if !strings.Contains(string(body), `"fault":"invalid_response"`) || !strings.Contains(string(body), "1024") {
+	if !strings.Contains(string(body), `"fault":"invalid_response"`) || !strings.Contains(string(body), "1 KiB limit (limits.max_upstream_message)") {
 		t.Errorf("a 4KiB reply over a 1KiB limit: %d %s", code, body)
 	}
 }
