@@ -57,7 +57,7 @@ func TestSoak(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	var calls, callErrs, steadyErrs, lists, listErrs, churned, streamsOpened, streamErrs atomic.Int64
+	var calls, steadyErrs, flakyErrs, procErrs, lists, listErrs, churned, streamsOpened, streamErrs atomic.Int64
 	pause := func(d time.Duration) bool {
 		select {
 		case <-time.After(d):
@@ -80,10 +80,14 @@ func TestSoak(t *testing.T) {
 				gate.RUnlock()
 				calls.Add(1)
 				if !o.ok() {
-					callErrs.Add(1)
-					if tl.server == "steady" {
+					switch tl.server {
+					case "steady":
 						steadyErrs.Add(1)
 						t.Logf("steady call failed: %v", o)
+					case "flaky":
+						flakyErrs.Add(1)
+					case "proc":
+						procErrs.Add(1)
 					}
 				}
 				pause(10 * time.Millisecond)
@@ -179,8 +183,8 @@ func TestSoak(t *testing.T) {
 		r := g.sample(t)
 		gate.Unlock()
 		samples = append(samples, sampleAt{m, r})
-		line := fmt.Sprintf("soak minute %2d: rss=%.1fMiB goroutines=%d fds=%d | calls=%d (errors %d, steady errors %d) lists=%d (errors %d) sessions churned=%d streams churned=%d (errors %d)",
-			m, r.RSS, r.Goroutines, r.FDs, calls.Load(), callErrs.Load(), steadyErrs.Load(), lists.Load(), listErrs.Load(), churned.Load(), streamsOpened.Load(), streamErrs.Load())
+		line := fmt.Sprintf("soak minute %2d: rss=%.1fMiB goroutines=%d fds=%d | calls=%d (errors: steady %d, flaky %d, proc %d) lists=%d (errors %d) sessions churned=%d streams churned=%d (errors %d)",
+			m, r.RSS, r.Goroutines, r.FDs, calls.Load(), steadyErrs.Load(), flakyErrs.Load(), procErrs.Load(), lists.Load(), listErrs.Load(), churned.Load(), streamsOpened.Load(), streamErrs.Load())
 		fmt.Println(line)
 	}
 	select {
