@@ -21,7 +21,7 @@ func TestHTTPUpstreamRestart(t *testing.T) {
 		callers  = 16
 		outage   = 1500 * time.Millisecond
 		failFast = 100 * time.Millisecond
-		recover_ = time.Second
+		recoverWithin = time.Second
 	)
 	addr := freeAddr(t)
 	flaky := startUpstream(t, addr, "normal")
@@ -104,7 +104,7 @@ func TestHTTPUpstreamRestart(t *testing.T) {
 				if firstOK.IsZero() || r.Start.Before(firstOK) {
 					firstOK = r.Start
 				}
-			} else if r.Start.After(back.Add(recover_)) {
+			} else if r.Start.After(back.Add(recoverWithin)) {
 				bad = append(bad, fmt.Sprintf("%v after the return: %v", r.Start.Sub(back).Round(time.Millisecond), r.String()))
 			}
 		}
@@ -119,8 +119,8 @@ func TestHTTPUpstreamRestart(t *testing.T) {
 	if during < callers {
 		t.Errorf("only %d calls inside the outage; the load did not run", during)
 	}
-	if recovery < 0 || recovery > recover_ {
-		t.Errorf("calls succeeded again %v after the upstream's return, want within %v", recovery, recover_)
+	if recovery < 0 || recovery > recoverWithin {
+		t.Errorf("calls succeeded again %v after the upstream's return, want within %v", recovery, recoverWithin)
 	}
 	for i, b := range bad {
 		if i == 10 {
