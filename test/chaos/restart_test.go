@@ -18,9 +18,9 @@ import (
 // at their baseline.
 func TestHTTPUpstreamRestart(t *testing.T) {
 	const (
-		callers  = 16
-		outage   = 1500 * time.Millisecond
-		failFast = 100 * time.Millisecond
+		callers       = 16
+		outage        = 1500 * time.Millisecond
+		failFast      = 100 * time.Millisecond
 		recoverWithin = time.Second
 	)
 	addr := freeAddr(t)
