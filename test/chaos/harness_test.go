@@ -155,9 +155,11 @@ func httpServer(name, url, timeout string) string {
 	return fmt.Sprintf("  %s:\n    transport: http\n    url: %s\n    timeout: %s\n    protocol_version: 2025-06-18\n", name, url, timeout)
 }
 
-// stdioServer is a servers: entry for a chaosup stdio upstream.
-func stdioServer(name, timeout string) string {
-	return fmt.Sprintf("  %s:\n    transport: stdio\n    command: %s\n    args: [-transport, stdio]\n    timeout: %s\n", name, bins.up, timeout)
+// stdioServer is a servers: entry for a chaosup stdio upstream; args
+// are added to chaosup's (e.g. "-mode", "big").
+func stdioServer(name, timeout string, args ...string) string {
+	return fmt.Sprintf("  %s:\n    transport: stdio\n    command: %s\n    args: [%s]\n    timeout: %s\n",
+		name, bins.up, strings.Join(append([]string{"-transport", "stdio"}, args...), ", "), timeout)
 }
 
 var servingRE = regexp.MustCompile(`"msg":"mcpgate serving".*"addr":"http://([^/"]+)/mcp"`)

@@ -9,9 +9,10 @@
 //	chaosup -transport stdio
 //
 // Tools: fast (answers at once), slow ({"ms": N}: answers after N ms).
-// Modes change tools/call only:
+// Modes change tools/call of fast only (slow stays well-behaved, to show
+// the upstream is usable after the fault):
 //
-//	big         a JSON reply of -big bytes (default 100 MiB)
+//	big         a JSON reply of -big bytes (default 100 MiB); on stdio, one line
 //	sseforever  an SSE stream of log notifications, every 20 ms, never a reply
 //	half        half of a JSON reply (Content-Length of the whole), then silence
 //
@@ -27,6 +28,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -142,13 +144,21 @@ func (s *server) serveStdio(ctx context.Context) {
 			continue // notifications and answers: nothing to say
 		}
 		wg.Go(func() {
+			if s.mode == "big" && isCall(&m, "fast") {
+				wmu.Lock()
+				defer wmu.Unlock()
+				s.writeBig(out, m.ID)
+				out.WriteByte('\n')
+				out.Flush()
+				return
+			}
 			res, ok := s.result(ctx, &m)
 			b := reply(m.ID, res, ok)
 			wmu.Lock()
+			defer wmu.Unlock()
 			out.Write(b)
 			out.WriteByte('\n')
 			out.Flush()
-			wmu.Unlock()
 		})
 	}
 	wg.Wait()
@@ -216,7 +226,7 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if m.Method == "tools/call" && s.mode != "normal" {
+	if s.mode != "normal" && isCall(&m, "fast") {
 		s.hostile(w, r, &m)
 		return
 	}
@@ -225,27 +235,50 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 	w.Write(reply(m.ID, res, ok))
 }
 
+// isCall reports whether m calls tool.
+func isCall(m *message, tool string) bool {
+	if m.Method != "tools/call" {
+		return false
+	}
+	var p struct {
+		Name string `json:"name"`
+	}
+	return json.Unmarshal(m.Params, &p) == nil && p.Name == tool
+}
+
+// bigParts are what comes before and after the text of a big reply.
+func bigParts(id json.RawMessage) (head, tail string) {
+	return `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"`, `"}]}}`
+}
+
+func (s *server) bigLen(id json.RawMessage) int64 {
+	head, tail := bigParts(id)
+	return int64(len(head)) + s.big + int64(len(tail))
+}
+
+// writeBig writes a reply to id whose text is s.big bytes, stopping at the
+// first write error (the reader gave up).
+func (s *server) writeBig(w io.Writer, id json.RawMessage) {
+	head, tail := bigParts(id)
+	if _, err := io.WriteString(w, head); err != nil {
+		return
+	}
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	for left := s.big; left > 0; left -= int64(len(chunk)) {
+		if _, err := w.Write(chunk[:min(left, int64(len(chunk)))]); err != nil {
+			return
+		}
+	}
+	io.WriteString(w, tail)
+}
+
 func (s *server) hostile(w http.ResponseWriter, r *http.Request, m *message) {
 	flush := func() { http.NewResponseController(w).Flush() }
 	switch s.mode {
 	case "big":
-		head := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"`
-		tail := `"}]}}`
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.FormatInt(int64(len(head))+s.big+int64(len(tail)), 10))
-		if _, err := w.Write([]byte(head)); err != nil {
-			return
-		}
-		chunk := []byte(strings.Repeat("x", 64<<10))
-		for left := s.big; left > 0; left -= int64(len(chunk)) {
-			if left < int64(len(chunk)) {
-				chunk = chunk[:left]
-			}
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-		w.Write([]byte(tail))
+		w.Header().Set("Content-Length", strconv.FormatInt(s.bigLen(m.ID), 10))
+		s.writeBig(w, m.ID)
 	case "sseforever":
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
