@@ -11,12 +11,11 @@ import (
 
 // TestHTTPUpstreamRestart (issue 10, chaos 1): an HTTP upstream is
 // SIGKILLed under load (16 callers) and comes back on the same port 3 s
-// later.
-// During the outage every call to it fails fast with fault unreachable
-// (under 100 ms, never at the 5 s timeout); within 1 s of its return calls
-// succeed again; /readyz shows it ready -> down -> ready; a second
-// upstream's callers see no error at all; goroutines and descriptors end
-// at their baseline.
+// later. During the outage every call to it fails fast with fault
+// unreachable (under 100 ms, never at the 5 s timeout); within 1 s of its
+// return calls succeed again; /readyz shows it ready -> down -> ready; a
+// second upstream's callers see no error at all; goroutines and
+// descriptors end at their baseline.
 func TestHTTPUpstreamRestart(t *testing.T) {
 	const (
 		callers       = 16
