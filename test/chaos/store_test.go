@@ -161,6 +161,9 @@ func TestStoreUnwritable(t *testing.T) {
 		freed.Sub(full).Round(time.Millisecond), n2, during, flowed.Round(time.Millisecond), n3, after, drops)
 	t.Logf("FIGURE store-full: %d of %d outage records kept, %.0f dropped, max queue depth %.0f, backlog written %d ms after the disk had room; later records written %d/%d",
 		n2, during, drops, maxDepth, flowed.Milliseconds(), n3, after)
+	if n2 == during && len(g.logLines(`"msg":"audit: the store takes tool calls again"`)) == 0 {
+		t.Errorf("the backlog was written but the log does not say the store recovered")
+	}
 	if n3 != after {
 		t.Errorf("once the disk had room: %d audit rows for %d calls", n3, after)
 	}
