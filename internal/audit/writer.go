@@ -10,8 +10,9 @@
 // Record never waits on the disk: it hands the record to a bounded queue
 // and returns; when the queue is full the record is dropped and counted.
 // A single goroutine drains the queue in batches, written when BatchSize
-// records are waiting or FlushInterval has passed; Close flushes what is
-// queued.
+// records are waiting or FlushInterval has passed; a batch the store
+// refuses is retried (backing off) until it is taken, the queue absorbing
+// what arrives meanwhile; Close flushes what is queued.
 //
 // It records what store.ToolCall holds and nothing else: that type has no
 // field for tool arguments or results, and this package must never log
@@ -41,19 +42,27 @@ const (
 	DefaultFlushInterval = 200 * time.Millisecond
 )
 
-// dropLogInterval bounds how often dropped records are logged: under
-// overload every call would drop, and one log line each would add to it.
+// dropLogInterval bounds how often dropped records, and a store that
+// keeps failing, are logged: under overload every call would drop, and one
+// log line each would add to it.
 const dropLogInterval = 10 * time.Second
+
+// maxRetryInterval caps the wait between two attempts to write a batch the
+// store refused.
+const maxRetryInterval = 5 * time.Second
 
 // Log attribute keys.
 const (
-	logCount   = "count"
-	logTotal   = "total"
-	logRecords = "records"
-	logServers = "servers"
-	logServer  = "server"
-	logTool    = "tool"
-	logErr     = "err"
+	logCount     = "count"
+	logTotal     = "total"
+	logRecords   = "records"
+	logServers   = "servers"
+	logServer    = "server"
+	logTool      = "tool"
+	logErr       = "err"
+	logAttempts  = "attempts"
+	logQueued    = "queued"
+	logFailedFor = "failed_for"
 )
 
 // Options configures a Writer. The zero value of each field means its
@@ -71,9 +80,10 @@ type Options struct {
 	FlushInterval time.Duration
 	// Logger receives store errors and drop counts; nil discards.
 	Logger *slog.Logger
-	// OnDepth, when set, is called with the number of queued records,
-	// from the writer goroutine after each batch and at least every
-	// FlushInterval while the store responds (for a gauge).
+	// OnDepth, when set, is called with the number of records waiting to
+	// be written (queued, plus a batch the store refused), from the writer
+	// goroutine after each batch, at least every FlushInterval while the
+	// store responds, and before each retry while it fails (for a gauge).
 	OnDepth func(n int)
 	// OnDrop, when set, is called with the number of records just dropped
 	// (for a counter). It may be called from Record, so it must be cheap
@@ -290,37 +300,53 @@ func (w *Writer) fill(batch []store.ToolCall) []store.ToolCall {
 	return batch
 }
 
-// write stores batch, retrying once after FlushInterval; a batch that
-// fails twice is dropped and counted. After an abort nothing is tried: the
-// batch is dropped.
+// write stores batch. A store error does not cost the batch: it is tried
+// again FlushInterval later, then at doubling intervals up to
+// maxRetryInterval, until the store takes it, while Record keeps queueing
+// (dropping only when the queue is full). So a disk that filled up, or a
+// database locked for a while, loses no record that fits in the queue,
+// and the queue depth shows the backlog. Only an abort (Close's deadline)
+// gives the batch up: it is dropped and counted.
 func (w *Writer) write(batch []store.ToolCall) {
-	if w.ctx.Err() != nil {
-		w.drop(len(batch))
-		return
-	}
-	err := w.s.AppendToolCalls(w.ctx, batch)
-	if err == nil {
-		return
-	}
-	if w.ctx.Err() == nil {
-		w.log.Warn("audit: writing tool calls failed; retrying once", logRecords, len(batch), logServers, servers(batch), logErr, err)
-		t := time.NewTimer(w.opts.FlushInterval)
+	wait := w.opts.FlushInterval
+	var failedAt, loggedAt time.Time
+	for attempt := 1; ; attempt++ {
+		if w.ctx.Err() != nil {
+			w.drop(len(batch))
+			return
+		}
+		err := w.s.AppendToolCalls(w.ctx, batch)
+		if err == nil {
+			if attempt > 1 {
+				w.log.Info("audit: the store takes tool calls again", logRecords, len(batch), logAttempts, attempt,
+					logFailedFor, w.opts.now().Sub(failedAt).Round(time.Millisecond).String())
+			}
+			return
+		}
+		if w.ctx.Err() != nil {
+			err = errors.Join(err, fmt.Errorf("shutdown deadline passed: %w", w.ctx.Err()))
+			w.log.Error("audit: tool-call records dropped after a store error", logRecords, len(batch), logServers, servers(batch), logErr, err)
+			w.drop(len(batch))
+			return
+		}
+		now := w.opts.now()
+		switch {
+		case attempt == 1:
+			failedAt, loggedAt = now, now
+			w.log.Warn("audit: writing tool calls failed; retrying until the store takes them", logRecords, len(batch), logServers, servers(batch), logErr, err)
+		case now.Sub(loggedAt) >= dropLogInterval:
+			loggedAt = now
+			w.log.Warn("audit: the store still fails; retrying", logRecords, len(batch), logQueued, len(w.queue), logAttempts, attempt, logErr, err)
+		}
+		w.depthWith(len(batch))
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-w.ctx.Done():
 		}
 		t.Stop()
-		if w.ctx.Err() == nil {
-			if err = w.s.AppendToolCalls(w.ctx, batch); err == nil {
-				return
-			}
-		}
+		wait = min(wait*2, maxRetryInterval)
 	}
-	if w.ctx.Err() != nil {
-		err = errors.Join(err, fmt.Errorf("shutdown deadline passed: %w", w.ctx.Err()))
-	}
-	w.log.Error("audit: tool-call records dropped after a store error", logRecords, len(batch), logServers, servers(batch), logErr, err)
-	w.drop(len(batch))
 }
 
 func (w *Writer) drop(n int) {
@@ -330,9 +356,13 @@ func (w *Writer) drop(n int) {
 	}
 }
 
-func (w *Writer) depth() {
+func (w *Writer) depth() { w.depthWith(0) }
+
+// depthWith reports the queue depth plus pending records taken from the
+// queue but not yet written (a batch being retried).
+func (w *Writer) depthWith(pending int) {
 	if w.opts.OnDepth != nil {
-		w.opts.OnDepth(len(w.queue))
+		w.opts.OnDepth(len(w.queue) + pending)
 	}
 }
 

@@ -366,7 +366,9 @@ func TestStoreErrors(t *testing.T) {
 		dropped  int64
 	}{
 		{"transient", 1, 3, 0},
-		{"persistent", 2, 0, 3},
+		// A store that fails for a while (a full disk) loses nothing: the
+		// batch is retried, backing off, until it is taken.
+		{"repeated", 6, 3, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -405,8 +407,8 @@ func TestStoreErrors(t *testing.T) {
 			if written != tt.written || w.Dropped() != tt.dropped || onDrop.Load() != tt.dropped {
 				t.Errorf("written %d, Dropped %d, OnDrop %d; want %d, %d, %d", written, w.Dropped(), onDrop.Load(), tt.written, tt.dropped, tt.dropped)
 			}
-			if attempts != min(tt.failures+1, 2) {
-				t.Errorf("%d store attempts, want %d (one retry at most)", attempts, min(tt.failures+1, 2))
+			if attempts != tt.failures+1 {
+				t.Errorf("%d store attempts, want %d (a retry after each failure)", attempts, tt.failures+1)
 			}
 			text := l.text()
 			if !strings.Contains(text, "disk I/O error") || !strings.Contains(text, "github") {
@@ -419,6 +421,50 @@ func TestStoreErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStoreFailsUntilClose: while the store keeps failing, the refused
+// batch and what queues behind it show in the depth gauge; Close with a
+// deadline then gives them up, each counted as dropped.
+func TestStoreFailsUntilClose(t *testing.T) {
+	var attempts atomic.Int64
+	f := &fakeLog{appendCalls: func(context.Context, []store.ToolCall) error {
+		attempts.Add(1)
+		return errors.New("database or disk is full")
+	}}
+	var depth, maxDepth atomic.Int64
+	w := newWriter(t, f, Options{BatchSize: 4, FlushInterval: time.Millisecond, OnDepth: func(n int) {
+		depth.Store(int64(n))
+		if int64(n) > maxDepth.Load() {
+			maxDepth.Store(int64(n))
+		}
+	}})
+	for i := range 10 {
+		w.Record(call(i))
+	}
+	for deadline := time.Now().Add(10 * time.Second); attempts.Load() < 4 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	}
+	if attempts.Load() < 4 {
+		t.Fatalf("%d store attempts, want retries", attempts.Load())
+	}
+	if got := maxDepth.Load(); got != 10 {
+		t.Errorf("max depth %d while the store fails, want 10 (the refused batch and the queue behind it)", got)
+	}
+	if w.Dropped() != 0 {
+		t.Errorf("Dropped %d while retrying, want 0", w.Dropped())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := w.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close = %v, want the deadline", err)
+	}
+	if err := w.Close(context.Background()); err == nil || !strings.Contains(err.Error(), "not written") {
+		t.Errorf("second Close = %v, want the count of records not written", err)
+	}
+	if w.Dropped() != 10 {
+		t.Errorf("Dropped %d after Close, want 10", w.Dropped())
+	}
+	checkNoWriterGoroutine(t)
 }
 
 func TestBatching(t *testing.T) {
