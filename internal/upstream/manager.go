@@ -115,6 +115,10 @@ type server struct {
 	// barrenRun: sessions in a row that expired before serving any
 	// request (conn.judgeExpiry).
 	barrenRun atomic.Int32
+	// maybeDown is set when a failed call marks an entry down (observe)
+	// and cleared once no entry is: until then a successful call takes
+	// the lock to mark its entry ready again; after, it costs one load.
+	maybeDown atomic.Bool
 	// per_call mode has no entries: its health is the outcome of the
 	// latest connect, and live counts the sessions in use.
 	health Health
@@ -434,6 +438,7 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 		first = nil
 		res, err := s.Call(ctx, method, params)
 		release()
+		m.observe(server, s, err)
 		if err == nil || !sessionExpired(err) || ctx.Err() != nil {
 			return res, err
 		}
@@ -457,6 +462,50 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 		}
 		m.log.Debug("upstream session expired; sending the request again on a new session", logKeyServer, server, "method", method)
 	}
+}
+
+// observe keeps a shared server's health current with what its calls
+// meet (C11.3): a pooled HTTP session is only an id, so an upstream that
+// went away does not end it (nothing would mark the server down while
+// every call failed with connection refused); a call that cannot reach
+// the upstream marks the session's entry down, and the next call that
+// gets any answer marks it ready again. The session itself is kept: if
+// the upstream came back without it, the 404 on the next call replaces
+// it (C6.4).
+func (m *Manager) observe(server string, s Session, err error) {
+	sv := m.serverMap()[server]
+	if sv == nil || sv.perCall {
+		return
+	}
+	down := err != nil && KindOf(err) == KindUnreachable
+	if !down && !sv.maybeDown.Load() {
+		return // the hot path: nothing to record
+	}
+	if !down && err != nil && KindOf(err) == KindClosed {
+		return // says nothing of the upstream's reachability
+	}
+	raw := s
+	if r, ok := s.(*recovering); ok {
+		raw = r.Session
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	anyDown := false
+	for _, e := range sv.entries {
+		if e.sess == raw {
+			switch {
+			case down && e.health.State != HealthDown:
+				e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
+				m.log.Warn("upstream unreachable", logKeyServer, server, "error", err)
+			case !down && e.health.State == HealthDown:
+				e.health = Health{State: HealthReady, Since: now, Mode: config.SessionShared}
+				m.log.Info("upstream reachable again", logKeyServer, server)
+			}
+		}
+		anyDown = anyDown || e.health.State == HealthDown
+	}
+	sv.maybeDown.Store(anyDown)
 }
 
 // expiryGiveUp is the error of a request whose session kept expiring:

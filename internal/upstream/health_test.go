@@ -1,0 +1,66 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// C11.3: a pooled HTTP session is only an id, so an upstream that went
+// away leaves it in place; the calls that cannot reach the upstream must
+// still show in its health (down, with the cause), and the first call
+// answered after it comes back on the same address marks it ready.
+func TestHealthFollowsUnreachableCalls(t *testing.T) {
+	f := newStreamableFake(t)
+	addr := f.srv.Listener.Addr().String()
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": f.server("up")}})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call := func() error {
+		_, err := m.Call(ctx, "up", mcpwire.MethodToolsCall, json.RawMessage(`{"name":"echo","arguments":{"text":"x"}}`))
+		return err
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	if h := m.Health()["up"]; h.State != HealthReady {
+		t.Fatalf("after a call: %+v", h)
+	}
+
+	f.srv.Close()
+	start := time.Now()
+	err := call()
+	if KindOf(err) != KindUnreachable {
+		t.Fatalf("a call with the upstream gone: %v (kind %s), want unreachable", err, KindOf(err))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the unreachable call took %v", d)
+	}
+	h := m.Health()["up"]
+	if h.State != HealthDown || h.LastError == "" {
+		t.Errorf("health with the upstream gone: %+v, want down with the cause", h)
+	}
+
+	// Back on the same address, as a restarted process would be.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	back := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(f.serve)}}
+	back.Start()
+	defer back.Close()
+	if err := call(); err != nil {
+		t.Fatalf("a call after the upstream came back: %v", err)
+	}
+	if h := m.Health()["up"]; h.State != HealthReady || h.LastError != "" {
+		t.Errorf("health after the upstream came back: %+v, want ready", h)
+	}
+}
