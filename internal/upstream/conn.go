@@ -49,6 +49,9 @@ type conn struct {
 	target  string // URL (without query) or command, for the timeout warning
 	log     *slog.Logger
 	handler Handler
+	// origin is the Handler's origin for messages no call explains
+	// (Options.DefaultOrigin).
+	origin  any
 	timeout time.Duration
 	maxMsg  int
 	t       transport
@@ -131,6 +134,7 @@ func newConn(opts *Options) *conn {
 		target:        target,
 		log:           logger.With(logKeyServer, srv.Name),
 		handler:       opts.Handler,
+		origin:        opts.DefaultOrigin,
 		timeout:       timeout,
 		maxMsg:        maxMsg,
 		calls:         make(map[int64]*call),
@@ -547,7 +551,8 @@ func (c *conn) originFor(via *call) any {
 		}
 	}
 	if latest == nil {
-		return nil
+		// Nothing in flight: a bound session still knows whose it is.
+		return c.origin
 	}
 	return latest.origin
 }

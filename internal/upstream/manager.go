@@ -33,6 +33,10 @@ type ManagerOptions struct {
 	// new session is established (the first connect and every reconnect),
 	// so that what was learned from the previous one can be refreshed.
 	OnSessionStart func(server string, info *InitInfo)
+	// MaxBoundPerServer bounds the bound sessions (WithBinding) of one
+	// server; past it the least recently used one is closed. 0 means
+	// DefaultMaxBoundPerServer.
+	MaxBoundPerServer int
 }
 
 // Health states (C11.3).
@@ -52,6 +56,9 @@ type Health struct {
 	// credential in shared mode; the calls in flight in per_call mode).
 	Sessions int
 	Mode     string // config.SessionShared or config.SessionPerCall
+	// Bound is the number of live sessions bound to one downstream party
+	// (WithBinding), not counted in Sessions.
+	Bound int
 }
 
 // Reconnect backoff after failures.
@@ -106,6 +113,9 @@ type server struct {
 	byCaller  bool   // passthrough: sessions keyed by the caller's token
 	defaultFP string // the fingerprint of the server's own credentials
 	entries   map[string]*entry
+	// bound are the sessions bound to one party each (WithBinding), by
+	// fingerprint and binding key; never handed to anyone else.
+	bound map[string]*entry
 	// era is what auto learned of the server (an eraOf).
 	era atomic.Int32
 	// per_call mode has no entries: its health is the outcome of the
@@ -121,14 +131,18 @@ type entry struct {
 	srv         *config.Server
 	fp          string
 	callerToken string
-	sess        Session
-	started     time.Time     // when sess was established
-	lastUsed    time.Time     // for the idle reaper of caller-keyed entries
-	connecting  chan struct{} // non-nil while a connect runs; closed when it ends
-	lastErr     error
-	failures    int
-	retryAt     time.Time
-	health      Health
+	// binding is the key of the party a bound entry serves ("" for a
+	// pooled one); origin is its sessions' DefaultOrigin.
+	binding    string
+	origin     any
+	sess       Session
+	started    time.Time     // when sess was established
+	lastUsed   time.Time     // for the idle reaper of caller-keyed entries
+	connecting chan struct{} // non-nil while a connect runs; closed when it ends
+	lastErr    error
+	failures   int
+	retryAt    time.Time
+	health     Health
 }
 
 // NewManager builds a Manager; nothing is connected until Session or Start.
@@ -168,6 +182,7 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 		byCaller:  c.Auth != nil && c.Auth.Type == config.AuthPassthrough,
 		defaultFP: Fingerprint(&c, ""),
 		entries:   map[string]*entry{},
+		bound:     map[string]*entry{},
 		health:    Health{State: HealthStarting, Since: m.now()},
 	}
 	sv.health.Mode = modeOf(sv)
@@ -249,6 +264,9 @@ func (m *Manager) retireServerLocked(sv *server) {
 	for _, e := range sv.entries {
 		m.dropLocked(sv, e)
 	}
+	for _, e := range sv.bound {
+		m.dropLocked(sv, e)
+	}
 }
 
 func modeOf(sv *server) string {
@@ -326,7 +344,11 @@ func (m *Manager) Acquire(ctx context.Context, server string) (Session, func(), 
 		s, err := m.Session(ctx, server)
 		return s, func() {}, err
 	}
-	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server))
+	var origin any
+	if b := bindingFrom(ctx); b != nil {
+		origin = b.origin
+	}
+	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server), origin)
 	now := m.now()
 	m.mu.Lock()
 	if err != nil {
@@ -378,8 +400,8 @@ func (m *Manager) Stateless(server string) bool {
 	return sv != nil && eraOf(sv.era.Load()) == eraStateless
 }
 
-// dial connects a new session of sv.
-func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Session, error) {
+// dial connects a new session of sv; origin is its DefaultOrigin.
+func (m *Manager) dial(ctx context.Context, sv *server, callerToken string, origin any) (Session, error) {
 	srv := sv.srv
 	era := eraOf(sv.era.Load())
 	if era == eraStateless && probesDiscover(srv) {
@@ -399,6 +421,7 @@ func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Ses
 		HTTPClient:         m.opts.HTTPClient,
 		MaxMessageBytes:    m.opts.MaxMessageBytes,
 		CallerToken:        callerToken,
+		DefaultOrigin:      origin,
 		tokens:             sv.tokens,
 	})
 	switch {
@@ -489,6 +512,9 @@ func (m *Manager) entryLocked(sv *server, ctx context.Context) *entry {
 		tok = callerTokenFrom(ctx, sv.name)
 		fp = Fingerprint(sv.srv, tok)
 	}
+	if b := bindingFrom(ctx); b != nil && !sv.statelessEra() {
+		return m.boundEntryLocked(sv, fp, tok, b)
+	}
 	if e := sv.entries[fp]; e != nil {
 		return e
 	}
@@ -515,7 +541,11 @@ func (m *Manager) evictLocked(sv *server) {
 }
 
 func (m *Manager) dropLocked(sv *server, e *entry) {
-	delete(sv.entries, e.fp)
+	if e.binding != "" {
+		delete(sv.bound, e.fp)
+	} else {
+		delete(sv.entries, e.fp)
+	}
 	if s := e.sess; s != nil {
 		e.sess = nil
 		m.wg.Go(func() { s.Close() })
@@ -535,6 +565,7 @@ func (m *Manager) reapIdle() {
 		now := m.now()
 		m.mu.Lock()
 		for _, sv := range m.serverMap() {
+			m.reapBoundLocked(sv, now)
 			if !sv.byCaller {
 				continue
 			}
@@ -556,12 +587,12 @@ func (m *Manager) connectLocked(sv *server, e *entry) {
 }
 
 func (m *Manager) connect(sv *server, e *entry) {
-	s, err := m.dial(m.ctx, sv, e.callerToken)
+	s, err := m.dial(m.ctx, sv, e.callerToken, e.origin)
 	now := time.Now()
 	m.mu.Lock()
 	done := e.connecting
 	e.connecting = nil
-	if m.closed || sv.entries[e.fp] != e || m.serverMap()[sv.name] != sv {
+	if m.closed || !sv.holds(e) || m.serverMap()[sv.name] != sv {
 		m.mu.Unlock()
 		close(done)
 		if s != nil {
@@ -575,7 +606,7 @@ func (m *Manager) connect(sv *server, e *entry) {
 		wait := backoff(e.failures)
 		e.retryAt = now.Add(wait)
 		e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
-		eager := m.eager && e.fp == sv.defaultFP
+		eager := m.eager && e.fp == sv.defaultFP && e.binding == ""
 		m.mu.Unlock()
 		close(done)
 		m.log.Warn("upstream connect failed", logKeyServer, e.name, "error", err, "retry_in", wait.String())
@@ -591,7 +622,9 @@ func (m *Manager) connect(sv *server, e *entry) {
 	info := s.Info()
 	m.log.Info("upstream session established", logKeyServer, e.name, "protocol_version", info.ProtocolVersion)
 	m.wg.Go(func() { m.watch(sv, e, s) })
-	if m.opts.OnSessionStart != nil {
+	if m.opts.OnSessionStart != nil && e.binding == "" {
+		// A bound session serves one party: what the server's lists are
+		// is learned from the pooled sessions.
 		m.opts.OnSessionStart(e.name, info)
 	}
 }
@@ -619,7 +652,7 @@ func (m *Manager) watch(sv *server, e *entry, s Session) {
 	if e.sess == s {
 		m.retireLocked(e, s)
 	}
-	eager := m.eager && !m.closed && e.fp == sv.defaultFP && sv.entries[e.fp] == e
+	eager := m.eager && !m.closed && e.fp == sv.defaultFP && e.binding == "" && sv.holds(e)
 	m.mu.Unlock()
 	if eager {
 		m.retryLater(sv, e)
@@ -657,7 +690,7 @@ func (m *Manager) retryLater(sv *server, e *entry) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if !m.closed && e.sess == nil && e.connecting == nil && sv.entries[e.fp] == e {
+		if !m.closed && e.sess == nil && e.connecting == nil && sv.holds(e) {
 			m.connectLocked(sv, e)
 		}
 	})
@@ -727,6 +760,11 @@ func (m *Manager) Health() map[string]Health {
 			}
 		}
 		h.Sessions, h.Mode = live, config.SessionShared
+		for _, e := range sv.bound {
+			if e.sess != nil {
+				h.Bound++
+			}
+		}
 		out[name] = h
 	}
 	return out
@@ -750,6 +788,12 @@ func (m *Manager) Close() error {
 				e.sess = nil
 			}
 			e.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: config.SessionShared}
+		}
+		for _, e := range sv.bound {
+			if e.sess != nil {
+				sessions = append(sessions, e.sess)
+				e.sess = nil
+			}
 		}
 		sv.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: modeOf(sv)}
 	}

@@ -1,0 +1,153 @@
+package upstream
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// Bound sessions (DESIGN decision 4). Pooled sessions serve every caller
+// with the same credentials, and a server keeps per-session state learned
+// from its client: roots above all (server-everything asks roots/list once
+// per session and answers every later call from that cache). A pooled
+// session would hand one caller's answers to the next. A call that carries
+// a binding (WithBinding) therefore runs on a session of its own party:
+// dialled for that binding, used by no one else, and closed by Unbind when
+// the party is gone. Server messages such a session sends outside any call
+// belong to that party (its DefaultOrigin), so they need no guessing.
+//
+// Cost: one upstream session per binding and server it calls (for stdio,
+// one process), bounded per server by MaxBoundPerServer (least recently
+// used closed first) and reaped after boundIdleTimeout without calls. A
+// 2026-07-28 upstream keeps no session state (the capabilities come with
+// each request), so a binding is ignored for it.
+
+// DefaultMaxBoundPerServer is the default bound-session cap of a server.
+const DefaultMaxBoundPerServer = 128
+
+// boundIdleTimeout: a bound session nobody used for this long is closed;
+// its party's next call dials a new one.
+const boundIdleTimeout = 10 * time.Minute
+
+type bindingCtxKey struct{}
+
+type binding struct {
+	key    string
+	origin any
+}
+
+// WithBinding makes the calls made with ctx run on sessions bound to one
+// party: key names the party (Unbind(key) ends its sessions), origin is
+// what the Handler gets for the server messages those sessions send while
+// none of the party's calls is in flight. The first call of a binding on a
+// server dials its session; later ones reuse it.
+func WithBinding(ctx context.Context, key string, origin any) context.Context {
+	if key == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, bindingCtxKey{}, &binding{key: key, origin: origin})
+}
+
+func bindingFrom(ctx context.Context) *binding {
+	b, _ := ctx.Value(bindingCtxKey{}).(*binding)
+	return b
+}
+
+// statelessEra reports whether sv speaks 2026-07-28 (pinned, or learned).
+func (sv *server) statelessEra() bool {
+	return sv.srv.ProtocolVersion == mcpwire.Rev20260728 || eraOf(sv.era.Load()) == eraStateless
+}
+
+// holds reports whether e is still one of sv's entries.
+func (sv *server) holds(e *entry) bool {
+	if e.binding != "" {
+		return sv.bound[e.fp] == e
+	}
+	return sv.entries[e.fp] == e
+}
+
+// boundEntryLocked returns the entry of binding b on sv for credential fp,
+// creating it (and closing the least recently used one past the cap).
+// Bound entries are keyed by fingerprint and binding, so a party whose
+// credential changes (passthrough) gets a new session too.
+func (m *Manager) boundEntryLocked(sv *server, fp, tok string, b *binding) *entry {
+	key := fp + "\x00" + b.key
+	if e := sv.bound[key]; e != nil {
+		return e
+	}
+	limit := m.opts.MaxBoundPerServer
+	if limit <= 0 {
+		limit = DefaultMaxBoundPerServer
+	}
+	if len(sv.bound) >= limit {
+		var victim *entry
+		for _, e := range sv.bound {
+			if e.connecting == nil && (victim == nil || e.lastUsed.Before(victim.lastUsed)) {
+				victim = e
+			}
+		}
+		if victim != nil {
+			m.log.Info("bound upstream sessions at their cap; closing the least recently used", logKeyServer, sv.name, "cap", limit)
+			m.dropLocked(sv, victim)
+		}
+	}
+	e := &entry{name: sv.name, srv: sv.srv, fp: key, callerToken: tok, binding: b.key, origin: b.origin,
+		health: Health{State: HealthStarting, Since: m.now(), Mode: config.SessionShared}}
+	sv.bound[key] = e
+	if !m.janitor {
+		m.janitor = true
+		m.wg.Go(m.reapIdle)
+	}
+	return e
+}
+
+// reapBoundLocked closes sv's bound sessions idle for boundIdleTimeout.
+func (m *Manager) reapBoundLocked(sv *server, now time.Time) {
+	for _, e := range sv.bound {
+		if e.connecting == nil && now.Sub(e.lastUsed) > boundIdleTimeout {
+			m.dropLocked(sv, e)
+		}
+	}
+}
+
+// Unbind closes every session bound to key, on every server (the party is
+// gone: its downstream session ended, or its exchange is over). Calls of
+// the binding still in flight fail; a later call with the binding dials
+// anew. It does not wait for the sessions to close.
+func (m *Manager) Unbind(key string) {
+	if key == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sv := range m.serverMap() {
+		for _, e := range sv.bound {
+			if e.binding == key {
+				m.dropLocked(sv, e)
+			}
+		}
+	}
+}
+
+// Bound returns the live sessions bound to key, by server: where a
+// notification of that party (roots/list_changed) must go, and only there.
+func (m *Manager) Bound(key string) map[string]Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]Session{}
+	for name, sv := range m.serverMap() {
+		for _, e := range sv.bound {
+			if e.binding != key || e.sess == nil {
+				continue
+			}
+			select {
+			case <-e.sess.Done():
+			default:
+				out[name] = e.sess
+			}
+		}
+	}
+	return out
+}

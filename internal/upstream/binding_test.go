@@ -1,0 +1,138 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+func callPID(t *testing.T, ctx context.Context, m *Manager, server string) string {
+	t.Helper()
+	res, err := m.Call(ctx, server, mcpwire.MethodToolsCall, json.RawMessage(`{"name":"pid","arguments":{}}`))
+	if err != nil {
+		t.Fatalf("pid: %v", err)
+	}
+	pid, err := resultText(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// A binding gets a session (on stdio: a process) of its own, used by no
+// one else; Unbind ends it and the next call of that binding dials anew.
+func TestBindingGetsItsOwnSession(t *testing.T) {
+	srv := stdioServer(t, "raw", nil)
+	m := managerFor(t, srv)
+	bg := context.Background()
+	a := WithBinding(bg, "A", "party-A")
+	b := WithBinding(bg, "B", "party-B")
+
+	shared := callPID(t, bg, m, srv.Name)
+	pidA := callPID(t, a, m, srv.Name)
+	pidB := callPID(t, b, m, srv.Name)
+	if pidA == shared || pidB == shared || pidA == pidB {
+		t.Fatalf("pids shared=%s A=%s B=%s, want three processes", shared, pidA, pidB)
+	}
+	if again := callPID(t, a, m, srv.Name); again != pidA {
+		t.Errorf("A's second call ran in process %s, want its own %s", again, pidA)
+	}
+	if again := callPID(t, bg, m, srv.Name); again != shared {
+		t.Errorf("an unbound call ran in process %s, want the pooled %s", again, shared)
+	}
+	if h := m.Health()[srv.Name]; h.Sessions != 1 || h.Bound != 2 {
+		t.Errorf("health sessions=%d bound=%d, want 1 and 2", h.Sessions, h.Bound)
+	}
+	if got := m.Bound("A"); len(got) != 1 || got[srv.Name] == nil {
+		t.Errorf("Bound(A) = %v, want the one session on %s", got, srv.Name)
+	}
+	old := m.Bound("A")[srv.Name]
+	m.Unbind("A")
+	select {
+	case <-old.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Unbind did not end A's session")
+	}
+	if got := m.Bound("A"); len(got) != 0 {
+		t.Errorf("Bound(A) after Unbind = %v, want none", got)
+	}
+	if again := callPID(t, a, m, srv.Name); again == pidA || again == shared || again == pidB {
+		t.Errorf("A after Unbind ran in process %s, want a new one (old %s, shared %s, B %s)", again, pidA, shared, pidB)
+	}
+	if got := callPID(t, b, m, srv.Name); got != pidB {
+		t.Errorf("B after A's Unbind ran in %s, want still %s", got, pidB)
+	}
+}
+
+// A server request a bound session sends while none of its party's calls
+// is in flight is given the binding's origin (a pooled session's has
+// none, see TestOriginAttributionWithoutStreams).
+func TestBoundSessionDefaultOrigin(t *testing.T) {
+	f := newStreamableFake(t)
+	f.allowGet = true
+	h := &recorder{}
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": f.server("up")}, Handler: h})
+	t.Cleanup(func() { m.Close() })
+
+	ctx := WithBinding(context.Background(), "A", "party-A")
+	if _, err := m.Call(ctx, "up", mcpwire.MethodToolsList, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The bound session is the only one: its GET stream carries this.
+	f.get <- jsonrpc.Encode(jsonrpc.NewRequest(jsonrpc.StringID("outside-1"), mcpwire.MethodRootsList, json.RawMessage(`{}`)))
+	waitUntil(t, "the roots/list on the GET stream", func() bool { _, reqs := h.got(); return len(reqs) == 1 })
+	if _, reqs := h.got(); reqs[0].origin != "party-A" || reqs[0].method != mcpwire.MethodRootsList {
+		t.Errorf("delivered %+v, want roots/list with origin party-A", reqs[0])
+	}
+
+}
+
+// Bound sessions of a server are capped: past the cap the least recently
+// used one is closed, and its party gets a new one when it comes back.
+func TestBoundSessionsCapped(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": f.server("up")}, MaxBoundPerServer: 2})
+	t.Cleanup(func() { m.Close() })
+	for _, key := range []string{"A", "B", "C"} {
+		if _, err := callEcho(WithBinding(context.Background(), key, key), m, "up", key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := m.Health()["up"]; h.Bound != 2 {
+		t.Errorf("bound sessions = %d, want the cap, 2", h.Bound)
+	}
+	if len(m.Bound("A")) != 0 || len(m.Bound("B")) != 1 || len(m.Bound("C")) != 1 {
+		t.Errorf("after C: A=%d B=%d C=%d, want A (least recent) closed", len(m.Bound("A")), len(m.Bound("B")), len(m.Bound("C")))
+	}
+}
+
+// A 2026-07-28 upstream keeps no per-session state: a binding is ignored.
+func TestBindingIgnoredForStatelessUpstream(t *testing.T) {
+	srv := stdioServer(t, "raw", map[string]string{"UPSTREAM_TEST_VERSION": mcpwire.Rev20251125})
+	srv.ProtocolVersion = mcpwire.Rev20260728
+	m := managerFor(t, srv)
+	_, _ = m.Call(WithBinding(context.Background(), "A", "A"), srv.Name, mcpwire.MethodToolsList, nil)
+	m.mu.Lock()
+	n := len(m.serverMap()[srv.Name].bound)
+	m.mu.Unlock()
+	if n != 0 {
+		t.Errorf("bound entries of a 2026-07-28 server = %d, want 0", n)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
