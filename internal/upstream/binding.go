@@ -33,25 +33,33 @@ const boundIdleTimeout = 10 * time.Minute
 
 type bindingCtxKey struct{}
 
-type binding struct {
-	key    string
-	origin any
+// Binding names the party a call is made for, when that call must run on
+// an upstream session of the party's own (WithBinding).
+type Binding struct {
+	// Key names the party; Unbind(Key) ends its sessions.
+	Key string
+	// Origin is what the Handler gets for the server messages those
+	// sessions send while none of the party's calls is in flight.
+	Origin any
+	// Started, if set, runs once each of the party's sessions is
+	// established, before any call uses it: to repeat on the new session
+	// what the party told earlier ones (its log level). It must not call
+	// the Manager for the same binding.
+	Started func(ctx context.Context, server string, s Session)
 }
 
 // WithBinding makes the calls made with ctx run on sessions bound to one
-// party: key names the party (Unbind(key) ends its sessions), origin is
-// what the Handler gets for the server messages those sessions send while
-// none of the party's calls is in flight. The first call of a binding on a
-// server dials its session; later ones reuse it.
-func WithBinding(ctx context.Context, key string, origin any) context.Context {
-	if key == "" {
+// party, b. The first call of a binding on a server dials its session;
+// later ones reuse it, whatever b's Origin and Started then are.
+func WithBinding(ctx context.Context, b Binding) context.Context {
+	if b.Key == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, bindingCtxKey{}, &binding{key: key, origin: origin})
+	return context.WithValue(ctx, bindingCtxKey{}, &b)
 }
 
-func bindingFrom(ctx context.Context) *binding {
-	b, _ := ctx.Value(bindingCtxKey{}).(*binding)
+func bindingFrom(ctx context.Context) *Binding {
+	b, _ := ctx.Value(bindingCtxKey{}).(*Binding)
 	return b
 }
 
@@ -72,8 +80,8 @@ func (sv *server) holds(e *entry) bool {
 // creating it (and closing the least recently used one past the cap).
 // Bound entries are keyed by fingerprint and binding, so a party whose
 // credential changes (passthrough) gets a new session too.
-func (m *Manager) boundEntryLocked(sv *server, fp, tok string, b *binding) *entry {
-	key := fp + "\x00" + b.key
+func (m *Manager) boundEntryLocked(sv *server, fp, tok string, b *Binding) *entry {
+	key := fp + "\x00" + b.Key
 	if e := sv.bound[key]; e != nil {
 		return e
 	}
@@ -93,7 +101,7 @@ func (m *Manager) boundEntryLocked(sv *server, fp, tok string, b *binding) *entr
 			m.dropLocked(sv, victim)
 		}
 	}
-	e := &entry{name: sv.name, srv: sv.srv, fp: key, callerToken: tok, binding: b.key, origin: b.origin,
+	e := &entry{name: sv.name, srv: sv.srv, fp: key, callerToken: tok, binding: b.Key, origin: b.Origin, onStart: b.Started,
 		health: Health{State: HealthStarting, Since: m.now(), Mode: config.SessionShared}}
 	sv.bound[key] = e
 	if !m.janitor {

@@ -30,8 +30,8 @@ func TestBindingGetsItsOwnSession(t *testing.T) {
 	srv := stdioServer(t, "raw", nil)
 	m := managerFor(t, srv)
 	bg := context.Background()
-	a := WithBinding(bg, "A", "party-A")
-	b := WithBinding(bg, "B", "party-B")
+	a := WithBinding(bg, Binding{Key: "A", Origin: "party-A"})
+	b := WithBinding(bg, Binding{Key: "B", Origin: "party-B"})
 
 	shared := callPID(t, bg, m, srv.Name)
 	pidA := callPID(t, a, m, srv.Name)
@@ -79,7 +79,7 @@ func TestBoundSessionDefaultOrigin(t *testing.T) {
 	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": f.server("up")}, Handler: h})
 	t.Cleanup(func() { m.Close() })
 
-	ctx := WithBinding(context.Background(), "A", "party-A")
+	ctx := WithBinding(context.Background(), Binding{Key: "A", Origin: "party-A"})
 	if _, err := m.Call(ctx, "up", mcpwire.MethodToolsList, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestBoundSessionsCapped(t *testing.T) {
 	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": f.server("up")}, MaxBoundPerServer: 2})
 	t.Cleanup(func() { m.Close() })
 	for _, key := range []string{"A", "B", "C"} {
-		if _, err := callEcho(WithBinding(context.Background(), key, key), m, "up", key); err != nil {
+		if _, err := callEcho(WithBinding(context.Background(), Binding{Key: key, Origin: key}), m, "up", key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestBindingIgnoredForStatelessUpstream(t *testing.T) {
 	srv := stdioServer(t, "raw", map[string]string{"UPSTREAM_TEST_VERSION": mcpwire.Rev20251125})
 	srv.ProtocolVersion = mcpwire.Rev20260728
 	m := managerFor(t, srv)
-	_, _ = m.Call(WithBinding(context.Background(), "A", "A"), srv.Name, mcpwire.MethodToolsList, nil)
+	_, _ = m.Call(WithBinding(context.Background(), Binding{Key: "A", Origin: "A"}), srv.Name, mcpwire.MethodToolsList, nil)
 	m.mu.Lock()
 	n := len(m.serverMap()[srv.Name].bound)
 	m.mu.Unlock()

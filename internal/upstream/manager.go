@@ -131,18 +131,21 @@ type entry struct {
 	srv         *config.Server
 	fp          string
 	callerToken string
+	sess        Session
+	started     time.Time     // when sess was established
+	lastUsed    time.Time     // for the idle reaper of caller-keyed entries
+	connecting  chan struct{} // non-nil while a connect runs; closed when it ends
+	lastErr     error
+	failures    int
+	retryAt     time.Time
+	health      Health
+
 	// binding is the key of the party a bound entry serves ("" for a
-	// pooled one); origin is its sessions' DefaultOrigin.
-	binding    string
-	origin     any
-	sess       Session
-	started    time.Time     // when sess was established
-	lastUsed   time.Time     // for the idle reaper of caller-keyed entries
-	connecting chan struct{} // non-nil while a connect runs; closed when it ends
-	lastErr    error
-	failures   int
-	retryAt    time.Time
-	health     Health
+	// pooled one); origin is its sessions' DefaultOrigin, onStart its
+	// Binding.Started.
+	binding string
+	origin  any
+	onStart func(ctx context.Context, server string, s Session)
 }
 
 // NewManager builds a Manager; nothing is connected until Session or Start.
@@ -345,10 +348,14 @@ func (m *Manager) Acquire(ctx context.Context, server string) (Session, func(), 
 		return s, func() {}, err
 	}
 	var origin any
-	if b := bindingFrom(ctx); b != nil {
-		origin = b.origin
+	b := bindingFrom(ctx)
+	if b != nil {
+		origin = b.Origin
 	}
 	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server), origin)
+	if err == nil && b != nil && b.Started != nil {
+		b.Started(ctx, server, s)
+	}
 	now := m.now()
 	m.mu.Lock()
 	if err != nil {
@@ -614,6 +621,19 @@ func (m *Manager) connect(sv *server, e *entry) {
 			m.retryLater(sv, e)
 		}
 		return
+	}
+	if e.onStart != nil {
+		// Before the session is handed out: a bound session is set up for
+		// its party before its first call.
+		m.mu.Unlock()
+		e.onStart(m.ctx, sv.name, s)
+		m.mu.Lock()
+		if m.closed || !sv.holds(e) {
+			m.mu.Unlock()
+			close(done)
+			s.Close()
+			return
+		}
 	}
 	e.sess, e.started, e.lastErr = s, now, nil
 	e.health = Health{State: HealthReady, Since: now, Mode: config.SessionShared}
