@@ -92,6 +92,27 @@ func TestBoundSessionDefaultOrigin(t *testing.T) {
 
 }
 
+// On stdio nothing ties a server request to a call: a bound session's
+// goes to its party, not to the call that happens to be in flight (which
+// may end before the answer).
+func TestBoundStdioRequestGoesToTheParty(t *testing.T) {
+	srv := stdioServer(t, "raw", nil)
+	h := &recorder{}
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{srv.Name: srv}, Handler: h})
+	t.Cleanup(func() { m.Close() })
+	ctx := WithBinding(WithOrigin(context.Background(), "call-1"), Binding{Key: "A", Origin: "party-A"})
+	res, err := m.Call(ctx, srv.Name, mcpwire.MethodToolsCall, json.RawMessage(`{"name":"ask","arguments":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := resultText(res); text != `{"roots":[{"uri":"file:///work"}]}` {
+		t.Errorf("ask = %q", text)
+	}
+	if _, reqs := h.got(); len(reqs) != 1 || reqs[0].origin != "party-A" {
+		t.Errorf("delivered %+v, want one roots/list with origin party-A", reqs)
+	}
+}
+
 // Bound sessions of a server are capped: past the cap the least recently
 // used one is closed, and its party gets a new one when it comes back.
 func TestBoundSessionsCapped(t *testing.T) {

@@ -633,6 +633,14 @@ func (c *conn) request(m *jsonrpc.Message, via *call) {
 		return
 	}
 	origin := c.originFor(via)
+	if via == nil && c.origin != nil {
+		// A bound session's request that no call's response stream
+		// carried belongs to its party, not to whichever of the party's
+		// calls happens to run: that call may end before the answer
+		// comes (server-everything re-reads roots after
+		// roots/list_changed while another call of the client runs).
+		origin = c.origin
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	key := m.ID.Raw()
 	c.mu.Lock()

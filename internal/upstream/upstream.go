@@ -65,7 +65,8 @@ type InitInfo struct {
 // standalone GET stream) it is the origin of the most recent in-flight call
 // when all in-flight calls with an origin belong to one party (the same
 // OriginKey); when nothing is in flight, the session's DefaultOrigin
-// (nil unless it is bound to one party: a server-wide message); and
+// (nil unless it is bound to one party: a server-wide message), and for
+// a bound session's requests always its DefaultOrigin; and
 // Ambiguous when several parties' calls are: a message is never guessed
 // onto another caller.
 //
