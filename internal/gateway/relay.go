@@ -110,11 +110,11 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 	g := (*Gateway)(r)
 	defer g.recoverRelay(server, msg.Method)
 	sc := g.scopeOf(origin)
-	if _, bound := origin.(*session); bound && isListChanged(msg.Method) {
-		// A session bound to one client, outside any call: its lists are
-		// that session's (server-everything registers tools per session
-		// as it starts); the merged catalog follows the pooled sessions,
-		// which hear a server-wide change themselves.
+	if isListChanged(msg.Method) && sc != nil && sc.binds() && !g.up.Stateless(server) {
+		// From a session bound to one client: its lists are that
+		// session's (server-everything registers tools per session as it
+		// starts); the merged catalog follows the pooled sessions, which
+		// hear a server-wide change themselves.
 		g.log.Debug("list change of a bound upstream session not broadcast", "server", server, "method", msg.Method)
 		return
 	}
