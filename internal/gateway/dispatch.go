@@ -279,9 +279,12 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 		}
 		capsObj["resources"] = r
 	}
-	if merged.Logging {
-		capsObj["logging"] = map[string]any{}
-	}
+	// Logging on every route, whatever the upstreams declare: the gateway
+	// relays log messages itself and can always honour logging/setLevel
+	// (it filters per session). Servers that log without declaring it
+	// (the Python SDK's) would otherwise never be asked by a client that
+	// follows the capabilities.
+	capsObj["logging"] = map[string]any{}
 	if merged.Completions {
 		capsObj["completions"] = map[string]any{}
 	}

@@ -157,7 +157,9 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 			return
 		}
 		g.forEachSession(server, func(s *session) {
-			if s.wantsLog(idx) {
+			// A session with upstream sessions of its own hears those;
+			// a pooled session's messages are about the others' calls.
+			if s.wantsLog(idx) && !g.boundFor(s, server) {
 				s.notify(msg)
 			}
 		})
