@@ -38,9 +38,8 @@ func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage) string {
 // it: a stateful downstream session for its lifetime (unbound when it
 // ends), a 2026-07-28 request for its exchange (unbound when the call is
 // over; the upstream's roots/list becomes an input_required round of this
-// request). Lists and subscriptions stay on the pooled sessions: the
-// catalog is shared, and an upstream subscription serves every session
-// subscribed to the URI.
+// request; a session the upstream asked nothing is kept for the next such
+// call). Lists stay on the pooled sessions: the catalog is shared.
 
 // sessionBinding is the upstream binding key of a downstream session.
 func sessionBinding(s *session) string { return "s/" + s.id }
@@ -96,7 +95,10 @@ func (g *Gateway) bind(ctx context.Context, sc *scope) context.Context {
 			}
 		}})
 	case sc.modern && sc.exchange != nil:
-		return upstream.WithBinding(ctx, upstream.Binding{Key: exchangeBinding(sc.exchange), Origin: sc})
+		// Reusable: a session the upstream asked nothing of holds nothing
+		// of this client, and serves the next such call instead of a new
+		// dial (a process, on stdio) per call.
+		return upstream.WithBinding(ctx, upstream.Binding{Key: exchangeBinding(sc.exchange), Origin: sc, Reusable: true})
 	}
 	return ctx
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -46,6 +47,14 @@ type Binding struct {
 	// what the party told earlier ones (its log level). It must not call
 	// the Manager for the same binding.
 	Started func(ctx context.Context, server string, s Session)
+	// Reusable: the party is short-lived (one request) and its sessions
+	// may serve a later reusable binding once it is unbound, provided no
+	// server request ever reached it (the server then holds no answer of
+	// it: no roots, no sampling or elicitation result). Such a session
+	// waits, party-less, for the next one: a binding per request need not
+	// dial per request. A session that asked its party something is closed
+	// on Unbind. Started is not run for a reused session.
+	Reusable bool
 }
 
 // WithBinding makes the calls made with ctx run on sessions bound to one
@@ -102,8 +111,11 @@ func (m *Manager) boundEntryLocked(sv *server, fp, tok string, b *Binding) *entr
 		}
 	}
 	e := &entry{name: sv.name, srv: sv.srv, fp: key, callerToken: tok, binding: b.Key, origin: b.Origin, onStart: b.Started,
-		health: Health{State: HealthStarting, Since: m.now(), Mode: config.SessionShared}}
+		reusable: b.Reusable, health: Health{State: HealthStarting, Since: m.now(), Mode: config.SessionShared}}
 	sv.bound[key] = e
+	if b.Reusable {
+		m.takeSpareLocked(sv, e, fp)
+	}
 	if !m.janitor {
 		m.janitor = true
 		m.wg.Go(m.reapIdle)
@@ -111,13 +123,78 @@ func (m *Manager) boundEntryLocked(sv *server, fp, tok string, b *Binding) *entr
 	return e
 }
 
-// reapBoundLocked closes sv's bound sessions idle for boundIdleTimeout.
+// maxSparesPerServer bounds the party-less sessions kept for reusable
+// bindings (Binding.Reusable) of one server.
+const maxSparesPerServer = 4
+
+// spare is a session of an unbound reusable binding, waiting for the next.
+type spare struct {
+	fp    string // credential fingerprint
+	sess  Session
+	since time.Time
+}
+
+// takeSpareLocked gives e a live spare session of its credential, if
+// there is one.
+func (m *Manager) takeSpareLocked(sv *server, e *entry, fp string) {
+	for i := len(sv.spares) - 1; i >= 0; i-- {
+		sp := sv.spares[i]
+		if sp.fp != fp {
+			continue
+		}
+		sv.spares = append(sv.spares[:i], sv.spares[i+1:]...)
+		c, _ := sp.sess.(*conn)
+		select {
+		case <-sp.sess.Done():
+			m.wg.Go(func() { sp.sess.Close() })
+			continue
+		default:
+		}
+		c.rebind(e.origin)
+		e.sess, e.started = sp.sess, m.now()
+		e.health = Health{State: HealthReady, Since: e.started, Mode: config.SessionShared}
+		return
+	}
+}
+
+// reapBoundLocked closes sv's bound sessions idle for boundIdleTimeout,
+// and its spares.
 func (m *Manager) reapBoundLocked(sv *server, now time.Time) {
 	for _, e := range sv.bound {
 		if e.connecting == nil && now.Sub(e.lastUsed) > boundIdleTimeout {
 			m.dropLocked(sv, e)
 		}
 	}
+	kept := sv.spares[:0]
+	for _, sp := range sv.spares {
+		if now.Sub(sp.since) > boundIdleTimeout {
+			m.wg.Go(func() { sp.sess.Close() })
+			continue
+		}
+		kept = append(kept, sp)
+	}
+	sv.spares = kept
+}
+
+// closeSparesLocked closes every spare of sv.
+func (m *Manager) closeSparesLocked(sv *server) {
+	for _, sp := range sv.spares {
+		m.wg.Go(func() { sp.sess.Close() })
+	}
+	sv.spares = nil
+}
+
+// unbindLocked ends e's binding: a reusable entry's session that never
+// asked its party anything becomes a spare, any other is closed.
+func (m *Manager) unbindLocked(sv *server, e *entry) {
+	if e.reusable && e.sess != nil && len(sv.spares) < maxSparesPerServer && !m.closed {
+		if c, ok := e.sess.(*conn); ok && c.Err() == nil && c.rebind(nil) {
+			fp, _, _ := strings.Cut(e.fp, "\x00")
+			sv.spares = append(sv.spares, spare{fp: fp, sess: e.sess, since: m.now()})
+			e.sess = nil
+		}
+	}
+	m.dropLocked(sv, e)
 }
 
 // Unbind closes every session bound to key, on every server (the party is
@@ -133,7 +210,7 @@ func (m *Manager) Unbind(key string) {
 	for _, sv := range m.serverMap() {
 		for _, e := range sv.bound {
 			if e.binding == key {
-				m.dropLocked(sv, e)
+				m.unbindLocked(sv, e)
 			}
 		}
 	}

@@ -113,6 +113,41 @@ func TestBoundStdioRequestGoesToTheParty(t *testing.T) {
 	}
 }
 
+// A reusable binding's session that asked its party nothing serves the
+// next reusable binding (no new process); one that asked is closed.
+func TestReusableBindingKeepsCleanSessions(t *testing.T) {
+	srv := stdioServer(t, "raw", nil)
+	h := &recorder{}
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{srv.Name: srv}, Handler: h})
+	t.Cleanup(func() { m.Close() })
+	req := func(key string) context.Context {
+		return WithBinding(context.Background(), Binding{Key: key, Origin: "party-" + key, Reusable: true})
+	}
+	shared := callPID(t, context.Background(), m, srv.Name)
+	first := callPID(t, req("R1"), m, srv.Name)
+	m.Unbind("R1")
+	if again := callPID(t, req("R2"), m, srv.Name); again != first || again == shared {
+		t.Errorf("R2 ran in process %s, want R1's clean %s (shared %s)", again, first, shared)
+	}
+	// R2 is asked for roots: the session now holds R2's answer.
+	if _, err := m.Call(req("R2"), srv.Name, mcpwire.MethodToolsCall, json.RawMessage(`{"name":"ask","arguments":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, reqs := h.got(); len(reqs) != 1 || reqs[0].origin != "party-R2" {
+		t.Errorf("delivered %+v, want roots/list to party-R2", reqs)
+	}
+	m.Unbind("R2")
+	third := callPID(t, req("R3"), m, srv.Name)
+	if third == first || third == shared {
+		t.Errorf("R3 ran in process %s, want a new one (R2's asked, shared %s)", third, shared)
+	}
+	// R3's clean session is a spare, but not for a binding of a session.
+	m.Unbind("R3")
+	if got := callPID(t, WithBinding(context.Background(), Binding{Key: "S", Origin: "S"}), m, srv.Name); got == third || got == shared {
+		t.Errorf("a non-reusable binding ran in process %s, want its own (spare %s, shared %s)", got, third, shared)
+	}
+}
+
 // Bound sessions of a server are capped: past the cap the least recently
 // used one is closed, and its party gets a new one when it comes back.
 func TestBoundSessionsCapped(t *testing.T) {

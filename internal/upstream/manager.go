@@ -114,8 +114,11 @@ type server struct {
 	defaultFP string // the fingerprint of the server's own credentials
 	entries   map[string]*entry
 	// bound are the sessions bound to one party each (WithBinding), by
-	// fingerprint and binding key; never handed to anyone else.
-	bound map[string]*entry
+	// fingerprint and binding key; never handed to anyone else. spares
+	// are sessions of ended reusable bindings that no party ever answered
+	// (Binding.Reusable), kept for the next.
+	bound  map[string]*entry
+	spares []spare
 	// era is what auto learned of the server (an eraOf).
 	era atomic.Int32
 	// per_call mode has no entries: its health is the outcome of the
@@ -143,9 +146,10 @@ type entry struct {
 	// binding is the key of the party a bound entry serves ("" for a
 	// pooled one); origin is its sessions' DefaultOrigin, onStart its
 	// Binding.Started.
-	binding string
-	origin  any
-	onStart func(ctx context.Context, server string, s Session)
+	binding  string
+	origin   any
+	onStart  func(ctx context.Context, server string, s Session)
+	reusable bool // Binding.Reusable
 }
 
 // NewManager builds a Manager; nothing is connected until Session or Start.
@@ -270,6 +274,7 @@ func (m *Manager) retireServerLocked(sv *server) {
 	for _, e := range sv.bound {
 		m.dropLocked(sv, e)
 	}
+	m.closeSparesLocked(sv)
 }
 
 func modeOf(sv *server) string {
@@ -815,6 +820,10 @@ func (m *Manager) Close() error {
 				e.sess = nil
 			}
 		}
+		for _, sp := range sv.spares {
+			sessions = append(sessions, sp.sess)
+		}
+		sv.spares = nil
 		sv.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: modeOf(sv)}
 	}
 	m.mu.Unlock()

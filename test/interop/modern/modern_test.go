@@ -982,16 +982,12 @@ func checkLogging(t *testing.T, tg *target) {
 	if !strings.HasPrefix(on, "Started simulated, random-leveled logging") {
 		t.Fatalf("toggle-simulated-logging = %q, want it started", on)
 	}
-	if !tg.modern() {
-		// A 2026-07-28 client that declared roots gets an upstream session
-		// of its own for each call (the gateway's bound sessions): the
-		// simulated logging ends with that call's session.
-		defer func() {
-			if off := toggle(""); !strings.HasPrefix(off, "Stopped simulated logging") {
-				t.Errorf("toggle-simulated-logging (off) = %q", off)
-			}
-		}()
-	}
+	defer func() {
+		off := toggle("")
+		if !tg.modern() && !strings.HasPrefix(off, "Stopped simulated logging") {
+			t.Errorf("toggle-simulated-logging (off) = %q", off)
+		}
+	}()
 	// The new era has the message on the call's own stream, before the
 	// result (the client may still be dispatching it); in the old era it
 	// is not tied to the call and may come later.
@@ -1019,10 +1015,20 @@ func checkLogging(t *testing.T, tg *target) {
 		return
 	}
 	// A request without io.modelcontextprotocol/logLevel gets no log
-	// messages (basic/index.md: the server MUST NOT send them). It runs
-	// on a fresh upstream session (see above), so the logging starts anew.
+	// messages (basic/index.md: the server MUST NOT send them).
+	//
+	// The toggle is server-everything's per-session state, and this client
+	// declares roots: each of its calls runs on an upstream session of its
+	// own, a fresh one or one an earlier call of it left clean (the
+	// gateway's bound sessions), so whether logging is still on for the
+	// next call is not this client's to know. Toggle until it starts.
 	before = tg.seen.logsLen()
-	if on := toggle(""); !strings.HasPrefix(on, "Started simulated, random-leveled logging") {
+	on = toggle("")
+	if strings.HasPrefix(on, "Stopped simulated logging") {
+		before = tg.seen.logsLen()
+		on = toggle("")
+	}
+	if !strings.HasPrefix(on, "Started simulated, random-leveled logging") {
 		t.Fatalf("toggle-simulated-logging (on, no logLevel) = %q", on)
 	}
 	time.Sleep(300 * time.Millisecond)
