@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +147,48 @@ func TestReusableBindingKeepsCleanSessions(t *testing.T) {
 	m.Unbind("R3")
 	if got := callPID(t, WithBinding(context.Background(), Binding{Key: "S", Origin: "S"}), m, srv.Name); got == third || got == shared {
 		t.Errorf("a non-reusable binding ran in process %s, want its own (spare %s, shared %s)", got, third, shared)
+	}
+}
+
+// Started runs once per bound session, before any call of the binding
+// uses it, even for a call that comes while it runs.
+func TestBindingStartedBeforeFirstCall(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": f.server("up")}})
+	t.Cleanup(func() { m.Close() })
+	var started atomic.Int64
+	running, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	ctx := WithBinding(context.Background(), Binding{Key: "A", Origin: "A", Started: func(ctx context.Context, server string, s Session) {
+		once.Do(func() { close(running) })
+		<-release
+		started.Add(1)
+	}})
+	var wg sync.WaitGroup
+	var early atomic.Int64
+	call := func() {
+		if _, err := callEcho(ctx, m, "up", "x"); err != nil {
+			t.Error(err)
+		}
+		if started.Load() == 0 {
+			early.Add(1)
+		}
+	}
+	wg.Go(call)
+	<-running
+	wg.Go(call) // arrives while Started runs
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if n := started.Load(); n != 1 {
+		t.Errorf("Started ran %d times, want once", n)
+	}
+	if n := early.Load(); n != 0 {
+		t.Errorf("%d calls finished before Started had run", n)
+	}
+	if n := countMethod(f.seen(), mcpwire.MethodInitialize); n != 1 {
+		t.Errorf("%d sessions dialled for one binding, want 1", n)
 	}
 }
 

@@ -600,6 +600,11 @@ func (m *Manager) connectLocked(sv *server, e *entry) {
 
 func (m *Manager) connect(sv *server, e *entry) {
 	s, err := m.dial(m.ctx, sv, e.callerToken, e.origin)
+	if err == nil && e.onStart != nil {
+		// Before the session is handed out (callers wait on e.connecting):
+		// a bound session is set up for its party before its first call.
+		e.onStart(m.ctx, sv.name, s)
+	}
 	now := time.Now()
 	m.mu.Lock()
 	done := e.connecting
@@ -626,19 +631,6 @@ func (m *Manager) connect(sv *server, e *entry) {
 			m.retryLater(sv, e)
 		}
 		return
-	}
-	if e.onStart != nil {
-		// Before the session is handed out: a bound session is set up for
-		// its party before its first call.
-		m.mu.Unlock()
-		e.onStart(m.ctx, sv.name, s)
-		m.mu.Lock()
-		if m.closed || !sv.holds(e) {
-			m.mu.Unlock()
-			close(done)
-			s.Close()
-			return
-		}
 	}
 	e.sess, e.started, e.lastErr = s, now, nil
 	e.health = Health{State: HealthReady, Since: now, Mode: config.SessionShared}
