@@ -165,6 +165,9 @@ func TestRootsStayWithTheirClient(t *testing.T) {
 				if a.asked.Load() == 0 || b.asked.Load() == 0 {
 					t.Errorf("roots/list answered: a=%d b=%d, want each client's own handler to have run", a.asked.Load(), b.asked.Load())
 				}
+				if n := g.up.Health()["rc"].Bound; n != 2 {
+					t.Errorf("bound upstream sessions = %d, want a's and b's", n)
+				}
 				if got := none.roots(t, ctx, tool); !strings.HasPrefix(got, "no roots:") {
 					t.Errorf("client without roots: %s = %q, want no roots", tool, got)
 				}
@@ -185,6 +188,10 @@ func TestRootsStayWithTheirClient(t *testing.T) {
 					t.Errorf("b was asked for roots %d times after a's change", n)
 				}
 			})
+
+			// The sessions above ended (DELETE) and their upstream sessions
+			// (on stdio, processes) with them.
+			waitFor(t, "the ended sessions' upstream sessions to close", func() bool { return g.up.Health()["rc"].Bound == 0 })
 
 			t.Run("2026-07-28", func(t *testing.T) {
 				a := connectRoots(t, ctx, gw.URL+"/mcp", nil, "file:///modern/a")
