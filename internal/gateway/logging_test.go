@@ -126,11 +126,20 @@ func (u *chattyUpstream) sessions() int { u.mu.Lock(); defer u.mu.Unlock(); retu
 // those at or above that level.
 func TestUpstreamLogsWithoutSetLevel(t *testing.T) {
 	up := newChattyUpstream(t)
-	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"py": httpServer(up.ts.URL)}})
+	g, gw := startGateway(t, &config.Config{
+		Servers:  map[string]*config.Server{"py": httpServer(up.ts.URL)},
+		Toolsets: map[string]*config.Toolset{"ts": {Servers: map[string][]string{"py": {"chatty"}}}},
+	})
 	for _, tc := range []struct {
 		route, tool string
 		roots       bool // the client's calls use an upstream session of its own
-	}{{"/mcp", "py__chatty", false}, {"/mcp/py", "chatty", false}, {"/mcp", "py__chatty", true}} {
+	}{
+		{"/mcp", "py__chatty", false},
+		{"/mcp/py", "chatty", false},
+		{"/toolset/ts/mcp", "py__chatty", false},
+		{"/mcp/proxy", "py__chatty", false},
+		{"/mcp", "py__chatty", true},
+	} {
 		t.Run(fmt.Sprintf("%s/roots=%v", tc.route, tc.roots), func(t *testing.T) {
 			caps := &mcp.ClientCapabilities{}
 			if tc.roots {
