@@ -34,10 +34,21 @@ log() { echo "install-test-deps: $*" >&2; }
 command -v npm >/dev/null 2>&1 || { log "npm not found (need Node.js + npm >= 7 to bootstrap)"; exit 1; }
 [[ -f "$LOCK" ]] || { log "missing $LOCK"; exit 1; }
 
-want="$(sha256sum "$LOCK" "$INTEROP/package.json" | sha256sum | cut -d' ' -f1)"
+# The stamp is a hash of the files' contents only: with their paths in it
+# (sha256sum a b | sha256sum), every checkout or worktree of the same lock
+# had a different stamp and reinstalled.
+want="$(cat "$LOCK" "$INTEROP/package.json" | sha256sum | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 
 if [[ "${FORCE_NPM_CI:-0}" == "1" || "$want" != "$have" || ! -x "$NODE22" ]]; then
+  if [[ -L "$INTEROP/node_modules" ]]; then
+    # npm ci empties node_modules first, through a symlink too: a shared
+    # install (another checkout's) would be wiped for everyone using it.
+    log "test/interop/node_modules is a symlink to $(readlink -f "$INTEROP/node_modules") and does not match"
+    log "package-lock.json (stamp $have, want $want); not running npm ci through it."
+    log "Update the shared install there, or replace the symlink with a directory."
+    exit 1
+  fi
   log "running npm ci in test/interop"
   (cd "$INTEROP" && npm ci --no-audit --no-fund --loglevel=error) >&2
   echo "$want" > "$STAMP"

@@ -133,12 +133,14 @@ func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *rou
 			}
 		}
 	case mcpwire.NotifyRootsListChanged:
-		for _, server := range rt.servers {
-			if sess != nil {
-				g.rootsOwner.Store(server, sess)
-			}
-			if s, err := g.up.Session(ctx, server); err == nil {
-				_ = s.Notify(ctx, m.Method, m.Params)
+		// Only this session's own upstream sessions heard its roots; a
+		// server that never had one asks when the session next calls it.
+		if sess == nil {
+			return
+		}
+		for server, s := range g.up.Bound(sessionBinding(sess)) {
+			if err := s.Notify(ctx, m.Method, m.Params); err != nil {
+				g.log.Debug("roots/list_changed not delivered upstream", "server", server, "error", err)
 			}
 		}
 	default:
@@ -277,9 +279,12 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 		}
 		capsObj["resources"] = r
 	}
-	if merged.Logging {
-		capsObj["logging"] = map[string]any{}
-	}
+	// Logging on every route, whatever the upstreams declare: the gateway
+	// relays log messages itself and can always honour logging/setLevel
+	// (it filters per session). Servers that log without declaring it
+	// (the Python SDK's) would otherwise never be asked by a client that
+	// follows the capabilities.
+	capsObj["logging"] = map[string]any{}
 	if merged.Completions {
 		capsObj["completions"] = map[string]any{}
 	}
@@ -482,7 +487,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		params = stripModernMeta(params)
 	}
 	start := time.Now()
-	ctx = upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(ctx, sc), relayableCaps(sc)), sc.logLevelName())
+	ctx = upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
 	res, err := g.up.Call(ctx, server, method, params)
 	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// S18.2: a stateless upstream's questions, asked of this old-era
@@ -676,15 +681,26 @@ func (g *Gateway) setLevel(ctx context.Context, sc *scope, params json.RawMessag
 	sessions, release := g.upstreamSessions(ctx, sc.rt)
 	defer release()
 	for name, s := range sessions {
-		if !s.Info().Caps.Logging {
-			continue
+		if s.Info().Caps.Logging {
+			g.setUpstreamLevel(ctx, name, s, g.minLogLevel(name, idx))
 		}
-		lvl := g.minLogLevel(name, idx)
-		if _, err := s.Call(ctx, mcpwire.MethodLoggingSetLevel, json.RawMessage(`{"level":"`+logLevels[lvl]+`"}`)); err != nil {
-			g.log.Debug("upstream logging/setLevel failed", "server", name, "error", err)
+	}
+	if sc.sess != nil {
+		// The session's own upstream sessions (relay.go) serve it alone:
+		// exactly its level.
+		for name, s := range g.up.Bound(sessionBinding(sc.sess)) {
+			if s.Info().Caps.Logging {
+				g.setUpstreamLevel(ctx, name, s, idx)
+			}
 		}
 	}
 	return json.RawMessage("{}"), nil
+}
+
+func (g *Gateway) setUpstreamLevel(ctx context.Context, server string, s upstream.Session, idx int) {
+	if _, err := s.Call(ctx, mcpwire.MethodLoggingSetLevel, json.RawMessage(`{"level":"`+logLevels[idx]+`"}`)); err != nil {
+		g.log.Debug("upstream logging/setLevel failed", "server", server, "error", err)
+	}
 }
 
 func (g *Gateway) minLogLevel(server string, floor int) int {

@@ -20,6 +20,9 @@ import (
 
 // downstream collects what the gateway sends a go-sdk client.
 type downstream struct {
+	// noRoots: the client declares no roots capability, so its calls use
+	// the pooled upstream sessions (with roots, sessions of its own).
+	noRoots  bool
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
 	logs     []*mcp.LoggingMessageParams
@@ -28,7 +31,12 @@ type downstream struct {
 }
 
 func (d *downstream) client(t testing.TB) *mcp.Client {
+	var caps *mcp.ClientCapabilities
+	if d.noRoots {
+		caps = &mcp.ClientCapabilities{}
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1.0"}, &mcp.ClientOptions{
+		Capabilities: caps,
 		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			in := req.Params.Messages[0].Content.(*mcp.TextContent).Text
 			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: strings.ToUpper(in)}}, nil
@@ -57,7 +65,9 @@ func (d *downstream) client(t testing.TB) *mcp.Client {
 			d.mu.Unlock()
 		},
 	})
-	c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	if !d.noRoots {
+		c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	}
 	return c
 }
 

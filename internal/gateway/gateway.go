@@ -120,10 +120,6 @@ type Gateway struct {
 	// progress tokens minted for upstream calls.
 	progress sync.Map // string(raw token) -> *progressRoute
 
-	// rootsOwner: per upstream, the session that last announced a roots
-	// change; an upstream's roots/list outside any call goes there.
-	rootsOwner sync.Map // server -> *session
-
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted
 

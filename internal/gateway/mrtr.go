@@ -247,6 +247,8 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	ex.cancel = cancel
 	go func() {
 		defer cancel()
+		// The call's own upstream sessions (relay.go) end with it.
+		defer g.up.Unbind(exchangeBinding(ex))
 		ex.done <- g.serve(cctx, sc, m)
 		// Over: a retry has nothing left to resume (an attached request
 		// still reads done).

@@ -30,6 +30,79 @@ func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage) string {
 	return tok
 }
 
+// Bound upstream sessions (DESIGN decision 4, SPEC S24). A server may keep
+// what a client answered per upstream session (server-everything asks
+// roots/list once and answers every later call from that cache), so a
+// pooled session would show one client another's roots. A client that
+// declared roots therefore makes its calls on upstream sessions bound to
+// it: a stateful downstream session for its lifetime (unbound when it
+// ends), a 2026-07-28 request for its exchange (unbound when the call is
+// over; the upstream's roots/list becomes an input_required round of this
+// request; a session the upstream asked nothing is kept for the next such
+// call). Lists stay on the pooled sessions: the catalog is shared.
+
+// sessionBinding is the upstream binding key of a downstream session.
+func sessionBinding(s *session) string { return "s/" + s.id }
+
+// exchangeBinding is that of one 2026-07-28 call.
+func exchangeBinding(ex *exchange) string { return "x/" + ex.id }
+
+// binds reports whether sc's calls run on upstream sessions bound to its
+// client (see above).
+func (sc *scope) binds() bool {
+	return sc.caps.Roots && (sc.sess != nil || sc.modern && sc.exchange != nil)
+}
+
+// boundFor reports whether the calls of s to server run on s's own
+// upstream session (a 2026-07-28 server has no session to bind).
+func (g *Gateway) boundFor(s *session, server string) bool {
+	return s.scopeCaps().Roots && !g.up.Stateless(server)
+}
+
+// bind returns ctx for a call of sc that must reach an upstream session
+// asking this client (see above), or ctx as it is.
+func (g *Gateway) bind(ctx context.Context, sc *scope) context.Context {
+	if !sc.binds() {
+		return ctx
+	}
+	switch {
+	case sc.sess != nil:
+		s := sc.sess
+		return upstream.WithBinding(ctx, upstream.Binding{Key: sessionBinding(s), Origin: s, Started: func(ctx context.Context, server string, us upstream.Session) {
+			// The level this session asked for, on its new upstream
+			// session: some servers (go-sdk) log only once asked.
+			s.mu.Lock()
+			idx := s.logLevel
+			s.mu.Unlock()
+			if idx >= 0 && us.Info().Caps.Logging {
+				g.setUpstreamLevel(ctx, server, us, idx)
+			}
+			// A restarted upstream session (a new process) knows nothing
+			// of the subscriptions made on the one before.
+			s.mu.Lock()
+			var uris []string
+			for uri, sv := range s.subs {
+				if sv == server {
+					uris = append(uris, uri)
+				}
+			}
+			s.mu.Unlock()
+			for _, uri := range uris {
+				params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+				if _, err := us.Call(ctx, mcpwire.MethodResourcesSubscribe, params); err != nil {
+					g.log.Debug("resubscribe on a new bound upstream session failed", "server", server, "error", err)
+				}
+			}
+		}})
+	case sc.modern && sc.exchange != nil:
+		// Reusable: a session the upstream asked nothing of holds nothing
+		// of this client, and serves the next such call instead of a new
+		// dial (a process, on stdio) per call.
+		return upstream.WithBinding(ctx, upstream.Binding{Key: exchangeBinding(sc.exchange), Origin: sc, Reusable: true})
+	}
+	return ctx
+}
+
 // relay is the gateway seen as the upstream package's Handler.
 type relay Gateway
 
@@ -38,7 +111,15 @@ var _ upstream.Handler = (*relay)(nil)
 func (r *relay) HandleNotification(ctx context.Context, server string, origin any, msg *jsonrpc.Message) {
 	g := (*Gateway)(r)
 	defer g.recoverRelay(server, msg.Method)
-	sc, _ := origin.(*scope)
+	sc := g.scopeOf(origin)
+	if isListChanged(msg.Method) && sc != nil && sc.binds() && !g.up.Stateless(server) {
+		// From a session bound to one client: its lists are that
+		// session's (server-everything registers tools per session as it
+		// starts); the merged catalog follows the pooled sessions, which
+		// hear a server-wide change themselves.
+		g.log.Debug("list change of a bound upstream session not broadcast", "server", server, "method", msg.Method)
+		return
+	}
 
 	switch msg.Method {
 	case mcpwire.NotifyProgress:
@@ -78,7 +159,9 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 			return
 		}
 		g.forEachSession(server, func(s *session) {
-			if s.wantsLog(idx) {
+			// A session with upstream sessions of its own hears those;
+			// a pooled session's messages are about the others' calls.
+			if s.wantsLog(idx) && !g.boundFor(s, server) {
 				s.notify(msg)
 			}
 		})
@@ -96,13 +179,24 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		// From a stateless upstream it came on the gateway's own listen
 		// stream, whose id means nothing downstream.
 		msg = jsonrpc.NewNotification(msg.Method, mcpwire.WithoutSubscriptionID(msg.Params))
-		g.notifyListeners(server, msg.Method, msg.Params)
 		uri, _ := jsonrpc.GetString(msg.Params, "uri")
-		g.forEachSession(server, func(s *session) {
+		subscribed := func(s *session) bool {
 			s.mu.Lock()
-			subscribed := s.subs[uri] == server
-			s.mu.Unlock()
-			if subscribed {
+			defer s.mu.Unlock()
+			return s.subs[uri] == server
+		}
+		if sc != nil && sc.binds() {
+			// From a session bound to one client, which subscribed on it:
+			// that client's alone.
+			if sc.sess != nil && subscribed(sc.sess) {
+				sc.sess.notify(msg)
+			}
+			return
+		}
+		g.notifyListeners(server, msg.Method, msg.Params)
+		g.forEachSession(server, func(s *session) {
+			// A bound session hears its updates on its own upstream session.
+			if subscribed(s) && !g.boundFor(s, server) {
 				s.notify(msg)
 			}
 		})
@@ -114,6 +208,31 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 			_ = sc.out.send(msg)
 		}
 	}
+}
+
+func isListChanged(method string) bool {
+	switch method {
+	case mcpwire.NotifyToolsListChanged, mcpwire.NotifyPromptsListChanged, mcpwire.NotifyResourcesListChanged:
+		return true
+	}
+	return false
+}
+
+// scopeOf is the downstream an upstream message belongs to: the scope of
+// the call it came during, or, from a session bound to one downstream
+// session while none of its calls runs, that session (its standalone
+// stream). nil: no one's (a pooled session's message outside any call).
+func (g *Gateway) scopeOf(origin any) *scope {
+	switch o := origin.(type) {
+	case *scope:
+		return o
+	case *session:
+		if o.isClosed() {
+			return nil
+		}
+		return &scope{g: g, sess: o, rt: &o.route, out: sessionOut{o}, caps: o.scopeCaps()}
+	}
+	return nil
 }
 
 // recoverRelay, deferred directly, keeps a bug in relaying one upstream
@@ -164,19 +283,10 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 			res, rpcErr = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "internal error")
 		}
 	}()
-	sc, _ := origin.(*scope)
-	if origin == nil && msg.Method == mcpwire.MethodRootsList {
-		// Outside any call, roots/list follows a roots/list_changed: it is
-		// the session that announced the change whose roots are wanted.
-		// With no such session the request is refused rather than answered
-		// with some other client's roots; servers ask again during a call,
-		// when the caller is known.
-		if v, ok := g.rootsOwner.Load(server); ok {
-			if s := v.(*session); !s.isClosed() {
-				sc = &scope{g: g, sess: s, rt: &s.route, out: sessionOut{s}, caps: s.scopeCaps()}
-			}
-		}
-	}
+	// Outside any call, only a session bound to one client (origin: that
+	// client's session) knows whom to ask; a pooled session's request is
+	// refused, never answered with some other client's roots.
+	sc := g.scopeOf(origin)
 	if origin == upstream.Ambiguous {
 		g.log.Warn("refused a server-initiated request that cannot be tied to one client", "server", server, "method", msg.Method)
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
@@ -262,6 +372,21 @@ func (g *Gateway) subscribe(ctx context.Context, sc *scope, m *jsonrpc.Message) 
 		return g.forward(ctx, sc, server, m.Method, m.Params)
 	}
 	sub := m.Method == mcpwire.MethodResourcesSubscribe
+	if g.boundFor(sc.sess, server) {
+		// On the session's own upstream session, where its calls change
+		// things (on stdio: its own process); not shared, so not counted.
+		if _, e := g.forward(ctx, sc, server, m.Method, m.Params); e != nil {
+			return nil, e
+		}
+		sc.sess.mu.Lock()
+		if sub {
+			sc.sess.subs[uri] = server
+		} else {
+			delete(sc.sess.subs, uri)
+		}
+		sc.sess.mu.Unlock()
+		return json.RawMessage("{}"), nil
+	}
 	sc.sess.mu.Lock()
 	prev, had := sc.sess.subs[uri]
 	if sub {
@@ -302,6 +427,14 @@ func (g *Gateway) subscribeUpstream(ctx context.Context, sc *scope, server, uri 
 		return e
 	}
 	return nil
+}
+
+// releaseSubscription undoes a subscription of s that ends with s: a
+// shared one is released, a bound one ends with s's upstream sessions.
+func (g *Gateway) releaseSubscription(s *session, server, uri string) {
+	if !g.boundFor(s, server) {
+		g.unsubscribeUpstream(server, uri)
+	}
 }
 
 func (g *Gateway) unsubscribeUpstream(server, uri string) {

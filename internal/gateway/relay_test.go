@@ -285,7 +285,9 @@ func TestCrashedStdioUpstream(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var d downstream
+	// Without roots, so the crash is of the pooled process the catalog
+	// comes from (a roots client's calls run in a process of its own).
+	d := downstream{noRoots: true}
 	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +348,9 @@ func waitStreams(t testing.TB, g *Gateway) {
 
 // TestNoCrossSessionGuess: on a shared stdio upstream, a sampling request
 // that cannot be tied to one downstream session is refused, never sent to
-// another session's client; tied to one, it reaches that client.
+// another session's client; tied to one, it reaches that client. (The
+// clients declare no roots: with roots each would have an upstream session
+// of its own, see TestRootsStayWithTheirClient, and nothing to guess.)
 func TestNoCrossSessionGuess(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -359,6 +363,7 @@ func TestNoCrossSessionGuess(t *testing.T) {
 	defer cancel()
 	connect := func(got *atomic.Int64) *mcp.ClientSession {
 		c := mcp.NewClient(&mcp.Implementation{Name: "c"}, &mcp.ClientOptions{
+			Capabilities: &mcp.ClientCapabilities{},
 			CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 				got.Add(1)
 				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "mine"}}, nil

@@ -212,6 +212,9 @@ const extraToolsEnv = "MCPGATE_TEST_EXTRA_TOOLS"
 func TestMain(m *testing.M) {
 	if name := os.Getenv(stdioServerEnv); name != "" {
 		srv := newSDKServer(name)
+		if os.Getenv(rootsCacheEnv) != "" {
+			srv = rootsCacheServer(name)
+		}
 		if os.Getenv(extraToolsEnv) != "" {
 			mcp.AddTool(srv, &mcp.Tool{Name: "crash"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 				os.Exit(3)

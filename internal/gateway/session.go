@@ -254,8 +254,9 @@ func (s *session) close() {
 		c.cancel()
 	}
 	for uri, server := range subs {
-		s.g.unsubscribeUpstream(server, uri)
+		s.g.releaseSubscription(s, server, uri)
 	}
+	s.g.up.Unbind(sessionBinding(s)) // its own upstream sessions (relay.go)
 	s.g.sessions.Delete(s.id)
 }
 

@@ -49,6 +49,11 @@ type conn struct {
 	target  string // URL (without query) or command, for the timeout warning
 	log     *slog.Logger
 	handler Handler
+	// origin is the Handler's origin for messages no call explains
+	// (Options.DefaultOrigin; under mu: a reused bound session changes
+	// party). asked counts the server requests handed to a party.
+	origin  any
+	asked   atomic.Int64
 	timeout time.Duration
 	maxMsg  int
 	t       transport
@@ -151,6 +156,7 @@ func newConn(opts *Options) *conn {
 		target:        target,
 		log:           logger.With(logKeyServer, srv.Name),
 		handler:       opts.Handler,
+		origin:        opts.DefaultOrigin,
 		timeout:       timeout,
 		maxMsg:        maxMsg,
 		calls:         make(map[int64]*call),
@@ -713,9 +719,26 @@ func (c *conn) originFor(via *call) any {
 		}
 	}
 	if latest == nil {
-		return nil
+		// Nothing in flight: a bound session still knows whose it is.
+		return c.origin
 	}
 	return latest.origin
+}
+
+// party is the session's DefaultOrigin now.
+func (c *conn) party() any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.origin
+}
+
+// rebind makes origin the session's DefaultOrigin (nil: no party) and
+// reports whether no server request has reached a party so far.
+func (c *conn) rebind(origin any) (clean bool) {
+	c.mu.Lock()
+	c.origin = origin
+	c.mu.Unlock()
+	return c.asked.Load() == 0
 }
 
 // Ambiguous is the origin of a message that arrived while calls of
@@ -794,6 +817,19 @@ func (c *conn) request(m *jsonrpc.Message, via *call) {
 		return
 	}
 	origin := c.originFor(via)
+	if party := c.party(); via == nil && party != nil {
+		// A bound session's request that no call's response stream
+		// carried belongs to its party, not to whichever of the party's
+		// calls happens to run: that call may end before the answer
+		// comes (server-everything re-reads roots after
+		// roots/list_changed while another call of the client runs).
+		origin = party
+	}
+	if origin != nil {
+		// The party may answer it: what the session knows is no longer
+		// the same for every party (see Binding.Reusable).
+		c.asked.Add(1)
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	key := m.ID.Raw()
 	c.mu.Lock()

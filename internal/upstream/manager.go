@@ -37,6 +37,10 @@ type ManagerOptions struct {
 	// new session is established (the first connect and every reconnect),
 	// so that what was learned from the previous one can be refreshed.
 	OnSessionStart func(server string, info *InitInfo)
+	// MaxBoundPerServer bounds the bound sessions (WithBinding) of one
+	// server; past it the least recently used one is closed. 0 means
+	// DefaultMaxBoundPerServer.
+	MaxBoundPerServer int
 }
 
 // Health states (C11.3).
@@ -56,6 +60,9 @@ type Health struct {
 	// credential in shared mode; the calls in flight in per_call mode).
 	Sessions int
 	Mode     string // config.SessionShared or config.SessionPerCall
+	// Bound is the number of live sessions bound to one downstream party
+	// (WithBinding), not counted in Sessions.
+	Bound int
 }
 
 // Reconnect backoff after failures.
@@ -110,6 +117,12 @@ type server struct {
 	byCaller  bool   // passthrough: sessions keyed by the caller's token
 	defaultFP string // the fingerprint of the server's own credentials
 	entries   map[string]*entry
+	// bound are the sessions bound to one party each (WithBinding), by
+	// fingerprint and binding key; never handed to anyone else. spares
+	// are sessions of ended reusable bindings that no party ever answered
+	// (Binding.Reusable), kept for the next.
+	bound  map[string]*entry
+	spares []spare
 	// era is what auto learned of the server (an eraOf).
 	era atomic.Int32
 	// barrenRun: sessions in a row that expired before serving any
@@ -146,6 +159,14 @@ type entry struct {
 	failures int
 	retryAt  time.Time
 	health   Health
+
+	// binding is the key of the party a bound entry serves ("" for a
+	// pooled one); origin is its sessions' DefaultOrigin, onStart its
+	// Binding.Started.
+	binding  string
+	origin   any
+	onStart  func(ctx context.Context, server string, s Session)
+	reusable bool // Binding.Reusable
 }
 
 // NewManager builds a Manager; nothing is connected until Session or Start.
@@ -185,6 +206,7 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 		byCaller:  c.Auth != nil && c.Auth.Type == config.AuthPassthrough,
 		defaultFP: Fingerprint(&c, ""),
 		entries:   map[string]*entry{},
+		bound:     map[string]*entry{},
 		health:    Health{State: HealthStarting, Since: m.now()},
 	}
 	sv.health.Mode = modeOf(sv)
@@ -266,6 +288,10 @@ func (m *Manager) retireServerLocked(sv *server) {
 	for _, e := range sv.entries {
 		m.dropLocked(sv, e)
 	}
+	for _, e := range sv.bound {
+		m.dropLocked(sv, e)
+	}
+	m.closeSparesLocked(sv)
 }
 
 func modeOf(sv *server) string {
@@ -370,7 +396,15 @@ func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), 
 		s, err := m.Session(ctx, server)
 		return s, func() {}, err
 	}
-	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server))
+	var origin any
+	b := bindingFrom(ctx)
+	if b != nil {
+		origin = b.Origin
+	}
+	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server), origin)
+	if err == nil && b != nil && b.Started != nil {
+		b.Started(ctx, server, s)
+	}
 	now := m.now()
 	m.mu.Lock()
 	if err != nil {
@@ -526,8 +560,8 @@ func (m *Manager) Stateless(server string) bool {
 	return sv != nil && eraOf(sv.era.Load()) == eraStateless
 }
 
-// dial connects a new session of sv.
-func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Session, error) {
+// dial connects a new session of sv; origin is its DefaultOrigin.
+func (m *Manager) dial(ctx context.Context, sv *server, callerToken string, origin any) (Session, error) {
 	srv := sv.srv
 	era := eraOf(sv.era.Load())
 	if era == eraStateless && probesDiscover(srv) {
@@ -547,6 +581,7 @@ func (m *Manager) dial(ctx context.Context, sv *server, callerToken string) (Ses
 		HTTPClient:         m.opts.HTTPClient,
 		MaxMessageBytes:    m.opts.MaxMessageBytes,
 		CallerToken:        callerToken,
+		DefaultOrigin:      origin,
 		tokens:             sv.tokens,
 		barrenRun:          &sv.barrenRun,
 	})
@@ -638,6 +673,9 @@ func (m *Manager) entryLocked(sv *server, ctx context.Context) *entry {
 		tok = callerTokenFrom(ctx, sv.name)
 		fp = Fingerprint(sv.srv, tok)
 	}
+	if b := bindingFrom(ctx); b != nil && !sv.statelessEra() {
+		return m.boundEntryLocked(sv, fp, tok, b)
+	}
 	if e := sv.entries[fp]; e != nil {
 		return e
 	}
@@ -664,7 +702,11 @@ func (m *Manager) evictLocked(sv *server) {
 }
 
 func (m *Manager) dropLocked(sv *server, e *entry) {
-	delete(sv.entries, e.fp)
+	if e.binding != "" {
+		delete(sv.bound, e.fp)
+	} else {
+		delete(sv.entries, e.fp)
+	}
 	if s := e.sess; s != nil {
 		e.sess = nil
 		m.wg.Go(func() { s.Close() })
@@ -684,6 +726,7 @@ func (m *Manager) reapIdle() {
 		now := m.now()
 		m.mu.Lock()
 		for _, sv := range m.serverMap() {
+			m.reapBoundLocked(sv, now)
 			if !sv.byCaller {
 				continue
 			}
@@ -705,12 +748,17 @@ func (m *Manager) connectLocked(sv *server, e *entry) {
 }
 
 func (m *Manager) connect(sv *server, e *entry) {
-	s, err := m.dial(m.ctx, sv, e.callerToken)
+	s, err := m.dial(m.ctx, sv, e.callerToken, e.origin)
+	if err == nil && e.onStart != nil {
+		// Before the session is handed out (callers wait on e.connecting):
+		// a bound session is set up for its party before its first call.
+		e.onStart(m.ctx, sv.name, s)
+	}
 	now := time.Now()
 	m.mu.Lock()
 	done := e.connecting
 	e.connecting = nil
-	if m.closed || sv.entries[e.fp] != e || m.serverMap()[sv.name] != sv {
+	if m.closed || !sv.holds(e) || m.serverMap()[sv.name] != sv {
 		m.mu.Unlock()
 		close(done)
 		if s != nil {
@@ -725,7 +773,7 @@ func (m *Manager) connect(sv *server, e *entry) {
 		wait := backoff(e.failures)
 		e.retryAt = now.Add(wait)
 		e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
-		eager := m.eager && e.fp == sv.defaultFP
+		eager := m.eager && e.fp == sv.defaultFP && e.binding == ""
 		m.mu.Unlock()
 		close(done)
 		m.log.Warn("upstream connect failed", logKeyServer, e.name, "error", err, "retry_in", wait.String())
@@ -741,7 +789,9 @@ func (m *Manager) connect(sv *server, e *entry) {
 	info := s.Info()
 	m.log.Info("upstream session established", logKeyServer, e.name, "protocol_version", info.ProtocolVersion)
 	m.wg.Go(func() { m.watch(sv, e, s) })
-	if m.opts.OnSessionStart != nil {
+	if m.opts.OnSessionStart != nil && e.binding == "" {
+		// A bound session serves one party: what the server's lists are
+		// is learned from the pooled sessions.
 		m.opts.OnSessionStart(e.name, info)
 	}
 }
@@ -769,7 +819,7 @@ func (m *Manager) watch(sv *server, e *entry, s Session) {
 	if e.sess == s {
 		m.retireLocked(e, s)
 	}
-	eager := m.eager && !m.closed && e.fp == sv.defaultFP && sv.entries[e.fp] == e
+	eager := m.eager && !m.closed && e.fp == sv.defaultFP && e.binding == "" && sv.holds(e)
 	m.mu.Unlock()
 	if eager {
 		m.retryLater(sv, e)
@@ -849,7 +899,7 @@ func (m *Manager) retryLater(sv *server, e *entry) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if !m.closed && e.sess == nil && e.connecting == nil && sv.entries[e.fp] == e {
+		if !m.closed && e.sess == nil && e.connecting == nil && sv.holds(e) {
 			m.connectLocked(sv, e)
 		}
 	})
@@ -919,6 +969,11 @@ func (m *Manager) Health() map[string]Health {
 			}
 		}
 		h.Sessions, h.Mode = live, config.SessionShared
+		for _, e := range sv.bound {
+			if e.sess != nil {
+				h.Bound++
+			}
+		}
 		out[name] = h
 	}
 	return out
@@ -943,6 +998,16 @@ func (m *Manager) Close() error {
 			}
 			e.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: config.SessionShared}
 		}
+		for _, e := range sv.bound {
+			if e.sess != nil {
+				sessions = append(sessions, e.sess)
+				e.sess = nil
+			}
+		}
+		for _, sp := range sv.spares {
+			sessions = append(sessions, sp.sess)
+		}
+		sv.spares = nil
 		sv.health = Health{State: HealthDown, LastError: ErrClosed.Error(), Since: now, Mode: modeOf(sv)}
 	}
 	m.mu.Unlock()

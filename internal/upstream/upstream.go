@@ -66,7 +66,9 @@ type InitInfo struct {
 // progressToken is that of a call in flight; otherwise (stdio, SSE and the
 // standalone GET stream) it is the origin of the most recent in-flight call
 // when all in-flight calls with an origin belong to one party (the same
-// OriginKey); nil when nothing is in flight (a server-wide message); and
+// OriginKey); when nothing is in flight, the session's DefaultOrigin
+// (nil unless it is bound to one party: a server-wide message), and for
+// a bound session's requests always its DefaultOrigin; and
 // Ambiguous when several parties' calls are: a message is never guessed
 // onto another caller.
 //
@@ -115,6 +117,11 @@ type Options struct {
 	// CallerToken is the caller's own upstream token, sent by a server
 	// with auth type passthrough ("" for none).
 	CallerToken string
+	// DefaultOrigin is the origin given to the Handler for server messages
+	// that arrive while no call with an origin is in flight: the one party
+	// a session bound to it serves (see WithBinding). nil: such messages
+	// are server-wide (origin nil).
+	DefaultOrigin any
 	// ProbeStateless lets protocol_version auto try server/discover (the
 	// 2026-07-28 revision) before the handshake, on streamable HTTP. The
 	// Manager sets it until it has learned the server's era, so the probe
