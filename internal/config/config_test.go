@@ -155,7 +155,7 @@ func TestParseDefaults(t *testing.T) {
 			DataDir:           DefaultDataDir, // relative: Parse got no dir
 			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 			Limits: Limits{MaxBatch: 50, MaxInflightPerSession: 32, MaxUpstreamMessage: 16 << 20, MaxStreams: 10000,
-				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SSEWriteTimeout: 10 * time.Second},
+				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SSEWriteTimeout: 10 * time.Second, MaxBoundPerServer: 128},
 		}
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("Parse(%q) (-got +want):\n%s", doc, diff)

@@ -36,7 +36,7 @@ var (
 	toolsetKeys = []string{"servers"}
 	sessionKeys = []string{"max_per_owner", "idle_timeout", "unknown_id"}
 	limitKeys   = []string{"max_batch", "max_inflight_per_session", "max_upstream_message", "max_streams",
-		"read_header_timeout", "idle_timeout", "sse_write_timeout"}
+		"read_header_timeout", "idle_timeout", "sse_write_timeout", "max_bound_sessions_per_server"}
 )
 
 func decode(data []byte, c *Config) error {
@@ -394,6 +394,8 @@ func decodeLimits(errs *errorList, path string, n *yaml.Node, l *Limits) {
 			decodeDuration(errs, p, v, &l.IdleTimeout)
 		case "sse_write_timeout":
 			decodeDuration(errs, p, v, &l.SSEWriteTimeout)
+		case "max_bound_sessions_per_server":
+			decodeInt(errs, p, v, &l.MaxBoundPerServer)
 		default:
 			unknownField(errs, p, k, key, limitKeys)
 		}

@@ -12,6 +12,7 @@ const (
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultListenerIdleTimeout   = 120 * time.Second
 	DefaultSSEWriteTimeout       = 10 * time.Second
+	DefaultMaxBoundPerServer     = 128
 )
 
 // What the gateway does with a request naming a session id it does not
@@ -53,6 +54,11 @@ type Limits struct {
 	// SSEWriteTimeout bounds writing one SSE event to a client: one that
 	// stops reading loses its stream, not the gateway's memory.
 	SSEWriteTimeout time.Duration
+	// MaxBoundPerServer caps the upstream sessions of one server that
+	// are bound to one client each (a client that declared roots gets its
+	// own, DESIGN decision 4; for stdio each is a process): past it the
+	// least recently used is closed.
+	MaxBoundPerServer int
 }
 
 // DefaultLimits are the limits of a config file that sets none.
@@ -65,6 +71,7 @@ func DefaultLimits() Limits {
 		ReadHeaderTimeout:     DefaultReadHeaderTimeout,
 		IdleTimeout:           DefaultListenerIdleTimeout,
 		SSEWriteTimeout:       DefaultSSEWriteTimeout,
+		MaxBoundPerServer:     DefaultMaxBoundPerServer,
 	}
 }
 
@@ -93,6 +100,9 @@ func (l Limits) OrDefaults() Limits {
 	if l.SSEWriteTimeout == 0 {
 		l.SSEWriteTimeout = d.SSEWriteTimeout
 	}
+	if l.MaxBoundPerServer == 0 {
+		l.MaxBoundPerServer = d.MaxBoundPerServer
+	}
 	return l
 }
 
@@ -106,6 +116,7 @@ func (l Limits) validate(errs *errorList, strict bool) {
 	positive("limits.max_inflight_per_session", int64(l.MaxInflightPerSession))
 	positive("limits.max_upstream_message", l.MaxUpstreamMessage)
 	positive("limits.max_streams", int64(l.MaxStreams))
+	positive("limits.max_bound_sessions_per_server", int64(l.MaxBoundPerServer))
 	for _, d := range []struct {
 		path string
 		v    time.Duration

@@ -18,9 +18,9 @@ func TestParseLimits(t *testing.T) {
 		{"null", "limits:\n", DefaultLimits()},
 		{"empty", "limits: {}\n", DefaultLimits()},
 		{"all set", "limits:\n  max_batch: 5\n  max_inflight_per_session: 2\n  max_upstream_message: 1MiB\n  max_streams: 7\n" +
-			"  read_header_timeout: 3s\n  idle_timeout: 1m\n  sse_write_timeout: 250ms\n",
+			"  read_header_timeout: 3s\n  idle_timeout: 1m\n  sse_write_timeout: 250ms\n  max_bound_sessions_per_server: 9\n",
 			Limits{MaxBatch: 5, MaxInflightPerSession: 2, MaxUpstreamMessage: 1 << 20, MaxStreams: 7,
-				ReadHeaderTimeout: 3 * time.Second, IdleTimeout: time.Minute, SSEWriteTimeout: 250 * time.Millisecond}},
+				ReadHeaderTimeout: 3 * time.Second, IdleTimeout: time.Minute, SSEWriteTimeout: 250 * time.Millisecond, MaxBoundPerServer: 9}},
 		{"partial keeps the other defaults", "limits: {max_batch: 1}\n", func() Limits { l := DefaultLimits(); l.MaxBatch = 1; return l }()},
 		{"bytes as an integer", "limits: {max_upstream_message: 4096}\n", func() Limits { l := DefaultLimits(); l.MaxUpstreamMessage = 4096; return l }()},
 	}
@@ -49,11 +49,12 @@ func TestParseLimitsErrors(t *testing.T) {
 		{"inflight float", "limits: {max_inflight_per_session: 1.5}\n", []string{"limits.max_inflight_per_session: must be an integer (line 1)"}},
 		{"message size word", "limits: {max_upstream_message: big}\n", []string{`limits.max_upstream_message: must be a number of bytes or a size like "4MiB", "512KiB" or "1MB" (got "big") (line 1)`}},
 		{"timeout without unit", "limits: {sse_write_timeout: 10}\n", []string{`limits.sse_write_timeout: must be a duration with a unit, like "30s", "1m" or "500ms" (got "10") (line 1)`}},
-		{"zeros", "limits: {max_batch: 0, max_inflight_per_session: 0, max_upstream_message: 0, max_streams: 0, read_header_timeout: 0s, idle_timeout: 0s, sse_write_timeout: 0s}\n", []string{
+		{"zeros", "limits: {max_batch: 0, max_inflight_per_session: 0, max_upstream_message: 0, max_streams: 0, read_header_timeout: 0s, idle_timeout: 0s, sse_write_timeout: 0s, max_bound_sessions_per_server: 0}\n", []string{
 			"limits.max_batch: must be >= 1",
 			"limits.max_inflight_per_session: must be >= 1",
 			"limits.max_upstream_message: must be >= 1",
 			"limits.max_streams: must be >= 1",
+			"limits.max_bound_sessions_per_server: must be >= 1",
 			"limits.read_header_timeout: must be > 0",
 			"limits.idle_timeout: must be > 0",
 			"limits.sse_write_timeout: must be > 0",
