@@ -74,6 +74,9 @@ fuzz ./internal/mcpwire/ FuzzParamHeaders
 fuzz ./internal/config/ FuzzParse
 fuzz ./internal/upstream/ FuzzCredentialValue
 fuzz ./internal/callers/ FuzzBearerToken
+fuzz ./internal/upstream/ FuzzOversizedEnds
+fuzz ./internal/mcpwire/ FuzzRequestMeta
+fuzz ./internal/mcpwire/ FuzzCheckHeaders
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate"
