@@ -9,6 +9,8 @@ package gateway
 // for it would never arrive. The decision is taken on the first bytes of
 // the body, before the rest is read, so a waiting request holds no body.
 
+import "github.com/mcpgate/mcpgate/internal/jsonrpc"
+
 // peekSize is how much of a body is looked at to classify it (S2.6).
 const peekSize = 4096
 
@@ -29,7 +31,7 @@ const (
 // session lock is only safe for messages that can never be what the lock
 // holder waits for.
 func classifyBody(b []byte) bodyKind {
-	i := skipWS(b, 0)
+	i := jsonrpc.SkipSpace(b, 0)
 	if i >= len(b) {
 		return bodyResponse
 	}
@@ -48,7 +50,7 @@ func classifyBody(b []byte) bodyKind {
 		i++
 		sawAny := false
 		for {
-			i = skipWS(b, i)
+			i = jsonrpc.SkipSpace(b, i)
 			if i >= len(b) {
 				if sawAny {
 					return bodyResponse
@@ -68,8 +70,8 @@ func classifyBody(b []byte) bodyKind {
 			if _, found := topLevelMethod(b, i); found {
 				return bodyRequest
 			}
-			end := skipValue(b, i)
-			if end < 0 {
+			end, ok := jsonrpc.PrefixValue(b, i)
+			if !ok {
 				return bodyResponse // cut off inside a response element
 			}
 			sawAny = true
@@ -84,7 +86,7 @@ func classifyBody(b []byte) bodyKind {
 func topLevelMethod(b []byte, start int) (method string, found bool) {
 	i := start + 1
 	for {
-		i = skipWS(b, i)
+		i = jsonrpc.SkipSpace(b, i)
 		if i >= len(b) || b[i] == '}' {
 			return "", false
 		}
@@ -95,89 +97,26 @@ func topLevelMethod(b []byte, start int) (method string, found bool) {
 		if b[i] != '"' {
 			return "", false
 		}
-		keyEnd := skipString(b, i)
-		if keyEnd < 0 {
+		keyEnd, ok := jsonrpc.PrefixString(b, i)
+		if !ok {
 			return "", false
 		}
 		key := b[i+1 : keyEnd-1]
-		i = skipWS(b, keyEnd)
+		i = jsonrpc.SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return "", false
 		}
-		i = skipWS(b, i+1)
+		i = jsonrpc.SkipSpace(b, i+1)
 		if string(key) == "method" {
 			if i < len(b) && b[i] == '"' {
-				if end := skipString(b, i); end > 0 {
+				if end, ok := jsonrpc.PrefixString(b, i); ok {
 					return string(b[i+1 : end-1]), true
 				}
 			}
 			return "", true
 		}
-		i = skipValue(b, i)
-		if i < 0 {
+		if i, ok = jsonrpc.PrefixValue(b, i); !ok {
 			return "", false
 		}
-	}
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"',
-// or -1 when it is cut off.
-func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i], or
-// -1 when it is cut off. Strings are skipped whole, so brackets inside
-// them do not change the depth.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = skipString(b, j)
-				if j < 0 {
-					return -1
-				}
-				j--
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return j
-			}
-		}
-		return -1
 	}
 }

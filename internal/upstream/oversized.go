@@ -3,6 +3,8 @@ package upstream
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // A stdio line longer than the message limit is discarded as it is read
@@ -82,27 +84,27 @@ func classifyOversized(head, tail []byte) (oversizedKind, int64) {
 // they are complete, and returns the raw value of "id" and whether there
 // is a "method" member.
 func scanHead(b []byte) (id []byte, method bool) {
-	i := skipSpace(b, 0)
+	i := jsonrpc.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
 	i++
 	for {
-		i = skipSpace(b, i)
+		i = jsonrpc.SkipSpace(b, i)
 		if i >= len(b) || b[i] != '"' {
 			return id, method
 		}
-		end, ok := skipJSONString(b, i)
+		end, ok := jsonrpc.PrefixString(b, i)
 		if !ok {
 			return id, method
 		}
 		key := b[i+1 : end-1] // escaped keys never match the plain ones below
-		i = skipSpace(b, end)
+		i = jsonrpc.SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return id, method
 		}
-		i = skipSpace(b, i+1)
-		vend, ok := skipJSONValue(b, i)
+		i = jsonrpc.SkipSpace(b, i+1)
+		vend, ok := jsonrpc.PrefixValue(b, i)
 		if !ok {
 			return id, method
 		}
@@ -112,7 +114,7 @@ func scanHead(b []byte) (id []byte, method bool) {
 		case "method":
 			method = true
 		}
-		i = skipSpace(b, vend)
+		i = jsonrpc.SkipSpace(b, vend)
 		if i >= len(b) || b[i] != ',' {
 			return id, method
 		}
@@ -154,67 +156,4 @@ func tailID(b []byte) []byte {
 		return nil // also refuses \"id" inside a string
 	}
 	return num
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// skipJSONString returns the index after the string starting at b[i]
-// (a '"'), or false when b ends first.
-func skipJSONString(b []byte, i int) (int, bool) {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, true
-		}
-	}
-	return 0, false
-}
-
-// skipJSONValue returns the index after the value starting at b[i], or
-// false when b ends first. It checks brackets and strings only: enough to
-// find where a value ends in a message, not to validate it.
-func skipJSONValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		return skipJSONString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				end, ok := skipJSONString(b, i)
-				if !ok {
-					return 0, false
-				}
-				i = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, true
-				}
-			}
-			i++
-		}
-		return 0, false
-	}
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return j, j > i
-		}
-	}
-	return 0, false // a scalar running to the end may be cut off
 }
