@@ -498,14 +498,21 @@ func TestStatelessUpstreamListChanged(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the gateway's listen stream and the client's GET stream are open
-	mcp.AddTool(srv, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		return textResult("new"), nil, nil
-	})
-	select {
-	case <-changed:
-	case <-ctx.Done():
-		t.Fatal("no tools/list_changed reached the old-era client")
+	// The change must come once the gateway's listen stream and the
+	// client's GET stream are open, which nothing here can observe: the
+	// tool is (re)added until a change gets through (a fixed wait flaked
+	// on a loaded machine).
+	for added := false; !added; {
+		mcp.AddTool(srv, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return textResult("new"), nil, nil
+		})
+		select {
+		case <-changed:
+			added = true
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("no tools/list_changed reached the old-era client")
+		}
 	}
 	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "modern__fresh"}); got != "new" {
 		t.Errorf("fresh = %q", got)
