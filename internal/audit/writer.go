@@ -116,8 +116,11 @@ type Writer struct {
 	err       error         // what run left unwritten; read after done
 
 	dropped atomic.Int64 // every record dropped, for Dropped
-	full    limiter      // queue full or closed
-	invalid limiter      // failed store.ToolCall.Validate
+	// droppedAtClose is dropped when Close was first called: shutdown
+	// reports the records dropped since as not written.
+	droppedAtClose atomic.Int64
+	full           limiter // queue full or closed
+	invalid        limiter // failed store.ToolCall.Validate
 }
 
 // NewWriter starts a Writer that writes to s. Close must be called to
@@ -210,6 +213,10 @@ func (w *Writer) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closeOnce.Do(func() {
+		// What is dropped from now on was not written at shutdown,
+		// whether it goes in shutdown itself or in a write that was
+		// retrying when Close came and that its deadline ended.
+		w.droppedAtClose.Store(w.dropped.Load())
 		w.mu.Lock()
 		w.closed = true
 		w.mu.Unlock()
@@ -264,7 +271,7 @@ func (w *Writer) run() {
 // shutdown writes batch and everything still queued. Close set closed
 // before closing stop, so the queue can only shrink.
 func (w *Writer) shutdown(batch []store.ToolCall) {
-	before := w.dropped.Load()
+	before := w.droppedAtClose.Load()
 	for {
 		batch = w.fill(batch)
 		if len(batch) == 0 {
