@@ -467,7 +467,11 @@ func (c *conn) Close() error {
 // shutdown ends the session with err: every pending call fails with it at
 // once, Handler contexts end, Done is closed. Only the first err counts
 // as the session's; calls an expiry left pending fail with the later one.
-func (c *conn) shutdown(err error) {
+func (c *conn) shutdown(err error) { c.shutdownWith(err, err) }
+
+// shutdownWith is shutdown where the calls in flight fail with pending
+// rather than with the session's own error err.
+func (c *conn) shutdownWith(err, pending error) {
 	c.mu.Lock()
 	first := c.err == nil
 	if first {
@@ -482,7 +486,7 @@ func (c *conn) shutdown(err error) {
 		close(c.done)
 	}
 	for _, cl := range calls {
-		cl.result <- callResult{err: err}
+		cl.result <- callResult{err: pending}
 	}
 }
 

@@ -172,7 +172,7 @@ func (t *sseClient) streamEnded(err error) *Error {
 	}
 }
 
-func (t *sseClient) send(ctx context.Context, m *jsonrpc.Message, _ *call) error {
+func (t *sseClient) send(ctx context.Context, m *jsonrpc.Message, cl *call) error {
 	t.mu.Lock()
 	ep := t.endpoint
 	t.mu.Unlock()
@@ -193,7 +193,17 @@ func (t *sseClient) send(ctx context.Context, m *jsonrpc.Message, _ *call) error
 		// The endpoint names the session: 404 means it is gone.
 		err := t.statusError(resp, true)
 		if sessionExpired(err) {
-			t.c.shutdown(err)
+			// This request never reached the server: it may go again on
+			// a new session. The calls sent before it may have run, and
+			// their replies were due on the stream of a session that is
+			// gone: they end as closed, not expired, so the Manager does
+			// not send them (tools and all) a second time. The session's
+			// own error stays the expiry: it is replaced without backoff.
+			if cl != nil {
+				t.c.forget(cl)
+			}
+			t.c.shutdownWith(err, &Error{Server: t.c.server, Kind: KindClosed,
+				Err: fmt.Errorf("%w: the upstream ended the session (HTTP 404 on a later request) before this call's reply", ErrClosed)})
 		}
 		return err
 	}
