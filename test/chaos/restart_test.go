@@ -67,7 +67,7 @@ func TestHTTPUpstreamRestart(t *testing.T) {
 	flaky.kill()
 	time.Sleep(outage)
 	restarted := time.Now()
-	flaky = startUpstream(t, addr, "normal")
+	startUpstream(t, addr, "normal") // the same port; stopped by its Cleanup
 	back := time.Now() // it accepts from here
 	time.Sleep(2 * time.Second)
 	lcancel()
