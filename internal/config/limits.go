@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Defaults of the limits section (SPEC S23) and of sessions.unknown_id
 // (SPEC S8.3).
@@ -79,31 +82,16 @@ func DefaultLimits() Limits {
 // consumers of a Config built in code.
 func (l Limits) OrDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxBatch == 0 {
-		l.MaxBatch = d.MaxBatch
+	return Limits{
+		MaxBatch:              cmp.Or(l.MaxBatch, d.MaxBatch),
+		MaxInflightPerSession: cmp.Or(l.MaxInflightPerSession, d.MaxInflightPerSession),
+		MaxUpstreamMessage:    cmp.Or(l.MaxUpstreamMessage, d.MaxUpstreamMessage),
+		MaxStreams:            cmp.Or(l.MaxStreams, d.MaxStreams),
+		ReadHeaderTimeout:     cmp.Or(l.ReadHeaderTimeout, d.ReadHeaderTimeout),
+		IdleTimeout:           cmp.Or(l.IdleTimeout, d.IdleTimeout),
+		SSEWriteTimeout:       cmp.Or(l.SSEWriteTimeout, d.SSEWriteTimeout),
+		MaxBoundPerServer:     cmp.Or(l.MaxBoundPerServer, d.MaxBoundPerServer),
 	}
-	if l.MaxInflightPerSession == 0 {
-		l.MaxInflightPerSession = d.MaxInflightPerSession
-	}
-	if l.MaxUpstreamMessage == 0 {
-		l.MaxUpstreamMessage = d.MaxUpstreamMessage
-	}
-	if l.MaxStreams == 0 {
-		l.MaxStreams = d.MaxStreams
-	}
-	if l.ReadHeaderTimeout == 0 {
-		l.ReadHeaderTimeout = d.ReadHeaderTimeout
-	}
-	if l.IdleTimeout == 0 {
-		l.IdleTimeout = d.IdleTimeout
-	}
-	if l.SSEWriteTimeout == 0 {
-		l.SSEWriteTimeout = d.SSEWriteTimeout
-	}
-	if l.MaxBoundPerServer == 0 {
-		l.MaxBoundPerServer = d.MaxBoundPerServer
-	}
-	return l
 }
 
 func (l Limits) validate(errs *errorList, strict bool) {

@@ -197,8 +197,8 @@ func New(o Options) *Gateway {
 		HTTPClient:         o.HTTPClient,
 		OnSessionStart:     g.onUpstreamSession,
 		// One bound for every transport (S23); enforced by upstream.
-		MaxMessageBytes:   int(cfg.Limits.OrDefaults().MaxUpstreamMessage),
-		MaxBoundPerServer: cfg.Limits.OrDefaults().MaxBoundPerServer,
+		MaxMessageBytes:   int(g.limits().MaxUpstreamMessage),
+		MaxBoundPerServer: g.limits().MaxBoundPerServer,
 	})
 	g.cat = catalog.New(g.up, g.log)
 	return g
