@@ -419,3 +419,36 @@ func TestRememberedIDsAreForgotten(t *testing.T) {
 		t.Errorf("%d ids still remembered after the idle timeout", n)
 	}
 }
+
+// S8.2: an ended id is remembered for the idle timeout, refreshed while
+// the client keeps using it: a client that keeps sending the dead id
+// keeps getting the 404 that tells it to re-initialize, never the
+// "never issued" answer (nor, with unknown_id: serve, a stateless
+// reply), however long it goes on.
+func TestRememberedIDRefreshedWhileUsed(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	terms := newMemTerminations()
+	g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute, Terminations: terms})
+	sid := initOwned(t, url, "alice")
+	if code, _ := send(t, http.MethodDelete, url+"/mcp", "alice", sid, ""); code != 200 {
+		t.Fatalf("DELETE: %d", code)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	for i := range 4 { // 4 x 40s: well past the 1 minute after the DELETE
+		advance(40 * time.Second)
+		g.purgeTerminations(context.Background())
+		code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list)
+		if code != http.StatusNotFound || !strings.Contains(body, "terminated or has expired") {
+			t.Fatalf("use %d of the ended id, %ds after the DELETE: %d %s", i+1, 40*(i+1), code, body)
+		}
+	}
+	// Left alone for the idle timeout, it is forgotten.
+	advance(61 * time.Second)
+	g.purgeTerminations(context.Background())
+	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list); code != http.StatusNotFound || !strings.Contains(body, "did not issue") {
+		t.Errorf("the ended id after a minute unused: %d %s, want the never-issued 404", code, body)
+	}
+}
