@@ -218,3 +218,31 @@ func TestRootsStayWithTheirClient(t *testing.T) {
 		})
 	}
 }
+
+// limits.max_bound_sessions_per_server reaches the upstream Manager: with
+// a cap of 1, a second roots client's bound session replaces the first
+// one's (which its client gets back, dialled anew, on its next call), and
+// both still see only their own roots.
+func TestMaxBoundSessionsPerServer(t *testing.T) {
+	g, gw := startGateway(t, &config.Config{
+		Servers: map[string]*config.Server{"rc": rootsUpstream(t, config.TransportHTTP)},
+		Limits:  config.Limits{MaxBoundPerServer: 1},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const tool = "rc__cached_roots"
+	a := connectRoots(t, ctx, gw.URL+"/mcp", oldEra, "file:///capped/a")
+	b := connectRoots(t, ctx, gw.URL+"/mcp", oldEra, "file:///capped/b")
+	waitStreams(t, g)
+	for _, step := range []struct {
+		c    *rootsClient
+		want string
+	}{{a, "roots: file:///capped/a"}, {b, "roots: file:///capped/b"}, {a, "roots: file:///capped/a"}} {
+		if got := step.c.roots(t, ctx, tool); got != step.want {
+			t.Errorf("%s = %q, want %q", tool, got, step.want)
+		}
+		if n := g.up.Health()["rc"].Bound; n != 1 {
+			t.Errorf("bound upstream sessions = %d, want the cap, 1", n)
+		}
+	}
+}
