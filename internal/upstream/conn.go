@@ -116,7 +116,8 @@ type call struct {
 	// answered is set once a response (result or error) was delivered.
 	answered atomic.Bool
 	// onListen: the upstream took the request (HTTP 202) and its reply is
-	// due on the session's GET stream, not on a response of its own.
+	// due on a stream of the session (streamable HTTP's GET stream, legacy
+	// SSE's one stream), not on a response of its own.
 	onListen atomic.Bool
 	budget   time.Duration
 	timer    *time.Timer // read timeout; reset by progress for this call
@@ -467,11 +468,7 @@ func (c *conn) Close() error {
 // shutdown ends the session with err: every pending call fails with it at
 // once, Handler contexts end, Done is closed. Only the first err counts
 // as the session's; calls an expiry left pending fail with the later one.
-func (c *conn) shutdown(err error) { c.shutdownWith(err, err) }
-
-// shutdownWith is shutdown where the calls in flight fail with pending
-// rather than with the session's own error err.
-func (c *conn) shutdownWith(err, pending error) {
+func (c *conn) shutdown(err error) {
 	c.mu.Lock()
 	first := c.err == nil
 	if first {
@@ -486,7 +483,7 @@ func (c *conn) shutdownWith(err, pending error) {
 		close(c.done)
 	}
 	for _, cl := range calls {
-		cl.result <- callResult{err: pending}
+		cl.result <- callResult{err: err}
 	}
 }
 

@@ -193,21 +193,19 @@ func (t *sseClient) send(ctx context.Context, m *jsonrpc.Message, cl *call) erro
 		// The endpoint names the session: 404 means it is gone.
 		err := t.statusError(resp, true)
 		if sessionExpired(err) {
-			// This request never reached the server: it may go again on
-			// a new session. The calls sent before it may have run, and
-			// their replies were due on the stream of a session that is
-			// gone: they end as closed, not expired, so the Manager does
-			// not send them (tools and all) a second time. The session's
-			// own error stays the expiry: it is replaced without backoff.
-			if cl != nil {
-				t.c.forget(cl)
-			}
-			t.c.shutdownWith(err, &Error{Server: t.c.server, Kind: KindClosed,
-				Err: fmt.Errorf("%w: the upstream ended the session (HTTP 404 on a later request) before this call's reply", ErrClosed)})
+			// This request never reached the server: it goes again on a
+			// new session. The calls sent before it are marked as waiting
+			// on the stream (below), so expire fails them as closed, not
+			// expired: they may have run, and their replies were due on a
+			// stream that ends with the session.
+			t.c.expire(err)
 		}
 		return err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	if cl != nil {
+		cl.onListen.Store(true) // the reply comes on the session's stream
+	}
 	return nil
 }
 
