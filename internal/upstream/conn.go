@@ -59,14 +59,15 @@ type conn struct {
 	t       transport
 
 	nextID atomic.Int64
-	// served counts the requests the upstream took on (a reply, or for
-	// streamable HTTP a 2xx answer to the POST), handshake excluded;
-	// servedCh is closed at the first. They tell an upstream that expires
+	// served is set once the upstream took on a request (a reply, or for
+	// streamable HTTP a 2xx answer to the POST), handshake excluded, and
+	// servedCh is closed then: only whether, never how many, is read, so
+	// the calls of a pooled session do not all write one counter. They tell an upstream that expires
 	// sessions it has used from one that refuses every session outright
 	// (Manager.Call): barrenRun, shared by the sessions of a server,
 	// counts those in a row that expired without serving anything (each
 	// counted once, by barrenCounted), and is reset by one that serves.
-	served        atomic.Int64
+	served        atomic.Bool
 	servedCh      chan struct{}
 	barrenRun     *atomic.Int32
 	barrenCounted atomic.Bool
@@ -327,7 +328,7 @@ func (c *conn) noteServed(method string) {
 	if method == mcpwire.MethodInitialize || method == mcpwire.MethodServerDiscover {
 		return
 	}
-	if c.served.Add(1) == 1 {
+	if !c.served.Load() && c.served.CompareAndSwap(false, true) {
 		close(c.servedCh)
 		if c.barrenRun != nil {
 			c.barrenRun.Store(0)
@@ -503,7 +504,7 @@ func (c *conn) expire(err error) {
 	}
 	c.err = err
 	c.expired = true
-	c.fruitful = c.served.Load() > 0 || len(c.calls) > 0
+	c.fruitful = c.served.Load() || len(c.calls) > 0
 	// A reply due on the GET stream of a session the upstream forgot will
 	// not come: those calls fail now, not at their timeout, and not as
 	// expired (the upstream took them; sending them again could run a
@@ -538,7 +539,7 @@ func (c *conn) expiredFruitfully() bool {
 // at the expiry are over (one of them may have been taken on; their
 // answers may trail the 404), bounded by the read timeout and ctx.
 func (c *conn) servedBeforeExpiry(ctx context.Context) bool {
-	if c.served.Load() > 0 {
+	if c.served.Load() {
 		return true
 	}
 	tm := time.NewTimer(c.timeout)
@@ -547,7 +548,7 @@ func (c *conn) servedBeforeExpiry(ctx context.Context) bool {
 	case <-c.servedCh:
 		return true
 	case <-c.drained:
-		return c.served.Load() > 0
+		return c.served.Load()
 	case <-tm.C:
 	case <-ctx.Done():
 	}

@@ -511,23 +511,23 @@ func (m *Manager) observe(server string, s Session, err error) {
 	if sv == nil || sv.perCall {
 		return
 	}
-	down := err != nil && KindOf(err) == KindUnreachable
+	kind := Kind("")
+	if err != nil {
+		kind = KindOf(err)
+	}
+	down := kind == KindUnreachable
 	if !down && !sv.maybeDown.Load() {
 		return // the hot path: nothing to record
 	}
-	if !down && err != nil && KindOf(err) == KindClosed {
+	if kind == KindClosed {
 		return // says nothing of the upstream's reachability
-	}
-	raw := s
-	if r, ok := s.(*recovering); ok {
-		raw = r.Session
 	}
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	anyDown := false
 	for _, e := range sv.entries {
-		if e.sess == raw {
+		if e.sess == s {
 			switch {
 			case down && e.health.State != HealthDown:
 				e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
@@ -842,15 +842,13 @@ func (m *Manager) retireLocked(e *entry, s Session) {
 	if sv := m.serverMap()[e.name]; sv != nil {
 		barren = sv.barrenRun.Load() >= maxBarrenExpiries
 	}
-	var ue *Error
 	switch {
-	case barren && sessionExpired(e.lastErr) && errors.As(e.lastErr, &ue):
+	case barren && sessionExpired(e.lastErr):
 		// The upstream refuses every new session (Call): back off, and
 		// say so plainly, since during the backoff this is what callers get.
 		e.failures++
 		e.retryAt = now.Add(max(backoff(e.failures), minReconnectBackoff))
-		e.lastErr = &Error{Server: e.name, Kind: ue.Kind, Status: ue.Status,
-			Err: fmt.Errorf("%d sessions in a row expired before serving any request: %w", maxBarrenExpiries, ue.Err)}
+		e.lastErr = expiryGiveUp(e.name, e.lastErr, fmt.Sprintf("%d sessions in a row expired before serving any request", maxBarrenExpiries))
 	case errors.As(e.lastErr, new(*MessageTooLargeError)):
 		// The stream broke on one oversized reply (legacy SSE, S23): the
 		// session was working, and the next call deserves a new one now.
@@ -865,10 +863,9 @@ func (m *Manager) retireLocked(e *entry, s Session) {
 	case now.Sub(e.started) < healthyLifetime:
 		e.failures++
 		e.retryAt = now.Add(backoff(e.failures - 1)) // the first quick death is retried at once
-		if sessionExpired(e.lastErr) && errors.As(e.lastErr, &ue) {
+		if sessionExpired(e.lastErr) {
 			// Said plainly: during the backoff this is what callers get.
-			e.lastErr = &Error{Server: e.name, Kind: ue.Kind, Status: ue.Status,
-				Err: fmt.Errorf("new session expired before serving a request: %w", ue.Err)}
+			e.lastErr = expiryGiveUp(e.name, e.lastErr, "new session expired before serving a request")
 		}
 	default:
 		e.failures = 0
