@@ -345,11 +345,11 @@ func nestingExceeds(data []byte, limit int) bool {
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '"':
-			for i++; i < len(data) && data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++
-				}
+			j, err := skipString(data, i)
+			if err != nil {
+				return false // the string runs to the end: no more brackets
 			}
+			i = j - 1
 		case '[', '{':
 			if depth++; depth > limit {
 				return true

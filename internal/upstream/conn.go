@@ -51,9 +51,9 @@ type conn struct {
 	handler Handler
 	// origin is the Handler's origin for messages no call explains
 	// (Options.DefaultOrigin; under mu: a reused bound session changes
-	// party). asked counts the server requests handed to a party.
+	// party). asked is set once a server request was handed to a party.
 	origin  any
-	asked   atomic.Int64
+	asked   atomic.Bool
 	timeout time.Duration
 	maxMsg  int
 	t       transport
@@ -77,10 +77,9 @@ type conn struct {
 	seq      uint64
 	incoming map[string]context.CancelFunc // server-initiated requests being handled, by raw id
 	err      error                         // set once, when the session ends
-	// expired: the upstream ended the session (HTTP 404, C6.4) while calls
-	// sent before may still get their own answers; fruitful says whether it
-	// had served any request, or had others in flight, by then.
-	expired  bool
+	// fruitful: the upstream ended the session (HTTP 404, C6.4; calls
+	// sent before may still get their own answers) when it had served a
+	// request, or had others in flight. Set only by expire.
 	fruitful bool
 	drained  chan struct{} // closed once the session has ended and no call is pending
 	info     *InitInfo
@@ -503,7 +502,6 @@ func (c *conn) expire(err error) {
 		return
 	}
 	c.err = err
-	c.expired = true
 	c.fruitful = c.served.Load() || len(c.calls) > 0
 	// A reply due on the GET stream of a session the upstream forgot will
 	// not come: those calls fail now, not at their timeout, and not as
@@ -531,7 +529,7 @@ func (c *conn) expire(err error) {
 func (c *conn) expiredFruitfully() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.expired && c.fruitful
+	return c.fruitful
 }
 
 // servedBeforeExpiry reports whether the upstream took on any request of
@@ -740,7 +738,7 @@ func (c *conn) rebind(origin any) (clean bool) {
 	c.mu.Lock()
 	c.origin = origin
 	c.mu.Unlock()
-	return c.asked.Load() == 0
+	return !c.asked.Load()
 }
 
 // Ambiguous is the origin of a message that arrived while calls of
@@ -830,7 +828,7 @@ func (c *conn) request(m *jsonrpc.Message, via *call) {
 	if origin != nil {
 		// The party may answer it: what the session knows is no longer
 		// the same for every party (see Binding.Reusable).
-		c.asked.Add(1)
+		c.asked.Store(true)
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	key := m.ID.Raw()

@@ -12,5 +12,3 @@ type liveness struct{}
 func newLiveness(net.Conn) *liveness { return &liveness{} }
 
 func (*liveness) check() bool { return true }
-
-func connAlive(nc net.Conn) bool { return newLiveness(nc).check() }

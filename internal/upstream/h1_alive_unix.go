@@ -54,5 +54,3 @@ func (l *liveness) check() bool {
 	l.alive = false
 	return l.rc.Read(l.probe) == nil && l.alive
 }
-
-func connAlive(nc net.Conn) bool { return newLiveness(nc).check() }

@@ -418,6 +418,9 @@ func TestH1NoRetryWithoutGetBody(t *testing.T) {
 	}
 }
 
+// connAlive is the check a pooled connection gets before reuse.
+func connAlive(nc net.Conn) bool { return newLiveness(nc).check() }
+
 // The liveness check sees a connection the server closed while idle.
 func TestH1ConnAlive(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
