@@ -27,8 +27,12 @@ func PrefixValue(b []byte, i int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	if j == len(b) && b[i] != '"' && b[i] != '{' && b[i] != '[' {
+	if j == len(b) && mayGoOn(b[i]) {
 		return 0, false // a scalar running to the end may be cut off
 	}
 	return j, true
 }
+
+// mayGoOn reports whether a value starting with c could continue past the
+// end of a prefix it reaches: a scalar, not a closed string or bracket.
+func mayGoOn(c byte) bool { return c != '"' && c != '{' && c != '[' }

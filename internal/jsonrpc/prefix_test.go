@@ -1,6 +1,9 @@
 package jsonrpc
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A prefix scan never takes a cut-off value for a whole one: the id 12 of
 // a body cut inside 123 is not 12.
@@ -28,5 +31,25 @@ func TestPrefixValue(t *testing.T) {
 	}
 	if i := SkipSpace([]byte(" \t\r\n x"), 0); i != 5 {
 		t.Errorf("SkipSpace = %d, want 5", i)
+	}
+}
+
+// PrefixFields gives fn the members complete within a prefix, and no
+// member whose value may go on past it.
+func TestPrefixFields(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"jsonrpc":"2.0","id":123,"result":{"a":`, `jsonrpc="2.0" id=123`},
+		{`{"jsonrpc":"2.0","id":12`, `jsonrpc="2.0"`}, // 12 may be 123
+		{`{"i\u0064":"x","method":"m"}`, `id="x" method="m"`},
+		{`{"id":[1,`, ``},
+	} {
+		var got []string
+		_ = PrefixFields([]byte(tc.in), func(k string, v []byte) bool {
+			got = append(got, k+"="+string(v))
+			return true
+		})
+		if s := strings.Join(got, " "); s != tc.want {
+			t.Errorf("PrefixFields(%s) = %q, want %q", tc.in, s, tc.want)
+		}
 	}
 }

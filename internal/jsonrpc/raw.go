@@ -113,6 +113,13 @@ type field struct{ keyStart, valStart, valEnd int }
 
 // scanObject calls fn for each top-level member of the object obj.
 func scanObject(obj []byte, fn func(f field, key []byte) bool) error {
+	return scanMembers(obj, false, fn)
+}
+
+// scanMembers is scanObject; with prefix, obj may be cut off anywhere and
+// a member whose value may go on past the end (PrefixValue) is not given
+// to fn.
+func scanMembers(obj []byte, prefix bool, fn func(f field, key []byte) bool) error {
 	i := skipWS(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return ErrMalformed
@@ -139,6 +146,9 @@ func scanObject(obj []byte, fn func(f field, key []byte) bool) error {
 		if err != nil {
 			return err
 		}
+		if prefix && ve == len(obj) && mayGoOn(obj[vs]) {
+			return ErrMalformed // a scalar at the end of a prefix may go on
+		}
 		if !fn(field{ks, vs, ve}, obj[ks:ke]) {
 			return nil
 		}
@@ -160,7 +170,18 @@ func scanObject(obj []byte, fn func(f field, key []byte) bool) error {
 // Fields calls fn with each top-level key (decoded) and raw value of obj,
 // stopping when fn returns false.
 func Fields(obj []byte, fn func(key string, val []byte) bool) error {
-	return scanObject(obj, func(f field, key []byte) bool {
+	return fields(obj, false, fn)
+}
+
+// PrefixFields is Fields for the first bytes of an object that may be cut
+// off anywhere: fn gets the members that are complete within them, and
+// the error says the object did not end there.
+func PrefixFields(obj []byte, fn func(key string, val []byte) bool) error {
+	return fields(obj, true, fn)
+}
+
+func fields(obj []byte, prefix bool, fn func(key string, val []byte) bool) error {
+	return scanMembers(obj, prefix, func(f field, key []byte) bool {
 		k := string(key[1 : len(key)-1])
 		if keyNeedsDecode(key) {
 			if json.Unmarshal(key, &k) != nil {

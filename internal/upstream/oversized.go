@@ -80,46 +80,20 @@ func classifyOversized(head, tail []byte) (oversizedKind, int64) {
 	return oversizedReply, n
 }
 
-// scanHead walks the members of the JSON object b starts with, as far as
+// scanHead reads the members of the JSON object b starts with, as far as
 // they are complete, and returns the raw value of "id" and whether there
 // is a "method" member.
 func scanHead(b []byte) (id []byte, method bool) {
-	i := jsonrpc.SkipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false
-	}
-	i++
-	for {
-		i = jsonrpc.SkipSpace(b, i)
-		if i >= len(b) || b[i] != '"' {
-			return id, method
-		}
-		end, ok := jsonrpc.PrefixString(b, i)
-		if !ok {
-			return id, method
-		}
-		key := b[i+1 : end-1] // escaped keys never match the plain ones below
-		i = jsonrpc.SkipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return id, method
-		}
-		i = jsonrpc.SkipSpace(b, i+1)
-		vend, ok := jsonrpc.PrefixValue(b, i)
-		if !ok {
-			return id, method
-		}
-		switch string(key) {
+	_ = jsonrpc.PrefixFields(b, func(key string, val []byte) bool {
+		switch key {
 		case "id":
-			id = b[i:vend]
+			id = val
 		case "method":
 			method = true
 		}
-		i = jsonrpc.SkipSpace(b, vend)
-		if i >= len(b) || b[i] != ',' {
-			return id, method
-		}
-		i++
-	}
+		return true
+	})
+	return id, method
 }
 
 // tailID returns N when b ends with `,"id":N}` (whitespace allowed): in a
