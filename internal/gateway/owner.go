@@ -69,6 +69,11 @@ type Terminations interface {
 	MarkTerminated(ctx context.Context, hash string, until time.Time) error
 	IsTerminated(ctx context.Context, hash string, now time.Time) (bool, error)
 	TouchTerminated(ctx context.Context, hash string, until time.Time) error
+	// PurgeTerminated forgets the ids whose time is up. Every ended
+	// session is remembered (S8.2), so without the janitor's sweep the
+	// ids no client asks about again would pile up for the life of the
+	// process or the store.
+	PurgeTerminated(ctx context.Context, now time.Time) (int64, error)
 }
 
 // memTerminations is the in-process Terminations used when no store is
@@ -121,23 +126,9 @@ func (m *memTerminations) PurgeTerminated(_ context.Context, now time.Time) (int
 	return n, nil
 }
 
-// terminationPurger is the optional capability of a Terminations to
-// forget expired ids in one sweep. Every ended session is remembered
-// (S8.2), so without a sweep the ids no client asks about again would
-// pile up for the life of the process or the store.
-type terminationPurger interface {
-	PurgeTerminated(ctx context.Context, now time.Time) (int64, error)
-}
-
-var _ terminationPurger = (*memTerminations)(nil)
-
-// purgeTerminations sweeps the remembered ids, when the Terminations can.
+// purgeTerminations sweeps the remembered ids.
 func (g *Gateway) purgeTerminations(ctx context.Context) {
-	p, ok := g.terms.(terminationPurger)
-	if !ok {
-		return
-	}
-	if _, err := p.PurgeTerminated(ctx, g.now()); err != nil {
+	if _, err := g.terms.PurgeTerminated(ctx, g.now()); err != nil {
 		g.log.Warn("could not forget expired session ids", "error", err)
 	}
 }
