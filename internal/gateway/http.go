@@ -502,7 +502,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		// It waits for nothing: the session's calls in flight are
 		// cancelled (upstream too), and its id answers 404 from now on
 		// (S8.2, S11).
-		g.endSession(r.Context(), sess)
+		g.endSessionLogged(r.Context(), sess)
 	}
 	// Idempotent (S8.1): an unknown id is already terminated.
 	writeJSON(w, http.StatusOK, bodyTerminated)

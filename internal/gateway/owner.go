@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"sort"
 	"sync"
@@ -154,11 +155,24 @@ func (g *Gateway) terminated(ctx context.Context, id string) bool {
 // client still using it gets 404 and starts over (S8.2) even when
 // sessions.unknown_id serves unknown ids. The id is remembered before the
 // session ends: a request racing the end must find one or the other.
-func (g *Gateway) endSession(ctx context.Context, s *session) {
-	if err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout)); err != nil {
+//
+// The session ends either way; the error says its id could not be
+// remembered (an administrator's termination reports it, the other
+// callers log it).
+func (g *Gateway) endSession(ctx context.Context, s *session) error {
+	err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout))
+	s.close()
+	if err != nil {
+		return fmt.Errorf("remember ended session: %w", err)
+	}
+	return nil
+}
+
+// endSessionLogged is endSession for callers with no one to report to.
+func (g *Gateway) endSessionLogged(ctx context.Context, s *session) {
+	if err := g.endSession(ctx, s); err != nil {
 		g.log.Warn("could not remember an ended session", "error", err)
 	}
-	s.close()
 }
 
 // admitSession applies the per-owner cap before a new session for owner is
@@ -186,7 +200,7 @@ func (g *Gateway) admitSession(owner string) bool {
 		}
 		if s.inflight.Load() == 0 {
 			g.log.Debug("session evicted for its owner's cap", "session", s.id[:8])
-			g.endSession(context.Background(), s)
+			g.endSessionLogged(context.Background(), s)
 			excess--
 		}
 	}

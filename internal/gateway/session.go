@@ -288,7 +288,7 @@ func (g *Gateway) expireIdle() {
 			s.mu.Unlock()
 			if !streaming {
 				g.log.Debug("session expired", "session", s.id[:8])
-				g.endSession(context.Background(), s)
+				g.endSessionLogged(context.Background(), s)
 			}
 		}
 		return true

@@ -159,12 +159,9 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 	})
 	for _, s := range victims {
 		info := g.infoOf(s, now)
-		// Remember before ending: a request racing the termination must
-		// already see the id as terminated once the session is gone.
-		if err := g.terms.MarkTerminated(ctx, hashHex(s.id), now.Add(g.idleTimeout)); err != nil {
+		if err := g.endSession(ctx, s); err != nil {
 			return res, err
 		}
-		s.close()
 		res.Sessions = append(res.Sessions, info)
 	}
 	res.Terminated = len(res.Sessions)
