@@ -327,10 +327,10 @@ type streamSender struct {
 	// client that stops reading loses its stream, and with it the queue,
 	// within that time; its session survives.
 	writeTimeout time.Duration
-	// queued is the size of the events waiting in pending, bounded by
-	// streamBacklogBytes: a count alone would let a few large messages
-	// pile up hundreds of megabytes behind a slow client.
-	queued atomic.Int64
+	// queued is the size of the events waiting in pending (under mu),
+	// bounded by streamBacklogBytes: a count alone would let a few large
+	// messages pile up hundreds of megabytes behind a slow client.
+	queued int64
 }
 
 // Bounds of the events queued for one stream. An event that would go over
@@ -363,12 +363,12 @@ func (st *streamSender) sendEvent(ev *jsonrpc.Event) error {
 		return errStreamDone
 	default:
 	}
-	if len(st.pending) > 0 && (len(st.pending) >= streamBacklogEvents || st.queued.Load()+n > streamBacklogBytes) {
+	if len(st.pending) > 0 && (len(st.pending) >= streamBacklogEvents || st.queued+n > streamBacklogBytes) {
 		st.mu.Unlock()
 		return errBacklogFull
 	}
 	st.pending = append(st.pending, buf)
-	st.queued.Add(n)
+	st.queued += n
 	st.mu.Unlock()
 	select {
 	case st.wake <- struct{}{}:
@@ -381,22 +381,11 @@ func (st *streamSender) sendEvent(ev *jsonrpc.Event) error {
 // messages rather than stalling the upstream reader or growing memory.
 var errBacklogFull = errors.New("stream backlog full")
 
-// next takes the oldest queued event off the stream's queue (nil when
-// it is empty).
-func (st *streamSender) next() []byte {
+// backlog is the size of the events waiting to be written.
+func (st *streamSender) backlog() int64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.pending) == 0 {
-		return nil
-	}
-	b := st.pending[0]
-	st.pending[0] = nil
-	st.pending = st.pending[1:]
-	if len(st.pending) == 0 {
-		st.pending = nil // let a burst's backing array go
-	}
-	st.queued.Add(-int64(len(b)))
-	return b
+	return st.queued
 }
 
 // takeAll empties the queue and returns what was in it.
@@ -405,7 +394,7 @@ func (st *streamSender) takeAll() [][]byte {
 	defer st.mu.Unlock()
 	all := st.pending
 	st.pending = nil
-	st.queued.Store(0)
+	st.queued = 0
 	return all
 }
 
