@@ -66,10 +66,6 @@ func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session
 	if id == nil {
 		id = &Identity{Owner: "anonymous"}
 	}
-	ready := make(chan struct{})
-	if !initializing {
-		close(ready)
-	}
 	s := &session{
 		id:       newSessionID(),
 		g:        g,
@@ -80,12 +76,15 @@ func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session
 		team:     id.Team,
 		clientIP: id.ClientIP,
 		slots:    make(chan struct{}, g.limits().MaxInflightPerSession),
-		ready:    ready,
+		ready:    make(chan struct{}),
 		ended:    make(chan struct{}),
 		calls:    map[string]*inflightCall{},
 		subs:     map[string]string{},
 		logLevel: -1,
 		created:  g.now(),
+	}
+	if !initializing {
+		s.markReady()
 	}
 	s.touch()
 	g.sessions.Store(s.id, s)
@@ -124,13 +123,7 @@ type inflightCall struct{ cancel context.CancelFunc }
 // markReady lets the session serve other requests (S11); called once
 // initialize has completed.
 func (s *session) markReady() {
-	s.readyOnce.Do(func() {
-		select {
-		case <-s.ready: // created ready
-		default:
-			close(s.ready)
-		}
-	})
+	s.readyOnce.Do(func() { close(s.ready) })
 }
 
 // acquire waits until the session may serve one more request: initialize
