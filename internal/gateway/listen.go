@@ -147,7 +147,7 @@ func (g *Gateway) openListener(ctx context.Context, rt route, id jsonrpc.ID, fil
 		if !ok || !ln.rt.allows(catalog.Resources, server, uri) {
 			continue
 		}
-		params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+		params := uriParams(uri)
 		if e := g.subscribeUpstream(ctx, sc, server, uri, params); e != nil {
 			continue
 		}

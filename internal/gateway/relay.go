@@ -42,7 +42,36 @@ func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage) string {
 // call). Lists stay on the pooled sessions: the catalog is shared.
 
 // sessionBinding is the upstream binding key of a downstream session.
-func sessionBinding(s *session) string { return "s/" + s.id }
+func sessionBinding(s *session) string { return s.binding.Key }
+
+// boundStarted is the Binding.Started of a session's own upstream
+// sessions: what the session told the ones before, told the new one.
+func (s *session) boundStarted(ctx context.Context, server string, us upstream.Session) {
+	// The level this session asked for, on its new upstream session: some
+	// servers (go-sdk) log only once asked.
+	s.mu.Lock()
+	idx := s.logLevel
+	s.mu.Unlock()
+	if idx >= 0 && us.Info().Caps.Logging {
+		s.g.setUpstreamLevel(ctx, server, us, idx)
+	}
+	// A restarted upstream session (a new process) knows nothing of the
+	// subscriptions made on the one before.
+	s.mu.Lock()
+	var uris []string
+	for uri, sv := range s.subs {
+		if sv == server {
+			uris = append(uris, uri)
+		}
+	}
+	s.mu.Unlock()
+	for _, uri := range uris {
+		params := uriParams(uri)
+		if _, err := us.Call(ctx, mcpwire.MethodResourcesSubscribe, params); err != nil {
+			s.g.log.Debug("resubscribe on a new bound upstream session failed", "server", server, "error", err)
+		}
+	}
+}
 
 // exchangeBinding is that of one 2026-07-28 call.
 func exchangeBinding(ex *exchange) string { return "x/" + ex.id }
@@ -67,33 +96,7 @@ func (g *Gateway) bind(ctx context.Context, sc *scope) context.Context {
 	}
 	switch {
 	case sc.sess != nil:
-		s := sc.sess
-		return upstream.WithBinding(ctx, upstream.Binding{Key: sessionBinding(s), Origin: s, Started: func(ctx context.Context, server string, us upstream.Session) {
-			// The level this session asked for, on its new upstream
-			// session: some servers (go-sdk) log only once asked.
-			s.mu.Lock()
-			idx := s.logLevel
-			s.mu.Unlock()
-			if idx >= 0 && us.Info().Caps.Logging {
-				g.setUpstreamLevel(ctx, server, us, idx)
-			}
-			// A restarted upstream session (a new process) knows nothing
-			// of the subscriptions made on the one before.
-			s.mu.Lock()
-			var uris []string
-			for uri, sv := range s.subs {
-				if sv == server {
-					uris = append(uris, uri)
-				}
-			}
-			s.mu.Unlock()
-			for _, uri := range uris {
-				params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
-				if _, err := us.Call(ctx, mcpwire.MethodResourcesSubscribe, params); err != nil {
-					g.log.Debug("resubscribe on a new bound upstream session failed", "server", server, "error", err)
-				}
-			}
-		}})
+		return upstream.WithBinding(ctx, sc.sess.binding)
 	case sc.modern && sc.exchange != nil:
 		// Reusable: a session the upstream asked nothing of holds nothing
 		// of this client, and serves the next such call instead of a new
@@ -453,7 +456,7 @@ func (g *Gateway) unsubscribeUpstream(server, uri string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if s, err := g.up.Session(ctx, server); err == nil {
-			params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+			params := uriParams(uri)
 			_, _ = s.Call(ctx, mcpwire.MethodResourcesUnsubscribe, params)
 		}
 	}()
@@ -480,7 +483,7 @@ func (g *Gateway) resubscribe(server string) {
 			return
 		}
 		for _, uri := range uris {
-			params := append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
+			params := uriParams(uri)
 			_, _ = s.Call(ctx, mcpwire.MethodResourcesSubscribe, params)
 		}
 	}()
@@ -524,4 +527,9 @@ func (o sessionOut) send(msg *jsonrpc.Message) error {
 		return nil
 	}
 	return errors.New("the client has no open stream for server-initiated requests")
+}
+
+// uriParams is the params of resources/subscribe and unsubscribe.
+func uriParams(uri string) json.RawMessage {
+	return append(append([]byte(`{"uri":`), jsonrpc.String(uri)...), '}')
 }

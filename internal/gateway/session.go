@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // session is one stateful downstream session.
@@ -47,6 +48,9 @@ type session struct {
 	subs          map[string]string        // subscribed uri -> server
 	logLevel      int                      // minimum level relayed; -1: all
 	closed        bool
+	// binding names the session's own upstream sessions, used when it
+	// declared roots (relay.go).
+	binding upstream.Binding
 
 	created  time.Time
 	lastUsed atomic.Int64
@@ -83,6 +87,9 @@ func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session
 		logLevel: -1,
 		created:  g.now(),
 	}
+	// Made once: every call of a session that declared roots carries it
+	// (relay.go).
+	s.binding = upstream.Binding{Key: "s/" + s.id, Origin: s, Started: s.boundStarted}
 	if !initializing {
 		s.markReady()
 	}
@@ -238,6 +245,7 @@ func (s *session) close() {
 	s.calls = map[string]*inflightCall{}
 	subs := s.subs
 	s.subs = map[string]string{}
+	bound := s.caps.Roots // only a session that declared roots has upstream sessions of its own
 	s.mu.Unlock()
 	close(s.ended)
 	if st != nil {
@@ -249,7 +257,9 @@ func (s *session) close() {
 	for uri, server := range subs {
 		s.g.releaseSubscription(s, server, uri)
 	}
-	s.g.up.Unbind(sessionBinding(s)) // its own upstream sessions (relay.go)
+	if bound {
+		s.g.up.Unbind(sessionBinding(s)) // its own upstream sessions (relay.go)
+	}
 	s.g.sessions.Delete(s.id)
 }
 
