@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -285,20 +286,7 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 // slot, so none waits for another that has not started).
 func TestLegacySSEInflightBound(t *testing.T) {
 	_, url, up := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
-	req, _ := http.NewRequest(http.MethodGet, url+"/sse", nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("X-Test-Owner", "alice")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := jsonrpc.NewSSEReader(resp.Body, 1<<20)
-	ev, err := events.Next()
-	if err != nil || ev.Name != "endpoint" {
-		t.Fatalf("first event %+v, %v; want the endpoint", ev, err)
-	}
-	endpoint := url + strings.TrimSpace(string(ev.Data))
+	endpoint, events := openLegacy(t, url, "alice")
 	if code, body := send(t, http.MethodPost, endpoint, "alice", "", initBody); code != http.StatusAccepted {
 		t.Fatalf("initialize: %d %s", code, body)
 	}
@@ -334,6 +322,107 @@ func TestLegacySSEInflightBound(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2200*time.Millisecond {
 		t.Errorf("5 calls of 500ms, 2 at a time, took %v", d)
+	}
+	if most := up.most.Load(); most != 2 {
+		t.Errorf("the upstream saw at most %d calls at once, want 2", most)
+	}
+}
+
+// openLegacy opens a legacy HTTP+SSE session for owner and returns its
+// message endpoint and its stream's events (the endpoint event read).
+func openLegacy(t *testing.T, url, owner string) (string, *jsonrpc.SSEReader) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Test-Owner", owner)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	events := jsonrpc.NewSSEReader(resp.Body, 1<<20)
+	ev, err := events.Next()
+	if err != nil || ev.Name != "endpoint" {
+		t.Fatalf("first event %+v, %v; want the endpoint", ev, err)
+	}
+	return url + strings.TrimSpace(string(ev.Data)), events
+}
+
+// S23 on legacy HTTP+SSE: a batch over limits.max_batch is refused at
+// once with the -32600 naming the limit, and nothing is called upstream.
+func TestLegacySSEBatchLimit(t *testing.T) {
+	_, url, up := busyGateway(t, config.Limits{MaxBatch: 2})
+	endpoint, _ := openLegacy(t, url, "alice")
+	batch := `[` + strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"b__wait","arguments":{}}},`, 2) +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"b__wait","arguments":{}}}]`
+	code, body := send(t, http.MethodPost, endpoint, "alice", "", batch)
+	const want = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batch of 3 requests exceeds limits.max_batch (2)"}}`
+	if code != http.StatusBadRequest || strings.TrimSpace(body) != want {
+		t.Errorf("legacy batch of 3 over 2: %d %s\nwant 400 %s", code, body, want)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := up.most.Load(); n != 0 {
+		t.Errorf("a refused batch reached the upstream (%d calls at once)", n)
+	}
+}
+
+// S23: one caller at its limits never slows another. With session A's
+// slots all held by calls that do not end, session B's calls run at once.
+func TestSessionAtItsLimitDoesNotSlowAnother(t *testing.T) {
+	_, url, _ := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
+	a := initOwned(t, url, "alice")
+	b := initOwned(t, url, "bob")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range 3 { // two hold A's slots, the third waits for one
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__block","arguments":{}}}`, 50+i)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("X-Test-Owner", "alice")
+			req.Header.Set(mcpwire.HeaderSessionID, a)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // A is at its limit
+	start := time.Now()
+	for i := range 2 {
+		code, got := send(t, http.MethodPost, url+"/mcp", "bob", b, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__wait","arguments":{}}}`, 60+i))
+		if code != http.StatusOK || !strings.Contains(got, "waited") {
+			t.Errorf("bob's call beside alice's full session: %d %s", code, got)
+		}
+	}
+	if d := time.Since(start); d > 1400*time.Millisecond {
+		t.Errorf("bob's two 500ms calls took %v beside alice's full session", d)
+	}
+}
+
+// S11 on the stdio front: its one session's requests run concurrently,
+// up to limits.max_inflight_per_session; more wait, none is refused.
+func TestStdioFrontInflightBound(t *testing.T) {
+	g, _, up := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
+	var in strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__wait","arguments":{}}}`+"\n", 70+i)
+	}
+	var out bytes.Buffer
+	start := time.Now()
+	if err := g.ServeStdio(context.Background(), strings.NewReader(in.String()), &out); err != nil {
+		t.Fatal(err)
+	}
+	d := time.Since(start)
+	if n := strings.Count(out.String(), `"text":"waited"`); n != 6 {
+		t.Errorf("%d of 6 stdio calls answered: %s", n, out.String())
+	}
+	if d < 1400*time.Millisecond || d > 2200*time.Millisecond {
+		t.Errorf("6 stdio calls of 500ms, 2 at a time, took %v, want about 1.5s", d)
 	}
 	if most := up.most.Load(); most != 2 {
 		t.Errorf("the upstream saw at most %d calls at once, want 2", most)
