@@ -147,7 +147,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	id := identityOf(r)
 	var sess *session
-	var refuse *refusal // the session id's refusal, for a session-era request
+	var refuse refusal // the session id's refusal, for a session-era request
 	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
 		sess, refuse = g.sessionOrRefusal(r.Context(), sid, id)
 	}
@@ -193,7 +193,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			g.serveModern(w, r, rt, msgs[0], rev)
 			return
 		}
-		if msgs[0].Method != mcpwire.MethodInitialize && sess == nil && refuse == nil &&
+		if msgs[0].Method != mcpwire.MethodInitialize && sess == nil && refuse == refusedNot &&
 			mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
 			// The header says 2026-07-28 but the body carries no
 			// revision: a stateless request whose _meta is missing
@@ -202,7 +202,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 	}
-	if refuse != nil && !(refuse.gone && len(msgs) == 1 && msgs[0].Method == mcpwire.MethodInitialize) {
+	if refuse != refusedNot && !(refuse != refusedForeign && len(msgs) == 1 && msgs[0].Method == mcpwire.MethodInitialize) {
 		// Refused only now: a 2026-07-28 request ignores Mcp-Session-Id,
 		// and which era a body speaks is known once it is read. An
 		// initialize that still carries its ended session's id is what
@@ -453,13 +453,8 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 			"Bad Request: Mcp-Session-Id header is required"))
 		return
 	}
-	// A stream has no stateless form: an unknown id is 404 whatever
-	// sessions.unknown_id says.
-	sess, refuse := g.sessionOrRefusal(r.Context(), sid, identityOf(r))
-	if refuse == nil && sess == nil {
-		refuse = &refusal{gone: true}
-	}
-	if refuse != nil {
+	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r))
+	if refuse != refusedNot {
 		refuse.write(w)
 		return
 	}
@@ -560,11 +555,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	// The same ownership rule as streamable HTTP (S4): the session id in
 	// a URL is no capability. Replies travel on the session's stream, so
 	// an unknown id cannot be served as a stateless request: 404.
-	sess, refuse := g.sessionOrRefusal(r.Context(), sid, identityOf(r))
-	if refuse == nil && sess == nil {
-		refuse = &refusal{gone: true}
-	}
-	if refuse != nil {
+	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r))
+	if refuse != refusedNot {
 		refuse.write(w)
 		return
 	}
@@ -580,7 +572,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	st, _ := sess.stream.(*streamSender)
 	sess.mu.Unlock()
 	if st == nil {
-		(&refusal{gone: true}).write(w)
+		refusedUnknown.write(w)
 		return
 	}
 	rt, ok := g.narrowFor(w, r, sess.route)
@@ -633,21 +625,21 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("Accepted"))
 }
 
-// refusal is why a request's session id is refused: the id names another
-// owner's session (S4.2, 403), or no session this gateway serves (S8.2,
-// S8.3, 404: the client must send initialize). ended: the id is
-// remembered as a session that was deleted, expired or terminated.
-type refusal struct {
-	foreign bool
-	gone    bool
-	ended   bool
-}
+// refusal is why a request's session id is refused, if it is.
+type refusal int
 
-func (rf *refusal) write(w http.ResponseWriter) {
-	switch {
-	case rf.foreign:
+const (
+	refusedNot     refusal = iota // served: a session, or (unknown_id: serve) none
+	refusedForeign                // another owner's session (S4.2, 403)
+	refusedUnknown                // no session this gateway serves (S8.3, 404)
+	refusedEnded                  // remembered as deleted, expired or terminated (S8.2, 404)
+)
+
+func (rf refusal) write(w http.ResponseWriter) {
+	switch rf {
+	case refusedForeign:
 		writeJSON(w, http.StatusForbidden, bodyForeignSession)
-	case rf.ended:
+	case refusedEnded:
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
 			"Session not found: it was terminated or has expired; send initialize to start a new session"))
 	default:
@@ -668,20 +660,32 @@ const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 // ended is refused; any other unknown id is refused too, unless
 // sessions.unknown_id is serve, which returns neither a session nor a
 // refusal (the request is served as a new stateless one).
-func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity) (*session, *refusal) {
+func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity) (*session, refusal) {
 	if sess := g.lookupSession(sid); sess != nil {
 		if sess.owner != id.Owner {
-			return nil, &refusal{foreign: true}
+			return nil, refusedForeign
 		}
-		return sess, nil
+		return sess, refusedNot
 	}
 	if g.terminated(ctx, sid) {
-		return nil, &refusal{gone: true, ended: true}
+		return nil, refusedEnded
 	}
 	if g.conf().Sessions.UnknownID == config.UnknownIDServe {
-		return nil, nil
+		return nil, refusedNot
 	}
-	return nil, &refusal{gone: true}
+	return nil, refusedUnknown
+}
+
+// streamSession is sessionOrRefusal for a request that needs a live
+// session (a stream, or a message whose reply travels on one): a stream
+// has no stateless form, so an unknown id is refused whatever
+// sessions.unknown_id says.
+func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity) (*session, refusal) {
+	sess, refuse := g.sessionOrRefusal(ctx, sid, id)
+	if sess == nil && refuse == refusedNot {
+		refuse = refusedUnknown
+	}
+	return sess, refuse
 }
 
 // acquireSlot waits for one of the session's slots (S11). When the
@@ -690,7 +694,7 @@ func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity
 func (g *Gateway) acquireSlot(w http.ResponseWriter, r *http.Request, sess *session) bool {
 	ok, ended := sess.acquire(r.Context().Done())
 	if ended {
-		(&refusal{gone: true, ended: true}).write(w)
+		refusedEnded.write(w)
 	}
 	return ok
 }
