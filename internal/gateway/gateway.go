@@ -512,7 +512,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeRPCError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
+	writeRPCErrorID(w, status, jsonrpc.ID{}, e)
+}
+
+// writeRPCErrorID is writeRPCError answering the request id.
+func writeRPCErrorID(w http.ResponseWriter, status int, id jsonrpc.ID, e *jsonrpc.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(jsonrpc.ID{}, e)))
+	_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(id, e)))
 }

@@ -458,11 +458,11 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		refuse.write(w)
 		return
 	}
-	if !g.openStream(w, jsonrpc.ID{}) {
+	st, done := g.openStream(w, jsonrpc.ID{}, false)
+	if st == nil {
 		return
 	}
-	defer g.closeStream()
-	st := newStreamSender(false, g.limits().SSEWriteTimeout)
+	defer done()
 	if !sess.attachStream(st) {
 		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session"))
@@ -514,17 +514,17 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
 		return
 	}
-	if !g.openStream(w, jsonrpc.ID{}) {
+	st, done := g.openStream(w, jsonrpc.ID{}, true)
+	if st == nil {
 		return
 	}
-	defer g.closeStream()
+	defer done()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
 		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
 		return
 	}
 	sess := g.newSession(rt, id, false)
-	st := newStreamSender(true, g.limits().SSEWriteTimeout)
 	sess.attachStream(st)
 	defer sess.close()
 	h := w.Header()

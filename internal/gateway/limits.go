@@ -15,27 +15,25 @@ import (
 // 2.0 section 5.1).
 const codeOverLimit = -32000
 
-// openStream counts one more long-lived downstream stream (a GET stream, a
-// legacy SSE stream, a subscriptions/listen stream) against
-// limits.max_streams. Over the limit it answers 503 naming the limit and
-// returns false; otherwise closeStream must follow when the stream ends.
-// Each open stream holds a goroutine, buffers and often an upstream
-// subscription, so their number is bounded like memory.
-func (g *Gateway) openStream(w http.ResponseWriter, id jsonrpc.ID) bool {
-	limit := g.limits().MaxStreams
-	if g.streams.Add(1) > int64(limit) {
+// openStream opens one more long-lived downstream stream (a GET stream, a
+// legacy SSE stream, a subscriptions/listen stream), counted against
+// limits.max_streams, with the per-event write deadline of
+// limits.sse_write_timeout. Over the limit it answers 503 naming the
+// limit (id: the request's, for a listen stream) and returns nil;
+// otherwise done must be called when the stream ends. Each open stream
+// holds a goroutine, buffers and often an upstream subscription, so their
+// number is bounded like memory.
+func (g *Gateway) openStream(w http.ResponseWriter, id jsonrpc.ID, legacy bool) (st *streamSender, done func()) {
+	l := g.limits()
+	if g.streams.Add(1) > int64(l.MaxStreams) {
 		g.streams.Add(-1)
 		w.Header().Set("Retry-After", "5")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(id, jsonrpc.NewError(codeOverLimit,
-			"Service Unavailable: too many open streams (limits.max_streams %d); try again later", limit))))
-		return false
+		writeRPCErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.NewError(codeOverLimit,
+			"Service Unavailable: too many open streams (limits.max_streams %d); try again later", l.MaxStreams))
+		return nil, nil
 	}
-	return true
+	return newStreamSender(legacy, l.SSEWriteTimeout), func() { g.streams.Add(-1) }
 }
-
-func (g *Gateway) closeStream() { g.streams.Add(-1) }
 
 // OpenStreams is the number of long-lived downstream streams open now.
 func (g *Gateway) OpenStreams() int { return int(g.streams.Load()) }

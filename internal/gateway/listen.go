@@ -61,11 +61,11 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 		_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, errNoFilter())))
 		return
 	}
-	if !g.openStream(w, m.ID) {
+	st, done := g.openStream(w, m.ID, false)
+	if st == nil {
 		return
 	}
-	defer g.closeStream()
-	st := newStreamSender(false, g.limits().SSEWriteTimeout)
+	defer done()
 	ln, ack := g.openListener(r.Context(), rt, m.ID, filter, st)
 	defer g.closeListener(ln)
 
