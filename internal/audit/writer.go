@@ -316,7 +316,8 @@ func (w *Writer) fill(batch []store.ToolCall) []store.ToolCall {
 // gives the batch up: it is dropped and counted.
 func (w *Writer) write(batch []store.ToolCall) {
 	wait := w.opts.FlushInterval
-	var failedAt, loggedAt time.Time
+	var failedAt time.Time
+	var lines limiter // the first failure is logged, then one line per dropLogInterval
 	for attempt := 1; ; attempt++ {
 		if w.ctx.Err() != nil {
 			w.drop(len(batch))
@@ -337,13 +338,15 @@ func (w *Writer) write(batch []store.ToolCall) {
 			return
 		}
 		now := w.opts.now()
-		switch {
-		case attempt == 1:
-			failedAt, loggedAt = now, now
-			w.log.Warn("audit: writing tool calls failed; retrying until the store takes them", logRecords, len(batch), logServers, servers(batch), logErr, err)
-		case now.Sub(loggedAt) >= dropLogInterval:
-			loggedAt = now
-			w.log.Warn("audit: the store still fails; retrying", logRecords, len(batch), logQueued, len(w.queue), logAttempts, attempt, logErr, err)
+		if attempt == 1 {
+			failedAt = now
+		}
+		if _, due := lines.add(1, now); due {
+			if attempt == 1 {
+				w.log.Warn("audit: writing tool calls failed; retrying until the store takes them", logRecords, len(batch), logServers, servers(batch), logErr, err)
+			} else {
+				w.log.Warn("audit: the store still fails; retrying", logRecords, len(batch), logQueued, len(w.queue), logAttempts, attempt, logErr, err)
+			}
 		}
 		w.depthWith(len(batch))
 		t := time.NewTimer(wait)
