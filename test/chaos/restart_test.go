@@ -68,7 +68,7 @@ func TestHTTPUpstreamRestart(t *testing.T) {
 	time.Sleep(outage)
 	restarted := time.Now()
 	startUpstream(t, addr, "normal") // the same port; stopped by its Cleanup
-	back := time.Now() // it accepts from here
+	back := time.Now()               // it accepts from here
 	time.Sleep(2 * time.Second)
 	lcancel()
 	lwg.Wait()
