@@ -33,7 +33,7 @@ func TestValidateAuthAndTLSErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, block, want string
 	}{
-		{"unknown auth type", "auth: {type: kerberos, value: " + secret + "}", "servers.up.auth.type: unknown auth type"},
+		{"unknown auth type", "auth: {type: kerberos, value: " + secret + "}", "servers.up.auth.type: must be one of none, api_key"},
 		{"basic without colon", "auth: {type: basic, value: " + secret + "}", "servers.up.auth.value: must be \"user:password\""},
 		{"missing ca_file", "tls: {ca_file: ./nope/ca.pem}", "servers.up.tls.ca_file: cannot read " + filepath.Join(dir, "nope/ca.pem")},
 		{"oauth2 without token_url", "auth: {type: oauth2, client_id: gw, client_secret: " + secret + "}", "servers.up.auth.token_url: required for auth type oauth2"},

@@ -75,7 +75,7 @@ func TestParseAuthErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown auth type", httpSrv("auth: {type: kerberos, value: x}"),
-			`servers.up.auth.type: unknown auth type "kerberos" (want one of none, api_key, bearer_token, token, basic, authorization, oauth2, passthrough)`},
+			`servers.up.auth.type: must be one of none, api_key, bearer_token, token, basic, authorization, oauth2, passthrough (got "kerberos")`},
 		{"missing auth type", httpSrv("auth: {value: x}"), "servers.up.auth.type: required"},
 		{"basic without colon", httpSrv("auth: {type: basic, value: " + secret + "}"),
 			`servers.up.auth.value: must be "user:password" (no colon found)`},
@@ -88,7 +88,7 @@ func TestParseAuthErrors(t *testing.T) {
 			"servers.up.auth.token_url: must be an http or https URL"},
 		{"oauth2 without client", httpSrv("auth: {type: oauth2, token_url: 'https://x/t'}"), "servers.up.auth.client_id: required for auth type oauth2"},
 		{"field of another type", httpSrv("auth: {type: bearer_token, value: x, token_url: 'https://x/t'}"),
-			`servers.up.auth.token_url: not used by auth type "bearer_token"`},
+			"servers.up.auth.token_url: not allowed for auth type bearer_token"},
 		{"unknown auth key", httpSrv("auth: {type: none, vaule: x}"), "servers.up.auth.vaule: unknown field (did you mean value?)"},
 		{"reserved slot", httpSrv("auth: {type: bearer_token, value: x, header_name: Mcp-Session-Id}"),
 			"servers.up.auth.header_name: header is set by the gateway"},
@@ -100,7 +100,7 @@ func TestParseAuthErrors(t *testing.T) {
 			"servers.up.tls.ca_file: cannot read /nonexistent/ca.pem: no such file or directory"},
 		{"cert without key", httpSrv("tls: {cert_file: /etc/hostname}"), "servers.up.tls: cert_file and key_file must be set together"},
 		{"verify not bool", httpSrv("tls: {verify: maybe}"), "servers.up.tls.verify: must be true or false"},
-		{"bad session mode", httpSrv("session_mode: sticky"), `servers.up.session_mode: must be shared or per_call (got "sticky")`},
+		{"bad session mode", httpSrv("session_mode: sticky"), `servers.up.session_mode: must be one of shared, per_call (got "sticky")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,79 +18,76 @@ import (
 type CallerAuth struct {
 	// MasterKey administers everything; "" means none. At least 16
 	// characters when set.
-	MasterKey string
+	MasterKey string `config:"master_key,expand,trim,secret" doc:"The key that administers everything; at least 16 characters. Compared in constant time, never logged."`
 	// Anonymous lets callers without a key in, and is the explicit opt-in
 	// to serving anonymous callers beyond loopback.
-	Anonymous bool
+	Anonymous bool `config:"anonymous" doc:"Let callers without a key in; the explicit opt-in to serving anonymous callers beyond loopback."`
 	// AllowedClients is the client-application allowlist (SPEC S2.3); nil
 	// means no check.
-	AllowedClients *ClientAllowlist
+	AllowedClients *ClientAllowlist `config:"allowed_clients" doc:"Admit only client applications that name themselves in a header (SPEC S2.3); absent means no check."`
 	// Keys are the keys declared in the file; the admin API can add
 	// runtime keys beside them.
-	Keys []KeyConfig
+	Keys []KeyConfig `config:"keys" doc:"Virtual keys declared in the file (SPEC S5.2); the admin API adds runtime keys beside them."`
 }
 
 // ClientAllowlist admits a request only when the Header names one of
 // Values.
 type ClientAllowlist struct {
-	Header string // HTTP header to read, e.g. X-Client-Name
+	Header string `config:"header,required,trim" doc:"The HTTP header to read, e.g. X-Client-Name."`
 	// Values are the allowed header values, lower-cased by Parse: compare
 	// them with the lower-cased header value (case-insensitive, otherwise
 	// exact).
-	Values []string
+	Values []string `config:"values,expand,trim,lower,nonempty=value" doc:"The allowed header values, compared case-insensitively."`
 }
 
 // KeyConfig is a virtual key declared in the config file (SPEC S5.2).
 type KeyConfig struct {
-	Alias string // unique, [A-Za-z0-9][A-Za-z0-9_.@-]{0,127}
-	Key   string // the secret itself; at least 16 characters
-	User  string // owning user id, "" for none
-	Team  string // owning team id, "" for none
+	Alias string `config:"alias,required,expand,trim" doc:"The key's name in logs, audit and the admin API: unique, [A-Za-z0-9][A-Za-z0-9_.@-]{0,127}."`
+	Key   string `config:"key,required,expand,trim,secret" doc:"The secret itself, at least 16 characters; stored and compared as a sha256 hash only."`
+	User  string `config:"user,expand,trim" doc:"The user who owns the key (at most 256 bytes)."`
+	Team  string `config:"team,expand,trim" doc:"The team that owns the key (at most 256 bytes)."`
 
 	// Servers the key may use: nil (the key omitted) means all, a non-nil
 	// empty slice means none.
-	Servers []string
+	Servers []string `config:"servers,ornone" doc:"The servers the key may use: absent means all, [] means none."`
 	// Tools is a per-server allow list of upstream tool names: a server
 	// missing from the map allows all its tools, an empty list none.
-	Tools map[string][]string
+	Tools map[string][]string `config:"tools" doc:"Per-server allow list of upstream tool names: a server not listed allows all its tools, [] none."`
 	// DenyTools hides upstream tools per server, whatever Tools says.
-	DenyTools    map[string][]string
-	Toolsets     []string // names in Config.Toolsets
-	AccessGroups []string // names in Config.AccessGroups
+	DenyTools    map[string][]string `config:"deny_tools" doc:"Per-server upstream tool names hidden whatever tools says."`
+	Toolsets     []string            `config:"toolsets" doc:"Toolsets (names in toolsets) the key may use on their routes."`
+	AccessGroups []string            `config:"access_groups" doc:"Access groups (names in access_groups) whose servers the key may use."`
 	// AllowedCIDRs restrict client addresses; empty means any. Parse
 	// leaves them in canonical form (netip.Prefix.String() of the masked
 	// prefix; a bare IP becomes /32 or /128).
-	AllowedCIDRs []string
-	RateLimitRPM int       // requests per minute; 0 = unlimited
-	Expires      time.Time // zero = never; UTC after Parse
-	Admin        bool
-	NoMCP        bool // may use no MCP server on any route
+	AllowedCIDRs []string  `config:"allowed_cidrs" doc:"Client addresses the key works from (CIDRs, or bare IPs); empty means any."`
+	RateLimitRPM int       `config:"rate_limit_rpm,min=0" doc:"Requests per minute; above it 429 with Retry-After. 0 means unlimited."`
+	Expires      time.Time `config:"expires" doc:"When the key stops working; absent means never."`
+	Admin        bool      `config:"admin" doc:"The key may use the admin API."`
+	NoMCP        bool      `config:"no_mcp" doc:"The key may use no MCP server on any route (an admin-only key)."`
 
 	// Line is the line of the key's entry in the file, for messages; 0
 	// when built in code.
-	Line int
+	Line int `config:",line"`
 }
 
 // Toolset is a named set of (server, tools) (SPEC S7).
 type Toolset struct {
 	// Servers maps a server name to upstream tool names; each server
 	// lists at least one tool.
-	Servers map[string][]string
+	Servers map[string][]string `config:"servers,nonempty=server" doc:"Server name to the upstream tool names of the toolset; each server lists at least one tool."`
 }
 
 // SessionLimits bound downstream sessions. Zero values mean
 // DefaultMaxSessionsPerOwner, DefaultIdleTimeout and UnknownIDReject.
 type SessionLimits struct {
 	// MaxPerOwner caps the stateful sessions of one owner (SPEC S4.3).
-	MaxPerOwner int
+	MaxPerOwner int `config:"max_per_owner,default=100,min=1" doc:"Stateful sessions one owner may hold (SPEC S4.3); the owner's own oldest idle session makes room for a new one."`
 	// IdleTimeout ends sessions with no request in flight for this long
 	// (SPEC S12).
-	IdleTimeout time.Duration
-	// UnknownID is UnknownIDReject (the default: 404, the client starts
-	// over) or UnknownIDServe (serve the request as a new stateless one)
-	// for a session id the gateway does not know (SPEC S8.3). An id the
-	// gateway remembers as ended is 404 either way (S8.2).
-	UnknownID string
+	IdleTimeout time.Duration `config:"idle_timeout,default=30m,positive" doc:"A session with no request in flight for this long ends (SPEC S12); an ended id is remembered as long."`
+	// UnknownID is UnknownIDReject or UnknownIDServe (SPEC S8.3).
+	UnknownID string `config:"unknown_id,default=reject,enum=reject|serve,trim,lower" doc:"A session id the gateway never issued: reject answers 404 so the client re-initializes (the MCP transport's rule); serve serves the request as a new stateless one (the reference gateway's lenient behaviour). An ended id is 404 either way."`
 }
 
 // AnonymousOnly reports whether the config declares no way to

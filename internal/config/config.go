@@ -7,9 +7,10 @@
 //
 // Flow (Parse):
 //
-//	defaults -> strict decode (unknown keys are errors, reported with their
-//	path) -> ${VAR} expansion of decoded string values -> normalise
-//	(trim, resolve relative paths against Dir) -> validation.
+//	defaults (from the types' tags) -> strict decode (unknown keys are
+//	errors, reported with their path; ${VAR} expanded in decoded string
+//	values) -> normalise (trim, resolve relative paths against Dir) ->
+//	validation (the tags' rules, then those no tag expresses).
 //
 // A Config built in code may leave defaulted fields at their zero value;
 // Validate accepts that and consumers read zero as the documented default.
@@ -22,6 +23,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -50,63 +52,43 @@ const (
 // the upstream server. It is the default for Server.ProtocolVersion.
 const ProtocolVersionAuto = "auto"
 
-// protocolVersions are the values accepted for protocol_version, in the
-// order they are listed in error messages.
-var protocolVersions = []string{
-	ProtocolVersionAuto,
-	"2024-11-05",
-	"2025-03-26",
-	"2025-06-18",
-	"2025-11-25",
-	"2026-07-28",
-}
-
 // Config is the gateway configuration. The zero value of Listen,
-// ToolNameSeparator, MaxBodyBytes, DataDir and the fields of Sessions and Limits means
-// the matching Default constant.
+// ToolNameSeparator, MaxBodyBytes, DataDir and the fields of Sessions and
+// Limits means the matching Default constant. The tags are the file's
+// schema (schema.go); their doc texts are the reference, docs/config.md.
 type Config struct {
-	// Listen is the host:port the gateway serves on. The --listen flag
-	// overrides it; that is the caller's job.
-	Listen string
-	// AllowedOrigins are the browser origins (scheme://host[:port],
-	// lower-cased, no trailing slash) allowed to call the gateway; "*"
-	// allows all.
-	AllowedOrigins []string
-	// AllowedHosts are Host names (lower-cased, no port, IPv6 without
-	// brackets) accepted in addition to loopback names when listening on
-	// loopback.
-	AllowedHosts []string
-	// ToolNameSeparator joins server name and tool name in the catalog.
-	ToolNameSeparator string
-	// MaxBodyBytes caps the size of a request body.
-	MaxBodyBytes int64
+	// Listen: the --listen flag overrides it; that is the caller's job.
+	Listen string `config:"listen,default=127.0.0.1:4000,expand,trim" doc:"The host:port the gateway serves on (the --listen flag overrides it). Listening beyond loopback needs an auth block, or auth.anonymous: true."`
+	// AllowedOrigins are lower-cased, without a trailing slash, by Parse.
+	AllowedOrigins []string `config:"allowed_origins,expand" doc:"Browser origins (scheme://host[:port]) allowed to call the gateway; \"*\" allows all. A request with another Origin gets 403."`
+	// AllowedHosts are lower-cased, without port, IPv6 without brackets.
+	AllowedHosts      []string `config:"allowed_hosts,expand" doc:"Host names accepted beside the loopback names when listening on loopback (the DNS-rebinding guard)."`
+	ToolNameSeparator string   `config:"tool_name_separator,default=__" doc:"Joins server and tool names in the merged catalog (calc__add); one or more of [A-Za-z0-9_.-]."`
+	MaxBodyBytes      int64    `config:"max_body_bytes,default=4MiB,size,positive" doc:"Request body limit: a larger body gets 413 with JSON-RPC -32600 \"Request body exceeds N bytes\"."`
 	// Servers are the upstream MCP servers, keyed by name.
-	Servers map[string]*Server
+	Servers map[string]*Server `config:"servers" keys:"^[a-z0-9][a-z0-9_-]*$" doc:"The upstream MCP servers, keyed by name: [a-z0-9][a-z0-9_-]*, not containing the tool name separator."`
 
-	// DataDir is the embedded store's directory. A relative data_dir is
-	// resolved against Dir, so Parse turns the default into Dir/data (or
-	// "data", relative to the working directory, when Dir is "").
-	DataDir string
-	// MetricsListen is a separate host:port for /metrics; "" serves it on
-	// Listen.
-	MetricsListen string
+	// DataDir: Parse resolves it against Dir, so the default becomes
+	// Dir/data (or "data", relative to the working directory, when Dir is
+	// "").
+	DataDir       string `config:"data_dir,default=data,expand,trim,path" doc:"Directory of the embedded SQLite store (keys, runtime objects, audit); created on first start."`
+	MetricsListen string `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`
 
 	// Auth says who may call the gateway; nil means the file has no auth
 	// block. With no auth block the gateway serves anonymous callers on
 	// loopback only and logs a warning; listening beyond loopback without
 	// auth refuses to start unless auth.anonymous: true is explicit (see
 	// ExposedWithoutAuth).
-	Auth *CallerAuth
+	Auth *CallerAuth `config:"auth" doc:"Who may call the gateway (SPEC S5). Without it anonymous callers are served, on loopback only."`
 	// AccessGroups maps a group name to the servers it grants; keys list
 	// groups in KeyConfig.AccessGroups.
-	AccessGroups map[string][]string
-	// Toolsets are named sets of (server, tools), served on
-	// /toolset/<name>/mcp (SPEC S7).
-	Toolsets map[string]*Toolset
+	AccessGroups map[string][]string `config:"access_groups" keys:"^[^\\x00-\\x1f\\x7f]+$" doc:"Named sets of servers, granted to keys by name (auth.keys[].access_groups)."`
+	// Toolsets are named sets of (server, tools) (SPEC S7).
+	Toolsets map[string]*Toolset `config:"toolsets" keys:"^[a-z0-9][a-z0-9_-]*$" doc:"Named sets of (server, tools), each served on its own route /toolset/<name>/mcp (SPEC S7); names are [a-z0-9][a-z0-9_-]*."`
 	// Sessions bounds downstream sessions (SPEC S4.3, S8, S12).
-	Sessions SessionLimits
+	Sessions SessionLimits `config:"sessions" doc:"Bounds on downstream sessions (SPEC S4.3, S8, S12)."`
 	// Limits keep one caller from hurting the rest (SPEC S23).
-	Limits Limits
+	Limits Limits `config:"limits" doc:"Limits that keep one caller from hurting the rest (SPEC S23); each has a default and an error that names it."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.
@@ -116,42 +98,34 @@ type Config struct {
 // Server is one upstream MCP server. The zero value of Timeout and
 // ProtocolVersion means DefaultTimeout and ProtocolVersionAuto.
 type Server struct {
-	Name      string // the key in Config.Servers
-	Transport string // TransportStdio, TransportSSE or TransportHTTP
+	Name      string `config:",mapkey"` // the key in Config.Servers
+	Transport string `config:"transport,required,enum=stdio|sse|http,disc=transport" doc:"How the server is reached: stdio (a child process the gateway starts and supervises), sse (legacy HTTP+SSE, 2024-11-05) or http (streamable HTTP)."`
 
-	// stdio only. Command is resolved against Config.Dir when it is a
-	// relative path with a separator (./bin/notes); a bare name (npx) is
-	// left for PATH lookup. Cwd is resolved against Config.Dir and, when
-	// the file leaves it empty, Parse sets it to Config.Dir.
-	Command string
-	Args    []string
-	Env     map[string]string
-	Cwd     string
+	// stdio only. Parse sets an empty Cwd to Config.Dir.
+	Command string            `config:"command,required,when=stdio,expand,command" doc:"The program to run, never through a shell. A relative path with a separator (./bin/notes) is resolved against the config file's directory; a bare name (npx) is looked up in PATH."`
+	Args    []string          `config:"args,when=stdio,expand" doc:"Arguments, passed as they are (no shell, no word splitting)."`
+	Env     map[string]string `config:"env,when=stdio,expand,secret" doc:"Variables added to the process's environment; stdio servers take their credentials here."`
+	Cwd     string            `config:"cwd,when=stdio,expand,path" doc:"Working directory; empty means the config file's directory."`
 
 	// sse and http only.
-	URL     string
-	Headers map[string]string
+	URL     string            `config:"url,required,when=sse|http,expand,secret" doc:"The endpoint, http or https. It may carry credentials, so no message echoes it."`
+	Headers map[string]string `config:"headers,when=sse|http,expand,secret" doc:"Static headers sent with every request (names and values trimmed). Headers the gateway sets itself (Mcp-Session-Id, Content-Type, Host, ...) are refused."`
 
-	// Timeout is the per-request read timeout, for every transport.
-	Timeout time.Duration
-	// ProtocolVersion is ProtocolVersionAuto or a protocol revision.
-	ProtocolVersion string
+	Timeout         time.Duration `config:"timeout,default=60s,positive" doc:"Per-request read timeout, for every transport."`
+	ProtocolVersion string        `config:"protocol_version,default=auto,enum=auto|2024-11-05|2025-03-26|2025-06-18|2025-11-25|2026-07-28" doc:"The MCP revision spoken to the server; auto negotiates it."`
 
 	// Auth is how the gateway authenticates to the server (sse and http
 	// only); nil means none.
-	Auth *Auth
+	Auth *Auth `config:"auth" doc:"How the gateway authenticates to the server (sse and http; a stdio server takes credentials in env). Absent means none."`
 	// TLS configures https connections to the server; nil means the
 	// defaults (verify against the system roots).
-	TLS *TLS
-	// SessionMode is SessionShared (the default: one upstream session per
-	// credential, reused by every downstream call) or SessionPerCall (a
-	// new upstream session for each operation, ended with DELETE when it
-	// returns).
-	SessionMode string
+	TLS *TLS `config:"tls,when=sse|http" doc:"TLS client settings for an https server. Without it the system roots are used (SSL_CERT_FILE and SSL_CERT_DIR work as for any Go program)."`
+	// SessionMode is SessionShared (the default) or SessionPerCall.
+	SessionMode string `config:"session_mode,default=shared,enum=shared|per_call" doc:"shared: one upstream session per credential, reused by every downstream call. per_call: a new upstream session for each operation, ended with DELETE when it returns."`
 
 	// Tools is the server's tool policy (SPEC S6.2, S6.3); nil means every
 	// tool is visible under its own name.
-	Tools *ToolPolicy
+	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
 }
 
 // Session modes of a server.
@@ -173,46 +147,44 @@ const (
 )
 
 // AuthTypes lists the accepted auth types, in the order error messages
-// name them.
-var AuthTypes = []string{AuthNone, AuthAPIKey, AuthBearer, AuthToken, AuthBasic, AuthAuthorization, AuthOAuth2, AuthPassthrough}
+// name them: the enum of Auth.Type.
+var AuthTypes = enumOf[Auth]("Type")
 
 // Auth is a server's egress credential.
 type Auth struct {
-	Type  string // one of AuthTypes
-	Value string // the credential (static types)
-	// HeaderName is the credential slot: the header that carries the
-	// credential instead of Authorization / X-API-Key ("" = default).
-	HeaderName string
+	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway) or passthrough (each caller's own token)."`
+	Value string `config:"value,required,when=api_key|bearer_token|token|basic|authorization,expand,secret" doc:"The credential. Exactly one scheme goes out: \"Bearer abc\" and \"abc\" both send Authorization: Bearer abc. For basic: user:password, or \"Basic <base64>\" sent as is."`
+	// HeaderName "" means Authorization, or X-API-Key for api_key.
+	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it."`
 
 	// oauth2 client credentials (RFC 6749 section 4.4).
-	TokenURL     string
-	ClientID     string
-	ClientSecret string
-	Scopes       []string
-	Audience     string
+	TokenURL     string   `config:"token_url,required,when=oauth2,expand,trim" doc:"The client-credentials token endpoint, http or https; called with HTTP Basic client authentication and no redirects."`
+	ClientID     string   `config:"client_id,required,when=oauth2,expand,trim" doc:"The gateway's client id at the token endpoint."`
+	ClientSecret string   `config:"client_secret,required,when=oauth2,expand,trim,secret" doc:"The gateway's client secret."`
+	Scopes       []string `config:"scopes,when=oauth2,expand" doc:"Scopes to request; each one token without spaces or quotes."`
+	Audience     string   `config:"audience,when=oauth2,expand,trim" doc:"The audience parameter of the token request, for servers that need one."`
 }
 
 // TLS is a server's TLS client configuration. Relative paths are resolved
 // against Config.Dir.
 type TLS struct {
-	// Verify checks the server certificate (default true). false is for
-	// test rigs only; the gateway logs a warning when it is set.
-	Verify   *bool
-	CAFile   string // PEM roots to trust instead of the system pool
-	CertFile string // client certificate (PEM), with KeyFile
-	KeyFile  string
+	// Verify nil means true.
+	Verify   *bool  `config:"verify,default=true" doc:"Check the server certificate. false is for test rigs only; the gateway logs a warning when it is set."`
+	CAFile   string `config:"ca_file,expand,trim,path" doc:"PEM roots to trust instead of the system pool."`
+	CertFile string `config:"cert_file,expand,trim,path" doc:"Client certificate (PEM) for mutual TLS, with key_file."`
+	KeyFile  string `config:"key_file,expand,trim,path" doc:"Private key (PEM) of cert_file."`
 }
 
 // ToolPolicy filters and renames one server's tools for every caller,
 // before per-key permissions apply. Names are the upstream's own.
 type ToolPolicy struct {
 	// Allow lists the visible tools; nil means all, empty means none.
-	Allow []string
+	Allow []string `config:"allow,ornone" doc:"The tools callers may see at all; absent means all, [] means none."`
 	// Deny hides tools, whatever Allow says.
-	Deny []string
+	Deny []string `config:"deny" doc:"Tools hidden whatever allow says."`
 	// Overrides change how a tool is shown, keyed by its upstream name.
 	// A call by the display name resolves to the upstream name.
-	Overrides map[string]ToolOverride
+	Overrides map[string]ToolOverride `config:"overrides" doc:"How a tool is shown, keyed by its upstream name; a call by the display name reaches the upstream tool."`
 }
 
 // Allows reports whether the policy lets callers see the upstream tool
@@ -227,8 +199,8 @@ func (p *ToolPolicy) Allows(name string) bool {
 // ToolOverride is how one tool is shown to callers; an empty field keeps
 // the upstream's value.
 type ToolOverride struct {
-	Name        string // display name, within the MCP tool-name rule
-	Description string
+	Name        string `config:"name" doc:"Display name: 1-128 characters of [A-Za-z0-9_.-] (the MCP tool-name rule), unique on the server."`
+	Description string `config:"description" doc:"Description shown instead of the upstream's."`
 }
 
 // VerifyCerts reports whether server certificates are verified.
@@ -283,23 +255,9 @@ func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Con
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
-	c := &Config{
-		Listen:            DefaultListen,
-		ToolNameSeparator: DefaultSeparator,
-		MaxBodyBytes:      DefaultMaxBodyBytes,
-		DataDir:           DefaultDataDir,
-		Sessions: SessionLimits{
-			MaxPerOwner: DefaultMaxSessionsPerOwner,
-			IdleTimeout: DefaultIdleTimeout,
-			UnknownID:   UnknownIDReject,
-		},
-		Limits: DefaultLimits(),
-		Dir:    dir,
-	}
-	if err := decode(data, c); err != nil {
-		return nil, err
-	}
-	if err := c.expand(lookupEnv); err != nil {
+	c := &Config{Dir: dir}
+	setDefaults(typeOf(reflect.TypeFor[Config]()), reflect.ValueOf(c).Elem())
+	if err := decode(data, c, lookupEnv); err != nil {
 		return nil, err
 	}
 	if err := c.normalise(); err != nil {

@@ -256,9 +256,9 @@ func TestParseErrors(t *testing.T) {
 		{"server name contains separator", "servers:\n  a__b: {transport: stdio, command: x}\n", nil, []string{`servers.a__b: name must not contain the tool name separator "__"`}},
 		{"custom separator", "tool_name_separator: '-'\nservers:\n  a-b: {transport: stdio, command: x}\n", nil, []string{`servers.a-b: name must not contain the tool name separator "-"`}},
 		{"unknown protocol version", srv("protocol_version: 2024-01-01"), nil, []string{
-			`servers.s.protocol_version: unknown revision "2024-01-01" (want auto, 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)`,
+			`servers.s.protocol_version: must be one of auto, 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28 (got "2024-01-01")`,
 		}},
-		{"empty protocol version", srv("protocol_version: ''"), nil, []string{`servers.s.protocol_version: unknown revision ""`}},
+		{"empty protocol version", srv("protocol_version: ''"), nil, []string{`servers.s.protocol_version: must be one of auto, 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28 (got "")`}},
 		{"listen without port", "listen: localhost\n", nil, []string{`listen: must be host:port with a numeric port (got "localhost")`}},
 		{"listen named port", "listen: 'localhost:http'\n", nil, []string{"listen: must be host:port"}},
 		{"listen empty", "listen: ''\n", nil, []string{"listen: must be host:port"}},

@@ -29,39 +29,19 @@ const (
 	UnknownIDServe = "serve"
 )
 
-// unknownIDModes are the accepted sessions.unknown_id values, in the order
-// error messages name them.
-var unknownIDModes = []string{UnknownIDReject, UnknownIDServe}
-
 // Limits keep one caller from hurting the rest (SPEC S23). A zero field
 // means its Default constant.
 type Limits struct {
-	// MaxBatch caps the requests of one JSON-RPC batch (2025-03-26 and
-	// older): a batch fans out into upstream calls.
-	MaxBatch int
-	// MaxInflightPerSession caps the requests of one stateful session
-	// served at once (SPEC S11); more wait for a slot, they are not
-	// refused.
-	MaxInflightPerSession int
-	// MaxUpstreamMessage caps one message read from an upstream, on
-	// every transport.
-	MaxUpstreamMessage int64
-	// MaxStreams caps the open long-lived downstream streams (GET
-	// streams, legacy SSE streams, subscriptions/listen) of the process.
-	MaxStreams int
-	// ReadHeaderTimeout bounds reading a request's headers on the
-	// listener (a client that trickles them in is dropped).
-	ReadHeaderTimeout time.Duration
-	// IdleTimeout closes a keep-alive connection idle for this long.
-	IdleTimeout time.Duration
-	// SSEWriteTimeout bounds writing one SSE event to a client: one that
-	// stops reading loses its stream, not the gateway's memory.
-	SSEWriteTimeout time.Duration
-	// MaxBoundPerServer caps the upstream sessions of one server that
-	// are bound to one client each (a client that declared roots gets its
-	// own, DESIGN decision 4; for stdio each is a process): past it the
-	// least recently used is closed.
-	MaxBoundPerServer int
+	MaxBatch              int   `config:"max_batch,default=50,min=1" doc:"Requests in one JSON-RPC batch (2025-03-26 and older); a batch fans out into upstream calls. Above it: 400 with one JSON-RPC -32600 naming the limit, and nothing is called upstream."`
+	MaxInflightPerSession int   `config:"max_inflight_per_session,default=32,min=1" doc:"Requests of one stateful session served at once (SPEC S11). More wait for a slot, they are not refused; other sessions are not slowed. Responses to server-initiated requests and notifications/cancelled never wait."`
+	MaxUpstreamMessage    int64 `config:"max_upstream_message,default=16MiB,size,positive" doc:"One message read from an upstream, on every transport. Above it the call fails with an invalid_response fault (502) naming the size."`
+	MaxStreams            int   `config:"max_streams,default=10000,min=1" doc:"Open long-lived downstream streams of the process (GET streams, legacy SSE streams, subscriptions/listen). Above it: 503 with Retry-After; calls are not streams and are still served."`
+	// MaxBoundPerServer: a client that declared roots gets upstream
+	// sessions of its own (DESIGN decision 4; for stdio each is a process).
+	MaxBoundPerServer int           `config:"max_bound_sessions_per_server,default=128,min=1" doc:"Upstream sessions of one server bound to one client each (a client that declared roots gets its own; for stdio each is a process). Above it the least recently used is closed and its calls in flight fail; see docs/design/bound-sessions.md."`
+	ReadHeaderTimeout time.Duration `config:"read_header_timeout,default=10s,positive" doc:"Time a client has to send a request's headers on mcpgate serve's listener; one that trickles them in is dropped."`
+	IdleTimeout       time.Duration `config:"idle_timeout,default=120s,positive" doc:"A keep-alive connection idle this long is closed (mcpgate serve's listener)."`
+	SSEWriteTimeout   time.Duration `config:"sse_write_timeout,default=10s,positive" doc:"Writing one SSE event to a client: one that stops reading loses its stream (its queue freed), not the gateway's memory; the session survives."`
 }
 
 // DefaultLimits are the limits of a config file that sets none.
@@ -91,30 +71,5 @@ func (l Limits) OrDefaults() Limits {
 		IdleTimeout:           cmp.Or(l.IdleTimeout, d.IdleTimeout),
 		SSEWriteTimeout:       cmp.Or(l.SSEWriteTimeout, d.SSEWriteTimeout),
 		MaxBoundPerServer:     cmp.Or(l.MaxBoundPerServer, d.MaxBoundPerServer),
-	}
-}
-
-func (l Limits) validate(errs *errorList, strict bool) {
-	positive := func(path string, v int64) {
-		if v < 0 || (v == 0 && strict) {
-			errs.add(path, 0, "must be >= 1")
-		}
-	}
-	positive("limits.max_batch", int64(l.MaxBatch))
-	positive("limits.max_inflight_per_session", int64(l.MaxInflightPerSession))
-	positive("limits.max_upstream_message", l.MaxUpstreamMessage)
-	positive("limits.max_streams", int64(l.MaxStreams))
-	positive("limits.max_bound_sessions_per_server", int64(l.MaxBoundPerServer))
-	for _, d := range []struct {
-		path string
-		v    time.Duration
-	}{
-		{"limits.read_header_timeout", l.ReadHeaderTimeout},
-		{"limits.idle_timeout", l.IdleTimeout},
-		{"limits.sse_write_timeout", l.SSEWriteTimeout},
-	} {
-		if d.v < 0 || (d.v == 0 && strict) {
-			errs.add(d.path, 0, "must be > 0")
-		}
 	}
 }

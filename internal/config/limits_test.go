@@ -52,7 +52,7 @@ func TestParseLimitsErrors(t *testing.T) {
 		{"zeros", "limits: {max_batch: 0, max_inflight_per_session: 0, max_upstream_message: 0, max_streams: 0, read_header_timeout: 0s, idle_timeout: 0s, sse_write_timeout: 0s, max_bound_sessions_per_server: 0}\n", []string{
 			"limits.max_batch: must be >= 1",
 			"limits.max_inflight_per_session: must be >= 1",
-			"limits.max_upstream_message: must be >= 1",
+			"limits.max_upstream_message: must be > 0",
 			"limits.max_streams: must be >= 1",
 			"limits.max_bound_sessions_per_server: must be >= 1",
 			"limits.read_header_timeout: must be > 0",

@@ -4,15 +4,18 @@ import (
 	"maps"
 	"net/netip"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 )
 
 // normalise puts expanded values in the form consumers compare against,
-// so that they need no trimming or case folding of their own.
+// so that they need no trimming or case folding of their own: first what
+// the tags say (trim, lower, path, command) for every field, then the
+// rules no tag expresses.
 func (c *Config) normalise() error {
 	var errs errorList
-	c.Listen = strings.TrimSpace(c.Listen)
+	c.normaliseFields(typeOf(reflect.TypeFor[Config]()), reflect.ValueOf(c).Elem())
 	for i, o := range c.AllowedOrigins {
 		// Browsers send Origin lower-cased and without a trailing slash.
 		c.AllowedOrigins[i] = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(o), "/"))
@@ -24,13 +27,16 @@ func (c *Config) normalise() error {
 		}
 		c.AllowedHosts[i] = h
 	}
-	c.MetricsListen = strings.TrimSpace(c.MetricsListen)
-	c.Sessions.UnknownID = strings.ToLower(strings.TrimSpace(c.Sessions.UnknownID))
-	if c.DataDir = strings.TrimSpace(c.DataDir); c.DataDir != "" {
-		c.DataDir = c.resolvePath(c.DataDir)
-	}
 	if a := c.Auth; a != nil {
-		a.normalise()
+		for i := range a.Keys {
+			k := &a.Keys[i]
+			for j, s := range k.AllowedCIDRs {
+				// An invalid entry is left as written for validate to report.
+				if p, ok := parseCIDR(strings.TrimSpace(s)); ok {
+					k.AllowedCIDRs[j] = p.String()
+				}
+			}
+		}
 	}
 	for _, name := range c.ServerNames() {
 		s, p := c.Servers[name], joinPath("servers", name)
@@ -46,25 +52,7 @@ func (c *Config) normalise() error {
 			}
 			s.Headers = hs
 		}
-		if a := s.Auth; a != nil {
-			a.Type = strings.ToLower(strings.TrimSpace(a.Type))
-			a.HeaderName = strings.TrimSpace(a.HeaderName)
-			a.TokenURL = strings.TrimSpace(a.TokenURL)
-			a.ClientID = strings.TrimSpace(a.ClientID)
-			a.ClientSecret = strings.TrimSpace(a.ClientSecret)
-			a.Audience = strings.TrimSpace(a.Audience)
-		}
-		if t := s.TLS; t != nil {
-			for _, f := range []*string{&t.CAFile, &t.CertFile, &t.KeyFile} {
-				if *f = strings.TrimSpace(*f); *f != "" {
-					*f = c.resolvePath(*f)
-				}
-			}
-		}
-		s.Command = c.resolveCommand(s.Command)
-		if s.Cwd != "" {
-			s.Cwd = c.resolvePath(s.Cwd)
-		} else if s.Transport == TransportStdio {
+		if s.Cwd == "" && s.Transport == TransportStdio {
 			// Run the server where its relative command was found, not
 			// wherever the gateway happened to be started.
 			s.Cwd = c.Dir
@@ -73,27 +61,58 @@ func (c *Config) normalise() error {
 	return errs.err()
 }
 
-func (a *CallerAuth) normalise() {
-	// A secret with surrounding whitespace could never match: HTTP strips
-	// it from header values. A trailing newline from a secrets file is the
-	// usual cause.
-	a.MasterKey = strings.TrimSpace(a.MasterKey)
-	if l := a.AllowedClients; l != nil {
-		l.Header = strings.TrimSpace(l.Header)
-		for i, v := range l.Values {
-			l.Values[i] = strings.ToLower(strings.TrimSpace(v))
+// normaliseFields applies the trim, lower, path and command tags to the
+// struct v and everything in it. A secret is trimmed too: one with
+// surrounding whitespace could never match, as HTTP strips it from header
+// values (a trailing newline from a secrets file is the usual cause).
+func (c *Config) normaliseFields(ti *typeInfo, v reflect.Value) {
+	str := func(f *fieldInfo, s string) string {
+		if f.trim {
+			s = strings.TrimSpace(s)
 		}
+		if f.lower {
+			s = strings.ToLower(s)
+		}
+		switch {
+		case s == "":
+		case f.path:
+			s = c.resolvePath(s)
+		case f.command:
+			s = c.resolveCommand(s)
+		}
+		return s
 	}
-	for i := range a.Keys {
-		k := &a.Keys[i]
-		k.Alias = strings.TrimSpace(k.Alias)
-		k.Key = strings.TrimSpace(k.Key)
-		k.User = strings.TrimSpace(k.User)
-		k.Team = strings.TrimSpace(k.Team)
-		for j, s := range k.AllowedCIDRs {
-			// An invalid entry is left as written for validate to report.
-			if p, ok := parseCIDR(strings.TrimSpace(s)); ok {
-				k.AllowedCIDRs[j] = p.String()
+	for _, f := range ti.fields {
+		fv := v.Field(f.index)
+		switch f.kind {
+		case kString:
+			fv.SetString(str(f, fv.String()))
+		case kStrings:
+			for i := range fv.Len() {
+				e := fv.Index(i)
+				e.SetString(str(f, e.String()))
+			}
+		case kStruct:
+			c.normaliseFields(f.elem, fv)
+		case kStructPtr:
+			if !fv.IsNil() {
+				c.normaliseFields(f.elem, fv.Elem())
+			}
+		case kStructList:
+			for i := range fv.Len() {
+				c.normaliseFields(f.elem, fv.Index(i))
+			}
+		case kStructMap:
+			for it := fv.MapRange(); it.Next(); {
+				e := it.Value()
+				if f.elemPt {
+					c.normaliseFields(f.elem, e.Elem())
+					continue
+				}
+				cp := reflect.New(e.Type()).Elem()
+				cp.Set(e)
+				c.normaliseFields(f.elem, cp)
+				fv.SetMapIndex(it.Key(), cp)
 			}
 		}
 	}

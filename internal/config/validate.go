@@ -43,6 +43,7 @@ func (c *Config) validate(strict bool) error {
 		errs.add("", 0, "config is nil")
 		return errs.err()
 	}
+	checkFields(&errs, "", c, strict)
 
 	if c.Listen != "" || strict {
 		if !validListen(c.Listen) {
@@ -56,10 +57,6 @@ func (c *Config) validate(strict bool) error {
 	} else if !validSeparator(sep) {
 		errs.add("tool_name_separator", 0, "must be non-empty and use only [A-Za-z0-9_.-]")
 		sep = "" // don't judge server names against a bad separator
-	}
-
-	if c.MaxBodyBytes < 0 || (c.MaxBodyBytes == 0 && strict) {
-		errs.add("max_body_bytes", 0, "must be > 0")
 	}
 
 	for i, o := range c.AllowedOrigins {
@@ -91,16 +88,6 @@ func (c *Config) validate(strict bool) error {
 			errs.add("metrics_listen", 0, "must differ from listen (leave it empty to serve /metrics on listen)")
 		}
 	}
-	if s := c.Sessions; s.MaxPerOwner < 0 || (s.MaxPerOwner == 0 && strict) {
-		errs.add("sessions.max_per_owner", 0, "must be >= 1")
-	}
-	if s := c.Sessions; s.IdleTimeout < 0 || (s.IdleTimeout == 0 && strict) {
-		errs.add("sessions.idle_timeout", 0, "must be > 0")
-	}
-	if u := c.Sessions.UnknownID; (u != "" || strict) && !slices.Contains(unknownIDModes, u) {
-		errs.add("sessions.unknown_id", 0, "must be one of %s (got %q)", strings.Join(unknownIDModes, ", "), truncate(u, 40))
-	}
-	c.Limits.validate(&errs, strict)
 
 	for _, name := range c.ServerNames() {
 		c.Servers[name].validate(&errs, name, sep, strict)
@@ -129,38 +116,10 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 		errs.add(p, 0, "Name %q does not match the map key", s.Name)
 	}
 
-	switch s.Transport {
-	case TransportStdio:
-		if s.Command == "" {
-			errs.add(p+".command", 0, "required for transport stdio")
-		}
-		notFor := func(field string, set bool) {
-			if set {
-				errs.add(p+"."+field, 0, "not allowed for transport stdio")
-			}
-		}
-		notFor("url", s.URL != "")
-		notFor("headers", len(s.Headers) > 0)
-	case TransportSSE, TransportHTTP:
-		if s.URL == "" {
-			errs.add(p+".url", 0, "required for transport %s", s.Transport)
-		} else if !validURL(s.URL) {
-			// The URL may carry credentials: don't echo it.
-			errs.add(p+".url", 0, "must be an http or https URL")
-		}
-		notFor := func(field string, set bool) {
-			if set {
-				errs.add(p+"."+field, 0, "not allowed for transport %s", s.Transport)
-			}
-		}
-		notFor("command", s.Command != "")
-		notFor("args", len(s.Args) > 0)
-		notFor("env", len(s.Env) > 0)
-		notFor("cwd", s.Cwd != "")
-	case "":
-		errs.add(p+".transport", 0, "required; must be one of stdio, sse, http")
-	default:
-		errs.add(p+".transport", 0, "must be one of stdio, sse, http (got %q)", s.Transport)
+	checkFields(errs, p, s, strict)
+	if (s.Transport == TransportSSE || s.Transport == TransportHTTP) && s.URL != "" && !validURL(s.URL) {
+		// The URL may carry credentials: don't echo it.
+		errs.add(p+".url", 0, "must be an http or https URL")
 	}
 
 	// Values below may hold secrets; messages name the field, never the value.
@@ -203,21 +162,6 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 		}
 	}
 
-	if s.Timeout < 0 || (s.Timeout == 0 && strict) {
-		errs.add(p+".timeout", 0, "must be > 0")
-	}
-	if (s.ProtocolVersion != "" || strict) && !slices.Contains(protocolVersions, s.ProtocolVersion) {
-		errs.add(p+".protocol_version", 0, "unknown revision %q (want %s)", s.ProtocolVersion, strings.Join(protocolVersions, ", "))
-	}
-	switch s.SessionMode {
-	case SessionShared, SessionPerCall:
-	case "":
-		if strict {
-			errs.add(p+".session_mode", 0, "must be %s or %s", SessionShared, SessionPerCall)
-		}
-	default:
-		errs.add(p+".session_mode", 0, "must be %s or %s (got %q)", SessionShared, SessionPerCall, s.SessionMode)
-	}
 	if s.Auth != nil {
 		s.Auth.validate(errs, p+".auth", s.Transport)
 	}
@@ -236,48 +180,16 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 		errs.add(p, 0, "not allowed for transport stdio (pass credentials in env)")
 		return
 	}
-	only := func(field string, set bool, types ...string) {
-		if set && !slices.Contains(types, a.Type) {
-			errs.add(p+"."+field, 0, "not used by auth type %q", a.Type)
-		}
+	checkFields(errs, p, a, true)
+	if a.Type != "" && !slices.Contains(AuthTypes, a.Type) {
+		return // reported; the rest depends on the type
 	}
-	switch a.Type {
-	case AuthNone, AuthPassthrough:
-	case AuthAPIKey, AuthBearer, AuthToken, AuthAuthorization:
-		if strings.TrimSpace(a.Value) == "" {
-			errs.add(p+".value", 0, "required for auth type %s", a.Type)
-		}
-	case AuthBasic:
-		if strings.TrimSpace(a.Value) == "" {
-			errs.add(p+".value", 0, "required for auth type basic")
-		} else if !ValidBasicCredential(a.Value) {
-			errs.add(p+".value", 0, `must be "user:password" (no colon found) or "Basic <base64 of user:password>"`)
-		}
-	case AuthOAuth2:
-		if a.TokenURL == "" {
-			errs.add(p+".token_url", 0, "required for auth type oauth2 (the client-credentials token endpoint)")
-		} else if !validURL(a.TokenURL) {
-			errs.add(p+".token_url", 0, "must be an http or https URL")
-		}
-		if a.ClientID == "" {
-			errs.add(p+".client_id", 0, "required for auth type oauth2")
-		}
-		if a.ClientSecret == "" {
-			errs.add(p+".client_secret", 0, "required for auth type oauth2")
-		}
-	case "":
-		errs.add(p+".type", 0, "required; must be one of %s", strings.Join(AuthTypes, ", "))
-	default:
-		errs.add(p+".type", 0, "unknown auth type %q (want one of %s)", truncate(a.Type, 32), strings.Join(AuthTypes, ", "))
-		return
+	if a.Type == AuthBasic && strings.TrimSpace(a.Value) != "" && !ValidBasicCredential(a.Value) {
+		errs.add(p+".value", 0, `must be "user:password" (no colon found) or "Basic <base64 of user:password>"`)
 	}
-	only("value", a.Value != "", AuthAPIKey, AuthBearer, AuthToken, AuthBasic, AuthAuthorization)
-	only("token_url", a.TokenURL != "", AuthOAuth2)
-	only("client_id", a.ClientID != "", AuthOAuth2)
-	only("client_secret", a.ClientSecret != "", AuthOAuth2)
-	only("scopes", len(a.Scopes) > 0, AuthOAuth2)
-	only("audience", a.Audience != "", AuthOAuth2)
-	only("header_name", a.HeaderName != "", AuthAPIKey, AuthBearer, AuthToken, AuthBasic, AuthAuthorization, AuthOAuth2, AuthPassthrough)
+	if a.TokenURL != "" && !validURL(a.TokenURL) {
+		errs.add(p+".token_url", 0, "must be an http or https URL")
+	}
 	for i, sc := range a.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {
 			errs.add(indexPath(p+".scopes", i), 0, "must be one non-empty scope token without spaces or quotes")
@@ -330,8 +242,7 @@ func CutScheme(v, scheme string) (rest string, ok bool) {
 
 func (t *TLS) validate(errs *errorList, p string, s *Server) {
 	if s.Transport == TransportStdio {
-		errs.add(p, 0, "not allowed for transport stdio")
-		return
+		return // reported by checkFields (when=sse|http)
 	}
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		errs.add(p, 0, "cert_file and key_file must be set together")
@@ -425,10 +336,7 @@ func (c *Config) validateToolsets(errs *errorList) {
 			errs.add(tp, 0, "toolset is nil")
 			continue
 		}
-		if len(ts.Servers) == 0 {
-			errs.add(tp+".servers", 0, "must name at least one server")
-			continue
-		}
+		checkFields(errs, tp, ts, true)
 		for _, s := range slices.Sorted(maps.Keys(ts.Servers)) {
 			sp := joinPath(tp+".servers", s)
 			if _, ok := c.Servers[s]; !ok {
@@ -457,14 +365,9 @@ func (a *CallerAuth) validate(errs *errorList, c *Config) {
 	}
 	if l := a.AllowedClients; l != nil {
 		lp := "auth.allowed_clients"
-		switch {
-		case l.Header == "":
-			errs.add(lp+".header", 0, "required")
-		case !validToken(l.Header):
+		checkFields(errs, lp, l, true)
+		if l.Header != "" && !validToken(l.Header) {
 			errs.add(lp+".header", 0, "invalid header name (want an HTTP token)")
-		}
-		if len(l.Values) == 0 {
-			errs.add(lp+".values", 0, "must list at least one value")
 		}
 		for i, v := range l.Values {
 			if v == "" {
@@ -499,15 +402,11 @@ func (a *CallerAuth) validate(errs *errorList, c *Config) {
 
 func (k *KeyConfig) validate(errs *errorList, kp string, c *Config) {
 	line := k.Line
-	switch {
-	case k.Alias == "":
-		errs.add(kp+".alias", line, "required")
-	case !validAlias(k.Alias):
+	checkFields(errs, kp, k, true)
+	if k.Alias != "" && !validAlias(k.Alias) {
 		errs.add(kp+".alias", line, "must match [A-Za-z0-9][A-Za-z0-9_.@-]{0,127}")
 	}
-	if k.Key == "" {
-		errs.add(kp+".key", line, "required")
-	} else {
+	if k.Key != "" {
 		checkSecret(errs, kp+".key", line, k.Key)
 	}
 	// The store bounds owner ids the same way; failing here names the line.
@@ -554,9 +453,6 @@ func (k *KeyConfig) validate(errs *errorList, kp string, c *Config) {
 		if _, ok := parseCIDR(strings.TrimSpace(s)); !ok {
 			errs.add(indexPath(kp+".allowed_cidrs", i), line, "invalid CIDR %q", truncate(s, 64))
 		}
-	}
-	if k.RateLimitRPM < 0 {
-		errs.add(kp+".rate_limit_rpm", line, "must be >= 0")
 	}
 }
 
