@@ -184,7 +184,7 @@ type ToolPolicy struct {
 	Deny []string `config:"deny" doc:"Tools hidden whatever allow says."`
 	// Overrides change how a tool is shown, keyed by its upstream name.
 	// A call by the display name resolves to the upstream name.
-	Overrides map[string]ToolOverride `config:"overrides" doc:"How a tool is shown, keyed by its upstream name; a call by the display name reaches the upstream tool."`
+	Overrides map[string]ToolOverride `config:"overrides" entry:"tool" doc:"How a tool is shown, keyed by its upstream name; a call by the display name reaches the upstream tool."`
 }
 
 // Allows reports whether the policy lets callers see the upstream tool

@@ -547,5 +547,12 @@ func FuzzParse(f *testing.F) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Parse accepted a config that Validate rejects: %v", err)
 		}
+		// What Parse accepts, the JSON Schema must accept (editors must
+		// not flag a valid file).
+		if v, err := yamlValue(data); err == nil {
+			if err := schemaOf(t).Validate(v); err != nil {
+				t.Fatalf("Parse accepted a config that the schema rejects: %v", err)
+			}
+		}
 	})
 }

@@ -46,7 +46,8 @@ import (
 //	line            not in the file: set to the entry's line
 //
 // A `keys:"regexp"` tag on a map field gives the pattern of its keys for
-// the schema (validate.go checks names with their own messages). The Go
+// the schema (validate.go checks names with their own messages), and an
+// `entry:"tool"` tag what its keys are, for the reference (default name). The Go
 // type decides the shape: string, []string, map[string]string,
 // map[string][]string, bool, *bool, int, int64 (size), time.Duration,
 // time.Time, a struct (a section; null keeps its defaults), a pointer to
@@ -101,6 +102,7 @@ type fieldInfo struct {
 	mapKey   bool
 	line     bool
 	keys     string // pattern of map keys
+	entry    string // what a map entry's key is, for the reference
 	doc      string
 }
 
@@ -176,7 +178,7 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		panic(fmt.Sprintf("config: %s.%s: %s", t, sf.Name, fmt.Sprintf(format, args...)))
 	}
 	parts := strings.Split(tag, ",")
-	f := &fieldInfo{name: sf.Name, key: parts[0], index: i, doc: sf.Tag.Get("doc"), keys: sf.Tag.Get("keys")}
+	f := &fieldInfo{name: sf.Name, key: parts[0], index: i, doc: sf.Tag.Get("doc"), keys: sf.Tag.Get("keys"), entry: sf.Tag.Get("entry")}
 	for _, p := range parts[1:] {
 		opt, val, _ := strings.Cut(p, "=")
 		switch opt {
