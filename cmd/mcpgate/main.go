@@ -47,7 +47,8 @@ const usage = `mcpgate: one MCP endpoint in front of many MCP servers.
 Usage:
   mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
   mcpgate stdio    --config FILE                   serve MCP over stdin/stdout
-  mcpgate validate --config FILE                   check a config file, serve nothing
+  mcpgate validate --config FILE [--json]          check a config file, serve nothing
+  mcpgate config schema|reference                  the config file's JSON Schema, or its reference
   mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
   mcpgate version                                  print the version
 
@@ -107,6 +108,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &stdioCommand{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	case "validate":
 		cmd = &validateCommand{stdout: stdout}
+	case "config":
+		cmd = &configCommand{stdout: stdout}
 	case "version":
 		cmd = &versionCommand{stdout: stdout}
 	case "servers":

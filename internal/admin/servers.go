@@ -38,6 +38,10 @@ func ParseServer(name string, doc json.RawMessage, dir string) (*config.Server, 
 	nameKey, _ := json.Marshal(name)
 	cfg, err := config.Parse([]byte(`{"servers":{`+string(nameKey)+`:`+string(body)+`}}`), dir, nil)
 	if err != nil {
+		// Lines are of the document built here, not of the caller's body.
+		for _, fe := range config.FieldErrors(err) {
+			fe.Line = 0
+		}
 		return nil, err
 	}
 	srv := cfg.Servers[name]

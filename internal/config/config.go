@@ -12,6 +12,9 @@
 //	values) -> normalise (trim, resolve relative paths against Dir) ->
 //	validation (the tags' rules, then those no tag expresses).
 //
+// The same struct tags give JSONSchema (for editors) and Reference
+// (docs/config.md), so the three cannot drift apart (schema.go).
+//
 // A Config built in code may leave defaulted fields at their zero value;
 // Validate accepts that and consumers read zero as the documented default.
 // A Config returned by Parse or Load has every default filled in.
@@ -25,6 +28,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -257,18 +261,38 @@ func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Con
 	}
 	c := &Config{Dir: dir}
 	setDefaults(typeOf(reflect.TypeFor[Config]()), reflect.ValueOf(c).Elem())
-	if err := decode(data, c, lookupEnv); err != nil {
+	lines, err := decode(data, c, lookupEnv)
+	if err != nil {
 		return nil, err
 	}
 	if err := c.normalise(); err != nil {
-		return nil, err
+		return nil, withLines(err, lines)
 	}
 	// Defaults were set before decoding, so a zero value left now was
 	// written in the file (or expanded from an empty variable): strict.
 	if err := c.validate(true); err != nil {
-		return nil, err
+		return nil, withLines(err, lines)
 	}
 	return c, nil
+}
+
+// withLines gives each problem found after decoding the line of its path
+// in the file, or of its nearest ancestor there (a missing required key
+// points at its section).
+func withLines(err error, lines map[string]int) error {
+	for _, fe := range FieldErrors(err) {
+		if fe.Line != 0 || fe.Path == "" {
+			continue
+		}
+		best := ""
+		for k, line := range lines {
+			if len(k) > len(best) && strings.HasPrefix(fe.Path, k) &&
+				(len(k) == len(fe.Path) || fe.Path[len(k)] == '.' || fe.Path[len(k)] == '[') {
+				best, fe.Line = k, line
+			}
+		}
+	}
+	return err
 }
 
 // ServerNames returns the server names in sorted order.
@@ -290,3 +314,31 @@ func (l *errorList) add(path string, line int, format string, args ...any) {
 }
 
 func (l errorList) err() error { return errors.Join(l...) }
+
+// FieldErrors flattens an error of Parse, Load or Validate into its
+// problems, in order. A part that is not a *FieldError (a file that cannot
+// be read) becomes one without a path.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, p := range e.Unwrap() {
+				walk(p)
+			}
+		case *FieldError:
+			out = append(out, e)
+		default:
+			// Load's "load config PATH: ..." around the problems.
+			if u := errors.Unwrap(err); u != nil && errors.As(u, new(*FieldError)) {
+				walk(u)
+				return
+			}
+			out = append(out, &FieldError{Err: err})
+		}
+	}
+	walk(err)
+	return out
+}

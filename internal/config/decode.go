@@ -25,35 +25,43 @@ import (
 // string values of fields tagged expand, never in the YAML text, so a
 // variable's value is data and cannot add keys or change structure.
 
-// decoder collects every problem of one document.
+// decoder collects every problem of one document, and the line of every
+// path it met, for the messages of rules judged after decoding.
 type decoder struct {
-	env  func(string) (string, bool)
-	errs errorList
+	env   func(string) (string, bool)
+	errs  errorList
+	lines map[string]int
 }
 
-func decode(data []byte, c *Config, env func(string) (string, bool)) error {
+func (d *decoder) saw(path string, line int) {
+	if d.lines != nil {
+		d.lines[path] = line
+	}
+}
+
+func decode(data []byte, c *Config, env func(string) (string, bool)) (lines map[string]int, err error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // empty document: all defaults
+			return nil, nil // empty document: all defaults
 		}
-		return &FieldError{Err: err}
+		return nil, &FieldError{Err: err}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return &FieldError{Err: err}
+			return nil, &FieldError{Err: err}
 		}
-		return &FieldError{Line: extra.Line, Err: errors.New("more than one YAML document")}
+		return nil, &FieldError{Line: extra.Line, Err: errors.New("more than one YAML document")}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	d := &decoder{env: env}
+	d := &decoder{env: env, lines: map[string]int{}}
 	d.section(typeOf(reflect.TypeFor[Config]()), "", root, reflect.ValueOf(c).Elem())
-	return d.errs.err()
+	return d.lines, d.errs.err()
 }
 
 // section decodes the mapping n into the struct v of type ti.
@@ -158,6 +166,7 @@ func (d *decoder) strings(f *fieldInfo, path string, n *yaml.Node, dst reflect.V
 	}
 	for i, e := range n.Content {
 		ep := indexPath(path, i)
+		d.saw(ep, e.Line)
 		if r := resolve(e); r == nil || r.Kind != yaml.ScalarNode || isNull(r) {
 			d.errs.add(ep, e.Line, "must be a string")
 			continue
@@ -248,6 +257,7 @@ func (d *decoder) structList(f *fieldInfo, path string, n *yaml.Node, dst reflec
 	out := reflect.MakeSlice(dst.Type(), 0, len(n.Content))
 	for i, e := range n.Content {
 		ep := indexPath(path, i)
+		d.saw(ep, e.Line)
 		v := newStruct(f.elem).Elem()
 		for _, ef := range f.elem.fields {
 			if ef.line {
@@ -303,6 +313,7 @@ func (d *decoder) eachKey(path string, n *yaml.Node, fn func(key string, k, v *y
 			continue
 		}
 		seen[k.Value] = true
+		d.saw(joinPath(path, k.Value), k.Line)
 		fn(k.Value, k, v)
 	}
 }

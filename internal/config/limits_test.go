@@ -50,16 +50,16 @@ func TestParseLimitsErrors(t *testing.T) {
 		{"message size word", "limits: {max_upstream_message: big}\n", []string{`limits.max_upstream_message: must be a number of bytes or a size like "4MiB", "512KiB" or "1MB" (got "big") (line 1)`}},
 		{"timeout without unit", "limits: {sse_write_timeout: 10}\n", []string{`limits.sse_write_timeout: must be a duration with a unit, like "30s", "1m" or "500ms" (got "10") (line 1)`}},
 		{"zeros", "limits: {max_batch: 0, max_inflight_per_session: 0, max_upstream_message: 0, max_streams: 0, read_header_timeout: 0s, idle_timeout: 0s, sse_write_timeout: 0s, max_bound_sessions_per_server: 0}\n", []string{
-			"limits.max_batch: must be >= 1",
-			"limits.max_inflight_per_session: must be >= 1",
-			"limits.max_upstream_message: must be > 0",
-			"limits.max_streams: must be >= 1",
-			"limits.max_bound_sessions_per_server: must be >= 1",
-			"limits.read_header_timeout: must be > 0",
-			"limits.idle_timeout: must be > 0",
-			"limits.sse_write_timeout: must be > 0",
+			"limits.max_batch: must be >= 1 (line 1)",
+			"limits.max_inflight_per_session: must be >= 1 (line 1)",
+			"limits.max_upstream_message: must be > 0 (line 1)",
+			"limits.max_streams: must be >= 1 (line 1)",
+			"limits.max_bound_sessions_per_server: must be >= 1 (line 1)",
+			"limits.read_header_timeout: must be > 0 (line 1)",
+			"limits.idle_timeout: must be > 0 (line 1)",
+			"limits.sse_write_timeout: must be > 0 (line 1)",
 		}},
-		{"negative", "limits: {max_streams: -1, idle_timeout: -1s}\n", []string{"limits.max_streams: must be >= 1", "limits.idle_timeout: must be > 0"}},
+		{"negative", "limits: {max_streams: -1, idle_timeout: -1s}\n", []string{"limits.max_streams: must be >= 1 (line 1)", "limits.idle_timeout: must be > 0 (line 1)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,14 @@ import (
 // time.Time, a struct (a section; null keeps its defaults), a pointer to
 // one (null means absent), map[string]*S or map[string]S (named entries)
 // and []S (a list of mappings).
+//
+// Adding a section: a struct type with tagged fields and a tagged field
+// of it in Config (or another section). Decoding, defaults, expansion,
+// normalising, the tag rules (an inline section's are checked with its
+// parent's), the schema and the reference follow; a section reached
+// through a pointer, map or list calls checkFields from the validate of
+// its parent, beside the rules no tag expresses. Then go generate
+// ./internal/config.
 
 // kind is the shape of a field's value.
 type kind int
@@ -254,7 +262,7 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		if err := yaml.Unmarshal([]byte(f.def), &n); err != nil || len(n.Content) != 1 {
 			bad("default %q is not YAML", f.def)
 		}
-		d := &decoder{env: noEnv}
+		d := &decoder{env: noEnv} // no lines: nothing judges a default's place
 		d.value(f, f.key, n.Content[0], v)
 		if len(d.errs) > 0 {
 			bad("default %q: %v", f.def, d.errs.err())
