@@ -23,13 +23,7 @@ import (
 
 func TestValidate(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	good := write("good.yaml", "servers:\n  calc:\n    transport: http\n    url: http://127.0.0.1:4100/mcp\n")
 	bad := write("bad.yaml", "servers:\n  calc:\n    transport: http\n    url: ftp://x\n  Bad!:\n    transport: stdio\n")
 	typo := write("typo.yaml", "servers:\n  calc:\n    transport: http\n    url: http://x/mcp\n    hedaers: {}\n")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,13 +14,7 @@ import (
 // pipelines, keeps the exit codes, and never echoes a secret.
 func TestValidateJSON(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	const secret = "hunter2-Zq9-secret"
 	good := write("good.yaml", "servers:\n  calc:\n    transport: http\n    url: http://127.0.0.1:4100/mcp\n")
 	bad := write("bad.yaml", "servers:\n  calc:\n    transport: http\n    url: ftp://"+secret+"@x\n    hedaers: {}\n  notes:\n    transport: stdio\nlimits: {max_batch: 0}\n")
