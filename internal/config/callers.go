@@ -28,6 +28,12 @@ type CallerAuth struct {
 	// Keys are the keys declared in the file; the admin API can add
 	// runtime keys beside them.
 	Keys []KeyConfig `config:"keys" doc:"Virtual keys declared in the file (SPEC S5.2); the admin API adds runtime keys beside them."`
+	// OIDC are the issuers whose JWTs are callers (SPEC S5.3).
+	OIDC []OIDCIssuer `config:"oidc" doc:"Issuers whose JWT bearer tokens are accepted as callers (SPEC S5.3), beside virtual keys."`
+	// Login enables the built-in authorization server; nil means none.
+	Login *Login `config:"login" doc:"mcpgate's own OAuth 2.1 authorization server, for MCP clients that sign in with a browser: it federates the login to the company IdP (or takes a virtual key) and issues short-lived JWTs."`
+	// Grants say what JWT callers may use, by user, team or role.
+	Grants []Grant `config:"grants" doc:"What JWT callers may use, by user, team or role; a caller gets the union of the grants it matches, and nothing without one."`
 }
 
 // ClientAllowlist admits a request only when the Header names one of
@@ -91,10 +97,10 @@ type SessionLimits struct {
 }
 
 // AnonymousOnly reports whether the config declares no way to
-// authenticate: no master key and no keys. Keys added at runtime through
+// authenticate: no master key, no keys, no issuer and no login. Keys added at runtime through
 // the admin API are not counted; the config cannot know them.
 func (c *Config) AnonymousOnly() bool {
-	return c.Auth == nil || (c.Auth.MasterKey == "" && len(c.Auth.Keys) == 0)
+	return c.Auth == nil || (c.Auth.MasterKey == "" && len(c.Auth.Keys) == 0 && len(c.Auth.OIDC) == 0 && c.Auth.Login == nil)
 }
 
 // ExposedWithoutAuth reports whether serving on listen (host:port) must be

@@ -64,6 +64,12 @@ func checkStruct(errs *errorList, ti *typeInfo, path string, v reflect.Value, li
 		// was written over a default.
 		zeroOK := fv.CanInt() && fv.Int() == 0 && (f.def == "" || !strict)
 		switch {
+		case f.enum != nil && f.kind == kStrings:
+			for i := range fv.Len() {
+				if s := fv.Index(i).String(); !slices.Contains(f.enum, s) {
+					errs.add(indexPath(fp, i), line, "must be one of %s (got %q)", strings.Join(f.enum, ", "), truncate(s, 40))
+				}
+			}
 		case f.enum != nil:
 			s := fv.String()
 			if (s == "" && !f.required && (f.def == "" || !strict)) || slices.Contains(f.enum, s) {

@@ -77,6 +77,8 @@ type Config struct {
 	// "").
 	DataDir       string `config:"data_dir,default=data,expand,trim,path" doc:"Directory of the embedded SQLite store (keys, runtime objects, audit); created on first start."`
 	MetricsListen string `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`
+	// PublicURL is how clients reach the gateway ("" = from the request).
+	PublicURL string `config:"public_url,expand,trim" doc:"The gateway's external base URL (https://mcp.example.com, or with a path prefix). OAuth resource identifiers, metadata URLs and the login redirect are built from it; empty means from each request's scheme and Host."`
 
 	// Auth says who may call the gateway; nil means the file has no auth
 	// block. With no auth block the gateway serves anonymous callers on

@@ -216,6 +216,12 @@ func (g *schemaGen) field(f *fieldInfo, nullable bool) *schema {
 	case kStrings:
 		s.Type = types("array")
 		s.Items = &schema{Type: scalarTypes}
+		if f.enum != nil {
+			s.Items = &schema{}
+			for _, e := range f.enum {
+				s.Items.Enum = append(s.Items.Enum, e)
+			}
+		}
 		if f.nonempty != "" {
 			s.MinItems = ptr(1)
 		}

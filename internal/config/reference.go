@@ -123,6 +123,10 @@ func (r *refGen) typeCell(s refSection, f *fieldInfo) (string, *refSection) {
 			return "one of `" + strings.Join(f.enum, "`, `") + "`", nil
 		}
 		return "string", nil
+	case kStrings:
+		if f.enum != nil {
+			return "list of `" + strings.Join(f.enum, "`, `") + "`", nil
+		}
 	case kInt:
 		if f.min != nil {
 			return fmt.Sprintf("integer ≥ %d", *f.min), nil

@@ -75,6 +75,9 @@ func (c *Config) validate(strict bool) error {
 	} else if strings.ContainsRune(c.DataDir, 0) {
 		errs.add("data_dir", 0, "must not contain NUL")
 	}
+	if c.PublicURL != "" && !validPublicURL(c.PublicURL) {
+		errs.add("public_url", 0, "must be an http or https URL (an optional path prefix, no query)")
+	}
 	if c.MetricsListen != "" {
 		listen := c.Listen
 		if listen == "" {
@@ -363,6 +366,7 @@ func (a *CallerAuth) validate(errs *errorList, c *Config) {
 	if a.MasterKey != "" {
 		checkSecret(errs, "auth.master_key", 0, a.MasterKey)
 	}
+	a.validateIdentity(errs, c)
 	if l := a.AllowedClients; l != nil {
 		lp := "auth.allowed_clients"
 		checkFields(errs, lp, l, true)
@@ -418,6 +422,18 @@ func (k *KeyConfig) validate(errs *errorList, kp string, c *Config) {
 			errs.add(kp+"."+f.field, line, "must not contain control characters")
 		}
 	}
+	k.validateGrants(errs, kp, c)
+	for i, s := range k.AllowedCIDRs {
+		if _, ok := parseCIDR(strings.TrimSpace(s)); !ok {
+			errs.add(indexPath(kp+".allowed_cidrs", i), line, "invalid CIDR %q", truncate(s, 64))
+		}
+	}
+}
+
+// validateGrants checks what a key (or an auth.grants entry) grants
+// against the servers, toolsets and access groups of c.
+func (k *KeyConfig) validateGrants(errs *errorList, kp string, c *Config) {
+	line := k.Line
 	for i, s := range k.Servers {
 		if _, ok := c.Servers[s]; !ok {
 			errs.add(indexPath(kp+".servers", i), line, "unknown server %q", s)
@@ -447,11 +463,6 @@ func (k *KeyConfig) validate(errs *errorList, kp string, c *Config) {
 	for i, g := range k.AccessGroups {
 		if _, ok := c.AccessGroups[g]; !ok {
 			errs.add(indexPath(kp+".access_groups", i), line, "unknown access group %q", g)
-		}
-	}
-	for i, s := range k.AllowedCIDRs {
-		if _, ok := parseCIDR(strings.TrimSpace(s)); !ok {
-			errs.add(indexPath(kp+".allowed_cidrs", i), line, "invalid CIDR %q", truncate(s, 64))
 		}
 	}
 }
