@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -62,6 +64,11 @@ type Options struct {
 	// CacheSize bounds the cached lookups, found and not found each
 	// (default DefaultCacheSize).
 	CacheSize int
+	// Tokens verifies JWT bearer callers (SPEC S5.3); nil: a JWT is an
+	// upstream token like any other bearer that is not a gateway key.
+	Tokens TokenVerifier
+	// Grants say what JWT callers may use (config auth.grants).
+	Grants []config.Grant
 }
 
 // Authenticator authenticates requests (see the package doc). It is safe
@@ -78,6 +85,9 @@ type Authenticator struct {
 	cache   *keyCache
 	limiter limiter
 	toucher *toucher
+	keys    KeyStore
+	tokens  TokenVerifier
+	grants  []config.Grant
 
 	closeOnce sync.Once
 }
@@ -101,6 +111,9 @@ func New(opts Options) *Authenticator {
 		now:       opts.Now,
 		logger:    opts.Logger,
 		cache:     newKeyCache(opts.Keys, opts.Logger, opts.CacheTTL, opts.CacheSize),
+		keys:      opts.Keys,
+		tokens:    opts.Tokens,
+		grants:    opts.Grants,
 	}
 	if opts.MasterKey != "" {
 		a.hasMaster = true
@@ -156,6 +169,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 	if v, ok := apiKeyHeader(r.Header.Get(HeaderAPIKey)); ok {
 		secret = v
 	} else if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		if a.tokens != nil && !strings.HasPrefix(tok, SecretPrefix) && oauth.LooksLikeJWT(tok) {
+			return a.authenticateJWT(r, tok, now)
+		}
 		secret, fromAuth = tok, true
 	} else {
 		return a.noKey(r)

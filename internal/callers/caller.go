@@ -43,11 +43,24 @@ type Caller struct {
 	// their sha256.
 	Owner string
 
+	// JWT callers (SPEC S5.3): who the token says the caller is. Issuer
+	// is "" for key and anonymous callers.
+	Issuer      string
+	Subject     string
+	Email       string
+	Teams       []string
+	Org         string
+	Roles       []string
+	Scopes      []string
+	ClientID    string    // the OAuth client the token was issued to
+	TokenExpiry time.Time // when the token expires
+
 	keyHash string // store.HashKey of the presented key; "" when none
 }
 
 // Prefixes of Caller.Owner, in order of precedence.
 const (
+	OwnerOIDC      = "oidc:"
 	OwnerKey       = "key:"
 	OwnerUser      = "user:"
 	OwnerOAuth     = "oauth:"
@@ -56,7 +69,8 @@ const (
 )
 
 // OwnerOf returns the owner fingerprint of a caller making request r
-// (SPEC S4.1): "key:" and the sha256 of the key's digest when the caller
+// (SPEC S4.1): "oidc:" and the sha256 of issuer and subject for a JWT
+// caller, else "key:" and the sha256 of the key's digest when the caller
 // presented a gateway key (the master key included), else "user:" and the
 // sha256 of the user id, else "oauth:" and the sha256 of an Authorization
 // bearer that is not the gateway key, else "ip:" and the sha256 of the
@@ -66,6 +80,11 @@ const (
 // Authenticate sets Caller.Owner with it; callers built elsewhere (a JWT
 // authenticator) can use it directly. c may be nil.
 func OwnerOf(c *Caller, r *http.Request) string {
+	if c != nil && c.Issuer != "" {
+		// A JWT caller is its issuer and subject, not the token: a
+		// refreshed token keeps the sessions (SPEC S4, issue 12).
+		return OwnerOIDC + sha256Hex(c.Issuer+"\x00"+c.Subject)
+	}
 	if c != nil && c.keyHash != "" {
 		return OwnerKey + sha256Hex(c.keyHash)
 	}

@@ -26,6 +26,9 @@ type Failure struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// OAuth says why a bearer token was refused, for the gateway's
+	// WWW-Authenticate challenge; nil for other failures.
+	OAuth *OAuthError
 }
 
 // Error makes a Failure usable as an error in handlers that return one.

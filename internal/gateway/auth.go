@@ -28,9 +28,17 @@ var internalHeaders = []string{"X-Mcp-Toolset-Id", "X-Mcpgate-Caller", "X-Mcpgat
 // caller and its identity.
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	var c *callers.Caller
+	if tokenInQuery(r) && oauthEnabled(g.conf()) {
+		f := callers.InvalidRequest("access tokens are not accepted in the query string; send Authorization: Bearer")
+		g.challenge(f, r)
+		f.Write(w)
+		return r, false
+	}
 	if g.auth != nil {
 		var f *callers.Failure
+		r = r.WithContext(callers.WithResource(r.Context(), g.resourceOf(r)))
 		if c, f = g.auth.Authenticate(r); f != nil {
+			g.challenge(f, r)
 			f.Write(w)
 			return r, false
 		}
@@ -53,7 +61,8 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	// An identity set by an embedding layer (in code, never by a client)
 	// stands; otherwise the caller's is used.
 	if IdentityFrom(ctx) == nil {
-		id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: callers.ClientIP(r), Admin: c.Admin || c.Master}
+		id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: callers.ClientIP(r), Admin: c.Admin || c.Master,
+			Issuer: c.Issuer, Subject: c.Subject}
 		if id.Owner == "" {
 			id.Owner = callers.OwnerOf(c, r)
 		}

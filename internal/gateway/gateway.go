@@ -106,6 +106,7 @@ type Gateway struct {
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
 	admin         http.Handler
+	authServer    http.Handler // mcpgate's OAuth authorization server; nil: none
 
 	sessions sync.Map // id -> *session
 
@@ -304,6 +305,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := g.checkOriginHost(r); err != nil {
 		writeRPCError(w, http.StatusForbidden, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
+		return
+	}
+	if r.URL.Path == wellKnownPRM || strings.HasPrefix(r.URL.Path, wellKnownPRM+"/") {
+		g.serveProtectedResource(w, r)
+		return
+	}
+	if isAuthServerPath(r.URL.Path) {
+		if g.authServer == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+			return
+		}
+		g.authServer.ServeHTTP(w, r)
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, AdminPrefix) {

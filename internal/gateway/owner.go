@@ -16,8 +16,8 @@ import (
 // Identity is what the gateway knows of the caller of a request, set by
 // the authentication gate (SPEC S5) before the request reaches a session.
 type Identity struct {
-	// Owner is the owner fingerprint of S4.1: "key:", "user:", "oauth:"
-	// or "ip:" followed by a sha256 hex, or "anonymous". Never a raw
+	// Owner is the owner fingerprint of S4.1: "oidc:", "key:", "user:",
+	// "oauth:" or "ip:" followed by a sha256 hex, or "anonymous". Never a raw
 	// secret, user id or address.
 	Owner    string
 	Alias    string // key alias, "" for none
@@ -25,6 +25,9 @@ type Identity struct {
 	Team     string
 	ClientIP string
 	Admin    bool
+	// Issuer and Subject name a JWT caller (SPEC S5.3); "" otherwise.
+	Issuer  string
+	Subject string
 }
 
 type identityKey struct{}

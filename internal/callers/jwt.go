@@ -1,0 +1,161 @@
+package callers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// JWT callers (SPEC S5.3). A bearer token that is a JWT (and not a gateway
+// key) is verified against the configured issuers for the resource of the
+// route it is used on; the caller is then who the token says, with what
+// the grants give its user, teams and roles. Such a token is the gateway's
+// credential: it is dropped before egress like a key in Authorization, so
+// it never reaches an upstream (only a passthrough server receives the
+// caller's own upstream token, from X-Mcp-<server>-Authorization).
+
+// TokenVerifier verifies a JWT bearer for a resource; *oauth.Verifier is
+// one. Its errors are *oauth.TokenError (401) and *oauth.ScopeError (403).
+type TokenVerifier interface {
+	Verify(ctx context.Context, token, resource string) (*oauth.Identity, error)
+}
+
+type resourceKey struct{}
+
+// WithResource returns ctx carrying the resource URL (RFC 8707) of the
+// route a request is for: the audience a JWT bearer must have been issued
+// for. The gateway sets it before Authenticate.
+func WithResource(ctx context.Context, resource string) context.Context {
+	return context.WithValue(ctx, resourceKey{}, resource)
+}
+
+// ResourceFrom returns the resource set by WithResource, or "".
+func ResourceFrom(ctx context.Context) string {
+	s, _ := ctx.Value(resourceKey{}).(string)
+	return s
+}
+
+// OAuthError says why a bearer token was refused, for the gateway's
+// WWW-Authenticate challenge (RFC 6750 section 3).
+type OAuthError struct {
+	Code        string   // invalid_request, invalid_token or insufficient_scope
+	Description string   // safe to show: never a token or claim value
+	Scopes      []string // the scopes needed, for insufficient_scope
+}
+
+// keyByAlias is the part of store.Keys the virtual-key login of mcpgate's
+// own authorization server needs: its tokens name the key by alias.
+type keyByAlias interface {
+	GetKeyByAlias(ctx context.Context, alias string) (store.Key, error)
+}
+
+func (a *Authenticator) authenticateJWT(r *http.Request, token string, now time.Time) (*Caller, *Failure) {
+	ctx := r.Context()
+	id, err := a.tokens.Verify(ctx, token, ResourceFrom(ctx))
+	if err != nil {
+		var se *oauth.ScopeError
+		if errors.As(err, &se) {
+			return nil, insufficientScope(se.Required)
+		}
+		desc := "the token is not valid"
+		var te *oauth.TokenError
+		if errors.As(err, &te) && te.Description != "" {
+			desc = te.Description
+		}
+		a.logger.Debug("rejected bearer token", attrReason, desc)
+		return nil, invalidToken(desc)
+	}
+	var c Caller
+	if id.Key != "" {
+		k, f := a.loginKey(ctx, id.Key, now)
+		if f != nil {
+			return nil, f
+		}
+		c = k
+	} else {
+		c = FromGrants(a.grants, Subject{User: id.User, Teams: id.Teams, Roles: id.Roles})
+		c.User = id.User
+		if len(id.Teams) > 0 {
+			c.Team = id.Teams[0]
+		}
+	}
+	c.Issuer, c.Subject, c.Email, c.Org = id.Issuer, id.Subject, id.Email, id.Org
+	c.Teams, c.Roles, c.Scopes, c.ClientID = id.Teams, id.Roles, id.Scopes, id.ClientID
+	c.TokenExpiry = id.Expiry
+	c.KeyFromAuthorization = true // the gateway's credential: never forwarded
+	c.Owner = OwnerOf(&c, r)
+	if c.RateLimitRPM > 0 {
+		if ok, wait := a.limiter.allow(c.Owner, c.RateLimitRPM, now); !ok {
+			return nil, rateLimited(retryAfterSeconds(wait))
+		}
+	}
+	return &c, nil
+}
+
+// loginKey is the caller of a token that mcpgate's authorization server
+// issued for a person who logged in with a virtual key: that key's access,
+// as long as the key is still valid.
+func (a *Authenticator) loginKey(ctx context.Context, alias string, now time.Time) (Caller, *Failure) {
+	ks, ok := a.keys.(keyByAlias)
+	if !ok {
+		return Caller{}, invalidToken("the key this token was issued for is unknown")
+	}
+	k, err := ks.GetKeyByAlias(ctx, alias)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Caller{}, invalidToken("the key this token was issued for is revoked")
+	case err != nil:
+		if ctx.Err() == nil {
+			a.logger.Error("authenticate", attrErr, err)
+		}
+		return Caller{}, unavailable()
+	}
+	info := a.cache.newKeyInfo(&k)
+	if info.disabled || (!info.caller.ExpiresAt.IsZero() && !now.Before(info.caller.ExpiresAt)) {
+		return Caller{}, invalidToken("the key this token was issued for is revoked or expired")
+	}
+	c := info.caller
+	c.keyHash = "" // the owner is the token's person, not the key
+	return c, nil
+}
+
+// GrantsOf returns the grants of a config's auth block.
+func GrantsOf(cfg *config.Config) []config.Grant {
+	if cfg == nil || cfg.Auth == nil {
+		return nil
+	}
+	return cfg.Auth.Grants
+}
+
+func invalidToken(desc string) *Failure {
+	f := newFailure(http.StatusUnauthorized, oauthBody(CodeUnauthorized, "Unauthorized: "+desc))
+	f.OAuth = &OAuthError{Code: "invalid_token", Description: desc}
+	return f
+}
+
+func insufficientScope(scopes []string) *Failure {
+	f := newFailure(http.StatusForbidden, oauthBody(CodeForbidden, "Forbidden: the token lacks the scope "+strings.Join(scopes, " ")))
+	f.OAuth = &OAuthError{Code: "insufficient_scope", Description: "the token lacks a required scope", Scopes: scopes}
+	return f
+}
+
+// InvalidRequest refuses a request that sent a token where none may be:
+// in the query string (RFC 6750 section 2.3 is not offered).
+func InvalidRequest(desc string) *Failure {
+	f := newFailure(http.StatusBadRequest, oauthBody(CodeInvalidClient, "Bad Request: "+desc))
+	f.OAuth = &OAuthError{Code: "invalid_request", Description: desc}
+	return f
+}
+
+func oauthBody(code int, msg string) []byte {
+	m, _ := json.Marshal(msg)
+	return []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":` + strconv.Itoa(code) + `,"message":` + string(m) + `}}`)
+}

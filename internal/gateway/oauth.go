@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/oauth"
+)
+
+// The gateway as an OAuth 2.1 protected resource (the MCP authorization
+// spec, RFC 9728): every route has its own resource identifier and
+// metadata document, a request without a valid credential gets a 401 whose
+// challenge names that document, and mcpgate's own authorization server
+// (mounted with MountAuthServer) sits beside it on the same origin.
+
+const (
+	wellKnownPRM = "/.well-known/oauth-protected-resource"
+	// scopeMCP is the scope mcpgate's own authorization server issues for
+	// MCP access.
+	scopeMCP = "mcp"
+)
+
+// MountAuthServer serves h (mcpgate's authorization server) for /oauth/
+// and the authorization server metadata paths. cmd/mcpgate wires it; the
+// gateway does not know its insides.
+func (g *Gateway) MountAuthServer(h http.Handler) { g.authServer = h }
+
+// isAuthServerPath reports whether path belongs to the authorization
+// server: its endpoints and its RFC 8414 / OIDC discovery documents (with
+// a path suffix for an issuer with a path prefix).
+func isAuthServerPath(path string) bool {
+	return strings.HasPrefix(path, "/oauth/") ||
+		path == "/.well-known/oauth-authorization-server" || strings.HasPrefix(path, "/.well-known/oauth-authorization-server/") ||
+		path == "/.well-known/openid-configuration" || strings.HasPrefix(path, "/.well-known/openid-configuration/")
+}
+
+// oauthEnabled reports whether callers may present JWTs: an issuer is
+// configured or mcpgate's own authorization server is on.
+func oauthEnabled(cfg *config.Config) bool {
+	return cfg.Auth != nil && (len(cfg.Auth.OIDC) > 0 || cfg.Auth.Login != nil)
+}
+
+// baseURL is the gateway's external base URL: public_url, else the
+// request's own scheme and Host (behind a TLS-terminating proxy, set
+// public_url: X-Forwarded-* headers are not trusted).
+func (g *Gateway) baseURL(r *http.Request) string {
+	if u := g.conf().PublicURL; u != "" {
+		return strings.TrimRight(u, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// resourcePath is the path part of a route's resource identifier: the
+// request path without a legacy-SSE suffix or trailing slash, so that
+// /mcp, /mcp/calc, /calc/mcp and /toolset/x/mcp are distinct resources
+// and /mcp/sse shares /mcp's. The root legacy endpoints (/sse, /messages)
+// are the /mcp route.
+func resourcePath(path string) string {
+	base, _ := splitEndpoint(path)
+	if base == "" {
+		return "/mcp"
+	}
+	return base
+}
+
+// resourceOf is the resource identifier (RFC 8707) of the route r is for.
+func (g *Gateway) resourceOf(r *http.Request) string {
+	return g.baseURL(r) + resourcePath(r.URL.Path)
+}
+
+// prmURL is the protected resource metadata URL of the route r is for:
+// the well-known URI with the route's path inserted (RFC 9728 section 3.1).
+func (g *Gateway) prmURL(r *http.Request) string {
+	return g.baseURL(r) + wellKnownPRM + resourcePath(r.URL.Path)
+}
+
+// scopesOf are the scopes the gateway asks for: mcpgate's own when its
+// authorization server is on, and every issuer's required scopes.
+func scopesOf(cfg *config.Config) []string {
+	var out []string
+	if cfg.Auth == nil {
+		return nil
+	}
+	if cfg.Auth.Login != nil {
+		out = append(out, scopeMCP)
+	}
+	for _, is := range cfg.Auth.OIDC {
+		for _, s := range is.RequiredScopes {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// serveProtectedResource answers the metadata of the route named by the
+// path after the well-known prefix (the root document is /mcp's).
+func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) {
+	cfg := g.conf()
+	if !oauthEnabled(cfg) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"})
+		return
+	}
+	path := strings.TrimPrefix(r.URL.Path, wellKnownPRM)
+	if path == "" || path == "/" {
+		path = "/mcp"
+	}
+	_, _, ok := g.routeFor(path, "")
+	if name, isToolset := toolsetOf(resourcePath(path)); isToolset {
+		_, ok = cfg.Toolsets[name]
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "no MCP route at " + path})
+		return
+	}
+	base := g.baseURL(r)
+	md := oauth.ProtectedResourceMetadata{
+		Resource:               base + resourcePath(path),
+		ScopesSupported:        scopesOf(cfg),
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "mcpgate",
+	}
+	if cfg.Auth.Login != nil {
+		md.AuthorizationServers = append(md.AuthorizationServers, base)
+	}
+	for _, is := range cfg.Auth.OIDC {
+		md.AuthorizationServers = append(md.AuthorizationServers, is.Issuer)
+	}
+	w.Header().Set("Cache-Control", "max-age=300")
+	// Clients in a browser read it cross-origin (RFC 9728 section 3).
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	writeJSON(w, http.StatusOK, md)
+}
+
+// challenge adds the WWW-Authenticate header of an OAuth-enabled gateway
+// to an authentication failure: the route's metadata URL, the scopes it
+// takes, and why a presented token was refused (RFC 6750 section 3, RFC
+// 9728 section 5.1).
+func (g *Gateway) challenge(f *callers.Failure, r *http.Request) {
+	cfg := g.conf()
+	if !oauthEnabled(cfg) || (f.Status != http.StatusUnauthorized && f.OAuth == nil) {
+		return
+	}
+	c := oauth.Challenge{ResourceMetadata: g.prmURL(r), Scope: strings.Join(scopesOf(cfg), " ")}
+	if e := f.OAuth; e != nil {
+		c.Error, c.ErrorDescription = e.Code, e.Description
+		if len(e.Scopes) > 0 {
+			c.Scope = strings.Join(e.Scopes, " ")
+		}
+	}
+	if f.Header == nil {
+		f.Header = http.Header{}
+	}
+	f.Header.Set("WWW-Authenticate", c.String())
+}
+
+// tokenInQuery reports whether r carries an OAuth access token in its
+// query string, which the MCP authorization spec forbids (it would end up
+// in logs and browser history).
+func tokenInQuery(r *http.Request) bool {
+	return r.URL.RawQuery != "" && r.URL.Query().Has("access_token")
+}
