@@ -74,7 +74,10 @@ func newRig(t *testing.T) *rig {
 		},
 		Toolsets:     map[string]*config.Toolset{"support": {Servers: map[string][]string{"notes": {"read"}}}},
 		AccessGroups: map[string][]string{"readonly": {"notes"}},
-		Auth:         &config.CallerAuth{MasterKey: master},
+		Auth: &config.CallerAuth{MasterKey: master, Grants: []config.Grant{
+			{Team: "calc-team", Servers: []string{"calc"}, DenyTools: map[string][]string{"calc": {"sub"}}},
+			{Role: "reader", AccessGroups: []string{"readonly"}, Servers: []string{}},
+		}},
 	}
 	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -247,6 +250,26 @@ func TestToolsExplainAndCallAsKey(t *testing.T) {
 		code, out := r.do(t, "POST", "/admin/v1/tools/call", master, `{"name":"`+tc.tool+`","arguments":{},"key":"`+tc.key+`"}`)
 		if got := code == 200 && strings.Contains(out, "called "); got != tc.allowed {
 			t.Errorf("call %s as %s: %d %s", tc.tool, tc.key, code, out)
+		}
+	}
+	// A JWT caller's view, by user, team and role (SPEC S5.3): what the
+	// grants give it.
+	for _, tc := range []struct {
+		query, tool string
+		allowed     bool
+	}{
+		{"user=ann&team=calc-team", "calc__add", true},
+		{"user=ann&team=calc-team", "calc__sub", false},
+		{"user=ann&team=calc-team", "notes__read", false},
+		{"user=ann&role=reader", "notes__read", true},
+		{"user=ann&role=reader", "calc__add", false},
+		{"user=ann&team=calc-team&role=reader", "notes__read", true},
+		{"user=nobody", "calc__add", false},
+	} {
+		_, body := r.do(t, "GET", "/admin/v1/explain?"+tc.query+"&tool="+tc.tool, master, "")
+		var ex ExplainView
+		if err := json.Unmarshal([]byte(body), &ex); err != nil || ex.Allowed != tc.allowed || ex.User != "ann" && ex.User != "nobody" {
+			t.Errorf("explain %s %s: %s", tc.query, tc.tool, body)
 		}
 	}
 	if code, body := r.do(t, "POST", "/admin/v1/tools/call", master, `{"name":"calc__add","arguments":[1]}`); code != 400 || !strings.Contains(body, "arguments: must be a JSON object") {

@@ -85,6 +85,7 @@ type ExplainView struct {
 	Allowed bool   `json:"allowed"`
 	Rule    string `json:"rule"`
 	Key     string `json:"key,omitempty"`
+	User    string `json:"user,omitempty"`
 	Route   string `json:"route"`
 	Server  string `json:"server,omitempty"`
 	Tool    string `json:"tool"`
@@ -98,9 +99,18 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Bad Request", "tool: required")
 		return
 	}
-	c, ok := a.callerFor(w, r, q.Get("key"))
-	if !ok {
-		return
+	var c *callers.Caller
+	if s := (callers.Subject{User: q.Get("user"), Teams: q["team"], Roles: q["role"]}); q.Get("key") == "" && (s.User != "" || len(s.Teams) > 0 || len(s.Roles) > 0) {
+		// A JWT caller with this user, teams and roles (SPEC S5.3): what
+		// the grants give it.
+		jc := callers.FromGrants(callers.GrantsOf(a.o.Config), s)
+		jc.User = s.User
+		c = &jc
+	} else {
+		var ok bool
+		if c, ok = a.callerFor(w, r, q.Get("key")); !ok {
+			return
+		}
 	}
 	route := q.Get("route")
 	if route == "" {
@@ -111,7 +121,7 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		a.routeError(w, err)
 		return
 	}
-	v := ExplainView{Allowed: ex.Decision.Allowed, Rule: ex.Decision.Rule, Key: q.Get("key"), Route: route, Server: ex.Server, Tool: tool, Steps: ex.Steps}
+	v := ExplainView{Allowed: ex.Decision.Allowed, Rule: ex.Decision.Rule, Key: q.Get("key"), User: q.Get("user"), Route: route, Server: ex.Server, Tool: tool, Steps: ex.Steps}
 	if ex.Denied != nil {
 		v.Allowed, v.Rule = false, ex.Denied.Rule
 	}

@@ -30,7 +30,7 @@ var docs = map[string]opDoc{
 	"GET /toolsets":               {summary: "Toolsets and their tools", response: "Toolsets", status: "200"},
 	"GET /tools":                  {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
 	"POST /tools/call":            {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
-	"GET /explain":                {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "route", "tool"}},
+	"GET /explain":                {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
 	"GET /sessions":               {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
 	"POST /sessions/terminate":    {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
 	"GET /audit":                  {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
