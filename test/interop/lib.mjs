@@ -60,7 +60,11 @@ export function spawnLogged(label, cmd, args, opts = {}) {
 export async function stopChild(child, signal = "SIGTERM", graceMs = 10_000) {
   if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exited;
   child.kill(signal);
-  const res = await Promise.race([child.exited, sleep(graceMs).then(() => null)]);
+  // The grace timer is cleared once the child exits: left running, it kept
+  // the test file's process alive for graceMs after its last test.
+  let timer;
+  const res = await Promise.race([child.exited, new Promise((r) => (timer = setTimeout(() => r(null), graceMs)))]);
+  clearTimeout(timer);
   if (res) return res;
   child.kill("SIGKILL");
   await child.exited;
