@@ -627,12 +627,15 @@ func TestUnknownKidOnColdCache(t *testing.T) {
 	ti := newTestIssuer(t, ecTestKey())
 	v, _ := testVerifier(t, newFakeClock(), ti.config())
 	forged := sign(t, testKey{"never", jose.ES256, otherECKey()}, ti.claims(), nil)
-	for range 5 {
+	for i := range 5 {
 		_, err := verify(v, forged)
 		checkRejection(t, err, "unknown key")
-	}
-	if n := ti.jwksHits(); n < 1 || n > 2 {
-		t.Errorf("JWKS fetched %d times; want 1 or 2", n)
+		// The first token fetches the keys once (not again for its kid,
+		// they are brand new); the second may re-fetch, then the rate
+		// limit holds.
+		if want := min(i+1, 2); ti.jwksHits() != want {
+			t.Errorf("after %d tokens, JWKS fetched %d times; want %d", i+1, ti.jwksHits(), want)
+		}
 	}
 }
 
