@@ -35,7 +35,7 @@ go test -count=1 -timeout 5m ./test/chaos/
 
 step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/store/...
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/store/...
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-8s}"
@@ -77,6 +77,9 @@ fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
+fuzz ./internal/oauth/ FuzzVerify
+fuzz ./internal/oauth/ FuzzChallenge
+fuzz ./internal/oauth/ FuzzParseChallenges
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"
