@@ -2,7 +2,8 @@
 # Runs the TypeScript-SDK interop tests (test/interop/*.test.mjs) with Node 22
 # from test/interop: the MCP TypeScript SDK client talks through a freshly
 # built mcpgate to the reference "everything" server, which the gateway
-# reaches over stdio and over streamable HTTP.
+# reaches over stdio and over streamable HTTP; idp.test.mjs proves the test
+# IdP (idp.mjs, oidc-provider) and the test browser (browser.mjs).
 #
 # Usage:
 #   scripts/interop-ts.sh [node --test options...]
@@ -19,8 +20,10 @@
 #   INTEROP_GATEWAY_BIN  test this mcpgate binary instead of building one.
 #   INTEROP_VERBOSE=1    stream gateway and upstream stderr.
 #
-# Then runs the Go interop test test/interop/modern (go-sdk client speaking
-# 2026-07-28 through mcpgate to server-everything; `go test -tags interop`).
+# Then runs the Go interop tests (`go test -tags interop`): test/interop/modern
+# (go-sdk client speaking 2026-07-28 through mcpgate to server-everything) and
+# test/interop/idp (the Go helper that starts idp.mjs: machine tokens, key
+# rotation, JWKS fetch counts).
 #
 # Exit status: node's (0 when every test passed, 1 when any failed), 124/137
 # on timeout, 2 on setup errors; 1 if node passed but the Go test failed.
@@ -68,6 +71,18 @@ go_rc=$?
 set -e
 if [[ $go_rc -ne 0 ]]; then
   echo "interop-ts.sh: go-sdk 2026-07-28 interop test failed (exit $go_rc)" >&2
+  if [[ $rc -eq 0 ]]; then rc=1; fi
+fi
+
+# The Go test IdP helper (test/interop/idp) against the real idp.mjs. A few
+# seconds.
+echo "interop-ts.sh: go test -tags interop ./test/interop/idp/" >&2
+set +e
+MCPGATE_NODE="$node22" go test -tags interop -count=1 -timeout 120s ./test/interop/idp/
+idp_rc=$?
+set -e
+if [[ $idp_rc -ne 0 ]]; then
+  echo "interop-ts.sh: test IdP Go test failed (exit $idp_rc)" >&2
   if [[ $rc -eq 0 ]]; then rc=1; fi
 fi
 exit "$rc"

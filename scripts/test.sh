@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs the whole suite: Go vet and unit,
 # end-to-end and race tests, the chaos suite (test/chaos), short fuzz runs,
-# the TypeScript-SDK and server-everything interop test, and the MCP
-# conformance suite against the conformance fixture directly and through
-# the gateway.
+# the TypeScript-SDK and server-everything interop test, the test IdP
+# (oidc-provider) and test browser, and the MCP conformance suite against
+# the conformance fixture directly and through the gateway.
 #
 # Usage: bash scripts/test.sh        (the README's test command; .ci/run)
 # Env:   FUZZTIME (default 8s per fuzz target), SKIP_INTEROP=1 for a
@@ -22,7 +22,7 @@ step "gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
 if [[ -n "$unformatted" ]]; then echo "gofmt would change: $unformatted"; exit 1; fi
 go vet ./...
-go vet -tags interop ./test/interop/modern/
+go vet -tags interop ./test/interop/modern/ ./test/interop/idp/
 
 step "go test (all packages but the chaos suite)"
 go test -count=1 -timeout 10m $(go list ./... | grep -v '/test/chaos$')
@@ -35,7 +35,7 @@ go test -count=1 -timeout 5m ./test/chaos/
 
 step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/store/...
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/store/...
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-8s}"
@@ -77,9 +77,12 @@ fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
+fuzz ./internal/oauth/ FuzzVerify
+fuzz ./internal/oauth/ FuzzChallenge
+fuzz ./internal/oauth/ FuzzParseChallenges
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
-  step "interop: TypeScript SDK client + server-everything through mcpgate"
+  step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"
   bash scripts/interop-ts.sh
 
   step "conformance suite against the fixture directly"

@@ -1,8 +1,9 @@
 // Helpers shared by the interop tests (test/interop/*.test.mjs): building
 // mcpgate and other Go packages (INTEROP_GATEWAY_BIN), free ports, polling,
 // child processes whose output is kept for diagnostics (INTEROP_VERBOSE=1
-// streams it), starting the gateway on a YAML config, subtests that carry
-// diagnostics, and fixtures set up on first use and torn down after the file.
+// streams it), starting the gateway on a YAML config, starting the test IdP
+// (idp.mjs), subtests that carry diagnostics, and fixtures set up on first
+// use and torn down after the file.
 
 import { after } from "node:test";
 import assert from "node:assert/strict";
@@ -60,7 +61,11 @@ export function spawnLogged(label, cmd, args, opts = {}) {
 export async function stopChild(child, signal = "SIGTERM", graceMs = 10_000) {
   if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exited;
   child.kill(signal);
-  const res = await Promise.race([child.exited, sleep(graceMs).then(() => null)]);
+  // The grace timer is cleared once the child exits: left running, it kept
+  // the test file's process alive for graceMs after its last test.
+  let timer;
+  const res = await Promise.race([child.exited, new Promise((r) => (timer = setTimeout(() => r(null), graceMs)))]);
+  clearTimeout(timer);
   if (res) return res;
   child.kill("SIGKILL");
   await child.exited;
@@ -198,4 +203,45 @@ export function lazyFixture(setup, teardown) {
     await teardown();
   });
   return () => (started ??= setup());
+}
+
+// ---------------------------------------------------------------------------
+// the test IdP (idp.mjs)
+
+/**
+ * Starts idp.mjs (oidc-provider on loopback) as a child of this process
+ * with config (see the top of idp.mjs; undefined: its DEFAULT_CONFIG) and
+ * waits for its ready line. Its stdin is a pipe that only this process
+ * holds, so it exits when this process does. Returns
+ * { child, issuer, pid, rotate(), stats() } (the control endpoints).
+ */
+export async function startIdP({ config, port = 0, label = "idp" } = {}) {
+  const env = { ...process.env };
+  delete env.IDP_CONFIG_FILE;
+  if (config === undefined) delete env.IDP_CONFIG;
+  else env.IDP_CONFIG = JSON.stringify(config);
+  const { child, value } = await startLogged({
+    label,
+    cmd: process.execPath,
+    args: [path.join(HERE, "idp.mjs"), "--port", String(port)],
+    opts: { env, stdio: ["pipe", "pipe", "pipe"] },
+    what: "idp.mjs to print its ready line",
+    ms: 15_000,
+    ready: (c) => {
+      const line = /^(\{"issuer"[^\n]*\})\n/m.exec(c.logText)?.[1];
+      return line ? JSON.parse(line) : undefined;
+    },
+  });
+  const control = async (method, what) => {
+    const res = await fetch(`${value.issuer}/__control/${what}`, { method, signal: AbortSignal.timeout(10_000) });
+    if (res.status !== 200) throw new Error(`${method} /__control/${what}: HTTP ${res.status}`);
+    return res.json();
+  };
+  return {
+    child,
+    issuer: value.issuer,
+    pid: value.pid,
+    rotate: () => control("POST", "rotate"),
+    stats: () => control("GET", "stats"),
+  };
 }
