@@ -74,11 +74,12 @@ if [[ $go_rc -ne 0 ]]; then
   if [[ $rc -eq 0 ]]; then rc=1; fi
 fi
 
-# The Go test IdP helper (test/interop/idp) against the real idp.mjs. A few
-# seconds.
-echo "interop-ts.sh: go test -tags interop ./test/interop/idp/" >&2
+# The Go test IdP helper (test/interop/idp) against the real idp.mjs, and
+# mcpgate's identity features against that IdP (test/interop/identity). A
+# few seconds each.
+echo "interop-ts.sh: go test -tags interop ./test/interop/idp/ ./test/interop/identity/" >&2
 set +e
-MCPGATE_NODE="$node22" go test -tags interop -count=1 -timeout 120s ./test/interop/idp/
+MCPGATE_NODE="$node22" go test -tags interop -count=1 -timeout 240s ./test/interop/idp/ ./test/interop/identity/
 idp_rc=$?
 set -e
 if [[ $idp_rc -ne 0 ]]; then

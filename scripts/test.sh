@@ -22,7 +22,7 @@ step "gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
 if [[ -n "$unformatted" ]]; then echo "gofmt would change: $unformatted"; exit 1; fi
 go vet ./...
-go vet -tags interop ./test/interop/modern/ ./test/interop/idp/
+go vet -tags interop ./test/interop/modern/ ./test/interop/idp/ ./test/interop/identity/
 
 step "go test (all packages but the chaos suite)"
 go test -count=1 -timeout 10m $(go list ./... | grep -v '/test/chaos$')

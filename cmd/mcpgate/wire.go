@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -60,7 +61,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	if cfg.Auth != nil {
 		master = cfg.Auth.MasterKey
 	}
-	auth := callers.New(callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log})
+	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, Grants: callers.GrantsOf(cfg)}
+	var local []oauth.LocalIssuer
+	if cfg.Auth != nil && (len(cfg.Auth.OIDC) > 0 || len(local) > 0) {
+		copts.Tokens = oauth.NewVerifier(oauth.VerifierOptions{Issuers: cfg.Auth.OIDC, Local: local, Logger: log})
+	}
+	auth := callers.New(copts)
 	m := metrics.New()
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
 	g := gateway.New(gateway.Options{
