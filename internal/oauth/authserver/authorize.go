@@ -30,14 +30,17 @@ type authParams struct {
 // here may be redirected to the client. It does no I/O (FuzzAuthorize).
 func checkAuthorizeParams(q url.Values, issuer string) (authParams, *oauthError) {
 	var p authParams
+	// The state goes back with any error, so it is read first; a state
+	// sent twice or too long to echo is not.
+	if len(q["state"]) == 1 && len(q.Get("state")) <= maxStateLen {
+		p.state = q.Get("state")
+	}
 	for _, vs := range q {
 		if len(vs) > 1 {
 			return p, errInvalidRequest("a parameter is repeated")
 		}
 	}
-	p.state = q.Get("state")
-	if len(p.state) > maxStateLen {
-		p.state = ""
+	if len(q.Get("state")) > maxStateLen {
 		return p, errInvalidRequest("state is too long")
 	}
 	if rt := q.Get("response_type"); rt != "code" {

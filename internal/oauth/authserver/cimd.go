@@ -119,7 +119,7 @@ func newMetadataFetcher(hc *http.Client, allowPrivate bool, now func() time.Time
 // invalid_client errors whose description is safe to show.
 func (f *metadataFetcher) get(ctx context.Context, id string) (*client, error) {
 	if err := checkMetadataURL(id, f.allowPrivate); err != nil {
-		return nil, errInvalidClient(err.Error(), false)
+		return nil, errBadClient(err.Error())
 	}
 	now := f.now()
 	f.mu.Lock()
@@ -174,7 +174,7 @@ func (f *metadataFetcher) fetch(ctx context.Context, id string) (*client, time.D
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
-		return nil, 0, errInvalidClient("the client_id URL is not valid", false)
+		return nil, 0, errBadClient("the client_id URL is not valid")
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := f.hc.Do(req)
@@ -183,22 +183,22 @@ func (f *metadataFetcher) fetch(ctx context.Context, id string) (*client, time.D
 		if errors.Is(err, errBlockedAddress) {
 			desc = "the client metadata document is on an address that is not allowed"
 		}
-		return nil, 0, &oauthError{Status: http.StatusBadRequest, Code: "invalid_client", Description: desc, Err: err}
+		return nil, 0, errBadClient(desc, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, 0, errInvalidClient(fmt.Sprintf("the client metadata document URL answered %d", resp.StatusCode), false)
+		return nil, 0, errBadClient(fmt.Sprintf("the client metadata document URL answered %d", resp.StatusCode))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, metadataMaxSize+1))
 	if err != nil {
-		return nil, 0, &oauthError{Status: http.StatusBadRequest, Code: "invalid_client", Description: "the client metadata document could not be read", Err: err}
+		return nil, 0, errBadClient("the client metadata document could not be read", err)
 	}
 	if len(body) > metadataMaxSize {
-		return nil, 0, errInvalidClient("the client metadata document is larger than 64 KiB", false)
+		return nil, 0, errBadClient("the client metadata document is larger than 64 KiB")
 	}
 	c, err := parseMetadataDocument(id, body)
 	if err != nil {
-		return nil, 0, errInvalidClient(err.Error(), false)
+		return nil, 0, errBadClient(err.Error())
 	}
 	return c, cacheLifetime(resp.Header.Get("Cache-Control")), nil
 }

@@ -198,22 +198,30 @@ func (cs *codeStore) add(hash string, c *authCode, now time.Time) bool {
 	return true
 }
 
-// redeem marks a live code used and returns a copy of it. A code used
-// before comes back with used set (and its family), so the caller can
-// revoke what was issued from it; an unknown or expired code is nil.
-func (cs *codeStore) redeem(hash string, now time.Time) *authCode {
+// redeem uses a live code: check (the client, redirect URI, issuer and
+// PKCE bindings) runs under the lock, and only a code that passes it is
+// marked used, so that a request that could not have redeemed the code
+// does not burn it for its rightful client. A code used before comes back
+// with reused set (and the family it gave, if known yet), so the caller
+// can revoke what was issued from it, whoever presents it. An unknown or
+// expired code is nil.
+func (cs *codeStore) redeem(hash string, now time.Time, check func(*authCode) error) (c *authCode, reused bool, err error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	c, ok := cs.codes[hash]
-	if !ok || !now.Before(c.keep) || !c.used && !now.Before(c.expires) {
-		return nil
+	live, ok := cs.codes[hash]
+	if !ok || !now.Before(live.keep) || !live.used && !now.Before(live.expires) {
+		return nil, false, nil
 	}
-	out := *c
-	if c.used {
-		c.reused = true
+	out := *live
+	if live.used {
+		live.reused = true
+		return &out, true, nil
 	}
-	c.used = true
-	return &out
+	if err := check(&out); err != nil {
+		return nil, false, err
+	}
+	live.used = true
+	return &out, false, nil
 }
 
 // setFamily records the refresh token family issued from a redeemed code

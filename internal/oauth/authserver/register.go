@@ -291,17 +291,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // invalid_client, safe to show.
 func (s *Server) lookupClient(r *http.Request, id string) (*client, error) {
 	if id == "" {
-		return nil, errInvalidClient("client_id is missing", false)
+		return nil, errBadClient("client_id is missing")
 	}
 	if len(id) > maxClientIDLen {
-		return nil, errInvalidClient("client_id is too long", false)
+		return nil, errBadClient("client_id is too long")
 	}
 	if isURLClientID(id) {
 		return s.meta.get(r.Context(), id)
 	}
 	o, err := s.store.GetObject(r.Context(), store.KindOAuthClient, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errInvalidClient("unknown client_id", false)
+		return nil, errBadClient("unknown client_id")
 	}
 	if err != nil {
 		return nil, err

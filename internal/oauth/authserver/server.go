@@ -330,6 +330,12 @@ func errInvalidGrant(desc string) *oauthError {
 	return &oauthError{Status: http.StatusBadRequest, Code: "invalid_grant", Description: desc}
 }
 
+// errBadClient is invalid_client where no client authentication was
+// attempted (an authorization request names an unusable client), so 400.
+func errBadClient(desc string, cause ...error) *oauthError {
+	return &oauthError{Status: http.StatusBadRequest, Code: "invalid_client", Description: desc, Err: errors.Join(cause...)}
+}
+
 func errInvalidClient(desc string, basic bool) *oauthError {
 	return &oauthError{Status: http.StatusUnauthorized, Code: "invalid_client", Description: desc, Basic: basic}
 }

@@ -193,11 +193,28 @@ func (s *Server) redeemCode(r *http.Request, c *client, form url.Values) (*token
 	}
 	now := s.now()
 	hash := sha256Hex(code)
-	ac := s.codes.redeem(hash, now)
+	iss := s.Issuer(r)
+	ac, reused, err := s.codes.redeem(hash, now, func(ac *authCode) error {
+		switch {
+		case ac.clientID != c.ID:
+			return errInvalidGrant("the code was issued to another client")
+		case form.Get("redirect_uri") != ac.redirectURI:
+			return errInvalidGrant("redirect_uri does not match the authorization request")
+		case ac.issuer != iss:
+			return errInvalidGrant("the code was issued by another issuer")
+		case !validVerifier(verifier) || subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(ac.challenge)) != 1:
+			return errInvalidGrant("code_verifier does not match the code_challenge")
+		case form.Get("resource") != "" && form.Get("resource") != ac.resource:
+			return &oauthError{Status: http.StatusBadRequest, Code: "invalid_target", Description: "resource differs from the authorization request"}
+		}
+		return nil
+	})
 	switch {
+	case err != nil:
+		return nil, err
 	case ac == nil:
 		return nil, errInvalidGrant("the code is unknown or expired")
-	case ac.used:
+	case reused:
 		// OAuth 2.1 section 4.1.3: a code used twice may have been
 		// stolen, so what the first use got is revoked.
 		if ac.family != "" {
@@ -207,17 +224,6 @@ func (s *Server) redeemCode(r *http.Request, c *client, form url.Values) (*token
 		}
 		s.logger.Warn("oauth code reused; its tokens are revoked", attrClient, ac.clientID)
 		return nil, errInvalidGrant("the code was already used")
-	case ac.clientID != c.ID:
-		return nil, errInvalidGrant("the code was issued to another client")
-	case form.Get("redirect_uri") != ac.redirectURI:
-		return nil, errInvalidGrant("redirect_uri does not match the authorization request")
-	case ac.issuer != s.Issuer(r):
-		return nil, errInvalidGrant("the code was issued by another issuer")
-	case !validVerifier(verifier) || subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(ac.challenge)) != 1:
-		return nil, errInvalidGrant("code_verifier does not match the code_challenge")
-	}
-	if res := form.Get("resource"); res != "" && res != ac.resource {
-		return nil, &oauthError{Status: http.StatusBadRequest, Code: "invalid_target", Description: "resource differs from the authorization request"}
 	}
 	fam := familyRecord{ClientID: c.ID, Issuer: ac.issuer, Scope: ac.scope, Resource: ac.resource,
 		Person: recordOf(ac.person), Created: now.UTC(), Expires: now.Add(s.login.RefreshTokenTTL).UTC()}
