@@ -141,6 +141,15 @@ func TestIdPFlow(t *testing.T) {
 	wantTokens(t, h.redeem(reg.ClientID, h.codeFrom(p, "s-2"), pk2))
 }
 
+// TestIdPConfidential: mcpgate authenticates at the IdP's token endpoint
+// with client_secret_basic when it has a secret.
+func TestIdPConfidential(t *testing.T) {
+	h := newHarness(t, withIdPSecret("s3cret/with+chars"))
+	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
+	pk := newPKCE()
+	wantTokens(t, h.redeem(reg.ClientID, h.login(newBrowser(t, redirect), reg.ClientID, pk, nil), pk))
+}
+
 // TestMetadataDocumentFlow uses a client ID metadata document served by
 // the client instead of a registration.
 func TestMetadataDocumentFlow(t *testing.T) {

@@ -108,6 +108,7 @@ type fakeIdP struct {
 	iss          string               // iss sent back: "" = the issuer, "-" = none
 	stateSuffix  string               // appended to the state sent back
 	claims       func(map[string]any) // edits the ID token's claims
+	now          func() time.Time     // the IdP's clock: the harness's
 	clientSecret string               // when set, /token requires Basic auth with it
 
 	mu    sync.Mutex
@@ -128,7 +129,7 @@ func newFakeIdP(t testing.TB) *fakeIdP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeIdP{t: t, key: key, signer: signer, advertiseIss: true, codes: map[string]idpGrant{}}
+	f := &fakeIdP{t: t, key: key, signer: signer, advertiseIss: true, now: time.Now, codes: map[string]idpGrant{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", f.discovery)
 	mux.HandleFunc("GET /jwks", f.jwks)
@@ -194,7 +195,10 @@ func (f *fakeIdP) token(w http.ResponseWriter, r *http.Request) {
 	clientID := r.PostForm.Get("client_id")
 	if f.clientSecret != "" {
 		id, secret, ok := r.BasicAuth()
-		if !ok || secret != f.clientSecret {
+		// RFC 6749 section 2.3.1: form-encoded, then base64.
+		id, _ = url.QueryUnescape(id)
+		secret, _ = url.QueryUnescape(secret)
+		if !ok || secret != f.clientSecret || r.PostForm.Get("client_secret") != "" {
 			fail("invalid_client")
 			return
 		}
@@ -208,7 +212,7 @@ func (f *fakeIdP) token(w http.ResponseWriter, r *http.Request) {
 		fail("invalid_grant")
 		return
 	}
-	now := time.Now()
+	now := f.now()
 	claims := map[string]any{
 		"iss": f.issuer(), "sub": "u-123", "aud": clientID, "exp": now.Add(5 * time.Minute).Unix(), "iat": now.Unix(),
 		"nonce": g.nonce, "email": "ada@example.com", "preferred_username": "ada",
@@ -249,6 +253,11 @@ func withoutIdP() harnessOpt {
 	return func(o *Options, h *harness) { o.Login.Issuer, o.Login.ClientID = "", "" }
 }
 
+// withIdPSecret makes mcpgate a confidential client at the IdP.
+func withIdPSecret(secret string) harnessOpt {
+	return func(o *Options, h *harness) { o.Login.ClientSecret, h.idp.clientSecret = secret, secret }
+}
+
 func withPrivateMetadata() harnessOpt {
 	return func(o *Options, h *harness) { o.Login.AllowPrivateMetadata = true }
 }
@@ -264,6 +273,7 @@ func withDerivedIssuer() harnessOpt {
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
 	h := &harness{t: t, store: openStore(t), clock: &clock{}, idp: newFakeIdP(t), dir: t.TempDir()}
+	h.idp.now = h.clock.Now
 	h.ts = httptest.NewUnstartedServer(nil)
 	base := "http://" + h.ts.Listener.Addr().String()
 	o := Options{
