@@ -77,6 +77,8 @@ fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
+fuzz ./internal/oauth/authserver/ FuzzRegister
+fuzz ./internal/oauth/authserver/ FuzzAuthorize
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate"
