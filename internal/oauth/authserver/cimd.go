@@ -249,7 +249,7 @@ func parseMetadataDocument(id string, body []byte) (*client, error) {
 // passes only when private addresses are allowed (test rigs).
 func checkMetadataURL(id string, allowPrivate bool) error {
 	u, err := url.Parse(id)
-	if err != nil || u.Host == "" || u.Opaque != "" {
+	if err != nil || u.Host == "" || u.Opaque != "" || !validHost(u.Hostname()) {
 		return errors.New("the client_id URL is not valid")
 	}
 	switch {

@@ -277,6 +277,10 @@ func TestConfidentialClient(t *testing.T) {
 	if reg.ClientSecret == "" {
 		t.Fatal("no client_secret issued")
 	}
+	status, raw := h.postJSON("/oauth/register", oauth.ClientMetadata{RedirectURIs: []string{redirect}, TokenEndpointAuthMethod: "client_secret_post"})
+	if status != http.StatusCreated || !strings.Contains(string(raw), `"client_secret_expires_at":0`) {
+		t.Errorf("registration with a secret lacks client_secret_expires_at: %s", raw)
+	}
 	if o, err := h.store.GetObject(t.Context(), "oauth_client", reg.ClientID); err != nil || strings.Contains(string(o.Doc), reg.ClientSecret) {
 		t.Fatalf("stored client holds the secret (or %v)", err)
 	}
@@ -330,4 +334,24 @@ func TestRevoke(t *testing.T) {
 		t.Errorf("revoke: status %d", got.status)
 	}
 	wantError(t, h.refresh(reg.ClientID, r.RefreshToken), http.StatusBadRequest, "invalid_grant")
+}
+
+// TestRefreshNarrowsScope: a refresh may ask for less than was granted;
+// the next refresh may ask for all of it again.
+func TestRefreshNarrowsScope(t *testing.T) {
+	h := newHarness(t)
+	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
+	pk := newPKCE()
+	r := h.redeem(reg.ClientID, h.login(newBrowser(t, redirect), reg.ClientID, pk, url.Values{"scope": {"mcp offline_access"}}), pk)
+	if r.Scope != "mcp offline_access" {
+		t.Fatalf("granted %q", r.Scope)
+	}
+	r2 := h.token(url.Values{"grant_type": {"refresh_token"}, "client_id": {reg.ClientID}, "refresh_token": {r.RefreshToken}, "scope": {"mcp"}})
+	wantTokens(t, r2)
+	if _, all := h.verifyAccess(r2.AccessToken); r2.Scope != "mcp" || all["scope"] != "mcp" {
+		t.Errorf("narrowed: scope %q, claim %v", r2.Scope, all["scope"])
+	}
+	if r3 := h.refresh(reg.ClientID, r2.RefreshToken); r3.Scope != "mcp offline_access" {
+		t.Errorf("after narrowing: scope %q", r3.Scope)
+	}
 }

@@ -218,7 +218,7 @@ func (k *keyring) rotate(ctx context.Context) error {
 		keys = append([]*signingKey{sk}, keys...)
 	}
 	// Key i stopped signing when key i-1 was created.
-	kept := keys[:1]
+	kept := []*signingKey{keys[0]}
 	for i := 1; i < len(keys); i++ {
 		if now.Before(keys[i-1].created.Add(k.retain)) {
 			kept = append(kept, keys[i])

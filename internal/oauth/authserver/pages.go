@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"html/template"
 	"net/http"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -87,6 +88,8 @@ var consentPage = template.Must(template.Must(pages.Clone()).Parse(`{{define "bo
 </form>
 {{end}}`))
 
+var cspSourceRE = regexp.MustCompile(`^https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]+)?$`)
+
 // securityHeaders are set on every page. formTargets are the origins a
 // form on the page may lead to besides this one: browsers apply
 // form-action to the redirects that follow a submission too, so it names
@@ -95,7 +98,9 @@ func securityHeaders(h http.Header, formTargets ...string) {
 	fa := "'self'"
 	seen := map[string]bool{}
 	for _, t := range formTargets {
-		if t != "" && !seen[t] {
+		// Only scheme://host[:port] of a checked host reaches here; the
+		// test is a second line against a header injection.
+		if t != "" && !seen[t] && cspSourceRE.MatchString(t) {
 			seen[t] = true
 			fa += " " + t
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -163,6 +164,9 @@ func checkRedirectURI(s string) error {
 	if u.User != nil {
 		return errors.New("a redirect URI must not have user info")
 	}
+	if !validHost(u.Hostname()) {
+		return errors.New("a redirect URI's host is not a DNS name or IP address")
+	}
 	switch u.Scheme {
 	case "https":
 		return nil
@@ -173,6 +177,26 @@ func checkRedirectURI(s string) error {
 		return errors.New("an http redirect URI must be on a loopback host (127.0.0.1, [::1] or localhost); others must be https")
 	}
 	return errors.New("a redirect URI must be https, or http on a loopback host")
+}
+
+// validHost accepts a DNS name (letters, digits, dots, hyphens) or an IP
+// address without a zone. url.Parse lets through sub-delimiters such as
+// ";" and "," in hosts, which would be trouble in a Content-Security-Policy
+// or a log line.
+func validHost(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Zone() == ""
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func loopbackHost(h string) bool {
@@ -260,14 +284,24 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.logger.Info("oauth client registered", attrClient, md.ClientID, "client_name", md.ClientName)
-	resp := md
+	resp := registrationResponse{ClientMetadata: md}
 	if secret != "" {
 		resp.ClientSecret = secret // shown once, never stored
-		resp.ClientSecretExpiresAt = 0
+		var never int64
+		resp.ClientSecretExpiresAt = &never
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, resp)
 	return nil
+}
+
+// registrationResponse is RFC 7591 section 3.2.1's answer. With a
+// secret, client_secret_expires_at is required even when it is 0
+// (never), which ClientMetadata's omitempty would drop; the outer field
+// shadows it.
+type registrationResponse struct {
+	oauth.ClientMetadata
+	ClientSecretExpiresAt *int64 `json:"client_secret_expires_at,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

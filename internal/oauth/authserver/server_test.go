@@ -376,6 +376,7 @@ func TestCheckRedirectURI(t *testing.T) {
 		"http://app.example.com/cb": false, "http://127.0.0.2/cb": false, "https://app.example.com/cb#f": false,
 		"https://app.example.com/cb#": false, "myapp://cb": false, "https://u:p@app.example.com/cb": false,
 		"/cb": false, "javascript:alert(1)": false, "http://localhost.evil.example/cb": false,
+		"https://a;b.example/cb": false, "https://a,b/cb": false, "https://[fe80::1%25eth0]/cb": false,
 	} {
 		if got := checkRedirectURI(u) == nil; got != ok {
 			t.Errorf("checkRedirectURI(%q) ok = %v, want %v", u, got, ok)
@@ -417,6 +418,15 @@ func TestMapClaims(t *testing.T) {
 	want := oauth.Identity{User: "s", Email: "e@x", Teams: []string{"t1", "solo"}, Org: "acme", Roles: []string{"r1", "r2"}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("mapClaims (-got +want):\n%s", diff)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	h := http.Header{}
+	securityHeaders(h, "https://idp.example", "http://127.0.0.1:9", "https://a;script-src *", "", "https://idp.example")
+	want := "default-src 'none'; style-src 'self' 'unsafe-inline'; form-action 'self' https://idp.example http://127.0.0.1:9; frame-ancestors 'none'; base-uri 'none'"
+	if got := h.Get("Content-Security-Policy"); got != want {
+		t.Errorf("CSP\n got %s\nwant %s", got, want)
 	}
 }
 

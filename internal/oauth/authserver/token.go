@@ -239,7 +239,7 @@ func (s *Server) redeemCode(r *http.Request, c *client, form url.Values) (*token
 		}
 		return nil, errInvalidGrant("the code was already used")
 	}
-	return s.issue(&fam, refresh, now)
+	return s.issue(&fam, refresh, fam.Scope, now)
 }
 
 // storeRefresh makes a new refresh token for a family, records it, and
@@ -377,29 +377,23 @@ func (s *Server) refresh(r *http.Request, c *client, form url.Values) (*tokenRes
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.issue(fam, next, now)
-	if err != nil {
-		return nil, err
-	}
+	// A narrowed scope is for this access token only; the family keeps
+	// the original grant.
+	scope := fam.Scope
 	if sc := form.Get("scope"); sc != "" {
-		// The narrowed scope is for this access token only; the family
-		// keeps the original grant.
-		if resp.AccessToken, err = s.signAccess(fam, sc, now); err != nil {
-			return nil, err
-		}
-		resp.Scope = sc
+		scope = sc
 	}
-	return resp, nil
+	return s.issue(fam, next, scope, now)
 }
 
 // issue makes the token response for a family.
-func (s *Server) issue(fam *familyRecord, refresh string, now time.Time) (*tokenResponse, error) {
-	at, err := s.signAccess(fam, fam.Scope, now)
+func (s *Server) issue(fam *familyRecord, refresh, scope string, now time.Time) (*tokenResponse, error) {
+	at, err := s.signAccess(fam, scope, now)
 	if err != nil {
 		return nil, err
 	}
 	return &tokenResponse{AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.login.AccessTokenTTL / time.Second),
-		RefreshToken: refresh, Scope: fam.Scope}, nil
+		RefreshToken: refresh, Scope: scope}, nil
 }
 
 func (s *Server) signAccess(fam *familyRecord, scope string, now time.Time) (string, error) {
