@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,7 +241,11 @@ type harness struct {
 	clock *clock
 	idp   *fakeIdP
 	dir   string
+
+	handler atomicHandler // what ts serves; a test may swap in another server
 }
+
+type atomicHandler = atomic.Pointer[http.Handler]
 
 type harnessOpt func(*Options, *harness)
 
@@ -296,7 +301,8 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	}
 	t.Cleanup(func() { srv.Close() })
 	h.srv = srv
-	h.ts.Config.Handler = srv.Handler()
+	h.handler.Store(new(srv.Handler()))
+	h.ts.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.handler.Load()).ServeHTTP(w, r) })
 	h.ts.Start()
 	t.Cleanup(h.ts.Close)
 	h.url = base + strings.TrimSuffix(strings.TrimPrefix(o.PublicURL, base), "/")

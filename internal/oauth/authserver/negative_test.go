@@ -335,9 +335,25 @@ func TestMetadataDocumentErrors(t *testing.T) {
 	t.Run("private address refused", func(t *testing.T) {
 		// https, so only the address guard can refuse it: 127.0.0.1 is
 		// loopback, checked on the dialled address.
+		// (The refusal must come from the guard, before any TLS handshake
+		// with the test server's untrusted certificate.)
 		h := newHarness(t)
 		id := serve(t, true, good)
-		wantErrorPage(t, newBrowser(t, redirect).get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, "invalid_client")
+		p := newBrowser(t, redirect).get(h.authorizeURL(id, redirect, newPKCE(), nil))
+		wantErrorPage(t, p, 400, "invalid_client")
+		if !strings.Contains(p.body, "address that is not allowed") {
+			t.Errorf("refused for another reason:\n%s", p.body)
+		}
+		// A name is judged by the address it resolves to when dialled.
+		byName := strings.Replace(id, "127.0.0.1", "localhost", 1)
+		p = newBrowser(t, redirect).get(h.authorizeURL(byName, redirect, newPKCE(), nil))
+		wantErrorPage(t, p, 400, "invalid_client")
+		if !strings.Contains(p.body, "address that is not allowed") {
+			t.Errorf("localhost refused for another reason:\n%s", p.body)
+		}
+		if got := h.srv.meta.cache; len(got) != 0 {
+			t.Errorf("refused documents cached: %v", got)
+		}
 	})
 	t.Run("http refused", func(t *testing.T) {
 		h := newHarness(t)

@@ -281,6 +281,25 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// TestLoginNoLongerOffered: after a restart with another IdP, refresh
+// tokens of the old IdP's logins are refused.
+func TestLoginNoLongerOffered(t *testing.T) {
+	h := newHarness(t)
+	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
+	pk := newPKCE()
+	r := h.redeem(reg.ClientID, h.login(newBrowser(t, redirect), reg.ClientID, pk, nil), pk)
+	wantTokens(t, r)
+	h.srv.Close()
+	s2, err := New(t.Context(), Options{Login: &config.Login{Issuer: "https://other-idp.example", ClientID: "x"},
+		PublicURL: h.url, Store: h.store, DataDir: h.dir, Now: h.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	h.handler.Store(new(s2.Handler()))
+	wantError(t, h.refresh(reg.ClientID, r.RefreshToken), 400, "invalid_grant")
+}
+
 // TestPurge: expired refresh records and families leave the store.
 func TestPurge(t *testing.T) {
 	h := newHarness(t)

@@ -358,6 +358,12 @@ func (s *Server) refresh(r *http.Request, c *client, form url.Values) (*tokenRes
 			}
 		}
 	}
+	// A login the configuration no longer offers ends at its next
+	// refresh: key logins once keys are off, IdP logins once the IdP
+	// changed.
+	if fam.Person.Key != "" && !s.login.Keys || fam.Person.Key == "" && fam.Person.Issuer != s.login.Issuer {
+		return nil, errInvalidGrant("this login is no longer offered; sign in again")
+	}
 	if fam.Person.Key != "" {
 		if kc, ok := s.keyAuth.(KeyChecker); ok {
 			active, err := kc.KeyActive(ctx, fam.Person.Key)
