@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,7 +140,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) error {
 		redirectURI = c.RedirectURIs[0]
 	case redirectURI == "":
 		return errInvalidRequest("redirect_uri is required")
-	case !containsExact(c.RedirectURIs, redirectURI):
+	case !slices.Contains(c.RedirectURIs, redirectURI): // exact string match
 		return errInvalidRequest("redirect_uri is not registered for this client")
 	}
 	issuer := s.Issuer(r)
@@ -169,15 +170,6 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return s.startIDP(w, r, p.id)
-}
-
-func containsExact(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // bindBrowser returns the digest of the browser's binding cookie, setting
