@@ -80,6 +80,8 @@ fuzz ./internal/mcpwire/ FuzzCheckHeaders
 fuzz ./internal/oauth/ FuzzVerify
 fuzz ./internal/oauth/ FuzzChallenge
 fuzz ./internal/oauth/ FuzzParseChallenges
+fuzz ./internal/oauth/authserver/ FuzzRegister
+fuzz ./internal/oauth/authserver/ FuzzAuthorize
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"

@@ -57,4 +57,7 @@ type ClientMetadata struct {
 	JWKS                    json.RawMessage `json:"jwks,omitempty"`
 	SoftwareID              string          `json:"software_id,omitempty"`
 	SoftwareVersion         string          `json:"software_version,omitempty"`
+	// ApplicationType is OpenID Connect Dynamic Client Registration's
+	// native or web, which MCP clients are asked to send.
+	ApplicationType string `json:"application_type,omitempty"`
 }

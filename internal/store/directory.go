@@ -24,7 +24,24 @@ type Team struct {
 const (
 	KindServer  = "server"
 	KindToolset = "toolset"
+
+	// The built-in OAuth authorization server's records
+	// (internal/oauth/authserver): signing keys (sealed), registered
+	// clients, refresh token families, refresh token digests and
+	// remembered consents. None of them holds a secret in the clear.
+	KindOAuthKey     = "oauth_key"
+	KindOAuthClient  = "oauth_client"
+	KindOAuthFamily  = "oauth_family"
+	KindOAuthRefresh = "oauth_refresh"
+	KindOAuthConsent = "oauth_consent"
 )
+
+// kinds are the object kinds CheckKind accepts.
+var kinds = map[string]bool{
+	KindServer: true, KindToolset: true,
+	KindOAuthKey: true, KindOAuthClient: true, KindOAuthFamily: true,
+	KindOAuthRefresh: true, KindOAuthConsent: true,
+}
 
 // Object is a runtime-managed document (a server or toolset definition).
 type Object struct {
@@ -36,10 +53,10 @@ type Object struct {
 	UpdatedAt time.Time
 }
 
-// CheckKind returns ErrInvalid unless kind is KindServer or KindToolset, so
-// a typo cannot create a collection nobody reads.
+// CheckKind returns ErrInvalid unless kind is one of the Kind constants,
+// so a typo cannot create a collection nobody reads.
 func CheckKind(kind string) error {
-	if kind != KindServer && kind != KindToolset {
+	if !kinds[kind] {
 		return fmt.Errorf("unknown object kind %q: %w", kind, ErrInvalid)
 	}
 	return nil

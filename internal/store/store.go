@@ -125,8 +125,9 @@ type Directory interface {
 	DeleteTeam(ctx context.Context, id string) error      // ErrNotFound
 }
 
-// Objects stores runtime-managed objects (servers, toolsets) as JSON
-// documents whose shape the gateway owns. Names are unique per kind.
+// Objects stores runtime-managed objects (servers, toolsets, the OAuth
+// authorization server's records) as JSON documents whose shape their
+// owner defines. Names are unique per kind.
 type Objects interface {
 	// PutObject creates or replaces a document and returns it as stored;
 	// Version starts at 1 and grows by one on every put, so it can serve as

@@ -20,6 +20,7 @@ var directoryTests = []test{
 var objectTests = []test{
 	{"RoundTrip", testObjectRoundTrip},
 	{"Invalid", testObjectInvalid},
+	{"Kinds", testObjectKinds},
 }
 
 var sessionTests = []test{
@@ -216,6 +217,29 @@ func testObjectInvalid(t *testing.T, s store.Store) {
 	for _, kind := range []string{store.KindServer, store.KindToolset} {
 		if list, err := s.ListObjects(ctx, kind); err != nil || len(list) != 0 {
 			t.Errorf("ListObjects(%s) = %d objects, %v; want none", kind, len(list), err)
+		}
+	}
+}
+
+// testObjectKinds checks that every kind is its own collection: one name
+// under each kind is a separate document.
+func testObjectKinds(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	kinds := []string{store.KindServer, store.KindToolset, store.KindOAuthKey, store.KindOAuthClient,
+		store.KindOAuthFamily, store.KindOAuthRefresh, store.KindOAuthConsent}
+	for i, kind := range kinds {
+		if _, err := s.PutObject(ctx, kind, "same", json.RawMessage(`{"i":`+string(rune('0'+i))+`}`)); err != nil {
+			t.Fatalf("PutObject(%s): %v", kind, err)
+		}
+	}
+	for i, kind := range kinds {
+		list, err := s.ListObjects(ctx, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"i":` + string(rune('0'+i)) + `}`
+		if len(list) != 1 || string(list[0].Doc) != want {
+			t.Errorf("ListObjects(%s) = %v, want one document %s", kind, list, want)
 		}
 	}
 }

@@ -1,0 +1,110 @@
+package authserver
+
+import (
+	"encoding/json"
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// FuzzRegister: the registration body parser never panics, refuses with
+// one of RFC 7591's codes, and what it accepts is registrable as is (it
+// decodes to itself again) and holds nothing a client may not choose.
+func FuzzRegister(f *testing.F) {
+	for _, seed := range []string{
+		`{"redirect_uris":["http://127.0.0.1:3000/cb"]}`,
+		`{"redirect_uris":["https://app.example.com/cb"],"client_name":"App","token_endpoint_auth_method":"client_secret_basic","grant_types":["authorization_code","refresh_token"],"response_types":["code"],"scope":"mcp offline_access","application_type":"native"}`,
+		`{"redirect_uris":["http://app.example.com/cb"]}`,
+		`{"redirect_uris":["https://a/cb#f"],"client_id":"mine","client_secret":"x","jwks":{"keys":[]}}`,
+		`{"redirect_uris":[]}`, `{} {}`, `[]`, `null`, `{"redirect_uris":"https://a/cb"}`,
+		`{"redirect_uris":["http://[::1]/cb"],"client_name":"\u0007"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		md, oe := decodeRegistration(body)
+		if oe != nil {
+			if oe.Status != 400 || (oe.Code != "invalid_redirect_uri" && oe.Code != "invalid_client_metadata") {
+				t.Fatalf("refusal %d %q", oe.Status, oe.Code)
+			}
+			return
+		}
+		if md.ClientID != "" || md.ClientSecret != "" || md.ClientIDIssuedAt != 0 || md.JWKS != nil || md.JWKSURI != "" {
+			t.Fatalf("accepted client-chosen server fields: %+v", md)
+		}
+		if len(md.RedirectURIs) == 0 {
+			t.Fatal("accepted without redirect_uris")
+		}
+		for _, u := range md.RedirectURIs {
+			if err := checkRedirectURI(u); err != nil {
+				t.Fatalf("accepted redirect URI %q: %v", u, err)
+			}
+		}
+		if !slices.Contains(clientAuthMethods, md.TokenEndpointAuthMethod) {
+			t.Fatalf("accepted auth method %q", md.TokenEndpointAuthMethod)
+		}
+		again, err := json.Marshal(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md2, oe := decodeRegistration(again)
+		if oe != nil {
+			t.Fatalf("re-decoding what was accepted: %v", oe)
+		}
+		if diff := cmp.Diff(md2, md); diff != "" {
+			t.Fatalf("not stable (-again +first):\n%s", diff)
+		}
+	})
+}
+
+// FuzzAuthorize: the authorization request checks never panic, refuse
+// with an OAuth error code, and what they accept is a well-formed PKCE
+// challenge, scope and resource of this issuer; the state echoed back is
+// exactly the one sent, or none.
+func FuzzAuthorize(f *testing.F) {
+	const issuer = "https://gw.example/p"
+	ch := s256("verifier-verifier-verifier-verifier-verifier")
+	for _, seed := range []string{
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&state=x&scope=mcp&resource=https%3A%2F%2Fgw.example%2Fp%2Fmcp",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=plain",
+		"response_type=token&state=a&state=b",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&resource=https%3A%2F%2Fgw.example%2Fp%2F..%2Fx",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&scope=a%20%20b",
+		"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		p, oe := checkAuthorizeParams(q, issuer)
+		if p.state != "" && (len(q["state"]) != 1 || p.state != q.Get("state") || len(p.state) > maxStateLen) {
+			t.Fatalf("echoes state %q for %v", p.state, q["state"])
+		}
+		if oe != nil {
+			switch oe.Code {
+			case "invalid_request", "unsupported_response_type", "invalid_scope", "invalid_target":
+			default:
+				t.Fatalf("refusal code %q", oe.Code)
+			}
+			return
+		}
+		if !validChallenge(p.challenge) || q.Get("code_challenge_method") != "S256" || q.Get("response_type") != "code" {
+			t.Fatalf("accepted challenge %q method %q", p.challenge, q.Get("code_challenge_method"))
+		}
+		if !validScope(p.scope) {
+			t.Fatalf("accepted scope %q", p.scope)
+		}
+		if p.resource != issuer && checkResource(p.resource, issuer) != nil {
+			t.Fatalf("accepted resource %q", p.resource)
+		}
+		u, err := url.Parse(p.resource)
+		if err != nil || u.Scheme != "https" || u.Host != "gw.example" {
+			t.Fatalf("accepted resource %q off the issuer's origin", p.resource)
+		}
+	})
+}
