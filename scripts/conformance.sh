@@ -45,6 +45,16 @@
 #                                   fixture, else the gateway's default.
 #   CONFORMANCE_KEEP_LOG=1          --gateway: keep mcpgate's stderr log in
 #                                   /tmp/conformance-gateway.log.
+#   CONFORMANCE_CALLER              --gateway: anonymous (default) or jwt. jwt
+#                                   starts the test IdP (test/interop/idp.mjs,
+#                                   oidc-provider), configures it as the
+#                                   gateway's auth.oidc issuer (grant: role
+#                                   service) and runs the suite through
+#                                   test/fixtures/bearerproxy, which adds a
+#                                   client-credentials token (client machine,
+#                                   scope mcp, resource <gateway>/mcp/fixture)
+#                                   to every request. Afterwards a request to
+#                                   the gateway without the proxy must get 401.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,6 +75,11 @@ fixture_flags=()
 if [[ "${CONFORMANCE_FIXTURE_STATELESS:-0}" == "1" ]]; then
   fixture_flags+=(-stateless)
 fi
+caller="${CONFORMANCE_CALLER:-anonymous}"
+case "$caller" in
+  anonymous|jwt) ;;
+  *) die "CONFORMANCE_CALLER must be anonymous or jwt, not '$caller'" ;;
+esac
 upstream_protocol="${CONFORMANCE_UPSTREAM_PROTOCOL:-}"
 if [[ -z "$upstream_protocol" && ${#fixture_flags[@]} -gt 0 ]]; then
   upstream_protocol="2026-07-28"
@@ -72,6 +87,7 @@ fi
 
 [[ $# -ge 1 ]] || die "usage: $0 URL|--fixture [conformance server options...]"
 target="$1"; shift
+[[ "$caller" == "anonymous" || "$target" == "--gateway" ]] || die "CONFORMANCE_CALLER=$caller needs --gateway"
 
 [[ -x "$NODE22" && -f "$CLI" ]] || die "test deps missing: run scripts/install-test-deps.sh first"
 "$NODE22" --version | grep -q '^v22\.' || die "$NODE22 is not Node 22"
@@ -79,7 +95,17 @@ target="$1"; shift
 workdir="$(mktemp -d)"
 fixture_pid=""
 gateway_pid=""
+proxy_pid=""
+idp_pid=""
+idp_fd=""
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# Runs "$@" in the background. Once the IdP runs, without the write end of
+# its stdin fifo: only this shell holds that, so the IdP ends with it.
+spawn() {
+  if [[ -n "$idp_fd" ]]; then "$@" {idp_fd}>&- & else "$@" & fi
+}
 cleanup() {
+  if [[ -n "$proxy_pid" ]]; then stop_pid "$proxy_pid"; fi
   if [[ -n "$gateway_pid" ]]; then
     kill "$gateway_pid" 2>/dev/null || true
     wait "$gateway_pid" 2>/dev/null || true
@@ -89,6 +115,9 @@ cleanup() {
     kill "$fixture_pid" 2>/dev/null || true
     wait "$fixture_pid" 2>/dev/null || true
   fi
+  # The IdP exits when its stdin (the fifo) closes; SIGTERM for good measure.
+  if [[ -n "$idp_fd" ]]; then exec {idp_fd}>&-; fi
+  if [[ -n "$idp_pid" ]]; then stop_pid "$idp_pid"; fi
   rm -rf "$workdir"
 }
 trap cleanup EXIT
@@ -138,7 +167,34 @@ YAML
   if [[ -n "$upstream_protocol" ]]; then
     echo "    protocol_version: $upstream_protocol" >>"$workdir/gateway.yaml"
   fi
-  "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json >"$workdir/gateway.out" 2>"$workdir/gateway.err" &
+  if [[ "$caller" == "jwt" ]]; then
+    # The test IdP. It exits when its stdin closes: that is a fifo whose
+    # write end this shell holds open (closed in cleanup, or when the shell
+    # dies), so it never outlives the run.
+    (cd "$ROOT" && go build -o "$workdir/bearerproxy" ./test/fixtures/bearerproxy) || die "building the bearer proxy failed"
+    mkfifo "$workdir/idp.in"
+    "$NODE22" "$INTEROP/idp.mjs" --port 0 <"$workdir/idp.in" >"$workdir/idp.out" 2>"$workdir/idp.err" &
+    idp_pid=$!
+    exec {idp_fd}>"$workdir/idp.in"
+    issuer=""
+    for _ in $(seq 1 200); do
+      issuer="$(sed -n 's/.*"issuer":"\([^"]*\)".*/\1/p' "$workdir/idp.out" | head -n1)"
+      [[ -n "$issuer" ]] && break
+      kill -0 "$idp_pid" 2>/dev/null || { cat "$workdir/idp.err" >&2; die "the IdP exited"; }
+      sleep 0.1
+    done
+    [[ -n "$issuer" ]] || { cat "$workdir/idp.err" >&2; die "the IdP did not print its issuer"; }
+    cat >>"$workdir/gateway.yaml" <<YAML
+auth:
+  oidc:
+    - issuer: $issuer
+      claims: {user: sub, roles: realm_access.roles}
+      required_scopes: [mcp]
+  grants:
+    - role: service
+YAML
+  fi
+  spawn "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json >"$workdir/gateway.out" 2>"$workdir/gateway.err"
   gateway_pid=$!
   gurl=""
   for _ in $(seq 1 100); do
@@ -150,6 +206,22 @@ YAML
   [[ -n "$gurl" ]] || { cat "$workdir/gateway.err" >&2; die "gateway did not report its address"; }
   url="$gurl/fixture"
   echo "conformance.sh: fixture (${CONFORMANCE_UPSTREAM:-http}${fixture_flags[*]:+, ${fixture_flags[*]}}${upstream_protocol:+, protocol_version $upstream_protocol}) behind mcpgate at $url" >&2
+  if [[ "$caller" == "jwt" ]]; then
+    # gurl is <base>/mcp; the token is for the route's resource URL.
+    spawn "$workdir/bearerproxy" -target "${gurl%/mcp}" -issuer "$issuer" -client-id machine -client-secret machine-secret \
+      -resource "$url" -scope mcp >"$workdir/proxy.out" 2>"$workdir/proxy.err"
+    proxy_pid=$!
+    purl=""
+    for _ in $(seq 1 200); do
+      purl="$(head -n1 "$workdir/proxy.out" | awk '$1 == "listening" {print $2}')"
+      [[ -n "$purl" ]] && break
+      kill -0 "$proxy_pid" 2>/dev/null || { cat "$workdir/proxy.err" >&2; die "the bearer proxy exited"; }
+      sleep 0.1
+    done
+    [[ -n "$purl" ]] || { cat "$workdir/proxy.err" >&2; die "the bearer proxy did not print its URL"; }
+    echo "conformance.sh: JWT caller: IdP $issuer, client machine, token for $url, via the bearer proxy at $purl" >&2
+    url="$purl/mcp/fixture"
+  fi
 else
   url="$target"
 fi
@@ -162,5 +234,18 @@ rc=$?
 set -e
 if [[ $rc -eq 124 || $rc -eq 137 ]]; then
   echo "conformance.sh: timed out after ${TIMEOUT}s" >&2
+fi
+if [[ "$caller" == "jwt" ]]; then
+  # Not vacuous: the gateway itself, without the proxy's token, refuses.
+  code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X POST \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    --data '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"conformance.sh","version":"1"}}}' \
+    "$gurl/fixture")" || true
+  if [[ "$code" == "401" ]]; then
+    echo "conformance.sh: without a token $gurl/fixture answers 401, as it must" >&2
+  else
+    echo "conformance.sh: FAIL: without a token $gurl/fixture answered ${code:-nothing}, not 401" >&2
+    [[ $rc -ne 0 ]] || rc=1
+  fi
 fi
 exit "$rc"

@@ -3,7 +3,8 @@
 # end-to-end and race tests, the chaos suite (test/chaos), short fuzz runs,
 # the TypeScript-SDK and server-everything interop test, the test IdP
 # (oidc-provider) and test browser, and the MCP conformance suite against
-# the conformance fixture directly and through the gateway.
+# the conformance fixture directly and through the gateway (also with a JWT
+# caller).
 #
 # Usage: bash scripts/test.sh        (the README's test command; .ci/run)
 # Env:   FUZZTIME (default 8s per fuzz target), SKIP_INTEROP=1 for a
@@ -95,6 +96,13 @@ if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
 
   step "conformance suite through mcpgate (/mcp/<fixture>, streamable-HTTP upstream)"
   CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
+
+  # The same, the caller authenticated: mcpgate with the test IdP as its
+  # auth.oidc issuer, every request of the suite carrying a client
+  # credentials JWT for the route (test/fixtures/bearerproxy adds it). Same
+  # results as the run above; then the gateway without a token must say 401.
+  step "conformance suite through mcpgate with a JWT caller (oidc-provider token)"
+  CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
 
   # The 2026-07-28 (stateless) server scenarios of the next suite
   # (conformance-next, 0.2.0-alpha.12): --spec-version 2026-07-28 --suite all
