@@ -36,7 +36,7 @@ go test -count=1 -timeout 5m ./test/chaos/
 
 step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/store/...
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/store/...
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-8s}"

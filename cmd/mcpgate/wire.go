@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -28,6 +29,9 @@ type stack struct {
 	auth    *callers.Authenticator
 	audit   *audit.Writer
 	metrics *metrics.Metrics
+	// authServer is mcpgate's OAuth authorization server; nil without
+	// auth.login.
+	authServer *authserver.Server
 }
 
 // build wires the gateway for cfg: it opens the store in cfg.DataDir,
@@ -62,7 +66,25 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		master = cfg.Auth.MasterKey
 	}
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, Grants: callers.GrantsOf(cfg)}
-	var local []oauth.LocalIssuer
+	var (
+		local []oauth.LocalIssuer
+		as    *authserver.Server
+	)
+	if cfg.Auth != nil && cfg.Auth.Login != nil {
+		var keys authserver.KeyAuthenticator
+		if cfg.Auth.Login.Keys {
+			keys = loginKeys{st}
+		}
+		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, Logger: log})
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("auth.login: %w", err)
+		}
+		// mcpgate's own tokens are verified by the same code as any
+		// issuer's, with its public keys in hand.
+		local = append(local, oauth.LocalIssuer{Match: as.MatchIssuer, Keys: as.PublicKeys,
+			Claims: config.ClaimPaths{User: "user", Email: "email", Teams: "teams", Org: "org", Roles: "roles"}})
+	}
 	if cfg.Auth != nil && (len(cfg.Auth.OIDC) > 0 || len(local) > 0) {
 		copts.Tokens = oauth.NewVerifier(oauth.VerifierOptions{Issuers: cfg.Auth.OIDC, Local: local, Logger: log})
 	}
@@ -81,6 +103,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
 	})
+	if as != nil {
+		g.MountAuthServer(as.Handler())
+	}
 	g.MountAdmin(admin.New(admin.Options{
 		Gateway:      g,
 		Store:        st,
@@ -114,7 +139,42 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
 		}
 	}
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as}, nil
+}
+
+// loginKeys lets a person log in at mcpgate's authorization server with a
+// virtual key (auth.login.keys): the key must be a stored, enabled,
+// unexpired key; the master key is not a login.
+type loginKeys struct{ st store.Store }
+
+func (l loginKeys) AuthenticateKey(ctx context.Context, secret string) (alias, user, team string, err error) {
+	k, err := l.st.GetKeyByHash(ctx, store.HashKey(secret))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", "", "", authserver.ErrKeyRejected
+	case err != nil:
+		return "", "", "", err
+	case k.Disabled || (!k.ExpiresAt.IsZero() && !time.Now().Before(k.ExpiresAt)):
+		return "", "", "", authserver.ErrKeyRejected
+	}
+	user = k.User
+	if user == "" {
+		user = "key:" + k.Alias // tokens name a user; the key's grants apply
+	}
+	return k.Alias, user, k.Team, nil
+}
+
+// KeyActive is authserver.KeyChecker: a refresh of a key login ends when
+// the key does.
+func (l loginKeys) KeyActive(ctx context.Context, alias string) (bool, error) {
+	k, err := l.st.GetKeyByAlias(ctx, alias)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !k.Disabled && (k.ExpiresAt.IsZero() || time.Now().Before(k.ExpiresAt)), nil
 }
 
 // close stops the gateway, then flushes the audit records of the calls it
@@ -122,6 +182,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 func (s *stack) close(ctx context.Context) error {
 	err := s.gw.Close(ctx)
 	s.auth.Close()
+	if s.authServer != nil {
+		s.authServer.Close()
+	}
 	// The flush gets its own budget: a drain that used up ctx must not
 	// cost the records.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

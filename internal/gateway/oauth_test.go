@@ -241,7 +241,7 @@ func TestOAuthRefusals(t *testing.T) {
 	}{
 		{"bad signature", "/mcp", bearer(fakeJWT("forged")), 401, `Bearer ` + prm + `, scope="mcp", error="invalid_token", error_description="signature is not valid"`},
 		{"missing scope", "/mcp", bearer(fakeJWT("scope")), 403, `Bearer ` + prm + `, scope="mcp tools", error="insufficient_scope", error_description="the token lacks a required scope"`},
-		{"token in query", "/mcp?access_token="+fakeJWT("alice"), nil, 400, `Bearer ` + prm + `, scope="mcp", error="invalid_request"`},
+		{"token in query", "/mcp?access_token=" + fakeJWT("alice"), nil, 400, `Bearer ` + prm + `, scope="mcp", error="invalid_request"`},
 	} {
 		status, hdr, body := rpc(t, gw.URL+tc.url, tc.hdr, oauthInit)
 		if status != tc.status || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), tc.challenge) {
