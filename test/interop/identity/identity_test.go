@@ -69,6 +69,13 @@ func (g *gatewayProc) logs() string {
 // over stdio) and waits until it serves.
 func startGateway(t *testing.T, cfg string) *gatewayProc {
 	t.Helper()
+	return startGatewayOn(t, "127.0.0.1:0", cfg)
+}
+
+// startGatewayOn is startGateway on a given listen address, with extra
+// environment variables (KEY=value) for the process.
+func startGatewayOn(t *testing.T, listen, cfg string, env ...string) *gatewayProc {
+	t.Helper()
 	gw, notes := binaries(t)
 	dir := t.TempDir()
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
@@ -77,8 +84,9 @@ func startGateway(t *testing.T, cfg string) *gatewayProc {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(gw, "serve", "--config", path, "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug")
+	cmd := exec.Command(gw, "serve", "--config", path, "--listen", listen, "--log-format", "json", "--log-level", "debug")
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
