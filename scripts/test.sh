@@ -83,6 +83,9 @@ fuzz ./internal/oauth/ FuzzChallenge
 fuzz ./internal/oauth/ FuzzParseChallenges
 fuzz ./internal/oauth/authserver/ FuzzRegister
 fuzz ./internal/oauth/authserver/ FuzzAuthorize
+fuzz ./internal/oauth/ FuzzDiscoveryDocument
+fuzz ./internal/oauth/ FuzzJWKS
+fuzz ./internal/oauth/authserver/ FuzzMetadataDocument
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"

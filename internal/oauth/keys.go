@@ -253,24 +253,33 @@ func (v *Verifier) discover(ctx context.Context, issuer string) (string, error) 
 			}
 			continue
 		}
-		var md AuthServerMetadata
-		// A field of an unexpected type is skipped rather than fatal: IdPs
-		// add odd extensions, and only issuer and jwks_uri matter here.
-		var te *json.UnmarshalTypeError
-		if err := json.Unmarshal(body, &md); err != nil && !errors.As(err, &te) {
+		jwks, err := jwksURIOf(body, issuer)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", u, err))
 			continue
 		}
-		switch {
-		case md.Issuer != issuer:
-			errs = append(errs, fmt.Errorf("%s: names issuer %q, not %q", u, truncate(md.Issuer, 200), issuer))
-		case !fetchableURL(md.JWKSURI):
-			errs = append(errs, fmt.Errorf("%s: jwks_uri missing, or not https", u))
-		default:
-			return md.JWKSURI, nil
-		}
+		return jwks, nil
 	}
 	return "", fmt.Errorf("discover %s: %w", issuer, errors.Join(errs...))
+}
+
+// jwksURIOf decodes a metadata document and returns its jwks_uri when it
+// is issuer's (FuzzDiscoveryDocument).
+func jwksURIOf(body []byte, issuer string) (string, error) {
+	var md AuthServerMetadata
+	// A field of an unexpected type is skipped rather than fatal: IdPs add
+	// odd extensions, and only issuer and jwks_uri matter here.
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(body, &md); err != nil && !errors.As(err, &te) {
+		return "", err
+	}
+	switch {
+	case md.Issuer != issuer:
+		return "", fmt.Errorf("names issuer %q, not %q", truncate(md.Issuer, 200), issuer)
+	case !fetchableURL(md.JWKSURI):
+		return "", errors.New("jwks_uri missing, or not https")
+	}
+	return md.JWKSURI, nil
 }
 
 // fetchJWKS fetches a JWK set, keeping the keys it can use and skipping
@@ -281,11 +290,20 @@ func (v *Verifier) fetchJWKS(ctx context.Context, uri string) ([]jose.JSONWebKey
 	if err != nil {
 		return nil, err
 	}
+	keys, err := decodeJWKS(body)
+	if err != nil {
+		return nil, fmt.Errorf("jwks %s: %w", uri, err)
+	}
+	return keys, nil
+}
+
+// decodeJWKS decodes a JWK set into its usable signing keys (FuzzJWKS).
+func decodeJWKS(body []byte) ([]jose.JSONWebKey, error) {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, fmt.Errorf("jwks %s: %w", uri, err)
+		return nil, err
 	}
 	var set jose.JSONWebKeySet
 	for _, r := range raw.Keys {
@@ -296,7 +314,7 @@ func (v *Verifier) fetchJWKS(ctx context.Context, uri string) ([]jose.JSONWebKey
 	}
 	keys := usableKeys(set)
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("jwks %s: no usable signing key among %d", uri, len(raw.Keys))
+		return nil, fmt.Errorf("no usable signing key among %d", len(raw.Keys))
 	}
 	return keys, nil
 }

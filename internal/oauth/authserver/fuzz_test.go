@@ -108,3 +108,27 @@ func FuzzAuthorize(f *testing.F) {
 		}
 	})
 }
+
+// A fetched client ID metadata document is accepted only when it names its
+// own URL, has redirect URIs that pass the redirect rules, and no secret.
+func FuzzMetadataDocument(f *testing.F) {
+	const id = "https://app.example/client.json"
+	f.Add([]byte(`{"client_id":"https://app.example/client.json","client_name":"A","redirect_uris":["http://127.0.0.1:3000/cb"],"token_endpoint_auth_method":"none"}`))
+	f.Add([]byte(`{"client_id":"https://evil.example/c.json","redirect_uris":["https://evil.example/cb"]}`))
+	f.Add([]byte(`{"client_id":"https://app.example/client.json","redirect_uris":["javascript:alert(1)"]}`))
+	f.Add([]byte(`{"client_id":"https://app.example/client.json","client_secret":"s","redirect_uris":["https://a/cb"]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := parseMetadataDocument(id, body)
+		if err != nil {
+			return
+		}
+		if c.ID != id || len(c.RedirectURIs) == 0 {
+			t.Fatalf("accepted %+v from %q", c, body)
+		}
+		for _, u := range c.RedirectURIs {
+			if checkRedirectURI(u) != nil {
+				t.Fatalf("accepted redirect URI %q", u)
+			}
+		}
+	})
+}
