@@ -241,6 +241,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 // and anonymous callers stay valid; a store failure counts as valid (an
 // outage does not cut every stream).
 func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
+	if c != nil && c.Issuer != "" {
+		// A JWT caller's stream lives as long as its token: the client
+		// reconnects with a refreshed one (and, for a key login, the key).
+		if !c.TokenExpiry.IsZero() && !a.now().Before(c.TokenExpiry.Add(a.skew())) {
+			return false
+		}
+		if c.Alias != "" {
+			_, f := a.loginKey(ctx, c.Alias, a.now())
+			return f == nil || f.Status == http.StatusServiceUnavailable
+		}
+		return true
+	}
 	if c == nil || c.Master || c.Anonymous || c.keyHash == "" {
 		return true
 	}
@@ -254,6 +266,10 @@ func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
 	}
 	return info.caller.ExpiresAt.IsZero() || now.Before(info.caller.ExpiresAt)
 }
+
+// skew is the clock skew a token's expiry is judged with, as the verifier
+// does.
+func (a *Authenticator) skew() time.Duration { return config.DefaultClockSkew }
 
 // noKey answers a request that presented no gateway key.
 func (a *Authenticator) noKey(r *http.Request) (*Caller, *Failure) {

@@ -1,0 +1,130 @@
+package callers
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// tableTokens verifies tokens from a table; it records the resources.
+type tableTokens struct {
+	ids  map[string]*oauth.Identity
+	seen []string
+}
+
+func (tt *tableTokens) Verify(_ context.Context, token, resource string) (*oauth.Identity, error) {
+	tt.seen = append(tt.seen, resource)
+	if id, ok := tt.ids[token]; ok {
+		cp := *id
+		return &cp, nil
+	}
+	return nil, &oauth.TokenError{Description: "signature is not valid"}
+}
+
+func jwtLike(name string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"ES256","typ":"JWT"}`)) + "." + enc([]byte(`{"sub":"`+name+`"}`)) + ".c2ln"
+}
+
+// The union of the grants a person matches: servers add up (absent means
+// all), a server's tools stay limited only when every grant that grants it
+// limits them, a tool is denied only when every such grant denies it, the
+// lowest non-zero rate limit applies; no grant, no server.
+func TestFromGrants(t *testing.T) {
+	grants := []config.Grant{
+		{Team: "platform", Servers: []string{"calc"}, Tools: map[string][]string{"calc": {"add"}}, DenyTools: map[string][]string{"calc": {"drop"}}, RateLimitRPM: 100},
+		{Role: "ops", Servers: []string{"calc", "notes"}, Tools: map[string][]string{"calc": {"sub"}}, DenyTools: map[string][]string{"calc": {"drop", "wipe"}}, RateLimitRPM: 50, Toolsets: []string{"support"}},
+		{User: "root", Admin: true},
+	}
+	for _, tc := range []struct {
+		name string
+		s    Subject
+		want Caller
+	}{
+		{"nobody", Subject{User: "x"}, Caller{Servers: []string{}}},
+		{"team", Subject{User: "ann", Teams: []string{"platform"}},
+			Caller{Servers: []string{"calc"}, Tools: map[string][]string{"calc": {"add"}}, DenyTools: map[string][]string{"calc": {"drop"}}, RateLimitRPM: 100}},
+		{"team and role", Subject{User: "ann", Teams: []string{"platform"}, Roles: []string{"ops"}},
+			Caller{Servers: []string{"calc", "notes"}, Tools: map[string][]string{"calc": {"add", "sub"}}, DenyTools: map[string][]string{"calc": {"drop"}}, Toolsets: []string{"support"}, RateLimitRPM: 50}},
+		{"a grant of everything", Subject{User: "root", Teams: []string{"platform"}},
+			Caller{Servers: nil, DenyTools: nil, Admin: true, RateLimitRPM: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FromGrants(grants, tc.s)
+			if diff := cmp.Diff(got, tc.want, cmp.AllowUnexported(Caller{})); diff != "" {
+				t.Errorf("(-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A JWT bearer is verified for the request's resource; the caller is its
+// person with the grants' access, owned by issuer and subject (so two
+// tokens of one person share an owner), and the token is not forwarded.
+// A stream of a JWT caller ends when the token expires; one of a key login
+// ends with the key.
+func TestJWTCaller(t *testing.T) {
+	st := openStore(t)
+	clk := newFakeClock()
+	addKey(t, st, store.Key{Alias: "bot", Servers: []string{"notes"}})
+	exp := clk.Now().Add(10 * time.Minute)
+	tokens := &tableTokens{ids: map[string]*oauth.Identity{
+		jwtLike("a1"):  {Issuer: "https://idp", Subject: "s-ann", User: "ann", Teams: []string{"platform"}, Expiry: exp},
+		jwtLike("a2"):  {Issuer: "https://idp", Subject: "s-ann", User: "ann", Teams: []string{"platform"}, Expiry: exp},
+		jwtLike("bob"): {Issuer: "https://idp", Subject: "s-bob", User: "bob", Expiry: exp},
+		jwtLike("key"): {Issuer: "https://gw", Subject: "key:bot", User: "key:bot", Key: "bot", Expiry: exp},
+	}}
+	a := newAuth(t, Options{Keys: st, Tokens: tokens, Now: clk.Now, CacheTTL: -1,
+		Grants: []config.Grant{{Team: "platform", Servers: []string{"calc"}}}})
+	req := func(tok string) *http.Request {
+		r := request(remote, "Authorization", "Bearer "+tok)
+		return r.WithContext(WithResource(r.Context(), "https://gw/mcp"))
+	}
+	ann := mustAuth(t, a, req(jwtLike("a1")))
+	if ann.User != "ann" || ann.Issuer != "https://idp" || !cmp.Equal(ann.Servers, []string{"calc"}) || !ann.KeyFromAuthorization || ann.Team != "platform" {
+		t.Errorf("ann: %+v", ann)
+	}
+	if again := mustAuth(t, a, req(jwtLike("a2"))); again.Owner != ann.Owner || ann.Owner[:5] != OwnerOIDC {
+		t.Errorf("owners %q and %q, want one oidc: owner", ann.Owner, again.Owner)
+	}
+	if bob := mustAuth(t, a, req(jwtLike("bob"))); bob.Owner == ann.Owner || len(bob.Servers) != 0 || bob.Servers == nil {
+		t.Errorf("bob: %+v", bob)
+	}
+	if tokens.seen[0] != "https://gw/mcp" {
+		t.Errorf("verified for %q", tokens.seen[0])
+	}
+	w := mustFail(t, a, req(jwtLike("forged")))
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("forged: %d", w.Code)
+	}
+	bot := mustAuth(t, a, req(jwtLike("key")))
+	if bot.Alias != "bot" || !cmp.Equal(bot.Servers, []string{"notes"}) || bot.Owner[:5] != OwnerOIDC {
+		t.Errorf("key login: %+v", bot)
+	}
+
+	ctx := context.Background()
+	if !a.StillValid(ctx, ann) || !a.StillValid(ctx, bot) {
+		t.Fatal("valid callers reported invalid")
+	}
+	if err := st.DeleteKey(ctx, "bot"); err != nil {
+		t.Fatal(err)
+	}
+	if a.StillValid(ctx, bot) {
+		t.Error("a key login is still valid after its key was deleted")
+	}
+	if f := mustFail(t, a, req(jwtLike("key"))); f.Code != http.StatusUnauthorized {
+		t.Errorf("key login after the key was deleted: %d", f.Code)
+	}
+	clk.Advance(11*time.Minute + config.DefaultClockSkew)
+	if a.StillValid(ctx, ann) {
+		t.Error("a JWT caller is still valid after its token expired")
+	}
+}
