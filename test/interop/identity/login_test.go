@@ -314,3 +314,75 @@ func TestGoSDKClientWithClientMetadataDocument(t *testing.T) {
 		t.Error("mcpgate never fetched the client metadata document")
 	}
 }
+
+// Without an IdP (auth.login.keys only), a person pastes a mcpgate key on
+// the login page once: the client gets tokens that act as that key (its
+// servers only), and they stop working when the key is revoked.
+func TestKeyLogin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const master = "mk-identity-test-0123456789"
+	addr := freeAddr(t)
+	base := "http://" + addr
+	startGatewayOn(t, addr, "public_url: "+base+"\nauth:\n  master_key: "+master+"\n  login:\n    keys: true\n")
+	admin := func(method, path, body string) (int, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		req.Header.Set("X-Mcpgate-Api-Key", master)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, body := admin(http.MethodPost, "/admin/v1/keys", `{"alias":"person","servers":["notes"]}`)
+	var created struct{ Key string }
+	if json.Unmarshal(body, &created); code != http.StatusCreated || created.Key == "" {
+		t.Fatalf("create key: %d %s", code, body)
+	}
+	const redirect = "http://127.0.0.1:1/callback"
+	fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		b := newBrowser(redirect, map[string]string{"key": created.Key}, "decision=approve", "login=key")
+		u, err := b.run(ctx, args.URL)
+		if err != nil {
+			return nil, err
+		}
+		q := u.Query()
+		return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+	}
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{redirect}, TokenEndpointAuthMethod: "none", ClientName: "key login test"}},
+		RedirectURL:              redirect,
+		AuthorizationCodeFetcher: fetch,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{rt: http.DefaultTransport}
+	c := mcp.NewClient(&mcp.Implementation{Name: "key-login", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", OAuthHandler: h, HTTPClient: &http.Client{Transport: ct}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v %v", err, tools)
+	}
+	// Revoke the key: the login's token stops working at once.
+	if code, body := admin(http.MethodDelete, "/admin/v1/keys/person", ""); code/100 != 2 {
+		t.Fatalf("revoke: %d %s", code, body)
+	}
+	ts, _ := h.TokenSource(ctx)
+	tok, _ := ts.Token()
+	if status, hdr := post(t, base+"/mcp", tok.AccessToken); status != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("the login's token after the key was revoked: %d %q", status, hdr.Get("WWW-Authenticate"))
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__add_note", Arguments: map[string]any{"title": "t", "body": "b"}})
+	if err == nil && !res.IsError {
+		t.Errorf("tools/call still works after the key behind the login was revoked (requests: %v)", ct.n)
+	}
+}
