@@ -65,7 +65,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	if cfg.Auth != nil {
 		master = cfg.Auth.MasterKey
 	}
-	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, Grants: callers.GrantsOf(cfg)}
+	grants := callers.NewGrantSet(callers.GrantsOf(cfg))
+	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
 	var (
 		local []oauth.LocalIssuer
 		as    *authserver.Server
@@ -106,7 +107,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	if as != nil {
 		g.MountAuthServer(as.Handler())
 	}
-	g.MountAdmin(admin.New(admin.Options{
+	api := admin.New(admin.Options{
 		Gateway:      g,
 		Store:        st,
 		Config:       cfg,
@@ -118,8 +119,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Servers:      func() []string { return g.ServerNames() },
 		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
+		Grants:       grants,
 		Logger:       log,
-	}))
+	})
+	if err := api.ReloadGrants(ctx); err != nil {
+		log.Warn("could not load runtime grants", "error", err)
+	}
+	g.MountAdmin(api)
 	// Servers added through the admin API come back after a restart; the
 	// config file wins a name both define.
 	objs, err := st.ListObjects(ctx, store.KindServer)

@@ -48,6 +48,9 @@ type Options struct {
 	OpenAccess bool
 	// KeyChanged is called after a key was created, changed or revoked.
 	KeyChanged func(alias string)
+	// Grants are the JWT callers' grants the authenticator reads; the
+	// API lists them and adds runtime ones. nil: no grants endpoints.
+	Grants *callers.GrantSet
 	// Known names, for validating key attributes.
 	Servers      func() []string
 	Toolsets     func() []string
@@ -98,6 +101,9 @@ var routes = []route{
 	{"GET", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.getKey }},
 	{"PATCH", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.updateKey }},
 	{"DELETE", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.deleteKey }},
+	{"GET", "/grants", func(a *API) http.HandlerFunc { return a.listGrants }},
+	{"PUT", "/grants/{kind}/{value}", func(a *API) http.HandlerFunc { return a.putGrant }},
+	{"DELETE", "/grants/{kind}/{value}", func(a *API) http.HandlerFunc { return a.deleteGrant }},
 	{"GET", "/servers", func(a *API) http.HandlerFunc { return a.listServers }},
 	{"POST", "/servers", func(a *API) http.HandlerFunc { return a.addServer }},
 	{"DELETE", "/servers/{name}", func(a *API) http.HandlerFunc { return a.removeServer }},

@@ -85,7 +85,7 @@ func newRig(t *testing.T) *rig {
 	}
 	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
-	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate,
+	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, Grants: callers.NewGrantSet(cfg.Auth.Grants),
 		Servers: cfg.ServerNames, Toolsets: func() []string { return []string{"support"} }, AccessGroups: func() []string { return []string{"readonly"} }}))
 	ts := httptest.NewServer(g)
 	t.Cleanup(func() {
@@ -395,5 +395,60 @@ func TestKeyWithoutServers(t *testing.T) {
 	code, body := r.do(t, "POST", "/mcp", secret, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
 	if code != 200 || !strings.Contains(body, `API key \"empty\" grants no MCP servers on this route`) {
 		t.Errorf("initialize: %d %s", code, body)
+	}
+}
+
+// Runtime grants (SPEC S5.3): PUT adds or replaces a user's, team's or
+// role's grant and it applies at once (explain agrees); the list shows the
+// config file's beside them; DELETE removes it; bad input is a 400 naming
+// the field.
+func TestGrantsEndpoints(t *testing.T) {
+	r := newRig(t)
+	explain := func(q string) bool {
+		_, body := r.do(t, "GET", "/admin/v1/explain?"+q, master, "")
+		var ex ExplainView
+		if err := json.Unmarshal([]byte(body), &ex); err != nil {
+			t.Fatalf("explain %s: %s", q, body)
+		}
+		return ex.Allowed
+	}
+	if explain("team=ops&tool=calc__add") {
+		t.Fatal("team ops may call calc__add before any grant")
+	}
+	code, body := r.do(t, "PUT", "/admin/v1/grants/team/ops", master, `{"servers":["calc"],"deny_tools":{"calc":["sub"]}}`)
+	if code != 200 || !strings.Contains(body, `"kind":"team"`) {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	if !explain("team=ops&tool=calc__add") || explain("team=ops&tool=calc__sub") || explain("team=ops&tool=notes__read") {
+		t.Error("the runtime grant does not apply as written")
+	}
+	code, body = r.do(t, "GET", "/admin/v1/grants", master, "")
+	var list struct{ Grants []GrantView }
+	json.Unmarshal([]byte(body), &list)
+	var sources []string
+	for _, g := range list.Grants {
+		sources = append(sources, g.Source+":"+g.Kind+":"+g.Value)
+	}
+	if code != 200 || !slices.Equal(sources, []string{"config:team:calc-team", "config:role:reader", "api:team:ops"}) {
+		t.Errorf("list: %d %v", code, sources)
+	}
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"PUT", "/admin/v1/grants/group/ops", `{}`, "kind: must be user, team or role"},
+		{"PUT", "/admin/v1/grants/team/ops", `{"servers":["nope"]}`, "unknown server"},
+		{"PUT", "/admin/v1/grants/team/ops", `{"alias":"x"}`, "a grant takes servers"},
+		{"PUT", "/admin/v1/grants/user/%01", `{}`, "value: must be"},
+	} {
+		if code, body := r.do(t, tc.method, tc.path, master, tc.body); code != 400 || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s %s: %d %s", tc.method, tc.path, tc.body, code, body)
+		}
+	}
+	if code, body := r.do(t, "DELETE", "/admin/v1/grants/team/ops", master, ""); code != 204 {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	if explain("team=ops&tool=calc__add") {
+		t.Error("the grant still applies after DELETE")
+	}
+	if code, _ := r.do(t, "DELETE", "/admin/v1/grants/team/ops", master, ""); code != 404 {
+		t.Errorf("delete twice: %d", code)
 	}
 }

@@ -17,24 +17,27 @@ type opDoc struct {
 // docs documents every route, keyed by "METHOD path"; a test checks that
 // routes and docs list the same endpoints.
 var docs = map[string]opDoc{
-	"GET /openapi.json":           {summary: "This document", response: "", status: "200"},
-	"GET /keys":                   {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
-	"POST /keys":                  {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
-	"GET /keys/{alias}":           {summary: "One key", response: "Key", status: "200"},
-	"PATCH /keys/{alias}":         {summary: "Change the attributes present in the body (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
-	"DELETE /keys/{alias}":        {summary: "Revoke a key; it stops working at once", status: "204"},
-	"GET /servers":                {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
-	"POST /servers":               {summary: "Add (or replace) a runtime sse/http server: the fields of a config-file server entry plus name", body: "Server", response: "AddedServer", status: "201"},
-	"DELETE /servers/{name}":      {summary: "Remove a runtime server (config-file servers are read-only)", status: "204"},
-	"GET /servers/{name}/preview": {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
-	"GET /toolsets":               {summary: "Toolsets and their tools", response: "Toolsets", status: "200"},
-	"GET /tools":                  {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
-	"POST /tools/call":            {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
-	"GET /explain":                {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
-	"GET /sessions":               {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
-	"POST /sessions/terminate":    {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
-	"GET /audit":                  {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
-	"GET /audit/events":           {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
+	"GET /openapi.json":             {summary: "This document", response: "", status: "200"},
+	"GET /keys":                     {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
+	"POST /keys":                    {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
+	"GET /keys/{alias}":             {summary: "One key", response: "Key", status: "200"},
+	"PATCH /keys/{alias}":           {summary: "Change the attributes present in the body (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
+	"DELETE /keys/{alias}":          {summary: "Revoke a key; it stops working at once", status: "204"},
+	"GET /grants":                   {summary: "What JWT callers may use, by user, team or role: the config file's grants and runtime ones", response: "GrantList", status: "200"},
+	"PUT /grants/{kind}/{value}":    {summary: "Create or replace the runtime grant of a user, team or role (kind: user|team|role); applies at once", body: "KeyAttributes", response: "Grant", status: "200"},
+	"DELETE /grants/{kind}/{value}": {summary: "Remove a runtime grant (config-file grants are read-only)", status: "204"},
+	"GET /servers":                  {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
+	"POST /servers":                 {summary: "Add (or replace) a runtime sse/http server: the fields of a config-file server entry plus name", body: "Server", response: "AddedServer", status: "201"},
+	"DELETE /servers/{name}":        {summary: "Remove a runtime server (config-file servers are read-only)", status: "204"},
+	"GET /servers/{name}/preview":   {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
+	"GET /toolsets":                 {summary: "Toolsets and their tools", response: "Toolsets", status: "200"},
+	"GET /tools":                    {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
+	"POST /tools/call":              {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
+	"GET /explain":                  {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
+	"GET /sessions":                 {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
+	"POST /sessions/terminate":      {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
+	"GET /audit":                    {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
+	"GET /audit/events":             {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
 }
 
 func obj(props map[string]any, required ...string) map[string]any {
@@ -56,7 +59,11 @@ var (
 )
 
 var schemas = map[string]any{
-	"Error": obj(map[string]any{"error": str, "details": str, "code": map[string]any{"type": "integer", "description": "the JSON-RPC error code of a failed tool call"}}, "error"),
+	"Grant": obj(map[string]any{"kind": map[string]any{"type": "string", "enum": []string{"user", "team", "role"}}, "value": str,
+		"source": map[string]any{"type": "string", "enum": []string{"config", "api"}}, "servers": strList, "tools": toolMap, "deny_tools": toolMap,
+		"toolsets": strList, "access_groups": strList, "admin": boolean, "rate_limit_rpm": integer}, "kind", "value", "source"),
+	"GrantList": obj(map[string]any{"grants": listOf("Grant")}, "grants"),
+	"Error":     obj(map[string]any{"error": str, "details": str, "code": map[string]any{"type": "integer", "description": "the JSON-RPC error code of a failed tool call"}}, "error"),
 	"KeyAttributes": obj(map[string]any{
 		"alias": str, "user": str, "team": str,
 		"servers":     map[string]any{"type": []string{"array", "null"}, "items": str, "description": "absent or null: every server; []: none"},

@@ -67,8 +67,11 @@ type Options struct {
 	// Tokens verifies JWT bearer callers (SPEC S5.3); nil: a JWT is an
 	// upstream token like any other bearer that is not a gateway key.
 	Tokens TokenVerifier
-	// Grants say what JWT callers may use (config auth.grants).
-	Grants []config.Grant
+	// Grants say what JWT callers may use (config auth.grants); nil: no
+	// grants, so JWT callers may use nothing. GrantSet takes precedence
+	// when set (runtime grants of the admin API beside the file's).
+	Grants   []config.Grant
+	GrantSet *GrantSet
 }
 
 // Authenticator authenticates requests (see the package doc). It is safe
@@ -87,7 +90,7 @@ type Authenticator struct {
 	toucher *toucher
 	keys    KeyStore
 	tokens  TokenVerifier
-	grants  []config.Grant
+	grants  *GrantSet
 
 	closeOnce sync.Once
 }
@@ -113,7 +116,10 @@ func New(opts Options) *Authenticator {
 		cache:     newKeyCache(opts.Keys, opts.Logger, opts.CacheTTL, opts.CacheSize),
 		keys:      opts.Keys,
 		tokens:    opts.Tokens,
-		grants:    opts.Grants,
+		grants:    opts.GrantSet,
+	}
+	if a.grants == nil {
+		a.grants = NewGrantSet(opts.Grants)
 	}
 	if opts.MasterKey != "" {
 		a.hasMaster = true

@@ -3,6 +3,7 @@ package callers
 import (
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 )
@@ -125,4 +126,46 @@ func union(a, b []string) []string {
 		}
 	}
 	return a
+}
+
+// GrantSet holds the grants JWT callers are judged with: the config file's
+// and those added at runtime through the admin API, swapped as a whole so
+// a request sees one consistent set. Safe for concurrent use.
+type GrantSet struct {
+	file    []config.Grant
+	runtime atomic.Pointer[[]config.Grant]
+}
+
+// NewGrantSet returns a set of the config file's grants.
+func NewGrantSet(file []config.Grant) *GrantSet { return &GrantSet{file: file} }
+
+// SetRuntime replaces the runtime grants.
+func (s *GrantSet) SetRuntime(g []config.Grant) { s.runtime.Store(&g) }
+
+// File returns the config file's grants; they must not be modified.
+func (s *GrantSet) File() []config.Grant {
+	if s == nil {
+		return nil
+	}
+	return s.file
+}
+
+// Runtime returns the runtime grants; they must not be modified.
+func (s *GrantSet) Runtime() []config.Grant {
+	if s == nil {
+		return nil
+	}
+	if p := s.runtime.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// All returns the file's grants then the runtime ones.
+func (s *GrantSet) All() []config.Grant {
+	rt := s.Runtime()
+	if len(rt) == 0 {
+		return s.File()
+	}
+	return append(slices.Clip(s.File()), rt...)
 }

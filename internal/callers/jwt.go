@@ -81,7 +81,7 @@ func (a *Authenticator) authenticateJWT(r *http.Request, token string, now time.
 		}
 		c = k
 	} else {
-		c = FromGrants(a.grants, Subject{User: id.User, Teams: id.Teams, Roles: id.Roles})
+		c = FromGrants(a.grants.All(), Subject{User: id.User, Teams: id.Teams, Roles: id.Roles})
 		c.User = id.User
 		if len(id.Teams) > 0 {
 			c.Team = id.Teams[0]

@@ -24,6 +24,9 @@ type Team struct {
 const (
 	KindServer  = "server"
 	KindToolset = "toolset"
+	// KindGrant is a runtime grant for JWT callers (admin API), named
+	// "<user|team|role>:<value>".
+	KindGrant = "grant"
 
 	// The built-in OAuth authorization server's records
 	// (internal/oauth/authserver): signing keys (sealed), registered
@@ -38,7 +41,7 @@ const (
 
 // kinds are the object kinds CheckKind accepts.
 var kinds = map[string]bool{
-	KindServer: true, KindToolset: true,
+	KindServer: true, KindToolset: true, KindGrant: true,
 	KindOAuthKey: true, KindOAuthClient: true, KindOAuthFamily: true,
 	KindOAuthRefresh: true, KindOAuthConsent: true,
 }
