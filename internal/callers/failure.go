@@ -100,6 +100,10 @@ func unavailable() *Failure {
 	return newFailure(http.StatusServiceUnavailable, bodyUnavailable, "Retry-After", "1")
 }
 
+// ClientNotAllowed is CheckClient's refusal, for a JWT caller whose token
+// was issued to an OAuth client not on the list.
+func ClientNotAllowed() *Failure { return newFailure(http.StatusForbidden, bodyInvalidClient) }
+
 // CheckClient is the client-application allowlist (SPEC S2.3): when header
 // is set, the request must carry it with one of values (compared
 // case-insensitively, surrounding whitespace ignored), else 403

@@ -24,7 +24,7 @@ type CallerAuth struct {
 	Anonymous bool `config:"anonymous" doc:"Let callers without a key in; the explicit opt-in to serving anonymous callers beyond loopback."`
 	// AllowedClients is the client-application allowlist (SPEC S2.3); nil
 	// means no check.
-	AllowedClients *ClientAllowlist `config:"allowed_clients" doc:"Admit only client applications that name themselves in a header (SPEC S2.3); absent means no check."`
+	AllowedClients *ClientAllowlist `config:"allowed_clients" doc:"Admit only client applications that name themselves in a header, or (JWT callers) whose token was issued to a listed OAuth client (SPEC S2.3); absent means no check."`
 	// Keys are the keys declared in the file; the admin API can add
 	// runtime keys beside them.
 	Keys []KeyConfig `config:"keys" doc:"Virtual keys declared in the file (SPEC S5.2); the admin API adds runtime keys beside them."`
@@ -39,11 +39,14 @@ type CallerAuth struct {
 // ClientAllowlist admits a request only when the Header names one of
 // Values.
 type ClientAllowlist struct {
-	Header string `config:"header,required,trim" doc:"The HTTP header to read, e.g. X-Client-Name."`
+	Header string `config:"header,trim" doc:"The HTTP header to read, e.g. X-Client-Name; required unless client_ids is set."`
 	// Values are the allowed header values, lower-cased by Parse: compare
 	// them with the lower-cased header value (case-insensitive, otherwise
 	// exact).
-	Values []string `config:"values,expand,trim,lower,nonempty=value" doc:"The allowed header values, compared case-insensitively."`
+	Values []string `config:"values,expand,trim,lower" doc:"The allowed header values, compared case-insensitively; at least one with header."`
+	// ClientIDs admit JWT callers by the OAuth client their token was
+	// issued to (azp, else client_id; SPEC S2.3 "by JWT claim").
+	ClientIDs []string `config:"client_ids,expand,trim" doc:"For JWT callers: the OAuth clients (the token's azp, else client_id) that are admitted; a JWT caller of another client gets 403. Callers with a key are judged by header only."`
 }
 
 // KeyConfig is a virtual key declared in the config file (SPEC S5.2).

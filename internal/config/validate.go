@@ -370,8 +370,19 @@ func (a *CallerAuth) validate(errs *errorList, c *Config) {
 	if l := a.AllowedClients; l != nil {
 		lp := "auth.allowed_clients"
 		checkFields(errs, lp, l, true)
-		if l.Header != "" && !validToken(l.Header) {
+		switch {
+		case l.Header == "" && len(l.ClientIDs) == 0:
+			errs.add(lp+".header", 0, "required (or client_ids, for JWT callers)")
+		case l.Header != "" && !validToken(l.Header):
 			errs.add(lp+".header", 0, "invalid header name (want an HTTP token)")
+		}
+		if l.Header != "" && len(l.Values) == 0 {
+			errs.add(lp+".values", 0, "must list at least one value")
+		}
+		for i, v := range l.ClientIDs {
+			if v == "" {
+				errs.add(indexPath(lp+".client_ids", i), 0, "must not be empty")
+			}
 		}
 		for i, v := range l.Values {
 			if v == "" {

@@ -47,7 +47,13 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		c.Owner = callers.OwnerOf(c, r)
 	}
 	if a := g.conf().Auth; a != nil && a.AllowedClients != nil {
-		if f := callers.CheckClient(r, a.AllowedClients.Header, a.AllowedClients.Values); f != nil {
+		l := a.AllowedClients
+		f := callers.CheckClient(r, l.Header, l.Values)
+		if f == nil && c.Issuer != "" && len(l.ClientIDs) > 0 && !slices.Contains(l.ClientIDs, c.ClientID) {
+			// S2.3 by JWT claim: the OAuth client the token was issued to.
+			f = callers.ClientNotAllowed()
+		}
+		if f != nil {
 			f.Write(w)
 			return r, false
 		}

@@ -252,3 +252,28 @@ func TestOAuthRefusals(t *testing.T) {
 		}
 	}
 }
+
+// S2.3 by JWT claim: with allowed_clients.client_ids, a JWT caller whose
+// token was issued to another OAuth client is refused 403; a key caller is
+// judged by the header only.
+func TestAllowedClientIDs(t *testing.T) {
+	tokens := &fakeTokens{ids: map[string]*oauth.Identity{
+		fakeJWT("ide"):   {Issuer: "https://idp.example", Subject: "a", User: "a", Teams: []string{"platform"}, ClientID: "ide"},
+		fakeJWT("other"): {Issuer: "https://idp.example", Subject: "a", User: "a", Teams: []string{"platform"}, ClientID: "scraper"},
+	}, aud: map[string]string{}}
+	cfg := &config.Config{
+		Servers: map[string]*config.Server{"alpha": httpServer(startSDKUpstream(t, "alpha").http.URL)},
+		Auth: &config.CallerAuth{OIDC: []config.OIDCIssuer{{Issuer: "https://idp.example"}},
+			AllowedClients: &config.ClientAllowlist{ClientIDs: []string{"ide"}},
+			Grants:         []config.Grant{{Team: "platform"}}},
+	}
+	auth := callers.New(callers.Options{Tokens: tokens, Grants: cfg.Auth.Grants})
+	t.Cleanup(func() { auth.Close() })
+	_, gw := startGatewayWith(t, Options{Authenticator: auth, Config: cfg})
+	if status, _, body := rpc(t, gw.URL+"/mcp", bearer(fakeJWT("ide")), oauthInit); status != 200 {
+		t.Errorf("the allowed client: %d %s", status, body)
+	}
+	if status, _, body := rpc(t, gw.URL+"/mcp", bearer(fakeJWT("other")), oauthInit); status != http.StatusForbidden || !strings.Contains(string(body), "Client application not allowed") {
+		t.Errorf("another client: %d %s", status, body)
+	}
+}
