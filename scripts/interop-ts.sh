@@ -3,7 +3,9 @@
 # from test/interop: the MCP TypeScript SDK client talks through a freshly
 # built mcpgate to the reference "everything" server, which the gateway
 # reaches over stdio and over streamable HTTP; idp.test.mjs proves the test
-# IdP (idp.mjs, oidc-provider) and the test browser (browser.mjs).
+# IdP (idp.mjs, oidc-provider) and the test browser (browser.mjs);
+# oauth.test.mjs signs the SDK's own OAuth client in through mcpgate's
+# authorization server (auth.login) with a browser login at that IdP.
 #
 # Usage:
 #   scripts/interop-ts.sh [node --test options...]

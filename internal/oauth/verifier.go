@@ -75,7 +75,8 @@ type VerifierOptions struct {
 	HTTPClient *http.Client
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Skew is the leeway for exp, nbf and iat. Default
+	// Skew is the leeway for exp, nbf and iat of the Issuers' tokens
+	// (a local issuer has its own, LocalIssuer.Skew). Default
 	// config.DefaultClockSkew; negative means none.
 	Skew time.Duration
 	// Logger receives key fetch failures (Warn) and the reason each
@@ -96,7 +97,19 @@ type LocalIssuer struct {
 	Claims config.ClaimPaths
 	// Algs are the accepted algorithms. Default ["ES256"].
 	Algs []string
+	// Skew is the leeway for exp, nbf and iat of this issuer's tokens,
+	// instead of VerifierOptions.Skew (which is for other parties'
+	// clocks): they were signed by this process, or by a replica sharing
+	// its keys on an NTP-synced clock, so a token lives as long as its
+	// issuer said. Default DefaultLocalSkew; negative means none.
+	Skew time.Duration
 }
+
+// DefaultLocalSkew is a local issuer's default leeway for exp, nbf and
+// iat: enough for replicas' clocks to differ a little, and small beside
+// any access token lifetime (a 3 s token is refused 3 s after issue, not
+// a minute later).
+const DefaultLocalSkew = 5 * time.Second
 
 // Verifier validates JWT bearer tokens from configured issuers. It is
 // safe for concurrent use and starts no goroutines.
@@ -114,6 +127,7 @@ type localIssuer struct {
 	keys   func() jose.JSONWebKeySet
 	claims config.ClaimPaths
 	algs   []jose.SignatureAlgorithm
+	skew   time.Duration
 }
 
 // NewVerifier returns a verifier for the issuers in o. It does no network
@@ -151,7 +165,14 @@ func NewVerifier(o VerifierOptions) *Verifier {
 		if len(algs) == 0 {
 			algs = []string{string(jose.ES256)}
 		}
-		v.local = append(v.local, localIssuer{match: l.Match, keys: l.Keys, claims: l.Claims, algs: signatureAlgs(algs)})
+		skew := l.Skew
+		switch {
+		case skew == 0:
+			skew = DefaultLocalSkew
+		case skew < 0:
+			skew = 0
+		}
+		v.local = append(v.local, localIssuer{match: l.Match, keys: l.Keys, claims: l.Claims, algs: signatureAlgs(algs), skew: skew})
 	}
 	return v
 }
@@ -358,7 +379,11 @@ func (v *Verifier) verify(ctx context.Context, token, resource string) (*Identit
 	}
 
 	// From here on the claims are the issuer's.
-	if err := v.checkTimes(claims); err != nil {
+	skew := v.skew
+	if local != nil {
+		skew = local.skew
+	}
+	if err := v.checkTimes(claims, skew); err != nil {
 		return nil, issuer, err
 	}
 	aud, ok := stringOrList(claims["aud"])
@@ -395,7 +420,7 @@ func (v *Verifier) verify(ctx context.Context, token, resource string) (*Identit
 }
 
 // checkTimes applies exp (required), nbf and iat with the skew.
-func (v *Verifier) checkTimes(claims map[string]any) error {
+func (v *Verifier) checkTimes(claims map[string]any, skew time.Duration) error {
 	now := v.now()
 	exp, ok, err := numericDate(claims, "exp")
 	switch {
@@ -403,17 +428,17 @@ func (v *Verifier) checkTimes(claims map[string]any) error {
 		return tokenError("token exp claim is invalid", nil)
 	case !ok:
 		return tokenError("token has no expiry (exp)", nil)
-	case !now.Before(exp.Add(v.skew)):
+	case !now.Before(exp.Add(skew)):
 		return tokenError("token expired", nil)
 	}
 	if nbf, ok, err := numericDate(claims, "nbf"); err != nil {
 		return tokenError("token nbf claim is invalid", nil)
-	} else if ok && now.Add(v.skew).Before(nbf) {
+	} else if ok && now.Add(skew).Before(nbf) {
 		return tokenError("token is not valid yet (nbf)", nil)
 	}
 	if iat, ok, err := numericDate(claims, "iat"); err != nil {
 		return tokenError("token iat claim is invalid", nil)
-	} else if ok && now.Add(v.skew).Before(iat) {
+	} else if ok && now.Add(skew).Before(iat) {
 		return tokenError("token issued in the future (iat)", nil)
 	}
 	return nil

@@ -417,6 +417,70 @@ func TestVerifyLocalIssuer(t *testing.T) {
 	})
 }
 
+// A local issuer's tokens are held to their own times with a small
+// leeway, DefaultLocalSkew, not the minute that other issuers' clocks
+// get: a 3 s access token of mcpgate's is refused seconds after it
+// expired, so the client refreshes, as auth.login.access_token_ttl says.
+func TestVerifyLocalIssuerSkew(t *testing.T) {
+	const iss = "https://gw.example"
+	k := ecTestKey()
+	keys := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.public()}}
+	local := func(skew time.Duration) *Verifier {
+		return NewVerifier(VerifierOptions{
+			Now: newFakeClock().Now,
+			Local: []LocalIssuer{{
+				Match: func(s string) bool { return s == iss },
+				Keys:  func() jose.JSONWebKeySet { return keys },
+				Skew:  skew,
+			}},
+		})
+	}
+	tok := func(exp, nbf time.Duration) string {
+		return sign(t, k, map[string]any{"iss": iss, "sub": "ada", "aud": testResource,
+			"exp": testNow.Add(exp).Unix(), "nbf": testNow.Add(nbf).Unix(), "iat": testNow.Add(nbf).Unix()}, nil)
+	}
+	for _, tt := range []struct {
+		name     string
+		skew     time.Duration
+		exp, nbf time.Duration
+		want     string // "" accepted, else the rejection
+	}{
+		{"valid", 0, time.Second, 0, ""},
+		{"expired within the default leeway", 0, -DefaultLocalSkew + time.Second, -time.Minute, ""},
+		{"expired at the default leeway", 0, -DefaultLocalSkew, -time.Minute, "expired"},
+		{"expired 30 s ago: within an OIDC issuer's minute, not a local one's", 0, -30 * time.Second, -time.Minute, "expired"},
+		{"issued slightly ahead (another replica's clock)", 0, time.Minute, DefaultLocalSkew - time.Second, ""},
+		{"issued beyond the leeway ahead", 0, time.Minute, DefaultLocalSkew + time.Second, "not valid yet"},
+		{"an explicit leeway", 20 * time.Second, -15 * time.Second, -time.Minute, ""},
+		{"no leeway", -1, 0, -time.Minute, "expired"},
+		{"no leeway, not yet expired", -1, time.Second, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := verify(local(tt.skew), tok(tt.exp, tt.nbf))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return
+			}
+			checkRejection(t, err, tt.want)
+		})
+	}
+
+	// The remote issuers keep their minute beside a local one.
+	ti := newTestIssuer(t, ecTestKey())
+	v := NewVerifier(VerifierOptions{Now: newFakeClock().Now, Issuers: []config.OIDCIssuer{ti.config()},
+		Local: []LocalIssuer{{Match: func(s string) bool { return s == iss }, Keys: func() jose.JSONWebKeySet { return keys }}}})
+	c := ti.claims()
+	c["exp"] = testNow.Add(-30 * time.Second).Unix()
+	if _, err := verify(v, sign(t, ecTestKey(), c, nil)); err != nil {
+		t.Errorf("an OIDC issuer's token 30 s past exp: %v; want accepted (config.DefaultClockSkew)", err)
+	}
+	if _, err := verify(v, tok(-30*time.Second, -time.Minute)); err == nil {
+		t.Error("a local token 30 s past exp was accepted")
+	}
+}
+
 func TestDiscovery(t *testing.T) {
 	for _, tt := range []struct {
 		name  string

@@ -3,9 +3,10 @@
 // address share cookies whatever their ports), redirects followed by hand
 // (fetch redirect: 'manual') until a Location starts with a given prefix —
 // the OAuth client's redirect_uri, which is returned and not fetched — and
-// HTML forms: the first <form> of a page is parsed (action, method, named
-// inputs, selects, textareas, the first submit button) and submitted with
-// given values, url-encoded, as a person pressing its first button would.
+// HTML forms: a page's <form>s are parsed (action, method, named inputs,
+// selects, textareas, submit buttons) and one is submitted with given
+// values, url-encoded, as a person pressing its first button would — or
+// the button given by name and value (press), on whichever form has it.
 //
 //   import { Browser } from "./browser.mjs";
 //   const b = new Browser();
@@ -14,8 +15,12 @@
 //     fields: { login: "alice", password: "pw" },
 //   }); // login page, consent page, ... then the redirect_uri with ?code=&state=
 //
+//   // a page with several forms or buttons: press the one named so
+//   await b.authorize(url, { stopAt, press: [{ name: "decision", value: "approve" }] });
+//
 // Step by step: b.navigate(url, {stopAt}) -> NavResult; b.submit(result,
-// values, {stopAt}) -> NavResult; parseForm(html, baseURL) -> Form.
+// values, {stopAt, button}) -> NavResult; parseForm(html, baseURL) -> Form
+// (the first), parseForms(html, baseURL) -> Form[] (all of them).
 
 /**
  * What a navigation ended on.
@@ -36,6 +41,8 @@
  * @property {string} enctype  the form's enctype attribute (only url-encoding is sent)
  * @property {[string, string][]} fields  name/value pairs a submission sends by default, in order
  * @property {Set<string>} names  every named control (including unchecked boxes and other buttons)
+ * @property {{name: string, value: string}[]} buttons  the named submit buttons, in order
+ * @property {number} submitter  index in fields of the default (first) button's pair; -1 when it sends none
  */
 
 const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: "\u00a0" };
@@ -70,25 +77,49 @@ function parseAttrs(s) {
  * @returns {Form|null}     null when the page has no form
  */
 export function parseForm(html, baseURL) {
-  const start = /<form\b([^>]*)>/i.exec(html);
-  if (!start) return null;
-  const rest = html.slice(start.index + start[0].length);
-  const end = /<\/form\s*>/i.exec(rest);
-  const inner = end ? rest.slice(0, end.index) : rest;
-  const fattrs = parseAttrs(start[1]);
+  return parseForms(html, baseURL)[0] ?? null;
+}
+
+/**
+ * Parses every <form> of an HTML page, in document order (forms do not
+ * nest in HTML; a form without its end tag runs to the end of the page).
+ * @param {string} html
+ * @param {string} baseURL
+ * @returns {Form[]}
+ */
+export function parseForms(html, baseURL) {
   let base = baseURL;
   const baseTag = /<base\b([^>]*)>/i.exec(html);
   if (baseTag) {
     const href = parseAttrs(baseTag[1]).get("href");
     if (href) base = new URL(href, baseURL).href;
   }
+  const forms = [];
+  const startRE = /<form\b([^>]*)>/gi;
+  let start;
+  while ((start = startRE.exec(html))) {
+    const rest = html.slice(start.index + start[0].length);
+    const end = /<\/form\s*>/i.exec(rest);
+    const inner = end ? rest.slice(0, end.index) : rest;
+    forms.push(parseOneForm(start[1], inner, baseURL, base));
+    if (!end) break;
+    startRE.lastIndex = start.index + start[0].length + end.index + end[0].length;
+  }
+  return forms;
+}
+
+/** One form: its start tag's attribute text and its inner HTML. */
+function parseOneForm(startAttrs, inner, baseURL, base) {
+  const fattrs = parseAttrs(startAttrs);
   const action = new URL(fattrs.get("action") || baseURL, fattrs.get("action") ? base : undefined).href;
   const method = (fattrs.get("method") || "GET").toUpperCase() === "POST" ? "POST" : "GET";
   const enctype = fattrs.get("enctype") || "application/x-www-form-urlencoded";
 
   const fields = [];
   const names = new Set();
+  const buttons = [];
   let submitter = false;
+  let submitterIndex = -1;
   const re = /<(input|button|select|textarea)\b([^>]*)>/gi;
   let m;
   while ((m = re.exec(inner))) {
@@ -118,8 +149,10 @@ export function parseForm(html, baseURL) {
       case "input": {
         const type = (a.get("type") || "text").toLowerCase();
         if (type === "submit" || type === "image") {
+          buttons.push({ name, value: a.get("value") ?? "" });
           if (!submitter) {
             submitter = true;
+            submitterIndex = fields.length;
             fields.push([name, a.get("value") ?? ""]);
           }
         } else if (type === "checkbox" || type === "radio") {
@@ -131,9 +164,13 @@ export function parseForm(html, baseURL) {
       }
       case "button": {
         const type = (a.get("type") || "submit").toLowerCase();
-        if (type === "submit" && !submitter) {
-          submitter = true;
-          fields.push([name, a.get("value") ?? ""]);
+        if (type === "submit") {
+          buttons.push({ name, value: a.get("value") ?? "" });
+          if (!submitter) {
+            submitter = true;
+            submitterIndex = fields.length;
+            fields.push([name, a.get("value") ?? ""]);
+          }
         }
         break;
       }
@@ -151,7 +188,12 @@ export function parseForm(html, baseURL) {
       }
     }
   }
-  return { action, method, enctype, fields, names };
+  return { action, method, enctype, fields, names, buttons, submitter: submitterIndex };
+}
+
+/** Whether form has a submit button called name with value. */
+function hasButton(form, { name, value }) {
+  return form.buttons.some((b) => b.name === name && b.value === value);
 }
 
 /** A cookie jar: RFC 6265 storage and matching, enough for test servers. */
@@ -336,33 +378,54 @@ export class Browser {
   /**
    * Submits the first form of a page (a NavResult, or {url, body}) with its
    * default values overridden by values, then follows redirects as
-   * navigate does.
+   * navigate does. With button, the first form that has that submit button
+   * is submitted by pressing it.
    * @param {{url: string, body: string}} page
    * @param {Record<string, string>} [values]  field name -> value
    * @param {object} [opts]
    * @param {string} [opts.stopAt]
    * @param {boolean} [opts.strict=true]  throw when values names a field the form does not have
+   * @param {{name: string, value: string}} [opts.button]  the submit button to press
    * @returns {Promise<NavResult>}
    */
-  async submit(page, values = {}, { stopAt, strict = true } = {}) {
-    const form = parseForm(page.body, page.url);
-    if (!form) throw new Error(`no <form> on ${page.url}:\n${snippet(page.body)}`);
-    return this.submitForm(form, values, { stopAt, strict });
+  async submit(page, values = {}, { stopAt, strict = true, button } = {}) {
+    const forms = parseForms(page.body, page.url);
+    const form = button ? forms.find((f) => hasButton(f, button)) : forms[0];
+    if (!form) {
+      const what = button ? `a <form> with a button ${button.name}=${button.value}` : "<form>";
+      throw new Error(`no ${what} on ${page.url}:\n${snippet(page.body)}`);
+    }
+    return this.submitForm(form, values, { stopAt, strict, button });
   }
 
   /**
-   * Submits a parsed form (see parseForm) with values, then follows redirects.
+   * Submits a parsed form (see parseForm) with values, then follows
+   * redirects. The form's first submit button is the one pressed, unless
+   * button names another of its buttons: then that one's name and value
+   * are sent instead, as a browser sends only the button pressed.
    * @param {Form} form
    * @param {Record<string, string>} [values]
    * @param {object} [opts]
    * @param {string} [opts.stopAt]
    * @param {boolean} [opts.strict=true]
+   * @param {{name: string, value: string}} [opts.button]
    * @returns {Promise<NavResult>}
    */
-  async submitForm(form, values = {}, { stopAt, strict = true } = {}) {
+  async submitForm(form, values = {}, { stopAt, strict = true, button } = {}) {
+    let fields = form.fields;
+    if (button) {
+      if (!hasButton(form, button)) {
+        const has = form.buttons.map((b) => `${b.name}=${b.value}`).join(", ") || "none";
+        throw new Error(`form ${form.method} ${form.action} has no submit button ${button.name}=${button.value} (has: ${has})`);
+      }
+      fields = form.fields.slice();
+      const pair = [button.name, button.value];
+      if (form.submitter >= 0) fields[form.submitter] = pair;
+      else fields.push(pair);
+    }
     const params = new URLSearchParams();
     const given = new Map(Object.entries(values));
-    for (const [k, v] of form.fields) {
+    for (const [k, v] of fields) {
       if (given.has(k)) {
         params.append(k, String(given.get(k)));
         given.delete(k);
@@ -390,31 +453,46 @@ export class Browser {
   }
 
   /**
-   * Runs an interactive authorization: navigates to url, then submits the
-   * first form of every page it lands on — filling in the fields of fields
-   * that form has (e.g. login and password on a login page; a consent page
-   * is submitted as it is) — until a redirect to stopAt, whose URL it
-   * returns. Throws on a page with no form, an HTTP error page, or after
-   * maxForms forms.
+   * Runs an interactive authorization: navigates to url, then submits a
+   * form of every page it lands on — filling in the fields of fields that
+   * form has (e.g. login and password on a login page; a consent page is
+   * submitted as it is) — until a redirect to stopAt, whose URL it
+   * returns. The form submitted is the first one, unless a form of the
+   * page has a submit button listed in press: then the first such form,
+   * by pressing that button (the first of press that it has). Throws on
+   * a page with no form, an HTTP error page, or after maxForms forms.
    * @param {string|URL} url  the authorization request
    * @param {object} opts
    * @param {string} opts.stopAt  the redirect_uri (a prefix)
    * @param {Record<string, string>} [opts.fields]
+   * @param {{name: string, value: string}[]} [opts.press]  buttons to press where a page has them
    * @param {number} [opts.maxForms=5]
    * @param {(page: NavResult) => void} [opts.onPage]  sees every page before its form is submitted
+   * @param {(nav: NavResult) => void} [opts.onNavigation]  sees every navigation's result, the last (stopped) one too
    * @returns {Promise<string>}
    */
-  async authorize(url, { stopAt, fields = {}, maxForms = 5, onPage } = {}) {
+  async authorize(url, { stopAt, fields = {}, press = [], maxForms = 5, onPage, onNavigation } = {}) {
     if (!stopAt) throw new Error("authorize needs stopAt (the redirect_uri)");
     let r = await this.navigate(url, { stopAt });
+    onNavigation?.(r);
     for (let n = 0; !r.stopped; n++) {
       if (r.status >= 400) throw new Error(`HTTP ${r.status} at ${r.url}:\n${snippet(r.body)}`);
       if (n >= maxForms) throw new Error(`still no redirect to ${stopAt} after ${maxForms} forms; at ${r.url}`);
       onPage?.(r);
-      const form = parseForm(r.body, r.url);
+      const forms = parseForms(r.body, r.url);
+      let form = forms[0];
+      let button;
+      for (const f of forms) {
+        button = press.find((b) => hasButton(f, b));
+        if (button) {
+          form = f;
+          break;
+        }
+      }
       if (!form) throw new Error(`no <form> on ${r.url} (status ${r.status}):\n${snippet(r.body)}`);
       const values = Object.fromEntries(Object.entries(fields).filter(([k]) => form.names.has(k)));
-      r = await this.submitForm(form, values, { stopAt });
+      r = await this.submitForm(form, values, { stopAt, button });
+      onNavigation?.(r);
     }
     return r.url;
   }

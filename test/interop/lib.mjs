@@ -146,13 +146,15 @@ export const yamlQuote = (s) => JSON.stringify(s);
 /**
  * Starts bin serve on a free port with the config config(listen) written to
  * dir/mcpgate.yaml (and run in dir), and waits for GET /healthz = 200.
- * Retries on another port when the first is taken. Returns
- * { child, base, configPath }.
+ * Retries on another port when the first is taken. With listen
+ * ("127.0.0.1:PORT") it serves there, once, with no retry: for a gateway
+ * whose URL others had to know before it started (an IdP's redirect URI).
+ * Returns { child, base, configPath }.
  */
-export async function startGateway({ bin, dir, config }) {
+export async function startGateway({ bin, dir, config, listen: fixed }) {
   let lastErr;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const listen = `127.0.0.1:${await freePort()}`;
+  for (let attempt = 0; attempt < (fixed ? 1 : 3); attempt++) {
+    const listen = fixed ?? `127.0.0.1:${await freePort()}`;
     const configPath = path.join(dir, "mcpgate.yaml");
     writeFileSync(configPath, config(listen));
     const base = `http://${listen}`;
