@@ -248,11 +248,12 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 // outage does not cut every stream).
 func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
 	if c != nil && c.Issuer != "" {
-		// A JWT caller's stream lives as long as its token: the client
-		// reconnects with a refreshed one (and, for a key login, the key).
-		if !c.TokenExpiry.IsZero() && !a.now().Before(c.TokenExpiry.Add(a.skew())) {
-			return false
-		}
+		// A JWT caller's stream is not cut when its access token expires:
+		// the client would then refresh from the stream's reconnect and
+		// from its next POST at once, and the second use of the rotated
+		// refresh token reads as reuse and revokes the person's login.
+		// Every POST is judged with a current token; a key login's
+		// stream ends with its key.
 		if c.Alias != "" {
 			_, f := a.loginKey(ctx, c.Alias, a.now())
 			return f == nil || f.Status == http.StatusServiceUnavailable
@@ -272,10 +273,6 @@ func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
 	}
 	return info.caller.ExpiresAt.IsZero() || now.Before(info.caller.ExpiresAt)
 }
-
-// skew is the clock skew a token's expiry is judged with, as the verifier
-// does.
-func (a *Authenticator) skew() time.Duration { return config.DefaultClockSkew }
 
 // noKey answers a request that presented no gateway key.
 func (a *Authenticator) noKey(r *http.Request) (*Caller, *Failure) {

@@ -13,7 +13,7 @@ import (
 // Markdown: every key of every section with its type, default and
 // description, generated from the same tags the decoder reads.
 func Reference() []byte {
-	r := &refGen{seen: map[reflect.Type]bool{}}
+	r := &refGen{seen: map[reflect.Type]string{}}
 	r.b.WriteString(referenceIntro)
 	r.section(refSection{typeOf(reflect.TypeFor[Config]()), "", "Top level", ""})
 	return r.b.Bytes()
@@ -63,7 +63,7 @@ type refSection struct {
 
 type refGen struct {
 	b    bytes.Buffer
-	seen map[reflect.Type]bool // types that have a section
+	seen map[reflect.Type]string // types that have a section -> its anchor
 }
 
 func anchor(path string) string {
@@ -76,7 +76,7 @@ func anchor(path string) string {
 // section writes s, then the sections of the types it holds, depth
 // first, so that a section's parts follow it.
 func (r *refGen) section(s refSection) {
-	r.seen[s.ti.t] = true
+	r.seen[s.ti.t] = anchor(s.path)
 	fmt.Fprintf(&r.b, "\n<a id=%q></a>\n\n## %s\n\n", anchor(s.path), s.title)
 	if s.intro != "" {
 		fmt.Fprintf(&r.b, "%s\n\n", escape(s.intro))
@@ -107,11 +107,14 @@ func (r *refGen) section(s refSection) {
 func (r *refGen) typeCell(s refSection, f *fieldInfo) (string, *refSection) {
 	var next *refSection
 	sub := func(path string) string {
-		if !r.seen[f.elem.t] {
-			r.seen[f.elem.t] = true
+		a, ok := r.seen[f.elem.t]
+		if !ok {
+			a = anchor(path)
+			r.seen[f.elem.t] = a
 			next = &refSection{f.elem, path, "`" + path + "`", f.doc}
 		}
-		return "[`" + path + "`](#" + anchor(path) + ")"
+		// A type held in two places is described once; both link there.
+		return "[`" + path + "`](#" + a + ")"
 	}
 	p := f.key
 	if s.path != "" {

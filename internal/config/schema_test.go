@@ -339,3 +339,21 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 		}
 	}
 }
+
+// Every link of the reference points at a section it has.
+func TestReferenceLinks(t *testing.T) {
+	ref := string(Reference())
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<a id="([^"]+)"></a>`).FindAllStringSubmatch(ref, -1) {
+		anchors[m[1]] = true
+	}
+	links := regexp.MustCompile(`\]\(#([^)]+)\)`).FindAllStringSubmatch(ref, -1)
+	if len(links) < 10 {
+		t.Fatalf("only %d links found", len(links))
+	}
+	for _, m := range links {
+		if !anchors[m[1]] {
+			t.Errorf("link to #%s, which the reference does not have", m[1])
+		}
+	}
+}

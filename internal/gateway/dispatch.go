@@ -186,11 +186,7 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		}
 	}
 	if len(sc.rt.servers) == 0 {
-		if c := callers.FromContext(ctx); c != nil && c.Alias != "" {
-			// S6.5: the key is the reason, and the caller should know.
-			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "API key %q grants no MCP servers on this route", c.Alias)
-		}
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route")
+		return nil, noServers(ctx)
 	}
 	rev := mcpwire.Negotiate(p.ProtocolVersion)
 	caps := mcpwire.ParseClientCaps(p.Capabilities)
@@ -718,4 +714,18 @@ func (g *Gateway) minLogLevel(server string, floor int) int {
 		return true
 	})
 	return lvl
+}
+
+// noServers is the refusal of a route the caller may use no server of
+// (S6.5): when a key or the grants of a signed-in person are the reason,
+// the caller is told so.
+func noServers(ctx context.Context) *jsonrpc.Error {
+	c := callers.FromContext(ctx)
+	switch {
+	case c != nil && c.Alias != "":
+		return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "API key %q grants no MCP servers on this route", c.Alias)
+	case c != nil && c.Issuer != "":
+		return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No grant gives user %q (teams %v, roles %v) any MCP server on this route; ask an administrator for one (auth.grants)", c.User, c.Teams, c.Roles)
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route")
 }

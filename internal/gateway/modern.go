@@ -193,7 +193,7 @@ func (g *Gateway) checkParamHeaders(r *http.Request, rt *route, m *jsonrpc.Messa
 // route's merged capabilities and instructions, and who it is (S17).
 func (g *Gateway) discover(ctx context.Context, sc *scope, m *jsonrpc.Message) *jsonrpc.Message {
 	if len(sc.rt.servers) == 0 {
-		return jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "No MCP servers are available on this route"))
+		return jsonrpc.NewErrorResponse(m.ID, noServers(ctx))
 	}
 	capsObj, instr := g.describe(ctx, sc, true)
 	res := map[string]any{

@@ -200,7 +200,7 @@ func TestJWTCallers(t *testing.T) {
 		t.Errorf("bob's tools (role ops: beta): %s", body)
 	}
 	// No grant: no server.
-	if _, _, body = rpc(t, gw.URL+"/mcp", bearer(fakeJWT("nobody")), oauthInit); !strings.Contains(string(body), "error") {
+	if _, _, body = rpc(t, gw.URL+"/mcp", bearer(fakeJWT("nobody")), oauthInit); !strings.Contains(string(body), `No grant gives user \"nobody\"`) {
 		t.Errorf("a caller without grants: %s", body)
 	}
 	// alice's token was issued for /mcp: not for /mcp/alpha.

@@ -585,7 +585,7 @@ test("oauth: bob (team support, no grant) signs in, gets a token, and is refused
       // -32600 (the route has no server for this caller).
       assert.ok(c.err instanceof McpError, `the connect with bob's token fails with a JSON-RPC error, got ${c.err?.stack ?? "success"}`);
       assert.equal(c.err.code, -32600);
-      assert.match(c.err.message, /No MCP servers are available on this route/);
+      assert.match(c.err.message, /No grant gives user "bob" \(teams \[support\], roles \[reader\]\) any MCP server on this route/);
       assert.equal(provider.authorizations.length, 1, "no second login: the token was accepted, the access refused");
       assert.equal(provider.savedTokens.length, 1, "and no refresh");
       const last = log.at(-1);
