@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -97,6 +98,13 @@ func (g *Grant) Subject() (kind, value string) {
 		return "role", g.Role
 	}
 	return "", ""
+}
+
+// OrDefaults returns c with every empty path set to its default (user
+// sub, email email, teams groups, roles roles), for a value built in code.
+func (c ClaimPaths) OrDefaults() ClaimPaths {
+	fillZero(typeOf(reflect.TypeFor[ClaimPaths]()), reflect.ValueOf(&c).Elem())
+	return c
 }
 
 // AlgsOrDefault returns the issuer's allowed algorithms, or the defaults.

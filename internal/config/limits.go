@@ -1,7 +1,7 @@
 package config
 
 import (
-	"cmp"
+	"reflect"
 	"time"
 )
 
@@ -44,32 +44,13 @@ type Limits struct {
 	SSEWriteTimeout   time.Duration `config:"sse_write_timeout,default=10s,positive" doc:"Writing one SSE event to a client: one that stops reading loses its stream (its queue freed), not the gateway's memory; the session survives."`
 }
 
-// DefaultLimits are the limits of a config file that sets none.
-func DefaultLimits() Limits {
-	return Limits{
-		MaxBatch:              DefaultMaxBatch,
-		MaxInflightPerSession: DefaultMaxInflightPerSession,
-		MaxUpstreamMessage:    DefaultMaxUpstreamMessage,
-		MaxStreams:            DefaultMaxStreams,
-		ReadHeaderTimeout:     DefaultReadHeaderTimeout,
-		IdleTimeout:           DefaultListenerIdleTimeout,
-		SSEWriteTimeout:       DefaultSSEWriteTimeout,
-		MaxBoundPerServer:     DefaultMaxBoundPerServer,
-	}
-}
+// DefaultLimits are the limits of a config file that sets none: the
+// defaults of the limits' tags.
+func DefaultLimits() Limits { return Limits{}.OrDefaults() }
 
 // OrDefaults returns l with every zero field set to its default, for
 // consumers of a Config built in code.
 func (l Limits) OrDefaults() Limits {
-	d := DefaultLimits()
-	return Limits{
-		MaxBatch:              cmp.Or(l.MaxBatch, d.MaxBatch),
-		MaxInflightPerSession: cmp.Or(l.MaxInflightPerSession, d.MaxInflightPerSession),
-		MaxUpstreamMessage:    cmp.Or(l.MaxUpstreamMessage, d.MaxUpstreamMessage),
-		MaxStreams:            cmp.Or(l.MaxStreams, d.MaxStreams),
-		ReadHeaderTimeout:     cmp.Or(l.ReadHeaderTimeout, d.ReadHeaderTimeout),
-		IdleTimeout:           cmp.Or(l.IdleTimeout, d.IdleTimeout),
-		SSEWriteTimeout:       cmp.Or(l.SSEWriteTimeout, d.SSEWriteTimeout),
-		MaxBoundPerServer:     cmp.Or(l.MaxBoundPerServer, d.MaxBoundPerServer),
-	}
+	fillZero(typeOf(reflect.TypeFor[Limits]()), reflect.ValueOf(&l).Elem())
+	return l
 }

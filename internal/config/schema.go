@@ -354,6 +354,21 @@ func setDefaults(ti *typeInfo, v reflect.Value) {
 	}
 }
 
+// fillZero gives every defaulted field of the struct v that is zero its
+// default, recursing into inline sections: the defaults of a value built
+// in code, where zero means "the default".
+func fillZero(ti *typeInfo, v reflect.Value) {
+	for _, f := range ti.fields {
+		fv := v.Field(f.index)
+		switch {
+		case f.def != "" && f.kind != kBoolPtr && fv.IsZero():
+			fv.Set(f.defVal)
+		case f.kind == kStruct:
+			fillZero(f.elem, fv)
+		}
+	}
+}
+
 // newStruct returns a new *S of ti's type with its defaults set.
 func newStruct(ti *typeInfo) reflect.Value {
 	p := reflect.New(ti.t)

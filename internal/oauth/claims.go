@@ -148,25 +148,32 @@ func scopes(claims map[string]any) []string {
 	return out
 }
 
-// identity maps verified claims to an Identity. The user path defaults to
-// sub; other empty paths are not read (config fills in its defaults).
-func identity(claims map[string]any, iss string, p config.ClaimPaths, local bool) (*Identity, error) {
-	exp, _, _ := numericDate(claims, "exp")
-	id := &Identity{
-		Issuer:  iss,
-		Email:   claimString(claims, p.Email),
-		Org:     claimString(claims, p.Org),
-		Roles:   dedupe(claimList(claims, p.Roles)),
-		Teams:   dedupe(append(claimList(claims, p.Team), claimList(claims, p.Teams)...)),
-		Scopes:  scopes(claims),
-		Expiry:  exp,
-		Subject: claimString(claims, "sub"),
-	}
+// PersonOf reads who the claims name at the configured paths: user,
+// email and org are strings; team is one string; teams and roles are a
+// list of strings or one string; teams are team then teams, deduplicated.
+// The user path defaults to sub; other empty paths are not read (config
+// fills in its defaults). It is the one reading of claim paths, for
+// access tokens here and ID tokens in the authorization server.
+func PersonOf(claims map[string]any, p config.ClaimPaths) Identity {
 	userPath := p.User
 	if userPath == "" {
 		userPath = "sub"
 	}
-	id.User = claimString(claims, userPath)
+	return Identity{
+		User:  claimString(claims, userPath),
+		Email: claimString(claims, p.Email),
+		Org:   claimString(claims, p.Org),
+		Roles: dedupe(claimList(claims, p.Roles)),
+		Teams: dedupe(append(claimList(claims, p.Team), claimList(claims, p.Teams)...)),
+	}
+}
+
+// identity maps verified claims to an Identity.
+func identity(claims map[string]any, iss string, p config.ClaimPaths, local bool) (*Identity, error) {
+	exp, _, _ := numericDate(claims, "exp")
+	person := PersonOf(claims, p)
+	id := &person
+	id.Issuer, id.Scopes, id.Expiry, id.Subject = iss, scopes(claims), exp, claimString(claims, "sub")
 	if id.User == "" {
 		return nil, tokenError("token has no user claim", nil)
 	}

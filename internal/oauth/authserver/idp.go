@@ -68,7 +68,7 @@ func newIDP(l *config.Login, hc *http.Client, now func() time.Time) *idp {
 		scopes = append([]string{"openid"}, scopes...)
 	}
 	return &idp{issuer: l.Issuer, clientID: l.ClientID, clientSecret: l.ClientSecret,
-		scope: strings.Join(scopes, " "), paths: claimPathsOrDefault(l.Claims), hc: hc, now: now}
+		scope: strings.Join(scopes, " "), paths: l.Claims.OrDefaults(), hc: hc, now: now}
 }
 
 // origin is what the login pages' Content-Security-Policy must let forms
@@ -317,95 +317,9 @@ func findKey(keys []jose.JSONWebKey, kid string) (jose.JSONWebKey, bool) {
 func (p *idp) person(claims map[string]any) oauth.Identity {
 	sub, _ := claims["sub"].(string)
 	sum := sha256.Sum256([]byte(p.issuer))
-	id := mapClaims(claims, p.paths)
+	id := oauth.PersonOf(claims, p.paths)
 	id.Issuer = p.issuer
 	id.Subject = hex.EncodeToString(sum[:8]) + ":" + sub
 	return id
 }
 
-// claimPathsOrDefault fills the paths config defaults would, for a Login
-// that did not come through the config decoder.
-func claimPathsOrDefault(c config.ClaimPaths) config.ClaimPaths {
-	if c.User == "" {
-		c.User = "sub"
-	}
-	if c.Email == "" {
-		c.Email = "email"
-	}
-	if c.Teams == "" {
-		c.Teams = "groups"
-	}
-	if c.Roles == "" {
-		c.Roles = "roles"
-	}
-	return c
-}
-
-// mapClaims reads the person's attributes at the configured paths: user,
-// email and org are strings; team is one string; teams and roles are a
-// list of strings or one string. Teams are team then teams, deduplicated.
-func mapClaims(claims map[string]any, paths config.ClaimPaths) oauth.Identity {
-	var id oauth.Identity
-	id.User, _ = claimAt(claims, paths.User).(string)
-	id.Email, _ = claimAt(claims, paths.Email).(string)
-	id.Org, _ = claimAt(claims, paths.Org).(string)
-	var teams []string
-	if t, ok := claimAt(claims, paths.Team).(string); ok && t != "" {
-		teams = append(teams, t)
-	}
-	teams = append(teams, claimList(claimAt(claims, paths.Teams))...)
-	id.Teams = dedupe(teams)
-	id.Roles = dedupe(claimList(claimAt(claims, paths.Roles)))
-	return id
-}
-
-// claimAt returns the claim at a dotted path. A claim whose own name has
-// dots (a namespaced claim such as https://example.com/roles) is found
-// by its full name first.
-func claimAt(claims map[string]any, path string) any {
-	if path == "" {
-		return nil
-	}
-	if v, ok := claims[path]; ok {
-		return v
-	}
-	var cur any = claims
-	for _, part := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		if cur, ok = m[part]; !ok {
-			return nil
-		}
-	}
-	return cur
-}
-
-func claimList(v any) []string {
-	switch v := v.(type) {
-	case string:
-		if v != "" {
-			return []string{v}
-		}
-	case []any:
-		var out []string
-		for _, e := range v {
-			if s, ok := e.(string); ok && s != "" {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-func dedupe(in []string) []string {
-	var out []string
-	for _, s := range in {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}

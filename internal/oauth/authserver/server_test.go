@@ -433,7 +433,7 @@ func TestMapClaims(t *testing.T) {
 		"realm_access":            map[string]any{"roles": []any{"r1", "r2", "r1", 3}},
 		"https://example.com/org": "acme",
 	}
-	got := mapClaims(claims, claimPathsOrDefault(config.ClaimPaths{Team: "team", Roles: "realm_access.roles", Org: "https://example.com/org"}))
+	got := oauth.PersonOf(claims, config.ClaimPaths{Team: "team", Roles: "realm_access.roles", Org: "https://example.com/org"}.OrDefaults())
 	want := oauth.Identity{User: "s", Email: "e@x", Teams: []string{"t1", "solo"}, Org: "acme", Roles: []string{"r1", "r2"}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("mapClaims (-got +want):\n%s", diff)
