@@ -322,4 +322,3 @@ func (p *idp) person(claims map[string]any) oauth.Identity {
 	id.Subject = hex.EncodeToString(sum[:8]) + ":" + sub
 	return id
 }
-

@@ -479,29 +479,30 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) error {
 // purge deletes refresh token records and families past their expiry:
 // after that a token is refused as unknown, which is as good as revoked.
 func (s *Server) purge(ctx context.Context, now time.Time) error {
-	recs, err := s.store.ListObjects(ctx, store.KindOAuthRefresh)
-	if err != nil {
-		return err
-	}
-	for _, o := range recs {
+	if err := s.purgeKind(ctx, store.KindOAuthRefresh, now, func(doc []byte) (time.Time, bool) {
 		var rec refreshRecord
-		if json.Unmarshal(o.Doc, &rec) == nil && now.Before(rec.Expires) {
-			continue
-		}
-		if err := s.store.DeleteObject(ctx, store.KindOAuthRefresh, o.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
+		return rec.Expires, json.Unmarshal(doc, &rec) == nil
+	}); err != nil {
+		return err
 	}
-	fams, err := s.store.ListObjects(ctx, store.KindOAuthFamily)
+	return s.purgeKind(ctx, store.KindOAuthFamily, now, func(doc []byte) (time.Time, bool) {
+		var fam familyRecord
+		return fam.Expires, json.Unmarshal(doc, &fam) == nil
+	})
+}
+
+// purgeKind deletes the objects of kind whose expiry (read by expires) is
+// not after now; an unreadable record is deleted too.
+func (s *Server) purgeKind(ctx context.Context, kind string, now time.Time, expires func([]byte) (time.Time, bool)) error {
+	objs, err := s.store.ListObjects(ctx, kind)
 	if err != nil {
 		return err
 	}
-	for _, o := range fams {
-		var fam familyRecord
-		if json.Unmarshal(o.Doc, &fam) == nil && now.Before(fam.Expires) {
+	for _, o := range objs {
+		if exp, ok := expires(o.Doc); ok && now.Before(exp) {
 			continue
 		}
-		if err := s.store.DeleteObject(ctx, store.KindOAuthFamily, o.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := s.store.DeleteObject(ctx, kind, o.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
