@@ -90,6 +90,9 @@ func TestMessageLimitEveryTransport(t *testing.T) {
 	for _, tc := range limitCases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := tc.start(t)
+			// A 2 MiB message under -race on a loaded machine can take
+			// longer than the fakes' 5 s: the limit is the subject here.
+			srv.Timeout = 30 * time.Second
 			m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": srv}, MaxMessageBytes: limit})
 			t.Cleanup(func() { m.Close() })
 			ctx := context.Background()
