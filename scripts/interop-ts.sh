@@ -5,14 +5,17 @@
 # reaches over stdio and over streamable HTTP; idp.test.mjs proves the test
 # IdP (idp.mjs, oidc-provider) and the test browser (browser.mjs);
 # oauth.test.mjs signs the SDK's own OAuth client in through mcpgate's
-# authorization server (auth.login) with a browser login at that IdP.
+# authorization server (auth.login) with a browser login at that IdP, by
+# registration (DCR) and as a client ID metadata document client (https on
+# loopback with a throwaway certificate from openssl).
 #
 # Usage:
 #   scripts/interop-ts.sh [node --test options...]
 #   e.g. scripts/interop-ts.sh --test-name-pattern='^gateway'
 #        scripts/interop-ts.sh --test-reporter=spec
 #
-# Needs go (the tests run `go build ./cmd/mcpgate`) and the npm registry the
+# Needs go (the tests run `go build ./cmd/mcpgate`), openssl (oauth.test.mjs
+# makes a self-signed certificate), and the npm registry the
 # first time (scripts/install-test-deps.sh installs test/interop/node_modules).
 #
 # Env:

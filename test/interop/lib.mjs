@@ -149,9 +149,10 @@ export const yamlQuote = (s) => JSON.stringify(s);
  * Retries on another port when the first is taken. With listen
  * ("127.0.0.1:PORT") it serves there, once, with no retry: for a gateway
  * whose URL others had to know before it started (an IdP's redirect URI).
- * Returns { child, base, configPath }.
+ * env: variables added to this process's environment for the gateway (e.g.
+ * SSL_CERT_FILE, the roots Go's TLS trusts). Returns { child, base, configPath }.
  */
-export async function startGateway({ bin, dir, config, listen: fixed }) {
+export async function startGateway({ bin, dir, config, listen: fixed, env }) {
   let lastErr;
   for (let attempt = 0; attempt < (fixed ? 1 : 3); attempt++) {
     const listen = fixed ?? `127.0.0.1:${await freePort()}`;
@@ -163,7 +164,7 @@ export async function startGateway({ bin, dir, config, listen: fixed }) {
         label: "mcpgate",
         cmd: bin,
         args: ["serve", "--config", configPath, "--listen", listen, "--log-level", "debug"],
-        opts: { cwd: dir },
+        opts: { cwd: dir, ...(env && { env: { ...process.env, ...env } }) },
         what: "mcpgate GET /healthz = 200",
         ms: 20_000,
         ready: async () => {

@@ -15,10 +15,26 @@
 //   tools/call with the JWT (aud = <public_url>/mcp).
 //
 // Then: the 3 s access token expires and the SDK refreshes it on the 401
-// (rotated refresh token, no second browser login); a client ID metadata
-// document client (the SDK 1.32.2 accepts only an https clientMetadataUrl,
-// so the test plays that client by hand); and bob, whose team has no grant,
-// signs in and is refused every MCP server.
+// (rotated refresh token, no second browser login).
+//
+// A client ID metadata document (CIMD) client, also the SDK's own: its
+// provider has a clientMetadataUrl and no client information, and the
+// document is served over https on loopback with a throwaway self-signed
+// certificate (made with openssl; mcpgate runs with SSL_CERT_FILE=<it> and
+// auth.login.allow_private_metadata, or its SSRF guard refuses loopback):
+//
+//   SDK POST /mcp -> 401 -> protected resource metadata -> AS metadata
+//       (client_id_metadata_document_supported: true) -> no registration:
+//       /oauth/authorize?client_id=https://127.0.0.1:PORT/client.json
+//       -> mcpgate GETs the document (once; counted at the https server)
+//       -> IdP login, consent (naming the document's client_name)
+//       -> POST /oauth/token -> tools/list, tools/call; then the refresh on
+//       the 401, as the document client.
+//   And the control: with that flag stripped from the AS metadata the SDK
+//   sees, the same provider registers (POST /oauth/register) instead.
+//
+// Last, bob, whose team has no grant, signs in and is refused every MCP
+// server.
 //
 // Run with Node 22 (scripts/interop-ts.sh does this):
 //   node --test test/interop/oauth.test.mjs
@@ -27,17 +43,18 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createHash, createPublicKey, randomBytes, verify } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import http from "node:http";
+import { execFile } from "node:child_process";
+import { createPublicKey, randomBytes, verify } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import https from "node:https";
 import { once } from "node:events";
 import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
-import { InvalidClientMetadataError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 
 import { Browser, parseForms } from "./browser.mjs";
@@ -57,13 +74,27 @@ const ALICE = { login: "alice", password: "alice-pw" }; // the IdP accounts take
 const BOB = { login: "bob", password: "bob-pw" };
 
 // ---------------------------------------------------------------------------
-// fixtures: the IdP, then mcpgate on a port chosen first (the IdP must know
-// its callback), the SDK's requests recorded
+// fixtures: a self-signed certificate for 127.0.0.1 (the metadata document's
+// https server), the IdP, then mcpgate on a port chosen first (the IdP must
+// know its callback) trusting that certificate; the SDK's requests recorded
 
 let tmp;
+let tls; // { cert, key } PEM files of the throwaway certificate
 let idp; // { child, issuer }
 let gateway; // { child, base }
 let base; // http://127.0.0.1:PORT, the public_url
+
+/** A throwaway self-signed certificate for IP 127.0.0.1 (system openssl), valid a day. */
+async function selfSignedCert(dir) {
+  const cert = path.join(dir, "cert.pem");
+  const key = path.join(dir, "key.pem");
+  const args = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert];
+  await promisify(execFile)("openssl", args, { timeout: 30_000 }).catch((err) => {
+    throw new Error(`openssl ${args.join(" ")} failed:\n${err.stderr || err.message}`);
+  });
+  return { cert, key };
+}
 
 function gatewayConfig(issuer) {
   return [
@@ -93,12 +124,20 @@ const fixtures = lazyFixture(
     tmp = mkdtempSync(path.join(os.tmpdir(), "mcpgate-oauth-"));
     const bin = buildGateway(tmp);
     bin.catch(() => {});
+    tls = await selfSignedCert(tmp);
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     const config = structuredClone(IDP_DEFAULTS);
     config.clients.find((c) => c.client_id === "mcpgate").redirect_uris = [`${base}/oauth/callback`];
     idp = await startIdP({ config });
-    gateway = await startGateway({ bin: await bin, dir: tmp, listen: `127.0.0.1:${port}`, config: () => gatewayConfig(idp.issuer) });
+    gateway = await startGateway({
+      bin: await bin,
+      dir: tmp,
+      listen: `127.0.0.1:${port}`,
+      config: () => gatewayConfig(idp.issuer),
+      // The roots Go's crypto/x509 trusts: the metadata document's certificate.
+      env: { SSL_CERT_FILE: tls.cert },
+    });
   },
   async () => {
     if (gateway) await stopChild(gateway.child, "SIGTERM", 5_000);
@@ -114,21 +153,31 @@ function diag() {
   return out;
 }
 
+const AS_METADATA = "/.well-known/oauth-authorization-server";
+
 /**
  * A fetch for the SDK (transport and auth) that records every request:
- * method, path (on the gateway; else the full URL), status, and the
- * WWW-Authenticate of a 401.
+ * method, path (on the gateway; else the full URL), status, the
+ * WWW-Authenticate of a 401, and the body of the AS metadata (as the SDK
+ * read it). rewriteAS(metadata), when given, changes that body before the
+ * SDK sees it.
  */
-function recordingFetch(log) {
+function recordingFetch(log, { rewriteAS } = {}) {
   return async (url, init = {}) => {
-    const res = await fetch(url, init);
+    let res = await fetch(url, init);
     const u = new URL(String(url));
-    log.push({
+    const entry = {
       method: (init.method ?? "GET").toUpperCase(),
       path: u.origin === base ? u.pathname : u.href,
       status: res.status,
       challenge: res.headers.get("www-authenticate") ?? undefined,
-    });
+    };
+    if (entry.path === AS_METADATA && res.status === 200) {
+      entry.body = await res.json();
+      if (rewriteAS) entry.body = rewriteAS(entry.body);
+      res = new Response(JSON.stringify(entry.body), { status: 200, headers: { "content-type": "application/json" } });
+    }
+    log.push(entry);
     return res;
   };
 }
@@ -153,10 +202,12 @@ class MemoryProvider {
    * @param {string} o.redirectUrl  where the browser is sent back (never fetched)
    * @param {{login: string, password: string}} o.person  who logs in at the IdP
    * @param {string} [o.clientMetadataUrl]
+   * @param {boolean} [o.browse]  false: redirectToAuthorization only records the URL
    */
-  constructor({ redirectUrl, person, clientMetadataUrl }) {
+  constructor({ redirectUrl, person, clientMetadataUrl, browse = true }) {
     this._redirectUrl = redirectUrl;
     this.person = person;
+    this.browse = browse;
     if (clientMetadataUrl) this.clientMetadataUrl = clientMetadataUrl;
     this.browser = new Browser(); // one person, one cookie jar
     this.savedTokens = []; // every saveTokens call
@@ -216,6 +267,7 @@ class MemoryProvider {
   async redirectToAuthorization(url) {
     const a = { url: new URL(url), trail: [], pages: [] };
     this.authorizations.push(a);
+    if (!this.browse) return;
     a.redirect = new URL(
       await this.browser.authorize(url, {
         stopAt: this._redirectUrl,
@@ -243,8 +295,8 @@ function newClient(name) {
   return new Client({ name: `mcpgate-interop-oauth-${name}`, version: "1.0.0" });
 }
 
-function transportFor(provider, log) {
-  return new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider, fetch: recordingFetch(log) });
+function transportFor(provider, log, fetchOpts) {
+  return new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { authProvider: provider, fetch: recordingFetch(log, fetchOpts) });
 }
 
 /**
@@ -325,7 +377,7 @@ test("oauth: the TS SDK signs in through mcpgate's authorization server (DCR, Id
       assertInOrder(log, [
         ["POST", "/mcp", 401],
         ["GET", "/.well-known/oauth-protected-resource/mcp", 200],
-        ["GET", "/.well-known/oauth-authorization-server", 200],
+        ["GET", AS_METADATA, 200],
         ["POST", "/oauth/register", 201],
         ["POST", "/oauth/token", 200],
         ["POST", "/mcp", 200],
@@ -429,134 +481,145 @@ test("oauth: the TS SDK signs in through mcpgate's authorization server (DCR, Id
 });
 
 // ---------------------------------------------------------------------------
-// 4: a client ID metadata document instead of DCR
+// 4: a client ID metadata document instead of DCR, the SDK's own
 
-/** Serves one JSON document at /client.json on loopback; counts its fetches. */
+/**
+ * Serves one client ID metadata document at https://127.0.0.1:PORT/client.json
+ * with the certificate tls (the gateway trusts it); records every request to
+ * it (method, path, user-agent).
+ */
 async function serveClientDocument() {
-  const server = http.createServer();
+  const server = https.createServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
-  const origin = `http://127.0.0.1:${server.address().port}`;
+  const origin = `https://127.0.0.1:${server.address().port}`;
   const doc = {
     client_id: `${origin}/client.json`,
     client_name: "mcpgate interop (metadata document)",
-    redirect_uris: [`${origin}/callback`],
+    redirect_uris: [`${origin}/callback`], // never fetched: the browser stops there
     grant_types: ["authorization_code", "refresh_token"],
     response_types: ["code"],
     token_endpoint_auth_method: "none",
   };
-  const served = { fetches: 0 };
+  const requests = [];
   server.on("request", (req, res) => {
+    requests.push({ method: req.method, path: req.url, userAgent: req.headers["user-agent"] });
     if (req.method === "GET" && req.url === "/client.json") {
-      served.fetches++;
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(doc));
       return;
     }
     res.writeHead(404).end();
   });
-  return { doc, served, close: () => new Promise((r) => { server.close(r); server.closeAllConnections(); }) };
+  const fetches = () => requests.filter((r) => r.method === "GET" && r.path === "/client.json").length;
+  return { doc, requests, fetches, close: () => new Promise((r) => { server.close(r); server.closeAllConnections(); }) };
 }
 
-const b64url = (buf) => Buffer.from(buf).toString("base64url");
-
-test("oauth: a client ID metadata document client signs in (driven by hand: the SDK takes only https CIMD URLs)", { timeout: 300_000 }, async (t) => {
+test("oauth: the TS SDK signs in as a client ID metadata document client (https clientMetadataUrl, no registration) and refreshes", { timeout: 300_000 }, async (t) => {
   await fixtures();
   const step = stepper(t, diag);
   const cimd = await serveClientDocument();
   const { doc } = cimd;
-  let mcp;
+  const log = [];
+  const provider = new MemoryProvider({ redirectUrl: doc.redirect_uris[0], person: ALICE, clientMetadataUrl: doc.client_id });
+  let c;
   try {
-    await step("the SDK 1.32.2 refuses an http clientMetadataUrl before any login", async () => {
-      const log = [];
-      const provider = new MemoryProvider({ redirectUrl: doc.redirect_uris[0], person: ALICE, clientMetadataUrl: doc.client_id });
-      const err = await newClient("cimd-sdk")
-        .connect(transportFor(provider, log), REQ)
-        .then(() => undefined, (e) => e);
-      assert.ok(err instanceof InvalidClientMetadataError, `InvalidClientMetadataError, got ${err?.stack ?? "success"}`);
-      assert.match(err.message, /clientMetadataUrl must be a valid HTTPS URL/);
-      assert.equal(provider.authorizations.length, 0, "no browser login");
-      assert.equal(log.filter((e) => e.path === "/oauth/register").length, 0, "and no registration");
-      // It got as far as mcpgate's metadata, which offers documents.
-      const as = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
-      assert.equal(as.client_id_metadata_document_supported, true);
-    });
+    await step("sign-in: 401 -> protected resource metadata -> AS metadata (documents supported) -> no registration -> authorize with the document URL -> browser login -> token", async () => {
+      assert.equal(provider.clientInformation(), undefined, "no client information at first");
+      assert.equal(cimd.fetches(), 0);
+      c = await signIn(provider, log, "cimd");
+      assert.equal(c.err, undefined, `the second connect succeeds: ${c.err?.stack}`);
 
-    let tokens;
-    const verifier = b64url(randomBytes(32));
-    const challenge = b64url(createHash("sha256").update(verifier).digest());
-    await step("by hand: authorize with client_id=<document URL>, PKCE S256, IdP login, consent; token exchange", async () => {
-      const as = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
-      const state = b64url(randomBytes(12));
-      const u = new URL(as.authorization_endpoint);
-      u.search = new URLSearchParams({
-        response_type: "code",
-        client_id: doc.client_id,
-        redirect_uri: doc.redirect_uris[0],
-        code_challenge: challenge,
-        code_challenge_method: "S256",
-        state,
-        scope: "mcp",
-        resource: `${base}/mcp`,
-      }).toString();
-      const pages = [];
-      const redirect = new URL(
-        await new Browser().authorize(u, { stopAt: doc.redirect_uris[0], fields: ALICE, press: [APPROVE], onPage: (p) => pages.push(p) }),
-      );
-      assert.ok(cimd.served.fetches >= 1, "mcpgate fetched the document");
-      const consent = pages.at(-1);
-      assert.equal(new URL(consent.url).origin, base, `last page is mcpgate's consent: ${consent.url}`);
-      assert.match(consent.body, /mcpgate interop \(metadata document\)/, "the consent page shows the document's client_name");
-      assert.ok(consent.body.includes(doc.client_id), "and the client ID URL");
-      assert.equal(redirect.searchParams.get("error"), null, redirect.searchParams.get("error_description"));
-      assert.equal(redirect.searchParams.get("state"), state);
-      assert.equal(redirect.searchParams.get("iss"), base);
+      assertInOrder(log, [
+        ["POST", "/mcp", 401],
+        ["GET", "/.well-known/oauth-protected-resource/mcp", 200],
+        ["GET", AS_METADATA, 200],
+        ["POST", "/oauth/token", 200],
+        ["POST", "/mcp", 200],
+      ]);
+      const as = log.find((e) => e.path === AS_METADATA);
+      assert.equal(as.body.client_id_metadata_document_supported, true, "mcpgate's AS metadata offers documents");
+      assert.equal(log.filter((e) => e.path === "/oauth/register").length, 0, "no registration");
+      assert.ok(log.every((e) => !e.path.startsWith("https:")), "the SDK never fetched the document itself");
 
-      const res = await fetch(as.token_endpoint, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({
-          grant_type: "authorization_code",
-          code: redirect.searchParams.get("code"),
-          redirect_uri: doc.redirect_uris[0],
-          code_verifier: verifier,
-          client_id: doc.client_id,
-          resource: `${base}/mcp`,
-        }),
-      });
-      tokens = await res.json();
-      assert.equal(res.status, 200, JSON.stringify(tokens));
-      assert.ok(tokens.refresh_token);
-      const claims = await verifiedClaims(tokens.access_token);
+      // The SDK took the document URL as its client_id (and kept it, bound to mcpgate).
+      assert.deepEqual(provider.savedClients, [{ client_id: doc.client_id, issuer: base }]);
+
+      assert.equal(provider.authorizations.length, 1);
+      const a = provider.authorizations[0];
+      assert.equal(a.url.origin + a.url.pathname, `${base}/oauth/authorize`);
+      const ap = a.url.searchParams;
+      assert.equal(ap.get("client_id"), doc.client_id);
+      assert.equal(ap.get("redirect_uri"), doc.redirect_uris[0]);
+      assert.equal(ap.get("code_challenge_method"), "S256");
+      assert.equal(ap.get("resource"), `${base}/mcp`);
+      assert.deepEqual(a.pages.map(pageKind), ["idp login", "idp consent", "mcpgate consent"], `pages: ${a.pages.map((p) => p.url).join(", ")}`);
+      const consent = a.pages[2].body;
+      assert.match(consent, /mcpgate interop \(metadata document\)/, "the consent page shows the document's client_name");
+      assert.ok(consent.includes(doc.client_id), "and the client ID URL");
+      assert.equal(a.redirect.searchParams.get("iss"), base);
+
+      // mcpgate fetched the document over https, trusting SSL_CERT_FILE,
+      // once: the token exchange did not fetch it again (its cache).
+      assert.equal(cimd.fetches(), 1, `one GET /client.json: ${JSON.stringify(cimd.requests)}`);
+      assert.match(cimd.requests[0].userAgent ?? "", /^Go-http-client\//, "by the gateway (Go), not the SDK");
+
+      const claims = await verifiedClaims(provider.tokens().access_token);
       assert.equal(claims.client_id, doc.client_id);
       assert.deepEqual(audOf(claims), [`${base}/mcp`]);
       assert.equal(claims.user, "alice");
     });
 
-    await step("the token works on /mcp (SDK client with the bearer token); a refresh as the document client works", async () => {
-      const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${tokens.access_token}` } },
-      });
-      const client = newClient("cimd");
-      await client.connect(transport, REQ);
-      mcp = { client, transport };
-      const { tools } = await client.listTools(undefined, REQ);
+    await step("tools/list and tools/call work with the document client's token", async () => {
+      const { tools } = await c.client.listTools(undefined, REQ);
       assert.ok(tools.some((x) => x.name === "ev__echo"), tools.map((x) => x.name).join(", "));
-      const r = await client.callTool({ name: "ev__echo", arguments: { message: "cimd" } }, undefined, REQ);
+      const r = await c.client.callTool({ name: "ev__echo", arguments: { message: "cimd" } }, undefined, REQ);
       assert.equal(textOf(r), "Echo: cimd");
+    });
 
-      const res = await fetch(`${base}/oauth/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: tokens.refresh_token, client_id: doc.client_id }),
-      });
-      const next = await res.json();
-      assert.equal(res.status, 200, JSON.stringify(next));
-      assert.notEqual(next.refresh_token, tokens.refresh_token);
-      assert.equal((await verifiedClaims(next.access_token)).client_id, doc.client_id);
+    await step("refresh: after the access token expired the SDK refreshes on the 401 as the document client", async () => {
+      const before = provider.tokens();
+      const exp = jwtParts(before.access_token).claims.exp;
+      const n = log.length;
+      await sleep(Math.max(0, exp * 1000 + LOCAL_LEEWAY_MS + 500 - Date.now()));
+      const r = await c.client.callTool({ name: "ev__get-sum", arguments: { a: 1, b: 2 } }, undefined, REQ);
+      assert.equal(textOf(r), "The sum of 1 and 2 is 3.");
+      const since = log.slice(n);
+      assertInOrder(since, [
+        ["POST", "/mcp", 401],
+        ["POST", "/oauth/token", 200],
+        ["POST", "/mcp", 200],
+      ]);
+      const after = provider.tokens();
+      assert.ok(after.refresh_token && after.refresh_token !== before.refresh_token, "a new refresh token (rotation)");
+      assert.equal((await verifiedClaims(after.access_token)).client_id, doc.client_id);
+      assert.equal(provider.authorizations.length, 1, "no second browser login");
+      assert.equal(since.filter((e) => e.path === "/oauth/register").length, 0, "no registration");
+    });
+
+    await step("control: with client_id_metadata_document_supported stripped from the AS metadata, the same provider registers instead", async () => {
+      const ctlLog = [];
+      const ctl = new MemoryProvider({ redirectUrl: doc.redirect_uris[0], person: ALICE, clientMetadataUrl: doc.client_id, browse: false });
+      const strip = ({ client_id_metadata_document_supported, ...rest }) => rest;
+      const err = await newClient("cimd-control")
+        .connect(transportFor(ctl, ctlLog, { rewriteAS: strip }), REQ)
+        .then(() => undefined, (e) => e);
+      assert.ok(err instanceof UnauthorizedError, `the connect ends at the authorization redirect, got ${err?.stack ?? "success"}`);
+      assert.equal(ctlLog.find((e) => e.path === AS_METADATA).body.client_id_metadata_document_supported, undefined);
+      assertInOrder(ctlLog, [
+        ["POST", "/mcp", 401],
+        ["GET", AS_METADATA, 200],
+        ["POST", "/oauth/register", 201],
+      ]);
+      assert.equal(ctl.savedClients.length, 1);
+      const registered = ctl.clientInformation().client_id;
+      assert.ok(registered && registered !== doc.client_id, `a registered client_id: ${registered}`);
+      assert.equal(ctl.authorizations.length, 1);
+      assert.equal(ctl.authorizations[0].url.searchParams.get("client_id"), registered);
+      assert.equal(cimd.fetches(), 1, "mcpgate did not fetch the document for it");
     });
   } finally {
-    await close(mcp);
+    await close(c);
     await cimd.close();
   }
 });
