@@ -323,11 +323,14 @@ func TestCloseExpiredContext(t *testing.T) {
 				t.Errorf("Close(expired) took %v", d)
 			}
 
-			// Records after Close are dropped.
+			// Records after Close are dropped. The queued records Close
+			// abandoned may be counted in the meantime (the writer does
+			// that on its own goroutine), so this asks for at least one
+			// more; the totals below are exact.
 			before := w.Dropped()
 			w.Record(call(99))
-			if w.Dropped() != before+1 {
-				t.Errorf("Record after Close: Dropped %d -> %d, want +1", before, w.Dropped())
+			if w.Dropped() < before+1 {
+				t.Errorf("Record after Close: Dropped %d -> %d, want at least +1", before, w.Dropped())
 			}
 
 			close(b.release)
