@@ -91,6 +91,46 @@ servers:
 	}
 }
 
+// An aws_sigv4 server's preview shows the SigV4 Authorization header
+// with its scope and signed headers, the signature masked, and no
+// credential from the environment.
+func TestServersPreviewSigV4(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAPREVIEWTESTKEY")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "preview-secret-0123456789")
+	t.Setenv("AWS_CONFIG_FILE", writeFile(t, dir, "aws-config", ""))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", writeFile(t, dir, "aws-credentials", ""))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	p := writeFile(t, dir, "c.yaml", `
+servers:
+  aws:
+    transport: http
+    url: https://abc123.execute-api.eu-west-1.amazonaws.com/prod/mcp
+    headers: {X-Trace: abc}
+    auth: {type: aws_sigv4, region: eu-west-1, service: execute-api}
+`)
+	var out, errb bytes.Buffer
+	if code := run([]string{"servers", "preview", "--config", p, "aws"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"POST https://abc123.execute-api.eu-west-1.amazonaws.com/prod/mcp\n",
+		"Authorization: AWS4-HMAC-SHA256 Credential=<access key id>/",
+		"/eu-west-1/execute-api/aws4_request, SignedHeaders=accept;content-type;host;x-amz-content-sha256;x-amz-date;x-trace, Signature=****\n",
+		"X-Amz-Content-Sha256: <sha256 of the body>\n",
+		"X-Amz-Date: ",
+		"X-Trace: abc\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("preview lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "AKIAPREVIEW") || strings.Contains(got, "preview-secret") {
+		t.Errorf("preview leaks a credential:\n%s", got)
+	}
+}
+
 // servers status reads GET /admin/v1/servers of a running gateway.
 func TestServersStatus(t *testing.T) {
 	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Servers: map[string]*config.Server{

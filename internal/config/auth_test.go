@@ -67,6 +67,28 @@ servers:
 	}
 }
 
+func TestParseAWSSigV4(t *testing.T) {
+	doc := httpSrv("headers: {X-Trace: t, Authorization-Hint: h}\n    auth: {type: ' AWS_SigV4 ', region: '${REGION} ', service: ' execute-api'}")
+	c, err := Parse([]byte(doc), "", envOf(map[string]string{"REGION": "eu-west-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Auth{Type: AuthAWSSigV4, Region: "eu-west-1", Service: "execute-api"}
+	if diff := cmp.Diff(want, c.Servers["up"].Auth); diff != "" {
+		t.Errorf("auth (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"us-gov-west-1", "cn-north-1", "bedrock-agentcore", "lambda", "s3"} {
+		if !validAWSName(name) {
+			t.Errorf("validAWSName(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"", "-eu", "eu-", "EU-west-1", "eu_west_1", "eu.west", "é", strings.Repeat("a", 65)} {
+		if validAWSName(name) {
+			t.Errorf("validAWSName(%q) = true", name)
+		}
+	}
+}
+
 func TestParseAuthErrors(t *testing.T) {
 	const secret = "pa55w0rd-Zq9"
 	tests := []struct {
@@ -75,7 +97,31 @@ func TestParseAuthErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown auth type", httpSrv("auth: {type: kerberos, value: x}"),
-			`servers.up.auth.type: must be one of none, api_key, bearer_token, token, basic, authorization, oauth2, passthrough (got "kerberos")`},
+			`servers.up.auth.type: must be one of none, api_key, bearer_token, token, basic, authorization, oauth2, passthrough, aws_sigv4 (got "kerberos")`},
+		{"aws_sigv4 without region", httpSrv("auth: {type: aws_sigv4, service: execute-api}"),
+			"servers.up.auth.region: required for auth type aws_sigv4"},
+		{"aws_sigv4 without service", httpSrv("auth: {type: aws_sigv4, region: eu-west-1}"),
+			"servers.up.auth.service: required for auth type aws_sigv4"},
+		{"aws_sigv4 blank region", httpSrv("auth: {type: aws_sigv4, region: '  ', service: execute-api}"),
+			"servers.up.auth.region: required for auth type aws_sigv4"},
+		{"aws_sigv4 bad region", httpSrv("auth: {type: aws_sigv4, region: EU_West_1, service: execute-api}"),
+			"servers.up.auth.region: must be an AWS region name: lowercase letters, digits and dashes"},
+		{"aws_sigv4 region with a dash at the end", httpSrv("auth: {type: aws_sigv4, region: eu-west-, service: execute-api}"),
+			"servers.up.auth.region: must be an AWS region name"},
+		{"aws_sigv4 bad service", httpSrv("auth: {type: aws_sigv4, region: eu-west-1, service: 'execute api'}"),
+			"servers.up.auth.service: must be an AWS service signing name: lowercase letters, digits and dashes"},
+		{"aws_sigv4 with header_name", httpSrv("auth: {type: aws_sigv4, region: eu-west-1, service: execute-api, header_name: X-Auth}"),
+			"servers.up.auth.header_name: not allowed for auth type aws_sigv4"},
+		{"aws_sigv4 with value", httpSrv("auth: {type: aws_sigv4, region: eu-west-1, service: execute-api, value: " + secret + "}"),
+			"servers.up.auth.value: not allowed for auth type aws_sigv4"},
+		{"region of another type", httpSrv("auth: {type: bearer_token, value: x, region: eu-west-1}"),
+			"servers.up.auth.region: not allowed for auth type bearer_token"},
+		{"aws_sigv4 on stdio", "servers:\n  s:\n    transport: stdio\n    command: x\n    auth: {type: aws_sigv4, region: eu-west-1, service: lambda}\n",
+			"servers.s.auth: not allowed for transport stdio"},
+		{"aws_sigv4 with a static Authorization", httpSrv("headers: {authorization: x}\n    auth: {type: aws_sigv4, region: eu-west-1, service: execute-api}"),
+			"servers.up.headers.authorization: header is set by the aws_sigv4 signer and must not be configured"},
+		{"aws_sigv4 with a static X-Amz-Security-Token", httpSrv("headers: {X-Amz-Security-Token: x}\n    auth: {type: aws_sigv4, region: eu-west-1, service: execute-api}"),
+			"servers.up.headers.X-Amz-Security-Token: header is set by the aws_sigv4 signer"},
 		{"missing auth type", httpSrv("auth: {value: x}"), "servers.up.auth.type: required"},
 		{"basic without colon", httpSrv("auth: {type: basic, value: " + secret + "}"),
 			`servers.up.auth.value: must be "user:password" (no colon found)`},

@@ -150,6 +150,7 @@ const (
 	AuthAuthorization = "authorization" // Authorization: value, verbatim
 	AuthOAuth2        = "oauth2"        // client credentials, minted by the gateway
 	AuthPassthrough   = "passthrough"   // the caller's own upstream token
+	AuthAWSSigV4      = "aws_sigv4"     // every request signed with AWS Signature Version 4
 )
 
 // AuthTypes lists the accepted auth types, in the order error messages
@@ -158,7 +159,7 @@ var AuthTypes = enumOf[Auth]("Type")
 
 // Auth is a server's egress credential.
 type Auth struct {
-	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway) or passthrough (each caller's own token)."`
+	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token) or aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain)."`
 	Value string `config:"value,required,when=api_key|bearer_token|token|basic|authorization,expand,secret" doc:"The credential. Exactly one scheme goes out: \"Bearer abc\" and \"abc\" both send Authorization: Bearer abc. For basic: user:password, or \"Basic <base64>\" sent as is."`
 	// HeaderName "" means Authorization, or X-API-Key for api_key.
 	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it."`
@@ -169,6 +170,12 @@ type Auth struct {
 	ClientSecret string   `config:"client_secret,required,when=oauth2,expand,trim,secret" doc:"The gateway's client secret."`
 	Scopes       []string `config:"scopes,when=oauth2,expand" doc:"Scopes to request; each one token without spaces or quotes."`
 	Audience     string   `config:"audience,when=oauth2,expand,trim" doc:"The audience parameter of the token request, for servers that need one."`
+
+	// aws_sigv4: the signing scope. The credentials come from the AWS SDK's
+	// default chain (environment, shared config and credentials files, web
+	// identity, container and instance metadata), never from this file.
+	Region  string `config:"region,required,when=aws_sigv4,expand,trim" doc:"The AWS region the requests are signed for (eu-west-1): lowercase letters, digits and dashes."`
+	Service string `config:"service,required,when=aws_sigv4,expand,trim" doc:"The AWS service signing name: execute-api (API Gateway), lambda (Lambda function URLs), bedrock-agentcore, ...; lowercase letters, digits and dashes."`
 }
 
 // TLS is a server's TLS client configuration. Relative paths are resolved

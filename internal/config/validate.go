@@ -163,6 +163,9 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 		if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
 			errs.add(fp, 0, "value must not contain CR, LF or NUL")
 		}
+		if s.Auth != nil && s.Auth.Type == AuthAWSSigV4 && sigV4Headers[canon] {
+			errs.add(fp, 0, "header is set by the aws_sigv4 signer and must not be configured")
+		}
 	}
 
 	if s.Auth != nil {
@@ -210,6 +213,39 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 	if strings.ContainsAny(a.Value, "\r\n\x00") {
 		errs.add(p+".value", 0, "must not contain CR, LF or NUL")
 	}
+	// Region and service are not secrets, but neither is echoing them
+	// needed: the rule says what is wrong.
+	if a.Region != "" && !validAWSName(a.Region) {
+		errs.add(p+".region", 0, "must be an AWS region name: lowercase letters, digits and dashes (eu-west-1)")
+	}
+	if a.Service != "" && !validAWSName(a.Service) {
+		errs.add(p+".service", 0, "must be an AWS service signing name: lowercase letters, digits and dashes (execute-api)")
+	}
+}
+
+// validAWSName reports whether s is a region or service signing name:
+// lowercase letters, digits and dashes, starting and ending with a letter
+// or digit, at most 64 characters.
+func validAWSName(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// sigV4Headers are set by the SigV4 signer on every request of an
+// aws_sigv4 server: a static header of these names would be overwritten
+// or break the signature.
+var sigV4Headers = map[string]bool{
+	"Authorization":        true,
+	"X-Amz-Date":           true,
+	"X-Amz-Security-Token": true,
+	"X-Amz-Content-Sha256": true,
 }
 
 // ValidBasicCredential reports whether v can make a Basic header: a

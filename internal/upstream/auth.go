@@ -90,6 +90,9 @@ type egressAuth struct {
 	headers http.Header
 	static  http.Header // the static headers alone (trimmed)
 	tokens  *tokenSource
+	// sig signs each request (aws_sigv4), after the headers above are set;
+	// set by newHTTPBase.
+	sig *sigV4
 }
 
 // newEgressAuth builds the credentials of a session. callerToken is the
@@ -105,7 +108,8 @@ func newEgressAuth(srv *config.Server, tokens *tokenSource, callerToken string) 
 	}
 	var fixed string
 	switch a.typ {
-	case config.AuthNone:
+	case config.AuthNone, config.AuthAWSSigV4:
+		// aws_sigv4: the signature is made per request (sigV4.sign).
 	case config.AuthOAuth2:
 		a.tokens = tokens
 		if tokens == nil && strings.TrimSpace(srv.Auth.Value) != "" {
@@ -181,6 +185,11 @@ func (a *egressAuth) slots() []string {
 	if a.slot != "" && a.slot != headerAuthorization {
 		s = append(s, a.slot)
 	}
+	if a.typ == config.AuthAWSSigV4 {
+		// The session token is a credential; the rest belong to the
+		// signature and mean nothing without it.
+		s = append(s, sigV4Headers[1:]...)
+	}
 	return s
 }
 
@@ -211,6 +220,11 @@ func Fingerprint(srv *config.Server, callerToken string) string {
 	}
 	if a.typ == config.AuthOAuth2 && srv.Auth != nil {
 		write("oauth2", clientIdentity(srv.Auth))
+	}
+	if a.typ == config.AuthAWSSigV4 && srv.Auth != nil {
+		// The signing scope; the credentials rotate under the same
+		// sessions (their cache is the server's, not the session's).
+		write("aws_sigv4", srv.Auth.Region, srv.Auth.Service)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -248,6 +262,12 @@ func Preview(srv *config.Server) PreviewRequest {
 	method := http.MethodPost
 	if transportOf(srv) == config.TransportSSE {
 		method = http.MethodGet
+	}
+	if a.typ == config.AuthAWSSigV4 && srv.Auth != nil {
+		// Signed last, over everything above, as a request is.
+		for k, v := range sigV4Preview(method, srv, out) {
+			out[k] = v
+		}
 	}
 	return PreviewRequest{Method: method, URL: redactURL(srv.URL), Headers: out}
 }

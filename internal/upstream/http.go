@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
@@ -83,7 +84,20 @@ func newHTTPBase(c *conn, opts *Options) (httpBase, error) {
 	if err != nil {
 		return httpBase{}, &Error{Server: c.server, Kind: KindInternal, Err: err}
 	}
-	return httpBase{c: c, client: client, auth: newEgressAuth(opts.Server, opts.tokens, opts.CallerToken)}, nil
+	b := httpBase{c: c, client: client, auth: newEgressAuth(opts.Server, opts.tokens, opts.CallerToken)}
+	if opts.sigv4 != nil && b.auth.typ == config.AuthAWSSigV4 {
+		b.auth.sig = opts.sigv4
+		// Redirects are signed again (or stripped): a client of this
+		// session's own, sharing the transport and so its connections.
+		hc := *client
+		hc.CheckRedirect = opts.sigv4.onRedirect(client.CheckRedirect)
+		if ownClient(client) {
+			b.redirects = &hc // send keeps the fast path to the transport
+		} else {
+			b.client = &hc
+		}
+	}
+	return b, nil
 }
 
 // redirectError refuses a redirect to another origin (C4.2).
@@ -160,6 +174,10 @@ type httpBase struct {
 	c      *conn
 	client *http.Client
 	auth   *egressAuth
+	// redirects follows the redirects of the package's own client when
+	// they need more than its policy (aws_sigv4 signs them again); nil
+	// means client.
+	redirects *http.Client
 }
 
 // newRequest builds a request; do adds the static headers and credentials.
@@ -178,7 +196,7 @@ func (b *httpBase) newRequest(ctx context.Context, method, target string, body [
 // do sends req and turns a transport failure into an *Error that keeps its
 // real cause (C6.1): connection refused, DNS, TLS, a refused redirect.
 func (b *httpBase) do(req *http.Request) (*http.Response, error) {
-	used, err := b.auth.apply(req.Context(), req.Header)
+	used, err := b.authorize(req)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +210,7 @@ func (b *httpBase) do(req *http.Request) (*http.Response, error) {
 		if cerr != nil {
 			return nil, &Error{Server: b.c.server, Kind: KindInternal, Err: cerr}
 		}
-		if _, err := b.auth.apply(again.Context(), again.Header); err != nil {
+		if _, err := b.authorize(again); err != nil {
 			return nil, err
 		}
 		b.c.log.Info("upstream answered 401; retrying once with a fresh token")
@@ -206,6 +224,23 @@ func (b *httpBase) do(req *http.Request) (*http.Response, error) {
 	}
 	return nil, &Error{Server: b.c.server, Kind: KindUnreachable,
 		Err: fmt.Errorf("%s %s: %w", req.Method, redactURL(req.URL.String()), scrubURLError(err))}
+}
+
+// authorize puts the credentials on req: the static headers and the
+// credential slot, then (aws_sigv4) the signature, which comes last so
+// that it covers every header set before it. It returns the minted token
+// used, if any (see egressAuth.apply).
+func (b *httpBase) authorize(req *http.Request) (string, error) {
+	used, err := b.auth.apply(req.Context(), req.Header)
+	if err != nil {
+		return "", err
+	}
+	if b.auth.sig != nil {
+		if err := b.auth.sig.sign(req); err != nil {
+			return "", err
+		}
+	}
+	return used, nil
 }
 
 // send is Client.Do, minus Client.Do's per-request work (header copies for
@@ -234,6 +269,9 @@ func (b *httpBase) send(req *http.Request) (*http.Response, error) {
 	again, err := retryable(req)
 	if err != nil {
 		return nil, err
+	}
+	if b.redirects != nil {
+		return b.redirects.Do(again)
 	}
 	return b.client.Do(again)
 }

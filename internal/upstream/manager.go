@@ -113,6 +113,7 @@ type server struct {
 	name      string
 	srv       *config.Server
 	tokens    *tokenSource // oauth2 client credentials, shared by all sessions
+	sigv4     *sigV4       // aws_sigv4: config and credentials cache, shared by all sessions
 	perCall   bool
 	byCaller  bool   // passthrough: sessions keyed by the caller's token
 	defaultFP string // the fingerprint of the server's own credentials
@@ -213,6 +214,7 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 	if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
 		sv.tokens = newTokenSource(c.Name, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
 	}
+	sv.sigv4 = newSigV4(&c)
 	return sv
 }
 
@@ -583,6 +585,7 @@ func (m *Manager) dial(ctx context.Context, sv *server, callerToken string, orig
 		CallerToken:        callerToken,
 		DefaultOrigin:      origin,
 		tokens:             sv.tokens,
+		sigv4:              sv.sigv4,
 		barrenRun:          &sv.barrenRun,
 	})
 	switch {

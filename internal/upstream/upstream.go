@@ -131,6 +131,9 @@ type Options struct {
 	// tokens mints the oauth2 tokens of the server; the Manager shares
 	// one per server across sessions. nil: Connect makes one.
 	tokens *tokenSource
+	// sigv4 signs the requests of an aws_sigv4 server; the Manager shares
+	// one per server. nil: Connect makes one.
+	sigv4 *sigV4
 	// barrenRun counts the sessions of the server in a row that expired
 	// without serving a request (the Manager's: conn.judgeExpiry).
 	barrenRun *atomic.Int32
