@@ -10,7 +10,8 @@
 // upstream or an identity provider (egress refreshes, through the
 // function it hands Refresh), put a credential on a request, or share an
 // entry across people: every entry is addressed by (person, server), and
-// nothing looks one up by server alone. No error, log value or String of
+// no call returns a credential for a server alone (List, which can
+// filter by server, returns no secrets). No error, log value or String of
 // an Entry carries a token.
 //
 // At rest, each entry is one object of kind vault:
@@ -30,6 +31,10 @@
 //   - keys: each configured 32-byte key yields, through HKDF-SHA256 (no
 //     salt, one info string per purpose), an encryption key and a naming
 //     key, derived once in New.
+//
+// What a copy of the database does show: how many entries there are, the
+// key id of each, and when each was created and last written (the
+// store's own columns; Touch writes at most once a minute).
 package vault
 
 import (
@@ -429,8 +434,7 @@ func withKey(m Meta, kid string) Meta { m.KeyID = kid; return m }
 
 // Touch records that the entry was used now. It writes at most once per
 // TouchInterval per entry from this process, so LastUsed lags by up to
-// that; an entry another writer holds at that moment is not waited for.
-// ErrNotFound when there is no entry.
+// that. ErrNotFound when there is no entry.
 func (v *Vault) Touch(ctx context.Context, person, server string) error {
 	if err := checkIDs(person, server); err != nil {
 		return fmt.Errorf("vault touch: %w", err)
@@ -508,7 +512,9 @@ func (v *Vault) Refresh(ctx context.Context, person, server string, fn func(cont
 		if f.err != nil {
 			return Entry{}, fmt.Errorf("vault refresh (server %q): %w", server, f.err)
 		}
-		return f.e, nil
+		e := f.e
+		e.Scopes = slices.Clone(e.Scopes) // each waiter its own
+		return e, nil
 	case <-ctx.Done():
 		return Entry{}, ctx.Err()
 	}
@@ -551,7 +557,7 @@ func (v *Vault) refresh(ctx context.Context, id, person, server string, fn func(
 	if err := v.write(ctx, next); err != nil {
 		return Entry{}, err
 	}
-	return next, nil
+	return fromPlain(toPlain(next)), nil // as Get would return it
 }
 
 // callRefresh runs fn, turning a panic into an error so that the waiters
