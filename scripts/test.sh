@@ -86,6 +86,7 @@ fuzz ./internal/oauth/authserver/ FuzzAuthorize
 fuzz ./internal/oauth/ FuzzDiscoveryDocument
 fuzz ./internal/oauth/ FuzzJWKS
 fuzz ./internal/oauth/authserver/ FuzzMetadataDocument
+fuzz ./internal/vault/ FuzzDecodeRecord
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"

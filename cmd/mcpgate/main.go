@@ -50,6 +50,7 @@ Usage:
   mcpgate validate --config FILE [--json]          check a config file, serve nothing
   mcpgate config schema|reference                  the config file's JSON Schema, or its reference
   mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
+  mcpgate vault rotate --config FILE               re-encrypt the credential vault under its first key
   mcpgate version                                  print the version
 
 Administer a running gateway (its admin API):
@@ -126,6 +127,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &callCommand{stdout: stdout}
 	case "audit":
 		cmd = &auditCommand{stdout: stdout, stderr: stderr}
+	case "vault":
+		cmd = &vaultCommand{stdout: stdout}
 	default:
 		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -95,6 +95,9 @@ type Config struct {
 	Sessions SessionLimits `config:"sessions" doc:"Bounds on downstream sessions (SPEC S4.3, S8, S12)."`
 	// Limits keep one caller from hurting the rest (SPEC S23).
 	Limits Limits `config:"limits" doc:"Limits that keep one caller from hurting the rest (SPEC S23); each has a default and an error that names it."`
+	// Vault holds the keys of the per-person credential vault (SPEC S19);
+	// nil means the file has no vault block.
+	Vault *Vault `config:"vault" doc:"The per-person upstream credential vault (SPEC S19): the keys its entries are encrypted under at rest."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.

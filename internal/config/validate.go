@@ -100,6 +100,9 @@ func (c *Config) validate(strict bool) error {
 	if c.Auth != nil {
 		c.Auth.validate(&errs, c)
 	}
+	if c.Vault != nil {
+		c.Vault.validate(&errs, strict)
+	}
 	return errs.err()
 }
 

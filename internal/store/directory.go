@@ -37,6 +37,11 @@ const (
 	KindOAuthFamily  = "oauth_family"
 	KindOAuthRefresh = "oauth_refresh"
 	KindOAuthConsent = "oauth_consent"
+
+	// KindVault is a per-person upstream credential (internal/vault),
+	// sealed with AES-256-GCM and named by a keyed hash of (person,
+	// server): neither the credential nor the person is in the clear.
+	KindVault = "vault"
 )
 
 // kinds are the object kinds CheckKind accepts.
@@ -44,6 +49,7 @@ var kinds = map[string]bool{
 	KindServer: true, KindToolset: true, KindGrant: true,
 	KindOAuthKey: true, KindOAuthClient: true, KindOAuthFamily: true,
 	KindOAuthRefresh: true, KindOAuthConsent: true,
+	KindVault: true,
 }
 
 // Object is a runtime-managed document (a server or toolset definition).

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+	"github.com/mcpgate/mcpgate/internal/vault"
+)
+
+// vaultCommand administers the per-person credential vault in the
+// config's data directory: `rotate` re-encrypts every entry under the
+// first of vault.keys.
+type vaultCommand struct{ stdout io.Writer }
+
+const vaultUsage = `Usage:
+  mcpgate vault rotate --config FILE
+      Re-encrypt every vault entry under the first key of vault.keys; then
+      the other keys can be removed from the config. Best run with the
+      gateway stopped: a credential the gateway writes at the same moment
+      can otherwise be lost (the person reconnects).
+`
+
+func (c *vaultCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return &usageError{"want a subcommand: rotate\n" + vaultUsage}
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		return &usageError{strings.TrimRight(vaultUsage, "\n")}
+	case "rotate":
+		return c.rotate(ctx, args[1:])
+	}
+	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], vaultUsage)}
+}
+
+func (c *vaultCommand) rotate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("vault rotate", flag.ContinueOnError)
+	path := fs.String("config", "", "config file (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return &usageError{"--config is required"}
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return fmt.Errorf("invalid config:\n%w", err)
+	}
+	if cfg.Vault == nil {
+		return errors.New("the config has no vault section: nothing to rotate")
+	}
+	st, err := sqlite.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("open the store in %s: %w", cfg.DataDir, err)
+	}
+	defer st.Close()
+	v, err := vault.New(st, cfg.Vault.Keys, nil)
+	if err != nil {
+		return err
+	}
+	n, err := v.Rotate(ctx)
+	fmt.Fprintf(c.stdout, "re-encrypted %d vault entries under key %s\n", n, v.KeyID())
+	if err != nil {
+		return fmt.Errorf("some entries were not re-encrypted (keep their keys in vault.keys until they are):\n%w", err)
+	}
+	return nil
+}
