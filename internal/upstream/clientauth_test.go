@@ -58,6 +58,8 @@ func newClientAuthEndpoint(t *testing.T, method string, pub crypto.PublicKey, al
 
 func (ep *clientAuthEndpoint) tokenURL() string { return ep.URL + "/oauth/token" }
 
+func (ep *clientAuthEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { ep.serve(w, r) }
+
 func (ep *clientAuthEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
@@ -112,7 +114,7 @@ func (ep *clientAuthEndpoint) authenticate(r *http.Request) (*jwt.Claims, error)
 		if got := f.Get("client_assertion_type"); got != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
 			return nil, fmt.Errorf("client_assertion_type = %q", got)
 		}
-		return verifyAssertion(f.Get("client_assertion"), ep.pub, ep.alg, ep.URL+r.URL.Path, ep.now())
+		return verifyAssertion(f.Get("client_assertion"), ep.pub, ep.alg, "http://"+r.Host+r.URL.Path, ep.now())
 	}
 	return nil, nil
 }
