@@ -627,16 +627,45 @@ func TestOAuth2TokenIdentity(t *testing.T) {
 		t.Error("identity differs for an equal config")
 	}
 	for name, change := range map[string]func(*config.Auth){
-		"secret":    func(a *config.Auth) { a.ClientSecret += "x" },
-		"client_id": func(a *config.Auth) { a.ClientID += "x" },
-		"token_url": func(a *config.Auth) { a.TokenURL += "x" },
-		"scopes":    func(a *config.Auth) { a.Scopes = a.Scopes[:1] },
-		"audience":  func(a *config.Auth) { a.Audience = "" },
-		"shifted":   func(a *config.Auth) { a.ClientID, a.Audience = "", a.ClientID+a.Audience },
+		"secret":      func(a *config.Auth) { a.ClientSecret += "x" },
+		"client_id":   func(a *config.Auth) { a.ClientID += "x" },
+		"token_url":   func(a *config.Auth) { a.TokenURL += "x" },
+		"scopes":      func(a *config.Auth) { a.Scopes = a.Scopes[:1] },
+		"audience":    func(a *config.Auth) { a.Audience = "" },
+		"shifted":     func(a *config.Auth) { a.ClientID, a.Audience = "", a.ClientID+a.Audience },
+		"client_auth": func(a *config.Auth) { a.ClientAuth = config.ClientSecretPost },
 	} {
 		a := base()
 		change(a)
 		if id(a) == want {
+			t.Errorf("identity unchanged when %s changes", name)
+		}
+	}
+}
+
+func TestOAuth2TokenIdentityPrivateKey(t *testing.T) {
+	base := func() *config.Auth {
+		return &config.Auth{Type: config.AuthOAuth2, ClientID: "c", ClientAuth: config.PrivateKeyJWT, PrivateKey: "PEM-A"}
+	}
+	want := clientIdentity(base())
+	if strings.Contains(want, "PEM-A") {
+		t.Error("identity contains the key")
+	}
+	// An explicit client_secret_basic is the default's identity.
+	basic := testOAuthConfig("https://idp.example/token")
+	explicit := *basic
+	explicit.ClientAuth = config.ClientSecretBasic
+	if clientIdentity(basic) != clientIdentity(&explicit) {
+		t.Error("explicit client_secret_basic changes the identity")
+	}
+	for name, change := range map[string]func(*config.Auth){
+		"private_key":      func(a *config.Auth) { a.PrivateKey = "PEM-B" },
+		"private_key_file": func(a *config.Auth) { a.PrivateKey, a.PrivateKeyFile = "", "/k.pem" },
+		"signing_alg":      func(a *config.Auth) { a.SigningAlg = config.AlgES256 },
+	} {
+		a := base()
+		change(a)
+		if clientIdentity(a) == want {
 			t.Errorf("identity unchanged when %s changes", name)
 		}
 	}
