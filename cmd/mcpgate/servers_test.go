@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -36,7 +41,8 @@ func TestValidateAuthAndTLSErrors(t *testing.T) {
 		{"unknown auth type", "auth: {type: kerberos, value: " + secret + "}", "servers.up.auth.type: must be one of none, api_key"},
 		{"basic without colon", "auth: {type: basic, value: " + secret + "}", "servers.up.auth.value: must be \"user:password\""},
 		{"missing ca_file", "tls: {ca_file: ./nope/ca.pem}", "servers.up.tls.ca_file: cannot read " + filepath.Join(dir, "nope/ca.pem")},
-		{"oauth2 without token_url", "auth: {type: oauth2, client_id: gw, client_secret: " + secret + "}", "servers.up.auth.token_url: required for auth type oauth2"},
+		{"oauth2 without client_secret", "auth: {type: oauth2, client_id: gw}", "servers.up.auth.client_secret: required for client_auth client_secret_basic"},
+		{"private_key_jwt with a key that is not PEM", "auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, private_key: " + secret + "}", "servers.up.auth.private_key: not PEM"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, dir, "c.yaml", "servers:\n  up:\n    transport: http\n    url: https://up.example.com/mcp\n    "+tc.block+"\n")
@@ -128,6 +134,49 @@ servers:
 	}
 	if strings.Contains(got, "AKIAPREVIEW") || strings.Contains(got, "preview-secret") {
 		t.Errorf("preview leaks a credential:\n%s", got)
+	}
+}
+
+// The preview of a private_key_jwt server names the method and the
+// discovered endpoint; the key never appears.
+func TestServersPreviewPrivateKeyJWT(t *testing.T) {
+	dir := t.TempDir()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	t.Setenv("UP_KEY", keyPEM)
+	writeFile(t, dir, "up.pem", keyPEM)
+	p := writeFile(t, dir, "c.yaml", `
+servers:
+  inline:
+    transport: http
+    url: https://up.example.com/mcp
+    auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, private_key: "${UP_KEY}"}
+  file:
+    transport: http
+    url: https://up.example.com/mcp
+    auth: {type: oauth2, token_url: "https://idp.example.com/token", client_id: gw, client_auth: private_key_jwt, private_key_file: up.pem}
+`)
+	for name, want := range map[string]string{
+		"inline": "Authorization: Bearer <minted from the token endpoint discovered from the server with private_key_jwt>\n",
+		"file":   "Authorization: Bearer <minted from https://idp.example.com/token with private_key_jwt>\n",
+	} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"servers", "preview", "--config", p, name}, &out, &errb); code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errb.String())
+		}
+		got := out.String()
+		if !strings.Contains(got, want) {
+			t.Errorf("%s: preview lacks %q:\n%s", name, want, got)
+		}
+		for _, line := range strings.Split(keyPEM, "\n") {
+			if len(line) > 8 && strings.Contains(got, line) {
+				t.Errorf("%s: preview shows the key:\n%s", name, got)
+			}
+		}
 	}
 }
 

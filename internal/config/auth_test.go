@@ -1,6 +1,13 @@
 package config
 
 import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,8 +135,8 @@ func TestParseAuthErrors(t *testing.T) {
 		{"basic scheme with raw text and no colon", httpSrv("auth: {type: basic, value: 'Basic " + secret + "'}"),
 			`servers.up.auth.value: must be "user:password"`},
 		{"bearer without value", httpSrv("auth: {type: bearer_token}"), "servers.up.auth.value: required for auth type bearer_token"},
-		{"oauth2 without token_url", httpSrv("auth: {type: oauth2, client_id: a, client_secret: b}"),
-			"servers.up.auth.token_url: required for auth type oauth2"},
+		{"oauth2 without client_secret", httpSrv("auth: {type: oauth2, client_id: a}"),
+			"servers.up.auth.client_secret: required for client_auth client_secret_basic"},
 		{"oauth2 bad token_url", httpSrv("auth: {type: oauth2, token_url: 'ftp://" + secret + "@x', client_id: a, client_secret: b}"),
 			"servers.up.auth.token_url: must be an http or https URL"},
 		{"oauth2 without client", httpSrv("auth: {type: oauth2, token_url: 'https://x/t'}"), "servers.up.auth.client_id: required for auth type oauth2"},
@@ -181,5 +188,165 @@ func TestValidBasicCredential(t *testing.T) {
 		if got := ValidBasicCredential(v); got != want {
 			t.Errorf("ValidBasicCredential(%q) = %v, want %v", v, got, want)
 		}
+	}
+}
+
+// pemOf encodes a DER key as a PEM block of type typ.
+func pemOf(typ string, der []byte) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+}
+
+func TestParseClientAuth(t *testing.T) {
+	dir := t.TempDir()
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaSmall, _ := rsa.GenerateKey(rand.Reader, 1024)
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	pkcs8 := func(k any) []byte {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der
+	}
+	sec1, _ := x509.MarshalECPrivateKey(ec)
+	keys := map[string]string{
+		"ec-pkcs8.pem":  pemOf("PRIVATE KEY", pkcs8(ec)),
+		"ec-sec1.pem":   pemOf("EC PRIVATE KEY", sec1),
+		"rsa-pkcs1.pem": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rsaKey)),
+		"rsa-pkcs8.pem": pemOf("PRIVATE KEY", pkcs8(rsaKey)),
+		"p384.pem":      pemOf("PRIVATE KEY", pkcs8(ec384)),
+		"rsa1024.pem":   pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rsaSmall)),
+		"ed25519.pem":   pemOf("PRIVATE KEY", pkcs8(ed)),
+		"cert-only.pem": pemOf("CERTIFICATE", []byte("not a certificate")),
+		// A key block whose body is corrupt: a secret-looking payload that
+		// must never be echoed.
+		"garbage.pem": pemOf("PRIVATE KEY", []byte("pa55w0rd-Zq9 not DER")),
+		"not-pem.pem": "pa55w0rd-Zq9\n",
+	}
+	for name, data := range keys {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"KEY": keys["ec-pkcs8.pem"], "RSAKEY": keys["rsa-pkcs1.pem"], "BAD": keys["garbage.pem"]}
+	jwt := func(extra string) string {
+		return httpSrv("auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, " + extra + "}")
+	}
+
+	t.Run("accepted", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, doc string
+			want      Auth
+			alg       string
+		}{
+			{"inline key from a variable", jwt("private_key: '${KEY}'"),
+				Auth{ClientAuth: PrivateKeyJWT, PrivateKey: strings.TrimSpace(keys["ec-pkcs8.pem"])}, AlgES256},
+			{"relative key file, SEC1", jwt("private_key_file: ec-sec1.pem"),
+				Auth{ClientAuth: PrivateKeyJWT, PrivateKeyFile: filepath.Join(dir, "ec-sec1.pem")}, AlgES256},
+			{"PKCS#1 RSA, explicit alg", jwt("private_key_file: ./rsa-pkcs1.pem, signing_alg: RS256"),
+				Auth{ClientAuth: PrivateKeyJWT, PrivateKeyFile: filepath.Join(dir, "rsa-pkcs1.pem"), SigningAlg: AlgRS256}, AlgRS256},
+			{"PKCS#8 RSA", jwt("private_key_file: rsa-pkcs8.pem"),
+				Auth{ClientAuth: PrivateKeyJWT, PrivateKeyFile: filepath.Join(dir, "rsa-pkcs8.pem")}, AlgRS256},
+			{"client_secret_post", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s, client_auth: Client_Secret_Post}"),
+				Auth{ClientAuth: ClientSecretPost, ClientSecret: "s"}, ""},
+			{"default method", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s}"),
+				Auth{ClientSecret: "s"}, ""},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				c, err := Parse([]byte(tt.doc), dir, envOf(env))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := c.Servers["up"].Auth
+				want := tt.want
+				want.Type, want.ClientID = AuthOAuth2, "gw"
+				if diff := cmp.Diff(&want, got); diff != "" {
+					t.Errorf("auth (-want +got):\n%s", diff)
+				}
+				if tt.alg == "" {
+					return
+				}
+				key, alg, err := got.ClientKey()
+				if err != nil || key == nil || alg != tt.alg {
+					t.Errorf("ClientKey = %T, %q, %v; want alg %s", key, alg, err, tt.alg)
+				}
+			})
+		}
+	})
+
+	const secret = "pa55w0rd-Zq9"
+	for _, tt := range []struct {
+		name, doc, want string
+	}{
+		{"both key forms", jwt("private_key: '${KEY}', private_key_file: ec-sec1.pem"),
+			"servers.up.auth: private_key and private_key_file are both set; give one"},
+		{"no key", jwt("audience: x"),
+			"servers.up.auth.private_key: required for client_auth private_key_jwt (or private_key_file)"},
+		{"unparsable inline PEM", jwt("private_key: '${BAD}'"),
+			"servers.up.auth.private_key: the PRIVATE KEY PEM block does not parse"},
+		{"unparsable key file", jwt("private_key_file: garbage.pem"),
+			"servers.up.auth.private_key_file: the PRIVATE KEY PEM block does not parse"},
+		{"not PEM", jwt("private_key_file: not-pem.pem"),
+			"servers.up.auth.private_key_file: not PEM"},
+		{"inline not PEM", jwt("private_key: " + secret),
+			"servers.up.auth.private_key: not PEM"},
+		{"no key block", jwt("private_key_file: cert-only.pem"),
+			"servers.up.auth.private_key_file: no private key among the PEM blocks"},
+		{"missing file", jwt("private_key_file: missing.pem"),
+			"servers.up.auth.private_key_file: cannot read " + filepath.Join(dir, "missing.pem") + ": no such file or directory"},
+		{"P-384 key", jwt("private_key_file: p384.pem"),
+			"servers.up.auth.private_key_file: EC key on P-384; want P-256 (ES256)"},
+		{"short RSA key", jwt("private_key_file: rsa1024.pem"),
+			"servers.up.auth.private_key_file: RSA key of 1024 bits; want at least 2048"},
+		{"Ed25519 key", jwt("private_key_file: ed25519.pem"),
+			"servers.up.auth.private_key_file: an Ed25519 key; want RSA or EC P-256"},
+		{"alg does not fit the key", jwt("private_key: '${KEY}', signing_alg: RS256"),
+			"servers.up.auth.signing_alg: RS256 does not fit the key (an EC key)"},
+		{"unknown alg", jwt("private_key: '${RSAKEY}', signing_alg: PS256"),
+			`servers.up.auth.signing_alg: must be one of ES256, RS256 (got "PS256")`},
+		{"secret with private_key_jwt", jwt("private_key: '${KEY}', client_secret: " + secret),
+			"servers.up.auth.client_secret: not allowed for client_auth private_key_jwt"},
+		{"post without secret", httpSrv("auth: {type: oauth2, client_id: gw, client_auth: client_secret_post}"),
+			"servers.up.auth.client_secret: required for client_auth client_secret_post"},
+		{"key with a secret method", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s, private_key: '${KEY}'}"),
+			"servers.up.auth.private_key: not allowed for client_auth client_secret_basic (only for private_key_jwt)"},
+		{"key file with a secret method", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s, client_auth: client_secret_post, private_key_file: ec-sec1.pem}"),
+			"servers.up.auth.private_key_file: not allowed for client_auth client_secret_post"},
+		{"unknown method", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s, client_auth: tls_client_auth}"),
+			`servers.up.auth.client_auth: must be one of client_secret_basic, client_secret_post, private_key_jwt (got "tls_client_auth")`},
+		{"key on another type", httpSrv("auth: {type: bearer_token, value: x, private_key: '${KEY}'}"),
+			"servers.up.auth.private_key: not allowed for auth type bearer_token"},
+		{"bad token_url", jwt("private_key: '${KEY}', token_url: 'ftp://x/t'"),
+			"servers.up.auth.token_url: must be an http or https URL"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), dir, envOf(env))
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
+			}
+			msg := err.Error()
+			for name, data := range keys {
+				// No line of a key's base64 body, nor the payload, appears.
+				for _, line := range strings.Split(data, "\n") {
+					if len(line) > 20 && !strings.HasPrefix(line, "-----") && strings.Contains(msg, line) {
+						t.Errorf("error echoes key %s: %v", name, err)
+					}
+				}
+			}
+			if strings.Contains(msg, secret) {
+				t.Errorf("error echoes the secret: %v", err)
+			}
+		})
 	}
 }

@@ -168,17 +168,39 @@ type Auth struct {
 	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it."`
 
 	// oauth2 client credentials (RFC 6749 section 4.4).
-	TokenURL     string   `config:"token_url,required,when=oauth2,expand,trim" doc:"The client-credentials token endpoint, http or https; called with HTTP Basic client authentication and no redirects."`
-	ClientID     string   `config:"client_id,required,when=oauth2,expand,trim" doc:"The gateway's client id at the token endpoint."`
-	ClientSecret string   `config:"client_secret,required,when=oauth2,expand,trim,secret" doc:"The gateway's client secret."`
-	Scopes       []string `config:"scopes,when=oauth2,expand" doc:"Scopes to request; each one token without spaces or quotes."`
-	Audience     string   `config:"audience,when=oauth2,expand,trim" doc:"The audience parameter of the token request, for servers that need one."`
+	TokenURL   string `config:"token_url,when=oauth2,expand,trim" doc:"The client-credentials token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`
+	ClientAuth string `config:"client_auth,when=oauth2,enum=client_secret_basic|client_secret_post|private_key_jwt,expand,trim,lower" doc:"How the gateway authenticates at the token endpoint: client_secret_basic (HTTP Basic, the default), client_secret_post (client_id and client_secret in the form) or private_key_jwt (a JWT signed with private_key or private_key_file, RFC 7523). Every token request also carries resource, the server's canonical URI (RFC 8707)."`
+	ClientID   string `config:"client_id,required,when=oauth2,expand,trim" doc:"The gateway's client id at the token endpoint."`
+	// ClientSecret is required for the secret methods (validate.go).
+	ClientSecret string `config:"client_secret,when=oauth2,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt."`
+	// PrivateKey or PrivateKeyFile (exactly one) for private_key_jwt.
+	PrivateKey     string   `config:"private_key,when=oauth2,expand,trim,secret" doc:"For private_key_jwt: the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA of 2048 bits or more, EC on P-256), typically ${VAR}. Never shown. Exactly one of private_key and private_key_file."`
+	PrivateKeyFile string   `config:"private_key_file,when=oauth2,expand,trim,path" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
+	SigningAlg     string   `config:"signing_alg,when=oauth2,enum=ES256|RS256,expand,trim" doc:"For private_key_jwt: the client assertion's algorithm. Default from the key: ES256 for an EC P-256 key, RS256 for an RSA key."`
+	Scopes         []string `config:"scopes,when=oauth2,expand" doc:"Scopes to request; each one token without spaces or quotes."`
+	Audience       string   `config:"audience,when=oauth2,expand,trim" doc:"The audience parameter of the token request, for servers that need one."`
 
 	// aws_sigv4: the signing scope. The credentials come from the AWS SDK's
 	// default chain (environment, shared config and credentials files, web
 	// identity, container and instance metadata), never from this file.
 	Region  string `config:"region,required,when=aws_sigv4,expand,trim" doc:"The AWS region the requests are signed for (eu-west-1): lowercase letters, digits and dashes."`
 	Service string `config:"service,required,when=aws_sigv4,expand,trim" doc:"The AWS service signing name: execute-api (API Gateway), lambda (Lambda function URLs), bedrock-agentcore, ...; lowercase letters, digits and dashes."`
+}
+
+// Client authentication methods of an oauth2 auth block (RFC 7591 2).
+const (
+	ClientSecretBasic = "client_secret_basic"
+	ClientSecretPost  = "client_secret_post"
+	PrivateKeyJWT     = "private_key_jwt"
+)
+
+// ClientAuthMethod is the effective client_auth: client_secret_basic when
+// none is set.
+func (a *Auth) ClientAuthMethod() string {
+	if a.ClientAuth == "" {
+		return ClientSecretBasic
+	}
+	return a.ClientAuth
 }
 
 // TLS is a server's TLS client configuration. Relative paths are resolved

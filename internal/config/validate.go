@@ -199,6 +199,9 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 	if a.TokenURL != "" && !validURL(a.TokenURL) {
 		errs.add(p+".token_url", 0, "must be an http or https URL")
 	}
+	if a.Type == AuthOAuth2 {
+		a.validateClientAuth(errs, p)
+	}
 	for i, sc := range a.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {
 			errs.add(indexPath(p+".scopes", i), 0, "must be one non-empty scope token without spaces or quotes")
@@ -249,6 +252,59 @@ var sigV4Headers = map[string]bool{
 	"X-Amz-Date":           true,
 	"X-Amz-Security-Token": true,
 	"X-Amz-Content-Sha256": true,
+}
+
+// validateClientAuth checks the credential of an oauth2 block against its
+// client_auth method: a secret for the secret methods, exactly one form of
+// a private key, which must load, for private_key_jwt.
+func (a *Auth) validateClientAuth(errs *errorList, p string) {
+	method := a.ClientAuthMethod()
+	switch method {
+	case ClientSecretBasic, ClientSecretPost:
+		if strings.TrimSpace(a.ClientSecret) == "" {
+			errs.add(p+".client_secret", 0, "required for client_auth %s", method)
+		}
+		for _, f := range []struct{ key, v string }{{"private_key", a.PrivateKey}, {"private_key_file", a.PrivateKeyFile}, {"signing_alg", a.SigningAlg}} {
+			if f.v != "" {
+				errs.add(p+"."+f.key, 0, "not allowed for client_auth %s (only for private_key_jwt)", method)
+			}
+		}
+	case PrivateKeyJWT:
+		if a.ClientSecret != "" {
+			errs.add(p+".client_secret", 0, "not allowed for client_auth private_key_jwt (the private key authenticates)")
+		}
+		var data []byte
+		field := p + ".private_key"
+		switch {
+		case a.PrivateKey != "" && a.PrivateKeyFile != "":
+			errs.add(p, 0, "private_key and private_key_file are both set; give one")
+			return
+		case a.PrivateKey != "":
+			data = []byte(a.PrivateKey)
+		case a.PrivateKeyFile != "":
+			field = p + ".private_key_file"
+			b, err := os.ReadFile(a.PrivateKeyFile)
+			if err != nil {
+				errs.add(field, 0, "cannot read %s: %v", a.PrivateKeyFile, errors.Unwrap(err))
+				return
+			}
+			data = b
+		default:
+			errs.add(p+".private_key", 0, "required for client_auth private_key_jwt (or private_key_file)")
+			return
+		}
+		key, err := ParsePrivateKey(data)
+		if err != nil {
+			// The messages describe the format, never the key.
+			errs.add(field, 0, "%v", err)
+			return
+		}
+		if a.SigningAlg == "" || slices.Contains(enumOf[Auth]("SigningAlg"), a.SigningAlg) {
+			if _, err := SigningAlgFor(key, a.SigningAlg); err != nil {
+				errs.add(p+".signing_alg", 0, "%v", err)
+			}
+		}
+	}
 }
 
 // ValidBasicCredential reports whether v can make a Basic header: a

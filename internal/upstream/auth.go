@@ -245,7 +245,12 @@ func Preview(srv *config.Server) PreviewRequest {
 	h := a.headers
 	switch a.typ {
 	case config.AuthOAuth2:
-		h = a.with("Bearer <minted from " + redactURL(srv.Auth.TokenURL) + ">")
+		// Where and how it is minted; never the secret or the key.
+		from := "the token endpoint discovered from the server"
+		if srv.Auth.TokenURL != "" {
+			from = redactURL(srv.Auth.TokenURL)
+		}
+		h = a.with("Bearer <minted from " + from + " with " + srv.Auth.ClientAuthMethod() + ">")
 	case config.AuthPassthrough:
 		h = a.with("Bearer <the caller's token>")
 	}

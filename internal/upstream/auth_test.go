@@ -234,8 +234,20 @@ func TestPreview(t *testing.T) {
 	o := &config.Server{Name: "o", Transport: config.TransportSSE, URL: "https://x/sse",
 		Auth: &config.Auth{Type: config.AuthOAuth2, TokenURL: "https://idp.example.com/token?x=1", ClientID: "id", ClientSecret: "s", HeaderName: "esb-oauth"}}
 	p = Preview(o)
-	if p.Method != "GET" || p.Headers.Get("Esb-Oauth") != "Bearer <minted from https://idp.example.com/token>" {
+	if p.Method != "GET" || p.Headers.Get("Esb-Oauth") != "Bearer <minted from https://idp.example.com/token with client_secret_basic>" {
 		t.Errorf("oauth2 preview %s %v", p.Method, p.Headers)
+	}
+	// private_key_jwt with a discovered endpoint: the key is never shown.
+	const pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49-not-a-real-key\n-----END PRIVATE KEY-----"
+	o.Auth = &config.Auth{Type: config.AuthOAuth2, ClientID: "id", ClientAuth: config.PrivateKeyJWT, PrivateKey: pem}
+	p = Preview(o)
+	if got := p.Headers.Get("Authorization"); got != "Bearer <minted from the token endpoint discovered from the server with private_key_jwt>" {
+		t.Errorf("private_key_jwt preview %v", p.Headers)
+	}
+	for k, v := range p.Headers {
+		if j := strings.Join(v, ","); strings.Contains(j, "MIGHAgEA") || strings.Contains(j, "PRIVATE KEY") {
+			t.Errorf("%s shows the private key: %s", k, j)
+		}
 	}
 }
 

@@ -34,7 +34,7 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 		return nil, &Error{Server: srv.Name, Kind: KindProtocolVersion, Err: err}
 	}
 	if opts.tokens == nil && srv.Auth != nil && srv.Auth.Type == config.AuthOAuth2 {
-		opts.tokens = newTokenSource(srv.Name, srv.Auth, tokenHTTPClient(srv, opts.HTTPClient), opts.Logger)
+		opts.tokens = newTokenSource(srv.Name, srv.URL, srv.Auth, tokenHTTPClient(srv, opts.HTTPClient), opts.Logger)
 	}
 	if opts.sigv4 == nil {
 		opts.sigv4 = newSigV4(srv)

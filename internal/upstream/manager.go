@@ -212,7 +212,7 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 	}
 	sv.health.Mode = modeOf(sv)
 	if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
-		sv.tokens = newTokenSource(c.Name, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
+		sv.tokens = newTokenSource(c.Name, c.URL, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
 	}
 	sv.sigv4 = newSigV4(&c)
 	return sv

@@ -46,24 +46,31 @@ const (
 // tokenSource mints and caches client-credentials access tokens for one
 // upstream. Safe for concurrent use.
 type tokenSource struct {
-	server   string
-	tokenURL string
-	clientID string
-	secret   string
-	scopes   []string
-	audience string
-	id       string
-	hc       *http.Client // never follows redirects
-	log      *slog.Logger
-	now      func() time.Time // injectable for tests
+	server     string
+	tokenURL   string // configured; "" means discovered (discovery.go)
+	serverURL  string // the MCP server's url, for discovery
+	resource   string // its canonical URI, the resource parameter (RFC 8707)
+	resErr     error  // why serverURL has no canonical URI
+	clientID   string
+	clientAuth string // config.ClientSecretBasic, ClientSecretPost or PrivateKeyJWT
+	secret     string
+	auth       config.Auth // the block, for the private key (read at each mint)
+	scopes     []string
+	audience   string
+	id         string
+	hc         *http.Client // never follows redirects
+	discoverHC *http.Client // follows same-origin redirects only
+	log        *slog.Logger
+	now        func() time.Time // injectable for tests
 
-	mu        sync.Mutex
-	token     string
-	refreshAt time.Time // expiry minus the skew: mint again from here
-	expiry    time.Time
-	failure   error // last mint failure, served until failUntil
-	failUntil time.Time
-	mint      *tokenMint // the mint in flight, shared by all waiters
+	mu         sync.Mutex
+	discovered string // the token endpoint found by discovery, once found
+	token      string
+	refreshAt  time.Time // expiry minus the skew: mint again from here
+	expiry     time.Time
+	failure    error // last mint failure, served until failUntil
+	failUntil  time.Time
+	mint       *tokenMint // the mint in flight, shared by all waiters
 }
 
 // tokenMint is one token request; done is closed when token/err are set.
@@ -73,29 +80,39 @@ type tokenMint struct {
 	err   error
 }
 
-// newTokenSource returns a token source for server's oauth2 client a. hc
-// nil means the package's shared client; either way a copy that does not
-// follow redirects is used, so the credentials go nowhere else.
-func newTokenSource(server string, a *config.Auth, hc *http.Client, log *slog.Logger) *tokenSource {
+// newTokenSource returns a token source for the oauth2 client a of server,
+// reached at serverURL. hc nil means the package's shared client; either
+// way a copy that does not follow redirects is used for the token
+// request, so the credentials go nowhere else, and one that follows only
+// same-origin redirects for discovery.
+func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, log *slog.Logger) *tokenSource {
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}
 	noRedirect := *hc
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	sameOrigin := *hc
+	sameOrigin.CheckRedirect = sameOriginRedirect
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &tokenSource{
-		server:   server,
-		tokenURL: a.TokenURL,
-		clientID: a.ClientID,
-		secret:   a.ClientSecret,
-		scopes:   slices.Clone(a.Scopes),
-		audience: a.Audience,
-		hc:       &noRedirect,
-		log:      log,
-		now:      time.Now,
+		server:     server,
+		tokenURL:   a.TokenURL,
+		serverURL:  serverURL,
+		clientID:   a.ClientID,
+		clientAuth: a.ClientAuthMethod(),
+		secret:     a.ClientSecret,
+		auth:       *a,
+		scopes:     slices.Clone(a.Scopes),
+		audience:   a.Audience,
+		hc:         &noRedirect,
+		discoverHC: &sameOrigin,
+		log:        log,
+		now:        time.Now,
 	}
+	s.auth.Scopes = s.scopes
+	s.resource, s.resErr = canonicalResource(serverURL)
 	s.id = clientIdentity(a)
 	return s
 }
@@ -198,9 +215,10 @@ func (s *tokenSource) Invalidate(stale string) bool {
 }
 
 // identity is the sha256 hex of the client credential (token URL, client
-// id, sha256 of the secret, scopes, audience): stable across token
-// refreshes, so pooled upstream sessions keyed by it survive them, and
-// free of the secret.
+// id, sha256 of the secret, scopes, audience; for another client_auth than
+// client_secret_basic also the method, sha256 of the inline key, the key
+// file's path and signing_alg): stable across token refreshes, so pooled
+// upstream sessions keyed by it survive them, and free of the secret.
 func (s *tokenSource) identity() string { return s.id }
 
 func clientIdentity(a *config.Auth) string {
@@ -211,15 +229,28 @@ func clientIdentity(a *config.Auth) string {
 		scopes = []string{}
 	}
 	// A JSON array keeps the fields apart unambiguously.
-	b, _ := json.Marshal([]any{"oauth2-client-credentials", a.TokenURL, a.ClientID,
-		hex.EncodeToString(secret[:]), scopes, a.Audience})
+	fields := []any{"oauth2-client-credentials", a.TokenURL, a.ClientID,
+		hex.EncodeToString(secret[:]), scopes, a.Audience}
+	if m := a.ClientAuthMethod(); m != config.ClientSecretBasic {
+		// Appended only then, so the identities of existing configs stay.
+		key := sha256.Sum256([]byte(a.PrivateKey))
+		fields = append(fields, m, hex.EncodeToString(key[:]), a.PrivateKeyFile, a.SigningAlg)
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
 // request performs one token request and returns the token and its
-// lifetime. Errors never carry the secret, a token or body text.
+// lifetime. Errors never carry the secret, the key, a token or body text.
 func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error) {
+	if s.resErr != nil {
+		return "", 0, s.fail(KindInternal, 0, "oauth2: %v", s.resErr)
+	}
+	endpoint, err := s.endpoint(ctx)
+	if err != nil {
+		return "", 0, err
+	}
 	form := url.Values{"grant_type": {"client_credentials"}}
 	if len(s.scopes) > 0 {
 		form.Set("scope", strings.Join(s.scopes, " "))
@@ -227,20 +258,38 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 	if s.audience != "" {
 		form.Set("audience", s.audience)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.tokenURL, strings.NewReader(form.Encode()))
+	// RFC 8707 and the MCP authorization spec: every token request names
+	// the server the token is for.
+	form.Set("resource", s.resource)
+	switch s.clientAuth {
+	case config.ClientSecretPost:
+		form.Set("client_id", s.clientID)
+		form.Set("client_secret", s.secret)
+	case config.PrivateKeyJWT:
+		assertion, err := s.clientAssertion(endpoint)
+		if err != nil {
+			return "", 0, err
+		}
+		form.Set("client_id", s.clientID)
+		form.Set("client_assertion_type", clientAssertionType)
+		form.Set("client_assertion", assertion)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		// The parse error would repeat the URL, which may hold userinfo.
 		return "", 0, s.fail(KindInternal, 0, "oauth2 token endpoint: invalid token_url")
 	}
-	// RFC 6749 2.3.1: form-encode both before the Basic encoding.
-	req.SetBasicAuth(url.QueryEscape(s.clientID), url.QueryEscape(s.secret))
+	if s.clientAuth == config.ClientSecretBasic {
+		// RFC 6749 2.3.1: form-encode both before the Basic encoding.
+		req.SetBasicAuth(url.QueryEscape(s.clientID), url.QueryEscape(s.secret))
+	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return "", 0, &Error{Server: s.server, Kind: KindUnreachable,
-			Err: fmt.Errorf("oauth2 token endpoint %s: %w", redactURL(s.tokenURL), scrubURLError(err))}
+			Err: fmt.Errorf("oauth2 token endpoint %s: %w", redactURL(endpoint), scrubURLError(err))}
 	}
 	defer resp.Body.Close()
 

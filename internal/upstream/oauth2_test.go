@@ -25,6 +25,14 @@ import (
 
 const testClientSecret = "s3cr3t-Value-9f8e7d"
 
+// testServerURL is the MCP server the test token sources mint for, and
+// testResource its canonical URI, the resource parameter of every token
+// request.
+const (
+	testServerURL = "HTTPS://Up.Example.COM/mcp/#section"
+	testResource  = "https://up.example.com/mcp"
+)
+
 // fakeClock is the injectable clock of tokenSource.
 type fakeClock struct {
 	mu sync.Mutex
@@ -124,7 +132,7 @@ func newTestTokenSource(t *testing.T, ep *tokenEndpoint, mutate func(*config.Aut
 	if mutate != nil {
 		mutate(a)
 	}
-	s := newTokenSource("srv", a, nil, nil)
+	s := newTokenSource("srv", testServerURL, a, nil, nil)
 	clk := newFakeClock()
 	s.now = clk.Now
 	return s, clk
@@ -172,6 +180,7 @@ func TestOAuth2TokenRequestFormat(t *testing.T) {
 			"grant_type": {"client_credentials"},
 			"scope":      {"read write:all"},
 			"audience":   {"https://api.example/"},
+			"resource":   {testResource},
 		}
 		if fmt.Sprint(r.Form) != fmt.Sprint(want) {
 			t.Errorf("form = %v, want %v", r.Form, want)
@@ -199,8 +208,8 @@ func TestOAuth2TokenRequestFormat(t *testing.T) {
 		s, _ := newTestTokenSource(t, ep, nil)
 		wantToken(t, s, ep, "tok-1", 1)
 		r := ep.requests()[0]
-		if r.Body != "grant_type=client_credentials" {
-			t.Errorf("body = %q, want only grant_type", r.Body)
+		if want := "grant_type=client_credentials&resource=" + url.QueryEscape(testResource); r.Body != want {
+			t.Errorf("body = %q, want only grant_type and resource (%q)", r.Body, want)
 		}
 		u, p, _ := (&http.Request{Header: http.Header{"Authorization": {r.Authz}}}).BasicAuth()
 		if u != "client-1" || p != testClientSecret {
@@ -438,7 +447,7 @@ func TestOAuth2TokenUnreachable(t *testing.T) {
 	u, _ := url.Parse(ep.URL)
 	ep.Close() // connection refused from now on
 	a := testOAuthConfig("http://user:pw-in-url@" + u.Host + "/token?q=query-secret")
-	s := newTokenSource("srv", a, nil, nil)
+	s := newTokenSource("srv", testServerURL, a, nil, nil)
 	_, err := s.Token(context.Background())
 	checkTokenError(t, err, KindUnreachable, 0,
 		[]string{"oauth2 token endpoint http://" + u.Host + "/token: "}, []string{"pw-in-url", "query-secret"})
@@ -462,7 +471,7 @@ func TestOAuth2TokenRedirectNotFollowed(t *testing.T) {
 				w.Header().Set("Location", other.URL+"/token")
 				w.WriteHeader(http.StatusFound)
 			})
-			s := newTokenSource("srv", testOAuthConfig(ep.URL+"/token"), tc.hc, nil)
+			s := newTokenSource("srv", testServerURL, testOAuthConfig(ep.URL+"/token"), tc.hc, nil)
 			_, err := s.Token(context.Background())
 			checkTokenError(t, err, KindInvalidResponse, http.StatusFound, []string{"HTTP 302"}, nil)
 			if n := other.hits.Load(); n != 0 {
@@ -601,7 +610,7 @@ func TestOAuth2TokenIdentity(t *testing.T) {
 		a.Audience = "https://api.example"
 		return a
 	}
-	id := func(a *config.Auth) string { return newTokenSource("srv", a, nil, nil).identity() }
+	id := func(a *config.Auth) string { return newTokenSource("srv", testServerURL, a, nil, nil).identity() }
 	want := id(base())
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(want) {
 		t.Errorf("identity %q is not sha256 hex", want)
@@ -609,7 +618,7 @@ func TestOAuth2TokenIdentity(t *testing.T) {
 	if strings.Contains(want, testClientSecret) {
 		t.Error("identity contains the secret")
 	}
-	if got := newTokenSource("other-server", base(), nil, nil).identity(); got != want {
+	if got := newTokenSource("other-server", testServerURL, base(), nil, nil).identity(); got != want {
 		t.Error("identity depends on the server name")
 	}
 	same := base()
@@ -618,16 +627,45 @@ func TestOAuth2TokenIdentity(t *testing.T) {
 		t.Error("identity differs for an equal config")
 	}
 	for name, change := range map[string]func(*config.Auth){
-		"secret":    func(a *config.Auth) { a.ClientSecret += "x" },
-		"client_id": func(a *config.Auth) { a.ClientID += "x" },
-		"token_url": func(a *config.Auth) { a.TokenURL += "x" },
-		"scopes":    func(a *config.Auth) { a.Scopes = a.Scopes[:1] },
-		"audience":  func(a *config.Auth) { a.Audience = "" },
-		"shifted":   func(a *config.Auth) { a.ClientID, a.Audience = "", a.ClientID+a.Audience },
+		"secret":      func(a *config.Auth) { a.ClientSecret += "x" },
+		"client_id":   func(a *config.Auth) { a.ClientID += "x" },
+		"token_url":   func(a *config.Auth) { a.TokenURL += "x" },
+		"scopes":      func(a *config.Auth) { a.Scopes = a.Scopes[:1] },
+		"audience":    func(a *config.Auth) { a.Audience = "" },
+		"shifted":     func(a *config.Auth) { a.ClientID, a.Audience = "", a.ClientID+a.Audience },
+		"client_auth": func(a *config.Auth) { a.ClientAuth = config.ClientSecretPost },
 	} {
 		a := base()
 		change(a)
 		if id(a) == want {
+			t.Errorf("identity unchanged when %s changes", name)
+		}
+	}
+}
+
+func TestOAuth2TokenIdentityPrivateKey(t *testing.T) {
+	base := func() *config.Auth {
+		return &config.Auth{Type: config.AuthOAuth2, ClientID: "c", ClientAuth: config.PrivateKeyJWT, PrivateKey: "PEM-A"}
+	}
+	want := clientIdentity(base())
+	if strings.Contains(want, "PEM-A") {
+		t.Error("identity contains the key")
+	}
+	// An explicit client_secret_basic is the default's identity.
+	basic := testOAuthConfig("https://idp.example/token")
+	explicit := *basic
+	explicit.ClientAuth = config.ClientSecretBasic
+	if clientIdentity(basic) != clientIdentity(&explicit) {
+		t.Error("explicit client_secret_basic changes the identity")
+	}
+	for name, change := range map[string]func(*config.Auth){
+		"private_key":      func(a *config.Auth) { a.PrivateKey = "PEM-B" },
+		"private_key_file": func(a *config.Auth) { a.PrivateKey, a.PrivateKeyFile = "", "/k.pem" },
+		"signing_alg":      func(a *config.Auth) { a.SigningAlg = config.AlgES256 },
+	} {
+		a := base()
+		change(a)
+		if clientIdentity(a) == want {
 			t.Errorf("identity unchanged when %s changes", name)
 		}
 	}
@@ -643,7 +681,7 @@ func TestOAuth2TokenLogs(t *testing.T) {
 		}
 		issueToken(w, "tok-minted-value", 3600)
 	})
-	s := newTokenSource("srv-logged", testOAuthConfig(ep.URL+"/token"), nil, log)
+	s := newTokenSource("srv-logged", testServerURL, testOAuthConfig(ep.URL+"/token"), nil, log)
 	clk := newFakeClock()
 	s.now = clk.Now
 	if _, err := s.Token(context.Background()); err == nil {

@@ -1,0 +1,230 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Token endpoint discovery for oauth2 client credentials without a
+// token_url: the server's protected resource metadata (RFC 9728) names its
+// authorization servers; the first one's metadata (RFC 8414, or OpenID
+// Connect discovery) names its token endpoint.
+
+const (
+	// maxDiscoveryDocument bounds each metadata document.
+	maxDiscoveryDocument = 1 << 20
+	// discoveryFetchTimeout bounds each metadata fetch.
+	discoveryFetchTimeout = 10 * time.Second
+
+	wellKnownPRM  = "/.well-known/oauth-protected-resource"
+	wellKnownAS   = "/.well-known/oauth-authorization-server"
+	wellKnownOIDC = "/.well-known/openid-configuration"
+)
+
+// canonicalResource is the canonical URI of an MCP server (the MCP
+// authorization spec, RFC 8707 2): the url with scheme and host in lower
+// case, without userinfo, query or fragment, and without a trailing slash
+// unless the slash is the whole path. The query goes too: RFC 8707 says a
+// resource SHOULD NOT have one, and a server url's query may hold a
+// credential that must not reach the authorization server.
+func canonicalResource(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https") {
+		// The url may carry credentials: never echoed.
+		return "", errors.New("the server url is not an absolute http or https URL")
+	}
+	path := u.EscapedPath()
+	if trimmed := strings.TrimRight(path, "/"); trimmed != "" {
+		path = trimmed
+	} else if path != "" {
+		path = "/"
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + path, nil
+}
+
+// endpoint is the token endpoint: the configured token_url, or the one
+// discovered once (a failed discovery is tried again by the next mint).
+func (s *tokenSource) endpoint(ctx context.Context) (string, error) {
+	if s.tokenURL != "" {
+		return s.tokenURL, nil
+	}
+	s.mu.Lock()
+	ep := s.discovered
+	s.mu.Unlock()
+	if ep != "" {
+		return ep, nil
+	}
+	ep, err := s.discover(ctx)
+	if err != nil {
+		return "", err
+	}
+	s.log.Debug("oauth2 token endpoint discovered", "server", s.server, "token_endpoint", redactURL(ep))
+	s.mu.Lock()
+	s.discovered = ep
+	s.mu.Unlock()
+	return ep, nil
+}
+
+// discover finds the token endpoint of the server's first authorization
+// server. Only https is fetched, unless the server url itself is http on
+// a loopback host (tests, local rigs): then http on loopback is too.
+func (s *tokenSource) discover(ctx context.Context) (string, error) {
+	res, err := url.Parse(s.resource)
+	if err != nil {
+		return "", s.fail(KindInternal, 0, "oauth2 discovery: %v", err)
+	}
+	allowHTTP := res.Scheme == "http" && loopbackHost(res.Hostname())
+	origin := res.Scheme + "://" + res.Host
+	var prmURLs []string
+	if p := strings.TrimSuffix(res.EscapedPath(), "/"); p != "" {
+		prmURLs = append(prmURLs, origin+wellKnownPRM+p)
+	}
+	prmURLs = append(prmURLs, origin+wellKnownPRM)
+
+	var prm struct {
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	from, err := s.fetchFirst(ctx, prmURLs, allowHTTP, &prm)
+	if err != nil {
+		return "", err
+	}
+	if len(prm.AuthorizationServers) == 0 {
+		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s names no authorization_servers (set token_url)", from)
+	}
+	issuer := prm.AuthorizationServers[0]
+	iu, ok := fetchable(issuer, allowHTTP)
+	if !ok || iu.RawQuery != "" {
+		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s: the authorization server is not an https URL without query or fragment", from)
+	}
+
+	var md struct {
+		Issuer        string `json:"issuer"`
+		TokenEndpoint string `json:"token_endpoint"`
+	}
+	from, err = s.fetchFirst(ctx, asMetadataURLs(iu), allowHTTP, &md)
+	if err != nil {
+		return "", err
+	}
+	// RFC 8414 3.3: a document for another issuer is not this one's.
+	if md.Issuer != issuer {
+		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s names issuer %q, not %q", from, clipASCII(sanitizeOAuthText(md.Issuer), 200), redactURL(issuer))
+	}
+	if _, ok := fetchable(md.TokenEndpoint, allowHTTP); !ok {
+		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s: token_endpoint missing, or not an https URL", from)
+	}
+	return md.TokenEndpoint, nil
+}
+
+// asMetadataURLs are where an issuer's metadata may be: RFC 8414 and
+// OpenID Connect with the well-known path inserted before the issuer's
+// path, then appended to it (the MCP authorization spec's order).
+func asMetadataURLs(iu *url.URL) []string {
+	origin := iu.Scheme + "://" + iu.Host
+	p := strings.TrimSuffix(iu.EscapedPath(), "/")
+	if p == "" {
+		return []string{origin + wellKnownAS, origin + wellKnownOIDC}
+	}
+	return []string{origin + wellKnownAS + p, origin + wellKnownOIDC + p, origin + p + wellKnownOIDC, origin + p + wellKnownAS}
+}
+
+// fetchFirst fetches the candidates in order into v, moving on only when
+// one answers a 4xx status (not there); any other failure (network, 5xx,
+// a redirect to another origin, an oversized or malformed document) ends
+// the search. It returns the URL v came from.
+func (s *tokenSource) fetchFirst(ctx context.Context, candidates []string, allowHTTP bool, v any) (string, error) {
+	var missing []string
+	for _, u := range candidates {
+		found, err := s.fetchJSON(ctx, u, allowHTTP, v)
+		if err != nil {
+			return "", err
+		}
+		if found {
+			return u, nil
+		}
+		missing = append(missing, u)
+	}
+	return "", s.fail(KindAuth, 0, "oauth2 discovery: no metadata at %s (set token_url)", strings.Join(missing, ", "))
+}
+
+// fetchJSON GETs u into v, within discoveryFetchTimeout and
+// maxDiscoveryDocument; found is false for a 4xx answer.
+func (s *tokenSource) fetchJSON(ctx context.Context, u string, allowHTTP bool, v any) (found bool, err error) {
+	if _, ok := fetchable(u, allowHTTP); !ok {
+		return false, s.fail(KindAuth, 0, "oauth2 discovery: %s is not https", redactURL(u))
+	}
+	ctx, cancel := context.WithTimeout(ctx, discoveryFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, s.fail(KindInternal, 0, "oauth2 discovery: invalid URL %s", redactURL(u))
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.discoverHC.Do(req)
+	if err != nil {
+		var re *redirectError
+		if errors.As(err, &re) {
+			return false, s.fail(KindAuth, 0, "oauth2 discovery: %s redirects to another origin (%s); not followed", redactURL(u), re.to)
+		}
+		return false, &Error{Server: s.server, Kind: KindUnreachable,
+			Err: fmt.Errorf("oauth2 discovery: %s: %w", redactURL(u), scrubURLError(err))}
+	}
+	defer resp.Body.Close()
+	switch st := resp.StatusCode; {
+	case st >= 400 && st < 500:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return false, nil
+	case st != http.StatusOK:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		kind := KindInvalidResponse
+		if st >= 500 {
+			kind = KindUnreachable
+		}
+		return false, s.fail(kind, st, "oauth2 discovery: %s answered HTTP %d", redactURL(u), st)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxDiscoveryDocument+1))
+	if err != nil {
+		return false, &Error{Server: s.server, Kind: KindUnreachable,
+			Err: fmt.Errorf("oauth2 discovery: %s: read: %w", redactURL(u), err)}
+	}
+	if len(data) > maxDiscoveryDocument {
+		return false, s.fail(KindInvalidResponse, resp.StatusCode, "oauth2 discovery: %s exceeds %d bytes", redactURL(u), maxDiscoveryDocument)
+	}
+	// A field of an unexpected type is skipped: only a few fields matter.
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(data, v); err != nil && !errors.As(err, &te) {
+		return false, s.fail(KindInvalidResponse, resp.StatusCode, "oauth2 discovery: %s is not a JSON object", redactURL(u))
+	}
+	return true, nil
+}
+
+// fetchable parses u and reports whether discovery may use it: https, or
+// http on a loopback host when allowHTTP; no userinfo or fragment.
+func fetchable(u string, allowHTTP bool) (*url.URL, bool) {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" || p.User != nil || p.Fragment != "" {
+		return nil, false
+	}
+	switch p.Scheme {
+	case "https":
+		return p, true
+	case "http":
+		return p, allowHTTP && loopbackHost(p.Hostname())
+	}
+	return nil, false
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
