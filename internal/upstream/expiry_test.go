@@ -198,8 +198,16 @@ func TestExpiryEverySessionAtOnceFailsFast(t *testing.T) {
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("took %v to give up", d)
 			}
-			if n := f.initializes(); n > 4 {
-				t.Errorf("%d sessions dialled, want at most 4", n)
+			// One give-up round dials at most 4 sessions; with 64
+			// goroutines a late one may start the next round after the
+			// first gave up (it is a new call), so 64 callers get twice
+			// the bound, still far from one dial each.
+			limit := 4
+			if callers > 1 {
+				limit = 8
+			}
+			if n := f.initializes(); n > limit {
+				t.Errorf("%d sessions dialled, want at most %d", n, limit)
 			}
 			if n := f.ran.Load(); n != 0 {
 				t.Errorf("tool ran %d times", n)
