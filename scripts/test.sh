@@ -4,7 +4,7 @@
 # the TypeScript-SDK and server-everything interop test, the test IdP
 # (oidc-provider) and test browser, and the MCP conformance suite against
 # the conformance fixture directly and through the gateway (also with a JWT
-# caller).
+# caller), and its client scenarios with mcpgate's egress as the client.
 #
 # Usage: bash scripts/test.sh        (the README's test command; .ci/run)
 # Env:   FUZZTIME (default 8s per fuzz target), SKIP_INTEROP=1 for a
@@ -132,6 +132,13 @@ if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
     printf 'failed: %s\n' "${next_failed[@]}"
     exit 1
   fi
+
+  # The other direction: mcpgate's egress is the client under test of the
+  # suite's client scenarios (0.1.16: core, auth suite, extensions), driven
+  # by test/fixtures/conformance-client. Scenarios that need egress features
+  # mcpgate lacks are in the baseline. About 10 s.
+  step "conformance suite, client scenarios, mcpgate's egress as the client"
+  bash scripts/conformance-client.sh
 fi
 
 step "all tests passed"
