@@ -19,11 +19,16 @@ const (
 )
 
 // clientAssertion is a JWT signed with the configured key, for a token
-// request to endpoint: iss = sub = the client id, aud = the endpoint, a
-// random jti, iat now and exp 60 s later. The key is loaded again for each
+// request: iss = sub = the client id, aud = the one value aud, a random
+// jti, iat now and exp 60 s later. aud is the authorization server's issuer
+// identifier when the endpoint was discovered (its metadata named both; the
+// current guidance, draft-ietf-oauth-rfc7523bis, and the MCP conformance
+// suite want the issuer, which an assertion for one server cannot be
+// replayed at another with), else the configured token_url (RFC 7523 3:
+// the token endpoint URL may identify the server). The key is loaded again for each
 // assertion, so a rotated private_key_file is picked up. Errors name the
 // field, never the key.
-func (s *tokenSource) clientAssertion(endpoint string) (string, error) {
+func (s *tokenSource) clientAssertion(aud string) (string, error) {
 	key, alg, err := s.auth.ClientKey()
 	if err != nil {
 		return "", s.fail(KindAuth, 0, "oauth2 private_key_jwt: %v", err)
@@ -41,7 +46,7 @@ func (s *tokenSource) clientAssertion(endpoint string) (string, error) {
 	claims := jwt.Claims{
 		Issuer:   s.clientID,
 		Subject:  s.clientID,
-		Audience: jwt.Audience{endpoint},
+		Audience: jwt.Audience{aud},
 		ID:       hex.EncodeToString(jti[:]),
 		IssuedAt: jwt.NewNumericDate(now),
 		Expiry:   jwt.NewNumericDate(now.Add(clientAssertionTTL)),

@@ -41,6 +41,7 @@ type clientAuthEndpoint struct {
 	pub      crypto.PublicKey // for private_key_jwt
 	alg      jose.SignatureAlgorithm
 	resource string
+	aud      string // the assertion's audience; "" means this endpoint's URL
 	now      func() time.Time
 
 	mu      sync.Mutex
@@ -114,15 +115,18 @@ func (ep *clientAuthEndpoint) authenticate(r *http.Request) (*jwt.Claims, error)
 		if got := f.Get("client_assertion_type"); got != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
 			return nil, fmt.Errorf("client_assertion_type = %q", got)
 		}
-		return verifyAssertion(f.Get("client_assertion"), ep.pub, ep.alg, "http://"+r.Host+r.URL.Path, ep.now())
+		aud := ep.aud
+		if aud == "" {
+			aud = "http://" + r.Host + r.URL.Path
+		}
+		return verifyAssertion(f.Get("client_assertion"), ep.pub, ep.alg, aud, ep.now())
 	}
 	return nil, nil
 }
 
 // verifyAssertion checks a client assertion: the signature with pub, iss =
-// sub = client-1, aud = the token endpoint, a jti, iat now and exp within
-// 60 s of it.
-func verifyAssertion(raw string, pub crypto.PublicKey, alg jose.SignatureAlgorithm, tokenURL string, now time.Time) (*jwt.Claims, error) {
+// sub = client-1, aud = only aud, a jti, iat now and exp within 60 s of it.
+func verifyAssertion(raw string, pub crypto.PublicKey, alg jose.SignatureAlgorithm, aud string, now time.Time) (*jwt.Claims, error) {
 	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{alg})
 	if err != nil {
 		return nil, fmt.Errorf("parse assertion: %w", err)
@@ -135,11 +139,11 @@ func verifyAssertion(raw string, pub crypto.PublicKey, alg jose.SignatureAlgorit
 		return nil, fmt.Errorf("signature: %w", err)
 	}
 	if err := c.ValidateWithLeeway(jwt.Expected{Issuer: "client-1", Subject: "client-1",
-		AnyAudience: jwt.Audience{tokenURL}, Time: now}, 0); err != nil {
-		return nil, err
+		AnyAudience: jwt.Audience{aud}, Time: now}, 0); err != nil {
+		return nil, fmt.Errorf("%w (aud = %v, want %s)", err, c.Audience, aud)
 	}
 	if len(c.Audience) != 1 {
-		return nil, fmt.Errorf("aud = %v, want only the token endpoint", c.Audience)
+		return nil, fmt.Errorf("aud = %v, want only %s", c.Audience, aud)
 	}
 	switch {
 	case c.ID == "":

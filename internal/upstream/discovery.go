@@ -50,36 +50,38 @@ func canonicalResource(raw string) (string, error) {
 	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + path, nil
 }
 
-// endpoint is the token endpoint: the configured token_url, or the one
-// discovered once (a failed discovery is tried again by the next mint).
-func (s *tokenSource) endpoint(ctx context.Context) (string, error) {
+// endpoint is the token endpoint and the audience of a client assertion
+// for it: the configured token_url and that URL, or the endpoint discovered
+// once and its authorization server's issuer identifier (a failed discovery
+// is tried again by the next mint).
+func (s *tokenSource) endpoint(ctx context.Context) (ep, aud string, err error) {
 	if s.tokenURL != "" {
-		return s.tokenURL, nil
+		return s.tokenURL, s.tokenURL, nil
 	}
 	s.mu.Lock()
-	ep := s.discovered
+	ep, aud = s.discovered, s.issuer
 	s.mu.Unlock()
 	if ep != "" {
-		return ep, nil
+		return ep, aud, nil
 	}
-	ep, err := s.discover(ctx)
+	ep, aud, err = s.discover(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	s.log.Debug("oauth2 token endpoint discovered", "server", s.server, "token_endpoint", redactURL(ep))
 	s.mu.Lock()
-	s.discovered = ep
+	s.discovered, s.issuer = ep, aud
 	s.mu.Unlock()
-	return ep, nil
+	return ep, aud, nil
 }
 
 // discover finds the token endpoint of the server's first authorization
-// server. Only https is fetched, unless the server url itself is http on
+// server and that server's issuer identifier. Only https is fetched, unless the server url itself is http on
 // a loopback host (tests, local rigs): then http on loopback is too.
-func (s *tokenSource) discover(ctx context.Context) (string, error) {
+func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, err error) {
 	res, err := url.Parse(s.resource)
 	if err != nil {
-		return "", s.fail(KindInternal, 0, "oauth2 discovery: %v", err)
+		return "", "", s.fail(KindInternal, 0, "oauth2 discovery: %v", err)
 	}
 	allowHTTP := res.Scheme == "http" && loopbackHost(res.Hostname())
 	origin := res.Scheme + "://" + res.Host
@@ -94,15 +96,15 @@ func (s *tokenSource) discover(ctx context.Context) (string, error) {
 	}
 	from, err := s.fetchFirst(ctx, prmURLs, allowHTTP, &prm)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if len(prm.AuthorizationServers) == 0 {
-		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s names no authorization_servers (set token_url)", from)
+		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s names no authorization_servers (set token_url)", from)
 	}
-	issuer := prm.AuthorizationServers[0]
+	issuer = prm.AuthorizationServers[0]
 	iu, ok := fetchable(issuer, allowHTTP)
 	if !ok || iu.RawQuery != "" {
-		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s: the authorization server is not an https URL without query or fragment", from)
+		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s: the authorization server is not an https URL without query or fragment", from)
 	}
 
 	var md struct {
@@ -111,16 +113,16 @@ func (s *tokenSource) discover(ctx context.Context) (string, error) {
 	}
 	from, err = s.fetchFirst(ctx, asMetadataURLs(iu), allowHTTP, &md)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	// RFC 8414 3.3: a document for another issuer is not this one's.
 	if md.Issuer != issuer {
-		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s names issuer %q, not %q", from, clipASCII(sanitizeOAuthText(md.Issuer), 200), redactURL(issuer))
+		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s names issuer %q, not %q", from, clipASCII(sanitizeOAuthText(md.Issuer), 200), redactURL(issuer))
 	}
 	if _, ok := fetchable(md.TokenEndpoint, allowHTTP); !ok {
-		return "", s.fail(KindAuth, 0, "oauth2 discovery: %s: token_endpoint missing, or not an https URL", from)
+		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s: token_endpoint missing, or not an https URL", from)
 	}
-	return md.TokenEndpoint, nil
+	return md.TokenEndpoint, issuer, nil
 }
 
 // asMetadataURLs are where an issuer's metadata may be: RFC 8414 and

@@ -71,7 +71,7 @@ func wantPaths(t *testing.T, name string, log *hitLog, want ...string) {
 func TestOAuth2DiscoverTokenURL(t *testing.T) {
 	ec, _ := newTestKeys(t)
 
-	t.Run("path-inserted metadata, private_key_jwt at the discovered endpoint", func(t *testing.T) {
+	t.Run("path-inserted metadata, private_key_jwt at the discovered endpoint, aud the issuer", func(t *testing.T) {
 		clk := newFakeClock()
 		ep := &clientAuthEndpoint{t: t, method: config.PrivateKeyJWT, pub: ec.pub, alg: ec.alg, now: clk.Now}
 		var as, up *httptest.Server
@@ -87,6 +87,9 @@ func TestOAuth2DiscoverTokenURL(t *testing.T) {
 			}),
 		})
 		ep.resource = up.URL + "/mcp"
+		// The issuer, not the token endpoint (as/tenant/token): the audience
+		// the MCP conformance suite's auth/client-credentials-jwt verifies.
+		ep.aud = as.URL + "/tenant"
 		a := &config.Auth{Type: config.AuthOAuth2, ClientID: "client-1", ClientAuth: config.PrivateKeyJWT, PrivateKey: ec.pem}
 		s := newTokenSource("srv", up.URL+"/mcp/", a, nil, nil)
 		s.now = clk.Now
@@ -97,7 +100,7 @@ func TestOAuth2DiscoverTokenURL(t *testing.T) {
 		if tok := mustToken(t, s); tok != "tok-2" {
 			t.Fatalf("second Token = %q", tok)
 		}
-		// Discovered once; the endpoint verified aud = as/tenant/token.
+		// Discovered once; the endpoint verified aud = as/tenant, twice.
 		wantPaths(t, "the MCP server", upLog, "/.well-known/oauth-protected-resource/mcp")
 		wantPaths(t, "the authorization server", asLog,
 			"/.well-known/oauth-authorization-server/tenant", "/tenant/token", "/tenant/token")

@@ -65,6 +65,7 @@ type tokenSource struct {
 
 	mu         sync.Mutex
 	discovered string // the token endpoint found by discovery, once found
+	issuer     string // its authorization server's issuer identifier
 	token      string
 	refreshAt  time.Time // expiry minus the skew: mint again from here
 	expiry     time.Time
@@ -247,7 +248,7 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 	if s.resErr != nil {
 		return "", 0, s.fail(KindInternal, 0, "oauth2: %v", s.resErr)
 	}
-	endpoint, err := s.endpoint(ctx)
+	endpoint, aud, err := s.endpoint(ctx)
 	if err != nil {
 		return "", 0, err
 	}
@@ -266,7 +267,7 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 		form.Set("client_id", s.clientID)
 		form.Set("client_secret", s.secret)
 	case config.PrivateKeyJWT:
-		assertion, err := s.clientAssertion(endpoint)
+		assertion, err := s.clientAssertion(aud)
 		if err != nil {
 			return "", 0, err
 		}
