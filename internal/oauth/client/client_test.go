@@ -3,6 +3,7 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -496,5 +497,30 @@ func TestAuthorizeURL(t *testing.T) {
 	q := mustParse(t, u1).Query()
 	if q.Get("tenant") != "t1" || q.Get("scope") != "a b c" || q.Get("code_challenge") == "" || q.Get("code_challenge") == v1 {
 		t.Errorf("authorization request %v", q)
+	}
+}
+
+// TestNoCredentialsPrinted: no way of printing or logging a plan, a
+// client or a token shows a secret or a token.
+func TestNoCredentialsPrinted(t *testing.T) {
+	f := newFake(t)
+	f.standard(asMetadata)
+	p, err := client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp", RedirectURI: callback, ClientID: "c", ClientSecret: "cfg-secret"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.Client{ID: "c", Secret: "client-secret", AuthMethod: client.AuthClientSecretBasic}
+	tok := &client.Token{AccessToken: "access-tok", RefreshToken: "refresh-tok", TokenType: "Bearer"}
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	log.Info("x", "plan", p, "client", c, "token", tok, "tokv", *tok)
+	log.Info("y", "plan", *p)
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		fmt.Fprintf(&buf, verb+" "+verb+" "+verb+" "+verb+" "+verb+"\n", p, *p, c, tok, *tok)
+	}
+	for _, secret := range []string{"cfg-secret", "client-secret", "access-tok", "refresh-tok"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("%s printed:\n%s", secret, buf.String())
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -68,6 +69,21 @@ type Plan struct {
 
 	cfg Config
 	f   *fetcher
+}
+
+// String summarises the plan; the config (and its client secret) stays
+// out, as it does of GoString and LogValue.
+func (p Plan) String() string {
+	return fmt.Sprintf("plan for %s: authorization server %s, scopes %q, legacy %t", p.Resource, redactURL(p.AuthServer.Issuer), p.Scopes, p.Legacy)
+}
+
+// GoString keeps %#v from printing the config.
+func (p Plan) GoString() string { return p.String() }
+
+// LogValue keeps slog from printing the config.
+func (p Plan) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("resource", p.Resource), slog.String("issuer", redactURL(p.AuthServer.Issuer)),
+		slog.String("scope", strings.Join(p.Scopes, " ")), slog.Bool("legacy", p.Legacy))
 }
 
 // Discovery errors.

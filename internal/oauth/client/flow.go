@@ -87,21 +87,15 @@ type Token struct {
 	Scope string
 }
 
-func (t *Token) String() string {
-	if t == nil {
-		return "<nil token>"
-	}
+func (t Token) String() string {
 	return fmt.Sprintf("%s token (scope %q, expiry %s, refresh %t)", t.TokenType, t.Scope, t.Expiry.Format(time.RFC3339), t.RefreshToken != "")
 }
 
 // GoString keeps %#v from printing the tokens.
-func (t *Token) GoString() string { return t.String() }
+func (t Token) GoString() string { return t.String() }
 
 // LogValue keeps slog from printing the tokens.
-func (t *Token) LogValue() slog.Value {
-	if t == nil {
-		return slog.StringValue("<nil token>")
-	}
+func (t Token) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("token_type", t.TokenType), slog.String("scope", t.Scope),
 		slog.Time("expiry", t.Expiry), slog.Bool("refresh", t.RefreshToken != ""))
 }
