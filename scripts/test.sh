@@ -36,7 +36,7 @@ go test -count=1 -timeout 5m ./test/chaos/
 
 step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/store/...
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/...
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-8s}"
@@ -86,6 +86,9 @@ fuzz ./internal/oauth/authserver/ FuzzAuthorize
 fuzz ./internal/oauth/ FuzzDiscoveryDocument
 fuzz ./internal/oauth/ FuzzJWKS
 fuzz ./internal/oauth/authserver/ FuzzMetadataDocument
+fuzz ./internal/oauth/client/ FuzzBearerChallenge
+fuzz ./internal/oauth/client/ FuzzTokenResponse
+fuzz ./internal/oauth/client/ FuzzResourceFor
 fuzz ./internal/vault/ FuzzDecodeRecord
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then

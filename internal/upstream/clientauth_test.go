@@ -327,28 +327,3 @@ func TestOAuth2ClientAuthRefused(t *testing.T) {
 		}
 	})
 }
-
-func TestCanonicalResource(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://mcp.example.com/mcp":                      "https://mcp.example.com/mcp",
-		"HTTPS://MCP.Example.COM/MCP":                      "https://mcp.example.com/MCP", // the path keeps its case
-		"https://mcp.example.com/mcp/":                     "https://mcp.example.com/mcp",
-		"https://mcp.example.com":                          "https://mcp.example.com",
-		"https://mcp.example.com/":                         "https://mcp.example.com/",
-		"https://mcp.example.com:8443/a/b#frag":            "https://mcp.example.com:8443/a/b",
-		"https://user:pw@mcp.example.com/mcp?key=secret#x": "https://mcp.example.com/mcp",
-		"http://127.0.0.1:9/a%2Fb/":                        "http://127.0.0.1:9/a%2Fb",
-	} {
-		got, err := canonicalResource(in)
-		if err != nil || got != want {
-			t.Errorf("canonicalResource(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "/mcp", "ftp://x/y", "mcp.example.com/mcp", "https://pw-secret@/x"} {
-		if got, err := canonicalResource(in); err == nil {
-			t.Errorf("canonicalResource(%q) = %q, want an error", in, got)
-		} else if strings.Contains(err.Error(), "secret") {
-			t.Errorf("error echoes the url: %v", err)
-		}
-	}
-}

@@ -11,44 +11,26 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
 )
 
 // Token endpoint discovery for oauth2 client credentials without a
 // token_url: the server's protected resource metadata (RFC 9728) names its
 // authorization servers; the first one's metadata (RFC 8414, or OpenID
-// Connect discovery) names its token endpoint.
+// Connect discovery) names its token endpoint. The canonical resource URI
+// and the well-known locations are internal/oauth/client's, which the
+// authorization code flow for upstreams shares.
 
 const (
 	// maxDiscoveryDocument bounds each metadata document.
 	maxDiscoveryDocument = 1 << 20
 	// discoveryFetchTimeout bounds each metadata fetch.
 	discoveryFetchTimeout = 10 * time.Second
-
-	wellKnownPRM  = "/.well-known/oauth-protected-resource"
-	wellKnownAS   = "/.well-known/oauth-authorization-server"
-	wellKnownOIDC = "/.well-known/openid-configuration"
 )
 
-// canonicalResource is the canonical URI of an MCP server (the MCP
-// authorization spec, RFC 8707 2): the url with scheme and host in lower
-// case, without userinfo, query or fragment, and without a trailing slash
-// unless the slash is the whole path. The query goes too: RFC 8707 says a
-// resource SHOULD NOT have one, and a server url's query may hold a
-// credential that must not reach the authorization server.
-func canonicalResource(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https") {
-		// The url may carry credentials: never echoed.
-		return "", errors.New("the server url is not an absolute http or https URL")
-	}
-	path := u.EscapedPath()
-	if trimmed := strings.TrimRight(path, "/"); trimmed != "" {
-		path = trimmed
-	} else if path != "" {
-		path = "/"
-	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + path, nil
-}
+// canonicalResource is the server url's canonical URI (RFC 8707 2).
+func canonicalResource(raw string) (string, error) { return oauthclient.CanonicalResource(raw) }
 
 // endpoint is the token endpoint and the audience of a client assertion
 // for it: the configured token_url and that URL, or the endpoint discovered
@@ -84,12 +66,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, er
 		return "", "", s.fail(KindInternal, 0, "oauth2 discovery: %v", err)
 	}
 	allowHTTP := res.Scheme == "http" && loopbackHost(res.Hostname())
-	origin := res.Scheme + "://" + res.Host
-	var prmURLs []string
-	if p := strings.TrimSuffix(res.EscapedPath(), "/"); p != "" {
-		prmURLs = append(prmURLs, origin+wellKnownPRM+p)
-	}
-	prmURLs = append(prmURLs, origin+wellKnownPRM)
+	prmURLs := oauthclient.ResourceMetadataURLs(res)
 
 	var prm struct {
 		AuthorizationServers []string `json:"authorization_servers"`
@@ -111,7 +88,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, er
 		Issuer        string `json:"issuer"`
 		TokenEndpoint string `json:"token_endpoint"`
 	}
-	from, err = s.fetchFirst(ctx, asMetadataURLs(iu), allowHTTP, &md)
+	from, err = s.fetchFirst(ctx, oauthclient.AuthServerMetadataURLs(iu), allowHTTP, &md)
 	if err != nil {
 		return "", "", err
 	}
@@ -123,18 +100,6 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, er
 		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s: token_endpoint missing, or not an https URL", from)
 	}
 	return md.TokenEndpoint, issuer, nil
-}
-
-// asMetadataURLs are where an issuer's metadata may be: RFC 8414 and
-// OpenID Connect with the well-known path inserted before the issuer's
-// path, then appended to it (the MCP authorization spec's order).
-func asMetadataURLs(iu *url.URL) []string {
-	origin := iu.Scheme + "://" + iu.Host
-	p := strings.TrimSuffix(iu.EscapedPath(), "/")
-	if p == "" {
-		return []string{origin + wellKnownAS, origin + wellKnownOIDC}
-	}
-	return []string{origin + wellKnownAS + p, origin + wellKnownOIDC + p, origin + p + wellKnownOIDC, origin + p + wellKnownAS}
 }
 
 // fetchFirst fetches the candidates in order into v, moving on only when

@@ -1,0 +1,334 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	// MaxDocument bounds every response body read: metadata documents,
+	// registration and token responses.
+	MaxDocument = 1 << 20
+	// FetchTimeout bounds every request, from dial to the end of the body.
+	FetchTimeout = 10 * time.Second
+	// maxErrorBody is what is read of an error answer before closing.
+	maxErrorBody = 64 << 10
+)
+
+// The refusals the guard and the fetches make; errors wrap them.
+var (
+	// ErrBlockedAddress: the dialled address is loopback, private or
+	// otherwise not public, for an upstream that is public.
+	ErrBlockedAddress = errors.New("address not allowed for this upstream")
+	// ErrCrossOrigin: a redirect to another origin, not followed.
+	ErrCrossOrigin = errors.New("redirect to another origin refused")
+	// ErrTooLarge: a response body over MaxDocument.
+	ErrTooLarge = errors.New("response exceeds the size limit")
+	// ErrInsecureURL: not https (and not http on loopback for a loopback
+	// http upstream), or with user info or a fragment.
+	ErrInsecureURL = errors.New("not an https URL")
+)
+
+// blockedPrefixes are ranges that are not the public internet beyond what
+// netip's predicates cover: "this network", carrier-grade NAT, IETF
+// protocol assignments, benchmarking, the reserved class E, and the
+// NAT64 prefixes (which embed an IPv4 address that may be private). The
+// same list as the authorization server's client metadata fetcher.
+var blockedPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+}
+
+// publicAddr reports whether a is a public unicast address.
+func publicAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return false
+	}
+	for _, p := range blockedPrefixes {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// privateHost reports whether the upstream's host is itself not public:
+// localhost, or an IP literal that is not a public address. A DNS name
+// counts as public: what it resolves to is its owner's choice, so it
+// cannot vouch for itself (Config.AllowPrivate can).
+func privateHost(h string) bool {
+	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && !publicAddr(a)
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// fetcher makes the package's requests on an upstream's behalf.
+type fetcher struct {
+	follow    *http.Client // same-origin redirects only: metadata
+	noFollow  *http.Client // no redirects: registration and token requests
+	allowHTTP bool         // the upstream is http on loopback
+}
+
+// newFetcher builds the clients for an upstream at server. hc nil means
+// a transport of the package's own; a given client's *http.Transport is
+// cloned with its dialer replaced by the guarded one and no proxy
+// (through a proxy the dialled address would be the proxy's). Another
+// RoundTripper cannot be guarded, so it is refused unless the guard is
+// off (a private upstream, or AllowPrivate).
+func newFetcher(server *url.URL, hc *http.Client, allowPrivate bool) (*fetcher, error) {
+	guard := !allowPrivate && !privateHost(server.Hostname())
+	base := http.Client{}
+	if hc != nil {
+		base = *hc
+	}
+	var tr *http.Transport
+	switch t := base.Transport.(type) {
+	case nil:
+		tr = &http.Transport{
+			TLSHandshakeTimeout:   FetchTimeout,
+			ResponseHeaderTimeout: FetchTimeout,
+			MaxIdleConns:          16,
+			IdleConnTimeout:       30 * time.Second,
+			ForceAttemptHTTP2:     true,
+		}
+	case *http.Transport:
+		tr = t.Clone()
+	default:
+		if guard {
+			return nil, errors.New("oauth client: HTTPClient.Transport must be an *http.Transport, which the address guard can wrap")
+		}
+	}
+	if tr != nil {
+		d := &net.Dialer{Timeout: FetchTimeout}
+		if guard {
+			tr.Proxy = nil
+			d.Control = func(network, address string, _ syscall.RawConn) error {
+				ap, err := netip.ParseAddrPort(address)
+				if err != nil || !publicAddr(ap.Addr()) {
+					return ErrBlockedAddress
+				}
+				return nil
+			}
+		}
+		tr.DialContext = d.DialContext
+		tr.DialTLSContext = nil
+		base.Transport = tr
+	}
+	if base.Timeout == 0 || base.Timeout > FetchTimeout {
+		base.Timeout = FetchTimeout
+	}
+	base.Jar = nil
+	follow, noFollow := base, base
+	follow.CheckRedirect = sameOriginRedirect
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &fetcher{
+		follow:    &follow,
+		noFollow:  &noFollow,
+		allowHTTP: server.Scheme == "http" && loopbackHost(server.Hostname()),
+	}, nil
+}
+
+// sameOriginRedirect follows a redirect only within the origin of the
+// original request; the destination of any other is never contacted.
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if !sameOrigin(req.URL, via[0].URL) {
+		return ErrCrossOrigin
+	}
+	return nil
+}
+
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
+}
+
+// checkURL parses u and checks that this upstream's fetches may use it:
+// https, or http on a loopback host when the upstream is; no user info or
+// fragment.
+func (f *fetcher) checkURL(u string) (*url.URL, error) {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" || p.User != nil || p.Fragment != "" {
+		return nil, fmt.Errorf("%w: %s", ErrInsecureURL, redactURL(u))
+	}
+	switch {
+	case p.Scheme == "https":
+		return p, nil
+	case p.Scheme == "http" && f.allowHTTP && loopbackHost(p.Hostname()):
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrInsecureURL, redactURL(u))
+}
+
+// getJSON GETs u into v. found is false for a 4xx answer (not there);
+// every other failure is an error.
+func (f *fetcher) getJSON(ctx context.Context, u string, v any) (found bool, err error) {
+	if _, err := f.checkURL(u); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s", ErrInsecureURL, redactURL(u))
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := f.follow.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("GET %s: %w", redactURL(u), scrubURLError(err))
+	}
+	defer resp.Body.Close()
+	switch st := resp.StatusCode; {
+	case st >= 400 && st < 500:
+		drain(resp.Body)
+		return false, nil
+	case st != http.StatusOK:
+		drain(resp.Body)
+		return false, fmt.Errorf("GET %s: HTTP %d", redactURL(u), st)
+	}
+	data, err := readBounded(resp.Body)
+	if err != nil {
+		return false, fmt.Errorf("GET %s: %w", redactURL(u), err)
+	}
+	if err := decodeObject(data, v); err != nil {
+		return false, fmt.Errorf("GET %s: %w", redactURL(u), err)
+	}
+	return true, nil
+}
+
+// post sends a request that carries credentials: never redirected.
+func (f *fetcher) post(ctx context.Context, u, contentType string, body string, edit func(*http.Request)) (status int, data []byte, err error) {
+	if _, err := f.checkURL(u); err != nil {
+		return 0, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s", ErrInsecureURL, redactURL(u))
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Accept", "application/json")
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := f.noFollow.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("POST %s: %w", redactURL(u), scrubURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		drain(resp.Body)
+		return resp.StatusCode, nil, fmt.Errorf("POST %s: HTTP %d redirect, not followed", redactURL(u), resp.StatusCode)
+	}
+	data, err = readBounded(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("POST %s: %w", redactURL(u), err)
+	}
+	return resp.StatusCode, data, nil
+}
+
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, maxErrorBody)) }
+
+func readBounded(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxDocument+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if len(data) > MaxDocument {
+		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, MaxDocument)
+	}
+	return data, nil
+}
+
+// decodeObject unmarshals a JSON object into v. A field of an unexpected
+// type is skipped rather than failing the document: only a few fields
+// matter, and those are checked where they are used.
+func decodeObject(data []byte, v any) error {
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(data, v); err != nil && !errors.As(err, &te) {
+		return errors.New("not a JSON object")
+	}
+	if t := strings.TrimSpace(string(data)); !strings.HasPrefix(t, "{") {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}
+
+// redactURL is raw without user info, query and fragment: fit for logs
+// and errors.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return r.String()
+}
+
+// scrubURLError drops the *url.Error wrapper, whose message repeats the
+// whole URL, query included.
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// sanitize keeps the RFC 6749 error_description charset and at most n
+// bytes, turning anything else into '?'.
+func sanitize(v string, n int) string {
+	v = strings.TrimSpace(v)
+	if len(v) > n {
+		v = v[:n]
+	}
+	b := []byte(v)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			b[i] = '?'
+		}
+	}
+	return string(b)
+}
