@@ -558,16 +558,22 @@ type sseFake struct {
 	endpoint string // overrides the endpoint event's data
 
 	mu     sync.Mutex
-	stream chan []byte // the open stream's outbox; nil: none
-	raw    chan io.Reader
+	stream chan []byte    // the open stream's outbox; nil: none
+	raw    chan io.Reader // the open stream's raw outbox (floods)
 	drop   chan struct{}
 }
 
 func newSSEFake(t testing.TB) *sseFake {
-	s := &sseFake{fake: newFake(), raw: make(chan io.Reader)}
+	s := &sseFake{fake: newFake()}
 	s.flood = func(msg io.Reader) {
+		// The stream open now, never one the client hung up on: a
+		// shared channel let an old stream's handler, not yet aware its
+		// client had gone, take the message and lose it.
+		s.mu.Lock()
+		raw := s.raw
+		s.mu.Unlock()
 		select {
-		case s.raw <- msg:
+		case raw <- msg:
 		case <-time.After(5 * time.Second): // no stream to write it on
 		}
 	}
@@ -595,9 +601,10 @@ func (s *sseFake) dropStream() {
 
 func (s *sseFake) serveStream(w http.ResponseWriter, r *http.Request) {
 	out := make(chan []byte, 64)
+	raw := make(chan io.Reader)
 	drop := make(chan struct{})
 	s.mu.Lock()
-	s.stream, s.drop = out, drop
+	s.stream, s.raw, s.drop = out, raw, drop
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
@@ -612,7 +619,7 @@ func (s *sseFake) serveStream(w http.ResponseWriter, r *http.Request) {
 		case data := <-out:
 			w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "message", Data: data}))
 			w.(http.Flusher).Flush()
-		case msg := <-s.raw:
+		case msg := <-raw:
 			io.WriteString(w, "event: message\ndata: ")
 			if _, err := io.Copy(w, msg); err != nil {
 				return // the client hung up mid-event
