@@ -154,6 +154,7 @@ const (
 	AuthOAuth2        = "oauth2"        // client credentials, minted by the gateway
 	AuthPassthrough   = "passthrough"   // the caller's own upstream token
 	AuthAWSSigV4      = "aws_sigv4"     // every request signed with AWS Signature Version 4
+	AuthUserAPIKey    = "user_api_key"  // each person's own static credential, from the vault
 )
 
 // AuthTypes lists the accepted auth types, in the order error messages
@@ -162,10 +163,10 @@ var AuthTypes = enumOf[Auth]("Type")
 
 // Auth is a server's egress credential.
 type Auth struct {
-	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token) or aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain)."`
+	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4|user_api_key,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token), aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain) or user_api_key (each person's own static credential, stored with PUT /admin/v1/me/credentials/<server> and sealed in the vault: Authorization: Bearer, or verbatim in header_name; needs the vault section)."`
 	Value string `config:"value,required,when=api_key|bearer_token|token|basic|authorization,expand,secret" doc:"The credential. Exactly one scheme goes out: \"Bearer abc\" and \"abc\" both send Authorization: Bearer abc. For basic: user:password, or \"Basic <base64>\" sent as is."`
 	// HeaderName "" means Authorization, or X-API-Key for api_key.
-	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it."`
+	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough|user_api_key,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it. For user_api_key the person's value goes in it verbatim (in Authorization it gets the Bearer scheme)."`
 
 	// oauth2 client credentials (RFC 6749 section 4.4).
 	TokenURL   string `config:"token_url,when=oauth2,expand,trim" doc:"The client-credentials token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`

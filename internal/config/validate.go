@@ -94,6 +94,9 @@ func (c *Config) validate(strict bool) error {
 
 	for _, name := range c.ServerNames() {
 		c.Servers[name].validate(&errs, name, sep, strict)
+		if s := c.Servers[name]; s != nil && s.Auth != nil && s.Auth.Type == AuthUserAPIKey && c.Vault == nil {
+			errs.add(joinPath("servers", name)+".auth.type", 0, "user_api_key needs the vault section (vault.keys), where each person's credential is sealed")
+		}
 	}
 	c.validateAccessGroups(&errs)
 	c.validateToolsets(&errs)

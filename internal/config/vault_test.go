@@ -99,3 +99,32 @@ func TestVaultKeyNeverEchoed(t *testing.T) {
 		}
 	}
 }
+
+func TestParseUserAPIKey(t *testing.T) {
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	vault := "vault:\n  keys:\n    - {id: k1, key: " + key + "}\n"
+	c, err := Parse([]byte(httpSrv("auth: {type: user_api_key, header_name: X-API-Key}")+vault), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Servers["up"].Auth; a.Type != AuthUserAPIKey || a.HeaderName != "X-API-Key" {
+		t.Errorf("auth %+v", a)
+	}
+	if _, err := Parse([]byte(httpSrv("auth: {type: user_api_key}")+vault), "", nil); err != nil {
+		t.Errorf("without header_name: %v", err)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"without a vault", httpSrv("auth: {type: user_api_key}"),
+			"servers.up.auth.type: user_api_key needs the vault section (vault.keys)"},
+		{"with a value", httpSrv("auth: {type: user_api_key, value: shared-secret}") + vault,
+			"servers.up.auth.value: not allowed for auth type user_api_key"},
+	} {
+		_, err := Parse([]byte(tc.doc), "", nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "shared-secret") {
+			t.Errorf("%s: error echoes the value: %v", tc.name, err)
+		}
+	}
+}
