@@ -120,6 +120,15 @@ func newEgressAuth(srv *config.Server, tokens *tokenSource, callerToken string) 
 		if callerToken != "" {
 			fixed = credentialValue(a.typ, callerToken)
 		}
+	case config.AuthUserAPIKey:
+		// The person's stored credential: verbatim in a configured
+		// header (as api_key's value), as a bearer token in Authorization.
+		if callerToken != "" {
+			fixed = credentialValue(config.AuthAPIKey, callerToken)
+			if !a.custom {
+				fixed = credentialValue(config.AuthBearer, callerToken)
+			}
+		}
 	default:
 		fixed = credentialValue(a.typ, srv.Auth.Value)
 	}
@@ -253,6 +262,12 @@ func Preview(srv *config.Server) PreviewRequest {
 		h = a.with("Bearer <minted from " + from + " with " + srv.Auth.ClientAuthMethod() + ">")
 	case config.AuthPassthrough:
 		h = a.with("Bearer <the caller's token>")
+	case config.AuthUserAPIKey:
+		if a.custom {
+			h = a.with("<the caller's stored credential>")
+		} else {
+			h = a.with("Bearer <the caller's stored credential>")
+		}
 	}
 	out := make(http.Header, len(h)+2)
 	for k, v := range h {
@@ -281,7 +296,7 @@ func Preview(srv *config.Server) PreviewRequest {
 // header whose name says it carries a secret keep only their scheme and
 // the last 4 characters of a long enough credential.
 func maskHeader(name, v string, a *egressAuth) string {
-	if strings.HasPrefix(v, "Bearer <") {
+	if strings.HasPrefix(v, "Bearer <") || strings.HasPrefix(v, "<the caller's") {
 		return v // a placeholder, not a secret
 	}
 	if !sensitiveHeader(name) && !strings.EqualFold(name, a.slot) {

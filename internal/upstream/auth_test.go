@@ -177,6 +177,23 @@ func TestCredentialSlot(t *testing.T) {
 			t.Errorf("no caller token: %v", got)
 		}
 	})
+	t.Run("user_api_key: bearer in Authorization, verbatim in header_name", func(t *testing.T) {
+		srv := authServer(config.AuthUserAPIKey, "", "", nil)
+		if got := egressHeaders(t, srv, "alice-key").Get("Authorization"); got != "Bearer alice-key" {
+			t.Errorf("Authorization = %q", got)
+		}
+		if got := egressHeaders(t, srv, "Bearer alice-key").Get("Authorization"); got != "Bearer alice-key" {
+			t.Errorf("Authorization with a scheme = %q", got)
+		}
+		srv = authServer(config.AuthUserAPIKey, "", "X-API-Key", map[string]string{"x-api-key": "shared"})
+		h := egressHeaders(t, srv, "Bearer alice-key")
+		if got := h.Values("X-Api-Key"); len(got) != 1 || got[0] != "Bearer alice-key" || h.Get("Authorization") != "" {
+			t.Errorf("headers %v", h)
+		}
+		if p := Preview(srv); p.Headers.Get("X-Api-Key") != "<the caller's stored credential>" {
+			t.Errorf("preview %v", p.Headers)
+		}
+	})
 }
 
 func TestFingerprint(t *testing.T) {

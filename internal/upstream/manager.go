@@ -110,12 +110,15 @@ type Manager struct {
 // server is one upstream's configuration and sessions, guarded by
 // Manager.mu.
 type server struct {
-	name      string
-	srv       *config.Server
-	tokens    *tokenSource // oauth2 client credentials, shared by all sessions
-	sigv4     *sigV4       // aws_sigv4: config and credentials cache, shared by all sessions
-	perCall   bool
-	byCaller  bool   // passthrough: sessions keyed by the caller's token
+	name     string
+	srv      *config.Server
+	tokens   *tokenSource // oauth2 client credentials, shared by all sessions
+	sigv4    *sigV4       // aws_sigv4: config and credentials cache, shared by all sessions
+	perCall  bool
+	byCaller bool // passthrough, user_api_key: sessions keyed by the caller's token
+	// ownOnly (user_api_key): a caller without a credential of its own is
+	// refused (ErrNoCredential) before anything is dialled.
+	ownOnly   bool
 	defaultFP string // the fingerprint of the server's own credentials
 	entries   map[string]*entry
 	// bound are the sessions bound to one party each (WithBinding), by
@@ -204,7 +207,8 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 		name:      name,
 		srv:       &c,
 		perCall:   c.SessionMode == config.SessionPerCall,
-		byCaller:  c.Auth != nil && c.Auth.Type == config.AuthPassthrough,
+		byCaller:  c.Auth != nil && (c.Auth.Type == config.AuthPassthrough || c.Auth.Type == config.AuthUserAPIKey),
+		ownOnly:   c.Auth != nil && c.Auth.Type == config.AuthUserAPIKey,
 		defaultFP: Fingerprint(&c, ""),
 		entries:   map[string]*entry{},
 		bound:     map[string]*entry{},
@@ -306,11 +310,28 @@ func modeOf(sv *server) string {
 type callerTokensKey struct{}
 
 // WithCallerTokens attaches the caller's own upstream credentials to ctx:
-// tokens(server) is the token the caller presented for server ("" for
-// none). Only servers with auth type passthrough use it; their sessions
-// are pooled per caller credential.
+// tokens(server) is the token the caller presented for server, or the
+// credential the caller stored for it (user_api_key), "" for none. Only
+// servers with auth type passthrough or user_api_key use it; their
+// sessions are pooled per caller credential. tokens may be called under
+// the Manager's lock: it must be cheap after its first call for a server
+// (the Manager asks once before taking the lock).
 func WithCallerTokens(ctx context.Context, tokens func(server string) string) context.Context {
 	return context.WithValue(ctx, callerTokensKey{}, tokens)
+}
+
+// ErrNoCredential is in the chain of the error of an operation on a
+// user_api_key server for a caller who has stored no credential for it:
+// nothing was sent upstream.
+var ErrNoCredential = errors.New("no credential of the caller's own stored for this server")
+
+// checkOwn refuses a user_api_key server to a caller without a
+// credential. It resolves the caller's token outside the Manager's lock.
+func checkOwn(ctx context.Context, sv *server) error {
+	if sv != nil && sv.ownOnly && callerTokenFrom(ctx, sv.name) == "" {
+		return &Error{Server: sv.name, Kind: KindAuth, Err: ErrNoCredential}
+	}
+	return nil
 }
 
 func callerTokenFrom(ctx context.Context, server string) string {
@@ -394,6 +415,11 @@ func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), 
 		return nil, nil, &Error{Server: server, Kind: KindClosed, Err: ErrClosed}
 	case sv == nil:
 		return nil, nil, fmt.Errorf("unknown upstream server %q", server)
+	}
+	if err := checkOwn(ctx, sv); err != nil {
+		return nil, nil, err
+	}
+	switch {
 	case !sv.perCall:
 		s, err := m.Session(ctx, server)
 		return s, func() {}, err
@@ -616,6 +642,9 @@ const (
 // is returned at once. A per_call server has no shared session: use
 // Acquire.
 func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
+	if err := checkOwn(ctx, m.serverMap()[server]); err != nil {
+		return nil, err
+	}
 	for {
 		m.mu.Lock()
 		if m.closed {

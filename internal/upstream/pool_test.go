@@ -138,6 +138,33 @@ func TestPoolPerCallerCredential(t *testing.T) {
 	}
 }
 
+// A user_api_key server refuses a caller without a stored credential
+// before dialling (ErrNoCredential), and pools the others per credential.
+func TestUserAPIKeyNeedsOwnCredential(t *testing.T) {
+	for _, mode := range []string{config.SessionShared, config.SessionPerCall} {
+		f := newStreamableFake(t)
+		f.jsonReplies = true
+		srv := f.server("byok")
+		srv.SessionMode = mode
+		srv.Auth = &config.Auth{Type: config.AuthUserAPIKey, HeaderName: "X-API-Key"}
+		m := managerFor(t, srv)
+		none := WithCallerTokens(context.Background(), func(string) string { return "" })
+		for _, ctx := range []context.Context{context.Background(), none} {
+			_, err := callEcho(ctx, m, "byok", "x")
+			if !errors.Is(err, ErrNoCredential) || KindOf(err) != KindAuth {
+				t.Fatalf("%s: without a credential: %v", mode, err)
+			}
+		}
+		if n := len(f.seen()); n != 0 {
+			t.Fatalf("%s: the upstream saw %d requests from a caller without a credential", mode, n)
+		}
+		ctx := WithCallerTokens(context.Background(), func(string) string { return "alice-key" })
+		if got, err := callEcho(ctx, m, "byok", "hi"); err != nil || got != "hi" {
+			t.Fatalf("%s: with a credential: %q, %v", mode, got, err)
+		}
+	}
+}
+
 // per_call servers get one session per operation, ended with DELETE before
 // the call returns (C9.1).
 func TestPerCallSessionsEndBeforeReturn(t *testing.T) {
