@@ -64,6 +64,8 @@ Administer a running gateway (its admin API):
   mcpgate tools list [--as KEY] [--route R]        the catalog as a key sees it
   mcpgate call TOOL [--args JSON] [--as KEY]       call a tool
   mcpgate audit [--follow] [filters]               recent tool calls
+  mcpgate credentials set SERVER --value V         store your own credential (user_api_key servers)
+  mcpgate credentials list|delete SERVER           your stored credentials
 
 Common flags: --log-format json|text (default text), --log-level debug|info|warn|error (default info).
 Admin commands: --url URL (default $MCPGATE_URL, else --config FILE's listen address, else
@@ -117,6 +119,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &serversCommand{stdout: stdout}
 	case "keys":
 		cmd = &keysCommand{stdout: stdout, stderr: stderr}
+	case "credentials":
+		cmd = &credentialsCommand{stdout: stdout, stderr: stderr}
 	case "toolsets":
 		cmd = &toolsetsCommand{stdout: stdout}
 	case "sessions":

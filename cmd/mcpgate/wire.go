@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
 // stack is a gateway with everything it runs on: the store, the caller
@@ -90,6 +91,19 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		copts.Tokens = oauth.NewVerifier(oauth.VerifierOptions{Issuers: cfg.Auth.OIDC, Local: local, Logger: log})
 	}
 	auth := callers.New(copts)
+	// The vault: each person's own upstream credentials (S19), sealed in
+	// the store under the vault section's keys.
+	var vlt *vault.Vault
+	if cfg.Vault != nil {
+		if vlt, err = vault.New(st, cfg.Vault.Keys, nil); err != nil {
+			auth.Close()
+			if as != nil {
+				as.Close()
+			}
+			st.Close()
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	}
 	m := metrics.New()
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
 	g := gateway.New(gateway.Options{
@@ -103,6 +117,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		MaxSessionsPerOwner: cfg.Sessions.MaxPerOwner,
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
+		Vault:               vlt,
 	})
 	if as != nil {
 		g.MountAuthServer(as.Handler())
@@ -120,6 +135,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
 		Grants:       grants,
+		Vault:        vlt,
 		Logger:       log,
 	})
 	if err := api.ReloadGrants(ctx); err != nil {

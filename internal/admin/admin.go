@@ -3,7 +3,9 @@
 // sees it, access explanations and the audit log, JSON in and out, with its
 // OpenAPI document at /admin/v1/openapi.json. Every request must come from
 // the master key or a key with admin rights; anything else gets 401 or a
-// bare 403 that reveals nothing about what exists.
+// bare 403 that reveals nothing about what exists. The exception is
+// /me/credentials, where every person (a key or JWT caller) manages their
+// own upstream credentials (credentials.go).
 //
 // It decides nothing about MCP traffic itself: it reads and changes the
 // store, asks the gateway for its live state, and tells the authenticator
@@ -28,6 +30,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
 // Prefix is where the API is served.
@@ -51,6 +54,9 @@ type Options struct {
 	// Grants are the JWT callers' grants the authenticator reads; the
 	// API lists them and adds runtime ones. nil: no grants endpoints.
 	Grants *callers.GrantSet
+	// Vault stores each person's own credentials (/me/credentials); nil:
+	// no vault is configured.
+	Vault *vault.Vault
 	// Known names, for validating key attributes.
 	Servers      func() []string
 	Toolsets     func() []string
@@ -116,17 +122,25 @@ var routes = []route{
 	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},
 	{"GET", "/audit", func(a *API) http.HandlerFunc { return a.listToolCalls }},
 	{"GET", "/audit/events", func(a *API) http.HandlerFunc { return a.listEvents }},
+	{"PUT", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.putCredential }},
+	{"GET", "/me/credentials", func(a *API) http.HandlerFunc { return a.listCredentials }},
+	{"DELETE", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.deleteCredential }},
 }
 
 // ServeHTTP authenticates the caller, then routes.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	caller, ok := a.admit(w, r)
+	_, pattern := a.mux.Handler(r)
+	admit := a.admit
+	if selfRoutes[pattern] {
+		admit = a.admitPerson // a person's own entries: every person
+	}
+	caller, ok := admit(w, r)
 	if !ok {
 		return
 	}
 	r = r.WithContext(callers.NewContext(r.Context(), caller))
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	if _, pattern := a.mux.Handler(r); pattern == "" {
+	if pattern == "" {
 		// Unknown path or method: the same answer for both, no hint.
 		writeError(w, http.StatusNotFound, "Not Found", "no such admin endpoint")
 		return

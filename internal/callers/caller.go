@@ -160,3 +160,22 @@ func FromContext(ctx context.Context) *Caller {
 	c, _ := ctx.Value(contextKey{}).(*Caller)
 	return c
 }
+
+// PersonID is the id a caller's own upstream credentials are stored
+// under in the vault (SPEC S19): "oidc:<issuer>|<subject>" for a JWT
+// caller, "key:<alias>" for a virtual-key caller, and "" for callers that
+// are no one person: anonymous callers and the master key (shared by its
+// operators). A key caller is its alias, not the key's user attribute: the
+// user is a label an administrator sets on any key, and a credential is
+// the person's who stored it with that key. c may be nil.
+func PersonID(c *Caller) string {
+	switch {
+	case c == nil || c.Anonymous || c.Master:
+		return ""
+	case c.Issuer != "":
+		return "oidc:" + c.Issuer + "|" + c.Subject
+	case c.Alias != "":
+		return "key:" + c.Alias
+	}
+	return ""
+}

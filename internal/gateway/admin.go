@@ -85,10 +85,10 @@ func targetOf(srv *config.Server) string {
 	return srv.Command
 }
 
-// callerTokens reads the caller's own upstream credentials from a request
+// headerTokens reads the caller's own upstream credentials from a request
 // (for passthrough servers): X-Mcp-<server>-Authorization for one server,
 // else Authorization.
-func callerTokens(h http.Header) func(string) string {
+func headerTokens(h http.Header) func(string) string {
 	return func(server string) string {
 		if v := h.Get("X-Mcp-" + server + "-Authorization"); v != "" {
 			return v

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/upstream"
+	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
 // Defaults.
@@ -66,6 +67,9 @@ type Options struct {
 	// Authenticator identifies callers (S5); nil serves every caller
 	// anonymously (the loopback-only mode of a gateway without auth).
 	Authenticator Authenticator
+	// Vault holds each person's own credentials (S19), which user_api_key
+	// servers are called with; nil: those servers refuse every call.
+	Vault *vault.Vault
 	// Metrics receives the gateway's metrics and serves /metrics; nil
 	// records nothing.
 	Metrics *metrics.Metrics
@@ -101,6 +105,7 @@ type Gateway struct {
 	cat *catalog.Catalog
 
 	auth    Authenticator
+	vault   *vault.Vault
 	metrics *metrics.Metrics
 	audit   AuditSink
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
@@ -152,6 +157,7 @@ func New(o Options) *Gateway {
 		idleTimeout: o.IdleTimeout,
 		maxPerOwner: o.MaxSessionsPerOwner,
 		terms:       o.Terminations,
+		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
 		stop:        make(chan struct{}),
@@ -331,8 +337,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if g.st().passthrough {
-		r = r.WithContext(upstream.WithCallerTokens(r.Context(), callerTokens(r.Header)))
+	if st := g.st(); st.passthrough || st.userKeys {
+		r = r.WithContext(upstream.WithCallerTokens(r.Context(), g.callerTokens(r)))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS

@@ -495,6 +495,14 @@ func (g *Gateway) resubscribe(server string) {
 func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 	f := upstream.Classify(err)
 	switch {
+	case errors.Is(err, upstream.ErrNoCredential):
+		// Nothing was sent: the caller has to bring their own (S19).
+		data, _ := json.Marshal(struct {
+			Fault  string `json:"fault"`
+			Status int    `json:"status"`
+			Server string `json:"server"`
+		}{f.Class, f.Status, server})
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("store your credential for %s: PUT %s", server, CredentialsPath(server)), Data: data}
 	case f.Class == upstream.FaultCancelled:
 		return jsonrpc.NewError(-32800, "Request cancelled")
 	case f.RPC != nil:

@@ -26,6 +26,9 @@ type gwState struct {
 	// passthrough: some server forwards the caller's own token, so
 	// requests carry the caller's upstream credentials in their context.
 	passthrough bool
+	// userKeys: some server is called with each person's own stored
+	// credential (user_api_key).
+	userKeys bool
 	// limits are cfg.Limits with every default filled in (S23).
 	limits config.Limits
 }
@@ -42,6 +45,9 @@ func newState(cfg *config.Config) *gwState {
 	for name, srv := range cfg.Servers {
 		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
 			st.passthrough = true
+		}
+		if srv.Auth != nil && srv.Auth.Type == config.AuthUserAPIKey {
+			st.userKeys = true
 		}
 		if srv.Tools == nil || len(srv.Tools.Overrides) == 0 {
 			continue

@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/vault"
+)
+
+// CredentialsPath is where a person stores their own credential for a
+// user_api_key server (the admin API's /me/credentials/{server}).
+func CredentialsPath(server string) string {
+	return AdminPrefix + "me/credentials/" + server
+}
+
+// callerTokens is the caller's own upstream credential for each server of
+// a request: for a user_api_key server the one the person stored in the
+// vault (looked up once per request and server; "" when there is none,
+// and for callers who are no one person), for the others what the request
+// carries (passthrough). Never another person's, never a shared one.
+func (g *Gateway) callerTokens(r *http.Request) func(string) string {
+	ctx := r.Context()
+	headers := headerTokens(r.Header)
+	person := callers.PersonID(callers.FromContext(ctx))
+	var (
+		mu     sync.Mutex
+		stored map[string]string
+	)
+	return func(server string) string {
+		srv := g.conf().Servers[server]
+		if srv == nil || srv.Auth == nil || srv.Auth.Type != config.AuthUserAPIKey {
+			return headers(server)
+		}
+		if person == "" || g.vault == nil {
+			return ""
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if v, ok := stored[server]; ok {
+			return v
+		}
+		if stored == nil {
+			stored = map[string]string{}
+		}
+		stored[server] = g.storedCredential(ctx, person, server)
+		return stored[server]
+	}
+}
+
+// storedCredential reads person's static credential for server and
+// records its use. Errors are logged by kind and server, never with the
+// entry.
+func (g *Gateway) storedCredential(ctx context.Context, person, server string) string {
+	e, err := g.vault.Get(ctx, person, server)
+	switch {
+	case errors.Is(err, vault.ErrNotFound):
+		return ""
+	case err != nil:
+		g.log.Warn("vault read failed; the call goes without a credential and fails", "server", server, "error", err)
+		return ""
+	case e.Kind != vault.KindStatic:
+		return ""
+	}
+	if err := g.vault.Touch(context.WithoutCancel(ctx), person, server); err != nil && !errors.Is(err, vault.ErrNotFound) {
+		g.log.Debug("vault last-use write failed", "server", server, "error", err)
+	}
+	return e.AccessToken
+}
+
+// AuthType is the auth type of server's egress credentials: "" for an
+// unknown server, config.AuthNone for a server without an auth block.
+func (g *Gateway) AuthType(server string) string {
+	srv := g.conf().Servers[server]
+	switch {
+	case srv == nil:
+		return ""
+	case srv.Auth == nil || srv.Auth.Type == "":
+		return config.AuthNone
+	}
+	return srv.Auth.Type
+}
