@@ -112,6 +112,9 @@ type Gateway struct {
 	metricsOnMain bool
 	admin         http.Handler
 	authServer    http.Handler // mcpgate's OAuth authorization server; nil: none
+	// httpClient fetches passthrough upstreams' metadata (nil: default).
+	httpClient *http.Client
+	prms       prmCache // passthrough upstreams' metadata (S9.2)
 
 	sessions sync.Map // id -> *session
 
@@ -185,6 +188,7 @@ func New(o Options) *Gateway {
 	}
 	g.instance = newSessionID()[:12]
 	g.auth = o.Authenticator
+	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.state.Store(newState(cfg))
 	g.fileServers = cfg.Servers
@@ -369,6 +373,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A session's requests are narrowed with the session's route, once
 		// the session is known; everything else here.
 		if rt, ok = g.narrowFor(w, r, rt); !ok {
+			return
+		}
+		// Pass-through servers: challenge, probe, or leave out (S9.2, S10).
+		if rt, ok = g.passthroughGate(w, r, rt); !ok {
 			return
 		}
 	}

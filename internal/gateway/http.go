@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -234,6 +235,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		if rt, ok = g.narrowFor(w, r, sess.route); !ok {
 			return
 		}
+		rt = g.withoutTokenless(r, rt)
 		if !acquired && needsSlot(msgs) {
 			// The scan could not see the method in the first bytes.
 			if !g.acquireSlot(w, r, sess) {
@@ -265,7 +267,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
 	}
 
-	ps := &postSender{w: w, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
+	ps := &postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
 	if sess != nil {
 		ps.fallback = sess
 	}
@@ -357,6 +359,11 @@ type postSender struct {
 	badRequest bool
 	// eventTimeout bounds writing one SSE event (limits.sse_write_timeout).
 	eventTimeout time.Duration
+	// req is the POST answered; refused, when the passthrough server of
+	// its single-server route refused the caller's token: the error reply
+	// is then that HTTP status (S10), not a 200.
+	req     *http.Request
+	refused *refusalReply
 }
 
 func (ps *postSender) startSSE() {
@@ -408,6 +415,17 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	}
 	if ps.started {
 		_ = ps.writeEvent(reply)
+		return
+	}
+	if rr := ps.refused; rr != nil && reply.Error != nil {
+		if rr.challenge != "" {
+			ps.w.Header().Set("WWW-Authenticate", rr.challenge)
+		}
+		e := jsonrpc.NewError(callers.CodeForbidden, "Forbidden")
+		if rr.status == http.StatusUnauthorized {
+			e = jsonrpc.NewError(callers.CodeUnauthorized, "%s", reply.Error.Message)
+		}
+		writeRPCErrorID(ps.w, rr.status, reply.ID, e)
 		return
 	}
 	status := http.StatusOK

@@ -105,7 +105,12 @@ func scopesOf(cfg *config.Config) []string {
 // path after the well-known prefix (the root document is /mcp's).
 func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) {
 	cfg := g.conf()
-	if !oauthEnabled(cfg) {
+	path := strings.TrimPrefix(r.URL.Path, wellKnownPRM)
+	if path == "" || path == "/" {
+		path = "/mcp"
+	}
+	mirrored := !oauthEnabled(cfg) && g.st().passthrough
+	if !oauthEnabled(cfg) && !mirrored {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
 		return
 	}
@@ -114,9 +119,13 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"})
 		return
 	}
-	path := strings.TrimPrefix(r.URL.Path, wellKnownPRM)
-	if path == "" || path == "/" {
-		path = "/mcp"
+	if mirrored {
+		// A single-server passthrough route mirrors its upstream's
+		// metadata (S9.2); the gateway has none of its own for others.
+		if !g.passthroughMetadata(w, r, path) {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+		}
+		return
 	}
 	_, _, ok := g.routeFor(path, "")
 	if name, isToolset := toolsetOf(resourcePath(path)); isToolset {

@@ -519,6 +519,9 @@ func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 	if !errors.As(err, &ue) {
 		msg = fmt.Sprintf("upstream %s: %v", server, err)
 	}
+	if f.Class == upstream.FaultAuth && g.isPassthrough(server) {
+		msg = refusedByUpstream(server, f.Status)
+	}
 	data, _ := json.Marshal(struct {
 		Fault  string `json:"fault"`
 		Status int    `json:"status"`

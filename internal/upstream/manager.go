@@ -581,6 +581,13 @@ func expiryGiveUp(server string, err error, why string) error {
 	return &Error{Server: server, Kind: ue.Kind, Status: ue.Status, Err: fmt.Errorf("%s: %w", why, ue.Err)}
 }
 
+// PerCall reports whether server opens a new session for every
+// operation (session_mode per_call): it has no pooled session to probe.
+func (m *Manager) PerCall(server string) bool {
+	sv := m.serverMap()[server]
+	return sv != nil && sv.perCall
+}
+
 // Stateless reports whether server's last session spoke the stateless era
 // (2026-07-28): its results carry that era's members.
 func (m *Manager) Stateless(server string) bool {

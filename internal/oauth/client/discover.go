@@ -380,3 +380,22 @@ func unionScopes(a, b []string) []string {
 	}
 	return out
 }
+
+// FetchResourceMetadata fetches the RFC 9728 protected resource metadata
+// of the MCP server at serverURL from its well-known URIs (path inserted,
+// then root), with the bounds of every fetch of this package (MaxDocument,
+// FetchTimeout, same-origin redirects only, the address guard unless
+// allowPrivate). A nil document without error: the server has none.
+func FetchResourceMetadata(ctx context.Context, serverURL string, hc *http.Client, allowPrivate bool) (*oauth.ProtectedResourceMetadata, error) {
+	su, err := url.Parse(serverURL)
+	if err != nil || su.Host == "" || (su.Scheme != "https" && su.Scheme != "http") {
+		return nil, errors.New("oauth discovery: the server url is not an absolute http or https URL")
+	}
+	f, err := newFetcher(su, hc, allowPrivate)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{f: f}
+	prm, _, err := p.fetchResourceMetadata(ctx, su, "")
+	return prm, err
+}
