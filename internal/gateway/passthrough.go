@@ -95,7 +95,7 @@ func (g *Gateway) withoutTokenless(r *http.Request, rt route) route {
 	if !g.st().passthrough || (!rt.prefixed && rt.single != "") {
 		return rt
 	}
-	tokens := callerTokens(r.Header)
+	tokens := headerTokens(r.Header)
 	var keep []string
 	for _, s := range rt.servers {
 		if g.isPassthrough(s) && tokens(s) == "" {
@@ -123,7 +123,7 @@ func (g *Gateway) passthroughGate(w http.ResponseWriter, r *http.Request, rt rou
 	if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
 		return rt, true
 	}
-	if callerTokens(r.Header)(server) == "" {
+	if headerTokens(r.Header)(server) == "" {
 		g.writePassthroughRefusal(w, r, server, http.StatusUnauthorized, false)
 		return rt, false
 	}
