@@ -45,7 +45,7 @@ func checkStruct(errs *errorList, ti *typeInfo, path string, v reflect.Value, li
 			}
 			applies := slices.Contains(f.when, disc)
 			switch {
-			case applies && f.required && blank(fv):
+			case applies && f.requiredFor(disc) && blank(fv):
 				errs.add(fp, line, "required for %s %s", ti.disc.disc, disc)
 				continue
 			case !applies && !isZero(fv):

@@ -155,6 +155,7 @@ const (
 	AuthPassthrough   = "passthrough"   // the caller's own upstream token
 	AuthAWSSigV4      = "aws_sigv4"     // every request signed with AWS Signature Version 4
 	AuthUserAPIKey    = "user_api_key"  // each person's own static credential, from the vault
+	AuthOAuth2User    = "oauth2_user"   // each person's own OAuth token, connected once, from the vault
 )
 
 // AuthTypes lists the accepted auth types, in the order error messages
@@ -163,7 +164,7 @@ var AuthTypes = enumOf[Auth]("Type")
 
 // Auth is a server's egress credential.
 type Auth struct {
-	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4|user_api_key,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token), aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain) or user_api_key (each person's own static credential, stored with PUT /admin/v1/me/credentials/<server> and sealed in the vault: Authorization: Bearer, or verbatim in header_name; needs the vault section)."`
+	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4|user_api_key|oauth2_user,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token), aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain), user_api_key (each person's own static credential, stored with PUT /admin/v1/me/credentials/<server> and sealed in the vault: Authorization: Bearer, or verbatim in header_name; needs the vault section) or oauth2_user (each person connects their own upstream account once, in a browser at /oauth/connect/<server>: the gateway runs the authorization code flow with PKCE against the server's authorization server, seals the tokens in the vault and refreshes them; needs the vault section)."`
 	Value string `config:"value,required,when=api_key|bearer_token|token|basic|authorization,expand,secret" doc:"The credential. Exactly one scheme goes out: \"Bearer abc\" and \"abc\" both send Authorization: Bearer abc. For basic: user:password, or \"Basic <base64>\" sent as is."`
 	// HeaderName "" means Authorization, or X-API-Key for api_key.
 	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough|user_api_key,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it. For user_api_key the person's value goes in it verbatim (in Authorization it gets the Bearer scheme)."`
@@ -171,14 +172,14 @@ type Auth struct {
 	// oauth2 client credentials (RFC 6749 section 4.4).
 	TokenURL   string `config:"token_url,when=oauth2,expand,trim" doc:"The client-credentials token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`
 	ClientAuth string `config:"client_auth,when=oauth2,enum=client_secret_basic|client_secret_post|private_key_jwt,expand,trim,lower" doc:"How the gateway authenticates at the token endpoint: client_secret_basic (HTTP Basic, the default), client_secret_post (client_id and client_secret in the form) or private_key_jwt (a JWT signed with private_key or private_key_file, RFC 7523; its aud is token_url, or the issuer identifier of the discovered authorization server). Every token request also carries resource, the server's canonical URI (RFC 8707)."`
-	ClientID   string `config:"client_id,required,when=oauth2,expand,trim" doc:"The gateway's client id at the token endpoint."`
+	ClientID   string `config:"client_id,required=oauth2,when=oauth2|oauth2_user,expand,trim" doc:"The gateway's client id at the token endpoint. For oauth2_user, a client pre-registered at the server's authorization server; absent, the gateway registers itself (a client ID metadata document when the authorization server supports one, else dynamic client registration)."`
 	// ClientSecret is required for the secret methods (validate.go).
-	ClientSecret string `config:"client_secret,when=oauth2,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt."`
+	ClientSecret string `config:"client_secret,when=oauth2|oauth2_user,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt. For oauth2_user, the pre-registered client's secret, if it has one (only with client_id)."`
 	// PrivateKey or PrivateKeyFile (exactly one) for private_key_jwt.
 	PrivateKey     string   `config:"private_key,when=oauth2,expand,trim,secret" doc:"For private_key_jwt: the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA of 2048 bits or more, EC on P-256), typically ${VAR}. Never shown. Exactly one of private_key and private_key_file."`
 	PrivateKeyFile string   `config:"private_key_file,when=oauth2,expand,trim,path" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
 	SigningAlg     string   `config:"signing_alg,when=oauth2,enum=ES256|RS256,expand,trim" doc:"For private_key_jwt: the client assertion's algorithm. Default from the key: ES256 for an EC P-256 key, RS256 for an RSA key."`
-	Scopes         []string `config:"scopes,when=oauth2,expand" doc:"Scopes to request; each one token without spaces or quotes."`
+	Scopes         []string `config:"scopes,when=oauth2|oauth2_user,expand" doc:"Scopes to request; each one token without spaces or quotes. For oauth2_user, absent: the scopes of the server's challenge or protected resource metadata."`
 	Audience       string   `config:"audience,when=oauth2,expand,trim" doc:"The audience parameter of the token request, for servers that need one."`
 
 	// aws_sigv4: the signing scope. The credentials come from the AWS SDK's

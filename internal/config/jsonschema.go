@@ -155,7 +155,7 @@ func (g *schemaGen) object(ti *typeInfo) *schema {
 					continue
 				}
 				switch applies := slices.Contains(f.when, v); {
-				case applies && f.required:
+				case applies && f.requiredFor(v):
 					then.Required = append(then.Required, f.key)
 					then.Properties = append(then.Properties, prop{f.key, present(f)})
 				case !applies:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -159,8 +160,10 @@ func (r *refGen) describe(ti *typeInfo, f *fieldInfo) string {
 	var notes []string
 	vals := func(l []string) string { return "`" + strings.Join(l, "`, `") + "`" }
 	switch {
-	case f.required && f.when != nil:
+	case f.required && f.when != nil && len(f.reqWhen) == len(f.when):
 		notes = append(notes, fmt.Sprintf("**Required** for %s %s.", ti.disc.disc, vals(f.when)))
+	case f.required && f.when != nil:
+		notes = append(notes, fmt.Sprintf("**Required** for %s %s; optional for %s.", ti.disc.disc, vals(f.reqWhen), vals(slices.DeleteFunc(slices.Clone(f.when), func(v string) bool { return slices.Contains(f.reqWhen, v) }))))
 	case f.when != nil:
 		notes = append(notes, fmt.Sprintf("Only for %s %s.", ti.disc.disc, vals(f.when)))
 	case f.required || f.nonempty != "":

@@ -23,6 +23,8 @@ import (
 // Options:
 //
 //	required        must be set (non-blank); with when=, only for those values
+//	required=a|b    with when=: must be set only for a and b (a subset of
+//	                the when= values), allowed but optional for the others
 //	default=V       the value when the key is absent, in the file's syntax
 //	                (non-pointer fields; a pointer's default is what nil means
 //	                and is documentation only)
@@ -92,6 +94,7 @@ type fieldInfo struct {
 	elemPt bool      // map entries are pointers
 
 	required bool
+	reqWhen  []string      // with when=: the disc values it is required for
 	def      string        // default in the file's syntax, "" for none
 	defVal   reflect.Value // def decoded, valid when def != ""
 	enum     []string
@@ -181,6 +184,11 @@ func buildType(t reflect.Type) *typeInfo {
 	return ti
 }
 
+// requiredFor reports whether a when= field must be set under disc value v.
+func (f *fieldInfo) requiredFor(v string) bool {
+	return f.required && slices.Contains(f.reqWhen, v)
+}
+
 func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fieldInfo {
 	bad := func(format string, args ...any) {
 		panic(fmt.Sprintf("config: %s.%s: %s", t, sf.Name, fmt.Sprintf(format, args...)))
@@ -192,6 +200,9 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		switch opt {
 		case "required":
 			f.required = true
+			if val != "" {
+				f.reqWhen = strings.Split(val, "|")
+			}
 		case "default":
 			f.def = val
 		case "enum":
@@ -231,6 +242,14 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 			f.line = true
 		default:
 			bad("unknown option %q", opt)
+		}
+	}
+	if f.required && f.when != nil && f.reqWhen == nil {
+		f.reqWhen = f.when
+	}
+	for _, v := range f.reqWhen {
+		if f.when == nil || !slices.Contains(f.when, v) {
+			bad("required=%s: %q is not one of its when= values", strings.Join(f.reqWhen, "|"), v)
 		}
 	}
 	if (f.key == "") != (f.mapKey || f.line) {

@@ -97,6 +97,9 @@ func (c *Config) validate(strict bool) error {
 		if s := c.Servers[name]; s != nil && s.Auth != nil && s.Auth.Type == AuthUserAPIKey && c.Vault == nil {
 			errs.add(joinPath("servers", name)+".auth.type", 0, "user_api_key needs the vault section (vault.keys), where each person's credential is sealed")
 		}
+		if s := c.Servers[name]; s != nil && s.Auth != nil && s.Auth.Type == AuthOAuth2User && c.Vault == nil {
+			errs.add(joinPath("servers", name)+".auth.type", 0, "oauth2_user needs the vault section (vault.keys), where each person's tokens are sealed")
+		}
 	}
 	c.validateAccessGroups(&errs)
 	c.validateToolsets(&errs)
@@ -204,6 +207,9 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 	}
 	if a.Type == AuthOAuth2 {
 		a.validateClientAuth(errs, p)
+	}
+	if a.Type == AuthOAuth2User && a.ClientSecret != "" && a.ClientID == "" {
+		errs.add(p+".client_secret", 0, "only with client_id (the pre-registered client it belongs to)")
 	}
 	for i, sc := range a.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {

@@ -128,3 +128,44 @@ func TestParseUserAPIKey(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOAuth2User(t *testing.T) {
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	vault := "vault:\n  keys:\n    - {id: k1, key: " + key + "}\n"
+	c, err := Parse([]byte(httpSrv("auth: {type: oauth2_user}")+vault), "", nil)
+	if err != nil {
+		t.Fatalf("without a client: %v", err)
+	}
+	if a := c.Servers["up"].Auth; a.Type != AuthOAuth2User || a.ClientID != "" {
+		t.Errorf("auth %+v", a)
+	}
+	c, err = Parse([]byte(httpSrv("auth: {type: oauth2_user, client_id: gw, client_secret: s3cret, scopes: [read, write]}")+vault), "", nil)
+	if err != nil {
+		t.Fatalf("pre-registered: %v", err)
+	}
+	if a := c.Servers["up"].Auth; a.ClientID != "gw" || a.ClientSecret != "s3cret" || len(a.Scopes) != 2 {
+		t.Errorf("auth %+v", a)
+	}
+	// client_id stays required for oauth2.
+	if _, err := Parse([]byte(httpSrv("auth: {type: oauth2, client_secret: x}")), "", nil); err == nil || !strings.Contains(err.Error(), "servers.up.auth.client_id: required for auth type oauth2") {
+		t.Errorf("oauth2 without client_id: %v", err)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"without a vault", httpSrv("auth: {type: oauth2_user}"),
+			"servers.up.auth.type: oauth2_user needs the vault section (vault.keys)"},
+		{"secret without id", httpSrv("auth: {type: oauth2_user, client_secret: shared-secret}") + vault,
+			"servers.up.auth.client_secret: only with client_id"},
+		{"with a token_url", httpSrv("auth: {type: oauth2_user, token_url: 'https://as.example/token'}") + vault,
+			"servers.up.auth.token_url: not allowed for auth type oauth2_user"},
+		{"with a value", httpSrv("auth: {type: oauth2_user, value: shared-secret}") + vault,
+			"servers.up.auth.value: not allowed for auth type oauth2_user"},
+	} {
+		_, err := Parse([]byte(tc.doc), "", nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "shared-secret") {
+			t.Errorf("%s: error echoes the value: %v", tc.name, err)
+		}
+	}
+}
