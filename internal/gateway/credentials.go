@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -19,7 +20,8 @@ func CredentialsPath(server string) string {
 
 // callerTokens is the caller's own upstream credential for each server of
 // a request: for a user_api_key server the one the person stored in the
-// vault (looked up once per request and server; "" when there is none,
+// vault, for an oauth2_user server "Bearer <the access token the person
+// connected>" (refreshed when it is about to expire) (looked up once per request and server; "" when there is none,
 // and for callers who are no one person), for the others what the request
 // carries (passthrough). Never another person's, never a shared one.
 func (g *Gateway) callerTokens(r *http.Request) func(string) string {
@@ -32,7 +34,7 @@ func (g *Gateway) callerTokens(r *http.Request) func(string) string {
 	)
 	return func(server string) string {
 		srv := g.conf().Servers[server]
-		if srv == nil || srv.Auth == nil || srv.Auth.Type != config.AuthUserAPIKey {
+		if srv == nil || srv.Auth == nil || (srv.Auth.Type != config.AuthUserAPIKey && srv.Auth.Type != config.AuthOAuth2User) {
 			return headers(server)
 		}
 		if person == "" || g.vault == nil {
@@ -46,7 +48,11 @@ func (g *Gateway) callerTokens(r *http.Request) func(string) string {
 		if stored == nil {
 			stored = map[string]string{}
 		}
-		stored[server] = g.storedCredential(ctx, person, server)
+		if srv.Auth.Type == config.AuthOAuth2User {
+			stored[server] = g.oauthCredential(ctx, person, server)
+		} else {
+			stored[server] = g.storedCredential(ctx, person, server)
+		}
 		return stored[server]
 	}
 }
@@ -82,4 +88,17 @@ func (g *Gateway) AuthType(server string) string {
 		return config.AuthNone
 	}
 	return srv.Auth.Type
+}
+
+// baseURLKey carries the request's external base URL (baseURL) to the
+// errors that name a gateway link.
+type baseURLKey struct{}
+
+// connectURL is where the person of ctx's request connects server.
+func (g *Gateway) connectURL(ctx context.Context, server string) string {
+	base, _ := ctx.Value(baseURLKey{}).(string)
+	if base == "" {
+		base = strings.TrimRight(g.conf().PublicURL, "/")
+	}
+	return base + ConnectPath(server)
 }

@@ -374,7 +374,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 	}
 	items, err := g.mergedList(ctx, sc.rt, k)
 	if err != nil {
-		return nil, g.upstreamFault(sc, sc.rt.servers[0], err)
+		return nil, g.upstreamFault(ctx, sc, sc.rt.servers[0], err)
 	}
 	if offset > len(items) {
 		offset = len(items)
@@ -449,7 +449,7 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 	}
 	it, found, err := g.cat.LookupOrRefresh(ctx, server, k, upName)
 	if err != nil {
-		return nil, g.upstreamFault(sc, server, err)
+		return nil, g.upstreamFault(ctx, sc, server, err)
 	} else if !found {
 		// The same answer whether the server exists or not (no leak).
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
@@ -518,7 +518,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 			// target and budget (C7.3).
 			g.log.Debug("upstream call failed", "server", server, "method", method, "fault", upstream.Classify(err).Class, "error", err, "elapsed", time.Since(start))
 		}
-		return nil, g.upstreamFault(sc, server, err)
+		return nil, g.upstreamFault(ctx, sc, server, err)
 	}
 	g.logCall(server, method, params, "ok", start)
 	return res, nil
@@ -620,7 +620,7 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 			return nil, errInvalidParams("Unknown prompt: %s", name)
 		}
 		if _, found, err := g.cat.Lookup(ctx, s, catalog.Prompts, upName); err != nil {
-			return nil, g.upstreamFault(sc, s, err)
+			return nil, g.upstreamFault(ctx, sc, s, err)
 		} else if !found {
 			return nil, errInvalidParams("Unknown prompt: %s", name)
 		}

@@ -114,7 +114,8 @@ type Gateway struct {
 	authServer    http.Handler // mcpgate's OAuth authorization server; nil: none
 	// httpClient fetches passthrough upstreams' metadata (nil: default).
 	httpClient *http.Client
-	prms       prmCache // passthrough upstreams' metadata (S9.2)
+	prms       prmCache  // passthrough upstreams' metadata (S9.2)
+	connect    connector // oauth2_user: registrations and pending connects
 
 	sessions sync.Map // id -> *session
 
@@ -321,6 +322,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveProtectedResource(w, r)
 		return
 	}
+	if isConnectPath(r.URL.Path) {
+		g.serveConnect(w, r)
+		return
+	}
 	if isAuthServerPath(r.URL.Path) {
 		if g.authServer == nil {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
@@ -342,7 +347,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if st := g.st(); st.passthrough || st.userKeys {
-		r = r.WithContext(upstream.WithCallerTokens(r.Context(), g.callerTokens(r)))
+		ctx := upstream.WithCallerTokens(r.Context(), g.callerTokens(r))
+		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.baseURL(r)))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS

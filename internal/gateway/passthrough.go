@@ -204,8 +204,14 @@ func (g *Gateway) noteRefusal(sc *scope, server string, err error) {
 
 // upstreamFault is faultError for a request's scope: a passthrough
 // refusal on a single-server route is also noted for the HTTP answer.
-func (g *Gateway) upstreamFault(sc *scope, server string, err error) *jsonrpc.Error {
+func (g *Gateway) upstreamFault(ctx context.Context, sc *scope, server string, err error) *jsonrpc.Error {
 	g.noteRefusal(sc, server, err)
+	if errors.Is(err, upstream.ErrNoCredential) && g.AuthType(server) == config.AuthOAuth2User {
+		// Nothing was sent: the person has to connect their account (S19).
+		rpcErr := g.faultError(server, err)
+		rpcErr.Message = fmt.Sprintf("connect your account for %s at %s", server, g.connectURL(ctx, server))
+		return rpcErr
+	}
 	return g.faultError(server, err)
 }
 

@@ -27,7 +27,7 @@ type gwState struct {
 	// requests carry the caller's upstream credentials in their context.
 	passthrough bool
 	// userKeys: some server is called with each person's own stored
-	// credential (user_api_key).
+	// credential (user_api_key) or connected token (oauth2_user).
 	userKeys bool
 	// limits are cfg.Limits with every default filled in (S23).
 	limits config.Limits
@@ -46,7 +46,7 @@ func newState(cfg *config.Config) *gwState {
 		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
 			st.passthrough = true
 		}
-		if srv.Auth != nil && srv.Auth.Type == config.AuthUserAPIKey {
+		if srv.Auth != nil && (srv.Auth.Type == config.AuthUserAPIKey || srv.Auth.Type == config.AuthOAuth2User) {
 			st.userKeys = true
 		}
 		if srv.Tools == nil || len(srv.Tools.Overrides) == 0 {

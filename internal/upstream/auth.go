@@ -120,6 +120,11 @@ func newEgressAuth(srv *config.Server, tokens *tokenSource, callerToken string) 
 		if callerToken != "" {
 			fixed = credentialValue(a.typ, callerToken)
 		}
+	case config.AuthOAuth2User:
+		// The person's own access token, from the vault ("Bearer ...").
+		if callerToken != "" {
+			fixed = credentialValue(config.AuthBearer, callerToken)
+		}
 	case config.AuthUserAPIKey:
 		// The person's stored credential: verbatim in a configured
 		// header (as api_key's value), as a bearer token in Authorization.
@@ -262,6 +267,8 @@ func Preview(srv *config.Server) PreviewRequest {
 		h = a.with("Bearer <minted from " + from + " with " + srv.Auth.ClientAuthMethod() + ">")
 	case config.AuthPassthrough:
 		h = a.with("Bearer <the caller's token>")
+	case config.AuthOAuth2User:
+		h = a.with("Bearer <the caller's own connected token>")
 	case config.AuthUserAPIKey:
 		if a.custom {
 			h = a.with("<the caller's stored credential>")

@@ -115,8 +115,8 @@ type server struct {
 	tokens   *tokenSource // oauth2 client credentials, shared by all sessions
 	sigv4    *sigV4       // aws_sigv4: config and credentials cache, shared by all sessions
 	perCall  bool
-	byCaller bool // passthrough, user_api_key: sessions keyed by the caller's token
-	// ownOnly (user_api_key): a caller without a credential of its own is
+	byCaller bool // passthrough, user_api_key, oauth2_user: sessions keyed by the caller's token
+	// ownOnly (user_api_key, oauth2_user): a caller without a credential of its own is
 	// refused (ErrNoCredential) before anything is dialled.
 	ownOnly   bool
 	defaultFP string // the fingerprint of the server's own credentials
@@ -207,8 +207,8 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 		name:      name,
 		srv:       &c,
 		perCall:   c.SessionMode == config.SessionPerCall,
-		byCaller:  c.Auth != nil && (c.Auth.Type == config.AuthPassthrough || c.Auth.Type == config.AuthUserAPIKey),
-		ownOnly:   c.Auth != nil && c.Auth.Type == config.AuthUserAPIKey,
+		byCaller:  c.Auth != nil && (c.Auth.Type == config.AuthPassthrough || c.Auth.Type == config.AuthUserAPIKey || c.Auth.Type == config.AuthOAuth2User),
+		ownOnly:   c.Auth != nil && (c.Auth.Type == config.AuthUserAPIKey || c.Auth.Type == config.AuthOAuth2User),
 		defaultFP: Fingerprint(&c, ""),
 		entries:   map[string]*entry{},
 		bound:     map[string]*entry{},

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+	"github.com/mcpgate/mcpgate/internal/vault"
+)
+
+const upstreamAccountKey = "mcpgate_upstream_ada-account-key"
+
+// upstreamKeys accepts one pasted key at the upstream's authorization server.
+type upstreamKeys struct{}
+
+func (upstreamKeys) AuthenticateKey(_ context.Context, secret string) (string, string, string, error) {
+	if secret != upstreamAccountKey {
+		return "", "", "", authserver.ErrKeyRejected
+	}
+	return "ada-upstream", "ada", "eng", nil
+}
+
+// oauthUpstream is an MCP server protected by its own authorization
+// server (an authserver instance on the same origin): it serves its
+// protected resource metadata, answers 401 with a challenge naming it to
+// a request without a valid bearer token, and records every token it
+// accepted. Its tool whoami answers the token's subject.
+type oauthUpstream struct {
+	*httptest.Server
+	as   *authserver.Server
+	base string
+	mcp  string
+	mu   sync.Mutex
+	seen []string // every request's bearer token ("" when none)
+}
+
+func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	u := &oauthUpstream{Server: httptest.NewUnstartedServer(nil)}
+	u.base = "http://" + u.Listener.Addr().String()
+	u.mcp = u.base + "/mcp"
+	u.as, err = authserver.New(t.Context(), authserver.Options{Login: &config.Login{Keys: true, AccessTokenTTL: ttl, RefreshTokenTTL: time.Hour},
+		PublicURL: u.base, Store: st, Keys: upstreamKeys{}, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.as.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/", u.as.Handler())
+	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(oauth.ProtectedResourceMetadata{Resource: u.mcp, AuthorizationServers: []string{u.base}, ScopesSupported: []string{"mcp"}})
+	})
+	mux.HandleFunc("/mcp", u.serveMCP)
+	u.Config.Handler = mux
+	u.Start()
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *oauthUpstream) subject(tok string) (string, bool) {
+	parsed, err := jwt.ParseSigned(tok, []jose.SignatureAlgorithm{jose.ES256})
+	if err != nil || len(parsed.Headers) != 1 {
+		return "", false
+	}
+	set := u.as.PublicKeys()
+	ks := set.Key(parsed.Headers[0].KeyID)
+	if len(ks) != 1 {
+		return "", false
+	}
+	var c jwt.Claims
+	if parsed.Claims(ks[0].Key, &c) != nil || c.ValidateWithLeeway(jwt.Expected{Issuer: u.base, AnyAudience: jwt.Audience{u.mcp}, Time: time.Now()}, 0) != nil {
+		return "", false
+	}
+	return c.Subject, true
+}
+
+func (u *oauthUpstream) serveMCP(w http.ResponseWriter, r *http.Request) {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	u.mu.Lock()
+	u.seen = append(u.seen, tok)
+	u.mu.Unlock()
+	sub, ok := u.subject(tok)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", oauth.Challenge{ResourceMetadata: u.base + "/.well-known/oauth-protected-resource/mcp", Scope: "mcp"}.String())
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	b, _ := io.ReadAll(r.Body)
+	json.Unmarshal(b, &m)
+	if m.ID == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var result any
+	switch m.Method {
+	case "initialize":
+		result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
+			"serverInfo": map[string]any{"name": "oauthup", "version": "1"}}
+	case "tools/list":
+		result = map[string]any{"tools": []any{map[string]any{"name": "whoami", "inputSchema": map[string]any{"type": "object"}}}}
+	case "tools/call":
+		result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "subject=" + sub}}}
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
+}
+
+func (u *oauthUpstream) tokens() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.seen)
+}
+
+// testBrowser is a user agent with a cookie jar that follows redirects
+// until it is sent to stop (the gateway's connect callback).
+type testBrowser struct {
+	t    *testing.T
+	c    *http.Client
+	stop string
+}
+
+type browserPage struct {
+	status   int
+	body     string
+	location *url.URL // a redirect to stop that was not followed
+}
+
+func newTestBrowser(t *testing.T, stop string) *testBrowser {
+	jar, _ := cookiejar.New(nil)
+	return &testBrowser{t: t, stop: stop, c: &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), stop) {
+			return http.ErrUseLastResponse
+		}
+		if len(via) > 10 {
+			return errors.New("too many redirects")
+		}
+		return nil
+	}}}
+}
+
+func (b *testBrowser) do(req *http.Request) *browserPage {
+	b.t.Helper()
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	p := &browserPage{status: resp.StatusCode, body: string(body)}
+	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
+		p.location, _ = resp.Request.URL.Parse(loc)
+	}
+	return p
+}
+
+// get fetches u; key, when set, goes in X-Mcpgate-Api-Key and the first
+// redirect is not followed (the key must not travel to another origin).
+func (b *testBrowser) get(u, key string) *browserPage {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if key == "" {
+		return b.do(req)
+	}
+	req.Header.Set("X-Mcpgate-Api-Key", key)
+	c := *b.c
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	p := &browserPage{status: resp.StatusCode, body: string(body)}
+	if loc := resp.Header.Get("Location"); loc != "" {
+		p.location, _ = resp.Request.URL.Parse(loc)
+	}
+	return p
+}
+
+var (
+	testFormRE   = regexp.MustCompile(`(?s)<form[^>]*method="post"[^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
+	testHiddenRE = regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`)
+)
+
+func (b *testBrowser) submit(base string, p *browserPage, marker string, fields url.Values) *browserPage {
+	b.t.Helper()
+	for _, m := range testFormRE.FindAllStringSubmatch(p.body, -1) {
+		if !strings.Contains(m[2], marker) {
+			continue
+		}
+		v := url.Values{}
+		for _, h := range testHiddenRE.FindAllStringSubmatch(m[2], -1) {
+			v.Set(h[1], html.UnescapeString(h[2]))
+		}
+		for k, vs := range fields {
+			v[k] = vs
+		}
+		action, _ := url.Parse(html.UnescapeString(m[1]))
+		bu, _ := url.Parse(base)
+		req, _ := http.NewRequest(http.MethodPost, bu.ResolveReference(action).String(), strings.NewReader(v.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return b.do(req)
+	}
+	b.t.Fatalf("no form with %q (status %d, location %v):\n%s", marker, p.status, p.location, p.body)
+	return nil
+}
+
+// authorize runs the upstream authorization server's pages (key login,
+// consent) from the gateway's connect redirect, up to the callback URL.
+func (b *testBrowser) authorize(up *oauthUpstream, start *browserPage) *url.URL {
+	b.t.Helper()
+	if start.status != http.StatusFound || start.location == nil || !strings.HasPrefix(start.location.String(), up.base+"/") {
+		b.t.Fatalf("connect did not redirect to the upstream's authorization server: %d %v %s", start.status, start.location, start.body)
+	}
+	p := b.get(start.location.String(), "")
+	p = b.submit(up.base, p, `name="key"`, url.Values{"key": {upstreamAccountKey}})
+	if p.location == nil { // consent given before is not asked again
+		p = b.submit(up.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
+	}
+	if p.location == nil {
+		b.t.Fatalf("not sent back to the gateway's callback: %d\n%s", p.status, p.body)
+	}
+	return p.location
+}
+
+// A person connects their own upstream account once (oauth2_user); their
+// calls then carry their token, refreshed when it is about to expire; a
+// person without a connection gets the connect link and the upstream
+// sees nothing; a reused, unknown or foreign state is refused; the
+// database holds no token in clear.
+func TestOAuth2UserEndToEnd(t *testing.T) {
+	clearAdminEnv(t)
+	// 61 s: fresh tokens are outside the 60 s refresh margin, and inside
+	// it a second later.
+	up := newOAuthUpstream(t, 61*time.Second)
+	const (
+		aliceKey = "alice-gateway-key-0123456789"
+		bobKey   = "bob-gateway-key-0123456789"
+	)
+	dir := t.TempDir()
+	vkeys := []config.VaultKey{{ID: "k1", Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}}
+	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: dir, ToolNameSeparator: "__",
+		Auth:  &config.CallerAuth{Keys: []config.KeyConfig{{Alias: "alice", Key: aliceKey}, {Alias: "bob", Key: bobKey}}},
+		Vault: &config.Vault{Keys: vkeys},
+		Servers: map[string]*config.Server{
+			"up": {Name: "up", Transport: config.TransportHTTP, URL: up.mcp, Timeout: 5 * time.Second, ProtocolVersion: "2025-06-18", Auth: &config.Auth{Type: config.AuthOAuth2User}},
+		}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stk, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stk.close(context.Background())
+	hs := httptest.NewServer(stk.gw)
+	defer hs.Close()
+	callback := hs.URL + "/oauth/connect/callback"
+	call := func(key string) (int, string) {
+		return rest(t, "POST", hs.URL+"/mcp", key, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__whoami","arguments":{}}}`)
+	}
+
+	// bob has not connected: the link, and the upstream sees nothing.
+	before := len(up.tokens())
+	if _, body := call(bobKey); !strings.Contains(body, "connect your account for up at "+hs.URL+"/oauth/connect/up") {
+		t.Errorf("bob before connecting: %s", body)
+	}
+	if n := len(up.tokens()) - before; n != 0 {
+		t.Errorf("the upstream saw %d requests for a person without a connection", n)
+	}
+
+	// Connecting needs a person: no key, 401; an unknown server, 404.
+	anon := newTestBrowser(t, callback)
+	if p := anon.get(hs.URL+"/oauth/connect/up", ""); p.status != http.StatusUnauthorized {
+		t.Errorf("connect without a key: %d", p.status)
+	}
+	if p := anon.get(hs.URL+"/oauth/connect/nope", aliceKey); p.status != http.StatusNotFound {
+		t.Errorf("connect to an unknown server: %d", p.status)
+	}
+
+	alice := newTestBrowser(t, callback)
+	start := alice.get(hs.URL+"/oauth/connect/up", aliceKey)
+	cbA := alice.authorize(up, start)
+	if !strings.HasPrefix(cbA.String(), callback+"?") || cbA.Query().Get("code") == "" {
+		t.Fatalf("callback %v", cbA)
+	}
+
+	// bob, in his own browser, cannot use alice's answer; it stays hers.
+	bob := newTestBrowser(t, callback)
+	bob.authorize(up, bob.get(hs.URL+"/oauth/connect/up", bobKey)) // bob's browser has a connect cookie of its own
+	if p := bob.get(cbA.String(), ""); p.status != http.StatusForbidden {
+		t.Errorf("alice's callback in bob's browser: %d %s", p.status, p.body)
+	}
+	if p := newTestBrowser(t, callback).get(cbA.String(), ""); p.status != http.StatusForbidden {
+		t.Errorf("alice's callback without the cookie: %d %s", p.status, p.body)
+	}
+	if p := alice.get(cbA.String(), ""); p.status != http.StatusOK || !strings.Contains(p.body, "connected") {
+		t.Fatalf("alice's callback: %d %s", p.status, p.body)
+	}
+	if p := alice.get(cbA.String(), ""); p.status != http.StatusBadRequest {
+		t.Errorf("a reused state: %d %s", p.status, p.body)
+	}
+	if p := alice.get(callback+"?code=x&state=made-up", ""); p.status != http.StatusBadRequest {
+		t.Errorf("an unknown state: %d %s", p.status, p.body)
+	}
+
+	// alice's calls carry her token; bob's still do not reach the upstream.
+	before = len(up.tokens())
+	code, body := call(aliceKey)
+	if code != 200 || !strings.Contains(body, "subject=") {
+		t.Fatalf("alice's call: %d %s", code, body)
+	}
+	toks := up.tokens()[before:]
+	if len(toks) == 0 || slices.Contains(toks, "") {
+		t.Fatalf("the upstream saw tokens %q", toks)
+	}
+	first := toks[len(toks)-1]
+	if _, ok := up.subject(first); !ok {
+		t.Error("the upstream got an invalid token")
+	}
+	before = len(up.tokens())
+	if _, body := call(bobKey); !strings.Contains(body, "connect your account for up") {
+		t.Errorf("bob after alice connected: %s", body)
+	}
+	if n := len(up.tokens()) - before; n != 0 {
+		t.Errorf("the upstream saw %d requests for bob", n)
+	}
+
+	// The vault entry, read as the gateway would.
+	vlt, err := vault.New(stk.store, vkeys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := vlt.Get(t.Context(), "key:alice", "up")
+	if err != nil || e.Kind != vault.KindOAuth || e.AccessToken != first || e.RefreshToken == "" || e.Issuer != up.base {
+		t.Fatalf("alice's entry: %v %v", e, err)
+	}
+
+	// No token in clear in the database.
+	files := 0
+	for _, f := range []string{"", "-wal"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, "*.db"+f))
+		for _, p := range matches {
+			files++
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte(first)) || bytes.Contains(b, []byte(e.RefreshToken)) {
+				t.Errorf("%s holds a token in clear", p)
+			}
+		}
+	}
+	if files == 0 {
+		t.Error("no database file found to inspect")
+	}
+
+	// A second later the token is within the refresh margin: the next
+	// call refreshes it (rotating the refresh token) and sends the new one.
+	time.Sleep(1100 * time.Millisecond)
+	before = len(up.tokens())
+	if code, body := call(aliceKey); code != 200 || !strings.Contains(body, "subject=") {
+		t.Fatalf("alice's call after the refresh: %d %s", code, body)
+	}
+	toks = up.tokens()[before:]
+	if len(toks) == 0 || toks[len(toks)-1] == first {
+		t.Fatalf("the upstream did not get a refreshed token")
+	}
+	e2, err := vlt.Get(t.Context(), "key:alice", "up")
+	if err != nil || e2.AccessToken != toks[len(toks)-1] || e2.RefreshToken == e.RefreshToken || !e2.Expiry.After(e.Expiry) {
+		t.Errorf("after the refresh: %v %v", e2, err)
+	}
+
+	// A refresh token the authorization server refuses (invalid_grant):
+	// the entry is removed, and the call gets the connect link.
+	e2.RefreshToken, e2.Expiry = "not-a-refresh-token", time.Now().Add(-time.Minute)
+	if err := vlt.Put(t.Context(), e2); err != nil {
+		t.Fatal(err)
+	}
+	before = len(up.tokens())
+	if _, body := call(aliceKey); !strings.Contains(body, "connect your account for up") {
+		t.Errorf("alice with a refused refresh token: %s", body)
+	}
+	if n := len(up.tokens()) - before; n != 0 {
+		t.Errorf("the upstream saw %d requests with an expired token", n)
+	}
+	if _, err := vlt.Get(t.Context(), "key:alice", "up"); !errors.Is(err, vault.ErrNotFound) {
+		t.Errorf("the refused entry is still there: %v", err)
+	}
+}

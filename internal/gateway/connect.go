@@ -1,0 +1,394 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/oauth/client"
+	"github.com/mcpgate/mcpgate/internal/vault"
+)
+
+// Connecting a person's own upstream account (auth type oauth2_user,
+// SPEC S19): GET /oauth/connect/<server>, as the person, sends their
+// browser to the server's authorization server; its answer comes back to
+// /oauth/connect/callback, where the code is exchanged and the tokens are
+// sealed in the vault under the person and the server. Egress then sends
+// the person's access token, refreshed before it expires.
+
+const (
+	connectPrefix = "/oauth/connect/"
+	// ConnectCallbackPath is the redirect URI's path: the gateway's, not
+	// the authorization server's /oauth/callback.
+	ConnectCallbackPath = connectPrefix + "callback"
+	connectCookie       = "mcpgate_connect"
+	connectStateTTL     = 10 * time.Minute
+	// refreshMargin: an access token expiring within it is refreshed first.
+	refreshMargin    = 60 * time.Second
+	maxPendingStates = 10000
+)
+
+// ConnectPath is where a person connects their account for server.
+func ConnectPath(server string) string { return connectPrefix + server }
+
+// isConnectPath reports whether path is the connect flow's.
+func isConnectPath(path string) bool {
+	return strings.HasPrefix(path, connectPrefix) && len(path) > len(connectPrefix)
+}
+
+// connector keeps the connect flow's in-memory state: the client
+// registered at each server's authorization server (with the plan it was
+// registered under) and the pending authorization requests.
+type connector struct {
+	mu     sync.Mutex
+	regs   map[string]*connReg   // server -> registration
+	states map[string]*connState // state -> pending request
+}
+
+type connReg struct {
+	plan     *client.Plan
+	client   client.Client
+	redirect string
+	url      string // the server URL it was made for
+}
+
+type connState struct {
+	person, server string
+	verifier       string
+	binding        string // the connect cookie's value
+	reg            *connReg
+	expires        time.Time
+}
+
+func randomToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// registration returns the cached registration for server (nil: none).
+func (c *connector) registration(server, serverURL string) *connReg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.regs[server]; r != nil && r.url == serverURL {
+		return r
+	}
+	return nil
+}
+
+// serveConnect answers the connect flow's two routes.
+func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET")
+		connectPage(w, http.StatusMethodNotAllowed, "Method not allowed", "Use GET.")
+		return
+	}
+	if r.URL.Path == ConnectCallbackPath {
+		g.serveConnectCallback(w, r)
+		return
+	}
+	g.serveConnectStart(w, r)
+}
+
+func (g *Gateway) serveConnectStart(w http.ResponseWriter, r *http.Request) {
+	server := strings.TrimPrefix(r.URL.Path, connectPrefix)
+	r, ok := g.authenticate(w, r)
+	if !ok {
+		return
+	}
+	person := callers.PersonID(callers.FromContext(r.Context()))
+	if person == "" {
+		connectPage(w, http.StatusForbidden, "Not a person", "Connect with your own key or login: the master key and anonymous callers have no account of their own.")
+		return
+	}
+	srv := g.conf().Servers[server]
+	if srv == nil || srv.Auth == nil || srv.Auth.Type != config.AuthOAuth2User {
+		connectPage(w, http.StatusNotFound, "No such server", fmt.Sprintf("There is no server %q whose auth type is oauth2_user.", server))
+		return
+	}
+	if g.vault == nil {
+		connectPage(w, http.StatusServiceUnavailable, "No vault", "The gateway has no vault to keep your tokens in.")
+		return
+	}
+	redirect := g.baseURL(r) + ConnectCallbackPath
+	reg, err := g.connectRegistration(r.Context(), server, srv, redirect)
+	if err != nil {
+		g.log.Warn("oauth connect: discovery or registration failed", "server", server, "error", err)
+		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %v", server, err))
+		return
+	}
+	state, err := randomToken()
+	if err != nil {
+		connectPage(w, http.StatusInternalServerError, "Cannot connect", "No randomness.")
+		return
+	}
+	binding := ""
+	if ck, err := r.Cookie(connectCookie); err == nil && len(ck.Value) == 43 {
+		binding = ck.Value // one browser, several connects in flight
+	} else if binding, err = randomToken(); err != nil {
+		connectPage(w, http.StatusInternalServerError, "Cannot connect", "No randomness.")
+		return
+	}
+	authURL, verifier, err := reg.plan.AuthorizeURL(reg.client, state)
+	if err != nil {
+		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %v", server, err))
+		return
+	}
+	now := g.now()
+	c := &g.connect
+	c.mu.Lock()
+	if c.states == nil {
+		c.states = map[string]*connState{}
+	}
+	for k, s := range c.states {
+		if now.After(s.expires) {
+			delete(c.states, k)
+		}
+	}
+	if len(c.states) >= maxPendingStates {
+		c.mu.Unlock()
+		connectPage(w, http.StatusServiceUnavailable, "Too many connects", "Too many connects are pending; try again in a few minutes.")
+		return
+	}
+	c.states[state] = &connState{person: person, server: server, verifier: verifier, binding: binding, reg: reg, expires: now.Add(connectStateTTL)}
+	c.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: connectCookie, Value: binding, Path: connectPrefix, MaxAge: int(connectStateTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(redirect, "https://")})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, authURL, http.StatusFound)
+}
+
+// connectRegistration is server's registration for redirect: the cached
+// one, else a discovery (from the 401 of an unauthenticated probe) and a
+// registration, cached.
+func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *config.Server, redirect string) (*connReg, error) {
+	if reg := g.connect.registration(server, srv.URL); reg != nil && reg.redirect == redirect {
+		return reg, nil
+	}
+	cfg := client.Config{ServerURL: srv.URL, ClientID: srv.Auth.ClientID, ClientSecret: srv.Auth.ClientSecret,
+		RedirectURI: redirect, Scopes: srv.Auth.Scopes, HTTPClient: g.httpClient}
+	probe := g.probeUnauthenticated(ctx, srv.URL)
+	if probe != nil {
+		defer probe.Body.Close()
+	}
+	plan, err := client.Discover(ctx, cfg, probe)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := plan.Register(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reg := &connReg{plan: plan, client: cl, redirect: redirect, url: srv.URL}
+	g.connect.mu.Lock()
+	if g.connect.regs == nil {
+		g.connect.regs = map[string]*connReg{}
+	}
+	g.connect.regs[server] = reg
+	g.connect.mu.Unlock()
+	return reg, nil
+}
+
+// probeUnauthenticated sends an initialize without credentials to an MCP
+// endpoint: its 401 names the protected resource metadata. nil when the
+// answer is no 401 (discovery then uses the well-known URIs).
+func (g *Gateway) probeUnauthenticated(ctx context.Context, serverURL string) *http.Response {
+	ctx, cancel := context.WithTimeout(ctx, client.FetchTimeout)
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcpgate","version":"connect"}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	hc := http.DefaultClient
+	if g.httpClient != nil {
+		hc = g.httpClient
+	}
+	nc := *hc
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := nc.Do(req)
+	if err != nil {
+		return nil
+	}
+	if resp.StatusCode != http.StatusUnauthorized {
+		resp.Body.Close()
+		return nil
+	}
+	// Discover reads only the headers; the body is bounded and dropped.
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp
+}
+
+func (g *Gateway) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	q := r.URL.Query()
+	state := q.Get("state")
+	binding := ""
+	if ck, err := r.Cookie(connectCookie); err == nil {
+		binding = ck.Value
+	}
+	now := g.now()
+	c := &g.connect
+	c.mu.Lock()
+	st := c.states[state]
+	switch {
+	case st == nil || state == "":
+		c.mu.Unlock()
+		connectPage(w, http.StatusBadRequest, "Unknown request", "This authorization answer is unknown, already used or expired. Start again from the connect link.")
+		return
+	case subtle.ConstantTimeCompare([]byte(st.binding), []byte(binding)) != 1:
+		// Another browser's state: refused, and left for its owner.
+		c.mu.Unlock()
+		connectPage(w, http.StatusForbidden, "Not your request", "This authorization answer belongs to a connect started in another browser. Start again from the connect link.")
+		return
+	}
+	delete(c.states, state) // single use
+	c.mu.Unlock()
+	if now.After(st.expires) {
+		connectPage(w, http.StatusBadRequest, "Expired", "This connect took longer than 10 minutes. Start again from the connect link.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		connectPage(w, http.StatusBadRequest, "Not connected", fmt.Sprintf("The authorization server of %s answered %s.", st.server, printableParam(e)))
+		return
+	}
+	tok, err := st.reg.plan.Exchange(r.Context(), st.reg.client, q.Get("code"), st.verifier, q.Get("iss"))
+	if err != nil {
+		g.log.Warn("oauth connect: code exchange failed", "server", st.server, "error", err)
+		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %v", st.server, err))
+		return
+	}
+	e := vault.Entry{Kind: vault.KindOAuth, Issuer: st.reg.plan.AuthServer.Issuer, Person: st.person, Server: st.server,
+		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: strings.Fields(tok.Scope)}
+	if err := g.vault.Put(r.Context(), e); err != nil {
+		g.log.Warn("oauth connect: vault write failed", "server", st.server, "error", err)
+		connectPage(w, http.StatusInternalServerError, "Not connected", "Your tokens could not be stored.")
+		return
+	}
+	g.log.Info("oauth connect: account connected", "server", st.server, "issuer", e.Issuer)
+	connectPage(w, http.StatusOK, "Connected", fmt.Sprintf("Your account for %s is connected. You can close this page.", st.server))
+}
+
+func printableParam(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func connectPage(w http.ResponseWriter, status int, title, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<!doctype html><html><head><meta charset="utf-8"><title>mcpgate: %s</title></head><body style="font-family:sans-serif;max-width:40em;margin:3em auto"><h1>%s</h1><p>%s</p></body></html>`,
+		html.EscapeString(title), html.EscapeString(title), html.EscapeString(msg))
+}
+
+// oauthCredential is person's connected access token for server as an
+// Authorization value, refreshed first when it expires within
+// refreshMargin; "" when there is none (or it expired and cannot be
+// refreshed). A refresh refused with invalid_grant deletes the entry: the
+// person has to connect again.
+func (g *Gateway) oauthCredential(ctx context.Context, person, server string) string {
+	e, err := g.vault.Get(ctx, person, server)
+	switch {
+	case errors.Is(err, vault.ErrNotFound):
+		return ""
+	case err != nil:
+		g.log.Warn("vault read failed; the call goes without a credential and fails", "server", server, "error", err)
+		return ""
+	case e.Kind != vault.KindOAuth:
+		return ""
+	}
+	now := g.now()
+	expired := !e.Expiry.IsZero() && !now.Before(e.Expiry)
+	if !e.Expiry.IsZero() && now.Add(refreshMargin).After(e.Expiry) {
+		if ne, ok := g.refreshConnected(ctx, person, server); ok {
+			e = ne
+			expired = false
+		} else if expired {
+			return ""
+		}
+	}
+	if expired || e.AccessToken == "" {
+		return ""
+	}
+	if err := g.vault.Touch(context.WithoutCancel(ctx), person, server); err != nil && !errors.Is(err, vault.ErrNotFound) {
+		g.log.Debug("vault last-use write failed", "server", server, "error", err)
+	}
+	return "Bearer " + e.AccessToken
+}
+
+// refreshConnected refreshes person's tokens for server, one refresh at a
+// time per entry (Vault.Refresh).
+func (g *Gateway) refreshConnected(ctx context.Context, person, server string) (vault.Entry, bool) {
+	srv := g.conf().Servers[server]
+	if srv == nil {
+		return vault.Entry{}, false
+	}
+	reg := g.connect.registration(server, srv.URL)
+	if reg == nil {
+		g.log.Warn("oauth2_user: cannot refresh, no client registration in memory (the gateway restarted); the person must connect again", "server", server)
+		return vault.Entry{}, false
+	}
+	ne, err := g.vault.Refresh(ctx, person, server, func(ctx context.Context, cur vault.Entry) (vault.Entry, error) {
+		if cur.Kind != vault.KindOAuth {
+			return vault.Entry{}, errors.New("not an oauth entry")
+		}
+		if cur.Expiry.IsZero() || cur.Expiry.After(g.now().Add(refreshMargin)) {
+			return cur, nil // refreshed by another caller meanwhile
+		}
+		if cur.RefreshToken == "" {
+			return vault.Entry{}, errors.New("no refresh token")
+		}
+		tok, err := reg.plan.Refresh(ctx, reg.client, cur.RefreshToken)
+		if err != nil {
+			return vault.Entry{}, err
+		}
+		cur.AccessToken, cur.Expiry = tok.AccessToken, tok.Expiry
+		if tok.RefreshToken != "" {
+			cur.RefreshToken = tok.RefreshToken
+		}
+		if tok.Scope != "" {
+			cur.Scopes = strings.Fields(tok.Scope)
+		}
+		return cur, nil
+	})
+	if err != nil {
+		var te *client.TokenError
+		if errors.As(err, &te) && te.Code == "invalid_grant" {
+			g.log.Info("oauth2_user: refresh token refused; the connection is removed", "server", server)
+			if err := g.vault.Delete(context.WithoutCancel(ctx), person, server); err != nil && !errors.Is(err, vault.ErrNotFound) {
+				g.log.Warn("vault delete failed", "server", server, "error", err)
+			}
+		} else {
+			g.log.Warn("oauth2_user: refresh failed", "server", server, "error", err)
+		}
+		return vault.Entry{}, false
+	}
+	return ne, true
+}
