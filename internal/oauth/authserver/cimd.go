@@ -34,35 +34,6 @@ const (
 // the fetch error.
 var errBlockedAddress = errors.New("address not allowed for client metadata")
 
-// blockedPrefixes are ranges that are not the public internet beyond what
-// netip's predicates cover: "this network", carrier-grade NAT, IETF
-// protocol assignments, benchmarking, the reserved class E, and the
-// NAT64 prefix (which embeds an IPv4 address that may be private).
-var blockedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-}
-
-// publicAddr reports whether a metadata document may be fetched from a.
-func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
-		return false
-	}
-	for _, p := range blockedPrefixes {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
-
 // newMetadataClient builds the client that fetches metadata documents.
 // The address check runs in the dialer's Control hook, on the address
 // actually dialled after resolution, so a name that resolves to a public
@@ -74,7 +45,7 @@ func newMetadataClient(allowPrivate bool) (*http.Client, *http.Transport) {
 	if !allowPrivate {
 		d.Control = func(network, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
-			if err != nil || !publicAddr(ap.Addr()) {
+			if err != nil || !oauth.PublicAddr(ap.Addr()) {
 				return errBlockedAddress
 			}
 			return nil

@@ -339,8 +339,8 @@ func TestPublicAddr(t *testing.T) {
 		"224.0.0.1": false, "ff02::1": false, "100.64.1.1": false, "::ffff:127.0.0.1": false,
 		"::ffff:10.0.0.1": false, "64:ff9b::a00:1": false, "240.0.0.1": false,
 	} {
-		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
+		if got := oauth.PublicAddr(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("oauth.PublicAddr(%s) = %v, want %v", addr, got, want)
 		}
 	}
 }

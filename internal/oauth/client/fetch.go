@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
 const (
@@ -39,36 +41,6 @@ var (
 	ErrInsecureURL = errors.New("not an https URL")
 )
 
-// blockedPrefixes are ranges that are not the public internet beyond what
-// netip's predicates cover: "this network", carrier-grade NAT, IETF
-// protocol assignments, benchmarking, the reserved class E, and the
-// NAT64 prefixes (which embed an IPv4 address that may be private). The
-// same list as the authorization server's client metadata fetcher.
-var blockedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-}
-
-// publicAddr reports whether a is a public unicast address.
-func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
-		return false
-	}
-	for _, p := range blockedPrefixes {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
-
 // privateHost reports whether the upstream's host is itself not public:
 // localhost, or an IP literal that is not a public address. A DNS name
 // counts as public: what it resolves to is its owner's choice, so it
@@ -78,7 +50,7 @@ func privateHost(h string) bool {
 		return true
 	}
 	a, err := netip.ParseAddr(h)
-	return err == nil && !publicAddr(a)
+	return err == nil && !oauth.PublicAddr(a)
 }
 
 func loopbackHost(h string) bool {
@@ -131,7 +103,7 @@ func newFetcher(server *url.URL, hc *http.Client, allowPrivate bool) (*fetcher, 
 			tr.Proxy = nil
 			d.Control = func(network, address string, _ syscall.RawConn) error {
 				ap, err := netip.ParseAddrPort(address)
-				if err != nil || !publicAddr(ap.Addr()) {
+				if err != nil || !oauth.PublicAddr(ap.Addr()) {
 					return ErrBlockedAddress
 				}
 				return nil
