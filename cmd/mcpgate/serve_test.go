@@ -66,7 +66,7 @@ func TestListenerTimeouts(t *testing.T) {
 // Zero limits (a Config built in code) are the documented defaults.
 func TestListenerDefaults(t *testing.T) {
 	srv := newHTTPServer(http.NotFoundHandler(), config.Limits{})
-	if srv.ReadHeaderTimeout != config.DefaultReadHeaderTimeout || srv.IdleTimeout != config.DefaultListenerIdleTimeout {
+	if d := config.DefaultLimits(); srv.ReadHeaderTimeout != d.ReadHeaderTimeout || srv.IdleTimeout != d.IdleTimeout {
 		t.Errorf("read header %v, idle %v", srv.ReadHeaderTimeout, srv.IdleTimeout)
 	}
 }

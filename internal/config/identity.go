@@ -14,9 +14,8 @@ import (
 
 // Defaults of the identity sections.
 const (
-	DefaultAccessTokenTTL  = 15 * time.Minute
-	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
-	DefaultClockSkew       = 60 * time.Second
+	// DefaultClockSkew is the skew exp, nbf and iat are judged with.
+	DefaultClockSkew = 60 * time.Second
 )
 
 // DefaultAllowedAlgs are the JWS algorithms accepted when an issuer lists
@@ -98,6 +97,13 @@ func (g *Grant) Subject() (kind, value string) {
 		return "role", g.Role
 	}
 	return "", ""
+}
+
+// OrDefaults returns l with every zero defaulted field set to its
+// default (token lifetimes, claim paths), for a value built in code.
+func (l Login) OrDefaults() Login {
+	fillZero(typeOf(reflect.TypeFor[Login]()), reflect.ValueOf(&l).Elem())
+	return l
 }
 
 // OrDefaults returns c with every empty path set to its default (user

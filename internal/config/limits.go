@@ -5,18 +5,7 @@ import (
 	"time"
 )
 
-// Defaults of the limits section (SPEC S23) and of sessions.unknown_id
-// (SPEC S8.3).
-const (
-	DefaultMaxBatch              = 50
-	DefaultMaxInflightPerSession = 32
-	DefaultMaxUpstreamMessage    = 16 << 20
-	DefaultMaxStreams            = 10000
-	DefaultReadHeaderTimeout     = 10 * time.Second
-	DefaultListenerIdleTimeout   = 120 * time.Second
-	DefaultSSEWriteTimeout       = 10 * time.Second
-	DefaultMaxBoundPerServer     = 128
-)
+// The defaults of the limits section are its tags' (DefaultLimits).
 
 // What the gateway does with a request naming a session id it does not
 // know (SPEC S8.3).

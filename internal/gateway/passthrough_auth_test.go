@@ -274,13 +274,13 @@ func TestPassthroughAuthChallenges(t *testing.T) {
 		if st != http.StatusOK || !strings.Contains(string(b), `"pt__whoami"`) || !strings.Contains(string(b), `"plain__ping"`) {
 			t.Errorf("tools/list with a token: %d %s", st, b)
 		}
-		st, h, b := post(t, "/mcp", upBearer(tokRevoked), callTool("pt__whoami"))
+		st, _, b = post(t, "/mcp", upBearer(tokRevoked), callTool("pt__whoami"))
 		if st != http.StatusOK || !strings.Contains(string(b), `"hello"`) {
 			t.Errorf("pt call with a token: %d %s", st, b)
 		}
 		revoked.Store(true)
 		defer revoked.Store(false)
-		st, h, b = post(t, "/mcp", upBearer(tokRevoked), callTool("pt__whoami"))
+		st, h, b := post(t, "/mcp", upBearer(tokRevoked), callTool("pt__whoami"))
 		if st != http.StatusOK || h.Get("WWW-Authenticate") != "" || !strings.Contains(string(b), "refused the caller's token") {
 			t.Errorf("refused pt call on /mcp: %d %q %s", st, h.Get("WWW-Authenticate"), b)
 		}

@@ -25,8 +25,9 @@ import (
 // 2026-07-28 upstream keeps no session state (the capabilities come with
 // each request), so a binding is ignored for it.
 
-// DefaultMaxBoundPerServer is the default bound-session cap of a server.
-const DefaultMaxBoundPerServer = 128
+// DefaultMaxBoundPerServer is the default bound-session cap of a server:
+// the config's default (limits.max_bound_sessions_per_server).
+var DefaultMaxBoundPerServer = config.DefaultLimits().MaxBoundPerServer
 
 // boundIdleTimeout: a bound session nobody used for this long is closed;
 // its party's next call dials a new one.

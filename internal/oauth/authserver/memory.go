@@ -149,12 +149,6 @@ func (ps *pendingStore) sweepLocked(now time.Time) {
 	}
 }
 
-func (ps *pendingStore) len() int {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return len(ps.byID)
-}
-
 // authCode is an issued authorization code, kept under its sha256.
 type authCode struct {
 	clientID    string

@@ -161,12 +161,14 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	if s.login.AccessTokenTTL <= 0 {
-		s.login.AccessTokenTTL = config.DefaultAccessTokenTTL
+	if s.login.AccessTokenTTL < 0 {
+		s.login.AccessTokenTTL = 0
 	}
-	if s.login.RefreshTokenTTL <= 0 {
-		s.login.RefreshTokenTTL = config.DefaultRefreshTokenTTL
+	if s.login.RefreshTokenTTL < 0 {
+		s.login.RefreshTokenTTL = 0
 	}
+	// Zero lifetimes are the config's defaults (a Login built in code).
+	s.login = s.login.OrDefaults()
 	if o.PublicURL != "" {
 		u, err := url.Parse(strings.TrimSuffix(o.PublicURL, "/"))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {

@@ -232,7 +232,7 @@ func TestKeyRotation(t *testing.T) {
 	if tok, _ := jose.ParseSigned(r.AccessToken, []jose.SignatureAlgorithm{jose.ES256}); tok.Signatures[0].Header.KeyID != pub[0].KeyID {
 		t.Error("the new key does not sign")
 	}
-	h.clock.Advance(config.DefaultAccessTokenTTL + 2*time.Minute)
+	h.clock.Advance(config.Login{}.OrDefaults().AccessTokenTTL + 2*time.Minute)
 	if err := h.srv.keys.reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestPurge(t *testing.T) {
 	if count(store.KindOAuthRefresh) != 2 {
 		t.Error("purge removed live records")
 	}
-	if err := h.srv.purge(t.Context(), h.clock.Now().Add(config.DefaultRefreshTokenTTL+time.Hour)); err != nil {
+	if err := h.srv.purge(t.Context(), h.clock.Now().Add(config.Login{}.OrDefaults().RefreshTokenTTL+time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if count(store.KindOAuthRefresh) != 0 || count(store.KindOAuthFamily) != 0 {

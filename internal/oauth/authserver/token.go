@@ -36,11 +36,6 @@ func recordOf(id oauth.Identity) personRecord {
 		Teams: id.Teams, Org: id.Org, Roles: id.Roles, Key: id.Key}
 }
 
-func (p personRecord) identity() oauth.Identity {
-	return oauth.Identity{Issuer: p.Issuer, Subject: p.Subject, User: p.User, Email: p.Email,
-		Teams: p.Teams, Org: p.Org, Roles: p.Roles, Key: p.Key}
-}
-
 // familyRecord is one login's chain of refresh tokens (kind oauth_family,
 // named by a random id). Only Current may be used; any other token of the
 // family coming back means one was stolen, and the family is revoked.
