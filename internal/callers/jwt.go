@@ -104,21 +104,16 @@ func (a *Authenticator) authenticateJWT(r *http.Request, token string, now time.
 // issued for a person who logged in with a virtual key: that key's access,
 // as long as the key is still valid.
 func (a *Authenticator) loginKey(ctx context.Context, alias string, now time.Time) (Caller, *Failure) {
-	ks, ok := a.keys.(keyByAlias)
-	if !ok {
-		return Caller{}, invalidToken("the key this token was issued for is unknown")
-	}
-	k, err := ks.GetKeyByAlias(ctx, alias)
+	info, err := a.cache.lookupAlias(ctx, alias, now)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return Caller{}, invalidToken("the key this token was issued for is revoked")
 	case err != nil:
 		if ctx.Err() == nil {
 			a.logger.Error("authenticate", attrErr, err)
 		}
 		return Caller{}, unavailable()
+	case info == nil:
+		return Caller{}, invalidToken("the key this token was issued for is revoked")
 	}
-	info := a.cache.newKeyInfo(&k)
 	if info.disabled || (!info.caller.ExpiresAt.IsZero() && !now.Before(info.caller.ExpiresAt)) {
 		return Caller{}, invalidToken("the key this token was issued for is revoked or expired")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
 
 // tableTokens verifies tokens from a table; it records the resources.
@@ -126,5 +128,45 @@ func TestJWTCaller(t *testing.T) {
 	clk.Advance(11*time.Minute + config.DefaultClockSkew)
 	if !a.StillValid(ctx, ann) {
 		t.Error("a JWT caller's stream was cut when its access token expired")
+	}
+}
+
+// countingAliases counts the store reads of key logins.
+type countingAliases struct {
+	*sqlite.Store
+	n atomic.Int32
+}
+
+func (c *countingAliases) GetKeyByAlias(ctx context.Context, alias string) (store.Key, error) {
+	c.n.Add(1)
+	return c.Store.GetKeyByAlias(ctx, alias)
+}
+
+// A key login's tokens are served from the key cache like the key itself:
+// one store read for many requests, and an invalidation (the admin API's,
+// on revoking the key) takes effect on the next one.
+func TestKeyLoginIsCached(t *testing.T) {
+	st := &countingAliases{Store: openStore(t)}
+	addKey(t, st, store.Key{Alias: "bot", Servers: []string{"notes"}})
+	clk := newFakeClock()
+	tokens := &tableTokens{ids: map[string]*oauth.Identity{
+		jwtLike("key"): {Issuer: "https://gw", Subject: "key:bot", User: "key:bot", Key: "bot", Expiry: clk.Now().Add(time.Hour)},
+	}}
+	a := newAuth(t, Options{Keys: st, Tokens: tokens, Now: clk.Now, CacheTTL: time.Minute})
+	r := request(remote, "Authorization", "Bearer "+jwtLike("key"))
+	for range 5 {
+		if c := mustAuth(t, a, r); c.Alias != "bot" {
+			t.Fatalf("caller %+v", c)
+		}
+	}
+	if n := st.n.Load(); n != 1 {
+		t.Errorf("%d store reads for 5 requests, want 1", n)
+	}
+	if err := st.DeleteKey(context.Background(), "bot"); err != nil {
+		t.Fatal(err)
+	}
+	a.Invalidate("bot")
+	if w := mustFail(t, a, r); w.Code != http.StatusUnauthorized {
+		t.Errorf("after revocation: %d", w.Code)
 	}
 }
