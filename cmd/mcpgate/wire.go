@@ -33,6 +33,9 @@ type stack struct {
 	// authServer is mcpgate's OAuth authorization server; nil without
 	// auth.login.
 	authServer *authserver.Server
+	// vault holds each person's upstream credentials; nil without the
+	// vault section.
+	vault *vault.Vault
 }
 
 // build wires the gateway for cfg: it opens the store in cfg.DataDir,
@@ -161,7 +164,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
 		}
 	}
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a

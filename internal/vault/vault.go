@@ -148,6 +148,34 @@ type Vault struct {
 	locks   map[string]*entryLock // by memID, while held or awaited
 	flights map[string]*flight    // refreshes running, by memID
 	touched map[string]time.Time  // when Touch last wrote, by memID
+	// opened keeps entries Get decrypted, by memID, for readTTL: egress
+	// asks on every call, and a store read plus a decryption per call
+	// would be paid by every person's every request. Writes and deletes
+	// of this process drop an entry at once; gen keeps a read begun
+	// before one from caching what it read.
+	opened map[string]openedEntry
+	gen    uint64
+}
+
+// readTTL bounds how long an entry changed by another process (a fleet
+// replica, `mcpgate vault rotate`) may be served as it was.
+const (
+	readTTL     = 5 * time.Second // as long as a key lookup is cached (callers.DefaultCacheTTL)
+	readEntries = 10000
+)
+
+type openedEntry struct {
+	e     Entry
+	until time.Time
+}
+
+// forget drops an entry from the read cache; it must run after the store
+// changed (and so after a read that began before the change).
+func (v *Vault) forget(person, server string) {
+	v.mu.Lock()
+	v.gen++
+	delete(v.opened, memID(person, server))
+	v.mu.Unlock()
 }
 
 // entryLock serialises the writes of one entry in this process.
@@ -175,7 +203,7 @@ func New(objs store.Objects, keys []config.VaultKey, now func() time.Time) (*Vau
 		now = time.Now
 	}
 	return &Vault{objs: objs, ring: r, now: now,
-		locks: map[string]*entryLock{}, flights: map[string]*flight{}, touched: map[string]time.Time{}}, nil
+		locks: map[string]*entryLock{}, flights: map[string]*flight{}, touched: map[string]time.Time{}, opened: map[string]openedEntry{}}, nil
 }
 
 // KeyID is the id of the key new and rotated entries are sealed with.
@@ -311,7 +339,9 @@ func (v *Vault) write(ctx context.Context, e Entry) error {
 	if err != nil {
 		return err
 	}
-	if _, err := v.objs.PutObject(ctx, store.KindVault, name, doc); err != nil {
+	_, err = v.objs.PutObject(ctx, store.KindVault, name, doc)
+	v.forget(e.Person, e.Server) // even on error: the write may have landed
+	if err != nil {
 		return err
 	}
 	for _, k := range v.ring.keys[1:] {
@@ -327,11 +357,34 @@ func (v *Vault) Get(ctx context.Context, person, server string) (Entry, error) {
 	if err := checkIDs(person, server); err != nil {
 		return Entry{}, fmt.Errorf("vault get: %w", err)
 	}
+	id, now := memID(person, server), v.now()
+	v.mu.Lock()
+	if o, ok := v.opened[id]; ok && now.Before(o.until) {
+		v.mu.Unlock()
+		return o.e.clone(), nil
+	}
+	gen := v.gen
+	v.mu.Unlock()
 	e, _, err := v.read(ctx, person, server)
 	if err != nil {
 		return Entry{}, fmt.Errorf("vault get (server %q): %w", server, err)
 	}
+	v.mu.Lock()
+	if gen == v.gen {
+		if len(v.opened) >= readEntries {
+			clear(v.opened)
+		}
+		v.opened[id] = openedEntry{e: e.clone(), until: now.Add(readTTL)}
+	}
+	v.mu.Unlock()
 	return e, nil
+}
+
+// clone copies e's slices, so that a cached entry cannot be changed
+// through a returned one.
+func (e Entry) clone() Entry {
+	e.Scopes = append([]string(nil), e.Scopes...)
+	return e
 }
 
 // read finds the entry under its name for each key, the primary's first,
@@ -367,6 +420,7 @@ func (v *Vault) Delete(ctx context.Context, person, server string) error {
 		return fmt.Errorf("vault delete: %w", err)
 	}
 	defer unlock()
+	defer v.forget(person, server) // after the deletes, whatever they did
 	found := false
 	for _, k := range v.ring.keys {
 		err := v.objs.DeleteObject(ctx, store.KindVault, k.name(person, server))

@@ -728,3 +728,70 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("list: %d, %v", len(m), err)
 	}
 }
+
+// countingObjects counts the store reads of entries.
+type countingObjects struct {
+	store.Objects
+	gets atomic.Int32
+}
+
+func (c *countingObjects) GetObject(ctx context.Context, kind, name string) (store.Object, error) {
+	c.gets.Add(1)
+	return c.Objects.GetObject(ctx, kind, name)
+}
+
+// Get serves an entry it decrypted from memory for readTTL: egress asks
+// on every call. This process's writes and deletes are seen at once;
+// another process's (a second Vault on the same store) after readTTL. A
+// returned entry cannot change the cached one.
+func TestGetIsCached(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	objs := &countingObjects{Objects: st}
+	c := newClock()
+	v := newVault(t, objs, c, k1)
+	other := newVault(t, st, c, k1)
+	e := oauthEntry("alice", "gh")
+	if err := v.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	before := objs.gets.Load()
+	for range 5 {
+		got, err := v.Get(ctx, "alice", "gh")
+		if err != nil || got.AccessToken != e.AccessToken {
+			t.Fatalf("get: %v %v", got, err)
+		}
+		got.Scopes[0] = "changed"
+	}
+	if n := objs.gets.Load() - before; n != 1 {
+		t.Errorf("%d store reads for 5 gets, want 1", n)
+	}
+	if got, _ := v.Get(ctx, "alice", "gh"); got.Scopes[0] != "repo" {
+		t.Errorf("a returned entry changed the cached one: %v", got.Scopes)
+	}
+	e.AccessToken = "gho_new"
+	if err := v.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v.Get(ctx, "alice", "gh"); got.AccessToken != "gho_new" {
+		t.Errorf("this process's write not seen: %q", got.AccessToken)
+	}
+	e.AccessToken = "gho_other"
+	if err := other.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v.Get(ctx, "alice", "gh"); got.AccessToken != "gho_new" {
+		t.Errorf("within readTTL the cached entry stands: %q", got.AccessToken)
+	}
+	c.add(readTTL)
+	if got, _ := v.Get(ctx, "alice", "gh"); got.AccessToken != "gho_other" {
+		t.Errorf("another process's write not seen after readTTL: %q", got.AccessToken)
+	}
+	if err := v.Delete(ctx, "alice", "gh"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Get(ctx, "alice", "gh"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after Delete: %v", err)
+	}
+}
