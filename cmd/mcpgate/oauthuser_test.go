@@ -6,16 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"html"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +25,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
+	"github.com/mcpgate/mcpgate/internal/oauth/authserver/astest"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
@@ -153,116 +151,46 @@ func (u *oauthUpstream) tokens() []string {
 	return slices.Clone(u.seen)
 }
 
-// testBrowser is a user agent with a cookie jar that follows redirects
-// until it is sent to stop (the gateway's connect callback).
-type testBrowser struct {
-	t    *testing.T
-	c    *http.Client
-	stop string
-}
+// testBrowser is astest's browser, stopping at stop (the gateway's
+// connect callback), with a get that can carry the person's key.
+type testBrowser struct{ *astest.Browser }
 
-type browserPage struct {
-	status   int
-	body     string
-	location *url.URL // a redirect to stop that was not followed
-}
+type browserPage = astest.Page
 
 func newTestBrowser(t *testing.T, stop string) *testBrowser {
-	jar, _ := cookiejar.New(nil)
-	return &testBrowser{t: t, stop: stop, c: &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), stop) {
-			return http.ErrUseLastResponse
-		}
-		if len(via) > 10 {
-			return errors.New("too many redirects")
-		}
-		return nil
-	}}}
-}
-
-func (b *testBrowser) do(req *http.Request) *browserPage {
-	b.t.Helper()
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	p := &browserPage{status: resp.StatusCode, body: string(body)}
-	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
-		p.location, _ = resp.Request.URL.Parse(loc)
-	}
-	return p
+	return &testBrowser{astest.NewBrowser(t, stop)}
 }
 
 // get fetches u; key, when set, goes in X-Mcpgate-Api-Key and the first
 // redirect is not followed (the key must not travel to another origin).
 func (b *testBrowser) get(u, key string) *browserPage {
-	b.t.Helper()
+	b.T.Helper()
 	req, _ := http.NewRequest(http.MethodGet, u, nil)
 	if key == "" {
-		return b.do(req)
+		return b.Do(req)
 	}
 	req.Header.Set("X-Mcpgate-Api-Key", key)
-	c := *b.c
+	c := *b.C
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	p := &browserPage{status: resp.StatusCode, body: string(body)}
-	if loc := resp.Header.Get("Location"); loc != "" {
-		p.location, _ = resp.Request.URL.Parse(loc)
-	}
-	return p
-}
-
-var (
-	testFormRE   = regexp.MustCompile(`(?s)<form[^>]*method="post"[^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
-	testHiddenRE = regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`)
-)
-
-func (b *testBrowser) submit(base string, p *browserPage, marker string, fields url.Values) *browserPage {
-	b.t.Helper()
-	for _, m := range testFormRE.FindAllStringSubmatch(p.body, -1) {
-		if !strings.Contains(m[2], marker) {
-			continue
-		}
-		v := url.Values{}
-		for _, h := range testHiddenRE.FindAllStringSubmatch(m[2], -1) {
-			v.Set(h[1], html.UnescapeString(h[2]))
-		}
-		for k, vs := range fields {
-			v[k] = vs
-		}
-		action, _ := url.Parse(html.UnescapeString(m[1]))
-		bu, _ := url.Parse(base)
-		req, _ := http.NewRequest(http.MethodPost, bu.ResolveReference(action).String(), strings.NewReader(v.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		return b.do(req)
-	}
-	b.t.Fatalf("no form with %q (status %d, location %v):\n%s", marker, p.status, p.location, p.body)
-	return nil
+	return b.DoWith(&c, req)
 }
 
 // authorize runs the upstream authorization server's pages (key login,
 // consent) from the gateway's connect redirect, up to the callback URL.
 func (b *testBrowser) authorize(up *oauthUpstream, start *browserPage) *url.URL {
-	b.t.Helper()
-	if start.status != http.StatusFound || start.location == nil || !strings.HasPrefix(start.location.String(), up.base+"/") {
-		b.t.Fatalf("connect did not redirect to the upstream's authorization server: %d %v %s", start.status, start.location, start.body)
+	b.T.Helper()
+	if start.Status != http.StatusFound || start.Location == nil || !strings.HasPrefix(start.Location.String(), up.base+"/") {
+		b.T.Fatalf("connect did not redirect to the upstream's authorization server: %d %v %s", start.Status, start.Location, start.Body)
 	}
-	p := b.get(start.location.String(), "")
-	p = b.submit(up.base, p, `name="key"`, url.Values{"key": {upstreamAccountKey}})
-	if p.location == nil { // consent given before is not asked again
-		p = b.submit(up.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
+	p := b.get(start.Location.String(), "")
+	p = b.Submit(up.base, p, `name="key"`, url.Values{"key": {upstreamAccountKey}})
+	if p.Location == nil { // consent given before is not asked again
+		p = b.Submit(up.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
 	}
-	if p.location == nil {
-		b.t.Fatalf("not sent back to the gateway's callback: %d\n%s", p.status, p.body)
+	if p.Location == nil {
+		b.T.Fatalf("not sent back to the gateway's callback: %d\n%s", p.Status, p.Body)
 	}
-	return p.location
+	return p.Location
 }
 
 // A person connects their own upstream account once (oauth2_user); their
@@ -313,11 +241,11 @@ func TestOAuth2UserEndToEnd(t *testing.T) {
 
 	// Connecting needs a person: no key, 401; an unknown server, 404.
 	anon := newTestBrowser(t, callback)
-	if p := anon.get(hs.URL+"/oauth/connect/up", ""); p.status != http.StatusUnauthorized {
-		t.Errorf("connect without a key: %d", p.status)
+	if p := anon.get(hs.URL+"/oauth/connect/up", ""); p.Status != http.StatusUnauthorized {
+		t.Errorf("connect without a key: %d", p.Status)
 	}
-	if p := anon.get(hs.URL+"/oauth/connect/nope", aliceKey); p.status != http.StatusNotFound {
-		t.Errorf("connect to an unknown server: %d", p.status)
+	if p := anon.get(hs.URL+"/oauth/connect/nope", aliceKey); p.Status != http.StatusNotFound {
+		t.Errorf("connect to an unknown server: %d", p.Status)
 	}
 
 	alice := newTestBrowser(t, callback)
@@ -330,20 +258,20 @@ func TestOAuth2UserEndToEnd(t *testing.T) {
 	// bob, in his own browser, cannot use alice's answer; it stays hers.
 	bob := newTestBrowser(t, callback)
 	bob.authorize(up, bob.get(hs.URL+"/oauth/connect/up", bobKey)) // bob's browser has a connect cookie of its own
-	if p := bob.get(cbA.String(), ""); p.status != http.StatusForbidden {
-		t.Errorf("alice's callback in bob's browser: %d %s", p.status, p.body)
+	if p := bob.get(cbA.String(), ""); p.Status != http.StatusForbidden {
+		t.Errorf("alice's callback in bob's browser: %d %s", p.Status, p.Body)
 	}
-	if p := newTestBrowser(t, callback).get(cbA.String(), ""); p.status != http.StatusForbidden {
-		t.Errorf("alice's callback without the cookie: %d %s", p.status, p.body)
+	if p := newTestBrowser(t, callback).get(cbA.String(), ""); p.Status != http.StatusForbidden {
+		t.Errorf("alice's callback without the cookie: %d %s", p.Status, p.Body)
 	}
-	if p := alice.get(cbA.String(), ""); p.status != http.StatusOK || !strings.Contains(p.body, "connected") {
-		t.Fatalf("alice's callback: %d %s", p.status, p.body)
+	if p := alice.get(cbA.String(), ""); p.Status != http.StatusOK || !strings.Contains(p.Body, "connected") {
+		t.Fatalf("alice's callback: %d %s", p.Status, p.Body)
 	}
-	if p := alice.get(cbA.String(), ""); p.status != http.StatusBadRequest {
-		t.Errorf("a reused state: %d %s", p.status, p.body)
+	if p := alice.get(cbA.String(), ""); p.Status != http.StatusBadRequest {
+		t.Errorf("a reused state: %d %s", p.Status, p.Body)
 	}
-	if p := alice.get(callback+"?code=x&state=made-up", ""); p.status != http.StatusBadRequest {
-		t.Errorf("an unknown state: %d %s", p.status, p.body)
+	if p := alice.get(callback+"?code=x&state=made-up", ""); p.Status != http.StatusBadRequest {
+		t.Errorf("an unknown state: %d %s", p.Status, p.Body)
 	}
 
 	// alice's calls carry her token; bob's still do not reach the upstream.

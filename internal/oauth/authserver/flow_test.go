@@ -24,8 +24,8 @@ func (h *harness) login(b *browser, clientID string, pk pkce, extra url.Values) 
 	h.t.Helper()
 	u := h.authorizeURL(clientID, redirect, pk, extra)
 	state, _ := url.Parse(u)
-	p := b.get(u)
-	if p.location == nil {
+	p := b.Get(u)
+	if p.Location == nil {
 		p = h.approve(b, p)
 	}
 	return h.codeFrom(p, state.Query().Get("state"))
@@ -73,25 +73,25 @@ func TestIdPFlow(t *testing.T) {
 	b := newBrowser(t, redirect)
 	pk := newPKCE()
 	u := h.authorizeURL(reg.ClientID, redirect, pk, url.Values{"state": {"s-1"}})
-	p := b.get(u)
-	if p.status != http.StatusOK || !strings.Contains(p.body, "Test Client") || !strings.Contains(p.body, "127.0.0.1:9") {
-		t.Fatalf("consent page: status %d:\n%s", p.status, p.body)
+	p := b.Get(u)
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Test Client") || !strings.Contains(p.Body, "127.0.0.1:9") {
+		t.Fatalf("consent page: status %d:\n%s", p.Status, p.Body)
 	}
 	for k, want := range map[string]string{
 		"X-Frame-Options": "DENY",
 		"Cache-Control":   "no-store",
 	} {
-		if got := p.header.Get(k); got != want {
+		if got := p.Header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
-	csp := p.header.Get("Content-Security-Policy")
+	csp := p.Header.Get("Content-Security-Policy")
 	for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'", "form-action 'self'", "http://127.0.0.1:9"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
 		}
 	}
-	if strings.Contains(p.body, "<script") {
+	if strings.Contains(p.Body, "<script") {
 		t.Error("the consent page has a script")
 	}
 	code := h.codeFrom(h.approve(b, p), "s-1")
@@ -137,7 +137,7 @@ func TestIdPFlow(t *testing.T) {
 	// The person approved this client: the next authorization goes
 	// straight back with a code.
 	pk2 := newPKCE()
-	p = b.get(h.authorizeURL(reg.ClientID, redirect, pk2, url.Values{"state": {"s-2"}}))
+	p = b.Get(h.authorizeURL(reg.ClientID, redirect, pk2, url.Values{"state": {"s-2"}}))
 	wantTokens(t, h.redeem(reg.ClientID, h.codeFrom(p, "s-2"), pk2))
 }
 
@@ -169,9 +169,9 @@ func TestMetadataDocumentFlow(t *testing.T) {
 
 	b := newBrowser(t, redirect)
 	pk := newPKCE()
-	p := b.get(h.authorizeURL(docURL, redirect, pk, url.Values{"state": {"d-1"}}))
-	if !strings.Contains(p.body, "Document Client") || !strings.Contains(p.body, docURL) {
-		t.Fatalf("consent page does not name the document's client:\n%s", p.body)
+	p := b.Get(h.authorizeURL(docURL, redirect, pk, url.Values{"state": {"d-1"}}))
+	if !strings.Contains(p.Body, "Document Client") || !strings.Contains(p.Body, docURL) {
+		t.Fatalf("consent page does not name the document's client:\n%s", p.Body)
 	}
 	code := h.codeFrom(h.approve(b, p), "d-1")
 	r := h.redeem(docURL, code, pk)
@@ -190,18 +190,18 @@ func TestKeyLogin(t *testing.T) {
 
 	b := newBrowser(t, redirect)
 	pk := newPKCE()
-	p := b.get(h.authorizeURL(reg.ClientID, redirect, pk, url.Values{"state": {"k-1"}}))
-	if p.status != http.StatusOK || !strings.Contains(p.body, `name="key"`) || strings.Contains(p.body, `value="idp"`) {
-		t.Fatalf("login page: status %d:\n%s", p.status, p.body)
+	p := b.Get(h.authorizeURL(reg.ClientID, redirect, pk, url.Values{"state": {"k-1"}}))
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `name="key"`) || strings.Contains(p.Body, `value="idp"`) {
+		t.Fatalf("login page: status %d:\n%s", p.Status, p.Body)
 	}
-	if csp := p.header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self'") {
+	if csp := p.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self'") {
 		t.Errorf("CSP = %q", csp)
 	}
-	p = b.submit(h.url, p, `name="key"`, url.Values{"key": {"mcpgate_wrong"}})
-	if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "not accepted") || !strings.Contains(p.body, `name="key"`) {
-		t.Fatalf("wrong key: status %d:\n%s", p.status, p.body)
+	p = b.Submit(h.url, p, `name="key"`, url.Values{"key": {"mcpgate_wrong"}})
+	if p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, "not accepted") || !strings.Contains(p.Body, `name="key"`) {
+		t.Fatalf("wrong key: status %d:\n%s", p.Status, p.Body)
 	}
-	p = b.submit(h.url, p, `name="key"`, url.Values{"key": {secret}})
+	p = b.Submit(h.url, p, `name="key"`, url.Values{"key": {secret}})
 	code := h.codeFrom(h.approve(b, p), "k-1")
 	r := h.redeem(reg.ClientID, code, pk)
 	wantTokens(t, r)
@@ -231,19 +231,19 @@ func TestKeyLoginRateLimit(t *testing.T) {
 	secret := addKey(t, h.store, "k", "", "")
 	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
 	b := newBrowser(t, redirect)
-	p := b.get(h.authorizeURL(reg.ClientID, redirect, newPKCE(), nil))
+	p := b.Get(h.authorizeURL(reg.ClientID, redirect, newPKCE(), nil))
 	for i := range 10 {
-		if p = b.submit(h.url, p, `name="key"`, url.Values{"key": {"wrong"}}); p.status != http.StatusUnauthorized {
-			t.Fatalf("attempt %d: status %d", i+1, p.status)
+		if p = b.Submit(h.url, p, `name="key"`, url.Values{"key": {"wrong"}}); p.Status != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: status %d", i+1, p.Status)
 		}
 	}
-	if p = b.submit(h.url, p, `name="key"`, url.Values{"key": {secret}}); p.status != http.StatusTooManyRequests {
-		t.Fatalf("attempt 11: status %d, want 429", p.status)
+	if p = b.Submit(h.url, p, `name="key"`, url.Values{"key": {secret}}); p.Status != http.StatusTooManyRequests {
+		t.Fatalf("attempt 11: status %d, want 429", p.Status)
 	}
 	h.clock.Advance(61 * time.Second)
-	p = b.submit(h.url, p, `name="key"`, url.Values{"key": {secret}})
-	if p.status != http.StatusOK || !strings.Contains(p.body, `name="decision"`) {
-		t.Fatalf("after a minute: status %d", p.status)
+	p = b.Submit(h.url, p, `name="key"`, url.Values{"key": {secret}})
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `name="decision"`) {
+		t.Fatalf("after a minute: status %d", p.Status)
 	}
 }
 
@@ -253,14 +253,14 @@ func TestKeyOrIdP(t *testing.T) {
 	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
 	b := newBrowser(t, redirect)
 	pk := newPKCE()
-	p := b.get(h.authorizeURL(reg.ClientID, redirect, pk, url.Values{"state": {"b-1"}}))
-	if !strings.Contains(p.body, `name="key"`) || !strings.Contains(p.body, `value="idp"`) {
-		t.Fatalf("login page lacks a choice:\n%s", p.body)
+	p := b.Get(h.authorizeURL(reg.ClientID, redirect, pk, url.Values{"state": {"b-1"}}))
+	if !strings.Contains(p.Body, `name="key"`) || !strings.Contains(p.Body, `value="idp"`) {
+		t.Fatalf("login page lacks a choice:\n%s", p.Body)
 	}
-	if csp := p.header.Get("Content-Security-Policy"); !strings.Contains(csp, h.idp.issuer()) {
+	if csp := p.Header.Get("Content-Security-Policy"); !strings.Contains(csp, h.idp.issuer()) {
 		t.Errorf("CSP %q does not let the form lead to the IdP", csp)
 	}
-	p = b.submit(h.url, p, `value="idp"`, url.Values{"login": {"idp"}})
+	p = b.Submit(h.url, p, `value="idp"`, url.Values{"login": {"idp"}})
 	code := h.codeFrom(h.approve(b, p), "b-1")
 	r := h.redeem(reg.ClientID, code, pk)
 	wantTokens(t, r)

@@ -9,14 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -29,6 +26,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/oauth/authserver/astest"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -386,95 +384,14 @@ func newPKCE() pkce {
 	return pkce{verifier: v, challenge: base64.RawURLEncoding.EncodeToString(sum[:])}
 }
 
-// browser is a test user agent: a cookie jar, and redirects followed
-// until one leads to the client's redirect URI, which it does not
-// fetch.
-type browser struct {
-	t      testing.TB
-	c      *http.Client
-	stopAt string
-}
-
-func newBrowser(t testing.TB, redirectURI string) *browser {
-	jar, _ := cookiejar.New(nil)
-	b := &browser{t: t, stopAt: redirectURI}
-	b.c = &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), b.stopAt) {
-			return http.ErrUseLastResponse
-		}
-		if len(via) > 10 {
-			return errors.New("too many redirects")
-		}
-		return nil
-	}}
-	return b
-}
-
-// page is a response the browser stopped at.
-type page struct {
-	status   int
-	header   http.Header
-	body     string
-	location *url.URL // set when it stopped at the client's redirect URI
-}
-
-func (b *browser) do(req *http.Request) *page {
-	b.t.Helper()
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	p := &page{status: resp.StatusCode, header: resp.Header, body: string(body)}
-	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
-		u, err := resp.Request.URL.Parse(loc)
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		p.location = u
-	}
-	return p
-}
-
-func (b *browser) get(u string) *page {
-	b.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, u, nil)
-	return b.do(req)
-}
-
-var (
-	formRE   = regexp.MustCompile(`(?s)<form[^>]*method="post"[^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
-	hiddenRE = regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`)
+// The test browser is astest's: a cookie jar, redirects followed up to
+// the client's redirect URI, the pages' forms submitted.
+type (
+	browser = astest.Browser
+	page    = astest.Page
 )
 
-// submit posts the first form of p whose body contains marker (a field
-// name), with its hidden fields and the given ones.
-func (b *browser) submit(base string, p *page, marker string, fields url.Values) *page {
-	b.t.Helper()
-	for _, m := range formRE.FindAllStringSubmatch(p.body, -1) {
-		if !strings.Contains(m[2], marker) {
-			continue
-		}
-		v := url.Values{}
-		for _, h := range hiddenRE.FindAllStringSubmatch(m[2], -1) {
-			v.Set(h[1], html.UnescapeString(h[2]))
-		}
-		for k, vs := range fields {
-			v[k] = vs
-		}
-		action, err := url.Parse(html.UnescapeString(m[1]))
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		bu, _ := url.Parse(base)
-		req, _ := http.NewRequest(http.MethodPost, bu.ResolveReference(action).String(), strings.NewReader(v.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		return b.do(req)
-	}
-	b.t.Fatalf("no form with %q on the page (status %d):\n%s", marker, p.status, p.body)
-	return nil
-}
+func newBrowser(t testing.TB, redirectURI string) *browser { return astest.NewBrowser(t, redirectURI) }
 
 // authorizeURL builds an authorization request; extra overrides (an
 // empty value deletes).
@@ -502,19 +419,19 @@ func (h *harness) authorizeURL(clientID, redirectURI string, pk pkce, extra url.
 // approve runs a browser through consent, returning where it was sent.
 func (h *harness) approve(b *browser, p *page) *page {
 	h.t.Helper()
-	if p.status != http.StatusOK || !strings.Contains(p.body, `name="decision"`) {
-		h.t.Fatalf("expected the consent page, got status %d:\n%s", p.status, p.body)
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `name="decision"`) {
+		h.t.Fatalf("expected the consent page, got status %d:\n%s", p.Status, p.Body)
 	}
-	return b.submit(h.url, p, "decision", url.Values{"decision": {"approve"}})
+	return b.Submit(h.url, p, "decision", url.Values{"decision": {"approve"}})
 }
 
 // codeFrom checks an authorization response and returns its code.
 func (h *harness) codeFrom(p *page, state string) string {
 	h.t.Helper()
-	if p.location == nil {
-		h.t.Fatalf("not redirected to the client (status %d):\n%s", p.status, p.body)
+	if p.Location == nil {
+		h.t.Fatalf("not redirected to the client (status %d):\n%s", p.Status, p.Body)
 	}
-	q := p.location.Query()
+	q := p.Location.Query()
 	if q.Get("error") != "" {
 		h.t.Fatalf("authorization error %s: %s", q.Get("error"), q.Get("error_description"))
 	}

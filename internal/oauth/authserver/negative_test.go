@@ -16,18 +16,18 @@ import (
 // sent anywhere.
 func wantErrorPage(t *testing.T, p *page, status int, code string) {
 	t.Helper()
-	if p.location != nil || p.header.Get("Location") != "" {
-		t.Errorf("redirected to %v; want an error page", p.location)
+	if p.Location != nil || p.Header.Get("Location") != "" {
+		t.Errorf("redirected to %v; want an error page", p.Location)
 	}
-	if p.status != status || !strings.Contains(p.body, "<code>"+code+"</code>") {
-		body := p.body
+	if p.Status != status || !strings.Contains(p.Body, "<code>"+code+"</code>") {
+		body := p.Body
 		if i := strings.Index(body, "<main>"); i >= 0 {
 			body = body[i:]
 		}
-		t.Errorf("status %d, want %d with error %s:\n%s", p.status, status, code, body)
+		t.Errorf("status %d, want %d with error %s:\n%s", p.Status, status, code, body)
 	}
-	if p.header.Get("X-Frame-Options") != "DENY" || !strings.Contains(p.header.Get("Content-Security-Policy"), "default-src 'none'") {
-		t.Errorf("error page lacks the security headers: %v", p.header)
+	if p.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(p.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Errorf("error page lacks the security headers: %v", p.Header)
 	}
 }
 
@@ -35,13 +35,13 @@ func wantErrorPage(t *testing.T, p *page, status int, code string) {
 // URI, with state and iss.
 func wantRedirectError(t *testing.T, h *harness, p *page, state, code string) {
 	t.Helper()
-	if p.location == nil {
-		t.Fatalf("not redirected to the client (status %d):\n%s", p.status, p.body)
+	if p.Location == nil {
+		t.Fatalf("not redirected to the client (status %d):\n%s", p.Status, p.Body)
 	}
-	if !strings.HasPrefix(p.location.String(), redirect+"?") {
-		t.Errorf("redirected to %s", p.location)
+	if !strings.HasPrefix(p.Location.String(), redirect+"?") {
+		t.Errorf("redirected to %s", p.Location)
 	}
-	q := p.location.Query()
+	q := p.Location.Query()
 	if q.Get("error") != code || q.Get("state") != state || q.Get("iss") != h.url || q.Get("code") != "" {
 		t.Errorf("redirect query %v, want error=%s state=%s iss=%s", q, code, state, h.url)
 	}
@@ -70,7 +70,7 @@ func TestAuthorizeErrors(t *testing.T) {
 	}
 	for _, tt := range pages {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newBrowser(t, redirect).get(h.authorizeURL(tt.client, redirect, pk, tt.extra))
+			p := newBrowser(t, redirect).Get(h.authorizeURL(tt.client, redirect, pk, tt.extra))
 			wantErrorPage(t, p, tt.status, tt.code)
 		})
 	}
@@ -92,7 +92,7 @@ func TestAuthorizeErrors(t *testing.T) {
 	for _, tt := range redirects {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.extra.Set("state", "st")
-			p := newBrowser(t, redirect).get(h.authorizeURL(reg.ClientID, redirect, pk, tt.extra))
+			p := newBrowser(t, redirect).Get(h.authorizeURL(reg.ClientID, redirect, pk, tt.extra))
 			wantRedirectError(t, h, p, "st", tt.code)
 		})
 	}
@@ -225,7 +225,7 @@ func TestCallbackErrors(t *testing.T) {
 	h := newHarness(t)
 	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
 	run := func(t *testing.T, b *browser) *page {
-		return b.get(h.authorizeURL(reg.ClientID, redirect, newPKCE(), url.Values{"state": {"cb"}}))
+		return b.Get(h.authorizeURL(reg.ClientID, redirect, newPKCE(), url.Values{"state": {"cb"}}))
 	}
 	t.Run("state mismatch", func(t *testing.T) {
 		h.idp.stateSuffix = "x"
@@ -256,16 +256,16 @@ func TestCallbackErrors(t *testing.T) {
 		// Browser A starts; its callback URL is opened in browser B.
 		a := newBrowser(t, h.url+"/oauth/callback")
 		p := run(t, a)
-		if p.location == nil {
-			t.Fatalf("no callback redirect: %d", p.status)
+		if p.Location == nil {
+			t.Fatalf("no callback redirect: %d", p.Status)
 		}
-		wantErrorPage(t, newBrowser(t, redirect).get(p.location.String()), 400, "invalid_request")
+		wantErrorPage(t, newBrowser(t, redirect).Get(p.Location.String()), 400, "invalid_request")
 		// The right browser can still finish, once.
-		a.stopAt = redirect
-		if got := a.get(p.location.String()); got.status != 200 || !strings.Contains(got.body, `name="decision"`) {
-			t.Fatalf("the starting browser's callback: status %d", got.status)
+		a.StopAt = redirect
+		if got := a.Get(p.Location.String()); got.Status != 200 || !strings.Contains(got.Body, `name="decision"`) {
+			t.Fatalf("the starting browser's callback: status %d", got.Status)
 		}
-		wantErrorPage(t, a.get(p.location.String()), 400, "invalid_request")
+		wantErrorPage(t, a.Get(p.Location.String()), 400, "invalid_request")
 	})
 	t.Run("no iss when not advertised", func(t *testing.T) {
 		// RFC 9207 section 2.4: without the metadata flag a missing iss is
@@ -283,30 +283,30 @@ func TestConsentErrors(t *testing.T) {
 	h := newHarness(t)
 	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
 	start := func(b *browser) *page {
-		p := b.get(h.authorizeURL(reg.ClientID, redirect, newPKCE(), url.Values{"state": {"c"}}))
-		if !strings.Contains(p.body, `name="decision"`) {
-			t.Fatalf("no consent page: %d", p.status)
+		p := b.Get(h.authorizeURL(reg.ClientID, redirect, newPKCE(), url.Values{"state": {"c"}}))
+		if !strings.Contains(p.Body, `name="decision"`) {
+			t.Fatalf("no consent page: %d", p.Status)
 		}
 		return p
 	}
 	t.Run("deny", func(t *testing.T) {
 		b := newBrowser(t, redirect)
-		wantRedirectError(t, h, b.submit(h.url, start(b), "decision", url.Values{"decision": {"deny"}}), "c", "access_denied")
+		wantRedirectError(t, h, b.Submit(h.url, start(b), "decision", url.Values{"decision": {"deny"}}), "c", "access_denied")
 	})
 	t.Run("wrong csrf", func(t *testing.T) {
 		b := newBrowser(t, redirect)
-		p := b.submit(h.url, start(b), "decision", url.Values{"decision": {"approve"}, "csrf": {"forged"}})
+		p := b.Submit(h.url, start(b), "decision", url.Values{"decision": {"approve"}, "csrf": {"forged"}})
 		wantErrorPage(t, p, 403, "invalid_request")
 	})
 	t.Run("another browser", func(t *testing.T) {
 		p := start(newBrowser(t, redirect))
-		wantErrorPage(t, newBrowser(t, redirect).submit(h.url, p, "decision", url.Values{"decision": {"approve"}}), 400, "invalid_request")
+		wantErrorPage(t, newBrowser(t, redirect).Submit(h.url, p, "decision", url.Values{"decision": {"approve"}}), 400, "invalid_request")
 	})
 	t.Run("decision twice", func(t *testing.T) {
 		b := newBrowser(t, redirect)
 		p := start(b)
-		h.codeFrom(b.submit(h.url, p, "decision", url.Values{"decision": {"approve"}}), "c")
-		wantErrorPage(t, b.submit(h.url, p, "decision", url.Values{"decision": {"approve"}}), 400, "invalid_request")
+		h.codeFrom(b.Submit(h.url, p, "decision", url.Values{"decision": {"approve"}}), "c")
+		wantErrorPage(t, b.Submit(h.url, p, "decision", url.Values{"decision": {"approve"}}), 400, "invalid_request")
 	})
 }
 
@@ -339,17 +339,17 @@ func TestMetadataDocumentErrors(t *testing.T) {
 		// with the test server's untrusted certificate.)
 		h := newHarness(t)
 		id := serve(t, true, good)
-		p := newBrowser(t, redirect).get(h.authorizeURL(id, redirect, newPKCE(), nil))
+		p := newBrowser(t, redirect).Get(h.authorizeURL(id, redirect, newPKCE(), nil))
 		wantErrorPage(t, p, 400, "invalid_client")
-		if !strings.Contains(p.body, "address that is not allowed") {
-			t.Errorf("refused for another reason:\n%s", p.body)
+		if !strings.Contains(p.Body, "address that is not allowed") {
+			t.Errorf("refused for another reason:\n%s", p.Body)
 		}
 		// A name is judged by the address it resolves to when dialled.
 		byName := strings.Replace(id, "127.0.0.1", "localhost", 1)
-		p = newBrowser(t, redirect).get(h.authorizeURL(byName, redirect, newPKCE(), nil))
+		p = newBrowser(t, redirect).Get(h.authorizeURL(byName, redirect, newPKCE(), nil))
 		wantErrorPage(t, p, 400, "invalid_client")
-		if !strings.Contains(p.body, "address that is not allowed") {
-			t.Errorf("localhost refused for another reason:\n%s", p.body)
+		if !strings.Contains(p.Body, "address that is not allowed") {
+			t.Errorf("localhost refused for another reason:\n%s", p.Body)
 		}
 		if got := h.srv.meta.cache; len(got) != 0 {
 			t.Errorf("refused documents cached: %v", got)
@@ -358,7 +358,7 @@ func TestMetadataDocumentErrors(t *testing.T) {
 	t.Run("http refused", func(t *testing.T) {
 		h := newHarness(t)
 		id := serve(t, false, good)
-		wantErrorPage(t, newBrowser(t, redirect).get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, "invalid_client")
+		wantErrorPage(t, newBrowser(t, redirect).Get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, "invalid_client")
 	})
 	cases := []struct {
 		name string
@@ -381,26 +381,26 @@ func TestMetadataDocumentErrors(t *testing.T) {
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			id := serve(t, false, tt.doc)
-			wantErrorPage(t, newBrowser(t, redirect).get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, tt.code)
+			wantErrorPage(t, newBrowser(t, redirect).Get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, tt.code)
 		})
 	}
 	t.Run("redirect_uri not in the document", func(t *testing.T) {
 		id := serve(t, false, good)
-		p := newBrowser(t, redirect).get(h.authorizeURL(id, "http://127.0.0.1:10/other", newPKCE(), nil))
+		p := newBrowser(t, redirect).Get(h.authorizeURL(id, "http://127.0.0.1:10/other", newPKCE(), nil))
 		wantErrorPage(t, p, 400, "invalid_request")
 	})
 	t.Run("no redirects followed", func(t *testing.T) {
 		target := serve(t, false, good)
 		mover := httptest.NewServer(http.RedirectHandler(target, http.StatusFound))
 		t.Cleanup(mover.Close)
-		p := newBrowser(t, redirect).get(h.authorizeURL(mover.URL+"/client.json", redirect, newPKCE(), nil))
+		p := newBrowser(t, redirect).Get(h.authorizeURL(mover.URL+"/client.json", redirect, newPKCE(), nil))
 		wantErrorPage(t, p, 400, "invalid_client")
 	})
 	t.Run("too large", func(t *testing.T) {
 		id := serve(t, false, func(self string) any {
 			return oauth.ClientMetadata{ClientID: self, RedirectURIs: []string{redirect}, ClientName: strings.Repeat("x", 70<<10)}
 		})
-		wantErrorPage(t, newBrowser(t, redirect).get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, "invalid_client")
+		wantErrorPage(t, newBrowser(t, redirect).Get(h.authorizeURL(id, redirect, newPKCE(), nil)), 400, "invalid_client")
 	})
 }
 

@@ -3,13 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
-	"html"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
+	"github.com/mcpgate/mcpgate/internal/oauth/authserver/astest"
 	"github.com/mcpgate/mcpgate/internal/oauth/client"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -126,13 +123,13 @@ func TestFlowAgainstAuthServer(t *testing.T) {
 	}
 
 	b := newBrowser(t)
-	p := b.get(authURL)
-	p = b.submit(u.base, p, `name="key"`, url.Values{"key": {goodKey}})
-	p = b.submit(u.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
-	if p.location == nil {
-		t.Fatalf("not sent back to the callback: status %d\n%s", p.status, p.body)
+	p := b.Get(authURL)
+	p = b.Submit(u.base, p, `name="key"`, url.Values{"key": {goodKey}})
+	p = b.Submit(u.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
+	if p.Location == nil {
+		t.Fatalf("not sent back to the callback: status %d\n%s", p.Status, p.Body)
 	}
-	cb := p.location.Query()
+	cb := p.Location.Query()
 	if cb.Get("state") != "state-1" || cb.Get("code") == "" {
 		t.Fatalf("callback query %v", cb)
 	}
@@ -217,9 +214,9 @@ func TestFlowAgainstAuthServerPreregistered(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := newBrowser(t)
-		p := b.submit(u.base, b.get(authURL), `name="key"`, url.Values{"key": {goodKey}})
-		p = b.submit(u.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
-		if _, err := plan.Exchange(ctx, c, p.location.Query().Get("code"), verifier, p.location.Query().Get("iss")); err != nil {
+		p := b.Submit(u.base, b.Get(authURL), `name="key"`, url.Values{"key": {goodKey}})
+		p = b.Submit(u.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
+		if _, err := plan.Exchange(ctx, c, p.Location.Query().Get("code"), verifier, p.Location.Query().Get("iss")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,77 +249,7 @@ func mustParse(t *testing.T, s string) *url.URL {
 	return u
 }
 
-// browser is a user agent with a cookie jar that stops at the callback.
-type browser struct {
-	t *testing.T
-	c *http.Client
-}
+// The test browser is astest's, stopping at the client's callback.
+type browser = astest.Browser
 
-type page struct {
-	status   int
-	body     string
-	location *url.URL // the callback it was sent to
-}
-
-func newBrowser(t *testing.T) *browser {
-	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, c: &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), callback) {
-			return http.ErrUseLastResponse
-		}
-		if len(via) > 10 {
-			return errors.New("too many redirects")
-		}
-		return nil
-	}}}
-}
-
-func (b *browser) do(req *http.Request) *page {
-	b.t.Helper()
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	p := &page{status: resp.StatusCode, body: string(body)}
-	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
-		p.location, _ = resp.Request.URL.Parse(loc)
-	}
-	return p
-}
-
-func (b *browser) get(u string) *page {
-	b.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, u, nil)
-	return b.do(req)
-}
-
-var (
-	formRE   = regexp.MustCompile(`(?s)<form[^>]*method="post"[^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
-	hiddenRE = regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`)
-)
-
-// submit posts the form of p that holds marker, with its hidden fields
-// (request, csrf) and fields.
-func (b *browser) submit(base string, p *page, marker string, fields url.Values) *page {
-	b.t.Helper()
-	for _, m := range formRE.FindAllStringSubmatch(p.body, -1) {
-		if !strings.Contains(m[2], marker) {
-			continue
-		}
-		v := url.Values{}
-		for _, h := range hiddenRE.FindAllStringSubmatch(m[2], -1) {
-			v.Set(h[1], html.UnescapeString(h[2]))
-		}
-		for k, vs := range fields {
-			v[k] = vs
-		}
-		action, _ := url.Parse(html.UnescapeString(m[1]))
-		req, _ := http.NewRequest(http.MethodPost, mustParse(b.t, base).ResolveReference(action).String(), strings.NewReader(v.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		return b.do(req)
-	}
-	b.t.Fatalf("no form with %q (status %d):\n%s", marker, p.status, p.body)
-	return nil
-}
+func newBrowser(t *testing.T) *browser { return astest.NewBrowser(t, callback) }
