@@ -49,12 +49,24 @@ func NewSSEReader(r io.Reader, max int) *SSEReader {
 // call, so that an event ending in CR CR is dispatched without waiting for
 // more bytes from the network.
 func (s *SSEReader) readLine(limit int) ([]byte, error) {
-	var line []byte
+	// The pieces of a line longer than the buffer are kept as they come
+	// and joined once at its end: appending them would copy the line at
+	// every doubling, and a line refused at the limit would leave about
+	// twice the limit behind for the collector.
+	var parts [][]byte
+	n := 0
+	join := func(last []byte) []byte {
+		line := make([]byte, 0, n+len(last))
+		for _, p := range parts {
+			line = append(line, p...)
+		}
+		return append(line, last...)
+	}
 	for {
 		if s.r.Buffered() == 0 {
 			if _, err := s.r.Peek(1); err != nil {
-				if err == io.EOF && len(line) > 0 {
-					return line, nil
+				if err == io.EOF && n > 0 {
+					return join(nil), nil
 				}
 				return nil, err
 			}
@@ -71,14 +83,16 @@ func (s *SSEReader) readLine(limit int) ([]byte, error) {
 		if i < 0 {
 			i = len(chunk)
 		}
-		if len(line)+i > limit {
+		if n+i > limit {
 			return nil, ErrEventTooLarge
 		}
-		line = append(line, chunk[:i]...)
 		if i == len(chunk) {
+			parts = append(parts, bytes.Clone(chunk))
+			n += i
 			_, _ = s.r.Discard(i)
 			continue
 		}
+		line := join(chunk[:i])
 		s.skipLF = chunk[i] == '\r'
 		_, _ = s.r.Discard(i + 1)
 		return line, nil
