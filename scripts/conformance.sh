@@ -45,6 +45,8 @@
 #                                   fixture, else the gateway's default.
 #   CONFORMANCE_KEEP_LOG=1          --gateway: keep mcpgate's stderr log in
 #                                   /tmp/conformance-gateway.log.
+#   CONFORMANCE_GATEWAY_LOG_LEVEL   --gateway: mcpgate's --log-level (default
+#                                   info).
 #   CONFORMANCE_CALLER              --gateway: anonymous (default) or jwt. jwt
 #                                   starts the test IdP (test/interop/idp.mjs,
 #                                   oidc-provider), configures it as the
@@ -194,7 +196,7 @@ auth:
     - role: service
 YAML
   fi
-  spawn "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json >"$workdir/gateway.out" 2>"$workdir/gateway.err"
+  spawn "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json --log-level "${CONFORMANCE_GATEWAY_LOG_LEVEL:-info}" >"$workdir/gateway.out" 2>"$workdir/gateway.err"
   gateway_pid=$!
   gurl=""
   for _ in $(seq 1 100); do
