@@ -175,6 +175,26 @@ func TestDiscoverLegacy(t *testing.T) {
 	if err != nil || !p.Legacy || p.Synthesized || p.AuthServer.AuthorizationEndpoint != f.url+"/oauth/authz" {
 		t.Errorf("legacy with metadata: %+v, %v", p, err)
 	}
+
+	// An authorization server under a path of the server's origin (the
+	// conformance suite's auth/2025-03-26-oauth-metadata-backcompat): its
+	// issuer is origin/oauth, its document at the root well-known URI.
+	f.json("/.well-known/oauth-authorization-server", func() any { return asMetadata(f.url + "/oauth") })
+	p, err = client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp"}, nil)
+	if err != nil || !p.Legacy || p.Synthesized || p.AuthServer.Issuer != f.url+"/oauth" || p.AuthServer.TokenEndpoint != f.url+"/oauth/token" {
+		t.Errorf("legacy with an issuer under a path: %+v, %v", p, err)
+	}
+	if _, err := p.Exchange(t.Context(), client.Client{ID: "c", AuthMethod: client.AuthNone}, "x", "y", f.url); !errors.Is(err, client.ErrIssuerMismatch) {
+		t.Errorf("an iss other than origin/oauth: %v", err)
+	}
+
+	// Another origin's issuer: the server cannot speak for it.
+	for _, iss := range []string{"https://other.example", strings.Replace(f.url, "127.0.0.1", "localhost", 1), f.url + "?x=1"} {
+		f.json("/.well-known/oauth-authorization-server", func() any { return asMetadata(iss) })
+		if _, err := client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp"}, nil); !errors.Is(err, client.ErrIssuerMismatch) {
+			t.Errorf("legacy metadata for issuer %q: %v, want ErrIssuerMismatch", iss, err)
+		}
+	}
 }
 
 // TestPKCERequired: metadata without S256, or without the field, is

@@ -292,8 +292,8 @@ func checkEndpoints(f *fetcher, md *oauth.AuthServerMetadata) error {
 }
 
 // legacy applies the 2025-03-26 discovery: the authorization base URL is
-// the server URL without its path; its RFC 8414 metadata, else the
-// default endpoints.
+// the server URL without its path; its RFC 8414 metadata (for an issuer
+// on that origin), else the default endpoints.
 func (p *Plan) legacy(ctx context.Context, su *url.URL, serverResource string) error {
 	origin := strings.ToLower(su.Scheme) + "://" + strings.ToLower(su.Host)
 	p.Legacy = true
@@ -307,10 +307,13 @@ func (p *Plan) legacy(ctx context.Context, su *url.URL, serverResource string) e
 		if !found {
 			continue
 		}
-		// The issuer was derived here, so its trailing slash is not
-		// the server's choice.
-		if strings.TrimSuffix(md.Issuer, "/") != origin {
-			return fmt.Errorf("oauth discovery: %s: %w: names issuer %q, not %q", redactURL(u), ErrIssuerMismatch, sanitize(md.Issuer, 200), origin)
+		// The 2025-03-26 spec makes the server's origin the
+		// authorization base URL and names no issuer: the document may
+		// name one with a path on that origin (an authorization server
+		// mounted under /oauth, say), but not another origin, which the
+		// server cannot speak for.
+		if iu, err := url.Parse(md.Issuer); err != nil || iu.RawQuery != "" || iu.Fragment != "" || iu.User != nil || !sameOrigin(iu, su) {
+			return fmt.Errorf("oauth discovery: %s: %w: names issuer %q, not one on %q", redactURL(u), ErrIssuerMismatch, sanitize(md.Issuer, 200), origin)
 		}
 		if err := checkEndpoints(p.f, &md); err != nil {
 			return fmt.Errorf("oauth discovery: %s: %w", redactURL(u), err)
