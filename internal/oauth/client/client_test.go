@@ -544,3 +544,56 @@ func TestNoCredentialsPrinted(t *testing.T) {
 		}
 	}
 }
+
+// TestOfflineAccess: the refresh token guidance of the MCP spec (draft,
+// SEP-2207, the conformance suite's auth/offline-access-scope and
+// auth/offline-access-not-supported): offline_access is requested when
+// the authorization server lists it, never when it lists scopes without
+// it; configured scopes stay.
+func TestOfflineAccess(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		asScopes, prm     []string
+		challenge         string
+		configured, want  []string
+		wantScopeParamSet bool
+	}{
+		{name: "listed: added", asScopes: []string{"a", "offline_access"}, prm: []string{"a", "b"}, want: []string{"a", "b", "offline_access"}},
+		{name: "listed: added to the challenge's", asScopes: []string{"x", "offline_access"}, prm: []string{"a"}, challenge: "x", want: []string{"x", "offline_access"}},
+		{name: "listed, nothing selected: scope omitted", asScopes: []string{"offline_access"}, want: nil},
+		{name: "not listed: dropped", asScopes: []string{"a", "b"}, prm: []string{"a", "offline_access", "b"}, want: []string{"a", "b"}},
+		{name: "no scopes_supported: as selected", prm: []string{"a", "offline_access"}, want: []string{"a", "offline_access"}},
+		{name: "configured: kept", asScopes: []string{"a"}, prm: []string{"a"}, configured: []string{"offline_access"}, want: []string{"a", "offline_access"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.json("/.well-known/oauth-protected-resource/mcp", func() any {
+				return oauth.ProtectedResourceMetadata{Resource: f.url + "/mcp", AuthorizationServers: []string{f.url}, ScopesSupported: tc.prm}
+			})
+			f.json("/.well-known/oauth-authorization-server", func() any {
+				md := asMetadata(f.url)
+				md.ScopesSupported = tc.asScopes
+				return md
+			})
+			var ch *http.Response
+			if tc.challenge != "" {
+				ch = challenge(`Bearer scope="` + tc.challenge + `"`)
+			}
+			p, err := client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp", RedirectURI: callback, Scopes: tc.configured}, ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(p.Scopes, tc.want) {
+				t.Errorf("scopes %q, want %q", p.Scopes, tc.want)
+			}
+			authURL, _, err := p.AuthorizeURL(client.Client{ID: "c", AuthMethod: client.AuthNone}, "st")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(authURL)
+			if got, ok := u.Query()["scope"]; len(tc.want) == 0 && ok || len(tc.want) > 0 && (len(got) != 1 || got[0] != strings.Join(tc.want, " ")) {
+				t.Errorf("scope parameter %q, want %q", got, strings.Join(tc.want, " "))
+			}
+		})
+	}
+}
