@@ -52,3 +52,37 @@ func TestClientMetadataURLErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzClientMetadataPath: whatever public_url and client_metadata_url
+// hold, an accepted document URL is public_url (https) followed by a
+// .json path without dot segments, escapes or empty segments, and that
+// path is what the gateway serves.
+func FuzzClientMetadataPath(f *testing.F) {
+	f.Add("https://gw.example", "https://gw.example/client-metadata.json")
+	f.Add("https://gw.example/base/", "https://gw.example/base/oauth/c.json")
+	f.Add("https://gw.example", "https://gw.example/a/../c.json")
+	f.Add("http://gw.example", "https://gw.example/c.json")
+	f.Add("https://gw.example", "https://gw.example.evil/c.json")
+	f.Fuzz(func(t *testing.T, public, doc string) {
+		c := &Config{PublicURL: public, ClientMetadataURL: doc}
+		path, err := c.clientMetadataPath(doc)
+		if err != nil {
+			return
+		}
+		base := strings.TrimRight(public, "/")
+		if !strings.HasPrefix(base, "https://") || base+path != doc {
+			t.Fatalf("accepted %q under %q as path %q", doc, public, path)
+		}
+		if !strings.HasPrefix(path, "/") || !strings.HasSuffix(path, ".json") || strings.Contains(path, "//") || strings.ContainsAny(path, "%?#") {
+			t.Fatalf("path %q", path)
+		}
+		for _, seg := range strings.Split(path, "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("dot segment in %q", path)
+			}
+		}
+		if u, p, ok := c.ClientMetadataDocument(); !ok || u != doc || p != path {
+			t.Fatalf("ClientMetadataDocument() = %q, %q, %t for an accepted %q", u, p, ok, doc)
+		}
+	})
+}
