@@ -6,29 +6,36 @@
 #
 # The suite starts a scenario server per scenario and runs
 # test/fixtures/conformance-client with its URL: the driver configures that
-# URL as mcpgate's only upstream (with the scenario's client credentials,
-# if it hands out any), starts a freshly built mcpgate on 127.0.0.1:0 and,
-# as the gateway's downstream client, initializes, lists and calls the
-# tools and answers relayed elicitations. Everything the scenario server
-# sees is mcpgate's egress. See the driver's doc comment.
+# URL as mcpgate's only upstream (for the authorization scenarios with auth
+# type oauth2_user, or oauth2 with the scenario's client credentials),
+# starts a freshly built mcpgate on 127.0.0.1:0, for oauth2_user connects
+# a person's account as their browser would (GET /oauth/connect/s and its
+# redirects), and, as the gateway's downstream client, initializes, lists
+# and calls the tools and answers relayed elicitations. Everything the
+# scenario server sees is mcpgate's egress. See the driver's doc comment.
 #
 # Usage:
-#   scripts/conformance-client.sh                 # the three runs below
+#   scripts/conformance-client.sh                 # the five runs below
 #   scripts/conformance-client.sh OPTIONS...      # one `conformance client` run, e.g.
 #                                                 #   --scenario sse-retry [--verbose] [-o DIR]
 #                                                 #   --suite auth|extensions|draft|backcompat|all
 #
-# Without options, three runs, each against the baseline
+# Without options, five runs, each against the baseline
 # test/fixtures/conformance/expected-failures-client.yml (an expected
 # failure that passes fails the run as stale; with a baseline a WARNING
 # fails too):
 #   1. the core scenarios one by one (initialize, tools_call,
 #      elicitation-sep1034-client-defaults, sse-retry): one at a time, as
 #      sse-retry times the reconnection (500 ms, -50/+200 ms);
-#   2. --suite auth (the authorization scenarios, in parallel);
-#   3. --suite extensions (client credentials with client_secret_basic and
+#   2. --suite auth (the authorization scenarios of 2025-06-18 and
+#      2025-11-25, in parallel; like 3 and 4, which it does not include);
+#   3. --suite backcompat (2025-03-26: no protected resource metadata, the
+#      authorization server's metadata at the server's root or the default
+#      endpoints /authorize, /token, /register);
+#   4. --suite draft (resource mismatch, offline_access);
+#   5. --suite extensions (client credentials with client_secret_basic and
 #      with private_key_jwt, cross-app access).
-# All three run even if one fails. About 10 s in all.
+# All run even if one fails. About 15 s in all.
 #
 # Exit status: 0 when every run passed its baseline, 1 otherwise, 124/137 on
 # timeout, 2 on usage/setup errors.
@@ -88,7 +95,7 @@ for scenario in initialize tools_call elicitation-sep1034-client-defaults sse-re
   echo "=== conformance-client.sh: scenario $scenario"
   cli --scenario "$scenario" "${baseline[@]}" || failed+=("$scenario")
 done
-for suite in auth extensions; do
+for suite in auth backcompat draft extensions; do
   echo "=== conformance-client.sh: suite $suite"
   cli --suite "$suite" "${baseline[@]}" || failed+=("suite $suite")
 done

@@ -73,6 +73,7 @@ fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
 fuzz ./internal/mcpwire/ FuzzParamHeaders
 fuzz ./internal/config/ FuzzParse
+fuzz ./internal/config/ FuzzClientMetadataPath
 fuzz ./internal/upstream/ FuzzCredentialValue
 fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds

@@ -79,6 +79,10 @@ type Config struct {
 	MetricsListen string `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`
 	// PublicURL is how clients reach the gateway ("" = from the request).
 	PublicURL string `config:"public_url,expand,trim" doc:"The gateway's external base URL (https://mcp.example.com, or with a path prefix). OAuth resource identifiers, metadata URLs and the login redirect are built from it; empty means from each request's scheme and Host."`
+	// ClientMetadataURL is where mcpgate's client ID metadata document
+	// is published ("" = the default under an https public_url); see
+	// Config.ClientMetadataDocument.
+	ClientMetadataURL string `config:"client_metadata_url,expand,trim" doc:"The URL of the gateway's OAuth client ID metadata document (draft-ietf-oauth-client-id-metadata-document), which the gateway serves and uses as its client_id for oauth2_user servers without a client_id whose authorization server supports such documents (else it registers dynamically). It must be under public_url, which must be https, and end in .json; the gateway serves it at its path below public_url. Empty: <public_url>/oauth/client-metadata.json when public_url is https, else no document."`
 
 	// Auth says who may call the gateway; nil means the file has no auth
 	// block. With no auth block the gateway serves anonymous callers on

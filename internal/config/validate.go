@@ -78,6 +78,11 @@ func (c *Config) validate(strict bool) error {
 	if c.PublicURL != "" && !validPublicURL(c.PublicURL) {
 		errs.add("public_url", 0, "must be an http or https URL (an optional path prefix, no query)")
 	}
+	if c.ClientMetadataURL != "" {
+		if _, err := c.clientMetadataPath(c.ClientMetadataURL); err != nil {
+			errs.add("client_metadata_url", 0, "%s", err.Error())
+		}
+	}
 	if c.MetricsListen != "" {
 		listen := c.Listen
 		if listen == "" {

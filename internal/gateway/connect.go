@@ -180,7 +180,11 @@ func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *c
 		return reg, nil
 	}
 	cfg := client.Config{ServerURL: srv.URL, ClientID: srv.Auth.ClientID, ClientSecret: srv.Auth.ClientSecret,
-		RedirectURI: redirect, Scopes: srv.Auth.Scopes, HTTPClient: g.httpClient}
+		RedirectURI: redirect, Scopes: srv.Auth.Scopes, HTTPClient: g.httpClient, ClientName: clientMetadataName}
+	if redirect == g.connectRedirectURI() {
+		// The document names this redirect URI only.
+		cfg.ClientMetadataURL = g.clientMetadataURL()
+	}
 	probe := g.probeUnauthenticated(ctx, srv.URL)
 	if probe != nil {
 		defer probe.Body.Close()

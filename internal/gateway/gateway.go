@@ -322,6 +322,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveProtectedResource(w, r)
 		return
 	}
+	if g.isClientMetadataPath(r.URL.Path) {
+		g.serveClientMetadata(w, r)
+		return
+	}
 	if isConnectPath(r.URL.Path) {
 		g.serveConnect(w, r)
 		return

@@ -98,7 +98,7 @@ func TestFlowAgainstAuthServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.Resource != u.mcp || plan.AuthServer.Issuer != u.base || plan.Legacy || !slices.Equal(plan.Scopes, []string{"mcp"}) {
+	if plan.Resource != u.mcp || plan.AuthServer.Issuer != u.base || plan.Legacy || !slices.Equal(plan.Scopes, []string{"mcp", "offline_access"}) {
 		t.Fatalf("plan: resource %q, issuer %q, legacy %t, scopes %q", plan.Resource, plan.AuthServer.Issuer, plan.Legacy, plan.Scopes)
 	}
 
@@ -115,7 +115,7 @@ func TestFlowAgainstAuthServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := mustParse(t, authURL).Query()
-	for k, want := range map[string]string{"resource": u.mcp, "scope": "mcp", "state": "state-1", "code_challenge_method": "S256",
+	for k, want := range map[string]string{"resource": u.mcp, "scope": "mcp offline_access", "state": "state-1", "code_challenge_method": "S256",
 		"client_id": c.ID, "redirect_uri": callback, "response_type": "code"} {
 		if q.Get(k) != want {
 			t.Errorf("authorization request %s = %q, want %q", k, q.Get(k), want)
@@ -138,7 +138,7 @@ func TestFlowAgainstAuthServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.TokenType != "Bearer" || tok.RefreshToken == "" || tok.Expiry.IsZero() || tok.Scope != "mcp" {
+	if tok.TokenType != "Bearer" || tok.RefreshToken == "" || tok.Expiry.IsZero() || tok.Scope != "mcp offline_access" {
 		t.Fatalf("token: %v", tok)
 	}
 	if aud := audience(t, u, tok.AccessToken); !slices.Equal(aud, []string{u.mcp}) {

@@ -175,6 +175,26 @@ func TestDiscoverLegacy(t *testing.T) {
 	if err != nil || !p.Legacy || p.Synthesized || p.AuthServer.AuthorizationEndpoint != f.url+"/oauth/authz" {
 		t.Errorf("legacy with metadata: %+v, %v", p, err)
 	}
+
+	// An authorization server under a path of the server's origin (the
+	// conformance suite's auth/2025-03-26-oauth-metadata-backcompat): its
+	// issuer is origin/oauth, its document at the root well-known URI.
+	f.json("/.well-known/oauth-authorization-server", func() any { return asMetadata(f.url + "/oauth") })
+	p, err = client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp"}, nil)
+	if err != nil || !p.Legacy || p.Synthesized || p.AuthServer.Issuer != f.url+"/oauth" || p.AuthServer.TokenEndpoint != f.url+"/oauth/token" {
+		t.Errorf("legacy with an issuer under a path: %+v, %v", p, err)
+	}
+	if _, err := p.Exchange(t.Context(), client.Client{ID: "c", AuthMethod: client.AuthNone}, "x", "y", f.url); !errors.Is(err, client.ErrIssuerMismatch) {
+		t.Errorf("an iss other than origin/oauth: %v", err)
+	}
+
+	// Another origin's issuer: the server cannot speak for it.
+	for _, iss := range []string{"https://other.example", strings.Replace(f.url, "127.0.0.1", "localhost", 1), f.url + "?x=1"} {
+		f.json("/.well-known/oauth-authorization-server", func() any { return asMetadata(iss) })
+		if _, err := client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp"}, nil); !errors.Is(err, client.ErrIssuerMismatch) {
+			t.Errorf("legacy metadata for issuer %q: %v, want ErrIssuerMismatch", iss, err)
+		}
+	}
 }
 
 // TestPKCERequired: metadata without S256, or without the field, is
@@ -522,5 +542,58 @@ func TestNoCredentialsPrinted(t *testing.T) {
 		if strings.Contains(buf.String(), secret) {
 			t.Errorf("%s printed:\n%s", secret, buf.String())
 		}
+	}
+}
+
+// TestOfflineAccess: the refresh token guidance of the MCP spec (draft,
+// SEP-2207, the conformance suite's auth/offline-access-scope and
+// auth/offline-access-not-supported): offline_access is requested when
+// the authorization server lists it, never when it lists scopes without
+// it; configured scopes stay.
+func TestOfflineAccess(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		asScopes, prm     []string
+		challenge         string
+		configured, want  []string
+		wantScopeParamSet bool
+	}{
+		{name: "listed: added", asScopes: []string{"a", "offline_access"}, prm: []string{"a", "b"}, want: []string{"a", "b", "offline_access"}},
+		{name: "listed: added to the challenge's", asScopes: []string{"x", "offline_access"}, prm: []string{"a"}, challenge: "x", want: []string{"x", "offline_access"}},
+		{name: "listed, nothing selected: scope omitted", asScopes: []string{"offline_access"}, want: nil},
+		{name: "not listed: dropped", asScopes: []string{"a", "b"}, prm: []string{"a", "offline_access", "b"}, want: []string{"a", "b"}},
+		{name: "no scopes_supported: as selected", prm: []string{"a", "offline_access"}, want: []string{"a", "offline_access"}},
+		{name: "configured: kept", asScopes: []string{"a"}, prm: []string{"a"}, configured: []string{"offline_access"}, want: []string{"a", "offline_access"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.json("/.well-known/oauth-protected-resource/mcp", func() any {
+				return oauth.ProtectedResourceMetadata{Resource: f.url + "/mcp", AuthorizationServers: []string{f.url}, ScopesSupported: tc.prm}
+			})
+			f.json("/.well-known/oauth-authorization-server", func() any {
+				md := asMetadata(f.url)
+				md.ScopesSupported = tc.asScopes
+				return md
+			})
+			var ch *http.Response
+			if tc.challenge != "" {
+				ch = challenge(`Bearer scope="` + tc.challenge + `"`)
+			}
+			p, err := client.Discover(t.Context(), client.Config{ServerURL: f.url + "/mcp", RedirectURI: callback, Scopes: tc.configured}, ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(p.Scopes, tc.want) {
+				t.Errorf("scopes %q, want %q", p.Scopes, tc.want)
+			}
+			authURL, _, err := p.AuthorizeURL(client.Client{ID: "c", AuthMethod: client.AuthNone}, "st")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(authURL)
+			if got, ok := u.Query()["scope"]; len(tc.want) == 0 && ok || len(tc.want) > 0 && (len(got) != 1 || got[0] != strings.Join(tc.want, " ")) {
+				t.Errorf("scope parameter %q, want %q", got, strings.Join(tc.want, " "))
+			}
+		})
 	}
 }

@@ -58,8 +58,10 @@ type Plan struct {
 	// AuthServer is the chosen authorization server's metadata.
 	AuthServer oauth.AuthServerMetadata
 	// Scopes are the scopes to request: the 401 challenge's scope, else
-	// the resource metadata's scopes_supported, else none; with the
-	// configured ones added.
+	// the resource metadata's scopes_supported, else none; offline_access
+	// added to a selection when the authorization server lists it (and
+	// dropped when it lists scopes without it); with the configured ones
+	// added.
 	Scopes []string
 	// Legacy: the upstream has no protected resource metadata and its
 	// origin is the authorization server (the 2025-03-26 spec);
@@ -152,8 +154,34 @@ func Discover(ctx context.Context, cfg Config, challenge *http.Response) (*Plan,
 	case prm != nil:
 		p.Scopes = slices.Clone(prm.ScopesSupported)
 	}
-	p.Scopes = unionScopes(p.Scopes, cfg.Scopes)
+	p.Scopes = unionScopes(offlineAccess(p.Scopes, p.AuthServer.ScopesSupported), cfg.Scopes)
 	return p, nil
+}
+
+// ScopeOfflineAccess is the OpenID Connect scope that asks for a refresh
+// token.
+const ScopeOfflineAccess = "offline_access"
+
+// offlineAccess applies the MCP spec's refresh token guidance (draft,
+// SEP-2207) to the discovered scopes: mcpgate wants refresh tokens (it
+// refreshes each person's token), so offline_access is added when the
+// authorization server lists it in scopes_supported, and dropped when the
+// server lists scopes_supported without it (a protected resource should
+// not ask for it, and a client must not request what the authorization
+// server does not offer). Added only to a non-empty selection: alone, it
+// would replace the authorization server's default scope. Configured
+// scopes are the operator's and are not touched.
+func offlineAccess(scopes, asSupported []string) []string {
+	if len(asSupported) == 0 {
+		return scopes
+	}
+	if !slices.Contains(asSupported, ScopeOfflineAccess) {
+		return slices.DeleteFunc(scopes, func(s string) bool { return s == ScopeOfflineAccess })
+	}
+	if len(scopes) == 0 || slices.Contains(scopes, ScopeOfflineAccess) {
+		return scopes
+	}
+	return append(scopes, ScopeOfflineAccess)
 }
 
 // fetchResourceMetadata fetches the PRM from the challenge's URL, else
@@ -292,8 +320,8 @@ func checkEndpoints(f *fetcher, md *oauth.AuthServerMetadata) error {
 }
 
 // legacy applies the 2025-03-26 discovery: the authorization base URL is
-// the server URL without its path; its RFC 8414 metadata, else the
-// default endpoints.
+// the server URL without its path; its RFC 8414 metadata (for an issuer
+// on that origin), else the default endpoints.
 func (p *Plan) legacy(ctx context.Context, su *url.URL, serverResource string) error {
 	origin := strings.ToLower(su.Scheme) + "://" + strings.ToLower(su.Host)
 	p.Legacy = true
@@ -307,10 +335,13 @@ func (p *Plan) legacy(ctx context.Context, su *url.URL, serverResource string) e
 		if !found {
 			continue
 		}
-		// The issuer was derived here, so its trailing slash is not
-		// the server's choice.
-		if strings.TrimSuffix(md.Issuer, "/") != origin {
-			return fmt.Errorf("oauth discovery: %s: %w: names issuer %q, not %q", redactURL(u), ErrIssuerMismatch, sanitize(md.Issuer, 200), origin)
+		// The 2025-03-26 spec makes the server's origin the
+		// authorization base URL and names no issuer: the document may
+		// name one with a path on that origin (an authorization server
+		// mounted under /oauth, say), but not another origin, which the
+		// server cannot speak for.
+		if iu, err := url.Parse(md.Issuer); err != nil || iu.RawQuery != "" || iu.Fragment != "" || iu.User != nil || !sameOrigin(iu, su) {
+			return fmt.Errorf("oauth discovery: %s: %w: names issuer %q, not one on %q", redactURL(u), ErrIssuerMismatch, sanitize(md.Issuer, 200), origin)
 		}
 		if err := checkEndpoints(p.f, &md); err != nil {
 			return fmt.Errorf("oauth discovery: %s: %w", redactURL(u), err)
