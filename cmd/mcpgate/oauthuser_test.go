@@ -102,6 +102,26 @@ func (u *oauthUpstream) subject(tok string) (string, bool) {
 	return c.Subject, true
 }
 
+// scopes are the scope claim of a token subject accepted.
+func (u *oauthUpstream) scopes(tok string) []string {
+	parsed, err := jwt.ParseSigned(tok, []jose.SignatureAlgorithm{jose.ES256})
+	if err != nil || len(parsed.Headers) != 1 {
+		return nil
+	}
+	set := u.as.PublicKeys()
+	ks := set.Key(parsed.Headers[0].KeyID)
+	if len(ks) != 1 {
+		return nil
+	}
+	var c struct {
+		Scope string `json:"scope"`
+	}
+	if parsed.Claims(ks[0].Key, &c) != nil {
+		return nil
+	}
+	return strings.Fields(c.Scope)
+}
+
 func (u *oauthUpstream) serveMCP(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	u.mu.Lock()
@@ -133,9 +153,22 @@ func (u *oauthUpstream) serveMCP(w http.ResponseWriter, r *http.Request) {
 		result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
 			"serverInfo": map[string]any{"name": "oauthup", "version": "1"}}
 	case "tools/list":
-		result = map[string]any{"tools": []any{map[string]any{"name": "whoami", "inputSchema": map[string]any{"type": "object"}}}}
+		result = map[string]any{"tools": []any{map[string]any{"name": "whoami", "inputSchema": map[string]any{"type": "object"}},
+			map[string]any{"name": "admin_op", "inputSchema": map[string]any{"type": "object"}}}}
 	case "tools/call":
-		result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "subject=" + sub}}}
+		var p struct {
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		json.Unmarshal(b, &p)
+		if p.Params.Name == "admin_op" && !slices.Contains(u.scopes(tok), "admin") {
+			// The MCP spec's step-up: this tool needs a scope the token lacks.
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="mcp admin", resource_metadata="`+u.base+`/.well-known/oauth-protected-resource/mcp"`)
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "subject=" + sub + " tool=" + p.Params.Name}}}
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})

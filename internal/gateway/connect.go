@@ -53,8 +53,9 @@ func isConnectPath(path string) bool {
 // registered under) and the pending authorization requests.
 type connector struct {
 	mu     sync.Mutex
-	regs   map[string]*connReg   // server -> registration
-	states map[string]*connState // state -> pending request
+	regs    map[string]*connReg    // server -> registration
+	states  map[string]*connState  // state -> pending request
+	tickets map[string]*connTicket // elicitation id -> connect asked for in a session
 }
 
 type connReg struct {
@@ -69,6 +70,8 @@ type connState struct {
 	verifier       string
 	binding        string // the connect cookie's value
 	reg            *connReg
+	scopes         []string // asked for (nil: the plan's)
+	ticket         string   // the URL elicitation it completes ("": none)
 	expires        time.Time
 }
 
@@ -92,13 +95,18 @@ func (c *connector) registration(server, serverURL string) *connReg {
 
 // serveConnect answers the connect flow's two routes.
 func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	id := r.URL.Query().Get(elicitParam)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && (r.Method != http.MethodPost || id == "") {
 		w.Header().Set("Allow", "GET")
 		connectPage(w, http.StatusMethodNotAllowed, "Method not allowed", "Use GET.")
 		return
 	}
 	if r.URL.Path == ConnectCallbackPath {
 		g.serveConnectCallback(w, r)
+		return
+	}
+	if id != "" {
+		g.serveConnectElicited(w, r, strings.TrimPrefix(r.URL.Path, connectPrefix), id)
 		return
 	}
 	g.serveConnectStart(w, r)
@@ -115,6 +123,13 @@ func (g *Gateway) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 		connectPage(w, http.StatusForbidden, "Not a person", "Connect with your own key or login: the master key and anonymous callers have no account of their own.")
 		return
 	}
+	g.beginConnect(w, r, person, server, nil, "")
+}
+
+// beginConnect sends person's browser to server's authorization server,
+// asking for scopes (nil: the plan's); ticket is the URL elicitation the
+// connect completes ("": none).
+func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, server string, scopes []string, ticket string) {
 	srv := g.conf().Servers[server]
 	if srv == nil || srv.Auth == nil || srv.Auth.Type != config.AuthOAuth2User {
 		connectPage(w, http.StatusNotFound, "No such server", fmt.Sprintf("There is no server %q whose auth type is oauth2_user.", server))
@@ -143,7 +158,11 @@ func (g *Gateway) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 		connectPage(w, http.StatusInternalServerError, "Cannot connect", "No randomness.")
 		return
 	}
-	authURL, verifier, err := reg.plan.AuthorizeURL(reg.client, state)
+	plan := reg.plan
+	if len(scopes) > 0 {
+		plan = plan.WithScopes(scopes)
+	}
+	authURL, verifier, err := plan.AuthorizeURL(reg.client, state)
 	if err != nil {
 		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %v", server, err))
 		return
@@ -164,7 +183,8 @@ func (g *Gateway) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 		connectPage(w, http.StatusServiceUnavailable, "Too many connects", "Too many connects are pending; try again in a few minutes.")
 		return
 	}
-	c.states[state] = &connState{person: person, server: server, verifier: verifier, binding: binding, reg: reg, expires: now.Add(connectStateTTL)}
+	c.states[state] = &connState{person: person, server: server, verifier: verifier, binding: binding, reg: reg,
+		scopes: plan.Scopes, ticket: ticket, expires: now.Add(connectStateTTL)}
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: connectCookie, Value: binding, Path: connectPrefix, MaxAge: int(connectStateTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(redirect, "https://")})
@@ -281,13 +301,14 @@ func (g *Gateway) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := vault.Entry{Kind: vault.KindOAuth, Issuer: st.reg.plan.AuthServer.Issuer, Person: st.person, Server: st.server,
-		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: strings.Fields(tok.Scope)}
+		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: entryScopes(tok.Scope, st.scopes)}
 	if err := g.vault.Put(r.Context(), e); err != nil {
 		g.log.Warn("oauth connect: vault write failed", "server", st.server, "error", err)
 		connectPage(w, http.StatusInternalServerError, "Not connected", "Your tokens could not be stored.")
 		return
 	}
 	g.log.Info("oauth connect: account connected", "server", st.server, "issuer", e.Issuer)
+	g.connect.completeTicket(st.ticket)
 	connectPage(w, http.StatusOK, "Connected", fmt.Sprintf("Your account for %s is connected. You can close this page.", st.server))
 }
 

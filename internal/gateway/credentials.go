@@ -24,36 +24,65 @@ func CredentialsPath(server string) string {
 // connected>" (refreshed when it is about to expire) (looked up once per request and server; "" when there is none,
 // and for callers who are no one person), for the others what the request
 // carries (passthrough). Never another person's, never a shared one.
-func (g *Gateway) callerTokens(r *http.Request) func(string) string {
-	ctx := r.Context()
-	headers := headerTokens(r.Header)
-	person := callers.PersonID(callers.FromContext(ctx))
-	var (
-		mu     sync.Mutex
-		stored map[string]string
-	)
-	return func(server string) string {
-		srv := g.conf().Servers[server]
-		if srv == nil || srv.Auth == nil || (srv.Auth.Type != config.AuthUserAPIKey && srv.Auth.Type != config.AuthOAuth2User) {
-			return headers(server)
-		}
-		if person == "" || g.vault == nil {
-			return ""
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if v, ok := stored[server]; ok {
-			return v
-		}
-		if stored == nil {
-			stored = map[string]string{}
-		}
-		if srv.Auth.Type == config.AuthOAuth2User {
-			stored[server] = g.oauthCredential(ctx, person, server)
-		} else {
-			stored[server] = g.storedCredential(ctx, person, server)
-		}
-		return stored[server]
+func (g *Gateway) callerTokens(r *http.Request) *callerTokenSet {
+	// Not cancelled with the request: a 2026-07-28 call goes on across
+	// its client's retries (input_required rounds) after the request that
+	// began it has been answered. The vault reads and token refreshes are
+	// bounded on their own.
+	ctx := context.WithoutCancel(r.Context())
+	return &callerTokenSet{g: g, ctx: ctx, headers: headerTokens(r.Header), person: callers.PersonID(callers.FromContext(ctx))}
+}
+
+// callerTokenSet is callerTokens' memo for one request.
+type callerTokenSet struct {
+	g       *Gateway
+	ctx     context.Context
+	headers func(string) string
+	person  string
+	mu      sync.Mutex
+	stored  map[string]string
+}
+
+// get is the caller's credential for server (see callerTokens).
+func (t *callerTokenSet) get(server string) string {
+	g := t.g
+	srv := g.conf().Servers[server]
+	if srv == nil || srv.Auth == nil || (srv.Auth.Type != config.AuthUserAPIKey && srv.Auth.Type != config.AuthOAuth2User) {
+		return t.headers(server)
+	}
+	if t.person == "" || g.vault == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.stored[server]; ok {
+		return v
+	}
+	if t.stored == nil {
+		t.stored = map[string]string{}
+	}
+	if srv.Auth.Type == config.AuthOAuth2User {
+		t.stored[server] = g.oauthCredential(t.ctx, t.person, server)
+	} else {
+		t.stored[server] = g.storedCredential(t.ctx, t.person, server)
+	}
+	return t.stored[server]
+}
+
+// forget drops server's memo: the person has just connected (again).
+func (t *callerTokenSet) forget(server string) {
+	t.mu.Lock()
+	delete(t.stored, server)
+	t.mu.Unlock()
+}
+
+type callerTokenSetKey struct{}
+
+// forgetCallerToken drops the memo of ctx's request for server, so the
+// next call reads the vault again.
+func forgetCallerToken(ctx context.Context, server string) {
+	if t, ok := ctx.Value(callerTokenSetKey{}).(*callerTokenSet); ok {
+		t.forget(server)
 	}
 }
 

@@ -372,8 +372,23 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		}
 		offset = n
 	}
-	items, err := g.mergedList(ctx, sc.rt, k)
+	var items []catalog.Item
+	op := func() (err error) {
+		items, err = g.mergedList(ctx, sc.rt, k)
+		return err
+	}
+	var err error
+	if len(sc.rt.servers) == 1 {
+		// A single server's list may need the person's account first.
+		err = g.connecting(ctx, sc, sc.rt.servers[0], op)
+	} else {
+		err = op()
+	}
 	if err != nil {
+		var ce *clientError
+		if errors.As(err, &ce) {
+			return nil, ce.rpc
+		}
 		return nil, g.upstreamFault(ctx, sc, sc.rt.servers[0], err)
 	}
 	if offset > len(items) {
@@ -447,8 +462,18 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		// (S6.2): no hint that it exists.
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
-	it, found, err := g.cat.LookupOrRefresh(ctx, server, k, upName)
-	if err != nil {
+	var (
+		it    catalog.Item
+		found bool
+	)
+	err := g.connecting(ctx, sc, server, func() (err error) {
+		it, found, err = g.cat.LookupOrRefresh(ctx, server, k, upName)
+		return err
+	})
+	var ce *clientError
+	if errors.As(err, &ce) {
+		return nil, ce.rpc
+	} else if err != nil {
 		return nil, g.upstreamFault(ctx, sc, server, err)
 	} else if !found {
 		// The same answer whether the server exists or not (no leak).
@@ -484,7 +509,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	}
 	start := time.Now()
 	ctx = upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
-	res, err := g.up.Call(ctx, server, method, params)
+	res, err := g.callConnecting(ctx, sc, server, method, params)
 	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// S18.2: a stateless upstream's questions, asked of this old-era
 		// client on its session; it sees one ordinary result.

@@ -351,7 +351,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if st := g.st(); st.passthrough || st.userKeys {
-		ctx := upstream.WithCallerTokens(r.Context(), g.callerTokens(r))
+		ts := g.callerTokens(r)
+		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
 		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.baseURL(r)))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {

@@ -256,6 +256,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 
+	if isInit && !g.connectGate(w, r, rt, msgs[0]) {
+		return
+	}
 	if isInit {
 		if !g.admitSession(id.Owner) {
 			writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)

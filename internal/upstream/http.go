@@ -360,6 +360,7 @@ func (b *httpBase) statusError(resp *http.Response, withSession bool) *Error {
 		e.Err = fmt.Errorf("HTTP 404: %w", rpc)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Kind, e.Err = KindAuth, httpErr
+		e.Challenge = challengeOf(resp.Header)
 	case status == http.StatusTooManyRequests:
 		e.Kind, e.Err = KindRateLimited, httpErr
 	case status >= 400:
@@ -368,6 +369,24 @@ func (b *httpBase) statusError(resp *http.Response, withSession bool) *Error {
 		e.Kind, e.Err = KindInvalidResponse, fmt.Errorf("invalid MCP response: unexpected HTTP status %d", status)
 	}
 	return e
+}
+
+// maxChallenge bounds the WWW-Authenticate kept on an *Error.
+const maxChallenge = 2048
+
+// challengeOf is resp's WWW-Authenticate values joined, bounded, without
+// control characters.
+func challengeOf(h http.Header) string {
+	v := strings.Join(h.Values("WWW-Authenticate"), ", ")
+	if len(v) > maxChallenge {
+		v = v[:maxChallenge]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, v)
 }
 
 // readBody reads a whole JSON body, bounded by max (S23): a body that says

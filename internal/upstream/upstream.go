@@ -160,7 +160,12 @@ type Error struct {
 	Server string
 	Kind   Kind
 	Status int // HTTP status when one was received
-	Err    error
+	// Challenge is the WWW-Authenticate of a 401 or 403 answer (bounded,
+	// control characters dropped): what a step-up (the MCP spec's
+	// insufficient_scope) or a reconnect needs to know. Never a secret:
+	// a server's challenge names scopes and metadata URLs.
+	Challenge string
+	Err       error
 }
 
 // Timeout reports whether the failure is a read timeout (net.Error style).
