@@ -52,7 +52,7 @@ func isConnectPath(path string) bool {
 // registered at each server's authorization server (with the plan it was
 // registered under) and the pending authorization requests.
 type connector struct {
-	mu     sync.Mutex
+	mu      sync.Mutex
 	regs    map[string]*connReg    // server -> registration
 	states  map[string]*connState  // state -> pending request
 	tickets map[string]*connTicket // elicitation id -> connect asked for in a session
