@@ -88,7 +88,7 @@ type egressAuth struct {
 	// headers are the static headers with the fixed credential applied:
 	// copied onto every request as they are when tokens is nil.
 	headers http.Header
-	static  http.Header // the static headers alone (trimmed)
+	static  http.Header  // the static headers alone (trimmed)
 	tokens  bearerSource // minted tokens (oauth2, exchanged); nil: none
 	// sig signs each request (aws_sigv4), after the headers above are set;
 	// set by newHTTPBase.

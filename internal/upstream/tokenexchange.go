@@ -166,7 +166,7 @@ type subjectTokens struct {
 }
 
 func (s *subjectTokens) Token(ctx context.Context) (string, error) { return s.x.Token(ctx, s.subject) }
-func (s *subjectTokens) Invalidate(stale string) bool          { return s.x.Invalidate(s.subject, stale) }
+func (s *subjectTokens) Invalidate(stale string) bool              { return s.x.Invalidate(s.subject, stale) }
 
 // key is the cache key of subject: the sha256 of the subject token and
 // the audience it is exchanged for (the subject token itself is not kept
