@@ -34,6 +34,9 @@ func (g *Gateway) callerTokens(r *http.Request) func(string) string {
 	)
 	return func(server string) string {
 		srv := g.conf().Servers[server]
+		if srv != nil && srv.Auth != nil && config.ExchangesCallerToken(srv.Auth.Type) {
+			return subjectFrom(ctx) // exchanged by egress, never sent itself
+		}
 		if srv == nil || srv.Auth == nil || (srv.Auth.Type != config.AuthUserAPIKey && srv.Auth.Type != config.AuthOAuth2User) {
 			return headers(server)
 		}

@@ -346,7 +346,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if st := g.st(); st.passthrough || st.userKeys {
+	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
 		ctx := upstream.WithCallerTokens(r.Context(), g.callerTokens(r))
 		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.baseURL(r)))
 	}
@@ -383,6 +383,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Pass-through servers: challenge, probe, or leave out (S9.2, S10).
 		if rt, ok = g.passthroughGate(w, r, rt); !ok {
+			return
+		}
+		if !g.exchangeGate(w, r, rt) {
 			return
 		}
 	}
