@@ -22,7 +22,9 @@ func CredentialsPath(server string) string {
 // a request: for a user_api_key server the one the person stored in the
 // vault, for an oauth2_user server "Bearer <the access token the person
 // connected>" (refreshed when it is about to expire) (looked up once per request and server; "" when there is none,
-// and for callers who are no one person), for the others what the request
+// and for callers who are no one person), for an oauth2_token_exchange or
+// enterprise_managed server the caller's subject token (exchange.go:
+// exchanged by egress, never sent itself), for the others what the request
 // carries (passthrough). Never another person's, never a shared one.
 func (g *Gateway) callerTokens(r *http.Request) func(string) string {
 	ctx := r.Context()
