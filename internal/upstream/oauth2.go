@@ -365,6 +365,9 @@ func (s *tokenSource) post(ctx context.Context, endpoint, aud string, form url.V
 			return "", 0, s.fail(KindInvalidResponse, status, "%s: token_type is not a string", s.label)
 		}
 		if typ != "" && !strings.EqualFold(typ, "bearer") {
+			if echoes(typ, append(hide, s.secret)) {
+				return "", 0, s.fail(KindInvalidResponse, status, "%s: token_type is not bearer", s.label)
+			}
 			return "", 0, s.fail(KindInvalidResponse, status, "%s: token_type %q is not bearer", s.label, clipASCII(sanitizeOAuthText(typ), 32))
 		}
 	}
