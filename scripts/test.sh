@@ -80,6 +80,7 @@ fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
 fuzz ./internal/oauth/ FuzzVerify
+fuzz ./internal/upstream/ FuzzExchangeResponse
 fuzz ./internal/oauth/ FuzzChallenge
 fuzz ./internal/oauth/ FuzzParseChallenges
 fuzz ./internal/oauth/authserver/ FuzzRegister

@@ -104,7 +104,7 @@ func TestParseAuthErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown auth type", httpSrv("auth: {type: kerberos, value: x}"),
-			`servers.up.auth.type: must be one of none, api_key, bearer_token, token, basic, authorization, oauth2, passthrough, aws_sigv4, user_api_key, oauth2_user (got "kerberos")`},
+			`servers.up.auth.type: must be one of none, api_key, bearer_token, token, basic, authorization, oauth2, passthrough, aws_sigv4, user_api_key, oauth2_user, oauth2_token_exchange, enterprise_managed (got "kerberos")`},
 		{"aws_sigv4 without region", httpSrv("auth: {type: aws_sigv4, service: execute-api}"),
 			"servers.up.auth.region: required for auth type aws_sigv4"},
 		{"aws_sigv4 without service", httpSrv("auth: {type: aws_sigv4, region: eu-west-1}"),

@@ -160,7 +160,38 @@ const (
 	AuthAWSSigV4      = "aws_sigv4"     // every request signed with AWS Signature Version 4
 	AuthUserAPIKey    = "user_api_key"  // each person's own static credential, from the vault
 	AuthOAuth2User    = "oauth2_user"   // each person's own OAuth token, connected once, from the vault
+	// AuthTokenExchange: the caller's own token (a JWT of an auth.oidc
+	// issuer) exchanged for one for the server (RFC 8693).
+	AuthTokenExchange = "oauth2_token_exchange"
+	// AuthEnterpriseManaged: the caller's IdP ID token exchanged at the
+	// IdP for an identity assertion JWT authorization grant (ID-JAG), which
+	// the server's authorization server redeems (RFC 7523) for an access
+	// token: the MCP enterprise-managed authorization extension (SEP-990).
+	AuthEnterpriseManaged = "enterprise_managed"
 )
+
+// Token types of RFC 8693 section 3 (and the ID-JAG draft).
+const (
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	TokenTypeIDToken     = "urn:ietf:params:oauth:token-type:id_token"
+	TokenTypeJWT         = "urn:ietf:params:oauth:token-type:jwt"
+	TokenTypeIDJAG       = "urn:ietf:params:oauth:token-type:id-jag"
+)
+
+// SubjectTokenTypeOrDefault is the subject_token_type of an
+// oauth2_token_exchange block: the configured one, else access_token.
+func (a *Auth) SubjectTokenTypeOrDefault() string {
+	if a.SubjectTokenType == "" {
+		return TokenTypeAccessToken
+	}
+	return a.SubjectTokenType
+}
+
+// ExchangesCallerToken reports whether the auth type exchanges the
+// caller's own validated token (oauth2_token_exchange, enterprise_managed).
+func ExchangesCallerToken(typ string) bool {
+	return typ == AuthTokenExchange || typ == AuthEnterpriseManaged
+}
 
 // AuthTypes lists the accepted auth types, in the order error messages
 // name them: the enum of Auth.Type.
@@ -168,23 +199,33 @@ var AuthTypes = enumOf[Auth]("Type")
 
 // Auth is a server's egress credential.
 type Auth struct {
-	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4|user_api_key|oauth2_user,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token), aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain), user_api_key (each person's own static credential, stored with PUT /admin/v1/me/credentials/<server> and sealed in the vault: Authorization: Bearer, or verbatim in header_name; needs the vault section) or oauth2_user (each person connects their own upstream account once, in a browser at /oauth/connect/<server>: the gateway runs the authorization code flow with PKCE against the server's authorization server, seals the tokens in the vault and refreshes them; needs the vault section)."`
+	Type  string `config:"type,required,enum=none|api_key|bearer_token|token|basic|authorization|oauth2|passthrough|aws_sigv4|user_api_key|oauth2_user|oauth2_token_exchange|enterprise_managed,disc=auth type,expand,trim,lower" doc:"none, bearer_token (Authorization: Bearer), token (Authorization: token), api_key (X-API-Key), basic, authorization (the value verbatim), oauth2 (client credentials, minted by the gateway), passthrough (each caller's own token), aws_sigv4 (every request signed with AWS Signature Version 4, credentials from the AWS default chain), user_api_key (each person's own static credential, stored with PUT /admin/v1/me/credentials/<server> and sealed in the vault: Authorization: Bearer, or verbatim in header_name; needs the vault section) or oauth2_user (each person connects their own upstream account once, in a browser at /oauth/connect/<server>: the gateway runs the authorization code flow with PKCE against the server's authorization server, seals the tokens in the vault and refreshes them; needs the vault section), oauth2_token_exchange (the caller's own token, a JWT an auth.oidc issuer signed, exchanged at token_url for a token for this server, RFC 8693; needs auth.oidc) or enterprise_managed (the caller's ID token from the company IdP, an auth.oidc issuer, exchanged at idp_token_url for an identity assertion JWT authorization grant, ID-JAG, which the server's authorization server redeems for an access token with the JWT bearer grant, RFC 7523: the MCP enterprise-managed authorization extension; needs auth.oidc)."`
 	Value string `config:"value,required,when=api_key|bearer_token|token|basic|authorization,expand,secret" doc:"The credential. Exactly one scheme goes out: \"Bearer abc\" and \"abc\" both send Authorization: Bearer abc. For basic: user:password, or \"Basic <base64>\" sent as is."`
 	// HeaderName "" means Authorization, or X-API-Key for api_key.
-	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough|user_api_key,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it. For user_api_key the person's value goes in it verbatim (in Authorization it gets the Bearer scheme)."`
+	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough|user_api_key|oauth2_token_exchange|enterprise_managed,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it. For user_api_key the person's value goes in it verbatim (in Authorization it gets the Bearer scheme)."`
 
 	// oauth2 client credentials (RFC 6749 section 4.4).
-	TokenURL   string `config:"token_url,when=oauth2,expand,trim" doc:"The client-credentials token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`
-	ClientAuth string `config:"client_auth,when=oauth2,enum=client_secret_basic|client_secret_post|private_key_jwt,expand,trim,lower" doc:"How the gateway authenticates at the token endpoint: client_secret_basic (HTTP Basic, the default), client_secret_post (client_id and client_secret in the form) or private_key_jwt (a JWT signed with private_key or private_key_file, RFC 7523; its aud is token_url, or the issuer identifier of the discovered authorization server). Every token request also carries resource, the server's canonical URI (RFC 8707)."`
-	ClientID   string `config:"client_id,required=oauth2,when=oauth2|oauth2_user,expand,trim" doc:"The gateway's client id at the token endpoint. For oauth2_user, a client pre-registered at the server's authorization server; absent, the gateway registers itself (a client ID metadata document when the authorization server supports one, else dynamic client registration)."`
+	TokenURL   string `config:"token_url,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The client-credentials (for oauth2_token_exchange: the token exchange) token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`
+	ClientAuth string `config:"client_auth,when=oauth2|oauth2_token_exchange|enterprise_managed,enum=client_secret_basic|client_secret_post|private_key_jwt,expand,trim,lower" doc:"How the gateway authenticates at the token endpoint (for enterprise_managed: at the server's authorization server): client_secret_basic (HTTP Basic, the default), client_secret_post (client_id and client_secret in the form) or private_key_jwt (a JWT signed with private_key or private_key_file, RFC 7523; its aud is token_url, or the issuer identifier of the discovered authorization server). Every token request also carries resource, the server's canonical URI (RFC 8707)."`
+	ClientID   string `config:"client_id,required=oauth2|oauth2_token_exchange|enterprise_managed,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim" doc:"The gateway's client id at the token endpoint (for enterprise_managed: at the server's authorization server, which redeems the ID-JAG; the IdP puts it in the ID-JAG). For oauth2_user, a client pre-registered at the server's authorization server; absent, the gateway registers itself (a client ID metadata document when the authorization server supports one, else dynamic client registration)."`
 	// ClientSecret is required for the secret methods (validate.go).
-	ClientSecret string `config:"client_secret,when=oauth2|oauth2_user,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt. For oauth2_user, the pre-registered client's secret, if it has one (only with client_id)."`
+	ClientSecret string `config:"client_secret,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt. For oauth2_user, the pre-registered client's secret, if it has one (only with client_id)."`
 	// PrivateKey or PrivateKeyFile (exactly one) for private_key_jwt.
-	PrivateKey     string   `config:"private_key,when=oauth2,expand,trim,secret" doc:"For private_key_jwt: the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA of 2048 bits or more, EC on P-256), typically ${VAR}. Never shown. Exactly one of private_key and private_key_file."`
-	PrivateKeyFile string   `config:"private_key_file,when=oauth2,expand,trim,path" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
-	SigningAlg     string   `config:"signing_alg,when=oauth2,enum=ES256|RS256,expand,trim" doc:"For private_key_jwt: the client assertion's algorithm. Default from the key: ES256 for an EC P-256 key, RS256 for an RSA key."`
-	Scopes         []string `config:"scopes,when=oauth2|oauth2_user,expand" doc:"Scopes to request; each one token without spaces or quotes. For oauth2_user, absent: the scopes of the server's challenge or protected resource metadata."`
-	Audience       string   `config:"audience,when=oauth2,expand,trim" doc:"The audience parameter of the token request, for servers that need one."`
+	PrivateKey     string   `config:"private_key,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"For private_key_jwt: the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA of 2048 bits or more, EC on P-256), typically ${VAR}. Never shown. Exactly one of private_key and private_key_file."`
+	PrivateKeyFile string   `config:"private_key_file,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,path" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
+	SigningAlg     string   `config:"signing_alg,when=oauth2|oauth2_token_exchange|enterprise_managed,enum=ES256|RS256,expand,trim" doc:"For private_key_jwt: the client assertion's algorithm. Default from the key: ES256 for an EC P-256 key, RS256 for an RSA key."`
+	Scopes         []string `config:"scopes,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand" doc:"Scopes to request; each one token without spaces or quotes. For oauth2_user, absent: the scopes of the server's challenge or protected resource metadata."`
+	Audience       string   `config:"audience,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The audience parameter of the token request, for servers that need one (oauth2_token_exchange: the logical name of the server at the token service, RFC 8693)."`
+
+	// oauth2_token_exchange (RFC 8693).
+	Resource         string `config:"resource,when=oauth2_token_exchange,expand,trim" doc:"The resource parameter of the token exchange: an absolute URI without fragment (RFC 8707). Absent: the server's canonical URL."`
+	SubjectTokenType string `config:"subject_token_type,when=oauth2_token_exchange,enum=urn:ietf:params:oauth:token-type:access_token|urn:ietf:params:oauth:token-type:id_token|urn:ietf:params:oauth:token-type:jwt,expand,trim" doc:"What the caller's token is, for the token service: access_token (the default), id_token or jwt, as RFC 8693 URNs."`
+
+	// enterprise_managed: the IdP's side of the exchange (its token
+	// endpoint and the gateway's client there).
+	IdPTokenURL     string `config:"idp_token_url,required,when=enterprise_managed,expand,trim" doc:"The company IdP's token endpoint, where the caller's ID token is exchanged for an ID-JAG (RFC 8693, requested_token_type urn:ietf:params:oauth:token-type:id-jag; audience the server's authorization server issuer, resource the server's canonical URL); http or https, called with no redirects. The server's own token endpoint is discovered from its protected resource metadata."`
+	IdPClientID     string `config:"idp_client_id,required,when=enterprise_managed,expand,trim" doc:"The gateway's client id at the IdP."`
+	IdPClientSecret string `config:"idp_client_secret,when=enterprise_managed,expand,trim,secret" doc:"The gateway's client secret at the IdP (HTTP Basic); absent: a public client, idp_client_id goes in the form."`
 
 	// aws_sigv4: the signing scope. The credentials come from the AWS SDK's
 	// default chain (environment, shared config and credentials files, web

@@ -102,6 +102,9 @@ func (c *Config) validate(strict bool) error {
 		if s := c.Servers[name]; s != nil && s.Auth != nil && s.Auth.Type == AuthUserAPIKey && c.Vault == nil {
 			errs.add(joinPath("servers", name)+".auth.type", 0, "user_api_key needs the vault section (vault.keys), where each person's credential is sealed")
 		}
+		if s := c.Servers[name]; s != nil && s.Auth != nil && ExchangesCallerToken(s.Auth.Type) && (c.Auth == nil || len(c.Auth.OIDC) == 0) {
+			errs.add(joinPath("servers", name)+".auth.type", 0, "%s needs auth.oidc: it exchanges the caller's own token, a JWT of a trusted issuer", s.Auth.Type)
+		}
 		if s := c.Servers[name]; s != nil && s.Auth != nil && s.Auth.Type == AuthOAuth2User && c.Vault == nil {
 			errs.add(joinPath("servers", name)+".auth.type", 0, "oauth2_user needs the vault section (vault.keys), where each person's tokens are sealed")
 		}
@@ -210,8 +213,14 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 	if a.TokenURL != "" && !validURL(a.TokenURL) {
 		errs.add(p+".token_url", 0, "must be an http or https URL")
 	}
-	if a.Type == AuthOAuth2 {
+	if a.Type == AuthOAuth2 || ExchangesCallerToken(a.Type) {
 		a.validateClientAuth(errs, p)
+	}
+	if a.Resource != "" && !validResource(a.Resource) {
+		errs.add(p+".resource", 0, "must be an absolute URI without fragment (RFC 8707)")
+	}
+	if a.IdPTokenURL != "" && !validURL(a.IdPTokenURL) {
+		errs.add(p+".idp_token_url", 0, "must be an http or https URL")
 	}
 	if a.Type == AuthOAuth2User && a.ClientSecret != "" && a.ClientID == "" {
 		errs.add(p+".client_secret", 0, "only with client_id (the pre-registered client it belongs to)")
@@ -705,4 +714,11 @@ func validToken(s string) bool {
 
 func isAlnum(r rune) bool {
 	return ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')
+}
+
+// validResource accepts a resource indicator (RFC 8707 2): an absolute
+// URI without a fragment.
+func validResource(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.IsAbs() && u.Fragment == "" && !strings.ContainsAny(s, " \t\r\n")
 }

@@ -61,7 +61,9 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	for _, h := range internalHeaders {
 		r.Header.Del(h)
 	}
-	// The gateway key never travels upstream (S5.4).
+	// The gateway key never travels upstream (S5.4); a token to exchange
+	// (exchange.go) is kept before it goes.
+	subject := g.subjectToken(r, c)
 	callers.StripCredentials(r.Header, c)
 	ctx := r.Context()
 	// An identity set by an embedding layer (in code, never by a client)
@@ -74,7 +76,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		}
 		ctx = WithIdentity(ctx, id)
 	}
-	ctx = callers.NewContext(ctx, c)
+	ctx = withSubjectToken(callers.NewContext(ctx, c), subject)
 	return r.WithContext(ctx), true
 }
 

@@ -22,7 +22,9 @@ func CredentialsPath(server string) string {
 // a request: for a user_api_key server the one the person stored in the
 // vault, for an oauth2_user server "Bearer <the access token the person
 // connected>" (refreshed when it is about to expire) (looked up once per request and server; "" when there is none,
-// and for callers who are no one person), for the others what the request
+// and for callers who are no one person), for an oauth2_token_exchange or
+// enterprise_managed server the caller's subject token (exchange.go:
+// exchanged by egress, never sent itself), for the others what the request
 // carries (passthrough). Never another person's, never a shared one.
 func (g *Gateway) callerTokens(r *http.Request) *callerTokenSet {
 	// Not cancelled with the request: a 2026-07-28 call goes on across
@@ -47,6 +49,9 @@ type callerTokenSet struct {
 func (t *callerTokenSet) get(server string) string {
 	g := t.g
 	srv := g.conf().Servers[server]
+	if srv != nil && srv.Auth != nil && config.ExchangesCallerToken(srv.Auth.Type) {
+		return subjectFrom(t.ctx) // exchanged by egress, never sent itself
+	}
 	if srv == nil || srv.Auth == nil || (srv.Auth.Type != config.AuthUserAPIKey && srv.Auth.Type != config.AuthOAuth2User) {
 		return t.headers(server)
 	}

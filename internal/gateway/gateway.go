@@ -350,7 +350,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if st := g.st(); st.passthrough || st.userKeys {
+	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
 		ts := g.callerTokens(r)
 		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
 		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.baseURL(r)))
@@ -388,6 +388,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Pass-through servers: challenge, probe, or leave out (S9.2, S10).
 		if rt, ok = g.passthroughGate(w, r, rt); !ok {
+			return
+		}
+		if !g.exchangeGate(w, r, rt) {
 			return
 		}
 	}

@@ -495,6 +495,8 @@ func (g *Gateway) resubscribe(server string) {
 func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 	f := upstream.Classify(err)
 	switch {
+	case errors.Is(err, upstream.ErrNoSubjectToken):
+		return noSubjectError(server, f)
 	case errors.Is(err, upstream.ErrNoCredential):
 		// Nothing was sent: the caller has to bring their own (S19).
 		data, _ := json.Marshal(struct {

@@ -29,6 +29,9 @@ type gwState struct {
 	// userKeys: some server is called with each person's own stored
 	// credential (user_api_key) or connected token (oauth2_user).
 	userKeys bool
+	// exchange: some server exchanges the caller's own token
+	// (oauth2_token_exchange, enterprise_managed; exchange.go).
+	exchange bool
 	// limits are cfg.Limits with every default filled in (S23).
 	limits config.Limits
 }
@@ -48,6 +51,9 @@ func newState(cfg *config.Config) *gwState {
 		}
 		if srv.Auth != nil && (srv.Auth.Type == config.AuthUserAPIKey || srv.Auth.Type == config.AuthOAuth2User) {
 			st.userKeys = true
+		}
+		if srv.Auth != nil && config.ExchangesCallerToken(srv.Auth.Type) {
+			st.exchange = true
 		}
 		if srv.Tools == nil || len(srv.Tools.Overrides) == 0 {
 			continue

@@ -45,7 +45,7 @@ func credentialValue(typ, v string) string {
 	switch typ {
 	case config.AuthToken:
 		return strings.TrimSpace("token " + StripScheme(v, "token"))
-	case config.AuthBearer, config.AuthOAuth2, config.AuthPassthrough:
+	case config.AuthBearer, config.AuthOAuth2, config.AuthPassthrough, config.AuthTokenExchange, config.AuthEnterpriseManaged:
 		return strings.TrimSpace("Bearer " + StripScheme(v, "Bearer"))
 	case config.AuthBasic:
 		return basicValue(v)
@@ -88,8 +88,8 @@ type egressAuth struct {
 	// headers are the static headers with the fixed credential applied:
 	// copied onto every request as they are when tokens is nil.
 	headers http.Header
-	static  http.Header // the static headers alone (trimmed)
-	tokens  *tokenSource
+	static  http.Header  // the static headers alone (trimmed)
+	tokens  bearerSource // minted tokens (oauth2, exchanged); nil: none
 	// sig signs each request (aws_sigv4), after the headers above are set;
 	// set by newHTTPBase.
 	sig *sigV4
@@ -97,7 +97,7 @@ type egressAuth struct {
 
 // newEgressAuth builds the credentials of a session. callerToken is the
 // caller's own upstream token for a passthrough server ("" otherwise).
-func newEgressAuth(srv *config.Server, tokens *tokenSource, callerToken string) *egressAuth {
+func newEgressAuth(srv *config.Server, tokens bearerSource, callerToken string) *egressAuth {
 	a := &egressAuth{static: staticHeaders(srv.Headers), typ: config.AuthNone}
 	if au := srv.Auth; au != nil && au.Type != "" {
 		a.typ = au.Type
@@ -110,6 +110,10 @@ func newEgressAuth(srv *config.Server, tokens *tokenSource, callerToken string) 
 	switch a.typ {
 	case config.AuthNone, config.AuthAWSSigV4:
 		// aws_sigv4: the signature is made per request (sigV4.sign).
+	case config.AuthTokenExchange, config.AuthEnterpriseManaged:
+		// Exchanged for the caller's token at request time; never the
+		// caller's token itself.
+		a.tokens = tokens
 	case config.AuthOAuth2:
 		a.tokens = tokens
 		if tokens == nil && strings.TrimSpace(srv.Auth.Value) != "" {
@@ -235,6 +239,11 @@ func Fingerprint(srv *config.Server, callerToken string) string {
 	if a.typ == config.AuthOAuth2 && srv.Auth != nil {
 		write("oauth2", clientIdentity(srv.Auth))
 	}
+	if config.ExchangesCallerToken(a.typ) && srv.Auth != nil {
+		// Per subject token: the sessions of two people never mix.
+		subject := sha256.Sum256([]byte(callerToken))
+		write("exchange", exchangeIdentity(srv.Auth), hex.EncodeToString(subject[:]))
+	}
 	if a.typ == config.AuthAWSSigV4 && srv.Auth != nil {
 		// The signing scope; the credentials rotate under the same
 		// sessions (their cache is the server's, not the session's).
@@ -267,6 +276,14 @@ func Preview(srv *config.Server) PreviewRequest {
 		h = a.with("Bearer <minted from " + from + " with " + srv.Auth.ClientAuthMethod() + ">")
 	case config.AuthPassthrough:
 		h = a.with("Bearer <the caller's token>")
+	case config.AuthTokenExchange:
+		from := "the token endpoint discovered from the server"
+		if srv.Auth.TokenURL != "" {
+			from = redactURL(srv.Auth.TokenURL)
+		}
+		h = a.with("Bearer <the caller's token exchanged at " + from + ">")
+	case config.AuthEnterpriseManaged:
+		h = a.with("Bearer <an ID-JAG for the caller from " + redactURL(srv.Auth.IdPTokenURL) + ", redeemed at the server's authorization server>")
 	case config.AuthOAuth2User:
 		h = a.with("Bearer <the caller's own connected token>")
 	case config.AuthUserAPIKey:

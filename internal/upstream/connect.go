@@ -36,6 +36,9 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 	if opts.tokens == nil && srv.Auth != nil && srv.Auth.Type == config.AuthOAuth2 {
 		opts.tokens = newTokenSource(srv.Name, srv.URL, srv.Auth, tokenHTTPClient(srv, opts.HTTPClient), opts.Logger)
 	}
+	if opts.exchanger == nil && srv.Auth != nil && config.ExchangesCallerToken(srv.Auth.Type) {
+		opts.exchanger = newExchanger(srv.Name, srv.URL, srv.Auth, tokenHTTPClient(srv, opts.HTTPClient), opts.Logger)
+	}
 	if opts.sigv4 == nil {
 		opts.sigv4 = newSigV4(srv)
 	}

@@ -84,7 +84,7 @@ func newHTTPBase(c *conn, opts *Options) (httpBase, error) {
 	if err != nil {
 		return httpBase{}, &Error{Server: c.server, Kind: KindInternal, Err: err}
 	}
-	b := httpBase{c: c, client: client, auth: newEgressAuth(opts.Server, opts.tokens, opts.CallerToken)}
+	b := httpBase{c: c, client: client, auth: newEgressAuth(opts.Server, opts.bearer(), opts.CallerToken)}
 	if opts.sigv4 != nil && b.auth.typ == config.AuthAWSSigV4 {
 		b.auth.sig = opts.sigv4
 		// Redirects are signed again (or stripped): a client of this

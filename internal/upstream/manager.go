@@ -113,6 +113,7 @@ type server struct {
 	name     string
 	srv      *config.Server
 	tokens   *tokenSource // oauth2 client credentials, shared by all sessions
+	exch     *exchanger   // oauth2_token_exchange, enterprise_managed: shared by all sessions
 	sigv4    *sigV4       // aws_sigv4: config and credentials cache, shared by all sessions
 	perCall  bool
 	byCaller bool // passthrough, user_api_key, oauth2_user: sessions keyed by the caller's token
@@ -207,8 +208,8 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 		name:      name,
 		srv:       &c,
 		perCall:   c.SessionMode == config.SessionPerCall,
-		byCaller:  c.Auth != nil && (c.Auth.Type == config.AuthPassthrough || c.Auth.Type == config.AuthUserAPIKey || c.Auth.Type == config.AuthOAuth2User),
-		ownOnly:   c.Auth != nil && (c.Auth.Type == config.AuthUserAPIKey || c.Auth.Type == config.AuthOAuth2User),
+		byCaller:  c.Auth != nil && (c.Auth.Type == config.AuthPassthrough || c.Auth.Type == config.AuthUserAPIKey || c.Auth.Type == config.AuthOAuth2User || config.ExchangesCallerToken(c.Auth.Type)),
+		ownOnly:   c.Auth != nil && (c.Auth.Type == config.AuthUserAPIKey || c.Auth.Type == config.AuthOAuth2User || config.ExchangesCallerToken(c.Auth.Type)),
 		defaultFP: Fingerprint(&c, ""),
 		entries:   map[string]*entry{},
 		bound:     map[string]*entry{},
@@ -218,6 +219,7 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 	if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
 		sv.tokens = newTokenSource(c.Name, c.URL, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
 	}
+	sv.exch = newExchanger(c.Name, c.URL, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
 	sv.sigv4 = newSigV4(&c)
 	return sv
 }
@@ -329,6 +331,9 @@ var ErrNoCredential = errors.New("no credential of the caller's own stored for t
 // credential. It resolves the caller's token outside the Manager's lock.
 func checkOwn(ctx context.Context, sv *server) error {
 	if sv != nil && sv.ownOnly && callerTokenFrom(ctx, sv.name) == "" {
+		if sv.exch != nil {
+			return &Error{Server: sv.name, Kind: KindAuth, Err: ErrNoSubjectToken}
+		}
 		return &Error{Server: sv.name, Kind: KindAuth, Err: ErrNoCredential}
 	}
 	return nil
@@ -618,6 +623,7 @@ func (m *Manager) dial(ctx context.Context, sv *server, callerToken string, orig
 		CallerToken:        callerToken,
 		DefaultOrigin:      origin,
 		tokens:             sv.tokens,
+		exchanger:          sv.exch,
 		sigv4:              sv.sigv4,
 		barrenRun:          &sv.barrenRun,
 	})

@@ -52,7 +52,8 @@ type tokenSource struct {
 	resource   string // its canonical URI, the resource parameter (RFC 8707)
 	resErr     error  // why serverURL has no canonical URI
 	clientID   string
-	clientAuth string // config.ClientSecretBasic, ClientSecretPost or PrivateKeyJWT
+	clientAuth string // config.ClientSecretBasic, ClientSecretPost, PrivateKeyJWT or clientAuthNone
+	label      string // what the endpoint is, in messages ("oauth2 token endpoint")
 	secret     string
 	auth       config.Auth // the block, for the private key (read at each mint)
 	scopes     []string
@@ -103,6 +104,7 @@ func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, l
 		serverURL:  serverURL,
 		clientID:   a.ClientID,
 		clientAuth: a.ClientAuthMethod(),
+		label:      "oauth2 token endpoint",
 		secret:     a.ClientSecret,
 		auth:       *a,
 		scopes:     slices.Clone(a.Scopes),
@@ -262,10 +264,29 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 	// RFC 8707 and the MCP authorization spec: every token request names
 	// the server the token is for.
 	form.Set("resource", s.resource)
+	return s.post(ctx, endpoint, aud, form, "")
+}
+
+// clientAuthNone: a public client, identified by client_id in the form
+// (RFC 6749 2.3; the IdP side of enterprise_managed without a secret).
+const clientAuthNone = "none"
+
+// post sends one token request, form plus the client authentication, to
+// endpoint (aud: the audience of a client assertion) and returns the
+// granted token and its lifetime. issued is the token type asked for:
+// "" for an access token (token_type must be bearer, or absent), else an
+// RFC 8693 token type URN, which issued_token_type must then name when
+// present (token_type is not checked: an ID-JAG's is N_A). hide are
+// further secrets of this request (a subject token) that an
+// error_description may not echo. Errors never carry the secret, the key,
+// a token or body text.
+func (s *tokenSource) post(ctx context.Context, endpoint, aud string, form url.Values, issued string, hide ...string) (string, time.Duration, error) {
 	switch s.clientAuth {
 	case config.ClientSecretPost:
 		form.Set("client_id", s.clientID)
 		form.Set("client_secret", s.secret)
+	case clientAuthNone:
+		form.Set("client_id", s.clientID)
 	case config.PrivateKeyJWT:
 		assertion, err := s.clientAssertion(aud)
 		if err != nil {
@@ -278,7 +299,7 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		// The parse error would repeat the URL, which may hold userinfo.
-		return "", 0, s.fail(KindInternal, 0, "oauth2 token endpoint: invalid token_url")
+		return "", 0, s.fail(KindInternal, 0, "%s: invalid URL", s.label)
 	}
 	if s.clientAuth == config.ClientSecretBasic {
 		// RFC 6749 2.3.1: form-encode both before the Basic encoding.
@@ -290,7 +311,7 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return "", 0, &Error{Server: s.server, Kind: KindUnreachable,
-			Err: fmt.Errorf("oauth2 token endpoint %s: %w", redactURL(endpoint), scrubURLError(err))}
+			Err: fmt.Errorf("%s %s: %w", s.label, redactURL(endpoint), scrubURLError(err))}
 	}
 	defer resp.Body.Close()
 
@@ -299,49 +320,60 @@ func (s *tokenSource) request(ctx context.Context) (string, time.Duration, error
 	case status >= 300 && status < 400:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		return "", 0, s.fail(KindInvalidResponse, status,
-			"oauth2 token endpoint answered HTTP %d (redirects are not followed)", status)
+			"%s answered HTTP %d (redirects are not followed)", s.label, status)
 	case status >= 400:
-		return "", 0, s.statusError(resp)
+		return "", 0, s.statusError(resp, hide...)
 	case status < 200:
-		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token endpoint answered HTTP %d", status)
+		return "", 0, s.fail(KindInvalidResponse, status, "%s answered HTTP %d", s.label, status)
 	}
 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse+1))
 	if err != nil {
 		return "", 0, &Error{Server: s.server, Kind: KindUnreachable, Status: status,
-			Err: fmt.Errorf("oauth2 token endpoint: read response: %w", err)}
+			Err: fmt.Errorf("%s: read response: %w", s.label, err)}
 	}
 	if len(data) > maxTokenResponse {
-		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token response exceeds %d bytes", maxTokenResponse)
+		return "", 0, s.fail(KindInvalidResponse, status, "%s: response exceeds %d bytes", s.label, maxTokenResponse)
 	}
 	// Raw fields: decoding errors would otherwise quote the values.
 	var body struct {
 		AccessToken json.RawMessage `json:"access_token"`
 		TokenType   json.RawMessage `json:"token_type"`
 		ExpiresIn   json.RawMessage `json:"expires_in"`
+		IssuedType  json.RawMessage `json:"issued_token_type"`
 	}
 	if err := json.Unmarshal(data, &body); err != nil {
-		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token response is not a JSON object")
+		return "", 0, s.fail(KindInvalidResponse, status, "%s: the response is not a JSON object", s.label)
 	}
 	var tok string
 	if json.Unmarshal(body.AccessToken, &tok) != nil || tok == "" {
-		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token response has no access_token")
+		return "", 0, s.fail(KindInvalidResponse, status, "%s: the response has no access_token", s.label)
 	}
 	if !validTokenChars(tok) {
-		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 access_token has characters not allowed in a header")
+		return "", 0, s.fail(KindInvalidResponse, status, "%s: access_token has characters not allowed in a header", s.label)
 	}
-	if len(body.TokenType) > 0 && string(body.TokenType) != "null" {
+	if issued != "" {
+		if len(body.IssuedType) > 0 && string(body.IssuedType) != "null" {
+			var typ string
+			if json.Unmarshal(body.IssuedType, &typ) != nil || typ != issued {
+				return "", 0, s.fail(KindInvalidResponse, status, "%s: issued_token_type is not %s", s.label, issued)
+			}
+		}
+	} else if len(body.TokenType) > 0 && string(body.TokenType) != "null" {
 		var typ string
 		if json.Unmarshal(body.TokenType, &typ) != nil {
-			return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token_type is not a string")
+			return "", 0, s.fail(KindInvalidResponse, status, "%s: token_type is not a string", s.label)
 		}
 		if typ != "" && !strings.EqualFold(typ, "bearer") {
-			return "", 0, s.fail(KindInvalidResponse, status, "oauth2 token_type %q is not bearer", clipASCII(typ, 32))
+			if echoes(typ, append(hide, s.secret)) {
+				return "", 0, s.fail(KindInvalidResponse, status, "%s: token_type is not bearer", s.label)
+			}
+			return "", 0, s.fail(KindInvalidResponse, status, "%s: token_type %q is not bearer", s.label, clipASCII(sanitizeOAuthText(typ), 32))
 		}
 	}
 	ttl, err := parseExpiresIn(body.ExpiresIn)
 	if err != nil {
-		return "", 0, s.fail(KindInvalidResponse, status, "oauth2 %v", err)
+		return "", 0, s.fail(KindInvalidResponse, status, "%s: %v", s.label, err)
 	}
 	return tok, ttl, nil
 }
@@ -353,7 +385,7 @@ func (s *tokenSource) fail(kind Kind, status int, format string, args ...any) *E
 // statusError maps an error status of the token endpoint. Only the OAuth
 // error code and a short, sanitized error_description are kept from the
 // body (RFC 6749 5.2).
-func (s *tokenSource) statusError(resp *http.Response) *Error {
+func (s *tokenSource) statusError(resp *http.Response, hide ...string) *Error {
 	status := resp.StatusCode
 	var kind Kind
 	switch {
@@ -366,7 +398,7 @@ func (s *tokenSource) statusError(resp *http.Response) *Error {
 		// token_url that cannot mint: either way no credential.
 		kind = KindAuth
 	}
-	msg := fmt.Sprintf("oauth2 token endpoint answered HTTP %d", status)
+	msg := fmt.Sprintf("%s answered HTTP %d", s.label, status)
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var body struct {
 		Error       json.RawMessage `json:"error"`
@@ -379,7 +411,7 @@ func (s *tokenSource) statusError(resp *http.Response) *Error {
 		if code != "" && len(code) <= 64 && oauthErrorChars(code) {
 			msg += ": " + code
 			desc = sanitizeOAuthText(desc)
-			if desc != "" && (s.secret == "" || !strings.Contains(desc, s.secret)) {
+			if desc != "" && !echoes(desc, append(hide, s.secret)) {
 				msg += fmt.Sprintf(" (%s)", clipASCII(desc, maxOAuthErrorDescription))
 			}
 		}
@@ -459,4 +491,18 @@ func clipASCII(v string, n int) string {
 		return v[:n]
 	}
 	return v
+}
+
+// echoes reports whether text contains one of the secrets (or a long
+// enough piece of one: a description may quote a token cut short).
+func echoes(text string, secrets []string) bool {
+	for _, v := range secrets {
+		if v == "" {
+			continue
+		}
+		if strings.Contains(text, v) || (len(v) >= 16 && strings.Contains(text, v[:16])) {
+			return true
+		}
+	}
+	return false
 }

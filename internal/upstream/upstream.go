@@ -131,6 +131,10 @@ type Options struct {
 	// tokens mints the oauth2 tokens of the server; the Manager shares
 	// one per server across sessions. nil: Connect makes one.
 	tokens *tokenSource
+	// exchanger exchanges CallerToken (oauth2_token_exchange,
+	// enterprise_managed); the Manager shares one per server. nil:
+	// Connect makes one.
+	exchanger *exchanger
 	// sigv4 signs the requests of an aws_sigv4 server; the Manager shares
 	// one per server. nil: Connect makes one.
 	sigv4 *sigV4
