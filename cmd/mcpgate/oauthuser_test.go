@@ -30,16 +30,23 @@ import (
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
-const upstreamAccountKey = "mcpgate_upstream_ada-account-key"
+const (
+	upstreamAccountKey  = "mcpgate_upstream_ada-account-key"
+	upstreamAccountKey2 = "mcpgate_upstream_bea-account-key"
+)
 
-// upstreamKeys accepts one pasted key at the upstream's authorization server.
+// upstreamKeys accepts two pasted keys at the upstream's authorization
+// server, one per upstream account (ada, bea).
 type upstreamKeys struct{}
 
 func (upstreamKeys) AuthenticateKey(_ context.Context, secret string) (string, string, string, error) {
-	if secret != upstreamAccountKey {
-		return "", "", "", authserver.ErrKeyRejected
+	switch secret {
+	case upstreamAccountKey:
+		return "ada-upstream", "ada", "eng", nil
+	case upstreamAccountKey2:
+		return "bea-upstream", "bea", "eng", nil
 	}
-	return "ada-upstream", "ada", "eng", nil
+	return "", "", "", authserver.ErrKeyRejected
 }
 
 // oauthUpstream is an MCP server protected by its own authorization
@@ -179,11 +186,17 @@ func (b *testBrowser) get(u, key string) *browserPage {
 // consent) from the gateway's connect redirect, up to the callback URL.
 func (b *testBrowser) authorize(up *oauthUpstream, start *browserPage) *url.URL {
 	b.T.Helper()
+	return b.authorizeAs(up, start, upstreamAccountKey)
+}
+
+// authorizeAs is authorize, logging in to the upstream account of key.
+func (b *testBrowser) authorizeAs(up *oauthUpstream, start *browserPage, key string) *url.URL {
+	b.T.Helper()
 	if start.Status != http.StatusFound || start.Location == nil || !strings.HasPrefix(start.Location.String(), up.base+"/") {
 		b.T.Fatalf("connect did not redirect to the upstream's authorization server: %d %v %s", start.Status, start.Location, start.Body)
 	}
 	p := b.get(start.Location.String(), "")
-	p = b.Submit(up.base, p, `name="key"`, url.Values{"key": {upstreamAccountKey}})
+	p = b.Submit(up.base, p, `name="key"`, url.Values{"key": {key}})
 	if p.Location == nil { // consent given before is not asked again
 		p = b.Submit(up.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
 	}
