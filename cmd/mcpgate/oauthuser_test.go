@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -61,6 +62,10 @@ type oauthUpstream struct {
 	mcp  string
 	mu   sync.Mutex
 	seen []string // every request's bearer token ("" when none)
+	// secrets is every secret that crossed the authorization server
+	// (codes, PKCE verifiers, client secrets, access and refresh tokens),
+	// with what it is.
+	secrets map[string]string
 }
 
 func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
@@ -80,7 +85,7 @@ func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
 	}
 	t.Cleanup(func() { u.as.Close() })
 	mux := http.NewServeMux()
-	mux.Handle("/", u.as.Handler())
+	mux.Handle("/", u.recordSecrets(u.as.Handler()))
 	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(oauth.ProtectedResourceMetadata{Resource: u.mcp, AuthorizationServers: []string{u.base}, ScopesSupported: []string{"mcp"}})
@@ -90,6 +95,60 @@ func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
 	u.Start()
 	t.Cleanup(u.Close)
 	return u
+}
+
+// recordSecrets notes the secrets of every request to h and answer from it.
+func (u *oauthUpstream) recordSecrets(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The handler reads the body itself: a copy is parsed here.
+		raw, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		form, _ := url.ParseQuery(string(raw))
+		found := map[string]string{}
+		for _, k := range []string{"code", "code_verifier", "refresh_token", "client_secret"} {
+			for _, v := range form[k] {
+				found[v] = k
+			}
+		}
+		if _, pw, ok := r.BasicAuth(); ok {
+			found[pw] = "client_secret"
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if loc, err := url.Parse(rec.Header().Get("Location")); err == nil {
+			for _, v := range loc.Query()["code"] {
+				found[v] = "code"
+			}
+		}
+		var body map[string]any
+		if json.Unmarshal(rec.Body.Bytes(), &body) == nil {
+			for _, k := range []string{"access_token", "refresh_token", "client_secret"} {
+				if v, ok := body[k].(string); ok {
+					found[v] = k
+				}
+			}
+		}
+		u.mu.Lock()
+		if u.secrets == nil {
+			u.secrets = map[string]string{}
+		}
+		for v, k := range found {
+			if v != "" {
+				u.secrets[v] = k
+			}
+		}
+		u.mu.Unlock()
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	})
+}
+
+// secretsSeen is every secret recorded so far, with what it is.
+func (u *oauthUpstream) secretsSeen() map[string]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return maps.Clone(u.secrets)
 }
 
 func (u *oauthUpstream) subject(tok string) (string, bool) {

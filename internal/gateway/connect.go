@@ -368,6 +368,7 @@ func (g *Gateway) refreshConnected(ctx context.Context, person, server string) (
 		if err != nil {
 			return vault.Entry{}, err
 		}
+		g.log.Debug("oauth2_user: tokens refreshed", "server", server, "token", tok) // Token.LogValue: no token
 		cur.AccessToken, cur.Expiry = tok.AccessToken, tok.Expiry
 		if tok.RefreshToken != "" {
 			cur.RefreshToken = tok.RefreshToken

@@ -90,7 +90,9 @@ func (g *Gateway) storedRegistration(ctx context.Context, server string, srv *co
 // registration still serves this process, and people connected with it
 // connect again after a restart.
 func (g *Gateway) keepRegistration(ctx context.Context, server string, reg *connReg) {
-	doc, err := json.Marshal(reg.plan.Save(reg.client))
+	saved := reg.plan.Save(reg.client)
+	g.log.Debug("oauth2_user: client registered", "server", server, "registration", saved) // Saved.LogValue: no secret
+	doc, err := json.Marshal(saved)
 	if err == nil {
 		err = g.vault.PutRegistration(context.WithoutCancel(ctx), server, doc)
 	}

@@ -27,7 +27,7 @@ type Saved struct {
 	Client      SavedClient              `json:"client"`
 }
 
-// SavedClient is a Client as saved.
+// SavedClient is a Client as saved (the same fields, with JSON names).
 type SavedClient struct {
 	ID              string    `json:"client_id"`
 	Secret          string    `json:"client_secret,omitempty"`
@@ -53,7 +53,7 @@ func (s Saved) LogValue() slog.Value {
 func (p *Plan) Save(c Client) Saved {
 	return Saved{ServerURL: p.cfg.ServerURL, RedirectURI: p.cfg.RedirectURI, Resource: p.Resource, Scopes: slices.Clone(p.Scopes),
 		AuthServer: p.AuthServer, Legacy: p.Legacy, Synthesized: p.Synthesized,
-		Client: SavedClient{ID: c.ID, Secret: c.Secret, AuthMethod: c.AuthMethod, Source: c.Source, SecretExpiresAt: c.SecretExpiresAt}}
+		Client: SavedClient(c)}
 }
 
 // ErrStaleRegistration: a saved registration for another server URL or
@@ -91,7 +91,7 @@ func Restore(cfg Config, s Saved) (*Plan, Client, error) {
 	if err := checkEndpoints(f, &s.AuthServer); err != nil {
 		return nil, Client{}, fmt.Errorf("oauth restore: %w", err)
 	}
-	c := Client{ID: s.Client.ID, Secret: s.Client.Secret, AuthMethod: s.Client.AuthMethod, Source: s.Client.Source, SecretExpiresAt: s.Client.SecretExpiresAt}
+	c := Client(s.Client)
 	if c.ID == "" {
 		return nil, Client{}, errors.New("oauth restore: no client_id")
 	}
