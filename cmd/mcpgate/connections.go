@@ -53,27 +53,9 @@ func (c *connectionsCommand) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if *server != "" {
-		q.Set("server", *server)
-	}
-	if *person != "" {
-		q.Set("person", *person)
-	}
-	path := "connections"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var raw json.RawMessage
-	if err := cl.get(ctx, path, &raw); err != nil {
-		return err
-	}
-	if af.json {
-		return printJSON(c.stdout, raw)
-	}
 	var list admin.ConnectionList
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("the gateway's answer to %s is not what connections list expects: %w", path, err)
+	if printed, err := fetchReport(ctx, cl, af.json, "connections list", withQuery("connections", "server", *server, "person", *person), c.stdout, &list); printed || err != nil {
+		return err
 	}
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "PERSON\tSERVER\tKIND\tISSUER\tSCOPES\tEXPIRES\tLAST USED")
