@@ -8,6 +8,8 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -245,24 +247,6 @@ func TestOAuth2UserTwoPeopleIsolation(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // No authorization code, PKCE verifier, client secret, access or refresh
 // token that crossed the upstream's authorization server during a connect,
 // calls, a refresh and a failed refresh appears in the gateway's debug
@@ -274,8 +258,13 @@ func TestOAuth2UserNoSecretLeaks(t *testing.T) {
 	clearAdminEnv(t)
 	up := newOAuthUpstream(t, 61*time.Second)
 	cfg := oauthUserConfig(t, t.TempDir(), up.mcp)
-	var logs syncBuffer
-	stk, hs := gatewayAt(t, cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), "")
+	// A file: the gateway's goroutines may still write while it is read.
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "gateway.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	stk, hs := gatewayAt(t, cfg, slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})), "")
 	defer stk.close(t.Context())
 	defer hs.Close()
 	var answers []string
@@ -346,11 +335,12 @@ func TestOAuth2UserNoSecretLeaks(t *testing.T) {
 			t.Fatalf("no %s crossed the authorization server: %v", k, kinds)
 		}
 	}
-	if !strings.Contains(logs.String(), "level=DEBUG") {
-		t.Fatal("no debug log")
+	logs, err := os.ReadFile(logFile.Name())
+	if err != nil || !bytes.Contains(logs, []byte("level=DEBUG")) {
+		t.Fatalf("no debug log: %v", err)
 	}
 	secrets := slices.Collect(maps.Keys(seen))
-	out := map[string]string{"the log": logs.String(), "the answers": strings.Join(answers, "\n")}
+	out := map[string]string{"the log": string(logs), "the answers": strings.Join(answers, "\n")}
 	for where, text := range out {
 		for _, s := range secrets {
 			if len(s) >= 8 && strings.Contains(text, s) {
