@@ -318,15 +318,37 @@ func getReport(ctx context.Context, name string, args []string, path string, std
 	if err != nil {
 		return false, err
 	}
+	return fetchReport(ctx, cl, af.json, name, path, stdout, out)
+}
+
+// fetchReport GETs path and, when asJSON, prints the answer as it came;
+// otherwise it decodes the answer into out. printed reports whether the
+// JSON was printed.
+func fetchReport(ctx context.Context, cl *adminClient, asJSON bool, name, path string, stdout io.Writer, out any) (printed bool, err error) {
 	var raw json.RawMessage
 	if err := cl.get(ctx, path, &raw); err != nil {
 		return false, err
 	}
-	if af.json {
+	if asJSON {
 		return true, printJSON(stdout, raw)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return false, fmt.Errorf("the gateway's answer to %s is not what %s expects: %w", path, name, err)
 	}
 	return false, nil
+}
+
+// withQuery is path with the pairs of kv (name, value, ...) whose value
+// is not empty as its query.
+func withQuery(path string, kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }

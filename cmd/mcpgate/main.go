@@ -66,6 +66,8 @@ Administer a running gateway (its admin API):
   mcpgate audit [--follow] [filters]               recent tool calls
   mcpgate credentials set SERVER --value V         store your own credential (user_api_key servers)
   mcpgate credentials list|delete SERVER           your stored credentials
+  mcpgate connections list [--server S] [--person P]   people's connected accounts and credentials
+  mcpgate connections revoke PERSON [SERVER]       revoke one or all of a person's; at once
 
 Common flags: --log-format json|text (default text), --log-level debug|info|warn|error (default info).
 Admin commands: --url URL (default $MCPGATE_URL, else --config FILE's listen address, else
@@ -121,6 +123,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &keysCommand{stdout: stdout, stderr: stderr}
 	case "credentials":
 		cmd = &credentialsCommand{stdout: stdout, stderr: stderr}
+	case "connections":
+		cmd = &connectionsCommand{stdout: stdout}
 	case "toolsets":
 		cmd = &toolsetsCommand{stdout: stdout}
 	case "sessions":

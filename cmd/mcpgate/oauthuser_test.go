@@ -8,11 +8,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -30,16 +29,23 @@ import (
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
-const upstreamAccountKey = "mcpgate_upstream_ada-account-key"
+const (
+	upstreamAccountKey  = "mcpgate_upstream_ada-account-key"
+	upstreamAccountKey2 = "mcpgate_upstream_bea-account-key"
+)
 
-// upstreamKeys accepts one pasted key at the upstream's authorization server.
+// upstreamKeys accepts two pasted keys at the upstream's authorization
+// server, one per upstream account (ada, bea).
 type upstreamKeys struct{}
 
 func (upstreamKeys) AuthenticateKey(_ context.Context, secret string) (string, string, string, error) {
-	if secret != upstreamAccountKey {
-		return "", "", "", authserver.ErrKeyRejected
+	switch secret {
+	case upstreamAccountKey:
+		return "ada-upstream", "ada", "eng", nil
+	case upstreamAccountKey2:
+		return "bea-upstream", "bea", "eng", nil
 	}
-	return "ada-upstream", "ada", "eng", nil
+	return "", "", "", authserver.ErrKeyRejected
 }
 
 // oauthUpstream is an MCP server protected by its own authorization
@@ -54,6 +60,10 @@ type oauthUpstream struct {
 	mcp  string
 	mu   sync.Mutex
 	seen []string // every request's bearer token ("" when none)
+	// secrets is every secret that crossed the authorization server
+	// (codes, PKCE verifiers, client secrets, access and refresh tokens),
+	// with what it is.
+	secrets map[string]string
 }
 
 func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
@@ -73,7 +83,7 @@ func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
 	}
 	t.Cleanup(func() { u.as.Close() })
 	mux := http.NewServeMux()
-	mux.Handle("/", u.as.Handler())
+	mux.Handle("/", u.recordSecrets(u.as.Handler()))
 	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(oauth.ProtectedResourceMetadata{Resource: u.mcp, AuthorizationServers: []string{u.base}, ScopesSupported: []string{"mcp"}})
@@ -83,6 +93,60 @@ func newOAuthUpstream(t *testing.T, ttl time.Duration) *oauthUpstream {
 	u.Start()
 	t.Cleanup(u.Close)
 	return u
+}
+
+// recordSecrets notes the secrets of every request to h and answer from it.
+func (u *oauthUpstream) recordSecrets(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The handler reads the body itself: a copy is parsed here.
+		raw, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		form, _ := url.ParseQuery(string(raw))
+		found := map[string]string{}
+		for _, k := range []string{"code", "code_verifier", "refresh_token", "client_secret"} {
+			for _, v := range form[k] {
+				found[v] = k
+			}
+		}
+		if _, pw, ok := r.BasicAuth(); ok {
+			found[pw] = "client_secret"
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if loc, err := url.Parse(rec.Header().Get("Location")); err == nil {
+			for _, v := range loc.Query()["code"] {
+				found[v] = "code"
+			}
+		}
+		var body map[string]any
+		if json.Unmarshal(rec.Body.Bytes(), &body) == nil {
+			for _, k := range []string{"access_token", "refresh_token", "client_secret"} {
+				if v, ok := body[k].(string); ok {
+					found[v] = k
+				}
+			}
+		}
+		u.mu.Lock()
+		if u.secrets == nil {
+			u.secrets = map[string]string{}
+		}
+		for v, k := range found {
+			if v != "" {
+				u.secrets[v] = k
+			}
+		}
+		u.mu.Unlock()
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	})
+}
+
+// secretsSeen is every secret recorded so far, with what it is.
+func (u *oauthUpstream) secretsSeen() map[string]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return maps.Clone(u.secrets)
 }
 
 func (u *oauthUpstream) subject(tok string) (string, bool) {
@@ -212,11 +276,17 @@ func (b *testBrowser) get(u, key string) *browserPage {
 // consent) from the gateway's connect redirect, up to the callback URL.
 func (b *testBrowser) authorize(up *oauthUpstream, start *browserPage) *url.URL {
 	b.T.Helper()
+	return b.authorizeAs(up, start, upstreamAccountKey)
+}
+
+// authorizeAs is authorize, logging in to the upstream account of key.
+func (b *testBrowser) authorizeAs(up *oauthUpstream, start *browserPage, key string) *url.URL {
+	b.T.Helper()
 	if start.Status != http.StatusFound || start.Location == nil || !strings.HasPrefix(start.Location.String(), up.base+"/") {
 		b.T.Fatalf("connect did not redirect to the upstream's authorization server: %d %v %s", start.Status, start.Location, start.Body)
 	}
 	p := b.get(start.Location.String(), "")
-	p = b.Submit(up.base, p, `name="key"`, url.Values{"key": {upstreamAccountKey}})
+	p = b.Submit(up.base, p, `name="key"`, url.Values{"key": {key}})
 	if p.Location == nil { // consent given before is not asked again
 		p = b.Submit(up.base, p, `name="decision"`, url.Values{"decision": {"approve"}})
 	}
@@ -338,22 +408,8 @@ func TestOAuth2UserEndToEnd(t *testing.T) {
 	}
 
 	// No token in clear in the database.
-	files := 0
-	for _, f := range []string{"", "-wal"} {
-		matches, _ := filepath.Glob(filepath.Join(dir, "*.db"+f))
-		for _, p := range matches {
-			files++
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(b, []byte(first)) || bytes.Contains(b, []byte(e.RefreshToken)) {
-				t.Errorf("%s holds a token in clear", p)
-			}
-		}
-	}
-	if files == 0 {
-		t.Error("no database file found to inspect")
+	if found := dbHolds(t, dir, first, e.RefreshToken); len(found) > 0 {
+		t.Errorf("a token in clear in %v", found)
 	}
 
 	// A second later the token is within the refresh margin: the next

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 )
 
@@ -51,29 +49,11 @@ func (c *toolsCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if *as != "" {
-		q.Set("key", *as)
-	}
-	if *route != "" {
-		q.Set("route", *route)
-	}
-	path := "tools"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var raw json.RawMessage
-	if err := cl.get(ctx, path, &raw); err != nil {
-		return err
-	}
-	if af.json {
-		return printJSON(c.stdout, raw)
-	}
 	var list struct {
 		Tools []toolView `json:"tools"`
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("the gateway's answer is not a tool list: %w", err)
+	if printed, err := fetchReport(ctx, cl, af.json, "tools list", withQuery("tools", "key", *as, "route", *route), c.stdout, &list); printed || err != nil {
+		return err
 	}
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "NAME\tSERVER\tDESCRIPTION")

@@ -3,9 +3,9 @@
 // sees it, access explanations and the audit log, JSON in and out, with its
 // OpenAPI document at /admin/v1/openapi.json. Every request must come from
 // the master key or a key with admin rights; anything else gets 401 or a
-// bare 403 that reveals nothing about what exists. The exception is
-// /me/credentials, where every person (a key or JWT caller) manages their
-// own upstream credentials (credentials.go).
+// bare 403 that reveals nothing about what exists. The exception is /me,
+// where every person (a key or JWT caller) manages their own upstream
+// credentials and connections (credentials.go, connections.go).
 //
 // It decides nothing about MCP traffic itself: it reads and changes the
 // store, asks the gateway for its live state, and tells the authenticator
@@ -125,6 +125,11 @@ var routes = []route{
 	{"PUT", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.putCredential }},
 	{"GET", "/me/credentials", func(a *API) http.HandlerFunc { return a.listCredentials }},
 	{"DELETE", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.deleteCredential }},
+	{"GET", "/connections", func(a *API) http.HandlerFunc { return a.listConnections }},
+	{"DELETE", "/connections/{person}", func(a *API) http.HandlerFunc { return a.revokePersonConnections }},
+	{"DELETE", "/connections/{person}/{server}", func(a *API) http.HandlerFunc { return a.revokeConnection }},
+	{"GET", "/me/connections", func(a *API) http.HandlerFunc { return a.listMyConnections }},
+	{"DELETE", "/me/connections/{server}", func(a *API) http.HandlerFunc { return a.revokeMyConnection }},
 }
 
 // ServeHTTP authenticates the caller, then routes.

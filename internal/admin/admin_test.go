@@ -452,3 +452,19 @@ func TestGrantsEndpoints(t *testing.T) {
 		t.Errorf("delete twice: %d", code)
 	}
 }
+
+// The /me routes are open to every person: their 403 is not "Not an admin
+// key" (the admin routes' is).
+func TestOpenAPIForbiddenText(t *testing.T) {
+	doc := document()
+	paths := doc["paths"].(map[string]any)
+	for key := range docs {
+		method, path, _ := strings.Cut(key, " ")
+		op := paths[Prefix+path].(map[string]any)[strings.ToLower(method)].(map[string]any)
+		got := op["responses"].(map[string]any)["403"].(map[string]any)["description"]
+		self := selfRoutes[method+" "+Prefix+path]
+		if (got == "Not an admin key") == self {
+			t.Errorf("%s: 403 %q", key, got)
+		}
+	}
+}

@@ -26,6 +26,8 @@ var selfRoutes = map[string]bool{
 	"PUT " + Prefix + "/me/credentials/{server}":    true,
 	"GET " + Prefix + "/me/credentials":             true,
 	"DELETE " + Prefix + "/me/credentials/{server}": true,
+	"GET " + Prefix + "/me/connections":             true,
+	"DELETE " + Prefix + "/me/connections/{server}": true,
 }
 
 // admitPerson lets in any caller who is a person.
@@ -124,17 +126,15 @@ func (a *API) putCredential(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listCredentials(w http.ResponseWriter, r *http.Request) {
+	ms, err := a.myEntries(r)
+	if err != nil {
+		a.log.Error("list credentials", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
 	out := CredentialList{Credentials: []CredentialInfo{}}
-	if a.o.Vault != nil {
-		ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: callers.PersonID(callers.FromContext(r.Context()))})
-		if err != nil {
-			a.log.Error("list credentials", "error", err)
-			writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
-			return
-		}
-		for _, m := range ms {
-			out.Credentials = append(out.Credentials, infoOf(m))
-		}
+	for _, m := range ms {
+		out.Credentials = append(out.Credentials, infoOf(m))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -144,14 +144,7 @@ func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request) {
 	if !a.userKeyServer(w, server) {
 		return
 	}
-	err := a.o.Vault.Delete(r.Context(), callers.PersonID(callers.FromContext(r.Context())), server)
-	switch {
-	case errors.Is(err, vault.ErrNotFound):
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("you have no credential stored for %q", server))
-		return
-	case err != nil:
-		a.log.Error("delete a credential", "server", server, "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+	if !a.deleteEntry(w, r, callers.PersonID(callers.FromContext(r.Context())), server, fmt.Sprintf("you have no credential stored for %q", server)) {
 		return
 	}
 	a.audit(r.Context(), "credential.delete", server, nil)

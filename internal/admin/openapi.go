@@ -17,30 +17,35 @@ type opDoc struct {
 // docs documents every route, keyed by "METHOD path"; a test checks that
 // routes and docs list the same endpoints.
 var docs = map[string]opDoc{
-	"GET /openapi.json":               {summary: "This document", response: "", status: "200"},
-	"GET /keys":                       {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
-	"POST /keys":                      {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
-	"GET /keys/{alias}":               {summary: "One key", response: "Key", status: "200"},
-	"PATCH /keys/{alias}":             {summary: "Change the attributes present in the body (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
-	"DELETE /keys/{alias}":            {summary: "Revoke a key; it stops working at once", status: "204"},
-	"GET /grants":                     {summary: "What JWT callers may use, by user, team or role: the config file's grants and runtime ones", response: "GrantList", status: "200"},
-	"PUT /grants/{kind}/{value}":      {summary: "Create or replace the runtime grant of a user, team or role (kind: user|team|role); applies at once", body: "KeyAttributes", response: "Grant", status: "200"},
-	"DELETE /grants/{kind}/{value}":   {summary: "Remove a runtime grant (config-file grants are read-only)", status: "204"},
-	"GET /servers":                    {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
-	"POST /servers":                   {summary: "Add (or replace) a runtime sse/http server: the fields of a config-file server entry plus name", body: "Server", response: "AddedServer", status: "201"},
-	"DELETE /servers/{name}":          {summary: "Remove a runtime server (config-file servers are read-only)", status: "204"},
-	"GET /servers/{name}/preview":     {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
-	"GET /toolsets":                   {summary: "Toolsets and their tools", response: "Toolsets", status: "200"},
-	"GET /tools":                      {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
-	"POST /tools/call":                {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
-	"GET /explain":                    {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
-	"GET /sessions":                   {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
-	"POST /sessions/terminate":        {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
-	"GET /audit":                      {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
-	"GET /audit/events":               {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
-	"PUT /me/credentials/{server}":    {summary: "Store your own credential for a user_api_key server (any key or JWT caller; sealed in the vault)", body: "CredentialRequest", response: "CredentialInfo", status: "200"},
-	"GET /me/credentials":             {summary: "Your own stored credentials: server, updated, last used (never the value)", response: "CredentialList", status: "200"},
-	"DELETE /me/credentials/{server}": {summary: "Remove your own credential for a server", status: "204"},
+	"GET /openapi.json":                     {summary: "This document", response: "", status: "200"},
+	"GET /keys":                             {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
+	"POST /keys":                            {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
+	"GET /keys/{alias}":                     {summary: "One key", response: "Key", status: "200"},
+	"PATCH /keys/{alias}":                   {summary: "Change the attributes present in the body (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
+	"DELETE /keys/{alias}":                  {summary: "Revoke a key; it stops working at once", status: "204"},
+	"GET /grants":                           {summary: "What JWT callers may use, by user, team or role: the config file's grants and runtime ones", response: "GrantList", status: "200"},
+	"PUT /grants/{kind}/{value}":            {summary: "Create or replace the runtime grant of a user, team or role (kind: user|team|role); applies at once", body: "KeyAttributes", response: "Grant", status: "200"},
+	"DELETE /grants/{kind}/{value}":         {summary: "Remove a runtime grant (config-file grants are read-only)", status: "204"},
+	"GET /servers":                          {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
+	"POST /servers":                         {summary: "Add (or replace) a runtime sse/http server: the fields of a config-file server entry plus name", body: "Server", response: "AddedServer", status: "201"},
+	"DELETE /servers/{name}":                {summary: "Remove a runtime server (config-file servers are read-only)", status: "204"},
+	"GET /servers/{name}/preview":           {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
+	"GET /toolsets":                         {summary: "Toolsets and their tools", response: "Toolsets", status: "200"},
+	"GET /tools":                            {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
+	"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
+	"GET /explain":                          {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
+	"GET /sessions":                         {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
+	"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
+	"GET /audit":                            {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
+	"GET /audit/events":                     {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
+	"PUT /me/credentials/{server}":          {summary: "Store your own credential for a user_api_key server (any key or JWT caller; sealed in the vault)", body: "CredentialRequest", response: "CredentialInfo", status: "200"},
+	"GET /me/credentials":                   {summary: "Your own stored credentials: server, updated, last used (never the value)", response: "CredentialList", status: "200"},
+	"DELETE /me/credentials/{server}":       {summary: "Remove your own credential for a server", status: "204"},
+	"GET /connections":                      {summary: "People's connections (connected accounts and stored credentials): issuer, scopes, expiry, last use, never a secret; ?person= is key:ALIAS or oidc:ISSUER|SUBJECT", response: "ConnectionList", status: "200", query: []string{"server", "person"}},
+	"DELETE /connections/{person}":          {summary: "Revoke all of a person's connections; they stop being used at once", response: "RevokedConnections", status: "200"},
+	"DELETE /connections/{person}/{server}": {summary: "Revoke a person's connection to a server; it stops being used at once", status: "204"},
+	"GET /me/connections":                   {summary: "Your own connections (connected accounts and stored credentials), never a secret", response: "ConnectionList", status: "200"},
+	"DELETE /me/connections/{server}":       {summary: "Revoke your own connection to a server (a connected account or a stored credential)", status: "204"},
 }
 
 func obj(props map[string]any, required ...string) map[string]any {
@@ -115,6 +120,10 @@ var schemas = map[string]any{
 	"CredentialRequest": obj(map[string]any{"value": str}, "value"),
 	"CredentialInfo":    obj(map[string]any{"server": str, "updated_at": str, "last_used_at": str}, "server"),
 	"CredentialList":    obj(map[string]any{"credentials": listOf("CredentialInfo")}, "credentials"),
+	"ConnectionInfo": obj(map[string]any{"person": str, "server": str, "kind": map[string]any{"type": "string", "enum": []string{"oauth", "static"}},
+		"issuer": str, "scopes": strList, "expires_at": str, "refreshable": boolean, "updated_at": str, "last_used_at": str}, "person", "server", "kind"),
+	"ConnectionList":     obj(map[string]any{"connections": listOf("ConnectionInfo")}, "connections"),
+	"RevokedConnections": obj(map[string]any{"person": str, "servers": strList}, "person", "servers"),
 	"EventPage": obj(map[string]any{"next": str, "events": map[string]any{"type": "array", "items": obj(map[string]any{
 		"time": str, "actor": str, "action": str, "target": str, "detail": map[string]any{}})}}, "events"),
 }
@@ -147,8 +156,12 @@ func document() map[string]any {
 		errResp := func(desc string) map[string]any {
 			return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 		}
+		forbidden := "Not an admin key"
+		if selfRoutes[method+" "+Prefix+path] {
+			forbidden = "Not a person: the master key and anonymous callers have no entries of their own"
+		}
 		op["responses"] = map[string]any{d.status: ok, "400": errResp("Invalid input; details name the field"),
-			"401": map[string]any{"description": "No valid key"}, "403": errResp("Not an admin key"), "404": errResp("Not found")}
+			"401": map[string]any{"description": "No valid key"}, "403": errResp(forbidden), "404": errResp("Not found")}
 		p, _ := paths[Prefix+path].(map[string]any)
 		if p == nil {
 			p = map[string]any{}
@@ -159,7 +172,7 @@ func document() map[string]any {
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "mcpgate admin API", "version": "1",
-			"description": "Administer an mcpgate gateway: keys, servers, toolsets, sessions, catalog, access explanations and audit. Authenticate with the master key or an admin key in X-Mcpgate-Api-Key or Authorization: Bearer."},
+			"description": "Administer an mcpgate gateway: keys, servers, toolsets, sessions, catalog, access explanations, audit and people's connections. Authenticate with the master key or an admin key in X-Mcpgate-Api-Key or Authorization: Bearer; the /me endpoints take any person's own key or token."},
 		"paths": paths,
 		"components": map[string]any{"schemas": schemas, "securitySchemes": map[string]any{
 			"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "X-Mcpgate-Api-Key"},

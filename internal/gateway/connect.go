@@ -83,14 +83,18 @@ func randomToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// registration returns the cached registration for server (nil: none).
-func (c *connector) registration(server, serverURL string) *connReg {
+// registration returns server's registration for srv and redirect (""
+// for any, see fits): the one in memory, else the one kept in the vault
+// (connectreg.go); nil when none fits.
+func (g *Gateway) registration(ctx context.Context, server string, srv *config.Server, redirect string) *connReg {
+	c := &g.connect
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.regs[server]; r != nil && r.url == serverURL {
+	r := c.regs[server]
+	c.mu.Unlock()
+	if r != nil && r.fits(srv, redirect) {
 		return r
 	}
-	return nil
+	return g.storedRegistration(ctx, server, srv, redirect)
 }
 
 // serveConnect answers the connect flow's two routes.
@@ -192,19 +196,14 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 	http.Redirect(w, r, authURL, http.StatusFound)
 }
 
-// connectRegistration is server's registration for redirect: the cached
-// one, else a discovery (from the 401 of an unauthenticated probe) and a
-// registration, cached.
+// connectRegistration is server's registration for redirect: the one in
+// memory or the vault, else a discovery (from the 401 of an
+// unauthenticated probe) and a registration, remembered and kept.
 func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *config.Server, redirect string) (*connReg, error) {
-	if reg := g.connect.registration(server, srv.URL); reg != nil && reg.redirect == redirect {
+	if reg := g.registration(ctx, server, srv, redirect); reg != nil {
 		return reg, nil
 	}
-	cfg := client.Config{ServerURL: srv.URL, ClientID: srv.Auth.ClientID, ClientSecret: srv.Auth.ClientSecret,
-		RedirectURI: redirect, Scopes: srv.Auth.Scopes, HTTPClient: g.httpClient, ClientName: clientMetadataName}
-	if redirect == g.connectRedirectURI() {
-		// The document names this redirect URI only.
-		cfg.ClientMetadataURL = g.clientMetadataURL()
-	}
+	cfg := g.connectConfig(srv, redirect)
 	probe := g.probeUnauthenticated(ctx, srv.URL)
 	if probe != nil {
 		defer probe.Body.Close()
@@ -218,12 +217,8 @@ func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *c
 		return nil, err
 	}
 	reg := &connReg{plan: plan, client: cl, redirect: redirect, url: srv.URL}
-	g.connect.mu.Lock()
-	if g.connect.regs == nil {
-		g.connect.regs = map[string]*connReg{}
-	}
-	g.connect.regs[server] = reg
-	g.connect.mu.Unlock()
+	g.connect.remember(server, reg)
+	g.keepRegistration(ctx, server, reg)
 	return reg, nil
 }
 
@@ -372,12 +367,12 @@ func (g *Gateway) oauthCredential(ctx context.Context, person, server string) st
 // time per entry (Vault.Refresh).
 func (g *Gateway) refreshConnected(ctx context.Context, person, server string) (vault.Entry, bool) {
 	srv := g.conf().Servers[server]
-	if srv == nil {
+	if srv == nil || srv.Auth == nil {
 		return vault.Entry{}, false
 	}
-	reg := g.connect.registration(server, srv.URL)
+	reg := g.registration(ctx, server, srv, "")
 	if reg == nil {
-		g.log.Warn("oauth2_user: cannot refresh, no client registration in memory (the gateway restarted); the person must connect again", "server", server)
+		g.log.Warn("oauth2_user: cannot refresh, no client registration for the server's url (none kept, or the config changed); the person must connect again", "server", server)
 		return vault.Entry{}, false
 	}
 	ne, err := g.vault.Refresh(ctx, person, server, func(ctx context.Context, cur vault.Entry) (vault.Entry, error) {
@@ -394,6 +389,7 @@ func (g *Gateway) refreshConnected(ctx context.Context, person, server string) (
 		if err != nil {
 			return vault.Entry{}, err
 		}
+		g.log.Debug("oauth2_user: tokens refreshed", "server", server, "token", tok) // Token.LogValue: no token
 		cur.AccessToken, cur.Expiry = tok.AccessToken, tok.Expiry
 		if tok.RefreshToken != "" {
 			cur.RefreshToken = tok.RefreshToken

@@ -18,9 +18,12 @@ import (
 // Token endpoint discovery for oauth2 client credentials without a
 // token_url: the server's protected resource metadata (RFC 9728) names its
 // authorization servers; the first one's metadata (RFC 8414, or OpenID
-// Connect discovery) names its token endpoint. The canonical resource URI
-// and the well-known locations are internal/oauth/client's, which the
-// authorization code flow for upstreams shares.
+// Connect discovery) names its token endpoint. The canonical resource URI,
+// the well-known locations and the HTTP client are internal/oauth/client's,
+// which the authorization code flow for upstreams shares: a public
+// upstream cannot make the gateway fetch a loopback or private address
+// (checked on the address dialled), a loopback or private one may; no
+// redirect leaves the origin; every fetch is bounded in time and size.
 
 const (
 	// maxDiscoveryDocument bounds each metadata document.
@@ -28,6 +31,18 @@ const (
 	// discoveryFetchTimeout bounds each metadata fetch.
 	discoveryFetchTimeout = 10 * time.Second
 )
+
+// guardable is hc with the net/http transport behind the package's h1
+// transport (same TLS settings), which the address guard can wrap; hc
+// itself otherwise.
+func guardable(hc *http.Client) *http.Client {
+	if t, ok := hc.Transport.(*h1Transport); ok {
+		c := *hc
+		c.Transport = t.fallback
+		return &c
+	}
+	return hc
+}
 
 // canonicalResource is the server url's canonical URI (RFC 8707 2).
 func canonicalResource(raw string) (string, error) { return oauthclient.CanonicalResource(raw) }
@@ -64,6 +79,9 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, er
 	res, err := url.Parse(s.resource)
 	if err != nil {
 		return "", "", s.fail(KindInternal, 0, "oauth2 discovery: %v", err)
+	}
+	if s.discoverHC == nil {
+		return "", "", s.fail(KindInternal, 0, "oauth2 discovery: %v", s.discoverErr)
 	}
 	allowHTTP := res.Scheme == "http" && loopbackHost(res.Hostname())
 	prmURLs := oauthclient.ResourceMetadataURLs(res)
@@ -136,9 +154,16 @@ func (s *tokenSource) fetchJSON(ctx context.Context, u string, allowHTTP bool, v
 	req.Header.Set("Accept", "application/json")
 	resp, err := s.discoverHC.Do(req)
 	if err != nil {
-		var re *redirectError
-		if errors.As(err, &re) {
-			return false, s.fail(KindAuth, 0, "oauth2 discovery: %s redirects to another origin (%s); not followed", redactURL(u), re.to)
+		var ue *url.Error
+		if errors.Is(err, oauthclient.ErrCrossOrigin) && errors.As(err, &ue) {
+			to := "elsewhere"
+			if t, perr := url.Parse(ue.URL); perr == nil {
+				to = originOf(t)
+			}
+			return false, s.fail(KindAuth, 0, "oauth2 discovery: %s redirects to another origin (%s); not followed", redactURL(u), to)
+		}
+		if errors.Is(err, oauthclient.ErrBlockedAddress) {
+			return false, s.fail(KindAuth, 0, "oauth2 discovery: %s: %v (a public server's metadata must be on public addresses)", redactURL(u), oauthclient.ErrBlockedAddress)
 		}
 		return false, &Error{Server: s.server, Kind: KindUnreachable,
 			Err: fmt.Errorf("oauth2 discovery: %s: %w", redactURL(u), scrubURLError(err))}

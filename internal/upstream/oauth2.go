@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
 )
 
 // OAuth2 client credentials for upstream egress (SPEC C3.6, RFC 6749 4.4).
@@ -60,9 +61,13 @@ type tokenSource struct {
 	audience   string
 	id         string
 	hc         *http.Client // never follows redirects
-	discoverHC *http.Client // follows same-origin redirects only
-	log        *slog.Logger
-	now        func() time.Time // injectable for tests
+	// discoverHC fetches the metadata of discovery (no token_url):
+	// internal/oauth/client's metadata client, with its address guard
+	// and same-origin redirects; discoverErr is why there is none.
+	discoverHC  *http.Client
+	discoverErr error
+	log         *slog.Logger
+	now         func() time.Time // injectable for tests
 
 	mu         sync.Mutex
 	discovered string // the token endpoint found by discovery, once found
@@ -85,16 +90,14 @@ type tokenMint struct {
 // newTokenSource returns a token source for the oauth2 client a of server,
 // reached at serverURL. hc nil means the package's shared client; either
 // way a copy that does not follow redirects is used for the token
-// request, so the credentials go nowhere else, and one that follows only
-// same-origin redirects for discovery.
+// request, so the credentials go nowhere else, and, without a token_url,
+// the guarded one of internal/oauth/client for discovery.
 func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, log *slog.Logger) *tokenSource {
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}
 	noRedirect := *hc
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	sameOrigin := *hc
-	sameOrigin.CheckRedirect = sameOriginRedirect
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -110,12 +113,14 @@ func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, l
 		scopes:     slices.Clone(a.Scopes),
 		audience:   a.Audience,
 		hc:         &noRedirect,
-		discoverHC: &sameOrigin,
 		log:        log,
 		now:        time.Now,
 	}
 	s.auth.Scopes = s.scopes
 	s.resource, s.resErr = canonicalResource(serverURL)
+	if s.tokenURL == "" && s.resErr == nil {
+		s.discoverHC, s.discoverErr = oauthclient.MetadataClient(s.resource, guardable(hc), false)
+	}
 	s.id = clientIdentity(a)
 	return s
 }

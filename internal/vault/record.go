@@ -125,6 +125,9 @@ type plaintext struct {
 	Header       string    `json:"header,omitempty"`
 	UpdatedAt    time.Time `json:"updated_at,omitzero"`
 	LastUsed     time.Time `json:"last_used,omitzero"`
+	// Registration is a client registration's document (registration.go);
+	// only in entries of kind registration.
+	Registration json.RawMessage `json:"registration,omitempty"`
 }
 
 // Errors of a record that cannot be read.

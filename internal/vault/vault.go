@@ -4,7 +4,9 @@
 // (BYOK), sealed at rest in the store's objects (kind vault) under the
 // keys of the config's vault section; and the rules for using them
 // concurrently: one refresh at a time per entry, coalesced last-use
-// writes, re-encryption under a new key (Rotate).
+// writes, re-encryption under a new key (Rotate). Beside the people's
+// entries it keeps the gateway's own client registrations at upstream
+// authorization servers (registration.go), sealed and rotated the same way.
 //
 // It must not decide who may use a server (policy does), talk to an
 // upstream or an identity provider (egress refreshes, through the
@@ -116,6 +118,11 @@ func (e Entry) LogValue() slog.Value {
 // Filter selects entries for List; an empty field matches every value.
 type Filter struct {
 	Person, Server string
+	// Servers, with Person set, are the only servers whose entries are
+	// looked at: each is read by its name, and no other entry is
+	// decrypted (without it List must open every entry to learn whose it
+	// is). The person's entries for servers not listed are not returned.
+	Servers []string
 }
 
 // Errors callers branch on (with errors.Is), beside ErrUnknownKey,
@@ -213,13 +220,21 @@ func (v *Vault) KeyID() string { return v.ring.primary().id }
 func memID(person, server string) string { return string(lengthPrefixed(person, server)) }
 
 func checkIDs(person, server string) error {
-	for _, f := range []struct{ field, s string }{{"person", person}, {"server", server}} {
-		switch {
-		case f.s == "":
-			return fmt.Errorf("empty %s: %w", f.field, ErrInvalid)
-		case len(f.s) > maxIDLen:
-			return fmt.Errorf("%s longer than %d bytes: %w", f.field, maxIDLen, ErrInvalid)
-		}
+	if person == registrationPerson {
+		return fmt.Errorf("person %q is reserved: %w", person, ErrInvalid)
+	}
+	if err := checkID("person", person); err != nil {
+		return err
+	}
+	return checkID("server", server)
+}
+
+func checkID(field, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty %s: %w", field, ErrInvalid)
+	case len(s) > maxIDLen:
+		return fmt.Errorf("%s longer than %d bytes: %w", field, maxIDLen, ErrInvalid)
 	}
 	return nil
 }
@@ -334,18 +349,21 @@ func (v *Vault) Put(ctx context.Context, e Entry) error {
 
 // write seals e under the primary key and removes the entry's names under
 // the other keys. The caller holds the entry's lock.
-func (v *Vault) write(ctx context.Context, e Entry) error {
-	name, doc, err := v.ring.seal(toPlain(e))
+func (v *Vault) write(ctx context.Context, e Entry) error { return v.writePlain(ctx, toPlain(e)) }
+
+// writePlain is write for an entry as sealed (registrations included).
+func (v *Vault) writePlain(ctx context.Context, p plaintext) error {
+	name, doc, err := v.ring.seal(p)
 	if err != nil {
 		return err
 	}
 	_, err = v.objs.PutObject(ctx, store.KindVault, name, doc)
-	v.forget(e.Person, e.Server) // even on error: the write may have landed
+	v.forget(p.Person, p.Server) // even on error: the write may have landed
 	if err != nil {
 		return err
 	}
 	for _, k := range v.ring.keys[1:] {
-		if err := v.objs.DeleteObject(ctx, store.KindVault, k.name(e.Person, e.Server)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := v.objs.DeleteObject(ctx, store.KindVault, k.name(p.Person, p.Server)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
@@ -365,7 +383,7 @@ func (v *Vault) Get(ctx context.Context, person, server string) (Entry, error) {
 	}
 	gen := v.gen
 	v.mu.Unlock()
-	e, _, err := v.read(ctx, person, server)
+	e, err := v.read(ctx, person, server)
 	if err != nil {
 		return Entry{}, fmt.Errorf("vault get (server %q): %w", server, err)
 	}
@@ -387,25 +405,13 @@ func (e Entry) clone() Entry {
 	return e
 }
 
-// read finds the entry under its name for each key, the primary's first,
-// and returns it with the object name it was under.
-func (v *Vault) read(ctx context.Context, person, server string) (Entry, string, error) {
-	for _, k := range v.ring.keys {
-		name := k.name(person, server)
-		o, err := v.objs.GetObject(ctx, store.KindVault, name)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return Entry{}, "", err
-		}
-		p, _, err := v.ring.open(name, o.Doc)
-		if err != nil {
-			return Entry{}, "", err
-		}
-		return fromPlain(p), name, nil
+// read finds the entry under its name for each key, the primary's first.
+func (v *Vault) read(ctx context.Context, person, server string) (Entry, error) {
+	p, _, err := v.readPlain(ctx, person, server)
+	if err != nil {
+		return Entry{}, err
 	}
-	return Entry{}, "", ErrNotFound
+	return fromPlain(p), nil
 }
 
 // Delete removes the person's entry for the server; ErrNotFound when
@@ -414,6 +420,10 @@ func (v *Vault) Delete(ctx context.Context, person, server string) error {
 	if err := checkIDs(person, server); err != nil {
 		return fmt.Errorf("vault delete: %w", err)
 	}
+	return v.delete(ctx, person, server)
+}
+
+func (v *Vault) delete(ctx context.Context, person, server string) error {
 	id := memID(person, server)
 	unlock, err := v.lock(ctx, id)
 	if err != nil {
@@ -441,9 +451,13 @@ func (v *Vault) Delete(ctx context.Context, person, server string) error {
 }
 
 // List returns the entries f selects, without their secrets, ordered by
-// person then server. It decrypts every entry; one that cannot be read
-// fails the call (naming its key id, never its content).
+// person then server. Without Filter.Servers it decrypts every entry (the
+// names do not say whose an entry is); one that cannot be read fails the
+// call (naming its key id, never its content).
 func (v *Vault) List(ctx context.Context, f Filter) ([]Meta, error) {
+	if f.Person != "" && f.Servers != nil {
+		return v.listByName(ctx, f)
+	}
 	objs, err := v.objs.ListObjects(ctx, store.KindVault)
 	if err != nil {
 		return nil, fmt.Errorf("vault list: %w", err)
@@ -455,7 +469,7 @@ func (v *Vault) List(ctx context.Context, f Filter) ([]Meta, error) {
 		if err != nil {
 			return nil, fmt.Errorf("vault list: entry %s: %w", o.Name, err)
 		}
-		if (f.Person != "" && p.Person != f.Person) || (f.Server != "" && p.Server != f.Server) {
+		if p.Kind == kindRegistration || (f.Person != "" && p.Person != f.Person) || (f.Server != "" && p.Server != f.Server) {
 			continue
 		}
 		// An entry left under an older key's name beside its newer copy
@@ -482,6 +496,46 @@ func (v *Vault) List(ctx context.Context, f Filter) ([]Meta, error) {
 		return strings.Compare(a.Server, b.Server)
 	})
 	return out, nil
+}
+
+// listByName is List for one person and the given servers: each entry is
+// read under its name (the primary key's first), as Get would.
+func (v *Vault) listByName(ctx context.Context, f Filter) ([]Meta, error) {
+	var out []Meta
+	for _, server := range slices.Compact(slices.Sorted(slices.Values(f.Servers))) {
+		if f.Server != "" && server != f.Server {
+			continue
+		}
+		if err := checkIDs(f.Person, server); err != nil {
+			return nil, fmt.Errorf("vault list: %w", err)
+		}
+		p, kid, err := v.readPlain(ctx, f.Person, server)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vault list (server %q): %w", server, err)
+		}
+		out = append(out, withKey(fromPlain(p).Meta(), kid))
+	}
+	return out, nil
+}
+
+// readPlain is read's entry as sealed, and the id of the key that
+// sealed it.
+func (v *Vault) readPlain(ctx context.Context, person, server string) (plaintext, string, error) {
+	for _, k := range v.ring.keys {
+		name := k.name(person, server)
+		o, err := v.objs.GetObject(ctx, store.KindVault, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return plaintext{}, "", err
+		}
+		return v.ring.open(name, o.Doc)
+	}
+	return plaintext{}, "", ErrNotFound
 }
 
 func withKey(m Meta, kid string) Meta { m.KeyID = kid; return m }
@@ -524,7 +578,7 @@ func (v *Vault) touch(ctx context.Context, person, server, id string, now time.T
 		return err
 	}
 	defer unlock()
-	e, _, err := v.read(ctx, person, server)
+	e, err := v.read(ctx, person, server)
 	if err != nil {
 		return err
 	}
@@ -590,7 +644,7 @@ func (v *Vault) refresh(ctx context.Context, id, person, server string, fn func(
 		return Entry{}, err
 	}
 	defer unlock()
-	cur, _, err := v.read(ctx, person, server)
+	cur, err := v.read(ctx, person, server)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -712,7 +766,7 @@ func (v *Vault) rotateOne(ctx context.Context, o store.Object) (done bool, err e
 			return false, err
 		}
 	}
-	if err := v.write(ctx, fromPlain(p)); err != nil {
+	if err := v.writePlain(ctx, p); err != nil {
 		return false, err
 	}
 	return true, nil

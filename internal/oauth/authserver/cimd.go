@@ -8,12 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/oauth"
@@ -34,26 +32,18 @@ const (
 // the fetch error.
 var errBlockedAddress = errors.New("address not allowed for client metadata")
 
-// newMetadataClient builds the client that fetches metadata documents.
-// The address check runs in the dialer's Control hook, on the address
-// actually dialled after resolution, so a name that resolves to a public
-// address when checked and a private one when dialled (DNS rebinding)
-// gains nothing. There is no proxy: through one, the dialled address
-// would be the proxy's.
+// newMetadataClient builds the client that fetches metadata documents,
+// with the address guard of every fetch on someone else's behalf
+// (oauth.DialPublic) unless allowPrivate. There is no proxy: through one,
+// the dialled address would be the proxy's.
 func newMetadataClient(allowPrivate bool) (*http.Client, *http.Transport) {
-	d := &net.Dialer{Timeout: metadataTimeout}
+	dial := (&net.Dialer{Timeout: metadataTimeout}).DialContext
 	if !allowPrivate {
-		d.Control = func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil || !oauth.PublicAddr(ap.Addr()) {
-				return errBlockedAddress
-			}
-			return nil
-		}
+		dial = oauth.DialPublic(metadataTimeout, errBlockedAddress)
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		TLSHandshakeTimeout:   metadataTimeout,
 		ResponseHeaderTimeout: metadataTimeout,
 		MaxIdleConns:          16,

@@ -9,7 +9,9 @@
 // URL rules the other OAuth clients of mcpgate share (the canonical
 // resource URI, the well-known metadata locations).
 //
-// It does not store tokens or registrations (the vault will), does not
+// It does not store tokens or registrations (it hands a plan and its
+// client to the caller to keep, sealed, as Saved, and Restore checks what
+// comes back as discovery would), does not
 // route HTTP (the gateway mounts the callback), and never puts a token,
 // code, verifier or secret in an error or a log line. Every fetch it makes
 // is bounded in size and time, is https unless the upstream itself is

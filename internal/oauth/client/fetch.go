@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/oauth"
@@ -98,18 +97,11 @@ func newFetcher(server *url.URL, hc *http.Client, allowPrivate bool) (*fetcher, 
 		}
 	}
 	if tr != nil {
-		d := &net.Dialer{Timeout: FetchTimeout}
+		tr.DialContext = (&net.Dialer{Timeout: FetchTimeout}).DialContext
 		if guard {
 			tr.Proxy = nil
-			d.Control = func(network, address string, _ syscall.RawConn) error {
-				ap, err := netip.ParseAddrPort(address)
-				if err != nil || !oauth.PublicAddr(ap.Addr()) {
-					return ErrBlockedAddress
-				}
-				return nil
-			}
+			tr.DialContext = oauth.DialPublic(FetchTimeout, ErrBlockedAddress)
 		}
-		tr.DialContext = d.DialContext
 		tr.DialTLSContext = nil
 		base.Transport = tr
 	}
@@ -125,6 +117,24 @@ func newFetcher(server *url.URL, hc *http.Client, allowPrivate bool) (*fetcher, 
 		noFollow:  &noFollow,
 		allowHTTP: server.Scheme == "http" && loopbackHost(server.Hostname()),
 	}, nil
+}
+
+// MetadataClient is the client this package fetches an upstream's
+// metadata with, for other fetchers of OAuth metadata on an upstream's
+// behalf to share its rules: hc's transport with the address guard of the
+// upstream's class (see Config.AllowPrivate) and no proxy, redirects
+// followed within the origin only (ErrCrossOrigin otherwise), each request
+// bounded by FetchTimeout. The caller bounds what it reads (MaxDocument).
+func MetadataClient(serverURL string, hc *http.Client, allowPrivate bool) (*http.Client, error) {
+	su, err := url.Parse(serverURL)
+	if err != nil || su.Host == "" {
+		return nil, errors.New("oauth client: the server url is not an absolute URL")
+	}
+	f, err := newFetcher(su, hc, allowPrivate)
+	if err != nil {
+		return nil, err
+	}
+	return f.follow, nil
 }
 
 // sameOriginRedirect follows a redirect only within the origin of the

@@ -1,0 +1,185 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/vault"
+)
+
+// Connections (SPEC S19): each person's entries in the vault, whether
+// tokens of an account they connected (oauth2_user, kind oauth) or a
+// credential they stored (user_api_key, kind static). Administrators list
+// them by server or person and revoke one or all of a person's; each
+// person lists and revokes their own under /me. No answer carries a
+// secret: issuer, scopes, expiry, times, never a token or key. A
+// revocation takes effect for this process's next call at once (the
+// vault's delete drops its read cache); other replicas serve what they
+// cached for at most the vault's read TTL (5 s).
+//
+// A person is named as the vault names them: key:ALIAS for a virtual
+// key, oidc:ISSUER|SUBJECT for a JWT caller (path-escaped in a URL).
+
+// ConnectionInfo is one connection, without its secrets.
+type ConnectionInfo struct {
+	Person      string   `json:"person"`
+	Server      string   `json:"server"`
+	Kind        string   `json:"kind"`
+	Issuer      string   `json:"issuer,omitempty"`
+	Scopes      []string `json:"scopes,omitempty"`
+	ExpiresAt   string   `json:"expires_at,omitempty"`
+	Refreshable bool     `json:"refreshable,omitempty"`
+	UpdatedAt   string   `json:"updated_at,omitempty"`
+	LastUsed    string   `json:"last_used_at,omitempty"`
+}
+
+// ConnectionList is GET /connections and GET /me/connections.
+type ConnectionList struct {
+	Connections []ConnectionInfo `json:"connections"`
+}
+
+// RevokedConnections is DELETE /connections/{person}.
+type RevokedConnections struct {
+	Person  string   `json:"person"`
+	Servers []string `json:"servers"`
+}
+
+func connectionOf(m vault.Meta) ConnectionInfo {
+	return ConnectionInfo{Person: m.Person, Server: m.Server, Kind: m.Kind, Issuer: m.Issuer, Scopes: m.Scopes,
+		ExpiresAt: timeString(m.Expiry), Refreshable: m.HasRefreshToken, UpdatedAt: timeString(m.UpdatedAt), LastUsed: timeString(m.LastUsed)}
+}
+
+// needVault answers 400 when no vault is configured.
+func (a *API) needVault(w http.ResponseWriter) bool {
+	if a.o.Vault == nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "the gateway has no vault configured")
+		return false
+	}
+	return true
+}
+
+// myEntries lists the caller's own entries: read by name for each known
+// server, so no other person's entry is decrypted. An entry for a server
+// no longer configured is not listed (DELETE still removes it).
+func (a *API) myEntries(r *http.Request) ([]vault.Meta, error) {
+	if a.o.Vault == nil {
+		return nil, nil
+	}
+	servers := a.o.Servers()
+	if servers == nil {
+		servers = []string{}
+	}
+	return a.o.Vault.List(r.Context(), vault.Filter{Person: callers.PersonID(callers.FromContext(r.Context())), Servers: servers})
+}
+
+func (a *API) listConnections(w http.ResponseWriter, r *http.Request) {
+	if !a.needVault(w) {
+		return
+	}
+	q := r.URL.Query()
+	// The names do not say whose an entry is: this opens every record.
+	ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: q.Get("person"), Server: q.Get("server")})
+	if err != nil {
+		a.log.Error("list connections", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	writeConnections(w, ms)
+}
+
+func writeConnections(w http.ResponseWriter, ms []vault.Meta) {
+	out := ConnectionList{Connections: make([]ConnectionInfo, 0, len(ms))}
+	for _, m := range ms {
+		out.Connections = append(out.Connections, connectionOf(m))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) revokeConnection(w http.ResponseWriter, r *http.Request) {
+	if !a.needVault(w) {
+		return
+	}
+	person, server := r.PathValue("person"), r.PathValue("server")
+	if !a.deleteEntry(w, r, person, server, fmt.Sprintf("%q has no connection to %q", person, server)) {
+		return
+	}
+	a.audit(r.Context(), "connection.revoke", server, map[string]string{"person": person})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteEntry deletes person's entry for server, answering the error
+// itself (404 with notFound) when it fails.
+func (a *API) deleteEntry(w http.ResponseWriter, r *http.Request, person, server, notFound string) bool {
+	err := a.o.Vault.Delete(r.Context(), person, server)
+	switch {
+	case errors.Is(err, vault.ErrNotFound):
+		writeError(w, http.StatusNotFound, "Not Found", notFound)
+		return false
+	case errors.Is(err, vault.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "Bad Request", "not a person and server the vault can hold")
+		return false
+	case err != nil:
+		a.log.Error("revoke a connection", "server", server, "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return false
+	}
+	return true
+}
+
+func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) {
+	if !a.needVault(w) {
+		return
+	}
+	person := r.PathValue("person")
+	ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: person})
+	if err != nil {
+		a.log.Error("list a person's connections", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	out := RevokedConnections{Person: person, Servers: []string{}}
+	for _, m := range ms {
+		err := a.o.Vault.Delete(r.Context(), person, m.Server)
+		if err != nil && !errors.Is(err, vault.ErrNotFound) {
+			a.log.Error("revoke a connection", "server", m.Server, "error", err)
+			writeError(w, http.StatusInternalServerError, "Internal Server Error", fmt.Sprintf("revoked %d of %d", len(out.Servers), len(ms)))
+			return
+		}
+		if err == nil {
+			out.Servers = append(out.Servers, m.Server)
+		}
+	}
+	if len(out.Servers) == 0 {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("%q has no connections", person))
+		return
+	}
+	slices.Sort(out.Servers)
+	a.audit(r.Context(), "connection.revoke_all", person, map[string]any{"servers": out.Servers})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) listMyConnections(w http.ResponseWriter, r *http.Request) {
+	ms, err := a.myEntries(r)
+	if err != nil {
+		a.log.Error("list connections", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	writeConnections(w, ms)
+}
+
+func (a *API) revokeMyConnection(w http.ResponseWriter, r *http.Request) {
+	if !a.needVault(w) {
+		return
+	}
+	server := r.PathValue("server")
+	person := callers.PersonID(callers.FromContext(r.Context()))
+	if !a.deleteEntry(w, r, person, server, fmt.Sprintf("you have no connection to %q", server)) {
+		return
+	}
+	a.audit(r.Context(), "connection.revoke", server, nil)
+	w.WriteHeader(http.StatusNoContent)
+}
