@@ -132,7 +132,8 @@ func TestUserAPIKeyEndToEnd(t *testing.T) {
 	if code, stdout, stderr := cli(t, "credentials", "set", "byok", "--value", aliceCred, "--admin-key", aliceKey); code != 0 || strings.Contains(stdout+stderr, aliceCred) {
 		t.Fatalf("cli set: exit %d, %q %q", code, stdout, stderr)
 	}
-	if code, body := rest(t, "PUT", me+"/byok", bobKey, `{"value":"`+bobCred+`"}`); code != 200 || strings.Contains(body, bobCred) {
+	// bob at the root alias /me/credentials/<server>.
+	if code, body := rest(t, "PUT", hs.URL+"/me/credentials/byok", bobKey, `{"value":"`+bobCred+`"}`); code != 200 || strings.Contains(body, bobCred) {
 		t.Fatalf("bob put: %d %s", code, body)
 	}
 	// Refusals: a server that is not user_api_key, an unknown one, bad values, no person.

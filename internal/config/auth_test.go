@@ -350,3 +350,25 @@ func TestParseClientAuth(t *testing.T) {
 		})
 	}
 }
+
+// user_api_key takes header (the spelling) as well as header_name;
+// two different names are refused.
+func TestUserAPIKeyHeaderSpelling(t *testing.T) {
+	const vault = "vault:\n  keys: [{id: k1, key: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]\n"
+	doc := vault + "servers:\n  t:\n    transport: http\n    url: http://127.0.0.1:9/mcp\n    auth: {type: user_api_key, header: X-API-Key}\n"
+	c, err := Parse([]byte(doc), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Servers["t"].Auth; a.HeaderName != "X-API-Key" || a.Header != "" {
+		t.Errorf("header: %+v", a)
+	}
+	doc = vault + "servers:\n  t:\n    transport: http\n    url: http://127.0.0.1:9/mcp\n    auth: {type: user_api_key, header: X-API-Key, header_name: X-Other}\n"
+	if _, err := Parse([]byte(doc), "", nil); err == nil || !strings.Contains(err.Error(), "servers.t.auth.header") {
+		t.Errorf("two different headers: %v", err)
+	}
+	doc = vault + "servers:\n  t:\n    transport: http\n    url: http://127.0.0.1:9/mcp\n    auth: {type: bearer_token, value: x, header: X-API-Key}\n"
+	if _, err := Parse([]byte(doc), "", nil); err == nil {
+		t.Error("header accepted for bearer_token")
+	}
+}

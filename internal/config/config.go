@@ -203,6 +203,9 @@ type Auth struct {
 	Value string `config:"value,required,when=api_key|bearer_token|token|basic|authorization,expand,secret" doc:"The credential. Exactly one scheme goes out: \"Bearer abc\" and \"abc\" both send Authorization: Bearer abc. For basic: user:password, or \"Basic <base64>\" sent as is."`
 	// HeaderName "" means Authorization, or X-API-Key for api_key.
 	HeaderName string `config:"header_name,when=api_key|bearer_token|token|basic|authorization|oauth2|passthrough|user_api_key|oauth2_token_exchange|enterprise_managed,expand,trim" doc:"The header that carries the credential instead of Authorization (X-API-Key for api_key). A static header of that name cannot shadow it. For user_api_key the person's value goes in it verbatim (in Authorization it gets the Bearer scheme)."`
+	// Header is header_name's other spelling for user_api_key (the shape
+	// of the issue that introduced it); validate folds it into HeaderName.
+	Header string `config:"header,when=user_api_key,expand,trim" doc:"For user_api_key, the same as header_name (either may be used, not both with different values)."`
 
 	// oauth2 client credentials (RFC 6749 section 4.4).
 	TokenURL   string `config:"token_url,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The client-credentials (for oauth2_token_exchange: the token exchange) token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`

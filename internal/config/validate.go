@@ -230,6 +230,13 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 			errs.add(indexPath(p+".scopes", i), 0, "must be one non-empty scope token without spaces or quotes")
 		}
 	}
+	if a.Header != "" {
+		if a.HeaderName != "" && !strings.EqualFold(a.HeaderName, a.Header) {
+			errs.add(p+".header", 0, "header and header_name name different headers; use one")
+		} else {
+			a.HeaderName, a.Header = a.Header, ""
+		}
+	}
 	if a.HeaderName != "" {
 		canon := textproto.CanonicalMIMEHeaderKey(a.HeaderName)
 		switch {

@@ -12,6 +12,13 @@ import (
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
+// isPersonalAlias reports whether path is one of the admin API's /me
+// paths for a person's own credentials and connections, at the root.
+func isPersonalAlias(path string) bool {
+	return strings.HasPrefix(path, "/me/credentials/") || path == "/me/credentials" ||
+		path == "/me/connections" || strings.HasPrefix(path, "/me/connections/")
+}
+
 // CredentialsPath is where a person stores their own credential for a
 // user_api_key server (the admin API's /me/credentials/{server}).
 func CredentialsPath(server string) string {

@@ -338,6 +338,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.authServer.ServeHTTP(w, r)
 		return
 	}
+	if isPersonalAlias(r.URL.Path) {
+		// /me/credentials/<server> and /me/connections[/<server>]: the
+		// person's own entries, also at the root (the admin API's /me).
+		r = r.Clone(r.Context())
+		r.URL.Path = AdminPrefix + strings.TrimPrefix(r.URL.Path, "/")
+		r.URL.RawPath = ""
+	}
 	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
 		if g.admin == nil {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
