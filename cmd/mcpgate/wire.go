@@ -124,6 +124,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	})
 	if as != nil {
 		g.MountAuthServer(as.Handler())
+		g.SetPersonConfirmer(personConfirmer{as})
 	}
 	api := admin.New(admin.Options{
 		Gateway:      g,
@@ -244,3 +245,21 @@ func configKeys(cfg *config.Config) []store.Key {
 // needs unless the disk stalls for seconds; drops are counted
 // (mcpgate_audit_records_dropped_total) and logged.
 const auditQueue = 4096
+
+// personConfirmer is the authorization server's IdP login as the
+// gateway's proof of a browser's person: a confirmation stands for the
+// person of the tokens the server issues them (its issuer) and of the
+// IdP's own tokens (auth.oidc callers with the same IdP).
+type personConfirmer struct{ *authserver.Server }
+
+func (c personConfirmer) ConfirmedPersons(code string) ([]string, bool) {
+	cf, ok := c.Confirmed(code)
+	if !ok {
+		return nil, false
+	}
+	ids := []string{callers.PersonID(&callers.Caller{Issuer: cf.Issuer, Subject: cf.Subject})}
+	if cf.IdPSubject != "" {
+		ids = append(ids, callers.PersonID(&callers.Caller{Issuer: cf.IdPIssuer, Subject: cf.IdPSubject}))
+	}
+	return ids, true
+}

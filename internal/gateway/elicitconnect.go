@@ -53,6 +53,40 @@ const (
 	csrfCookie = "mcpgate_connect_csrf"
 )
 
+// PersonConfirmer proves, in a browser, who the browser's person is: the
+// authorization server's login at the company IdP (auth.login), for the
+// people who have no key to paste (oidc: persons).
+type PersonConfirmer interface {
+	// CanConfirm reports whether there is an IdP to confirm with.
+	CanConfirm() bool
+	// Confirm sends the browser through the login and back to returnTo
+	// with ConfirmParam=<code>.
+	Confirm(w http.ResponseWriter, r *http.Request, returnTo string) error
+	// ConfirmedPersons redeems code once: the person ids (callers.PersonID)
+	// of who logged in, under each issuer their tokens may carry.
+	ConfirmedPersons(code string) ([]string, bool)
+}
+
+// ConfirmParam is the query parameter a PersonConfirmer's code comes
+// back in.
+const ConfirmParam = "confirmation"
+
+// SetPersonConfirmer makes c the confirmation of oidc: persons opening
+// connect links.
+func (g *Gateway) SetPersonConfirmer(c PersonConfirmer) { g.confirmer = c }
+
+// canConfirm reports whether a browser can prove it is person: a key
+// person pastes their key, an oidc: person signs in at the IdP.
+func (g *Gateway) canConfirm(person string) bool {
+	switch {
+	case strings.HasPrefix(person, "key:"):
+		return g.auth != nil
+	case strings.HasPrefix(person, "oidc:"):
+		return g.confirmer != nil && g.confirmer.CanConfirm()
+	}
+	return false
+}
+
 // connTicket is a pending connect asked for by a URL elicitation.
 type connTicket struct {
 	person, server string
@@ -170,6 +204,11 @@ func (g *Gateway) connecting(ctx context.Context, sc *scope, server string, op f
 		return err
 	}
 	person := callers.PersonID(callers.FromContext(ctx))
+	if !g.canConfirm(person) {
+		// Nobody could prove in a browser to be this person: the error
+		// says where to connect (with their own credentials).
+		return err
+	}
 	for round := 0; round < maxConnectRounds && err != nil; round++ {
 		scopes, need := g.connectNeed(ctx, person, server, err)
 		if !need {
@@ -256,6 +295,10 @@ func (g *Gateway) serveConnectElicited(w http.ResponseWriter, r *http.Request, s
 		connectPage(w, http.StatusBadRequest, "Unknown link", "This connect link is unknown, already used or expired. Call the tool again to get a new one.")
 		return
 	}
+	if strings.HasPrefix(t.person, "oidc:") && r.Header.Get("Authorization") == "" && !hasKeyHeader(r) {
+		g.confirmElicited(w, r, server, id, t)
+		return
+	}
 	var presented string
 	switch r.Method {
 	case http.MethodPost:
@@ -282,6 +325,39 @@ func (g *Gateway) serveConnectElicited(w http.ResponseWriter, r *http.Request, s
 		return
 	}
 	g.beginConnect(w, r, person, server, t.scopes, id)
+}
+
+// confirmElicited is the connect link of an oidc: person opened in a
+// browser: a login at the company IdP first, then, back here with its
+// code, the connect if the login is the link's person.
+func (g *Gateway) confirmElicited(w http.ResponseWriter, r *http.Request, server, id string, t *connTicket) {
+	if !g.canConfirm(t.person) {
+		connectPage(w, http.StatusForbidden, "Cannot confirm", "This gateway has no sign-in at your company's identity provider (auth.login) to confirm it is you. Connect with your own credentials at "+ConnectPath(server)+".")
+		return
+	}
+	if code := r.URL.Query().Get(ConfirmParam); code != "" {
+		ids, ok := g.confirmer.ConfirmedPersons(code)
+		if !ok {
+			connectPage(w, http.StatusBadRequest, "Expired sign-in", "This sign-in is unknown, already used or expired. Open the connect link again.")
+			return
+		}
+		match := 0
+		for _, p := range ids {
+			match |= subtle.ConstantTimeCompare([]byte(p), []byte(t.person))
+		}
+		if match != 1 {
+			g.log.Warn("oauth connect: a connect link was opened by another person; refused", "server", server)
+			connectPage(w, http.StatusForbidden, "Not your link", "This connect link was made for somebody else. Ask for your own by calling the tool from your own client.")
+			return
+		}
+		g.beginConnect(w, r, t.person, server, t.scopes, id)
+		return
+	}
+	back := g.baseURL(r) + ConnectPath(server) + "?" + url.Values{elicitParam: {id}}.Encode()
+	if err := g.confirmer.Confirm(w, r, back); err != nil {
+		g.log.Warn("oauth connect: could not start the sign-in to confirm a person", "server", server, "error", err)
+		connectPage(w, http.StatusBadGateway, "Cannot confirm", "The sign-in at your company's identity provider could not be started.")
+	}
 }
 
 // hasKeyHeader reports whether r carries a gateway key in a header other
@@ -391,7 +467,7 @@ func (g *Gateway) connectGate(w http.ResponseWriter, r *http.Request, rt route, 
 	}
 	var ip mcpwire.InitializeParams
 	_ = json.Unmarshal(m.Params, &ip)
-	if mcpwire.ParseClientCaps(ip.Capabilities).ElicitationURL {
+	if mcpwire.ParseClientCaps(ip.Capabilities).ElicitationURL && g.canConfirm(person) {
 		return true
 	}
 	if callerTokenFrom(r.Context(), server) != "" {

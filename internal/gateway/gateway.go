@@ -111,7 +111,8 @@ type Gateway struct {
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
 	admin         http.Handler
-	authServer    http.Handler // mcpgate's OAuth authorization server; nil: none
+	authServer    http.Handler    // mcpgate's OAuth authorization server; nil: none
+	confirmer     PersonConfirmer // proves a browser's oidc: person (elicitconnect.go); nil: none
 	// httpClient fetches passthrough upstreams' metadata (nil: default).
 	httpClient *http.Client
 	prms       prmCache  // passthrough upstreams' metadata (S9.2)

@@ -251,7 +251,7 @@ func (s *Server) startIDP(w http.ResponseWriter, r *http.Request, id string) err
 	if err != nil {
 		s.logger.Error("oauth IdP discovery", attrErr, err)
 		s.pending.remove(id)
-		return s.redirectError(w, r, p.issuer, p.redirectURI, p.state, "temporarily_unavailable", "the identity provider cannot be reached")
+		return s.failLogin(w, r, p, "temporarily_unavailable", "the identity provider cannot be reached")
 	}
 	state, nonce, verifier := randomToken(32), randomToken(32), randomToken(32)
 	if !s.pending.update(id, now, func(p *pending) { p.idpState, p.nonce, p.verifier = state, nonce, verifier }) {
@@ -306,12 +306,12 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) error {
 		if e == "temporarily_unavailable" || e == "server_error" {
 			code = e
 		}
-		return s.redirectError(w, r, p.issuer, p.redirectURI, p.state, code, "the login at the identity provider did not succeed")
+		return s.failLogin(w, r, p, code, "the login at the identity provider did not succeed")
 	}
 	idpCode := q.Get("code")
 	if idpCode == "" {
 		s.pending.remove(p.id)
-		return s.redirectError(w, r, p.issuer, p.redirectURI, p.state, "server_error", "the identity provider sent no code")
+		return s.failLogin(w, r, p, "server_error", "the identity provider sent no code")
 	}
 	raw, err := s.idp.exchange(r.Context(), md, idpCode, p.issuer+"/oauth/callback", p.verifier)
 	var claims map[string]any
@@ -320,11 +320,14 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		s.pending.remove(p.id)
-		s.logger.Error("oauth IdP login failed", attrClient, p.client.ID, attrErr, err)
-		return s.redirectError(w, r, p.issuer, p.redirectURI, p.state, "server_error", "the login at the identity provider could not be verified")
+		s.logger.Error("oauth IdP login failed", attrClient, p.clientID(), attrErr, err)
+		return s.failLogin(w, r, p, "server_error", "the login at the identity provider could not be verified")
 	}
 	person := s.idp.person(claims)
-	s.logger.Info("oauth login", "method", "idp", attrUser, person.User, attrClient, p.client.ID)
+	s.logger.Info("oauth login", "method", "idp", attrUser, person.User, attrClient, p.clientID())
+	if p.confirmTo != "" {
+		return s.confirmed(w, r, p, person)
+	}
 	return s.loggedIn(w, r, p.id, person)
 }
 

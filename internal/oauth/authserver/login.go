@@ -22,7 +22,8 @@ func (s *Server) formPending(w http.ResponseWriter, r *http.Request) (url.Values
 		return nil, pending{}, err
 	}
 	p, ok := s.pending.get(form.Get("request"), s.now())
-	if !ok {
+	if !ok || p.confirmTo != "" {
+		// A confirmation has no forms: it is the IdP's login alone.
 		return nil, pending{}, errExpired
 	}
 	if !sameBrowser(r, &p) {

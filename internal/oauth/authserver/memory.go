@@ -32,6 +32,10 @@ type pending struct {
 	idpState, nonce, verifier string
 
 	person *oauth.Identity // set once the person has logged in
+
+	// confirmTo is set for a confirmation (confirm.go) instead of an
+	// authorization request: where the browser goes back to.
+	confirmTo string
 }
 
 type pendingStore struct {

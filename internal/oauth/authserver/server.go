@@ -107,6 +107,7 @@ type Server struct {
 	ownsMeta *http.Transport // closed by Close when the metadata client is ours
 	pending  *pendingStore
 	codes    *codeStore
+	confirms confirmStore
 	loginRL  *limiter // key login attempts per client address
 	regRL    *limiter // registrations per client address
 
