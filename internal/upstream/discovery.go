@@ -24,6 +24,9 @@ import (
 // upstream cannot make the gateway fetch a loopback or private address
 // (checked on the address dialled), a loopback or private one may; no
 // redirect leaves the origin; every fetch is bounded in time and size.
+// The token request to the discovered endpoint has the same address guard
+// and follows no redirect (tokenSource.post); a configured token_url is
+// trusted as configured.
 
 const (
 	// maxDiscoveryDocument bounds each metadata document.
