@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
 )
 
@@ -24,6 +25,9 @@ import (
 // upstream cannot make the gateway fetch a loopback or private address
 // (checked on the address dialled), a loopback or private one may; no
 // redirect leaves the origin; every fetch is bounded in time and size.
+// The token request to the discovered endpoint has the same address guard
+// and follows no redirect (tokenSource.post); a configured token_url is
+// trusted as configured.
 
 const (
 	// maxDiscoveryDocument bounds each metadata document.
@@ -94,7 +98,7 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, er
 		return "", "", err
 	}
 	if len(prm.AuthorizationServers) == 0 {
-		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s names no authorization_servers (set token_url)", from)
+		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s names no authorization_servers (%s)", from, s.discoveryHint())
 	}
 	issuer = prm.AuthorizationServers[0]
 	iu, ok := fetchable(issuer, allowHTTP)
@@ -136,7 +140,7 @@ func (s *tokenSource) fetchFirst(ctx context.Context, candidates []string, allow
 		}
 		missing = append(missing, u)
 	}
-	return "", s.fail(KindAuth, 0, "oauth2 discovery: no metadata at %s (set token_url)", strings.Join(missing, ", "))
+	return "", s.fail(KindAuth, 0, "oauth2 discovery: no metadata at %s (%s)", strings.Join(missing, ", "), s.discoveryHint())
 }
 
 // fetchJSON GETs u into v, within discoveryFetchTimeout and
@@ -195,6 +199,17 @@ func (s *tokenSource) fetchJSON(ctx context.Context, u string, allowHTTP bool, v
 		return false, s.fail(KindInvalidResponse, resp.StatusCode, "oauth2 discovery: %s is not a JSON object", redactURL(u))
 	}
 	return true, nil
+}
+
+// discoveryHint is what a failed discovery's message suggests: token_url
+// where the auth type has one; enterprise_managed has none (the ID-JAG's
+// audience is the issuer that discovery finds), so the server must
+// publish its metadata.
+func (s *tokenSource) discoveryHint() string {
+	if s.auth.Type == config.AuthEnterpriseManaged {
+		return "enterprise_managed needs the server's protected resource metadata and its authorization server's metadata; it has no token_url"
+	}
+	return "set token_url"
 }
 
 // fetchable parses u and reports whether discovery may use it: https, or

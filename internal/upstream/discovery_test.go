@@ -273,3 +273,29 @@ func TestOAuth2DiscoverRefused(t *testing.T) {
 		t.Errorf("the token endpoint got %d requests", n)
 	}
 }
+
+// A failed discovery suggests token_url only to the auth types that have
+// one: enterprise_managed always discovers its authorization server.
+func TestDiscoveryHintPerAuthType(t *testing.T) {
+	up, _ := fakeServer(t, false, nil)
+	for _, tc := range []struct {
+		auth      config.Auth
+		want, not string
+	}{
+		{config.Auth{Type: config.AuthOAuth2}, "(set token_url)", "enterprise_managed"},
+		{config.Auth{Type: config.AuthTokenExchange}, "(set token_url)", "enterprise_managed"},
+		{config.Auth{Type: config.AuthEnterpriseManaged, IdPTokenURL: up.URL + "/idp", IdPClientID: "gw-at-idp"},
+			"(enterprise_managed needs the server's protected resource metadata and its authorization server's metadata; it has no token_url)", "set token_url"},
+	} {
+		t.Run(tc.auth.Type, func(t *testing.T) {
+			tc.auth.ClientID, tc.auth.ClientSecret = "gw", testClientSecret
+			var err error
+			if tc.auth.Type == config.AuthOAuth2 {
+				_, err = newTokenSource("srv", up.URL+"/mcp", &tc.auth, nil, nil).Token(context.Background())
+			} else {
+				_, err = newExchanger("srv", up.URL+"/mcp", &tc.auth, nil, nil).Token(context.Background(), "subject-1")
+			}
+			checkTokenError(t, err, KindAuth, 0, []string{"no metadata at ", tc.want}, []string{tc.not, "subject-1"})
+		})
+	}
+}

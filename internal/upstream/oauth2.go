@@ -60,11 +60,14 @@ type tokenSource struct {
 	scopes     []string
 	audience   string
 	id         string
-	hc         *http.Client // never follows redirects
+	hc         *http.Client // never follows redirects: for the configured token_url
 	// discoverHC fetches the metadata of discovery (no token_url):
 	// internal/oauth/client's metadata client, with its address guard
-	// and same-origin redirects; discoverErr is why there is none.
+	// and same-origin redirects. tokenHC, on the same transport, posts to
+	// the discovered token endpoint: the same guard, no redirects at all.
+	// discoverErr is why there are none.
 	discoverHC  *http.Client
+	tokenHC     *http.Client
 	discoverErr error
 	log         *slog.Logger
 	now         func() time.Time // injectable for tests
@@ -90,8 +93,10 @@ type tokenMint struct {
 // newTokenSource returns a token source for the oauth2 client a of server,
 // reached at serverURL. hc nil means the package's shared client; either
 // way a copy that does not follow redirects is used for the token
-// request, so the credentials go nowhere else, and, without a token_url,
-// the guarded one of internal/oauth/client for discovery.
+// request to a configured token_url, so the credentials go nowhere else,
+// and, without a token_url, the guarded ones of internal/oauth/client for
+// discovery and for the token request to the discovered endpoint (which
+// the upstream named, so it is held to the upstream's address class).
 func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, log *slog.Logger) *tokenSource {
 	if hc == nil {
 		hc = defaultHTTPClient()
@@ -119,7 +124,7 @@ func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, l
 	s.auth.Scopes = s.scopes
 	s.resource, s.resErr = canonicalResource(serverURL)
 	if s.tokenURL == "" && s.resErr == nil {
-		s.discoverHC, s.discoverErr = oauthclient.MetadataClient(s.resource, guardable(hc), false)
+		s.discoverHC, s.tokenHC, s.discoverErr = oauthclient.UpstreamClients(s.resource, guardable(hc), false)
 	}
 	s.id = clientIdentity(a)
 	return s
@@ -313,8 +318,20 @@ func (s *tokenSource) post(ctx context.Context, endpoint, aud string, form url.V
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 
-	resp, err := s.hc.Do(req)
+	// A configured token_url is trusted as configured; a discovered one
+	// (no token_url) is only as trusted as the upstream that named it.
+	hc := s.hc
+	if s.tokenURL == "" {
+		if hc = s.tokenHC; hc == nil {
+			return "", 0, s.fail(KindInternal, 0, "%s: no client for a discovered endpoint: %v", s.label, s.discoverErr)
+		}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
+		if errors.Is(err, oauthclient.ErrBlockedAddress) {
+			return "", 0, s.fail(KindAuth, 0, "%s %s: %v (the endpoint was discovered from a public server's metadata and must be on a public address; nothing was sent)",
+				s.label, redactURL(endpoint), oauthclient.ErrBlockedAddress)
+		}
 		return "", 0, &Error{Server: s.server, Kind: KindUnreachable,
 			Err: fmt.Errorf("%s %s: %w", s.label, redactURL(endpoint), scrubURLError(err))}
 	}

@@ -126,15 +126,26 @@ func newFetcher(server *url.URL, hc *http.Client, allowPrivate bool) (*fetcher, 
 // followed within the origin only (ErrCrossOrigin otherwise), each request
 // bounded by FetchTimeout. The caller bounds what it reads (MaxDocument).
 func MetadataClient(serverURL string, hc *http.Client, allowPrivate bool) (*http.Client, error) {
+	metadata, _, err := UpstreamClients(serverURL, hc, allowPrivate)
+	return metadata, err
+}
+
+// UpstreamClients is MetadataClient and, on the same transport (the same
+// address guard, hc's TLS settings, no proxy, FetchTimeout), a client
+// that follows no redirect at all (a 3xx answer is returned as is): the
+// one for a token request to an endpoint that an upstream's metadata
+// named, which carries the gateway's client credentials, so that a public
+// upstream cannot have them sent to a loopback or private address.
+func UpstreamClients(serverURL string, hc *http.Client, allowPrivate bool) (metadata, noRedirect *http.Client, err error) {
 	su, err := url.Parse(serverURL)
 	if err != nil || su.Host == "" {
-		return nil, errors.New("oauth client: the server url is not an absolute URL")
+		return nil, nil, errors.New("oauth client: the server url is not an absolute URL")
 	}
 	f, err := newFetcher(su, hc, allowPrivate)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return f.follow, nil
+	return f.follow, f.noFollow, nil
 }
 
 // sameOriginRedirect follows a redirect only within the origin of the
