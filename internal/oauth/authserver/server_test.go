@@ -452,7 +452,8 @@ func TestSecurityHeaders(t *testing.T) {
 func TestLimiter(t *testing.T) {
 	l := newLimiter(2, time.Minute)
 	now := time.Now()
-	if !l.allow("a", now) || !l.allow("a", now) || l.allow("a", now) {
+	first, second, third := l.allow("a", now), l.allow("a", now), l.allow("a", now)
+	if !first || !second || third {
 		t.Error("a: want two allowed, the third refused")
 	}
 	if !l.allow("b", now) {
