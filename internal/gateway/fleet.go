@@ -94,7 +94,7 @@ func (g *Gateway) openSessionID(sid string) (fs fleet.Session, local string, ok 
 const maxClockSkew = time.Minute
 
 // resumeSession re-creates, on this replica, the session a sealed id
-// names (the caller is its owner and it was not ended: sessionOrRefusal
+// names (the caller is its owner and it was not ended: findSession
 // checked). Concurrent first requests on one id share one session.
 func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *Identity) (*session, refusal) {
 	if fs.Issued.After(g.now().Add(maxClockSkew)) || !mcpwire.IsHandshake(fs.Revision) {

@@ -78,8 +78,13 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 	if code, _ := send(t, http.MethodDelete, urlB+"/mcp", "bob", sid, ""); code != http.StatusForbidden {
 		t.Errorf("bob's DELETE on B: %d", code)
 	}
+	// A 2026-07-28 request ignores the id: it resumes nothing.
+	if code, body := modernPost(t, urlB+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`); code != 200 || !strings.Contains(body, "f__ok") {
+		t.Errorf("stateless request with the sealed id on B: %d %s", code, body)
+	}
 	if rep := b.SessionsReport(); rep.Total != 0 {
-		t.Errorf("a refused id left a session on B: %+v", rep.Sessions)
+		t.Errorf("a refused id or a stateless request left a session on B: %+v", rep.Sessions)
 	}
 
 	// Its owner continues on B with the same id.

@@ -148,10 +148,15 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	id := identityOf(r)
+	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
+	// for that session's slot (nor be refused when it ends): with that
+	// header, a session-era request gets its slot once the body is read.
+	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	var sess *session
 	var refuse refusal // the session id's refusal, for a session-era request
 	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-		sess, refuse = g.sessionOrRefusal(r.Context(), sid, id)
+		// Nor does it resume a sealed session here (fleet.go).
+		sess, refuse = g.findSession(r.Context(), sid, id, !modernHeader)
 	}
 	// The first bytes decide whether the request waits for a slot of the
 	// session (S11); the rest of the body is read once it has one, so a
@@ -161,10 +166,6 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	peek, _ := br.Peek(peekSize)
 	r.Body = readCloser{br, r.Body}
 	acquired := false
-	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
-	// for that session's slot (nor be refused when it ends): with that
-	// header, a session-era request gets its slot once the body is read.
-	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	if sess != nil && !modernHeader && classifyBody(peek) == bodyRequest {
 		if !g.acquireSlot(w, r, sess) {
 			return
@@ -691,7 +692,7 @@ func (rf refusal) write(w http.ResponseWriter) {
 // SDK's -32001 is the gateway's timeout and unauthorized code).
 const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 
-// sessionOrRefusal resolves the session a request names (S4, S8): a live
+// findSession resolves the session a request names (S4, S8): a live
 // session of another owner is refused before anything else, so a
 // non-owner learns nothing and cleans up nothing; an id remembered as
 // ended is refused; any other unknown id is refused too, unless
@@ -700,12 +701,9 @@ const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 //
 // With fleet.session_keys, a sealed id this replica does not hold is
 // resumed (fleet.go): its owner is checked first, from the id, then
-// whether it was ended; resume false (a legacy SSE message, whose session
-// lives with its stream) refuses it as unknown instead.
-func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity) (*session, refusal) {
-	return g.findSession(ctx, sid, id, true)
-}
-
+// whether it was ended. resume false (a legacy SSE message, whose session
+// lives with its stream; a 2026-07-28 request, which ignores the id)
+// treats it as unknown instead.
 func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, resume bool) (*session, refusal) {
 	fs, local, sealed := g.openSessionID(sid)
 	if sess := g.liveSession(sid, local, sealed); sess != nil {
@@ -732,7 +730,7 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 	return nil, refusedUnknown
 }
 
-// streamSession is sessionOrRefusal for a request that needs a live
+// streamSession is findSession for a request that needs a live
 // session (a stream, or a message whose reply travels on one): a stream
 // has no stateless form, so an unknown id is refused whatever
 // sessions.unknown_id says.
