@@ -78,6 +78,7 @@ fuzz ./internal/upstream/ FuzzCredentialValue
 fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
+fuzz ./internal/fleet/ FuzzOpenSessionID
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
 fuzz ./internal/oauth/ FuzzVerify
 fuzz ./internal/upstream/ FuzzExchangeResponse

@@ -102,6 +102,9 @@ type Config struct {
 	// Vault holds the keys of the per-person credential vault (SPEC S19);
 	// nil means the file has no vault block.
 	Vault *Vault `config:"vault" doc:"The per-person upstream credential vault (SPEC S19): the keys its entries are encrypted under at rest."`
+	// Fleet makes the replicas of a fleet one gateway to their clients
+	// (SPEC S15); nil means the file has no fleet block.
+	Fleet *Fleet `config:"fleet" doc:"Replicas serving one fleet (SPEC S15): the keys that seal session ids, so any replica continues a session another started."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.

@@ -117,6 +117,9 @@ func (c *Config) validate(strict bool) error {
 	if c.Vault != nil {
 		c.Vault.validate(&errs, strict)
 	}
+	if c.Fleet != nil {
+		c.Fleet.validate(&errs, strict)
+	}
 	return errs.err()
 }
 

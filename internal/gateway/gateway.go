@@ -27,6 +27,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
@@ -118,7 +119,11 @@ type Gateway struct {
 	prms       prmCache  // passthrough upstreams' metadata (S9.2)
 	connect    connector // oauth2_user: registrations and pending connects
 
-	sessions sync.Map // id -> *session
+	sessions sync.Map // local id -> *session
+	// ring seals session ids and requestState for the fleet
+	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
+	ring      *fleet.Ring
+	advertise string // fleet.advertise: where other replicas reach this one
 
 	routes     sync.Map // routeKey -> route (read-only once stored)
 	badNames   sync.Map // exposed tool names already warned about
@@ -194,6 +199,16 @@ func New(o Options) *Gateway {
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.state.Store(newState(cfg))
 	g.fileServers = cfg.Servers
+	if ring, err := newRing(cfg); err != nil {
+		// Validate refuses such keys; a Config built in code that skipped
+		// it gets process-local ids, and says so.
+		g.log.Error("fleet.session_keys unusable; session ids stay local to this process", "error", err)
+	} else {
+		g.ring = ring
+	}
+	if cfg.Fleet != nil {
+		g.advertise = cfg.Fleet.Advertise
+	}
 	if g.version == "" {
 		g.version = "dev"
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
@@ -147,10 +148,15 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	id := identityOf(r)
+	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
+	// for that session's slot (nor be refused when it ends): with that
+	// header, a session-era request gets its slot once the body is read.
+	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	var sess *session
 	var refuse refusal // the session id's refusal, for a session-era request
 	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-		sess, refuse = g.sessionOrRefusal(r.Context(), sid, id)
+		// Nor does it resume a sealed session here (fleet.go).
+		sess, refuse = g.findSession(r.Context(), sid, id, !modernHeader)
 	}
 	// The first bytes decide whether the request waits for a slot of the
 	// session (S11); the rest of the body is read once it has one, so a
@@ -160,10 +166,6 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	peek, _ := br.Peek(peekSize)
 	r.Body = readCloser{br, r.Body}
 	acquired := false
-	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
-	// for that session's slot (nor be refused when it ends): with that
-	// header, a session-era request gets its slot once the body is read.
-	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	if sess != nil && !modernHeader && classifyBody(peek) == bodyRequest {
 		if !g.acquireSlot(w, r, sess) {
 			return
@@ -264,10 +266,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
 			return
 		}
-		sess = g.newSession(rt, id, true)
-		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
+		sess = g.newInitSession(rt, id, msgs[0].Params)
+		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
 	} else if sess != nil {
-		w.Header().Set(mcpwire.HeaderSessionID, sess.id)
+		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
 	}
 
 	ps := &postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
@@ -295,8 +297,14 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	if isInit {
 		if len(replies) != 1 || replies[0].Error != nil {
-			// A failed initialize leaves no session behind.
-			sess.close()
+			// A failed initialize leaves no session behind. A sealed id
+			// already went out in the header, and any replica could
+			// resume it: it is remembered as ended.
+			if sess.token != "" {
+				g.endSessionLogged(r.Context(), sess)
+			} else {
+				sess.close()
+			}
 		} else {
 			sess.markReady()
 		}
@@ -474,7 +482,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 			"Bad Request: Mcp-Session-Id header is required"))
 		return
 	}
-	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r))
+	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r), true)
 	if refuse != refusedNot {
 		refuse.write(w)
 		return
@@ -493,7 +501,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set(mcpwire.HeaderSessionID, sess.id)
+	h.Set(mcpwire.HeaderSessionID, sess.clientID())
 	w.WriteHeader(http.StatusOK)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
@@ -509,7 +517,8 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 			"Bad Request: Mcp-Session-Id header is required"))
 		return
 	}
-	if sess := g.lookupSession(sid); sess != nil {
+	fs, local, sealed := g.openSessionID(sid)
+	if sess := g.liveSession(sid, local, sealed); sess != nil {
 		// Ownership first (S4.2): a non-owner cannot end the session.
 		if sess.owner != identityOf(r).Owner {
 			writeJSON(w, http.StatusForbidden, bodyForeignSession)
@@ -519,6 +528,11 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		// cancelled (upstream too), and its id answers 404 from now on
 		// (S8.2, S11).
 		g.endSessionLogged(r.Context(), sess)
+	} else if sealed && !g.deleteSealed(r.Context(), fs, local, identityOf(r)) {
+		// Another replica's session (or one from before a restart): the
+		// id says whose it is, so the same rule holds.
+		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+		return
 	}
 	// Idempotent (S8.1): an unknown id is already terminated.
 	writeJSON(w, http.StatusOK, bodyTerminated)
@@ -576,7 +590,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	// The same ownership rule as streamable HTTP (S4): the session id in
 	// a URL is no capability. Replies travel on the session's stream, so
 	// an unknown id cannot be served as a stateless request: 404.
-	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r))
+	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r), false)
 	if refuse != refusedNot {
 		refuse.write(w)
 		return
@@ -654,12 +668,15 @@ const (
 	refusedForeign                // another owner's session (S4.2, 403)
 	refusedUnknown                // no session this gateway serves (S8.3, 404)
 	refusedEnded                  // remembered as deleted, expired or terminated (S8.2, 404)
+	refusedBusy                   // a sealed id to resume, its owner at the cap (S4.3, 429)
 )
 
 func (rf refusal) write(w http.ResponseWriter) {
 	switch rf {
 	case refusedForeign:
 		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+	case refusedBusy:
+		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
 	case refusedEnded:
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
 			"Session not found: it was terminated or has expired; send initialize to start a new session"))
@@ -675,21 +692,37 @@ func (rf refusal) write(w http.ResponseWriter) {
 // SDK's -32001 is the gateway's timeout and unauthorized code).
 const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 
-// sessionOrRefusal resolves the session a request names (S4, S8): a live
+// findSession resolves the session a request names (S4, S8): a live
 // session of another owner is refused before anything else, so a
 // non-owner learns nothing and cleans up nothing; an id remembered as
 // ended is refused; any other unknown id is refused too, unless
 // sessions.unknown_id is serve, which returns neither a session nor a
 // refusal (the request is served as a new stateless one).
-func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity) (*session, refusal) {
-	if sess := g.lookupSession(sid); sess != nil {
+//
+// With fleet.session_keys, a sealed id this replica does not hold is
+// resumed (fleet.go): its owner is checked first, from the id, then
+// whether it was ended. resume false (a legacy SSE message, whose session
+// lives with its stream; a 2026-07-28 request, which ignores the id)
+// treats it as unknown instead.
+func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, resume bool) (*session, refusal) {
+	fs, local, sealed := g.openSessionID(sid)
+	if sess := g.liveSession(sid, local, sealed); sess != nil {
 		if sess.owner != id.Owner {
 			return nil, refusedForeign
 		}
 		return sess, refusedNot
 	}
-	if g.terminated(ctx, sid) {
+	if sealed && fleet.OwnerHash(id.Owner) != fs.Owner {
+		return nil, refusedForeign
+	}
+	if !sealed {
+		local = sid
+	}
+	if g.terminated(ctx, local) {
 		return nil, refusedEnded
+	}
+	if sealed && resume {
+		return g.resumeSession(sid, fs, local, id)
 	}
 	if g.conf().Sessions.UnknownID == config.UnknownIDServe {
 		return nil, refusedNot
@@ -697,12 +730,12 @@ func (g *Gateway) sessionOrRefusal(ctx context.Context, sid string, id *Identity
 	return nil, refusedUnknown
 }
 
-// streamSession is sessionOrRefusal for a request that needs a live
+// streamSession is findSession for a request that needs a live
 // session (a stream, or a message whose reply travels on one): a stream
 // has no stateless form, so an unknown id is refused whatever
 // sessions.unknown_id says.
-func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity) (*session, refusal) {
-	sess, refuse := g.sessionOrRefusal(ctx, sid, id)
+func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity, resume bool) (*session, refusal) {
+	sess, refuse := g.findSession(ctx, sid, id, resume)
 	if sess == nil && refuse == refusedNot {
 		refuse = refusedUnknown
 	}

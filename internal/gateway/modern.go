@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
@@ -117,13 +116,13 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 		// A call that may need the client's input from an old-era
 		// upstream (S18.1): it runs as an exchange that can outlive this
 		// request; a retry with the gateway's requestState resumes it.
-		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); strings.HasPrefix(state, statePrefix) {
+		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); isGatewayState(state) {
 			ex, unanswered, e := g.resumeExchange(m.Method, m.Params, owner, out)
 			if e != nil {
 				return jsonrpc.NewErrorResponse(m.ID, e), true
 			}
 			if len(unanswered) > 0 {
-				reply = jsonrpc.NewResult(m.ID, inputRequired(ex, unanswered))
+				reply = jsonrpc.NewResult(m.ID, g.inputRequired(ex, unanswered))
 				break
 			}
 			reply = g.awaitExchange(ctx, ex, m.ID)

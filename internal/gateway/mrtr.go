@@ -184,8 +184,9 @@ func (ex *exchange) ask(ctx context.Context, msg *jsonrpc.Message) (json.RawMess
 	}
 }
 
-// stateKey signs requestState values; it lives as long as the process,
-// as do the exchanges it protects.
+// stateKey signs requestState values without fleet.session_keys (with
+// them they are sealed under the ring: fleet.go); it lives as long as
+// the process, as do the exchanges it protects.
 var stateKey = func() []byte {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
@@ -294,7 +295,7 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 			ex.pending[q.key] = q
 		}
 		ex.mu.Unlock()
-		return jsonrpc.NewResult(id, inputRequired(ex, qs))
+		return jsonrpc.NewResult(id, g.inputRequired(ex, qs))
 	case capability := <-ex.missing:
 		return g.missingCapability(ex, id, capability)
 	case <-ctx.Done():
@@ -322,7 +323,7 @@ func (g *Gateway) missingCapability(ex *exchange, id jsonrpc.ID, capability stri
 }
 
 // inputRequired is the input_required result asking the client qs.
-func inputRequired(ex *exchange, qs []*question) json.RawMessage {
+func (g *Gateway) inputRequired(ex *exchange, qs []*question) json.RawMessage {
 	res := []byte(`{"resultType":"input_required","inputRequests":{`)
 	for i, q := range qs {
 		if i > 0 {
@@ -341,7 +342,7 @@ func inputRequired(ex *exchange, qs []*question) json.RawMessage {
 		res = append(res, '}')
 	}
 	res = append(res, `},"requestState":`...)
-	return append(jsonrpc.AppendString(res, mintState(ex)), '}')
+	return append(jsonrpc.AppendString(res, g.mintState(ex)), '}')
 }
 
 func errStateSpent() *jsonrpc.Error {
@@ -362,7 +363,7 @@ func (g *Gateway) endExchanges() {
 // and returns the exchange to wait on.
 func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner string, out sender) (*exchange, []*question, *jsonrpc.Error) {
 	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
-	exID, round, ok := openState(state, owner)
+	exID, round, ok := g.openState(state, owner)
 	if !ok {
 		return nil, nil, errInvalidParams("Invalid params: requestState was not issued to this caller")
 	}

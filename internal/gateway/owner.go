@@ -203,7 +203,7 @@ func (g *Gateway) admitSession(owner string) bool {
 		}
 		if s.inflight.Load() == 0 {
 			g.log.Debug("session evicted for its owner's cap", "session", s.id[:8])
-			g.endSessionLogged(context.Background(), s)
+			g.retire(s)
 			excess--
 		}
 	}

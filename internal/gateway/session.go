@@ -17,9 +17,15 @@ import (
 
 // session is one stateful downstream session.
 type session struct {
-	id    string
-	g     *Gateway
-	route route
+	// id is the session's own random id: the key of g.sessions, what
+	// operators see a prefix of (S13) and what terminations remember.
+	id string
+	// token is the sealed id its client holds (fleet.go); "": the client
+	// holds id. resumed: this replica re-created it from its token.
+	token   string
+	resumed bool
+	g       *Gateway
+	route   route
 	// Who created it (S4): requests of any other owner are refused.
 	owner    string
 	alias    string
@@ -67,11 +73,16 @@ func newSessionID() string {
 // created by an initialize request and serves nothing else until
 // markReady is called; otherwise it serves at once.
 func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session {
+	return g.storeSession(g.buildSession(rt, id, newSessionID()), initializing)
+}
+
+// buildSession makes the session sid for the caller id, not yet stored.
+func (g *Gateway) buildSession(rt route, id *Identity, sid string) *session {
 	if id == nil {
 		id = &Identity{Owner: "anonymous"}
 	}
 	s := &session{
-		id:       newSessionID(),
+		id:       sid,
 		g:        g,
 		route:    rt,
 		owner:    id.Owner,
@@ -90,18 +101,37 @@ func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session
 	// Made once: every call of a session that declared roots carries it
 	// (relay.go).
 	s.binding = upstream.Binding{Key: "s/" + s.id, Origin: s, Started: s.boundStarted}
+	s.touch()
+	return s
+}
+
+// storeSession makes s findable; initializing: it serves nothing but
+// initialize until markReady.
+func (g *Gateway) storeSession(s *session, initializing bool) *session {
 	if !initializing {
 		s.markReady()
 	}
-	s.touch()
 	g.sessions.Store(s.id, s)
 	return s
 }
 
-func (g *Gateway) lookupSession(id string) *session {
-	if v, ok := g.sessions.Load(id); ok {
+// lookupSession finds the live session whose client holds sid: by its
+// local id, or by the one a sealed id names. A sealed session is found
+// by its token only: the local id inside is not a credential.
+func (g *Gateway) lookupSession(sid string) *session {
+	_, local, sealed := g.openSessionID(sid)
+	return g.liveSession(sid, local, sealed)
+}
+
+// liveSession is lookupSession for an id already opened: local is the id
+// a sealed sid names.
+func (g *Gateway) liveSession(sid, local string, sealed bool) *session {
+	if !sealed {
+		local = sid
+	}
+	if v, ok := g.sessions.Load(local); ok {
 		s := v.(*session)
-		if !s.isClosed() {
+		if !s.isClosed() && (sealed || s.token == "") {
 			return s
 		}
 	}
@@ -260,7 +290,9 @@ func (s *session) close() {
 	if bound {
 		s.g.up.Unbind(sessionBinding(s)) // its own upstream sessions (relay.go)
 	}
-	s.g.sessions.Delete(s.id)
+	// Only itself: a copy resumed from the same sealed id may already
+	// have taken its place.
+	s.g.sessions.CompareAndDelete(s.id, s)
 }
 
 // janitor ends idle sessions that have nothing in flight (S12).
@@ -291,7 +323,7 @@ func (g *Gateway) expireIdle() {
 			s.mu.Unlock()
 			if !streaming {
 				g.log.Debug("session expired", "session", s.id[:8])
-				g.endSessionLogged(context.Background(), s)
+				g.retire(s)
 			}
 		}
 		return true

@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/fleet"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// Sealed session ids (SPEC S15, S8.3). With fleet.session_keys, the id a
+// streamable-HTTP client holds is a token sealed under the fleet's ring
+// that carries the session's record (route, owner, revision, client
+// capabilities). A replica that holds the session finds it by the random
+// id inside, as without keys; one that does not (another replica created
+// it, or this process restarted) opens the token, checks owner and
+// terminations, and re-creates the session from it; its upstream sessions
+// are established lazily, as for a new session. Legacy SSE and stdio
+// sessions live with their stream, so their ids stay local.
+//
+// Operators (S13) see and terminate sessions by the random id: the token
+// is never logged or reported. Without keys nothing here runs.
+
+// newRing builds the ring of cfg's fleet.session_keys; nil without keys.
+func newRing(cfg *config.Config) (*fleet.Ring, error) {
+	keys, err := cfg.Fleet.SessionKeyBytes()
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	return fleet.NewRing(keys)
+}
+
+// clientID is the session id its client holds: the sealed token, or the
+// local id.
+func (s *session) clientID() string {
+	if s.token != "" {
+		return s.token
+	}
+	return s.id
+}
+
+// newInitSession creates the session of an initialize request. With a
+// ring its id is sealed, with the revision and capabilities initialize
+// will settle on (the same functions decide them there).
+func (g *Gateway) newInitSession(rt route, id *Identity, params json.RawMessage) *session {
+	s := g.buildSession(rt, id, newSessionID())
+	if g.ring != nil {
+		var p mcpwire.InitializeParams
+		if len(params) > 0 {
+			_ = json.Unmarshal(params, &p) // initialize itself refuses bad params
+		}
+		var raw [fleet.IDLen]byte
+		_, _ = hex.Decode(raw[:], []byte(s.id))
+		tok, err := g.ring.SealSession(fleet.Session{
+			ID:       raw,
+			Owner:    fleet.OwnerHash(s.owner),
+			Revision: mcpwire.Negotiate(p.ProtocolVersion),
+			Caps:     capsBits(mcpwire.ParseClientCaps(p.Capabilities)),
+			Route:    rt.path,
+			Servers:  strings.Join(rt.header, ","),
+			Issued:   s.created,
+		})
+		if err != nil {
+			// A route too long to seal: the session works, on this
+			// replica only.
+			g.log.Debug("session id not sealed", "session", s.id[:8], "error", err)
+		}
+		s.token = tok
+	}
+	return g.storeSession(s, true)
+}
+
+// openSessionID opens a sealed session id: its fields and the local id
+// they name. ok is false without a ring, or for anything that is not a
+// token the ring sealed (a local id, a forged or tampered one, one of a
+// removed key).
+func (g *Gateway) openSessionID(sid string) (fs fleet.Session, local string, ok bool) {
+	if g.ring == nil {
+		return fs, "", false
+	}
+	fs, err := g.ring.OpenSession(sid)
+	if err != nil {
+		return fs, "", false
+	}
+	return fs, hex.EncodeToString(fs.ID[:]), true
+}
+
+// maxClockSkew is how far in the future a sealed id's issue time may be:
+// replicas' clocks differ a little, never by minutes.
+const maxClockSkew = time.Minute
+
+// resumeSession re-creates, on this replica, the session a sealed id
+// names (the caller is its owner and it was not ended: findSession
+// checked). Concurrent first requests on one id share one session.
+func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *Identity) (*session, refusal) {
+	if fs.Issued.After(g.now().Add(maxClockSkew)) || !mcpwire.IsHandshake(fs.Revision) {
+		return nil, refusedUnknown
+	}
+	rt, _, ok := g.routeFor(fs.Route, fs.Servers)
+	if !ok {
+		// A server of its route is gone: the client starts over.
+		return nil, refusedUnknown
+	}
+	if !g.admitSession(id.Owner) {
+		return nil, refusedBusy
+	}
+	s := g.buildSession(rt, id, local)
+	s.token = sid
+	s.resumed = true
+	s.created = fs.Issued
+	s.rev = fs.Revision
+	s.caps = capsOf(fs.Caps)
+	s.initialized = true
+	s.markReady()
+	if v, loaded := g.sessions.LoadOrStore(s.id, s); loaded {
+		other := v.(*session)
+		if other.isClosed() {
+			// Ended while this request looked: what ends a session
+			// remembers its id first, so it is refused from now on.
+			return nil, refusedEnded
+		}
+		if other.owner != id.Owner {
+			return nil, refusedForeign
+		}
+		return other, refusedNot
+	}
+	g.log.Debug("session resumed from its sealed id", "session", s.id[:8], "issued", fs.Issued.UTC().Format(time.RFC3339))
+	return s, refusedNot
+}
+
+// retire ends a session for want of use or room on this replica (idle
+// expiry, the owner's cap). A session this replica resumed from its
+// sealed id is only this replica's copy: its client may be using it on
+// the replica that created it, so its id is not remembered as ended (a
+// next request here resumes it again). The replica that created it
+// remembers, as without keys (S8.2).
+func (g *Gateway) retire(s *session) {
+	if s.resumed {
+		s.close()
+		return
+	}
+	g.endSessionLogged(context.Background(), s)
+}
+
+// deleteSealed ends, for its owner, a session this replica does not hold
+// (S8.1): its id is remembered as ended, so that it stays refused here
+// and, with a shared store, on every replica. false: another owner's.
+func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local string, id *Identity) bool {
+	if fleet.OwnerHash(id.Owner) != fs.Owner {
+		return false
+	}
+	if err := g.terms.MarkTerminated(ctx, hashHex(local), g.now().Add(g.idleTimeout)); err != nil {
+		g.log.Warn("could not remember an ended session", "error", err)
+	}
+	return true
+}
+
+// Client capabilities as a sealed id carries them.
+const (
+	capSampling uint8 = 1 << iota
+	capElicitation
+	capElicitationForm
+	capElicitationURL
+	capRoots
+	capRootsListChanged
+)
+
+func capsBits(c mcpwire.ClientCaps) uint8 {
+	var b uint8
+	for _, f := range []struct {
+		on  bool
+		bit uint8
+	}{{c.Sampling, capSampling}, {c.Elicitation, capElicitation}, {c.ElicitationForm, capElicitationForm},
+		{c.ElicitationURL, capElicitationURL}, {c.Roots, capRoots}, {c.RootsListChanged, capRootsListChanged}} {
+		if f.on {
+			b |= f.bit
+		}
+	}
+	return b
+}
+
+func capsOf(b uint8) mcpwire.ClientCaps {
+	return mcpwire.ClientCaps{
+		Sampling:         b&capSampling != 0,
+		Elicitation:      b&capElicitation != 0,
+		ElicitationForm:  b&capElicitationForm != 0,
+		ElicitationURL:   b&capElicitationURL != 0,
+		Roots:            b&capRoots != 0,
+		RootsListChanged: b&capRootsListChanged != 0,
+	}
+}
+
+// sealedStatePrefix marks a requestState sealed under the ring: any
+// replica of the fleet opens it (the call itself runs on the replica
+// named in it).
+const sealedStatePrefix = "mcpg2."
+
+// isGatewayState reports whether a requestState is one the gateway
+// minted (else it is an upstream's, passed through: bridge.go).
+func isGatewayState(state string) bool {
+	return strings.HasPrefix(state, statePrefix) || strings.HasPrefix(state, sealedStatePrefix)
+}
+
+// mintState is the requestState of an exchange's next round: sealed under
+// the ring when there is one, else signed with the process's own key.
+func (g *Gateway) mintState(ex *exchange) string {
+	if g.ring == nil {
+		return mintState(ex)
+	}
+	tok, err := g.ring.SealState(fleet.State{Exchange: ex.id, Round: ex.round.Add(1), Origin: g.advertise}, ex.owner)
+	if err != nil {
+		// An exchange id is 24 characters and a round at least 1: not
+		// reached; the local form still resumes the call here.
+		return mintState(ex)
+	}
+	return sealedStatePrefix + tok
+}
+
+// openState verifies a requestState for owner: a sealed one with the
+// ring, else the local form.
+func (g *Gateway) openState(state, owner string) (id string, round int64, ok bool) {
+	if g.ring == nil {
+		return openState(state, owner)
+	}
+	tok, sealed := strings.CutPrefix(state, sealedStatePrefix)
+	if !sealed {
+		return openState(state, owner)
+	}
+	st, err := g.ring.OpenState(tok, owner)
+	if err != nil {
+		return "", 0, false
+	}
+	return st.Exchange, st.Round, true
+}
