@@ -174,8 +174,9 @@ func scrub(err error, password string) error {
 	return errors.New(msg)
 }
 
-// String names the database (user@host:port/database), without the password.
-func (s *Store) String() string { return "postgres " + s.where }
+// String names the database as user@host:port/database, without the
+// password.
+func (s *Store) String() string { return s.where }
 
 // Close closes the pool, waiting for connections in use to be returned.
 func (s *Store) Close() error {
