@@ -396,9 +396,20 @@ func reapStale(base, bin string, cred *syscall.Credential) {
 	}
 }
 
+// alive reports whether pid runs. A zombie does not: a killed test binary
+// stays one until its parent (perhaps a container's init) reaps it.
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		_, noProc := os.Stat("/proc/self")
+		return noProc != nil // gone since, unless there is no /proc to ask
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+	return !strings.HasPrefix(strings.TrimSpace(rest), "Z")
 }
 
 // confQuote quotes a postgresql.conf string value.
