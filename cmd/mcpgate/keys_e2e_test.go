@@ -29,6 +29,16 @@ type gatewayProc struct {
 	cmd  *exec.Cmd
 	url  string // http://host:port
 	done chan error
+
+	mu  sync.Mutex
+	log strings.Builder // stderr so far
+}
+
+// Log returns what the gateway wrote to stderr so far.
+func (p *gatewayProc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
 }
 
 func startGateway(t *testing.T, gw, cfgPath string, env ...string) *gatewayProc {
@@ -46,6 +56,9 @@ func startGateway(t *testing.T, gw, cfgPath string, env ...string) *gatewayProc 
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
 			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
 				urlc <- m[1]
 			}

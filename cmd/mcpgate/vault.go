@@ -6,15 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
 // vaultCommand administers the per-person credential vault in the
-// config's data directory: `rotate` re-encrypts every entry under the
+// config's store: `rotate` re-encrypts every entry under the
 // first of vault.keys.
 type vaultCommand struct{ stdout io.Writer }
 
@@ -55,9 +55,9 @@ func (c *vaultCommand) rotate(ctx context.Context, args []string) error {
 	if cfg.Vault == nil {
 		return errors.New("the config has no vault section: nothing to rotate")
 	}
-	st, err := sqlite.Open(ctx, cfg.DataDir)
+	st, err := openStore(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return fmt.Errorf("open the store in %s: %w", cfg.DataDir, err)
+		return err
 	}
 	defer st.Close()
 	v, err := vault.New(st, cfg.Vault.Keys, nil)

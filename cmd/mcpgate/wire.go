@@ -18,7 +18,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/store"
-	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
@@ -38,7 +37,7 @@ type stack struct {
 	vault *vault.Vault
 }
 
-// build wires the gateway for cfg: it opens the store in cfg.DataDir,
+// build wires the gateway for cfg: it opens the store cfg.Store names,
 // makes the config's keys the store's config keys, and mounts the admin
 // API. listen is where the gateway will listen (for the loopback rule).
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen string) (*stack, error) {
@@ -46,9 +45,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		return nil, fmt.Errorf("refusing to serve on %s without authentication: set auth.master_key or auth.keys, "+
 			"or auth.anonymous: true to serve anyone who can reach it", listen)
 	}
-	st, err := sqlite.Open(ctx, cfg.DataDir)
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("open the store in %s: %w", cfg.DataDir, err)
+		return nil, err
 	}
 	res, err := st.SyncConfigKeys(ctx, configKeys(cfg))
 	if err != nil {

@@ -77,6 +77,7 @@ func TestParseCallersFull(t *testing.T) {
 		ToolNameSeparator: DefaultSeparator,
 		MaxBodyBytes:      DefaultMaxBodyBytes,
 		DataDir:           "/etc/mcpgate/data",
+		Store:             Store{Driver: StoreSQLite},
 		MetricsListen:     "127.0.0.1:9090",
 		Dir:               "/etc/mcpgate",
 		Auth: &CallerAuth{

@@ -87,6 +87,7 @@ func TestParseFull(t *testing.T) {
 		ToolNameSeparator: ".",
 		MaxBodyBytes:      1 << 20,
 		DataDir:           "/etc/mcpgate/data",
+		Store:             Store{Driver: StoreSQLite},
 		Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 		Limits:            DefaultLimits(),
 		Dir:               "/etc/mcpgate",
@@ -153,6 +154,7 @@ func TestParseDefaults(t *testing.T) {
 			ToolNameSeparator: DefaultSeparator,
 			MaxBodyBytes:      DefaultMaxBodyBytes,
 			DataDir:           DefaultDataDir, // relative: Parse got no dir
+			Store:             Store{Driver: StoreSQLite},
 			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 			Limits: Limits{MaxBatch: 50, MaxInflightPerSession: 32, MaxUpstreamMessage: 16 << 20, MaxStreams: 10000,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SSEWriteTimeout: 10 * time.Second, MaxBoundPerServer: 128},

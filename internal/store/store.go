@@ -5,9 +5,9 @@
 // contract every backend satisfies, the errors callers branch on, and the
 // validation every backend applies before writing.
 //
-// Backends live in their own packages (store/sqlite, the default, and later
-// store/postgres) and are wired by main; nothing else imports them. Every
-// backend must pass the conformance suite in store/storetest.
+// Backends live in their own packages (store/sqlite, the default, and
+// store/postgres, for fleets) and are wired by main; nothing else imports
+// them. Every backend must pass the conformance suite in store/storetest.
 //
 // The store must never see a secret: it is handed [HashKey] digests and
 // display prefixes, refuses a key whose hash is not a sha256 hex digest, and

@@ -1,0 +1,452 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, tools,
+	deny_tools, toolsets, access_groups, allowed_cidrs, rate_limit_rpm,
+	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
+	last_used_at`
+
+// keyRow is a Key as stored: lists and maps as JSON text, times at the
+// store's precision in UTC, NULL as nil.
+type keyRow struct {
+	id, alias, hash, prefix, user, team string
+	servers                             *string
+	tools, denyTools                    string
+	toolsets, accessGroups, cidrs       string
+	rpm                                 int64
+	expires                             *time.Time
+	admin, noMCP, disabled              bool
+	source                              string
+	created, updated                    time.Time
+	lastUsed                            *time.Time
+}
+
+func (r *keyRow) args() []any {
+	return []any{r.id, r.alias, r.hash, r.prefix, r.user, r.team, r.servers, r.tools,
+		r.denyTools, r.toolsets, r.accessGroups, r.cidrs, r.rpm,
+		r.expires, r.admin, r.noMCP, r.disabled, r.source, r.created, r.updated,
+		r.lastUsed}
+}
+
+func (r *keyRow) dest() []any {
+	return []any{&r.id, &r.alias, &r.hash, &r.prefix, &r.user, &r.team, &r.servers, &r.tools,
+		&r.denyTools, &r.toolsets, &r.accessGroups, &r.cidrs, &r.rpm,
+		&r.expires, &r.admin, &r.noMCP, &r.disabled, &r.source, &r.created, &r.updated,
+		&r.lastUsed}
+}
+
+// keySet assigns every column a key's owner may change; the arguments are
+// keyRow.setArgs, then the WHERE value as $17.
+const keySet = `key_hash = $1, key_prefix = $2, user_id = $3, team_id = $4, servers = $5,
+	tools = $6, deny_tools = $7, toolsets = $8, access_groups = $9,
+	allowed_cidrs = $10, rate_limit_rpm = $11, expires_at = $12, admin = $13,
+	no_mcp = $14, disabled = $15, updated_at = $16`
+
+func (r *keyRow) setArgs(where any) []any {
+	return []any{r.hash, r.prefix, r.user, r.team, r.servers,
+		r.tools, r.denyTools, r.toolsets, r.accessGroups,
+		r.cidrs, r.rpm, r.expires, r.admin,
+		r.noMCP, r.disabled, r.updated, where}
+}
+
+// sameSettings reports whether two rows differ only in bookkeeping (id,
+// source, timestamps of creation, update and use).
+func sameSettings(a, b keyRow) bool {
+	return a.alias == b.alias && a.hash == b.hash && a.prefix == b.prefix &&
+		a.user == b.user && a.team == b.team &&
+		eqPtr(a.servers, b.servers, func(x, y string) bool { return x == y }) &&
+		a.tools == b.tools && a.denyTools == b.denyTools && a.toolsets == b.toolsets &&
+		a.accessGroups == b.accessGroups && a.cidrs == b.cidrs && a.rpm == b.rpm &&
+		eqPtr(a.expires, b.expires, time.Time.Equal) &&
+		a.admin == b.admin && a.noMCP == b.noMCP && a.disabled == b.disabled
+}
+
+func eqPtr[T any](a, b *T, eq func(T, T) bool) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return eq(*a, *b)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = ms(t)
+	return &t
+}
+
+func encodeKey(k *store.Key) (keyRow, error) {
+	r := keyRow{
+		id: k.ID, alias: k.Alias, hash: k.KeyHash, prefix: k.KeyPrefix,
+		user: k.User, team: k.Team,
+		rpm:     int64(k.RateLimitRPM),
+		expires: timePtr(k.ExpiresAt),
+		admin:   k.Admin, noMCP: k.NoMCP, disabled: k.Disabled,
+		source:   k.Source,
+		created:  ms(k.CreatedAt),
+		updated:  ms(k.UpdatedAt),
+		lastUsed: timePtr(k.LastUsedAt),
+	}
+	if k.Servers != nil {
+		b, err := json.Marshal(k.Servers)
+		if err != nil {
+			return r, err
+		}
+		s := string(b)
+		r.servers = &s
+	}
+	var err error
+	for _, f := range []struct {
+		dst *string
+		v   any
+		n   int
+	}{
+		{&r.tools, k.Tools, len(k.Tools)},
+		{&r.denyTools, k.DenyTools, len(k.DenyTools)},
+		{&r.toolsets, k.Toolsets, len(k.Toolsets)},
+		{&r.accessGroups, k.AccessGroups, len(k.AccessGroups)},
+		{&r.cidrs, k.AllowedCIDRs, len(k.AllowedCIDRs)},
+	} {
+		if *f.dst, err = encodeJSON(f.v, f.n); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// encodeJSON encodes a list or map; empty ones are stored as [] or {} so
+// the column is never NULL.
+func encodeJSON(v any, n int) (string, error) {
+	if n == 0 {
+		if _, isMap := v.(map[string][]string); isMap {
+			return "{}", nil
+		}
+		return "[]", nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func (r *keyRow) decode() (store.Key, error) {
+	k := store.Key{
+		ID: r.id, Alias: r.alias, KeyHash: r.hash, KeyPrefix: r.prefix,
+		User: r.user, Team: r.team,
+		RateLimitRPM: int(r.rpm),
+		ExpiresAt:    fromNull(r.expires),
+		Admin:        r.admin, NoMCP: r.noMCP, Disabled: r.disabled,
+		Source:     r.source,
+		CreatedAt:  r.created.UTC(),
+		UpdatedAt:  r.updated.UTC(),
+		LastUsedAt: fromNull(r.lastUsed),
+	}
+	if r.servers != nil {
+		k.Servers = []string{}
+		if err := json.Unmarshal([]byte(*r.servers), &k.Servers); err != nil {
+			return k, fmt.Errorf("servers column: %w", err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		src  string
+		dst  any
+	}{
+		{"tools", r.tools, &k.Tools},
+		{"deny_tools", r.denyTools, &k.DenyTools},
+		{"toolsets", r.toolsets, &k.Toolsets},
+		{"access_groups", r.accessGroups, &k.AccessGroups},
+		{"allowed_cidrs", r.cidrs, &k.AllowedCIDRs},
+	} {
+		if f.src == "[]" || f.src == "{}" {
+			continue // empty reads back as nil
+		}
+		if err := json.Unmarshal([]byte(f.src), f.dst); err != nil {
+			return k, fmt.Errorf("%s column: %w", f.name, err)
+		}
+	}
+	return k, nil
+}
+
+func scanKey(row pgx.Row) (store.Key, error) {
+	var r keyRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return store.Key{}, err
+	}
+	return r.decode()
+}
+
+// prepareKey fills the store-owned fields of k and validates it.
+func prepareKey(k *store.Key) error {
+	if k.ID == "" {
+		k.ID = newID()
+	}
+	if k.Source == "" {
+		k.Source = store.SourceAPI
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = now()
+	}
+	k.UpdatedAt = k.CreatedAt
+	k.LastUsedAt = time.Time{}
+	return k.Validate()
+}
+
+// keyConflict turns a uniqueness violation on the keys table into
+// ErrConflict with a message that names the alias, never the hash (the
+// server's detail, which quotes the value, is dropped).
+func keyConflict(op, alias string, err error) error {
+	pe, ok := pgError(err)
+	if !ok || pe.Code != codeUniqueViolation {
+		return fmt.Errorf("%s %q: %w", op, alias, classify(err))
+	}
+	what := "alias already in use"
+	switch {
+	case strings.Contains(pe.ConstraintName, "key_hash"):
+		what = "another key has the same secret"
+	case strings.Contains(pe.ConstraintName, "pkey"):
+		what = "id already in use"
+	}
+	return fmt.Errorf("%s %q: %s: %w", op, alias, what, store.ErrConflict)
+}
+
+func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
+	if err := prepareKey(&k); err != nil {
+		return store.Key{}, fmt.Errorf("create key: %w", err)
+	}
+	r, err := encodeKey(&k)
+	if err != nil {
+		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, err)
+	}
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	if err := insertKey(ctx, s.pool, &r); err != nil {
+		return store.Key{}, keyConflict("create key", k.Alias, err)
+	}
+	return r.decode()
+}
+
+func insertKey(ctx context.Context, q querier, r *keyRow) error {
+	_, err := q.Exec(ctx, `INSERT INTO keys (`+keyCols+`)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)`, r.args()...)
+	return err
+}
+
+func (s *Store) GetKeyByAlias(ctx context.Context, alias string) (store.Key, error) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE alias = $1`, alias))
+	if err != nil {
+		return store.Key{}, fmt.Errorf("get key %q: %w", alias, notFound(err))
+	}
+	return k, nil
+}
+
+func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE key_hash = $1`, hash))
+	if err != nil {
+		return store.Key{}, fmt.Errorf("get key by hash: %w", notFound(err))
+	}
+	return k, nil
+}
+
+func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT `+keyCols+` FROM keys ORDER BY alias`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	keys, err := collect(rows, scanKey)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return keys, nil
+}
+
+// collect scans every row with scan; nil when there is none.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
+	v := k
+	v.Source = store.SourceAPI // kept from the stored key; only validated here
+	if err := v.Validate(); err != nil {
+		return store.Key{}, fmt.Errorf("update key: %w", err)
+	}
+	k.UpdatedAt = now()
+	r, err := encodeKey(&k)
+	if err != nil {
+		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, err)
+	}
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	got, err := scanKey(s.pool.QueryRow(ctx,
+		`UPDATE keys SET `+keySet+` WHERE alias = $17 RETURNING `+keyCols, r.setArgs(r.alias)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Key{}, keyConflict("update key", k.Alias, err)
+	}
+	return got, nil
+}
+
+func (s *Store) DeleteKey(ctx context.Context, alias string) error {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	if err := changed(s.pool.Exec(ctx, `DELETE FROM keys WHERE alias = $1`, alias)); err != nil {
+		return fmt.Errorf("delete key %q: %w", alias, err)
+	}
+	return nil
+}
+
+func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	err := changed(s.pool.Exec(ctx, `UPDATE keys SET last_used_at = $1
+		WHERE alias = $2 AND (last_used_at IS NULL OR last_used_at < $1)`, ms(at), alias))
+	if errors.Is(err, store.ErrNotFound) {
+		// Either no such key or it was already used later: tell them apart
+		// (rare, so the common path stays one statement).
+		var one int
+		err = notFound(s.pool.QueryRow(ctx, `SELECT 1 FROM keys WHERE alias = $1`, alias).Scan(&one))
+	}
+	if err != nil {
+		return fmt.Errorf("touch key %q: %w", alias, err)
+	}
+	return nil
+}
+
+// syncLock serialises SyncConfigKeys across replicas: every replica syncs
+// the same config keys at start, and two syncs that both saw a key missing
+// would both insert it, and one would fail.
+const syncLock = `SELECT pg_advisory_xact_lock(hashtextextended('mcpgate.sync_config_keys:' || coalesce(current_schema(), ''), 0))`
+
+func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
+	res, err := s.syncConfigKeys(ctx, keys)
+	if err != nil {
+		return store.SyncResult{}, fmt.Errorf("sync config keys: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Store) syncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
+	var res store.SyncResult
+	stamp := now()
+	want := make(map[string]keyRow, len(keys))
+	for _, k := range keys {
+		k.ID, k.Source, k.CreatedAt, k.UpdatedAt, k.LastUsedAt = "", store.SourceConfig, stamp, stamp, time.Time{}
+		if err := k.Validate(); err != nil {
+			return res, err
+		}
+		if _, dup := want[k.Alias]; dup {
+			return res, fmt.Errorf("key %q listed twice: %w", k.Alias, store.ErrConflict)
+		}
+		r, err := encodeKey(&k)
+		if err != nil {
+			return res, fmt.Errorf("key %q: %w", k.Alias, err)
+		}
+		want[k.Alias] = r
+	}
+
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = store.SyncResult{}
+		if _, err := tx.Exec(ctx, syncLock); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+keyCols+` FROM keys`)
+		if err != nil {
+			return err
+		}
+		have := map[string]keyRow{}
+		_, err = collect(rows, func(row pgx.Row) (struct{}, error) {
+			var r keyRow
+			err := row.Scan(r.dest()...)
+			have[r.alias] = r
+			return struct{}{}, err
+		})
+		if err != nil {
+			return err
+		}
+
+		var add, update []keyRow
+		for alias, w := range want {
+			h, ok := have[alias]
+			switch {
+			case !ok:
+				w.id = newID()
+				add = append(add, w)
+			case h.source != store.SourceConfig:
+				return fmt.Errorf("key %q: alias belongs to a key created through the API: %w", alias, store.ErrConflict)
+			case !sameSettings(w, h):
+				w.id, w.created, w.lastUsed = h.id, h.created, h.lastUsed
+				update = append(update, w)
+			}
+		}
+		for alias, h := range have {
+			if _, ok := want[alias]; !ok && h.source == store.SourceConfig {
+				if _, err := tx.Exec(ctx, `DELETE FROM keys WHERE id = $1`, h.id); err != nil {
+					return fmt.Errorf("remove key %q: %w", alias, err)
+				}
+				res.Removed = append(res.Removed, alias)
+			}
+		}
+		// Park changed hashes on the (unique, non-digest) id first, so
+		// secrets that move between listed keys do not collide halfway
+		// through.
+		for _, r := range update {
+			if r.hash != have[r.alias].hash {
+				if _, err := tx.Exec(ctx, `UPDATE keys SET key_hash = id WHERE id = $1`, r.id); err != nil {
+					return fmt.Errorf("update key %q: %w", r.alias, err)
+				}
+			}
+		}
+		for _, r := range update {
+			if _, err := tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $17`, r.setArgs(r.id)...); err != nil {
+				return keyConflict("update key", r.alias, err)
+			}
+			res.Updated = append(res.Updated, r.alias)
+		}
+		for _, r := range add {
+			if err := insertKey(ctx, tx, &r); err != nil {
+				return keyConflict("add key", r.alias, err)
+			}
+			res.Added = append(res.Added, r.alias)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.SyncResult{}, err
+	}
+	slices.Sort(res.Added)
+	slices.Sort(res.Updated)
+	slices.Sort(res.Removed)
+	return res, nil
+}
