@@ -102,6 +102,8 @@ type Config struct {
 	// Vault holds the keys of the per-person credential vault (SPEC S19);
 	// nil means the file has no vault block.
 	Vault *Vault `config:"vault" doc:"The per-person upstream credential vault (SPEC S19): the keys its entries are encrypted under at rest."`
+	// State is where the replicas' shared state lives (SPEC S15).
+	State State `config:"state" doc:"The backend of the state replicas share (SPEC S15): memory (the default, one process) or redis (a fleet)."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.

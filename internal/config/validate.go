@@ -117,6 +117,7 @@ func (c *Config) validate(strict bool) error {
 	if c.Vault != nil {
 		c.Vault.validate(&errs, strict)
 	}
+	c.State.validate(&errs)
 	return errs.err()
 }
 
