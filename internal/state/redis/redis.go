@@ -153,8 +153,13 @@ func (b *Backend) fail(ctx context.Context, op string, err error) error {
 	switch {
 	case b.closed.Load() || errors.Is(err, goredis.ErrClosed):
 		return fmt.Errorf("state %s: %w", op, state.ErrClosed)
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.Canceled):
 		return fmt.Errorf("state %s: %w", op, ctx.Err())
+	case ctx.Err() != nil:
+		// The caller's deadline passed waiting for Redis: it did not
+		// answer in time, which is unavailable (and still
+		// context.DeadlineExceeded for errors.Is).
+		return &state.UnavailableError{Op: op, Err: ctx.Err()}
 	}
 	var re goredis.Error
 	if errors.As(err, &re) {

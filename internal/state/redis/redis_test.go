@@ -1,11 +1,16 @@
 package redis_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis"
@@ -99,5 +104,44 @@ func TestPrefixes(t *testing.T) {
 	}
 	if ok, err := other.Terminated(ctx, "s"); err != nil || ok {
 		t.Errorf("other prefix: Terminated = %v, %v; want false", ok, err)
+	}
+}
+
+// A caller's deadline that passes while Redis does not answer is
+// ErrUnavailable (and DeadlineExceeded); a cancelled caller is neither
+// unavailable nor a fault of the backend.
+func TestContextErrors(t *testing.T) {
+	srv := redistest.New(t)
+	b := open(t, srv)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := b.Terminated(ctx, "s")
+	if !errors.Is(err, context.Canceled) || errors.Is(err, state.ErrUnavailable) {
+		t.Errorf("cancelled: %v, want context.Canceled and not ErrUnavailable", err)
+	}
+
+	// A script spinning for 700ms holds the single-threaded server.
+	o, err := goredis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(o)
+	defer c.Close()
+	spun := make(chan error, 1)
+	go func() {
+		spun <- c.Eval(context.Background(), `local t = redis.call('TIME')
+local t0 = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - t0 > 700000
+return 1`, nil).Err()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	dctx, dcancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer dcancel()
+	_, err = b.Terminated(dctx, "s")
+	if !errors.Is(err, state.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("deadline: %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if err := <-spun; err != nil {
+		t.Fatal(err)
 	}
 }
