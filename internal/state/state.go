@@ -112,7 +112,8 @@ type Limit struct {
 }
 
 // Interval is the time one event's share of the rate takes (Per/Events),
-// at least 1µs, in microseconds: the resolution backends compute in.
+// truncated to whole microseconds (the resolution backends compute in),
+// at least 1µs.
 func (l Limit) Interval() time.Duration {
 	us := l.Per.Microseconds() / int64(l.Events)
 	return time.Duration(max(us, 1)) * time.Microsecond
