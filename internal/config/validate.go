@@ -120,6 +120,7 @@ func (c *Config) validate(strict bool) error {
 	if c.Fleet != nil {
 		c.Fleet.validate(&errs, strict)
 	}
+	c.State.validate(&errs)
 	return errs.err()
 }
 
