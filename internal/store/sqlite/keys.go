@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -80,43 +79,15 @@ func encodeKey(k *store.Key) (keyRow, error) {
 		updated:  ms(k.UpdatedAt),
 		lastUsed: nullMS(k.LastUsedAt),
 	}
-	if k.Servers != nil {
-		b, err := json.Marshal(k.Servers)
-		if err != nil {
-			return r, err
-		}
-		r.servers = sql.NullString{String: string(b), Valid: true}
+	l, err := store.EncodeKeyLists(k)
+	if err != nil {
+		return r, err
 	}
-	var err error
-	for _, f := range []struct {
-		dst *string
-		v   any
-		n   int
-	}{
-		{&r.tools, k.Tools, len(k.Tools)},
-		{&r.denyTools, k.DenyTools, len(k.DenyTools)},
-		{&r.toolsets, k.Toolsets, len(k.Toolsets)},
-		{&r.accessGroups, k.AccessGroups, len(k.AccessGroups)},
-		{&r.cidrs, k.AllowedCIDRs, len(k.AllowedCIDRs)},
-	} {
-		if *f.dst, err = encodeJSON(f.v, f.n); err != nil {
-			return r, err
-		}
+	if l.Servers != nil {
+		r.servers = sql.NullString{String: *l.Servers, Valid: true}
 	}
+	r.tools, r.denyTools, r.toolsets, r.accessGroups, r.cidrs = l.Tools, l.DenyTools, l.Toolsets, l.AccessGroups, l.AllowedCIDRs
 	return r, nil
-}
-
-// encodeJSON encodes a list or map; empty ones are stored as [] or {} so
-// the column is never NULL.
-func encodeJSON(v any, n int) (string, error) {
-	if n == 0 {
-		if _, isMap := v.(map[string][]string); isMap {
-			return "{}", nil
-		}
-		return "[]", nil
-	}
-	b, err := json.Marshal(v)
-	return string(b), err
 }
 
 func (r *keyRow) decode() (store.Key, error) {
@@ -131,29 +102,13 @@ func (r *keyRow) decode() (store.Key, error) {
 		UpdatedAt:  fromMS(r.updated),
 		LastUsedAt: fromNullMS(r.lastUsed),
 	}
+	var servers *string
 	if r.servers.Valid {
-		k.Servers = []string{}
-		if err := json.Unmarshal([]byte(r.servers.String), &k.Servers); err != nil {
-			return k, fmt.Errorf("servers column: %w", err)
-		}
+		servers = &r.servers.String
 	}
-	for _, f := range []struct {
-		name string
-		src  string
-		dst  any
-	}{
-		{"tools", r.tools, &k.Tools},
-		{"deny_tools", r.denyTools, &k.DenyTools},
-		{"toolsets", r.toolsets, &k.Toolsets},
-		{"access_groups", r.accessGroups, &k.AccessGroups},
-		{"allowed_cidrs", r.cidrs, &k.AllowedCIDRs},
-	} {
-		if f.src == "[]" || f.src == "{}" {
-			continue // empty reads back as nil
-		}
-		if err := json.Unmarshal([]byte(f.src), f.dst); err != nil {
-			return k, fmt.Errorf("%s column: %w", f.name, err)
-		}
+	l := store.KeyLists{Servers: servers, Tools: r.tools, DenyTools: r.denyTools, Toolsets: r.toolsets, AccessGroups: r.accessGroups, AllowedCIDRs: r.cidrs}
+	if err := l.DecodeInto(&k); err != nil {
+		return k, err
 	}
 	return k, nil
 }
@@ -167,20 +122,7 @@ func scanKey(sc scanner) (store.Key, error) {
 }
 
 // prepareKey fills the store-owned fields of k and validates it.
-func prepareKey(k *store.Key) error {
-	if k.ID == "" {
-		k.ID = newID()
-	}
-	if k.Source == "" {
-		k.Source = store.SourceAPI
-	}
-	if k.CreatedAt.IsZero() {
-		k.CreatedAt = now()
-	}
-	k.UpdatedAt = k.CreatedAt
-	k.LastUsedAt = time.Time{}
-	return k.Validate()
-}
+func prepareKey(k *store.Key) error { return k.PrepareNew(now()) }
 
 // keyConflict turns a uniqueness violation on the keys table into
 // ErrConflict with a message that names the alias, never the hash.
