@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -72,6 +73,23 @@ type Options struct {
 	// when set (runtime grants of the admin API beside the file's).
 	Grants   []config.Grant
 	GrantSet *GrantSet
+
+	// RateLimiter, when set, enforces the keys' and grants' rate limits
+	// for the whole fleet (a shared state backend, SPEC S15) instead of
+	// in this process: a limit of rpm is a GCRA bucket of rpm a minute
+	// with a burst of rpm, like the local bucket. While it is unavailable
+	// each replica enforces rpm/Replicas() on its own, asking it again
+	// once a second. nil: limits are per process.
+	RateLimiter state.RateLimiter
+	// Replicas is how many replicas are assumed to share the limits while
+	// RateLimiter is unavailable (nil, or less than 1: 1).
+	Replicas func() int
+	// OnLimitMode is told when the limits become replica-local (true)
+	// and global again (false).
+	OnLimitMode func(degraded bool)
+	// OnLimitLocal is called for each rate-limit decision taken locally
+	// because RateLimiter failed.
+	OnLimitLocal func()
 }
 
 // Authenticator authenticates requests (see the package doc). It is safe
@@ -87,6 +105,7 @@ type Authenticator struct {
 
 	cache   *keyCache
 	limiter limiter
+	shared  *sharedLimits // nil: limits are local
 	toucher *toucher
 	keys    KeyStore
 	tokens  TokenVerifier
@@ -120,6 +139,10 @@ func New(opts Options) *Authenticator {
 	}
 	if a.grants == nil {
 		a.grants = NewGrantSet(opts.Grants)
+	}
+	if opts.RateLimiter != nil {
+		a.shared = &sharedLimits{rl: opts.RateLimiter, replicas: opts.Replicas, logger: opts.Logger,
+			onMode: opts.OnLimitMode, onLocal: opts.OnLimitLocal}
 	}
 	if opts.MasterKey != "" {
 		a.hasMaster = true
@@ -230,7 +253,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 		return nil, forbiddenAddress()
 	}
 	if c.RateLimitRPM > 0 {
-		if ok, wait := a.limiter.allow(c.Alias, c.RateLimitRPM, now); !ok {
+		if ok, wait := a.allow(r.Context(), limitKeyAlias, c.Alias, c.RateLimitRPM, now); !ok {
 			return nil, rateLimited(retryAfterSeconds(wait))
 		}
 	}
@@ -239,6 +262,15 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 	}
 	c.KeyFromAuthorization = fromAuth
 	return &c, nil
+}
+
+// allow takes one request from the bucket of id (an alias or an owner,
+// prefix says which) under rpm, in the shared limiter when there is one.
+func (a *Authenticator) allow(ctx context.Context, prefix, id string, rpm int, now time.Time) (bool, time.Duration) {
+	if a.shared == nil {
+		return a.limiter.allow(id, rpm, now)
+	}
+	return a.shared.allow(ctx, prefix+id, rpm, now)
 }
 
 // StillValid reports whether the key c was accepted with would still be

@@ -93,7 +93,7 @@ func (a *Authenticator) authenticateJWT(r *http.Request, token string, now time.
 	c.KeyFromAuthorization = true // the gateway's credential: never forwarded
 	c.Owner = OwnerOf(&c, r)
 	if c.RateLimitRPM > 0 {
-		if ok, wait := a.limiter.allow(c.Owner, c.RateLimitRPM, now); !ok {
+		if ok, wait := a.allow(r.Context(), limitKeyOwner, c.Owner, c.RateLimitRPM, now); !ok {
 			return nil, rateLimited(retryAfterSeconds(wait))
 		}
 	}
