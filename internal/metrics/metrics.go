@@ -1,14 +1,16 @@
 // Package metrics owns the gateway's Prometheus metrics (SPEC S16.1): HTTP
 // requests, tool calls and their latency, upstream health, downstream
-// sessions, catalog sizes and the audit queue. It registers them, with the
+// sessions, catalog sizes, the audit queue and whether rate limits are
+// global (shared state) or replica-local. It registers them, with the
 // Go runtime and process collectors, on a registry of its own (never the
 // global one, so tests and embedders get exactly these series) and serves
 // that registry in the Prometheus text format.
 //
-// It does not decide what is observed: the gateway, the upstream manager and
-// the audit writer call the Observe/Set methods. It must never be handed a
-// session id, a key, a secret or a tool argument as a label value; every
-// label is bounded by the gateway's own configuration:
+// It does not decide what is observed: the gateway, the upstream manager,
+// the audit writer and the caller authenticator call the Observe/Set
+// methods. It must never be handed a session id, a key, a secret or a tool
+// argument as a label value; every label is bounded by the gateway's own
+// configuration:
 //
 //   - route: a route kind chosen by the code ("mcp", "sse", "admin",
 //     "health", "metrics"), never a request path;
@@ -78,6 +80,8 @@ type Metrics struct {
 	catalog     *prometheus.GaugeVec // server, kind
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
+	limitLocal  prometheus.Gauge   // 1 while rate limits are replica-local
+	limitLocalN prometheus.Counter // decisions taken locally
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -144,12 +148,23 @@ func New() *Metrics {
 			Name:      "audit_records_dropped_total",
 			Help:      "Tool-call audit records dropped (queue full, or the store failed twice).",
 		}),
+		limitLocal: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "ratelimit_degraded",
+			Help:      "1 while rate limits are enforced per replica (limit/N) because the shared state is unavailable, 0 while they are global.",
+		}),
+		limitLocalN: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "ratelimit_local_decisions_total",
+			Help:      "Rate-limit decisions this replica took on its own because the shared state was unavailable.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
 		m.sessions, m.catalog, m.auditDepth, m.auditDrops,
+		m.limitLocal, m.limitLocalN,
 	)
 	return m
 }
@@ -264,6 +279,27 @@ func (m *Metrics) AuditDropped(n int) {
 		return
 	}
 	m.auditDrops.Add(float64(n))
+}
+
+// SetRateLimitDegraded records whether rate limits are replica-local
+// (the shared state is unavailable) or global.
+func (m *Metrics) SetRateLimitDegraded(degraded bool) {
+	if m == nil {
+		return
+	}
+	if degraded {
+		m.limitLocal.Set(1)
+	} else {
+		m.limitLocal.Set(0)
+	}
+}
+
+// RateLimitLocal counts one rate-limit decision taken replica-locally.
+func (m *Metrics) RateLimitLocal() {
+	if m == nil {
+		return
+	}
+	m.limitLocalN.Inc()
 }
 
 // ForgetServer deletes every series labelled with server, for a server

@@ -100,14 +100,16 @@ func TestNamesAndTypes(t *testing.T) {
 	m.SetCatalogSize("github", "tools", 3)
 	fams, _ := scrape(t, m)
 	for name, typ := range map[string]dto.MetricType{
-		"mcpgate_http_requests_total":         dto.MetricType_COUNTER,
-		"mcpgate_tool_calls_total":            dto.MetricType_COUNTER,
-		"mcpgate_tool_call_duration_seconds":  dto.MetricType_HISTOGRAM,
-		"mcpgate_upstream_up":                 dto.MetricType_GAUGE,
-		"mcpgate_downstream_sessions":         dto.MetricType_GAUGE,
-		"mcpgate_catalog_items":               dto.MetricType_GAUGE,
-		"mcpgate_audit_queue_depth":           dto.MetricType_GAUGE,
-		"mcpgate_audit_records_dropped_total": dto.MetricType_COUNTER,
+		"mcpgate_http_requests_total":             dto.MetricType_COUNTER,
+		"mcpgate_tool_calls_total":                dto.MetricType_COUNTER,
+		"mcpgate_tool_call_duration_seconds":      dto.MetricType_HISTOGRAM,
+		"mcpgate_upstream_up":                     dto.MetricType_GAUGE,
+		"mcpgate_downstream_sessions":             dto.MetricType_GAUGE,
+		"mcpgate_catalog_items":                   dto.MetricType_GAUGE,
+		"mcpgate_audit_queue_depth":               dto.MetricType_GAUGE,
+		"mcpgate_audit_records_dropped_total":     dto.MetricType_COUNTER,
+		"mcpgate_ratelimit_degraded":              dto.MetricType_GAUGE,
+		"mcpgate_ratelimit_local_decisions_total": dto.MetricType_COUNTER,
 		// The Go and process collectors are on the private registry.
 		"go_goroutines":                 dto.MetricType_GAUGE,
 		"process_cpu_seconds_total":     dto.MetricType_COUNTER,
@@ -276,6 +278,9 @@ func TestGauges(t *testing.T) {
 	m.AuditDropped(3)
 	m.AuditDropped(2)
 	m.AuditDropped(0)
+	m.SetRateLimitDegraded(true)
+	m.RateLimitLocal()
+	m.RateLimitLocal()
 	fams, _ := scrape(t, m)
 	for _, tt := range []struct {
 		name   string
@@ -287,6 +292,8 @@ func TestGauges(t *testing.T) {
 		{"mcpgate_catalog_items", []string{"server", "github", "kind", "prompts"}, 2},
 		{"mcpgate_audit_queue_depth", nil, 17},
 		{"mcpgate_audit_records_dropped_total", nil, 5},
+		{"mcpgate_ratelimit_degraded", nil, 1},
+		{"mcpgate_ratelimit_local_decisions_total", nil, 2},
 	} {
 		if got := value(t, fams, tt.name, tt.labels...); got != tt.want {
 			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
@@ -347,6 +354,8 @@ func TestNilMetrics(t *testing.T) {
 	m.SetCatalogSize("s", "tools", 1)
 	m.SetAuditQueueDepth(1)
 	m.AuditDropped(1)
+	m.SetRateLimitDegraded(true)
+	m.RateLimitLocal()
 	m.ForgetServer("s")
 }
 
