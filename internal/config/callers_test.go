@@ -120,7 +120,7 @@ func TestParseCallersFull(t *testing.T) {
 		},
 		Sessions: SessionLimits{MaxPerOwner: 5, IdleTimeout: 10 * time.Minute, UnknownID: UnknownIDReject},
 		Limits:   DefaultLimits(),
-		State:    State{Driver: StateMemory},
+		State:    State{Driver: StateMemory, Replicas: 1},
 		Servers: map[string]*Server{
 			"everything": {
 				Name:            "everything",

@@ -90,7 +90,7 @@ func TestParseFull(t *testing.T) {
 		Store:             Store{Driver: StoreSQLite},
 		Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 		Limits:            DefaultLimits(),
-		State:             State{Driver: StateMemory},
+		State:             State{Driver: StateMemory, Replicas: 1},
 		Dir:               "/etc/mcpgate",
 		Servers: map[string]*Server{
 			"notes": {
@@ -159,7 +159,7 @@ func TestParseDefaults(t *testing.T) {
 			Sessions:          SessionLimits{MaxPerOwner: DefaultMaxSessionsPerOwner, IdleTimeout: DefaultIdleTimeout, UnknownID: UnknownIDReject},
 			Limits: Limits{MaxBatch: 50, MaxInflightPerSession: 32, MaxUpstreamMessage: 16 << 20, MaxStreams: 10000,
 				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, SSEWriteTimeout: 10 * time.Second, MaxBoundPerServer: 128},
-			State: State{Driver: StateMemory},
+			State: State{Driver: StateMemory, Replicas: 1},
 		}
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("Parse(%q) (-got +want):\n%s", doc, diff)

@@ -30,6 +30,13 @@ func TestParseState(t *testing.T) {
 	if (State{}).DriverOrDefault() != StateMemory {
 		t.Error("the zero State is not the memory driver")
 	}
+	c, err := Parse([]byte("state: {driver: redis, url: 'unix:///x.sock', replicas: 3}\n"), "", env)
+	if err != nil || c.State.Replicas != 3 || c.State.ReplicasOrDefault() != 3 {
+		t.Errorf("replicas: 3: %+v, %v", c, err)
+	}
+	if (State{}).ReplicasOrDefault() != 1 {
+		t.Error("the zero State does not assume one replica")
+	}
 }
 
 func TestParseStateErrors(t *testing.T) {
@@ -49,6 +56,7 @@ func TestParseStateErrors(t *testing.T) {
 		{"state: {driver: redis, url: 'unix:relative.sock'}\n", "state.url: must be a URL"},
 		{"state: {driver: redis, url: 's3cr3t'}\n", "state.url: scheme must be"},
 		{"state: {driver: redis, url: 'redis://:s3cr3t@h', password: x}\n", "state.password"},
+		{"state: {driver: redis, url: 'redis://:s3cr3t@h', replicas: 0}\n", "state.replicas"},
 	} {
 		_, err := Parse([]byte(tc.doc), "", env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
