@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 )
@@ -67,5 +70,71 @@ func TestBuildStateBadURL(t *testing.T) {
 	_, err := build(ctx, cfg, slog.New(slog.DiscardHandler), cfg.Listen)
 	if err == nil || !strings.Contains(err.Error(), "state.url") || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("build: %v, want a state.url error without the URL", err)
+	}
+}
+
+// With the redis driver two stacks enforce one rate limit; while Redis is
+// down each enforces limit/state.replicas and the metric says so. With
+// the memory driver each process keeps its own buckets.
+func TestBuildStateRateLimits(t *testing.T) {
+	srv := redistest.New(t)
+	const secret = "mcpg_rate-limit-wiring-secret"
+	newStack := func(t *testing.T, state string) *stack {
+		doc := "listen: 127.0.0.1:0\ndata_dir: " + t.TempDir() + "\n" +
+			"auth:\n  keys:\n    - {alias: k, key: " + secret + ", rate_limit_rpm: 4}\n" + state
+		cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		stk, err := build(t.Context(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stk.close(context.Background()) })
+		return stk
+	}
+	allowed := func(stks ...*stack) int {
+		n := 0
+		for i := range 8 {
+			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			r.Header.Set(callers.HeaderAPIKey, secret)
+			if _, f := stks[i%len(stks)].auth.Authenticate(r); f == nil {
+				n++
+			} else if f.Status != http.StatusTooManyRequests {
+				t.Fatalf("status %d", f.Status)
+			}
+		}
+		return n
+	}
+	degraded := func(stk *stack) string {
+		w := httptest.NewRecorder()
+		stk.metrics.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for line := range strings.Lines(w.Body.String()) {
+			if strings.HasPrefix(line, "mcpgate_ratelimit_degraded ") {
+				return strings.TrimSpace(line)
+			}
+		}
+		return ""
+	}
+
+	t.Run("memory", func(t *testing.T) {
+		if got := allowed(newStack(t, ""), newStack(t, "")); got != 8 {
+			t.Errorf("memory driver, two processes: %d of 8 allowed, want 8 (4 each)", got)
+		}
+	})
+	redisState := "state: {driver: redis, url: '" + srv.URL() + "', replicas: 2}\n"
+	a, b := newStack(t, redisState), newStack(t, redisState)
+	if got := allowed(a, b); got != 4 {
+		t.Errorf("redis driver, two replicas: %d of 8 allowed, want 4", got)
+	}
+	if got := degraded(a); got != "mcpgate_ratelimit_degraded 0" {
+		t.Errorf("Redis up: %q", got)
+	}
+	srv.Stop()
+	if got := allowed(a); got != 2 {
+		t.Errorf("Redis down: %d of 8 allowed, want 2 (4/2 replicas)", got)
+	}
+	if got := degraded(a); got != "mcpgate_ratelimit_degraded 1" {
+		t.Errorf("Redis down: %q", got)
 	}
 }

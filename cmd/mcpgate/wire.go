@@ -36,8 +36,8 @@ type stack struct {
 	// vault holds each person's upstream credentials; nil without the
 	// vault section.
 	vault *vault.Vault
-	// state is what replicas share (SPEC S15): built and closed here, not
-	// yet used by the gateway (its consumers are wired separately).
+	// state is what replicas share (SPEC S15): built and closed here; the
+	// authenticator's rate limits use it (with the redis driver).
 	state state.Backend
 }
 
@@ -83,7 +83,17 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		master = cfg.Auth.MasterKey
 	}
 	grants := callers.NewGrantSet(callers.GrantsOf(cfg))
+	m := metrics.New()
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
+	if cfg.State.DriverOrDefault() == config.StateRedis {
+		// The rate limits are the fleet's (SPEC S15); with the memory
+		// driver they stay the authenticator's own buckets, as they were.
+		replicas := cfg.State.ReplicasOrDefault()
+		copts.RateLimiter = sb
+		copts.Replicas = func() int { return replicas }
+		copts.OnLimitMode = m.SetRateLimitDegraded
+		copts.OnLimitLocal = m.RateLimitLocal
+	}
 	var (
 		local []oauth.LocalIssuer
 		as    *authserver.Server
@@ -120,7 +130,6 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			return nil, fmt.Errorf("vault: %w", err)
 		}
 	}
-	m := metrics.New()
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
 	g := gateway.New(gateway.Options{
 		Metrics:             m,
