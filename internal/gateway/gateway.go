@@ -31,6 +31,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	// Terminations remembers administrator-ended session ids (S8.2); nil
 	// keeps them in memory.
 	Terminations Terminations
+	// Bus carries administrator terminations between replicas (SPEC S15,
+	// fanout.go); nil: this replica's sessions are its own.
+	Bus state.PubSub
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -98,6 +102,7 @@ type Gateway struct {
 	idleTimeout time.Duration
 	maxPerOwner int
 	terms       Terminations
+	bus         state.PubSub
 	instance    string // this process's id in reports
 	now         func() time.Time
 	loopback    bool
@@ -152,6 +157,11 @@ type Gateway struct {
 	closing  atomic.Bool
 	stop     chan struct{}
 	stopOnce sync.Once
+	// bgCtx ends with Shutdown; bg counts the goroutines that follow it
+	// (the termination follower), which Close waits for.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 // New builds a gateway and its upstream manager and catalog. Call Start to
@@ -167,11 +177,13 @@ func New(o Options) *Gateway {
 		idleTimeout: o.IdleTimeout,
 		maxPerOwner: o.MaxSessionsPerOwner,
 		terms:       o.Terminations,
+		bus:         o.Bus,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
 		stop:        make(chan struct{}),
 	}
+	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -237,6 +249,10 @@ func New(o Options) *Gateway {
 func (g *Gateway) Start(ctx context.Context) {
 	g.up.Start(ctx)
 	go g.janitor()
+	if g.bus != nil {
+		g.bg.Add(1)
+		go g.followTerminations()
+	}
 }
 
 // Upstreams exposes the upstream manager (health for admin and readiness).
@@ -247,6 +263,7 @@ func (g *Gateway) Upstreams() *upstream.Manager { return g.up }
 func (g *Gateway) Shutdown() {
 	g.closing.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
+	g.bgCancel()
 	g.endExchanges()
 }
 
@@ -265,6 +282,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 		}
 		break
 	}
+	g.bg.Wait()
 	g.sessions.Range(func(_, v any) bool {
 		v.(*session).close()
 		return true

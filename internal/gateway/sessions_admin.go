@@ -142,7 +142,8 @@ var ErrNoSelector = errors.New("session_id_prefix or user is required")
 // TerminateSessions ends the sessions whose id starts with idPrefix and/or
 // whose user is user (S13.2): their transports end, their in-flight calls
 // are cancelled, and their ids are remembered so that their clients are
-// told to start over (S8.2).
+// told to start over (S8.2). With a Bus, the copies other replicas hold of
+// them end too (fanout.go).
 func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) (TerminateResult, error) {
 	if idPrefix == "" && user == "" {
 		return TerminateResult{}, ErrNoSelector
@@ -157,13 +158,18 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 		}
 		return true
 	})
+	ended := victims[:0:0]
 	for _, s := range victims {
 		info := g.infoOf(s, now)
 		if err := g.endSession(ctx, s); err != nil {
+			g.announceTerminated(ctx, ended)
 			return res, err
 		}
+		ended = append(ended, s)
 		res.Sessions = append(res.Sessions, info)
 	}
+	// Other replicas' copies of these sessions end too (fanout.go).
+	g.announceTerminated(ctx, ended)
 	res.Terminated = len(res.Sessions)
 	return res, nil
 }

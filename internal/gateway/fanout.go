@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/state"
+)
+
+// Termination fan-out (SPEC S15, S8.2). A session resumed from its sealed
+// id lives on as a copy on every replica that served it; the store's
+// terminations refuse it only where no copy is held. So a replica that
+// ends sessions for an administrator announces them on the bus, and every
+// replica ends its copies at once. Delivery is at most once: after a gap
+// (the Lost marker, or a new subscription) a replica re-checks every
+// session it holds against the terminations instead.
+//
+// A message is the hash of the session's local id (hashHex, as the
+// terminations key it), never the id or its token.
+
+// topicTerminated is the bus topic of administrator terminations.
+const topicTerminated = "gateway:terminated"
+
+// busRetry is how long the follower waits before subscribing again after
+// the bus failed.
+const busRetry = time.Second
+
+// busTimeout bounds one publish or subscribe.
+const busTimeout = 2 * time.Second
+
+// announceTerminated tells the other replicas that sessions ended. A
+// failure is logged: the terminations remember them anyway, and the
+// other replicas' copies end when they idle out or their follower
+// resynchronises.
+func (g *Gateway) announceTerminated(ctx context.Context, victims []*session) {
+	if g.bus == nil || len(victims) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
+	defer cancel()
+	for _, s := range victims {
+		if err := g.bus.Publish(ctx, topicTerminated, []byte(hashHex(s.id))); err != nil {
+			g.log.Warn("could not announce a terminated session to the other replicas", "session", s.id[:8], "error", err)
+			return
+		}
+	}
+}
+
+// followTerminations ends this replica's copies of the sessions other
+// replicas terminate, until Shutdown. It runs in its own goroutine.
+func (g *Gateway) followTerminations() {
+	defer g.bg.Done()
+	failing := false
+	for {
+		sctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
+		sub, err := g.bus.Subscribe(sctx, topicTerminated)
+		cancel()
+		if err != nil {
+			if g.bgCtx.Err() != nil {
+				return
+			}
+			if !failing {
+				failing = true
+				g.log.Warn("cannot follow terminations from the other replicas; retrying", "error", err)
+			}
+			select {
+			case <-g.bgCtx.Done():
+				return
+			case <-time.After(busRetry):
+			}
+			continue
+		}
+		if failing {
+			failing = false
+			g.log.Info("following terminations from the other replicas again")
+		}
+		// Announcements before this subscription were missed.
+		g.resyncTerminated()
+		if !g.follow(sub) {
+			return
+		}
+	}
+}
+
+// follow reads sub until it ends (false: the gateway is shutting down;
+// true: the subscription ended, subscribe again).
+func (g *Gateway) follow(sub state.Subscription) bool {
+	defer sub.Close()
+	for {
+		select {
+		case <-g.bgCtx.Done():
+			return false
+		case m, ok := <-sub.C():
+			if !ok {
+				return g.bgCtx.Err() == nil
+			}
+			if m.Lost {
+				g.resyncTerminated()
+				continue
+			}
+			g.endCopies(string(m.Data))
+		}
+	}
+}
+
+// endCopies ends the local session whose id hashes to hash, if any: the
+// terminations already remember it.
+func (g *Gateway) endCopies(hash string) {
+	if len(hash) != 64 {
+		return
+	}
+	g.sessions.Range(func(_, v any) bool {
+		s := v.(*session)
+		if hashHex(s.id) == hash {
+			if !s.isClosed() {
+				g.log.Info("session terminated on another replica", "session", s.id[:8])
+				s.close()
+			}
+			return false
+		}
+		return true
+	})
+}
+
+// resyncTerminated ends every local session the terminations remember.
+func (g *Gateway) resyncTerminated() {
+	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
+	defer cancel()
+	now := g.now()
+	g.sessions.Range(func(_, v any) bool {
+		s := v.(*session)
+		if s.isClosed() {
+			return true
+		}
+		ended, err := g.terms.IsTerminated(ctx, hashHex(s.id), now)
+		if err != nil {
+			g.log.Warn("terminated-session resync failed", "error", err)
+			return false
+		}
+		if ended {
+			g.log.Info("session terminated on another replica", "session", s.id[:8])
+			s.close()
+		}
+		return true
+	})
+}
