@@ -36,8 +36,9 @@ type stack struct {
 	// vault holds each person's upstream credentials; nil without the
 	// vault section.
 	vault *vault.Vault
-	// state is what replicas share (SPEC S15): built and closed here; the
-	// authenticator's rate limits use it (with the redis driver).
+	// state is what replicas share (SPEC S15): built and closed here; with
+	// the redis driver the authenticator's rate limits and the gateway's
+	// termination fan-out use it.
 	state state.Backend
 }
 
@@ -85,7 +86,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	grants := callers.NewGrantSet(callers.GrantsOf(cfg))
 	m := metrics.New()
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
+	// bus carries administrator terminations to the other replicas; a
+	// single process (the memory driver) has none to tell.
+	var bus state.PubSub
 	if cfg.State.DriverOrDefault() == config.StateRedis {
+		bus = sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -142,6 +147,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		MaxSessionsPerOwner: cfg.Sessions.MaxPerOwner,
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
+		Bus:                 bus,
 		Vault:               vlt,
 	})
 	if as != nil {
