@@ -20,9 +20,9 @@ const (
 // State chooses the shared-state backend. The zero value is the memory
 // driver.
 type State struct {
-	Driver string `config:"driver,default=memory,enum=memory|redis,disc=driver,trim,lower" doc:"memory: this process only (one gateway). redis: shared by every replica of a fleet: terminations, session state, rate limits, stream owners, resumable event buffers and invalidations."`
-	URL    string `config:"url,required,when=redis,expand,trim,secret" doc:"The Redis server (7.0 or later): redis://[user:password@]host[:port][/db], rediss://... for TLS, or unix:///path/to.sock[?db=N]; go-redis query options (dial_timeout, pool_size, ...) apply. Usually ${MCPGATE_REDIS_URL}, as it may carry a password."`
-	Replicas int `config:"replicas,default=1,min=1" doc:"How many replicas the fleet runs, for the rate limits' fallback: while Redis is unreachable each replica enforces every rate limit divided by this on its own (so the fleet still allows about the limit), says so in a warning and in mcpgate_ratelimit_degraded, and asks Redis again every second. 1 (the default): each replica keeps the whole limit during an outage, so the fleet may allow up to N times it. Ignored by the memory driver."`
+	Driver   string `config:"driver,default=memory,enum=memory|redis,disc=driver,trim,lower" doc:"memory: this process only (one gateway). redis: shared by every replica of a fleet: terminations, session state, rate limits, stream owners, resumable event buffers and invalidations."`
+	URL      string `config:"url,required,when=redis,expand,trim,secret" doc:"The Redis server (7.0 or later): redis://[user:password@]host[:port][/db], rediss://... for TLS, or unix:///path/to.sock[?db=N]; go-redis query options (dial_timeout, pool_size, ...) apply. Usually ${MCPGATE_REDIS_URL}, as it may carry a password."`
+	Replicas int    `config:"replicas,default=1,min=1" doc:"How many replicas the fleet runs, for the rate limits' fallback: while Redis is unreachable each replica enforces every rate limit divided by this on its own (so the fleet still allows about the limit), says so in a warning and in mcpgate_ratelimit_degraded, and asks Redis again every second. 1 (the default): each replica keeps the whole limit during an outage, so the fleet may allow up to N times it. Ignored by the memory driver."`
 }
 
 // ReplicasOrDefault is Replicas, 1 when unset.
