@@ -142,8 +142,9 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 
 	// Ended by its client on B: refused there and on any replica that
 	// shares the termination memory and holds no copy. (Copies other
-	// replicas hold, A's and B2's here, live on until they idle out: ending
-	// them takes the fleet's invalidation fan-out, not built yet.)
+	// replicas hold, A's and B2's here, live on until they idle out: the
+	// fan-out (fanout.go) carries administrator terminations, not a
+	// client's own DELETE.)
 	if code, _ := send(t, http.MethodDelete, urlB+"/mcp", "alice", sid, ""); code != 200 {
 		t.Fatalf("DELETE on B: %d", code)
 	}
