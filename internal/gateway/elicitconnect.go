@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/client"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -475,7 +476,7 @@ func (g *Gateway) connectGate(w http.ResponseWriter, r *http.Request, rt route, 
 	}
 	link := g.connectURL(r.Context(), server)
 	msg := "connect your account for " + server + " at " + link
-	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="`+quoteSafe(msg)+`", authorization_uri="`+quoteSafe(link)+`"`)
+	w.Header().Set("WWW-Authenticate", oauth.Challenge{Error: "invalid_token", ErrorDescription: msg, AuthorizationURI: link}.String())
 	writeRPCError(w, http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "Unauthorized: %s", msg))
 	return false
 }
@@ -487,14 +488,4 @@ func callerTokenFrom(ctx context.Context, server string) string {
 		return t.get(server)
 	}
 	return ""
-}
-
-// quoteSafe drops what may not appear in a quoted-string of a header.
-func quoteSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == '"' || r == '\\' {
-			return -1
-		}
-		return r
-	}, s)
 }

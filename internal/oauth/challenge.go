@@ -10,6 +10,9 @@ type Challenge struct {
 	Scope            string // space-separated scopes the resource needs
 	Error            string // invalid_request, invalid_token, insufficient_scope
 	ErrorDescription string // for the developer, never a token or claim value
+	// AuthorizationURI is where the person goes to authorize (SPEC S9.1:
+	// the gateway's connect link of a server the person has not connected).
+	AuthorizationURI string
 }
 
 // String renders the header value, e.g.
@@ -29,6 +32,7 @@ func (c Challenge) String() string {
 		{"scope", c.Scope},
 		{"error", c.Error},
 		{"error_description", c.ErrorDescription},
+		{"authorization_uri", c.AuthorizationURI},
 	} {
 		if !hasPrintable(p.value) {
 			continue

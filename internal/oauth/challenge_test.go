@@ -18,6 +18,8 @@ func TestChallengeString(t *testing.T) {
 		{Challenge{ResourceMetadata: "https://gw.example/m", Scope: "a", Error: "invalid_token", ErrorDescription: "token expired"},
 			`Bearer resource_metadata="https://gw.example/m", scope="a", error="invalid_token", error_description="token expired"`},
 		{Challenge{Error: "insufficient_scope"}, `Bearer error="insufficient_scope"`},
+		{Challenge{Error: "invalid_token", AuthorizationURI: "https://gw.example/oauth/connect/gh"},
+			`Bearer error="invalid_token", authorization_uri="https://gw.example/oauth/connect/gh"`},
 		{Challenge{ErrorDescription: `say "hi" \ bye`}, `Bearer error_description="say \"hi\" \\ bye"`},
 		// Header splitting and smuggling: CR, LF, other controls and
 		// non-ASCII go; what stays is quoted.
