@@ -352,3 +352,35 @@ func withQuery(path string, kv ...string) string {
 	}
 	return path + "?" + q.Encode()
 }
+
+// subcommand is one verb of a command with several (keys create, ...).
+type subcommand struct {
+	name string
+	run  func(ctx context.Context, args []string) error
+}
+
+// runSubcommand runs the subcommand args[0] names, with the usage errors
+// every such command gives: none named, help, an unknown one.
+func runSubcommand(ctx context.Context, args []string, usage string, subs ...subcommand) error {
+	if len(args) == 0 {
+		names := make([]string, 0, len(subs))
+		for _, s := range subs {
+			names = append(names, s.name)
+		}
+		want := names[len(names)-1]
+		if len(names) > 1 {
+			want = strings.Join(names[:len(names)-1], ", ") + " or " + want
+		}
+		return &usageError{"want a subcommand: " + want + "\n" + usage}
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		return &usageError{strings.TrimRight(usage, "\n")}
+	}
+	for _, s := range subs {
+		if s.name == args[0] {
+			return s.run(ctx, args[1:])
+		}
+	}
+	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], usage)}
+}

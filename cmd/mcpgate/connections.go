@@ -25,18 +25,7 @@ Each takes [--url URL | --config FILE] [--admin-key KEY] [--json].
 `
 
 func (c *connectionsCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{"want a subcommand: list or revoke\n" + connectionsUsage}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(connectionsUsage, "\n")}
-	case "list":
-		return c.list(ctx, args[1:])
-	case "revoke":
-		return c.revoke(ctx, args[1:])
-	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], connectionsUsage)}
+	return runSubcommand(ctx, args, connectionsUsage, subcommand{"list", c.list}, subcommand{"revoke", c.revoke})
 }
 
 // list is GET /admin/v1/connections.

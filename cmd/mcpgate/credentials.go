@@ -26,20 +26,7 @@ Each takes [--url URL | --config FILE] [--admin-key KEY] [--json]; KEY is your o
 `
 
 func (c *credentialsCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{"want a subcommand: set, list or delete\n" + credentialsUsage}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(credentialsUsage, "\n")}
-	case "set":
-		return c.set(ctx, args[1:])
-	case "list":
-		return c.list(ctx, args[1:])
-	case "delete":
-		return c.delete(ctx, args[1:])
-	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], credentialsUsage)}
+	return runSubcommand(ctx, args, credentialsUsage, subcommand{"set", c.set}, subcommand{"list", c.list}, subcommand{"delete", c.delete})
 }
 
 func (c *credentialsCommand) set(ctx context.Context, args []string) error {

@@ -29,20 +29,7 @@ Each takes [--url URL | --config FILE] [--admin-key KEY] [--json].
 `
 
 func (c *keysCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{"want a subcommand: create, list or revoke\n" + keysUsage}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(keysUsage, "\n")}
-	case "create":
-		return c.create(ctx, args[1:])
-	case "list":
-		return c.list(ctx, args[1:])
-	case "revoke":
-		return c.revoke(ctx, args[1:])
-	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], keysUsage)}
+	return runSubcommand(ctx, args, keysUsage, subcommand{"create", c.create}, subcommand{"list", c.list}, subcommand{"revoke", c.revoke})
 }
 
 // toolsFlag is a repeatable SERVER=t1,t2 flag; repeating a server adds

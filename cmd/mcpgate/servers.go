@@ -26,18 +26,8 @@ const serversUsage = `Usage:
 `
 
 func (c *serversCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{"want a subcommand: status, list or preview\n" + serversUsage}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(serversUsage, "\n")}
-	case "status", "list":
-		return c.status(ctx, args[1:])
-	case "preview":
-		return c.preview(args[1:])
-	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], serversUsage)}
+	preview := func(_ context.Context, args []string) error { return c.preview(args) }
+	return runSubcommand(ctx, args, serversUsage, subcommand{"status", c.status}, subcommand{"list", c.status}, subcommand{"preview", preview})
 }
 
 // status prints GET /admin/v1/servers of a running gateway.

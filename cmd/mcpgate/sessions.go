@@ -23,18 +23,7 @@ Each takes [--url URL | --config FILE] [--admin-key KEY] [--json].
 `
 
 func (c *sessionsCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{"want a subcommand: list or terminate\n" + sessionsUsage}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(sessionsUsage, "\n")}
-	case "list":
-		return c.list(ctx, args[1:])
-	case "terminate":
-		return c.terminate(ctx, args[1:])
-	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], sessionsUsage)}
+	return runSubcommand(ctx, args, sessionsUsage, subcommand{"list", c.list}, subcommand{"terminate", c.terminate})
 }
 
 // list is GET /admin/v1/sessions: a table of sessions, then the totals.

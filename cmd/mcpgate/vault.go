@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/vault"
@@ -27,16 +26,7 @@ const vaultUsage = `Usage:
 `
 
 func (c *vaultCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{"want a subcommand: rotate\n" + vaultUsage}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(vaultUsage, "\n")}
-	case "rotate":
-		return c.rotate(ctx, args[1:])
-	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], vaultUsage)}
+	return runSubcommand(ctx, args, vaultUsage, subcommand{"rotate", c.rotate})
 }
 
 func (c *vaultCommand) rotate(ctx context.Context, args []string) error {
