@@ -120,6 +120,18 @@ func testURLElicitation(t *testing.T, version string) {
 	if resp.Header.Get("Mcp-Session-Id") != "" {
 		t.Error("a session was started for the refused initialize")
 	}
+	// On a merged route the other servers keep serving: no challenge.
+	req, _ = http.NewRequest(http.MethodPost, hs.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-Mcpgate-Api-Key", bobKey)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Errorf("initialize on the merged route without a connection: %d", resp.StatusCode)
+	}
 
 	asks := make(chan elicited, 4)
 	completed := make(chan string, 4)
