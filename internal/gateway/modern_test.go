@@ -1087,3 +1087,55 @@ func TestStdioFrontModernRefusals(t *testing.T) {
 		}
 	}
 }
+
+// An upstream that asks a second question and finishes without waiting
+// for its answer (server-everything's own roots/list beside the tool's):
+// the client already holds that round's requestState, and its retry gets
+// the call's result, not "expired or already used".
+func TestRetryAfterTheCallFinishedGetsItsResult(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ask-twice", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, err
+		}
+		// A question nobody waits for, then the result once the gateway
+		// has surely passed it on as the next round.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+			defer cancel()
+			_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Again?", RequestedSchema: map[string]any{"type": "object"}})
+		}()
+		time.Sleep(300 * time.Millisecond)
+		return textResult("hello " + fmt.Sprint(r.Content["name"])), nil
+	})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}})
+	call := func(extra string) string {
+		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__ask"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+		return body
+	}
+	var round struct {
+		Result struct {
+			ResultType    string                     `json:"resultType"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		} `json:"result"`
+	}
+	answer := func(body string) string {
+		round.Result.InputRequests = nil
+		if json.Unmarshal([]byte(body), &round) != nil || round.Result.ResultType != "input_required" || len(round.Result.InputRequests) != 1 {
+			t.Fatalf("want one question: %s", body)
+		}
+		var extra string
+		for k := range round.Result.InputRequests {
+			extra = `,"inputResponses":{"` + k + `":{"action":"accept","content":{"name":"Lin"}}},"requestState":"` + round.Result.RequestState + `"`
+		}
+		return extra
+	}
+	second := call(answer(call("")))
+	time.Sleep(500 * time.Millisecond) // the call is over before the retry
+	if body := call(answer(second)); !strings.Contains(body, `"text":"hello Lin"`) {
+		t.Fatalf("the retry of a round whose call had finished: %s", body)
+	}
+}

@@ -251,9 +251,16 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 		// The call's own upstream sessions (relay.go) end with it.
 		defer g.up.Unbind(exchangeBinding(ex))
 		ex.done <- g.serve(cctx, sc, m)
-		// Over: a retry has nothing left to resume (an attached request
-		// still reads done).
-		g.exchanges.Delete(ex.id)
+		// Over. The request waiting on it takes the reply from done and
+		// forgets the exchange (awaitExchange). But an upstream may ask a
+		// question and then finish without waiting for its answer (an
+		// old-era server's own roots/list beside the call's): the client
+		// then holds a requestState for a round whose retry must get the
+		// result, not "expired". So once any question was asked, an
+		// unclaimed exchange is kept for one more exchangeWait.
+		if ex.seq.Load() > 0 {
+			time.AfterFunc(exchangeWait, func() { g.exchanges.CompareAndDelete(ex.id, ex) })
+		}
 	}()
 	return ex
 }
