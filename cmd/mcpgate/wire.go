@@ -134,6 +134,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			st.Close()
 			return nil, fmt.Errorf("vault: %w", err)
 		}
+		if bus != nil {
+			// A fleet: one replica at a time refreshes a person's tokens.
+			vlt.ShareRefreshes(sb)
+		}
 	}
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
 	g := gateway.New(gateway.Options{

@@ -39,6 +39,7 @@ type Memory struct {
 	replicas   map[string]memReplica
 	owners     map[string]memOwner
 	streams    map[string]*memStream
+	leases     map[string]memLease
 	subs       map[string]map[*memSub]struct{} // topic -> subscriptions
 }
 
@@ -85,6 +86,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		replicas:   map[string]memReplica{},
 		owners:     map[string]memOwner{},
 		streams:    map[string]*memStream{},
+		leases:     map[string]memLease{},
 		subs:       map[string]map[*memSub]struct{}{},
 	}
 }
@@ -146,6 +148,7 @@ func (m *Memory) write(op string, now time.Time) error {
 	maps.DeleteFunc(m.replicas, func(_ string, r memReplica) bool { return !live(r.exp) })
 	maps.DeleteFunc(m.owners, func(_ string, o memOwner) bool { return !live(o.exp) })
 	maps.DeleteFunc(m.streams, func(_ string, s *memStream) bool { return !live(s.exp) })
+	maps.DeleteFunc(m.leases, func(_ string, l memLease) bool { return !live(l.exp) })
 	return nil
 }
 

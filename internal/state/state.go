@@ -3,7 +3,8 @@
 // 5): sessions an administrator ended, each session's small mutable state
 // (log level, resource subscriptions), rate-limit buckets, the registry of
 // live replicas, which replica holds a session's standalone GET stream,
-// resumable SSE event buffers, and a pub/sub bus for invalidations.
+// resumable SSE event buffers, short leases (one replica at a time runs a
+// vault refresh), and a pub/sub bus for invalidations.
 // Everything it holds has a TTL or a bound; durable records (keys, audit)
 // belong to internal/store.
 //
@@ -46,6 +47,7 @@ type Backend interface {
 	StreamOwners
 	Events
 	PubSub
+	Leases
 	// Name is the driver's name ("memory", "redis"), for logs and
 	// readiness reports.
 	Name() string

@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"StreamOwners", ownerTests},
 		{"Events", eventTests},
 		{"PubSub", pubsubTests},
+		{"Leases", leaseTests},
 		{"Errors", errorTests},
 	}
 	for _, g := range groups {
