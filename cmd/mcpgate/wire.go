@@ -108,7 +108,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		if cfg.Auth.Login.Keys {
 			keys = loginKeys{st}
 		}
-		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, Logger: log})
+		var seal []byte
+		if seal, err = cfg.Auth.Login.SealKeyBytes(); err != nil { // validated
+			st.Close()
+			return nil, fmt.Errorf("auth.login: %w", err)
+		}
+		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Logger: log})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)

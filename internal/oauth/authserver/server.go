@@ -86,6 +86,11 @@ type Options struct {
 	// DataDir holds oauth-seal.key, the key the signing keys are sealed
 	// under in the store; created (0700) if missing.
 	DataDir string
+	// SealKey, 32 bytes, replaces oauth-seal.key (auth.login.seal_key):
+	// the replicas of a fleet share one store, so they must share the key
+	// its signing keys are sealed under. A stored key it cannot open fails
+	// the start instead of being replaced.
+	SealKey []byte
 	Now     func() time.Time
 	Logger  *slog.Logger
 }
@@ -178,9 +183,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.public, s.prefix = u.String(), u.EscapedPath()
 	}
 
-	seal, fresh, err := loadSealKey(o.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("authserver: %w", err)
+	seal, fresh := o.SealKey, false
+	var err error
+	if seal == nil {
+		if seal, fresh, err = loadSealKey(o.DataDir); err != nil {
+			return nil, fmt.Errorf("authserver: %w", err)
+		}
 	}
 	s.keys = &keyring{store: o.Store, now: s.now, logger: s.logger, rotation: DefaultKeyRotation,
 		retain: s.login.AccessTokenTTL + clockSkew}
