@@ -113,7 +113,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)
 		}
-		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Logger: log})
+		var shared authserver.Shared
+		if bus != nil {
+			// A fleet: each step of a browser login may land on another
+			// replica.
+			shared = sb
+		}
+		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Shared: shared, Logger: log})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)

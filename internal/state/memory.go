@@ -40,6 +40,7 @@ type Memory struct {
 	owners     map[string]memOwner
 	streams    map[string]*memStream
 	leases     map[string]memLease
+	tickets    map[string]memTicket
 	subs       map[string]map[*memSub]struct{} // topic -> subscriptions
 }
 
@@ -87,6 +88,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		owners:     map[string]memOwner{},
 		streams:    map[string]*memStream{},
 		leases:     map[string]memLease{},
+		tickets:    map[string]memTicket{},
 		subs:       map[string]map[*memSub]struct{}{},
 	}
 }
@@ -149,6 +151,7 @@ func (m *Memory) write(op string, now time.Time) error {
 	maps.DeleteFunc(m.owners, func(_ string, o memOwner) bool { return !live(o.exp) })
 	maps.DeleteFunc(m.streams, func(_ string, s *memStream) bool { return !live(s.exp) })
 	maps.DeleteFunc(m.leases, func(_ string, l memLease) bool { return !live(l.exp) })
+	maps.DeleteFunc(m.tickets, func(_ string, t memTicket) bool { return !live(t.exp) })
 	return nil
 }
 

@@ -48,6 +48,7 @@ type Backend interface {
 	Events
 	PubSub
 	Leases
+	Tickets
 	// Name is the driver's name ("memory", "redis"), for logs and
 	// readiness reports.
 	Name() string

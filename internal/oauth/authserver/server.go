@@ -91,8 +91,12 @@ type Options struct {
 	// its signing keys are sealed under. A stored key it cannot open fails
 	// the start instead of being replaced.
 	SealKey []byte
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Shared, for a fleet, holds pending logins and codes so that each
+	// step of a login may land on any replica (shared.go); nil keeps them
+	// in this process.
+	Shared Shared
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Server is the authorization server. It is safe for concurrent use;
@@ -216,6 +220,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.meta = newMetadataFetcher(mc, s.login.AllowPrivateMetadata, s.now)
 	s.pending = newPendingStore(maxPending)
 	s.codes = newCodeStore(maxCodes)
+	if o.Shared != nil {
+		t := &sharedTables{s: o.Shared, log: s.logger}
+		s.pending.shared, s.codes.shared = t, t
+	}
 	s.loginRL = newLimiter(10, time.Minute)
 	s.regRL = newLimiter(30, time.Minute)
 	s.handler = s.routes()

@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"Events", eventTests},
 		{"PubSub", pubsubTests},
 		{"Leases", leaseTests},
+		{"Tickets", ticketTests},
 		{"Errors", errorTests},
 	}
 	for _, g := range groups {
