@@ -88,9 +88,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
 	// bus carries administrator terminations to the other replicas; a
 	// single process (the memory driver) has none to tell.
-	var bus state.PubSub
+	var (
+		bus     state.PubSub
+		tickets state.Tickets
+	)
 	if cfg.State.DriverOrDefault() == config.StateRedis {
-		bus = sb
+		bus, tickets = sb, sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -163,6 +166,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
 		Bus:                 bus,
+		Tickets:             tickets,
 		Vault:               vlt,
 	})
 	if as != nil {

@@ -67,6 +67,10 @@ type Options struct {
 	// Bus carries administrator terminations between replicas (SPEC S15,
 	// fanout.go); nil: this replica's sessions are its own.
 	Bus state.PubSub
+	// Tickets, in a fleet, holds pending account connects so that each
+	// step of one may land on any replica (connectshare.go); nil keeps
+	// them in this process.
+	Tickets state.Tickets
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -187,6 +191,7 @@ func New(o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.connect.shared, g.connect.log = o.Tickets, g.log
 	if g.sep == "" {
 		g.sep = config.DefaultSeparator
 	}
