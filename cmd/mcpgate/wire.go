@@ -40,6 +40,9 @@ type stack struct {
 	// the redis driver the authenticator's rate limits and the gateway's
 	// termination fan-out use it.
 	state state.Backend
+	// api is the admin API, whose follower applies the other replicas'
+	// admin changes.
+	api *admin.API
 }
 
 // build wires the gateway for cfg: it opens the store cfg.Store names,
@@ -86,8 +89,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	grants := callers.NewGrantSet(callers.GrantsOf(cfg))
 	m := metrics.New()
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
-	// bus carries administrator terminations to the other replicas; a
-	// single process (the memory driver) has none to tell.
+	// bus carries administrator terminations and admin changes to the
+	// other replicas; a single process (the memory driver) has none to
+	// tell.
 	var bus state.PubSub
 	if cfg.State.DriverOrDefault() == config.StateRedis {
 		bus = sb
@@ -163,6 +167,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		// the gateway listens on loopback only (or anonymous was chosen).
 		OpenAccess:   cfg.AnonymousOnly() && master == "",
 		KeyChanged:   auth.Invalidate,
+		KeysFlushed:  auth.Flush,
+		Bus:          bus,
 		Servers:      func() []string { return g.ServerNames() },
 		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
@@ -176,25 +182,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	g.MountAdmin(api)
 	// Servers added through the admin API come back after a restart; the
 	// config file wins a name both define.
-	objs, err := st.ListObjects(ctx, store.KindServer)
-	if err != nil {
+	if err := api.SyncServers(ctx); err != nil {
 		log.Warn("could not load runtime servers", "error", err)
 	}
-	for _, o := range objs {
-		if _, inFile := cfg.Servers[o.Name]; inFile {
-			log.Warn("runtime server shadowed by the config file; ignored", "server", o.Name)
-			continue
-		}
-		srv, err := admin.ParseServer(o.Name, o.Doc, cfg.Dir)
-		if err == nil {
-			err = g.AddServer(ctx, o.Name, srv, nil)
-		}
-		if err != nil {
-			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
-		}
-	}
+	// With a bus, the other replicas' admin changes apply here too.
+	api.Start()
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a
@@ -236,6 +230,7 @@ func (l loginKeys) KeyActive(ctx context.Context, alias string) (bool, error) {
 // served (every acknowledged call is written), then closes the store and
 // the shared state.
 func (s *stack) close(ctx context.Context) error {
+	s.api.Close() // before the store and the bus it reads
 	err := s.gw.Close(ctx)
 	s.auth.Close()
 	if s.authServer != nil {

@@ -71,6 +71,8 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
+	a.serversMu.Lock()
+	defer a.serversMu.Unlock()
 	if err := a.o.Gateway.AddServer(r.Context(), req.Name, srv, a.fromFile); err != nil {
 		if errors.Is(err, gateway.ErrServerExists) {
 			writeError(w, http.StatusConflict, "Conflict", err.Error())
@@ -79,11 +81,15 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
-	if _, err := a.o.Store.PutObject(r.Context(), store.KindServer, req.Name, raw); err != nil {
+	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, req.Name, raw)
+	if err != nil {
 		a.o.Gateway.RemoveServer(req.Name)
+		delete(a.applied, req.Name)
 		a.storeError(w, err, req.Name)
 		return
 	}
+	a.applied[req.Name] = o.Doc
+	a.announce(r.Context(), changeServer, req.Name)
 	a.audit(r.Context(), "server.add", req.Name, map[string]any{"transport": srv.Transport})
 	writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
 }
@@ -94,11 +100,22 @@ func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; remove it there", name))
 		return
 	}
-	if err := a.o.Store.DeleteObject(r.Context(), store.KindServer, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+	a.serversMu.Lock()
+	defer a.serversMu.Unlock()
+	err := a.o.Store.DeleteObject(r.Context(), store.KindServer, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.storeError(w, err, name)
 		return
 	}
-	if !a.o.Gateway.RemoveServer(name) {
+	if err == nil {
+		// Deleted here: every replica must stop serving it, whether or
+		// not this one did.
+		a.announce(r.Context(), changeServer, name)
+	}
+	delete(a.applied, name)
+	// Stored but not served here (this replica missed its addition) is
+	// still removed.
+	if !a.o.Gateway.RemoveServer(name) && err != nil {
 		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
 		return
 	}
