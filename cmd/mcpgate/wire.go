@@ -170,7 +170,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		KeysFlushed:  auth.Flush,
 		Bus:          bus,
 		Servers:      func() []string { return g.ServerNames() },
-		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
+		Toolsets:     g.ToolsetNames,
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
 		Grants:       grants,
 		Vault:        vlt,
@@ -184,6 +184,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// config file wins a name both define.
 	if err := api.SyncServers(ctx); err != nil {
 		log.Warn("could not load runtime servers", "error", err)
+	}
+	if err := api.SyncToolsets(ctx); err != nil { // they may name runtime servers
+		log.Warn("could not load runtime toolsets", "error", err)
 	}
 	// With a bus, the other replicas' admin changes apply here too.
 	api.Start()

@@ -87,11 +87,9 @@ type API struct {
 	log *slog.Logger
 	id  string // names this API's announcements (announce.go)
 
-	// serversMu serialises changes of runtime servers, by handlers and
-	// the follower; applied is each runtime server's document as the
-	// store held it when it was served.
-	serversMu sync.Mutex
-	applied   map[string]json.RawMessage
+	// The runtime servers and toolsets served as the store holds them
+	// (announce.go).
+	servers, toolsets *runtimeObjects
 
 	stop   func() // ends the follower; nil: not started
 	bg     sync.WaitGroup
@@ -111,7 +109,11 @@ func New(o Options) *API {
 			*f = func() []string { return nil }
 		}
 	}
-	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID(), applied: map[string]json.RawMessage{}}
+	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID()}
+	a.servers = &runtimeObjects{kind: store.KindServer, fromFile: a.fromFile, load: a.loadServer,
+		unload: func(name string) bool { return a.o.Gateway.RemoveServer(name) }, applied: map[string]json.RawMessage{}}
+	a.toolsets = &runtimeObjects{kind: store.KindToolset, fromFile: a.toolsetFromFile, load: a.loadToolset,
+		unload: func(name string) bool { return a.o.Gateway.RemoveToolset(name) }, applied: map[string]json.RawMessage{}}
 	for _, r := range routes {
 		h := r.handler(a)
 		a.mux.HandleFunc(r.method+" "+Prefix+r.path, h)
@@ -143,6 +145,8 @@ var routes = []route{
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},
 	{"GET", "/toolsets", func(a *API) http.HandlerFunc { return a.listToolsets }},
+	{"PUT", "/toolsets/{name}", func(a *API) http.HandlerFunc { return a.putToolset }},
+	{"DELETE", "/toolsets/{name}", func(a *API) http.HandlerFunc { return a.deleteToolset }},
 	{"GET", "/tools", func(a *API) http.HandlerFunc { return a.listTools }},
 	{"POST", "/tools/call", func(a *API) http.HandlerFunc { return a.callTool }},
 	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},

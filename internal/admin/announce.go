@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -38,9 +39,10 @@ const busTimeout = 2 * time.Second
 
 // What a change names (change.Kind).
 const (
-	changeKey    = "key"    // Name: the key's alias
-	changeServer = "server" // Name: a runtime server
-	changeGrant  = "grant"  // Name: "<user|team|role>:<value>"
+	changeKey     = "key"     // Name: the key's alias
+	changeServer  = "server"  // Name: a runtime server
+	changeToolset = "toolset" // Name: a runtime toolset
+	changeGrant   = "grant"   // Name: "<user|team|role>:<value>"
 )
 
 // change is one message on TopicChanges.
@@ -69,8 +71,8 @@ func (a *API) announce(ctx context.Context, kind, name string) {
 }
 
 // Start follows the other replicas' changes, when there is a bus, until
-// Close. Call it once, after the runtime servers were loaded
-// (SyncServers).
+// Close. Call it once, after the runtime servers and toolsets were loaded
+// (SyncServers, SyncToolsets).
 func (a *API) Start() {
 	if a.o.Bus == nil {
 		return
@@ -115,7 +117,9 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 	case changeKey:
 		a.keyChanged(c.Name)
 	case changeServer:
-		a.applyServer(ctx, c.Name)
+		a.servers.apply(ctx, a, c.Name)
+	case changeToolset:
+		a.toolsets.apply(ctx, a, c.Name)
 	case changeGrant:
 		if err := a.ReloadGrants(ctx); err != nil {
 			a.log.Warn("could not reload the grants after a change on another replica", "grant", c.Name, "error", err)
@@ -128,8 +132,8 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 }
 
 // resync re-reads everything another replica may have changed while this
-// one was not listening: every cached key, the runtime servers, the
-// grants.
+// one was not listening: every cached key, the runtime servers and
+// toolsets, the grants.
 func (a *API) resync(ctx context.Context) {
 	defer a.synced.Store(true)
 	if a.o.KeysFlushed != nil {
@@ -138,7 +142,7 @@ func (a *API) resync(ctx context.Context) {
 	if a.o.Gateway != nil {
 		a.o.Gateway.RecheckStreams()
 	}
-	err := errors.Join(a.SyncServers(ctx), a.ReloadGrants(ctx))
+	err := errors.Join(a.SyncServers(ctx), a.SyncToolsets(ctx), a.ReloadGrants(ctx))
 	if err != nil {
 		a.log.Warn("admin resync with the store incomplete; retried at the next gap", "error", err)
 	}
@@ -165,75 +169,92 @@ func (a *API) keyChanged(alias string) {
 // the same name. cmd/mcpgate calls it at start; the follower after a gap.
 // A server that cannot be loaded is logged and skipped (retried at the
 // next sync); the error is the store's.
-func (a *API) SyncServers(ctx context.Context) error {
-	objs, err := a.o.Store.ListObjects(ctx, store.KindServer)
+func (a *API) SyncServers(ctx context.Context) error { return a.servers.sync(ctx, a) }
+
+// SyncToolsets is SyncServers for runtime toolsets.
+func (a *API) SyncToolsets(ctx context.Context) error { return a.toolsets.sync(ctx, a) }
+
+// runtimeObjects keeps the gateway serving one kind of runtime object
+// (servers, toolsets) as the store holds it. The config file's objects
+// are not its business: a stored object of a name the file defines is
+// ignored, and one the file defines is never removed.
+type runtimeObjects struct {
+	kind     string // store.KindServer, store.KindToolset
+	fromFile func(name string) bool
+	// load serves doc as name (replacing what is served under it);
+	// unload stops serving name, false when it was not served.
+	load   func(ctx context.Context, name string, doc json.RawMessage) error
+	unload func(name string) bool
+
+	// mu serialises changes, by handlers and the follower; applied is
+	// each served object's document as the store held it.
+	mu      sync.Mutex
+	applied map[string]json.RawMessage
+}
+
+func (r *runtimeObjects) sync(ctx context.Context, a *API) error {
+	objs, err := a.o.Store.ListObjects(ctx, r.kind)
 	if err != nil {
 		return err
 	}
-	a.serversMu.Lock()
-	defer a.serversMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	stored := make(map[string]bool, len(objs))
 	for _, o := range objs {
 		stored[o.Name] = true
-		a.loadServer(ctx, o)
 	}
-	for name := range a.applied {
+	// Removals first: a loaded object is validated with everything else
+	// served, which must not include what the store no longer holds.
+	for name := range r.applied {
 		if !stored[name] {
-			a.unloadServer(name)
+			r.unloadLocked(a, name)
 		}
+	}
+	for _, o := range objs {
+		r.loadLocked(ctx, a, o)
 	}
 	return nil
 }
 
-// applyServer brings one runtime server in line with the store.
-func (a *API) applyServer(ctx context.Context, name string) {
-	o, err := a.o.Store.GetObject(ctx, store.KindServer, name)
-	a.serversMu.Lock()
-	defer a.serversMu.Unlock()
+// apply brings the object name in line with the store.
+func (r *runtimeObjects) apply(ctx context.Context, a *API, name string) {
+	o, err := a.o.Store.GetObject(ctx, r.kind, name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		a.unloadServer(name)
+		r.unloadLocked(a, name)
 	case err != nil:
-		a.log.Warn("could not read a server another replica changed; retried at the next resync", "server", name, "error", err)
+		a.log.Warn("could not read an object another replica changed; retried at the next resync", "kind", r.kind, "name", name, "error", err)
 	default:
-		a.loadServer(ctx, o)
+		r.loadLocked(ctx, a, o)
 	}
 }
 
-// loadServer serves o unless it is served already as stored. Called with
-// serversMu held.
-func (a *API) loadServer(ctx context.Context, o store.Object) {
-	if doc, ok := a.applied[o.Name]; ok && bytes.Equal(doc, o.Doc) {
+// loadLocked serves o unless it is served already as stored.
+func (r *runtimeObjects) loadLocked(ctx context.Context, a *API, o store.Object) {
+	if doc, ok := r.applied[o.Name]; ok && bytes.Equal(doc, o.Doc) {
 		return
 	}
-	if a.fromFile(o.Name) {
-		a.log.Warn("runtime server shadowed by the config file; ignored", "server", o.Name)
-		a.applied[o.Name] = o.Doc // warned once per version
+	if r.fromFile(o.Name) {
+		a.log.Warn("runtime object shadowed by the config file; ignored", "kind", r.kind, "name", o.Name)
+		r.applied[o.Name] = o.Doc // warned once per version
 		return
 	}
-	dir := ""
-	if a.o.Config != nil {
-		dir = a.o.Config.Dir
-	}
-	srv, err := ParseServer(o.Name, o.Doc, dir)
-	if err == nil {
-		err = a.o.Gateway.AddServer(ctx, o.Name, srv, a.fromFile)
-	}
-	if err != nil {
-		a.log.Warn("runtime server not loaded", "server", o.Name, "error", err)
+	if err := r.load(ctx, o.Name, o.Doc); err != nil {
+		a.log.Warn("runtime object not loaded", "kind", r.kind, "name", o.Name, "error", err)
 		return
 	}
-	a.applied[o.Name] = o.Doc
+	r.applied[o.Name] = o.Doc
 }
 
-// unloadServer stops serving a runtime server the store no longer holds.
-// Called with serversMu held.
-func (a *API) unloadServer(name string) {
-	if _, ok := a.applied[name]; !ok {
+// unloadLocked stops serving an object the store no longer holds.
+func (r *runtimeObjects) unloadLocked(a *API, name string) {
+	if _, ok := r.applied[name]; !ok {
 		return
 	}
-	delete(a.applied, name)
-	if !a.fromFile(name) && a.o.Gateway.RemoveServer(name) {
-		a.log.Info("runtime server removed on another replica", "server", name)
+	delete(r.applied, name)
+	if !r.fromFile(name) && r.unload(name) {
+		a.log.Info("runtime object removed on another replica", "kind", r.kind, "name", name)
 	}
 }

@@ -40,7 +40,7 @@ type replica struct {
 // bus, each with the config file's server calc.
 func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus state.PubSub) []*replica {
 	t.Helper()
-	calc := toolUpstream(t, "add")
+	calc := toolUpstream(t, "add", "sub")
 	out := make([]*replica, n)
 	for i := range out {
 		cfg := &config.Config{
@@ -52,7 +52,7 @@ func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus stat
 		auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 		g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
 		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, KeysFlushed: auth.Flush,
-			Grants: callers.NewGrantSet(nil), Bus: bus, Servers: g.ServerNames})
+			Grants: callers.NewGrantSet(nil), Bus: bus, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
 		g.MountAdmin(api)
 		if err := api.SyncServers(context.Background()); err != nil {
 			t.Fatal(err)
@@ -212,6 +212,30 @@ func testFleetAdminChanges(t *testing.T, rs []*replica) {
 		})
 	})
 
+	t.Run("toolset put, change and delete", func(t *testing.T) {
+		if code, body := a.do(t, "PUT", "/admin/v1/toolsets/math", master, `{"servers":{"calc":["add"]}}`); code != 200 {
+			t.Fatalf("put on A: %d %s", code, body)
+		}
+		within(t, "toolset put on A served on B", func() bool {
+			_, body := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
+			return strings.Contains(body, `add"`) && !strings.Contains(body, `sub"`)
+		})
+		if code, body := a.do(t, "PUT", "/admin/v1/toolsets/math", master, `{"servers":{"calc":["sub"]}}`); code != 200 {
+			t.Fatalf("change on A: %d %s", code, body)
+		}
+		within(t, "toolset changed on A applies on B", func() bool {
+			_, body := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
+			return strings.Contains(body, `sub"`) && !strings.Contains(body, `add"`)
+		})
+		if code, body := a.do(t, "DELETE", "/admin/v1/toolsets/math", master, ""); code != http.StatusNoContent {
+			t.Fatalf("delete on A: %d %s", code, body)
+		}
+		within(t, "toolset deleted on A gone from B", func() bool {
+			code, _ := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
+			return code == http.StatusNotFound
+		})
+	})
+
 	t.Run("grant put and delete", func(t *testing.T) {
 		if code, body := a.do(t, "PUT", "/admin/v1/grants/team/ops", master, `{"servers":["calc"]}`); code != 200 {
 			t.Fatalf("put on A: %d %s", code, body)
@@ -265,6 +289,9 @@ func TestFleetAdminResyncAfterRedisRestart(t *testing.T) {
 	if code, _ := a.do(t, "PUT", "/admin/v1/grants/role/ops", master, `{"servers":["calc"]}`); code != 200 {
 		t.Fatalf("grant on A: %d", code)
 	}
+	if code, body := a.do(t, "PUT", "/admin/v1/toolsets/pings", master, `{"servers":{"fresh":["ping"]}}`); code != 200 {
+		t.Fatalf("toolset on A: %d %s", code, body)
+	}
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,11 +303,13 @@ func TestFleetAdminResyncAfterRedisRestart(t *testing.T) {
 		code, _ := b.do(t, "POST", "/mcp", secret, listBody)
 		_, tools := b.do(t, "POST", "/mcp", master, listBody)
 		_, grants := b.do(t, "GET", "/admin/v1/grants", master, "")
-		if code == http.StatusUnauthorized && !strings.Contains(tools, "gone__") && strings.Contains(tools, `"fresh__ping"`) && strings.Contains(grants, `"value":"ops"`) {
+		_, toolset := b.do(t, "POST", "/toolset/pings/mcp", master, listBody)
+		if code == http.StatusUnauthorized && !strings.Contains(tools, "gone__") && strings.Contains(tools, `"fresh__ping"`) &&
+			strings.Contains(grants, `"value":"ops"`) && strings.Contains(toolset, `ping"`) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("B not resynchronised %s after Redis came back: key %d, tools %s, grants %s", time.Since(restarted), code, tools, grants)
+			t.Fatalf("B not resynchronised %s after Redis came back: key %d, tools %s, grants %s, toolset %s", time.Since(restarted), code, tools, grants, toolset)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
