@@ -15,19 +15,20 @@ import (
 
 // Admin changes across a fleet (SPEC S15, issue 14 §3). Every replica
 // serves from what it holds in memory: the authenticator's key cache,
-// the gateway's servers, the grant set. A change made through one
-// replica's API is committed to the store first, then announced on the
-// bus (Options.Bus), and every other replica applies it within a second:
+// the gateway's servers and toolsets, the grant set, the vault's cache
+// of people's credentials. A change made through one replica's API is
+// committed to the store first, then announced on the bus (Options.Bus),
+// and every other replica applies it within a second:
 //
 //	handler: store write -> apply here -> announce(kind, name)
 //	follower (every replica): message -> re-read that object from the
 //	  store -> apply; gap (Lost, new subscription) -> resync everything
 //
 // A message names what changed, never how: the follower re-reads the
-// store, so a message cannot carry a stale or forged value, and two
-// replicas changing one object at once both end with what the store
-// holds. A message never carries a secret (keys are named by alias).
-// Delivery is at most once; publishing failures are logged and never fail
+// store (or drops its cached copy), so a message carries no value to
+// trust, and two replicas changing one object at once both end with what
+// the store holds. A message never carries a secret (keys are named by
+// alias, vault entries by their keyed hash). Delivery is at most once; publishing failures are logged and never fail
 // the request (the change is committed, and the others converge at their
 // next resync).
 
@@ -43,6 +44,9 @@ const (
 	changeServer  = "server"  // Name: a runtime server
 	changeToolset = "toolset" // Name: a runtime toolset
 	changeGrant   = "grant"   // Name: "<user|team|role>:<value>"
+	// Name: the vault's EntryID of a person's credential or connection
+	// (a keyed hash naming neither the person nor the server).
+	changeVault = "vault"
 )
 
 // change is one message on TopicChanges.
@@ -120,6 +124,10 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 		a.servers.apply(ctx, a, c.Name)
 	case changeToolset:
 		a.toolsets.apply(ctx, a, c.Name)
+	case changeVault:
+		if a.o.Vault != nil {
+			a.o.Vault.Forget(c.Name)
+		}
 	case changeGrant:
 		if err := a.ReloadGrants(ctx); err != nil {
 			a.log.Warn("could not reload the grants after a change on another replica", "grant", c.Name, "error", err)
@@ -132,12 +140,15 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 }
 
 // resync re-reads everything another replica may have changed while this
-// one was not listening: every cached key, the runtime servers and
-// toolsets, the grants.
+// one was not listening: every cached key and vault entry, the runtime
+// servers and toolsets, the grants.
 func (a *API) resync(ctx context.Context) {
 	defer a.synced.Store(true)
 	if a.o.KeysFlushed != nil {
 		a.o.KeysFlushed()
+	}
+	if a.o.Vault != nil {
+		a.o.Vault.ForgetAll()
 	}
 	if a.o.Gateway != nil {
 		a.o.Gateway.RecheckStreams()
@@ -151,6 +162,12 @@ func (a *API) resync(ctx context.Context) {
 // following reports whether the follower has subscribed (and resynced)
 // at least once.
 func (a *API) following() bool { return a.synced.Load() }
+
+// vaultChanged announces that person's vault entry for server was
+// changed or deleted here (the vault forgot its own copy).
+func (a *API) vaultChanged(ctx context.Context, person, server string) {
+	a.announce(ctx, changeVault, a.o.Vault.EntryID(person, server))
+}
 
 // keyChanged forgets the key alias on this replica and makes its open
 // streams re-check it, so that a revocation ends them at once.

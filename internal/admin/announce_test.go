@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +23,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store/postgres"
 	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
 // TestMain stops the throwaway PostgreSQL server if a test started one.
@@ -33,7 +37,8 @@ const propagation = time.Second
 // and store connection, behind its own listener.
 type replica struct {
 	*rig
-	api *API
+	api   *API
+	vault *vault.Vault
 }
 
 // fleetRig starts n replicas on one store (each opens its own) and one
@@ -50,9 +55,13 @@ func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus stat
 		}
 		st := open(t)
 		auth := callers.New(callers.Options{Keys: st, MasterKey: master})
-		g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
+		vlt, err := vault.New(st, []config.VaultKey{{ID: "k1", Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st, Vault: vlt})
 		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, KeysFlushed: auth.Flush,
-			Grants: callers.NewGrantSet(nil), Bus: bus, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
+			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
 		g.MountAdmin(api)
 		if err := api.SyncServers(context.Background()); err != nil {
 			t.Fatal(err)
@@ -67,7 +76,7 @@ func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus stat
 			auth.Close()
 			st.Close()
 		})
-		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api}
+		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api, vault: vlt}
 	}
 	return out
 }
@@ -233,6 +242,25 @@ func testFleetAdminChanges(t *testing.T, rs []*replica) {
 		within(t, "toolset deleted on A gone from B", func() bool {
 			code, _ := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
 			return code == http.StatusNotFound
+		})
+	})
+
+	t.Run("connection revoke", func(t *testing.T) {
+		ctx := context.Background()
+		e := vault.Entry{Person: "key:alice", Server: "calc", Kind: vault.KindStatic, AccessToken: "alice-calc-token"}
+		if err := a.vault.Put(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		// B serves the entry from its cache for longer than a second.
+		if _, err := b.vault.Get(ctx, e.Person, e.Server); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := a.do(t, "DELETE", "/admin/v1/connections/key:alice/calc", master, ""); code != http.StatusNoContent {
+			t.Fatalf("revoke on A: %d %s", code, body)
+		}
+		within(t, "connection revoked on A no longer served on B", func() bool {
+			_, err := b.vault.Get(ctx, e.Person, e.Server)
+			return errors.Is(err, vault.ErrNotFound)
 		})
 	})
 
