@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -520,3 +521,27 @@ func (s *gapSub) C() <-chan state.Message { return s.c }
 func (s *gapSub) Close() error            { return s.inner.Close() }
 
 var _ state.PubSub = (*gapBus)(nil)
+
+// The follower is gone when Close returns, and Close without Start (no
+// bus) is a no-op.
+func TestFollowerEndsWithClose(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__"}
+	g := gateway.New(gateway.Options{Config: cfg})
+	defer g.Close(context.Background())
+	New(Options{Gateway: g, Store: st, Config: cfg}).Close()
+	api := New(Options{Gateway: g, Store: st, Config: cfg, Bus: mem})
+	api.Start()
+	waitFollowing(t, []*replica{{api: api}})
+	api.Close()
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "admin.(*API).Start") {
+		t.Fatalf("the follower outlived Close:\n%s", stacks)
+	}
+}
