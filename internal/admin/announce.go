@@ -142,7 +142,7 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 // resync re-reads everything another replica may have changed while this
 // one was not listening: every cached key and vault entry, the runtime
 // servers and toolsets, the grants.
-func (a *API) resync(ctx context.Context) {
+func (a *API) resync(ctx context.Context) error {
 	defer a.synced.Store(true)
 	if a.o.KeysFlushed != nil {
 		a.o.KeysFlushed()
@@ -153,10 +153,7 @@ func (a *API) resync(ctx context.Context) {
 	if a.o.Gateway != nil {
 		a.o.Gateway.RecheckStreams()
 	}
-	err := errors.Join(a.SyncServers(ctx), a.SyncToolsets(ctx), a.ReloadGrants(ctx))
-	if err != nil {
-		a.log.Warn("admin resync with the store incomplete; retried at the next gap", "error", err)
-	}
+	return errors.Join(a.SyncServers(ctx), a.SyncToolsets(ctx), a.ReloadGrants(ctx))
 }
 
 // following reports whether the follower has subscribed (and resynced)

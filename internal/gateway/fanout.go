@@ -53,7 +53,7 @@ func (g *Gateway) followTerminations() {
 		Timeout: busTimeout,
 		Handle:  func(_ context.Context, m state.Message) { g.endCopies(string(m.Data)) },
 		// Announcements before a subscription, or in a gap, were missed.
-		Resync: func(context.Context) { g.resyncTerminated() },
+		Resync: func(context.Context) error { g.resyncTerminated(); return nil },
 	})
 }
 

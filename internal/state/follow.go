@@ -32,8 +32,10 @@ type FollowOptions struct {
 	Handle func(ctx context.Context, m Message)
 	// Resync re-reads everything the messages could have said: it runs
 	// after every subscription (what was published before it was missed)
-	// and on every Lost marker. Its ctx ends after Timeout.
-	Resync func(ctx context.Context)
+	// and on every Lost marker. Its ctx ends after Timeout. When it
+	// fails, it runs again every Retry until it succeeds (messages are
+	// handled meanwhile).
+	Resync func(ctx context.Context) error
 	// What names what is followed in log lines ("terminations").
 	What string
 	// Logger gets one warning when following fails and one line when it
@@ -58,14 +60,14 @@ func Follow(ctx context.Context, ps PubSub, o FollowOptions) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultFollowTimeout
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	resync := func() {
+	log := o.Logger
+	resync := func() error {
 		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
-		o.Resync(rctx)
+		return o.Resync(rctx)
 	}
 	failing := false
 	for {
@@ -91,9 +93,7 @@ func Follow(ctx context.Context, ps PubSub, o FollowOptions) {
 			failing = false
 			log.Info("following the other replicas again", "following", o.What)
 		}
-		// Messages published before this subscription were missed.
-		resync()
-		if !read(ctx, sub, o.Handle, resync) {
+		if !read(ctx, sub, o, resync) {
 			return
 		}
 	}
@@ -101,21 +101,44 @@ func Follow(ctx context.Context, ps PubSub, o FollowOptions) {
 
 // read consumes sub until it ends: false when ctx ended, true when the
 // subscription did (subscribe again).
-func read(ctx context.Context, sub Subscription, handle func(context.Context, Message), resync func()) bool {
+func read(ctx context.Context, sub Subscription, o FollowOptions, resync func() error) bool {
 	defer sub.Close()
+	var (
+		again   <-chan time.Time // a failed resync's retry
+		failing bool             // warned once, until a resync works
+	)
+	resyncNow := func() {
+		again = nil
+		err := resync()
+		switch {
+		case err != nil && !failing:
+			failing = true
+			o.Logger.Warn("resynchronising with the other replicas failed; retrying", "following", o.What, "error", err)
+		case err == nil && failing:
+			failing = false
+			o.Logger.Info("resynchronised with the other replicas", "following", o.What)
+		}
+		if err != nil {
+			again = time.After(o.Retry)
+		}
+	}
+	// Messages published before this subscription were missed.
+	resyncNow()
 	for {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-again:
+			resyncNow()
 		case m, ok := <-sub.C():
 			if !ok {
 				return ctx.Err() == nil
 			}
 			if m.Lost {
-				resync()
+				resyncNow()
 				continue
 			}
-			handle(ctx, m)
+			o.Handle(ctx, m)
 		}
 	}
 }

@@ -49,14 +49,16 @@ func (b *flakyBus) up() {
 	b.mu.Unlock()
 }
 
-// Follow resyncs after subscribing, hands over messages in order,
-// subscribes again (and resyncs) after the subscription ended and the bus
-// failed for a while, and returns when its context ends.
+// Follow resyncs after subscribing (again after a pause when that fails),
+// hands over messages in order, subscribes again (and resyncs) after the
+// subscription ended and the bus failed for a while, and returns when its
+// context ends.
 func TestFollow(t *testing.T) {
 	mem := state.NewMemory(state.MemoryOptions{})
 	defer mem.Close()
 	bus := &flakyBus{PubSub: mem}
 	got := make(chan string, 16)
+	resyncs := 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -64,7 +66,13 @@ func TestFollow(t *testing.T) {
 		state.Follow(ctx, bus, state.FollowOptions{
 			Topics: []string{"t"}, What: "test", Retry: 10 * time.Millisecond,
 			Handle: func(_ context.Context, m state.Message) { got <- string(m.Data) },
-			Resync: func(context.Context) { got <- "resync" },
+			Resync: func(context.Context) error {
+				got <- "resync"
+				if resyncs++; resyncs == 1 {
+					return errors.New("store down") // retried after Retry
+				}
+				return nil
+			},
 		})
 	}()
 	want := func(w string) {
@@ -79,6 +87,7 @@ func TestFollow(t *testing.T) {
 		}
 	}
 	want("resync")
+	want("resync") // the first failed
 	for _, m := range []string{"a", "b"} {
 		if err := mem.Publish(ctx, "t", []byte(m)); err != nil {
 			t.Fatal(err)
