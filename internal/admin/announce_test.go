@@ -212,6 +212,17 @@ func testFleetAdminChanges(t *testing.T, rs []*replica) {
 		})
 	})
 
+	t.Run("server replace", func(t *testing.T) {
+		other := toolUpstream(t, "pong")
+		if code, body := a.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+other+`","timeout":"5s"}`); code != http.StatusCreated {
+			t.Fatalf("replace on A: %d %s", code, body)
+		}
+		within(t, "server replaced on A served anew on B", func() bool {
+			_, body := b.do(t, "POST", "/mcp", master, listBody)
+			return strings.Contains(body, `"extra__pong"`) && !strings.Contains(body, `"extra__ping"`)
+		})
+	})
+
 	t.Run("server remove", func(t *testing.T) {
 		if code, body := a.do(t, "DELETE", "/admin/v1/servers/extra", master, ""); code != http.StatusNoContent {
 			t.Fatalf("remove on A: %d %s", code, body)
