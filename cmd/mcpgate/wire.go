@@ -37,8 +37,8 @@ type stack struct {
 	// vault section.
 	vault *vault.Vault
 	// state is what replicas share (SPEC S15): built and closed here; with
-	// the redis driver the authenticator's rate limits and the gateway's
-	// termination fan-out use it.
+	// the redis driver the authenticator's rate limits, the gateway's
+	// termination fan-out and the admin API's change follower use it.
 	state state.Backend
 	// api is the admin API, whose follower applies the other replicas'
 	// admin changes.

@@ -192,12 +192,12 @@ func testFleetAdminChanges(t *testing.T, rs []*replica) {
 		if _, body := b.do(t, "POST", "/mcp", secret, listBody); !strings.Contains(body, "calc__add") {
 			t.Fatalf("before: %s", body)
 		}
-		if code, _ := a.do(t, "PATCH", "/admin/v1/keys/narrow", master, `{"servers":[]}`); code != 200 {
+		if code, _ := a.do(t, "PATCH", "/admin/v1/keys/narrow", master, `{"deny_tools":{"calc":["add"]}}`); code != 200 {
 			t.Fatalf("patch on A: %d", code)
 		}
 		within(t, "key patched on A applies on B", func() bool {
 			_, body := b.do(t, "POST", "/mcp", secret, listBody)
-			return !strings.Contains(body, "calc__add")
+			return strings.Contains(body, "calc__sub") && !strings.Contains(body, "calc__add")
 		})
 	})
 
