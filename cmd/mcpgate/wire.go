@@ -37,9 +37,12 @@ type stack struct {
 	// vault section.
 	vault *vault.Vault
 	// state is what replicas share (SPEC S15): built and closed here; with
-	// the redis driver the authenticator's rate limits and the gateway's
-	// termination fan-out use it.
+	// the redis driver the authenticator's rate limits, the gateway's
+	// termination fan-out and the admin API's change follower use it.
 	state state.Backend
+	// api is the admin API, whose follower applies the other replicas'
+	// admin changes.
+	api *admin.API
 }
 
 // build wires the gateway for cfg: it opens the store cfg.Store names,
@@ -86,8 +89,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	grants := callers.NewGrantSet(callers.GrantsOf(cfg))
 	m := metrics.New()
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
-	// bus carries administrator terminations to the other replicas; a
-	// single process (the memory driver) has none to tell.
+	// bus carries administrator terminations and admin changes to the
+	// other replicas; a single process (the memory driver) has none to
+	// tell. tickets hold the browser flows' pending steps.
 	var (
 		bus     state.PubSub
 		tickets state.Tickets
@@ -182,8 +186,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		// the gateway listens on loopback only (or anonymous was chosen).
 		OpenAccess:   cfg.AnonymousOnly() && master == "",
 		KeyChanged:   auth.Invalidate,
+		KeysFlushed:  auth.Flush,
+		Bus:          bus,
 		Servers:      func() []string { return g.ServerNames() },
-		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
+		Toolsets:     g.ToolsetNames,
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
 		Grants:       grants,
 		Vault:        vlt,
@@ -195,25 +201,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	g.MountAdmin(api)
 	// Servers added through the admin API come back after a restart; the
 	// config file wins a name both define.
-	objs, err := st.ListObjects(ctx, store.KindServer)
-	if err != nil {
+	if err := api.SyncServers(ctx); err != nil {
 		log.Warn("could not load runtime servers", "error", err)
 	}
-	for _, o := range objs {
-		if _, inFile := cfg.Servers[o.Name]; inFile {
-			log.Warn("runtime server shadowed by the config file; ignored", "server", o.Name)
-			continue
-		}
-		srv, err := admin.ParseServer(o.Name, o.Doc, cfg.Dir)
-		if err == nil {
-			err = g.AddServer(ctx, o.Name, srv, nil)
-		}
-		if err != nil {
-			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
-		}
+	if err := api.SyncToolsets(ctx); err != nil { // they may name runtime servers
+		log.Warn("could not load runtime toolsets", "error", err)
 	}
+	// With a bus, the other replicas' admin changes apply here too.
+	api.Start()
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a
@@ -255,6 +252,7 @@ func (l loginKeys) KeyActive(ctx context.Context, alias string) (bool, error) {
 // served (every acknowledged call is written), then closes the store and
 // the shared state.
 func (s *stack) close(ctx context.Context) error {
+	s.api.Close() // before the store and the bus it reads
 	err := s.gw.Close(ctx)
 	s.auth.Close()
 	if s.authServer != nil {

@@ -92,7 +92,8 @@ type Options struct {
 
 // Gateway serves the merged view of the configured upstreams.
 type Gateway struct {
-	recheck time.Duration // how often streams re-check their key
+	recheck  time.Duration // how often streams re-check their key
+	rechecks recheckSignal // RecheckStreams: re-check them now
 	// state is what the configuration says, swapped as a whole when
 	// servers are added or removed at runtime.
 	state   atomic.Pointer[gwState]

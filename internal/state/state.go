@@ -9,10 +9,11 @@
 // belong to internal/store.
 //
 // It defines the [Backend] contract, one small interface per concern that
-// a consumer can depend on alone, the errors callers branch on, and the
-// in-memory backend ([NewMemory]), the single-process default. The Redis
-// backend lives in state/redis and is wired by main; nothing else imports
-// it. Every backend must pass the conformance suite in state/statetest.
+// a consumer can depend on alone, the errors callers branch on, the
+// in-memory backend ([NewMemory]), the single-process default, and
+// [Follow], the subscribe/resync loop every consumer of the bus runs. The
+// Redis backend lives in state/redis and is wired by main; nothing else
+// imports it. Every backend must pass the conformance suite in state/statetest.
 //
 // The package does not decide anything: it does not know what a session
 // id looks like, which limit applies to whom, or what an event or a
