@@ -79,6 +79,7 @@ fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
 fuzz ./internal/fleet/ FuzzOpenSessionID
+fuzz ./internal/fleet/ FuzzParsePeerAuth
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
 fuzz ./internal/oauth/ FuzzVerify
 fuzz ./internal/upstream/ FuzzExchangeResponse
