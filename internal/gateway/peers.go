@@ -82,6 +82,12 @@ func newPeers(g *Gateway, reg state.Replicas) *peers {
 	if g.ring == nil || reg == nil {
 		return nil
 	}
+	if g.advertise == "" {
+		// Nowhere the others could reach it: it stays out of the
+		// registry, and what reaches another replica for it fails there.
+		g.log.Warn("fleet.advertise is not set: this replica does not join the replica registry, so replies and 2026-07-28 retries that reach another replica cannot be forwarded here")
+		return nil
+	}
 	p := &peers{g: g, reg: reg, self: state.Replica{ID: g.instance, URL: strings.TrimRight(g.advertise, "/")}}
 	p.tr = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: peerTimeout, KeepAlive: 30 * time.Second}).DialContext,

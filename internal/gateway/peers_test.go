@@ -389,6 +389,11 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 	for name, o := range map[string]Options{
 		"no keys":     {Config: &config.Config{Servers: map[string]*config.Server{"f": httpServer(up.URL + "/mcp")}}, Replicas: reg},
 		"no registry": {Config: fleetConfig(up.URL, 1)},
+		"no advertise": {Config: func() *config.Config {
+			cfg := fleetConfig(up.URL, 1)
+			cfg.Fleet.Advertise = ""
+			return cfg
+		}(), Replicas: reg},
 	} {
 		_, gw := startGatewayWith(t, o)
 		req, _ := http.NewRequest(http.MethodPost, gw.URL+deliverPath, bytes.NewReader(body))
