@@ -56,19 +56,19 @@ func BenchmarkRequestState(b *testing.B) {
 // it and verified by the one that asked; a reply is a few hundred bytes.
 func BenchmarkPeerAuth(b *testing.B) {
 	r := testRing(b, testKey(1), testKey(2))
-	body := make([]byte, 512)
+	req := PeerRequest{Method: "POST", Target: "/fleet/v1/deliver", Client: "192.0.2.7:4711", Body: make([]byte, 512)}
 	now := time.Unix(1_800_000_000, 0)
 	b.Run("sign", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = r.SignPeer("POST", "/fleet/v1/deliver", body, now)
+			_ = r.SignPeer(req, now)
 		}
 	})
-	v := r.SignPeer("POST", "/fleet/v1/deliver", body, now)
+	v := r.SignPeer(req, now)
 	b.Run("verify", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := r.VerifyPeer(v, "POST", "/fleet/v1/deliver", body, now); err != nil {
+			if err := r.VerifyPeer(v, req, now); err != nil {
 				b.Fatal(err)
 			}
 		}

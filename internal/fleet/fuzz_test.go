@@ -44,7 +44,8 @@ func FuzzParsePeerAuth(f *testing.F) {
 		f.Fatal(err)
 	}
 	now := time.Unix(1_800_000_000, 0)
-	good := r.SignPeer("POST", "/fleet/v1/deliver", []byte("{}"), now)
+	req := PeerRequest{Method: "POST", Target: "/fleet/v1/deliver", Body: []byte("{}")}
+	good := r.SignPeer(req, now)
 	f.Add(good)
 	f.Add(good[:len(good)-1])
 	f.Add("")
@@ -57,7 +58,7 @@ func FuzzParsePeerAuth(f *testing.F) {
 		if pa.String() != s {
 			t.Fatalf("%q parsed as %+v, which prints %q", s, pa, pa.String())
 		}
-		if s != good && r.VerifyPeer(s, "POST", "/fleet/v1/deliver", []byte("{}"), now) == nil {
+		if s != good && r.VerifyPeer(s, req, now) == nil {
 			t.Fatalf("%q verifies without having been signed", s)
 		}
 	})

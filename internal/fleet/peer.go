@@ -17,15 +17,17 @@ import (
 // replica (the reply to a server-initiated request, a 2026-07-28 retry)
 // proves the hop is the fleet's with an HMAC-SHA256 under a key derived
 // from the session keys for PurposePeerAuth. The MAC covers the request's
-// method, target (path and query), a timestamp and the SHA-256 of its
-// body, so a value is good for one request within PeerWindow of its
+// method, target (path and query), the address of the client it carries
+// (which the receiver then takes as the request's remote address), a
+// timestamp and the SHA-256 of its body, so a value is good for one
+// request within PeerWindow of its
 // signing: replaying it inside that window repeats the same request with
 // the same body, which is as much as a recorded hop allows. It proves only
 // that the hop comes from a holder of the keys; who the client is, the
 // receiving replica decides as for any request.
 //
-//	SignPeer(method, target, body, now) -> "v1;t=<unix>;k=<key id>;m=<mac>"
-//	VerifyPeer(value, method, target, body, now) -> nil, or why not
+//	SignPeer(req, now)          -> "v1;t=<unix>;k=<key id>;m=<mac>"
+//	VerifyPeer(value, req, now) -> nil, or why not
 
 // PeerWindow is how far a peer request's timestamp may be from the
 // verifier's clock either way: replicas' clocks differ by seconds, and a
@@ -107,21 +109,31 @@ func (pa PeerAuth) String() string {
 	return "v1;t=" + strconv.FormatInt(pa.Time, 10) + ";k=" + hex.EncodeToString(pa.KeyID[:]) + ";m=" + base64.RawURLEncoding.EncodeToString(pa.MAC[:])
 }
 
-// SignPeer is the peer authentication value of a request: method and
-// target (path and query, as the receiver sees them) with body, at now,
-// under the newest key.
-func (r *Ring) SignPeer(method, target string, body []byte, now time.Time) string {
+// PeerRequest is what a peer MAC covers of a request.
+type PeerRequest struct {
+	Method string
+	// Target is the path and query as the receiver sees them.
+	Target string
+	// Client is the address of the client whose message the request
+	// carries ("" for none).
+	Client string
+	Body   []byte
+}
+
+// SignPeer is the peer authentication value of req at now, under the
+// newest key.
+func (r *Ring) SignPeer(req PeerRequest, now time.Time) string {
 	k := &r.peer[0]
 	pa := PeerAuth{Time: now.Unix(), KeyID: k.id}
-	pa.MAC = peerMAC(k.key, method, target, pa.Time, body)
+	pa.MAC = peerMAC(k.key, req, pa.Time)
 	return pa.String()
 }
 
 // VerifyPeer checks a peer authentication value against the request it
 // came with: ErrMalformed, ErrUnknownKey (another fleet's, or a key
 // removed by rotation), ErrStale (outside PeerWindow of now) or ErrForged
-// (the MAC does not match this method, target and body).
-func (r *Ring) VerifyPeer(value, method, target string, body []byte, now time.Time) error {
+// (the MAC does not match req).
+func (r *Ring) VerifyPeer(value string, req PeerRequest, now time.Time) error {
 	pa, err := ParsePeerAuth(value)
 	if err != nil {
 		return err
@@ -139,7 +151,7 @@ func (r *Ring) VerifyPeer(value, method, target string, body []byte, now time.Ti
 	if d := now.Sub(time.Unix(pa.Time, 0)); d > PeerWindow || d < -PeerWindow {
 		return ErrStale
 	}
-	want := peerMAC(k.key, method, target, pa.Time, body)
+	want := peerMAC(k.key, req, pa.Time)
 	if !hmac.Equal(want[:], pa.MAC[:]) {
 		return ErrForged
 	}
@@ -148,11 +160,12 @@ func (r *Ring) VerifyPeer(value, method, target string, body []byte, now time.Ti
 
 // peerMAC is the HMAC of a request's parts, each length-prefixed so that
 // no two different requests give the same input.
-func peerMAC(key []byte, method, target string, t int64, body []byte) [sha256.Size]byte {
-	bodySum := sha256.Sum256(body)
-	msg := make([]byte, 0, 2*binary.MaxVarintLen64+len(method)+len(target)+8+len(bodySum))
-	msg = appendString(msg, method)
-	msg = appendString(msg, target)
+func peerMAC(key []byte, req PeerRequest, t int64) [sha256.Size]byte {
+	bodySum := sha256.Sum256(req.Body)
+	msg := make([]byte, 0, 3*binary.MaxVarintLen64+len(req.Method)+len(req.Target)+len(req.Client)+8+len(bodySum))
+	msg = appendString(msg, req.Method)
+	msg = appendString(msg, req.Target)
+	msg = appendString(msg, req.Client)
 	msg = binary.BigEndian.AppendUint64(msg, uint64(t))
 	msg = append(msg, bodySum[:]...)
 	h := hmac.New(sha256.New, key)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -51,8 +52,15 @@ const (
 	peerTimeout = 2 * time.Second
 )
 
-// peerHeader carries the fleet.SignPeer value of a replica's request.
-const peerHeader = "X-Mcpgate-Peer"
+// peerHeader carries the fleet.SignPeer value of a replica's request;
+// peerClientHeader, on a forwarded client request, the client's address
+// as the forwarding replica saw it (covered by the MAC): the receiver
+// takes it as the remote address, which anonymous owners and key CIDR
+// rules are judged by.
+const (
+	peerHeader       = "X-Mcpgate-Peer"
+	peerClientHeader = "X-Mcpgate-Peer-Client"
+)
 
 // Internal endpoints; served only with fleet keys, only to a request
 // whose peer header verifies.
@@ -277,7 +285,7 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 		return gone
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(peerHeader, g.ring.SignPeer(http.MethodPost, target.RequestURI(), body, g.now()))
+	req.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Body: body}, g.now()))
 	resp, err := g.peers.deliver.Do(req)
 	if err != nil {
 		g.log.Warn("could not reach the replica a reply belongs to", "replica", replica, "error", err)
@@ -350,7 +358,8 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := g.ring.VerifyPeer(auth, r.Method, r.URL.RequestURI(), body, g.now()); err != nil {
+	client := r.Header.Get(peerClientHeader)
+	if err := g.ring.VerifyPeer(auth, fleet.PeerRequest{Method: r.Method, Target: r.URL.RequestURI(), Client: client, Body: body}, g.now()); err != nil {
 		g.log.Warn("refused a peer request", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "peer authentication failed"})
 		return
@@ -358,6 +367,10 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 	if !deliver {
 		r = r.Clone(context.WithValue(r.Context(), peerHopKey{}, true))
 		r.Header.Del(peerHeader)
+		r.Header.Del(peerClientHeader)
+		if client != "" {
+			r.RemoteAddr = client
+		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		g.ServeHTTP(w, r)
 		return
@@ -427,7 +440,8 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 			}
 		}
 		pr.Out.Body, pr.Out.ContentLength, pr.Out.GetBody = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
-		pr.Out.Header.Set(peerHeader, g.ring.SignPeer(http.MethodPost, target.RequestURI(), body, g.now()))
+		pr.Out.Header.Set(peerClientHeader, r.RemoteAddr)
+		pr.Out.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Client: r.RemoteAddr, Body: body}, g.now()))
 	}
 	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 		if r.Context().Err() != nil {

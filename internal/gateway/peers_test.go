@@ -354,7 +354,10 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(out)
 	}
-	good := a.g.ring.SignPeer(http.MethodPost, deliverPath, body, now)
+	sign := func(r *fleet.Ring, target string, body []byte, at time.Time) string {
+		return r.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target, Body: body}, at)
+	}
+	good := sign(a.g.ring, deliverPath, body, now)
 	pa, _ := fleet.ParsePeerAuth(good)
 	pa.MAC[3] ^= 0x40
 	for name, c := range map[string]struct {
@@ -365,10 +368,10 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		"absent":                  {deliverPath, "", body, http.StatusUnauthorized},
 		"garbage":                 {deliverPath, "Bearer abc", body, http.StatusUnauthorized},
 		"forged MAC":              {deliverPath, pa.String(), body, http.StatusUnauthorized},
-		"stale":                   {deliverPath, a.g.ring.SignPeer(http.MethodPost, deliverPath, body, now.Add(-2*time.Minute)), body, http.StatusUnauthorized},
-		"another fleet's key":     {deliverPath, other.SignPeer(http.MethodPost, deliverPath, body, now), body, http.StatusUnauthorized},
+		"stale":                   {deliverPath, sign(a.g.ring, deliverPath, body, now.Add(-2*time.Minute)), body, http.StatusUnauthorized},
+		"another fleet's key":     {deliverPath, sign(other, deliverPath, body, now), body, http.StatusUnauthorized},
 		"another body":            {deliverPath, good, []byte(`{"jsonrpc":"2.0","id":"mcpg-x-2","result":{}}`), http.StatusUnauthorized},
-		"signed for another path": {deliverPath, a.g.ring.SignPeer(http.MethodPost, "/mcp", body, now), body, http.StatusUnauthorized},
+		"signed for another path": {deliverPath, sign(a.g.ring, "/mcp", body, now), body, http.StatusUnauthorized},
 		"forged on a public path": {"/mcp", pa.String(), []byte(callBody), http.StatusUnauthorized},
 		"unknown internal path":   {"/fleet/v1/other", good, body, http.StatusNotFound},
 		// Authenticated: nothing waits for that id.
@@ -378,6 +381,34 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", name, code, out, c.want)
 		}
 	}
+	// A forwarded client request is served with the client address the
+	// forwarding replica signed (anonymous owners and key CIDR rules go
+	// by it, not by the replica's address); one the MAC does not cover
+	// is refused.
+	hop := func(client, signed string) int {
+		b := []byte(initBody)
+		req, _ := http.NewRequest(http.MethodPost, a.url+"/mcp", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(peerClientHeader, client)
+		req.Header.Set(peerHeader, a.g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: signed, Body: b}, now))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := hop("192.0.2.9:1234", "192.0.2.8:1234"); code != http.StatusUnauthorized {
+		t.Errorf("a client address the MAC does not cover: %d", code)
+	}
+	if code := hop("192.0.2.9:1234", "192.0.2.9:1234"); code != 200 {
+		t.Errorf("a forwarded initialize: %d", code)
+	}
+	if rep := a.g.SessionsReport(); rep.Total != 1 || rep.Sessions[0].ClientIP != "192.0.2.9" {
+		t.Errorf("the forwarded session's client: %+v", rep.Sessions)
+	}
+
 	req, _ := http.NewRequest(http.MethodGet, a.url+deliverPath, nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %v %v", resp, err)
