@@ -6,15 +6,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -365,7 +368,8 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !deliver {
-		r = r.Clone(context.WithValue(r.Context(), peerHopKey{}, true))
+		// Its rate limits were taken where the client sent it.
+		r = r.Clone(context.WithValue(callers.WithRateCounted(r.Context()), peerHopKey{}, true))
 		r.Header.Del(peerHeader)
 		r.Header.Del(peerClientHeader)
 		if client != "" {
@@ -387,6 +391,32 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 	}
 	v.(chan *jsonrpc.Message) <- m
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// credentialHeaders are the headers a caller authenticates with, which
+// authenticate strips before anything travels upstream (S5.4).
+var credentialHeaders = []string{"Authorization", callers.HeaderAPIKey}
+
+type peerCredsKey struct{}
+
+// keepCredentials, in a fleet, keeps the caller's credential headers in
+// ctx before authenticate strips them: a retry forwarded to the replica
+// running its call carries them, and that replica authenticates the
+// caller again (the peer MAC proves only the hop).
+func (g *Gateway) keepCredentials(ctx context.Context, h http.Header) context.Context {
+	if g.peers == nil {
+		return ctx
+	}
+	kept := http.Header{}
+	for _, k := range credentialHeaders {
+		if v := h.Values(k); len(v) > 0 {
+			kept[k] = slices.Clone(v)
+		}
+	}
+	if len(kept) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, peerCredsKey{}, kept)
 }
 
 // forwardRetry sends a 2026-07-28 retry to the replica running its call,
@@ -440,6 +470,9 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 			}
 		}
 		pr.Out.Body, pr.Out.ContentLength, pr.Out.GetBody = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
+		if kept, ok := r.Context().Value(peerCredsKey{}).(http.Header); ok {
+			maps.Copy(pr.Out.Header, kept)
+		}
 		pr.Out.Header.Set(peerClientHeader, r.RemoteAddr)
 		pr.Out.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Client: r.RemoteAddr, Body: body}, g.now()))
 	}

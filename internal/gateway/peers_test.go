@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -23,6 +24,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
+	"github.com/mcpgate/mcpgate/internal/store"
 )
 
 // fleetMember is one replica of a test fleet: its gateway and the server
@@ -44,13 +46,17 @@ func (m *fleetMember) kill() {
 // startMember starts a replica of the fleet whose registry is reg: the
 // same session keys as every other (fleetConfig key 1), its own advertise
 // URL. X-Test-Owner names the caller, as in ownerGateway.
-func startMember(t *testing.T, upURL string, reg state.Replicas) *fleetMember {
+func startMember(t *testing.T, upURL string, reg state.Replicas, auth ...Authenticator) *fleetMember {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	m := &fleetMember{srv: srv, url: "http://" + srv.Listener.Addr().String()}
 	cfg := fleetConfig(upURL, 1)
 	cfg.Fleet.Advertise = m.url
-	m.g, _ = startGatewayWith(t, Options{Config: cfg, Replicas: reg})
+	o := Options{Config: cfg, Replicas: reg}
+	if len(auth) > 0 {
+		o.Authenticator = auth[0]
+	}
+	m.g, _ = startGatewayWith(t, o)
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("X-Test-Owner"); o != "" {
 			r = r.WithContext(WithIdentity(r.Context(), &Identity{Owner: "key:" + hashHex(o), Alias: o, User: o + "-user"}))
@@ -318,6 +324,39 @@ func TestRetryReachesTheReplicaRunningTheCall(t *testing.T) {
 	waitFor(t, "A to leave the registry", func() bool { return b.g.FleetSize() == 2 })
 	if code, body, took := modernAsk(t, b.url, "alice", retry); code != http.StatusBadRequest || !strings.Contains(body, "is gone") || took > 3*time.Second {
 		t.Errorf("retry of a departed replica's call: %d %s after %v", code, body, took)
+	}
+}
+
+// A forwarded retry costs its caller one request of their rate limit,
+// taken where the client sent it, not a second one on the replica
+// running the call (which still authenticates the key).
+func TestForwardedRetryCountsOnce(t *testing.T) {
+	up := askingUpstream(t)
+	reg := state.NewMemory(state.MemoryOptions{})
+	keys := &memKeys{}
+	secret := keys.add(t, store.Key{Alias: "k", RateLimitRPM: 2})
+	// Each replica its own buckets (no shared limiter): what A takes is
+	// seen on A alone.
+	a := startMember(t, up, reg, newAuth(t, keys, testLogger(t)))
+	c := startMember(t, up, reg, newAuth(t, keys, testLogger(t)))
+	hdr := map[string]string{callers.HeaderAPIKey: secret, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask"}
+	ask := func(url, extra string) (int, string) {
+		return modernPost(t, url+"/mcp", hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+	}
+	_, first := ask(a.url, "") // A: 1 of 2
+	if code, body := ask(c.url, retryWith(t, first, "Kit")); code != 200 || !strings.Contains(body, "hello Kit") {
+		t.Fatalf("retry on C: %d %s", code, body)
+	}
+	list := func() int {
+		code, _ := modernPost(t, a.url+"/mcp", map[string]string{callers.HeaderAPIKey: secret, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+modernMeta+`}}`)
+		return code
+	}
+	if code := list(); code != 200 {
+		t.Errorf("A's second request of the key: %d (the forwarded retry was counted on A too)", code)
+	}
+	if code := list(); code != http.StatusTooManyRequests {
+		t.Errorf("A's third request of a 2-per-minute key: %d, want 429", code)
 	}
 }
 
