@@ -239,6 +239,33 @@ func TestReplyToAGoneReplica(t *testing.T) {
 	t.Logf("crashed replica: error after %v", took)
 }
 
+// A replica that accepts the connection but never answers (hung, not
+// dead) still gives the client its error within the peer timeout.
+func TestReplyToAHungReplica(t *testing.T) {
+	reg := state.NewMemory(state.MemoryOptions{})
+	b := startMember(t, faultyUpstream(t).URL, reg)
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hung.Close()
+	defer close(release)
+	if err := reg.Heartbeat(context.Background(), state.Replica{ID: "feedfacecafe", URL: hung.URL}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sid := initOwned(t, b.url, "alice")
+	start := time.Now()
+	code, body := send(t, http.MethodPost, b.url+"/mcp", "alice", sid, `{"jsonrpc":"2.0","id":"mcpg-feedfacecafe-3","result":{}}`)
+	took := time.Since(start)
+	if code != http.StatusBadGateway || !strings.Contains(body, "cannot be reached") || took > 3*time.Second {
+		t.Errorf("reply to a hung replica: %d %s after %v", code, body, took)
+	}
+	t.Logf("hung replica: error after %v", took)
+}
+
 // modernAsk is a 2026-07-28 tools/call of f__ask as owner; extra goes in
 // its params.
 func modernAsk(t *testing.T, url, owner, extra string) (int, string, time.Duration) {
@@ -325,6 +352,68 @@ func TestRetryReachesTheReplicaRunningTheCall(t *testing.T) {
 	if code, body, took := modernAsk(t, b.url, "alice", retry); code != http.StatusBadRequest || !strings.Contains(body, "is gone") || took > 3*time.Second {
 		t.Errorf("retry of a departed replica's call: %d %s after %v", code, body, took)
 	}
+}
+
+// The origin's reply to a forwarded retry streams through: an event the
+// call sends after the answer reaches the client at once, long before
+// the result.
+func TestForwardedRetryStreams(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, err
+		}
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1, Message: "after-answer"})
+		time.Sleep(500 * time.Millisecond)
+		return textResult("hello " + fmt.Sprint(r.Content["name"])), nil
+	})
+	up := serveSDK(t, srv).URL
+	reg := state.NewMemory(state.MemoryOptions{})
+	a, c := startMember(t, up, reg), startMember(t, up, reg)
+	const meta = `,"_meta":{"progressToken":"p-9","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}`
+	body := func(extra string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}` + extra + meta + `}}`
+	}
+	hdr := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask"}
+	_, first := modernPost(t, a.url+"/mcp", hdr, body(""))
+	last := first
+	if i := strings.LastIndex(first, "data: "); i >= 0 {
+		last = strings.TrimSpace(first[i+len("data: "):]) // the round's result, after the events
+	}
+	req, _ := http.NewRequest(http.MethodPost, c.url+"/mcp", strings.NewReader(body(retryWith(t, last, "Sam"))))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("retry on C: %d %s", resp.StatusCode, ct)
+	}
+	sse := jsonrpc.NewSSEReader(resp.Body, 0)
+	var progressAt, resultAt time.Duration
+	for {
+		ev, err := sse.Next()
+		if err != nil {
+			break
+		}
+		switch {
+		case strings.Contains(string(ev.Data), "after-answer"):
+			progressAt = time.Since(start)
+		case strings.Contains(string(ev.Data), "hello Sam"):
+			resultAt = time.Since(start)
+		}
+	}
+	if progressAt == 0 || resultAt == 0 || resultAt-progressAt < 300*time.Millisecond {
+		t.Errorf("progress at %v, result at %v: want the progress relayed at once, ~500ms before the result", progressAt, resultAt)
+	}
+	t.Logf("relayed progress after %v, result after %v", progressAt, resultAt)
 }
 
 // A forwarded retry costs its caller one request of their rate limit,
