@@ -71,6 +71,7 @@ fuzz ./internal/upstream/ FuzzReadLine
 fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
+fuzz ./internal/gateway/ FuzzAskReplica
 fuzz ./internal/mcpwire/ FuzzParamHeaders
 fuzz ./internal/config/ FuzzParse
 fuzz ./internal/config/ FuzzClientMetadataPath

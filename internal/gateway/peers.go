@@ -242,7 +242,9 @@ func askReplica(id jsonrpc.ID) (replica string, ok bool) {
 		return "", false
 	}
 	replica, n, ok := strings.Cut(rest, "-")
-	if !ok || replica == "" || len(replica) > 64 || n == "" || strings.Trim(n, "0123456789") != "" {
+	// A replica id is an instance id: lower-case hex. Anything else (an
+	// escape, found by FuzzAskReplica) names no replica.
+	if !ok || replica == "" || len(replica) > 64 || strings.Trim(replica, "0123456789abcdef") != "" || n == "" || strings.Trim(n, "0123456789") != "" {
 		return "", false
 	}
 	return replica, true

@@ -649,7 +649,9 @@ func TestAskReplica(t *testing.T) {
 		`"mcpg--12"`:             "",
 		`"mcpg-abc-"`:            "",
 		`"mcpg-abc-1x"`:          "",
-		`"mcpg-p-7"`:             "p",
+		`"mcpg-p-7"`:             "",
+		`"mcpg-abc-7"`:           "abc",
+		`"mcpg-\u0061-1"`:        "",
 		`12`:                     "",
 		`"other-abc-1"`:          "",
 	} {
@@ -662,4 +664,27 @@ func TestAskReplica(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", raw, got, ok, want)
 		}
 	}
+}
+
+// FuzzAskReplica: whatever id a client's reply carries, the replica it
+// names is read without panicking, and only from an id of askID's form.
+func FuzzAskReplica(f *testing.F) {
+	for _, s := range []string{`"mcpg-0a1b2c3d4e5f-12"`, `"mcpg-12"`, `7`, `"mcpg-\u0061-1"`, `"mcpg-a-1-2"`, `""`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		id, err := jsonrpc.RawID([]byte(raw))
+		if err != nil {
+			return
+		}
+		replica, ok := askReplica(id)
+		if !ok {
+			return
+		}
+		n, found := strings.CutPrefix(raw, `"mcpg-`+replica+`-`)
+		digits, quoted := strings.CutSuffix(n, `"`)
+		if !found || !quoted || replica == "" || strings.Trim(replica, "0123456789abcdef") != "" || digits == "" || strings.Trim(digits, "0123456789") != "" {
+			t.Fatalf("%s named replica %q", raw, replica)
+		}
+	})
 }
