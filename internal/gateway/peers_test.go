@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -636,6 +637,17 @@ func TestFleetSizeFollowsTheRegistry(t *testing.T) {
 		defer reg.mu.Unlock()
 		return len(reg.left) == 1 && reg.left[0] == g.instance
 	})
+
+	// The heartbeat loop ends with the gateway.
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "gateway.(*peers)") {
+		t.Errorf("a peers goroutine outlived Close:\n%s", stacks)
+	}
 
 	if n := (&Gateway{}).FleetSize(); n != 0 {
 		t.Errorf("outside a fleet: %d", n)
