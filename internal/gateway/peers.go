@@ -86,6 +86,7 @@ type peers struct {
 	live    []state.Replica // as last read from the registry
 	known   bool            // live has been read at least once
 	failing bool            // the registry's last answer was an error (logged once)
+	clash   bool            // another replica advertises our URL (logged once)
 }
 
 // newPeers is the fleet membership of g, or nil outside a fleet.
@@ -157,6 +158,13 @@ func (p *peers) beat(ctx context.Context) {
 	}
 	p.failing = false
 	p.live, p.known = live, true
+	for _, r := range live {
+		if r.URL == p.self.URL && r.ID != p.self.ID && !p.clash {
+			// Forwarding by URL would reach the wrong process.
+			p.g.log.Error("another live replica advertises this replica's fleet.advertise URL; each replica needs its own", "url", r.URL, "replica", r.ID)
+			p.clash = true
+		}
+	}
 }
 
 // leave removes this replica from the registry (a clean shutdown), so the
@@ -309,6 +317,8 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 		return nil
 	case http.StatusUnauthorized:
 		g.log.Error("another replica refused this one's peer authentication: do the replicas have the same fleet.session_keys?", "replica", replica)
+	case http.StatusMisdirectedRequest:
+		g.log.Error("a reply reached another process at the replica's advertised URL: does each replica have its own fleet.advertise?", "replica", replica, "url", r.URL)
 	default:
 		g.log.Warn("another replica refused a reply delivery", "replica", replica, "status", resp.StatusCode)
 	}
@@ -384,6 +394,12 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 	m, err := jsonrpc.Decode(body)
 	if err != nil || !m.IsResponse() {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "not a JSON-RPC response"})
+		return
+	}
+	if replica, _ := askReplica(m.ID); replica != g.instance {
+		// Meant for another replica at this URL (two replicas advertising
+		// one address): saying so beats dropping it as late.
+		writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "the request id names another replica"})
 		return
 	}
 	v, ok := g.pending.LoadAndDelete(m.ID.Raw())

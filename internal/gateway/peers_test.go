@@ -487,6 +487,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		return r.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target, Body: body}, at)
 	}
 	good := sign(a.g.ring, deliverPath, body, now)
+	otherID := []byte(`{"jsonrpc":"2.0","id":"mcpg-0123456789ab-1","result":{}}`)
 	pa, _ := fleet.ParsePeerAuth(good)
 	pa.MAC[3] ^= 0x40
 	for name, c := range map[string]struct {
@@ -505,6 +506,8 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		"unknown internal path":   {"/fleet/v1/other", good, body, http.StatusNotFound},
 		// Authenticated: nothing waits for that id.
 		"valid": {deliverPath, good, body, http.StatusNotFound},
+		// Authenticated, but for another replica (two advertising one URL).
+		"valid, another replica's id": {deliverPath, sign(a.g.ring, deliverPath, otherID, now), otherID, http.StatusMisdirectedRequest},
 	} {
 		if code, out := post(c.path, c.hdr, c.body); code != c.want {
 			t.Errorf("%s: %d %s, want %d", name, code, out, c.want)
