@@ -35,8 +35,8 @@ import (
 //	  -> B: exchange not here -> registry: A is live
 //	  -> the whole request to A (HMAC marks the hop) -> A's reply relayed
 //
-// Each replica of a fleet (fleet.session_keys and a shared state backend)
-// heartbeats its id (the instance id of reports) and fleet.advertise into
+// Each replica of a fleet (fleet.session_keys, fleet.advertise and a
+// shared registry: Options.Replicas) heartbeats its id (the instance id of reports) and fleet.advertise into
 // the registry, and leaves it on shutdown. It forwards only to URLs the
 // registry lists, never to one taken from a message (even a sealed one),
 // and a replica that is gone is a clear error for the client at once:
@@ -283,7 +283,7 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 		return nil
 	}
 	gone := &peerError{status: http.StatusGone, err: jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-		"the gateway replica that sent request %s is gone; the call that asked has ended, send it again", m.ID.String())}
+		"the gateway replica that sent request %s is gone; the call that asked has ended with it: make the call again", m.ID.String())}
 	r, ok := g.peers.find(ctx, func(r state.Replica) bool { return r.ID == replica })
 	if !ok || r.URL == "" {
 		return gone
@@ -303,7 +303,7 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 	if err != nil {
 		g.log.Warn("could not reach the replica a reply belongs to", "replica", replica, "error", err)
 		return &peerError{status: http.StatusBadGateway, err: jsonrpc.NewError(jsonrpc.CodeInternalError,
-			"the gateway replica that sent request %s cannot be reached; the call that asked may have ended, send it again", m.ID.String())}
+			"the gateway replica that sent request %s cannot be reached; the call that asked may have ended with it: make the call again", m.ID.String())}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
