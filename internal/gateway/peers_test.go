@@ -47,7 +47,7 @@ func (m *fleetMember) kill() {
 // startMember starts a replica of the fleet whose registry is reg: the
 // same session keys as every other (fleetConfig key 1), its own advertise
 // URL. X-Test-Owner names the caller, as in ownerGateway.
-func startMember(t *testing.T, upURL string, reg state.Replicas, auth ...Authenticator) *fleetMember {
+func startMember(t testing.TB, upURL string, reg state.Replicas, auth ...Authenticator) *fleetMember {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	m := &fleetMember{srv: srv, url: "http://" + srv.Listener.Addr().String()}
@@ -71,7 +71,7 @@ func startMember(t *testing.T, upURL string, reg state.Replicas, auth ...Authent
 
 // askingUpstream is a 2025-11-25 go-sdk server whose tool "ask" elicits a
 // name and greets it.
-func askingUpstream(t *testing.T) string {
+func askingUpstream(t testing.TB) string {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
 	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -702,4 +702,46 @@ func FuzzAskReplica(f *testing.F) {
 			t.Fatalf("%s named replica %q", raw, replica)
 		}
 	})
+}
+
+// BenchmarkReplyDelivery: what a reply costs when it lands on the replica
+// that asked, and when it lands on another one and is forwarded (one more
+// HTTP round trip on loopback, the peer MAC, a registry read from memory).
+func BenchmarkReplyDelivery(b *testing.B) {
+	reg := state.NewMemory(state.MemoryOptions{})
+	up := askingUpstream(b)
+	a, other := startMember(b, up, reg), startMember(b, up, reg)
+	post := func(url, sid, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set(mcpwire.HeaderSessionID, sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get(mcpwire.HeaderSessionID)
+	}
+	code, sid := post(a.url, "", initBody)
+	if code != 200 || sid == "" {
+		b.Fatalf("initialize: %d", code)
+	}
+	post(a.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, c := range []struct{ name, url string }{{"here", a.url}, {"forwarded", other.url}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				id := a.g.askID()
+				ch := make(chan *jsonrpc.Message, 1)
+				a.g.pending.Store(id.Raw(), ch)
+				if code, _ := post(c.url, sid, `{"jsonrpc":"2.0","id":`+id.Raw()+`,"result":{"action":"accept"}}`); code != http.StatusAccepted {
+					b.Fatalf("reply: %d", code)
+				}
+				<-ch
+			}
+		})
+	}
 }
