@@ -71,6 +71,7 @@ fuzz ./internal/upstream/ FuzzReadLine
 fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
+fuzz ./internal/gateway/ FuzzAskReplica
 fuzz ./internal/mcpwire/ FuzzParamHeaders
 fuzz ./internal/config/ FuzzParse
 fuzz ./internal/config/ FuzzClientMetadataPath
@@ -79,6 +80,7 @@ fuzz ./internal/callers/ FuzzBearerToken
 fuzz ./internal/upstream/ FuzzOversizedEnds
 fuzz ./internal/mcpwire/ FuzzRequestMeta
 fuzz ./internal/fleet/ FuzzOpenSessionID
+fuzz ./internal/fleet/ FuzzParsePeerAuth
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
 fuzz ./internal/oauth/ FuzzVerify
 fuzz ./internal/upstream/ FuzzExchangeResponse

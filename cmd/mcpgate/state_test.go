@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -136,5 +138,52 @@ func TestBuildStateRateLimits(t *testing.T) {
 	}
 	if got := degraded(a); got != "mcpgate_ratelimit_degraded 1" {
 		t.Errorf("Redis down: %q", got)
+	}
+}
+
+// In a fleet (session keys, redis driver) the rate limits' fallback
+// divides by the replicas the registry last listed, not by the static
+// state.replicas: three live replicas with replicas: 1 configured each
+// allow a third of the limit while Redis is down.
+func TestBuildFleetSizeDividesTheFallback(t *testing.T) {
+	srv := redistest.New(t)
+	const secret = "mcpg_fleet-size-wiring-secret"
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))
+	var stks []*stack
+	for i := range 3 {
+		doc := "listen: 127.0.0.1:0\ndata_dir: " + t.TempDir() + "\n" +
+			"auth:\n  keys:\n    - {alias: k, key: " + secret + ", rate_limit_rpm: 6}\n" +
+			"state: {driver: redis, url: '" + srv.URL() + "', replicas: 1}\n" +
+			"fleet: {session_keys: ['" + key + "'], advertise: 'http://10.0.0." + fmt.Sprint(i+1) + ":4000'}\n"
+		cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		stk, err := build(t.Context(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stk.gw.Start(t.Context())
+		t.Cleanup(func() { stk.close(context.Background()) })
+		stks = append(stks, stk)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for stks[0].gw.FleetSize() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first replica sees %d live replicas, want 3", stks[0].gw.FleetSize())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Stop()
+	n := 0
+	for range 8 {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set(callers.HeaderAPIKey, secret)
+		if _, f := stks[0].auth.Authenticate(r); f == nil {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("Redis down, three live replicas: %d of 8 allowed, want 2 (6/3)", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/admin"
@@ -96,13 +97,28 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		bus     state.PubSub
 		tickets state.Tickets
 	)
+	// reg is the replica registry: with fleet.session_keys the gateway
+	// joins it and forwards to the other replicas (SPEC S15).
+	var reg state.Replicas
+	// gw is the gateway once built, whose live replica count the rate
+	// limits' fallback divides by.
+	var gw atomic.Pointer[gateway.Gateway]
 	if cfg.State.DriverOrDefault() == config.StateRedis {
-		bus, tickets = sb, sb
+		bus, tickets, reg = sb, sb, sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
 		copts.RateLimiter = sb
-		copts.Replicas = func() int { return replicas }
+		copts.Replicas = func() int {
+			// The registry's count, the last one read while Redis is down
+			// (when this is asked); state.replicas until it has answered.
+			if g := gw.Load(); g != nil {
+				if n := g.FleetSize(); n > 0 {
+					return n
+				}
+			}
+			return replicas
+		}
 		copts.OnLimitMode = m.SetRateLimitDegraded
 		copts.OnLimitLocal = m.RateLimitLocal
 	}
@@ -171,8 +187,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Terminations:        st,
 		Bus:                 bus,
 		Tickets:             tickets,
+		Replicas:            reg,
 		Vault:               vlt,
 	})
+	gw.Store(g)
 	if as != nil {
 		g.MountAuthServer(as.Handler())
 		g.SetPersonConfirmer(personConfirmer{as})

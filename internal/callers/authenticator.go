@@ -266,7 +266,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 
 // allow takes one request from the bucket of id (an alias or an owner,
 // prefix says which) under rpm, in the shared limiter when there is one.
+// A request another replica already counted takes nothing.
 func (a *Authenticator) allow(ctx context.Context, prefix, id string, rpm int, now time.Time) (bool, time.Duration) {
+	if ctx.Value(rateCountedKey{}) != nil {
+		return true, 0
+	}
 	if a.shared == nil {
 		return a.limiter.allow(id, rpm, now)
 	}
@@ -351,3 +355,14 @@ func allowedAddress(r *http.Request, cidrs []netip.Prefix) bool {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+type rateCountedKey struct{}
+
+// WithRateCounted marks ctx as that of a request whose rate limits were
+// taken already, by the replica of the fleet that forwarded it here
+// (which proved so with the fleet's peer MAC): Authenticate judges it in
+// every other way but takes nothing from its buckets, so that a forwarded
+// request costs one request, not two. Never for a request a client sent.
+func WithRateCounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rateCountedKey{}, true)
+}

@@ -611,6 +611,26 @@ func TestRateLimitChange(t *testing.T) {
 	}
 }
 
+// A request another replica forwarded (its limits taken there) takes
+// nothing from the buckets; it is still refused for everything else.
+func TestRateCountedElsewhere(t *testing.T) {
+	s := openStore(t)
+	secret := addKey(t, s, store.Key{Alias: "k", RateLimitRPM: 2})
+	a := newAuth(t, Options{Keys: s, Now: newFakeClock().Now})
+	counted := func(r *http.Request) *http.Request { return r.WithContext(WithRateCounted(r.Context())) }
+	for range 5 {
+		mustAuth(t, a, counted(request(remote, HeaderAPIKey, secret)))
+	}
+	if w := mustFail(t, a, counted(request(remote, HeaderAPIKey, "mcpg_not-a-key"))); w.Code != http.StatusUnauthorized {
+		t.Errorf("an unknown key, counted elsewhere: %d", w.Code)
+	}
+	mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	if w := mustFail(t, a, request(remote, HeaderAPIKey, secret)); w.Code != http.StatusTooManyRequests {
+		t.Errorf("the bucket after counted requests: %d, want 429 only after its own 2", w.Code)
+	}
+}
+
 func TestIdleBucketsAreDropped(t *testing.T) {
 	var l limiter
 	t0 := newFakeClock().Now()

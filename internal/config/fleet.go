@@ -18,7 +18,7 @@ type Fleet struct {
 	// vault key (DecodeVaultKey).
 	SessionKeys []string `config:"session_keys,expand,trim,secret" doc:"The keys session ids and requestState values are sealed under, newest first: the first seals, every one opens, so a session started on one replica continues on any other (and after a restart). 32 random bytes each, in base64 (standard or URL alphabet, padded or not), usually from the environment: ${MCPGATE_SESSION_KEY}; every replica of the fleet needs the same list. To rotate, put a new key first on every replica, then remove the old one once the sessions it sealed are over. Empty: session ids stay local to the process that issued them."`
 	// Advertise is how the other replicas reach this one ("" = not said).
-	Advertise string `config:"advertise,expand,trim" doc:"This replica's base URL as the other replicas reach it (http or https, e.g. http://10.0.0.5:4000). Optional for now."`
+	Advertise string `config:"advertise,expand,trim" doc:"This replica's base URL as the other replicas reach it directly (http or https, e.g. http://10.0.0.5:4000; no path). With session_keys and the redis state driver, the replica registers it in the replica registry, and the other replicas forward there what belongs to this one: a client's reply to a request this replica sent, and the retry of a 2026-07-28 call it runs. Unset: the replica stays out of the registry, and such messages fail when they reach another replica."`
 }
 
 // SessionKeyBytes decodes the session keys, in order. The error never

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"testing"
+	"time"
 )
 
 // FuzzOpenSessionID: whatever a client sends as Mcp-Session-Id, the opener
@@ -29,6 +30,36 @@ func FuzzOpenSessionID(f *testing.F) {
 		}
 		if back, err := r.OpenSession(again); err != nil || back != got {
 			t.Fatalf("re-sealed %+v opened as %+v, %v", got, back, err)
+		}
+	})
+}
+
+// FuzzParsePeerAuth: whatever arrives as a peer authentication header,
+// the parser returns ErrMalformed or a value that prints back to exactly
+// what it parsed (one spelling per value), and never panics; nothing it
+// parses verifies without the key.
+func FuzzParsePeerAuth(f *testing.F) {
+	r, err := NewRing([][]byte{testKey(1)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	req := PeerRequest{Method: "POST", Target: "/fleet/v1/deliver", Body: []byte("{}")}
+	good := r.SignPeer(req, now)
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add("")
+	f.Add("v1;t=0;k=00000000;m=")
+	f.Fuzz(func(t *testing.T, s string) {
+		pa, err := ParsePeerAuth(s)
+		if err != nil {
+			return
+		}
+		if pa.String() != s {
+			t.Fatalf("%q parsed as %+v, which prints %q", s, pa, pa.String())
+		}
+		if s != good && r.VerifyPeer(s, req, now) == nil {
+			t.Fatalf("%q verifies without having been signed", s)
 		}
 	})
 }

@@ -3,9 +3,11 @@
 // fleet.session_keys and the tokens sealed under it: stateful session ids
 // and 2026-07-28 requestState values, which carry what another replica
 // (or this one after a restart) needs to take the session or the round
-// over. It holds no session state, does no I/O and does not log; it knows
-// neither HTTP nor MCP: the gateway decides what goes in a token and what
-// an opened one means (owner, expiry, terminations).
+// over; and the HMAC one replica signs what it hands another with
+// (peer.go). It holds no session state, does no I/O and does not log; it
+// knows neither HTTP nor MCP: the gateway decides what goes in a token and
+// what an opened one means (owner, expiry, terminations), and which parts
+// of a request a peer MAC covers.
 //
 //	fleet.session_keys -> NewRing: one AES-256-GCM key per (key, purpose),
 //	                      derived with HKDF-SHA256 once, each with a key id
@@ -37,6 +39,9 @@ const KeyLen = 32
 const (
 	PurposeSessionID    = "session-id"
 	PurposeRequestState = "request-state"
+	// PurposePeerAuth keys the HMAC one replica signs its requests to
+	// another with (peer.go); it seals nothing.
+	PurposePeerAuth = "peer-auth"
 )
 
 // version is the first byte of every token: the layout below. A new
@@ -74,6 +79,7 @@ var (
 // built and safe for concurrent use.
 type Ring struct {
 	session, state keySet
+	peer           []peerKey // newest (the signing one) first
 }
 
 // keySet is one purpose's keys, newest (the sealing one) first.
@@ -113,6 +119,11 @@ func NewRing(keys [][]byte) (*Ring, error) {
 			}
 			ks.keys = append(ks.keys, rk)
 		}
+		pk, err := derivePeerKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: session key %d: %w", i, err)
+		}
+		r.peer = append(r.peer, pk)
 	}
 	return r, nil
 }

@@ -64,8 +64,8 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	// The gateway key never travels upstream (S5.4); a token to exchange
 	// (exchange.go) is kept before it goes.
 	subject := g.subjectToken(r, c)
+	ctx := g.keepCredentials(r.Context(), r.Header) // for a forwarded retry (peers.go)
 	callers.StripCredentials(r.Header, c)
-	ctx := r.Context()
 	// An identity set by an embedding layer (in code, never by a client)
 	// stands; otherwise the caller's is used.
 	if IdentityFrom(ctx) == nil {

@@ -88,6 +88,10 @@ type Options struct {
 	Audit AuditSink
 	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
 	HTTPClient *http.Client
+	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
+	// fleet.session_keys this replica joins it and forwards what belongs
+	// to another replica there. nil: no registry, nothing forwarded.
+	Replicas state.Replicas
 }
 
 // Gateway serves the merged view of the configured upstreams.
@@ -134,6 +138,7 @@ type Gateway struct {
 	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
 	ring      *fleet.Ring
 	advertise string // fleet.advertise: where other replicas reach this one
+	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
 	routes     sync.Map // routeKey -> route (read-only once stored)
 	badNames   sync.Map // exposed tool names already warned about
@@ -227,6 +232,7 @@ func New(o Options) *Gateway {
 	if cfg.Fleet != nil {
 		g.advertise = cfg.Fleet.Advertise
 	}
+	g.peers = newPeers(g, o.Replicas)
 	if g.version == "" {
 		g.version = "dev"
 	}
@@ -255,6 +261,9 @@ func New(o Options) *Gateway {
 func (g *Gateway) Start(ctx context.Context) {
 	g.up.Start(ctx)
 	go g.janitor()
+	if g.peers != nil {
+		g.peers.join()
+	}
 	if g.bus != nil {
 		g.bg.Add(1)
 		go g.followTerminations()
@@ -333,6 +342,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "MCP request failed", "details": "internal error"})
 		}
 	}()
+	if g.isPeerRequest(r) {
+		// Before the metrics: a forwarded request is counted once, as
+		// the request it carries.
+		g.servePeer(w, r)
+		return
+	}
 	if g.metrics != nil {
 		sw := &statusWriter{ResponseWriter: w}
 		w = sw

@@ -247,12 +247,19 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if !hasRequest {
+		var lost *peerError // a reply whose replica is gone (peers.go)
 		for _, m := range msgs {
 			if m.IsResponse() {
-				g.deliverResponse(m)
+				if e := g.answer(r.Context(), m); e != nil {
+					lost = e
+				}
 			} else {
 				g.handleNotification(r.Context(), sess, &rt, m)
 			}
+		}
+		if lost != nil {
+			lost.write(w)
+			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -285,7 +292,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	for _, m := range msgs {
 		switch {
 		case m.IsResponse():
-			g.deliverResponse(m)
+			if e := g.answer(r.Context(), m); e != nil {
+				// Beside requests, the batch's replies are the answer.
+				g.log.Warn("a reply in a batch could not be delivered", "id", m.ID.String(), "error", e.err.Message)
+			}
 		case m.IsNotification():
 			g.handleNotification(r.Context(), sess, &rt, m)
 		default:

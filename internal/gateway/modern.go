@@ -70,6 +70,10 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		g.serveListen(w, r, rt, m)
 		return
 	}
+	if g.forwardRetry(w, r, m) {
+		// A retry of a call another replica runs (peers.go).
+		return
+	}
 	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
 	reply, invalid := g.modernReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner)
 	if invalid {

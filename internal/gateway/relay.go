@@ -325,7 +325,7 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 }
 
 func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	id := jsonrpc.StringID("mcpg-" + strconv.FormatUint(g.nextID.Add(1), 10))
+	id := g.askID()
 	ch := make(chan *jsonrpc.Message, 1)
 	g.pending.Store(id.Raw(), ch)
 	defer g.pending.Delete(id.Raw())
