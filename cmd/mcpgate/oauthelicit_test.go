@@ -8,14 +8,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
+	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
 )
 
 // keyHeader sends a gateway key in X-Mcpgate-Api-Key.
@@ -75,11 +80,36 @@ func TestOAuth2UserURLElicitation(t *testing.T) {
 		if name == "" {
 			name = "2026-07-28"
 		}
-		t.Run(name, func(t *testing.T) { testURLElicitation(t, version) })
+		t.Run(name, func(t *testing.T) { testURLElicitation(t, version, false) })
 	}
 }
 
-func testURLElicitation(t *testing.T, version string) {
+// The same journey on a fleet: two replicas on one PostgreSQL store and
+// one Redis, behind a balancer that sends every request to the other
+// replica. The elicitation's answer, the link's confirmation, the
+// redirect and the callback each land elsewhere than the step before, and
+// the call waiting on one replica goes on when the other stores the
+// tokens.
+func TestOAuth2UserURLElicitationFleet(t *testing.T) {
+	clearAdminEnv(t)
+	for _, version := range []string{"2025-11-25", ""} {
+		name := version
+		if name == "" {
+			name = "2026-07-28"
+		}
+		t.Run(name, func(t *testing.T) { testURLElicitation(t, version, true) })
+	}
+}
+
+// roundRobin serves each request with the next of handlers in turn.
+func roundRobin(handlers ...http.Handler) http.Handler {
+	var n atomic.Uint64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers[(n.Add(1)-1)%uint64(len(handlers))].ServeHTTP(w, r)
+	})
+}
+
+func testURLElicitation(t *testing.T, version string, fleet bool) {
 	up := newOAuthUpstream(t, time.Hour)
 	const (
 		aliceKey = "alice-gateway-key-0123456789"
@@ -91,15 +121,42 @@ func testURLElicitation(t *testing.T, version string) {
 		Servers: map[string]*config.Server{
 			"up": {Name: "up", Transport: config.TransportHTTP, URL: up.mcp, Timeout: 5 * time.Second, ProtocolVersion: "2025-06-18", Auth: &config.Auth{Type: config.AuthOAuth2User}},
 		}}
+	// The balancer's URL is every replica's public_url: a link made on
+	// one is opened through the balancer.
+	hs := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + hs.Listener.Addr().String()
+	if fleet {
+		cfg.Store = config.Store{Driver: config.StorePostgres, DSN: pgtest.DSN(t)}
+		cfg.State = config.State{Driver: config.StateRedis, URL: redistest.New(t).URL()}
+		cfg.Fleet = &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}}
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	stk, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
-	if err != nil {
-		t.Fatal(err)
+	var replicas []http.Handler
+	for i := range 1 + btoi(fleet) {
+		c := *cfg
+		c.DataDir = filepath.Join(cfg.DataDir, strconv.Itoa(i))
+		// Each replica is also reachable on its own, for the others.
+		own := httptest.NewUnstartedServer(nil)
+		if fleet {
+			f := *cfg.Fleet
+			f.Advertise = "http://" + own.Listener.Addr().String()
+			c.Fleet = &f
+		}
+		stk, err := build(context.Background(), &c, slog.New(slog.DiscardHandler), c.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stk.gw.Start(context.Background()) // heartbeats, followers
+		t.Cleanup(func() { stk.close(context.Background()) })
+		own.Config.Handler = stk.gw
+		own.Start()
+		t.Cleanup(own.Close)
+		replicas = append(replicas, stk.gw)
 	}
-	t.Cleanup(func() { stk.close(context.Background()) })
-	hs := httptest.NewServer(stk.gw)
+	hs.Config.Handler = roundRobin(replicas...)
+	hs.Start()
 	t.Cleanup(hs.Close) // after the clients' cleanups: their streams end first
 	callback := hs.URL + "/oauth/connect/callback"
 	connectLink := hs.URL + "/oauth/connect/up"
@@ -285,4 +342,11 @@ func testURLElicitation(t *testing.T, version string) {
 	if len(asks2) != 1 {
 		t.Errorf("bob's client was asked %d times", len(asks2))
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
