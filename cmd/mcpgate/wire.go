@@ -88,9 +88,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
 	// bus carries administrator terminations to the other replicas; a
 	// single process (the memory driver) has none to tell.
-	var bus state.PubSub
+	var (
+		bus      state.PubSub
+		stateChk gateway.StateChecker
+	)
 	if cfg.State.DriverOrDefault() == config.StateRedis {
-		bus = sb
+		bus, stateChk = sb, sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -148,6 +151,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
 		Bus:                 bus,
+		State:               stateChk,
 		Vault:               vlt,
 	})
 	if as != nil {
