@@ -48,6 +48,22 @@ type backend struct {
 	failed atomic.Int64 // requests answered 502
 }
 
+// HeaderPin on a request names the replica it must go to, when the
+// balancer routes with pinByHeader.
+const HeaderPin = "X-Fleet-Pin"
+
+// pinByHeader is a Route policy: a request with HeaderPin goes to the
+// replica it names, the others round robin.
+func (b *Balancer) pinByHeader(r *http.Request) int {
+	name := r.Header.Get(HeaderPin)
+	for i, be := range b.backends {
+		if be.r.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // healthEvery is the active health check's period.
 const healthEvery = 100 * time.Millisecond
 

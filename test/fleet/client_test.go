@@ -102,6 +102,9 @@ type rawSession struct {
 	sid      string // Mcp-Session-Id
 	// InitOn is the replica that served initialize.
 	InitOn string
+	// Pin, when set, asks the balancer to send the session's requests to
+	// that replica (pinByHeader).
+	Pin    string
 	nextID atomic.Int64
 }
 
@@ -157,6 +160,20 @@ func newRawSession(ctx context.Context, hc *http.Client, url, key string) (*rawS
 	return s, nil
 }
 
+// statelessClient is a rawSession without a session: each request stands
+// alone (the gateway serves a request without Mcp-Session-Id statelessly).
+func statelessClient(hc *http.Client, url, key string) *rawSession {
+	return &rawSession{url: url, key: key, hc: hc}
+}
+
+// ID is the session's Mcp-Session-Id.
+func (s *rawSession) ID() string { return s.sid }
+
+// Request sends one request on the session.
+func (s *rawSession) Request(ctx context.Context, method string, params any) (*rpcReply, error) {
+	return s.post(ctx, method, params, false)
+}
+
 // Call calls a tool on the session.
 func (s *rawSession) Call(ctx context.Context, tool string, args map[string]any) (*rpcReply, error) {
 	return s.post(ctx, "tools/call", map[string]any{"name": tool, "arguments": args}, false)
@@ -180,6 +197,9 @@ func (s *rawSession) post(ctx context.Context, method string, params any, notifi
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("X-Mcpgate-Api-Key", s.key)
+	if s.Pin != "" {
+		req.Header.Set(HeaderPin, s.Pin)
+	}
 	if s.sid != "" {
 		req.Header.Set("Mcp-Session-Id", s.sid)
 		req.Header.Set("Mcp-Protocol-Version", revStateful)
