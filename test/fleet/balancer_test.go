@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -46,6 +47,8 @@ type backend struct {
 	down   atomic.Bool
 	served atomic.Int64 // responses relayed
 	failed atomic.Int64 // requests answered 502
+	// lastErr is why the last of them failed.
+	lastErr atomic.Pointer[string]
 }
 
 // HeaderPin on a request names the replica it must go to, when the
@@ -91,11 +94,14 @@ func newBalancer(t testing.TB, replicas []*Replica) *Balancer {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			be := r.Context().Value(backendKey{}).(*backend)
 			be.failed.Add(1)
+			msg := err.Error()
+			be.lastErr.Store(&msg)
 			if r.Context().Err() == nil {
 				be.down.Store(true)
 			}
 			w.Header().Set(HeaderReplica, be.r.Name)
 			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "balancer: "+msg)
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 	}

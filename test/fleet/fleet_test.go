@@ -3,10 +3,6 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +21,8 @@ func TestFleet(t *testing.T) {
 	t.Run("runtime key seen by every replica", func(t *testing.T) { testRuntimeKey(t, f) })
 	t.Run("rate limit is global", func(t *testing.T) { testGlobalRateLimit(t, f) })
 	t.Run("redis outage", func(t *testing.T) { testRedisOutage(t, f) })
+	t.Run("replica killed under load", func(t *testing.T) { testKillReplica(t, f) })
+	t.Run("session key rotation", func(t *testing.T) { testKeyRotation(t, f, oldKey) })
 }
 
 // transcript is what a client saw of a fixed sequence of requests, as
@@ -121,11 +119,3 @@ func testSessionContinues(t *testing.T, f *Fleet) {
 		})
 	}
 }
-
-// Keep the imports honest until the later scenarios use them.
-var (
-	_ = http.StatusOK
-	_ = slices.Contains[[]string]
-	_ = strings.Contains
-	_ sync.Mutex
-)

@@ -119,6 +119,13 @@ func newFleet(t testing.TB, n int, keys ...string) *Fleet {
 		f.Replicas = append(f.Replicas, &Replica{Name: name, Addr: addr, URL: "http://" + addr, f: f,
 			dataDir: filepath.Join(dir, "replica-"+name), logPath: filepath.Join(dir, "replica-"+name+".log")})
 	}
+	// Killed when the fleet's test ends, whichever subtest started them
+	// last.
+	t.Cleanup(func() {
+		for _, r := range f.Replicas {
+			r.Kill()
+		}
+	})
 	// The first replica migrates the database alone; the others then
 	// start together.
 	f.Replicas[0].Start(t)
@@ -202,12 +209,21 @@ type Replica struct {
 	dataDir string
 	logPath string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited
+	starts int
 }
 
-// Start starts the replica and waits until its /readyz answers 200.
+// Starts is how many times the replica was started.
+func (r *Replica) Starts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts
+}
+
+// Start starts the replica and waits until its /readyz answers 200. It
+// runs until Kill or Stop, or the end of the fleet's test.
 func (r *Replica) Start(t testing.TB) {
 	t.Helper()
 	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -231,8 +247,8 @@ func (r *Replica) Start(t testing.TB) {
 	go func() { cmd.Wait(); close(done) }()
 	r.mu.Lock()
 	r.cmd, r.done = cmd, done
+	r.starts++
 	r.mu.Unlock()
-	t.Cleanup(func() { r.Kill() })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
