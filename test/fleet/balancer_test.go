@@ -45,8 +45,12 @@ type backend struct {
 	r      *Replica
 	target *url.URL
 	down   atomic.Bool
-	served atomic.Int64 // responses relayed
-	failed atomic.Int64 // requests answered 502
+	// failedAt is when a request to it last failed in transport (unix
+	// nanoseconds): a health probe that started earlier must not put it
+	// back in rotation.
+	failedAt atomic.Int64
+	served   atomic.Int64 // responses relayed
+	failed   atomic.Int64 // requests answered 502
 	// lastErr is why the last of them failed.
 	lastErr atomic.Pointer[string]
 }
@@ -97,6 +101,7 @@ func newBalancer(t testing.TB, replicas []*Replica) *Balancer {
 			msg := err.Error()
 			be.lastErr.Store(&msg)
 			if r.Context().Err() == nil {
+				be.failedAt.Store(time.Now().UnixNano())
 				be.down.Store(true)
 			}
 			w.Header().Set(HeaderReplica, be.r.Name)
@@ -163,8 +168,13 @@ func (b *Balancer) healthCheck(ctx context.Context, done chan struct{}) {
 		case <-tick.C:
 		}
 		for _, be := range b.backends {
+			probed := time.Now().UnixNano()
 			code, _ := be.r.Ready()
-			be.down.Store(code != http.StatusOK)
+			if code != http.StatusOK {
+				be.down.Store(true)
+			} else if probed > be.failedAt.Load() {
+				be.down.Store(false)
+			}
 		}
 	}
 }
