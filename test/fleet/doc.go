@@ -19,6 +19,23 @@
 // CI=true (or MCPGATE_REQUIRE_PG=1 / MCPGATE_REQUIRE_REDIS=1), where they
 // fail.
 //
+// Scenarios are subtests of TestFleet, run in order on one fleet; each
+// leaves it whole (every replica up, Redis up). The pieces a new scenario
+// combines:
+//
+//   - Balancer.Route with pinByHeader and rawSession.Pin put a session's
+//     next request on a chosen replica: an elicitation relayed by B and
+//     answered on B, an MRTR retry sent to C;
+//   - rawSession.Request sends any request on a session and reports the
+//     serving replica (HeaderReplica), status and body; a header it must
+//     carry (Last-Event-ID for a resumed stream) goes in rawSession.post;
+//   - Replica.Admin calls one replica's admin API (a revocation on A),
+//     statelessClient and rawSession then look from another (refused on B
+//     within a second);
+//   - Replica.Kill/Start/Restart/Stop, Fleet.RotateKeys, Redis.Stop/Restart
+//     change the fleet; Replica.Ready and Replica.Metric observe it as an
+//     operator would.
+//
 // It owns no production code and reaches into the gateway's packages only
 // to read what an operator could (the audit table, a sealed id's key).
 package fleet
