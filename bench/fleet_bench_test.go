@@ -10,10 +10,12 @@ package bench_test
 //	        (pgtest), the Redis state (redistest, unix socket),
 //	        fleet.session_keys (every request of a session opens its sealed
 //	        id), the rate limit global (one GCRA script in Redis per
-//	        request).
+//	        request);
+//	fleet-nolimit: the same, the key without a rate limit (nothing in
+//	        Redis per call), to tell the limit's share from the rest.
 //
-// Both authenticate a key with a rate limit too high to refuse anything,
-// and write an audit record per call. The load generator runs in the test
+// The first two authenticate a key with a rate limit too high to refuse
+// anything; all three write an audit record per call. The load generator runs in the test
 // process; cpu-µs/call is the gateway process's own CPU time per call
 // (from /proc). PostgreSQL and Redis share the machine with it:
 //
@@ -65,19 +67,25 @@ func BenchmarkFleetMode(b *testing.B) {
 	redis := redistest.New(b)
 	key := make([]byte, 32)
 	rand.Read(key)
-	common := fmt.Sprintf(`auth:
+	common := func(rpm int) string {
+		return fmt.Sprintf(`auth:
   keys:
     - {alias: bench, key: %q, rate_limit_rpm: %d}
 servers:
   echo: {transport: http, url: %q}
-`, fleetBenchKey, fleetBenchRPM, echo.URL+"/mcp")
-	modes := []struct{ name, config string }{
-		{"single", "data_dir: " + b.TempDir() + "\n" + common},
-		{"fleet", fmt.Sprintf(`data_dir: %s
+`, fleetBenchKey, rpm, echo.URL+"/mcp")
+	}
+	fleet := fmt.Sprintf(`data_dir: %s
 store: {driver: postgres, dsn: %q}
 state: {driver: redis, url: %q, replicas: 1}
 fleet: {session_keys: [%q]}
-`, b.TempDir(), pg.DSN(pg.NewDatabase(b), pgtest.Superuser, ""), redis.URL(), base64.StdEncoding.EncodeToString(key)) + common},
+`, b.TempDir(), pg.DSN(pg.NewDatabase(b), pgtest.Superuser, ""), redis.URL(), base64.StdEncoding.EncodeToString(key))
+	modes := []struct{ name, config string }{
+		{"single", "data_dir: " + b.TempDir() + "\n" + common(fleetBenchRPM)},
+		{"fleet", fleet + common(fleetBenchRPM)},
+		// The same replica with a key without a limit: no Redis on the
+		// call path, so fleet minus this is the global limit's cost.
+		{"fleet-nolimit", fleet + common(0)},
 	}
 	gws := make([]*serveProc, len(modes))
 	for i, m := range modes {
@@ -159,8 +167,13 @@ func startServe(b *testing.B, bin, config string) *serveProc {
 // percentiles and the gateway process's CPU time per call.
 func runServe(b *testing.B, p *serveProc, opts loadgen.Options) {
 	b.Helper()
+	// Warm up apart, so that the CPU time below is the measured calls'.
+	warm := opts
+	warm.Duration = 500 * time.Millisecond
+	if _, err := loadgen.Run(context.Background(), warm); err != nil {
+		b.Fatal(err)
+	}
 	opts.Calls = int64(b.N)
-	opts.Warmup = 500 * time.Millisecond
 	b.ResetTimer()
 	cpu0 := procCPU(p.pid)
 	res, err := loadgen.Run(context.Background(), opts)
