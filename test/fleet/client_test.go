@@ -77,7 +77,13 @@ func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // 2026-07-28).
 func sdkConnect(t testing.TB, ctx context.Context, endpoint, key, rev string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "fleet-proof", Version: "1"}, nil)
+	return sdkConnectWith(t, ctx, endpoint, key, rev, nil)
+}
+
+// sdkConnectWith is sdkConnect with client options (handlers).
+func sdkConnectWith(t testing.TB, ctx context.Context, endpoint, key, rev string, o *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "fleet-proof", Version: "1"}, o)
 	tr := &mcp.StreamableClientTransport{Endpoint: endpoint,
 		HTTPClient: &http.Client{Transport: keyTransport{key: key, base: http.DefaultTransport}}}
 	var opts *mcp.ClientSessionOptions

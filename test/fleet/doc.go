@@ -2,7 +2,8 @@
 // PostgreSQL database, one Redis and three replicas of the real binary
 // with one shared config (store postgres, state redis, fleet.session_keys;
 // each replica its own port and fleet.advertise), in front of the notes
-// example over stdio, behind a test load balancer that sends every request
+// example and (for streaming, when Node is installed) server-everything
+// over stdio, behind a test load balancer that sends every request
 // to the next replica in turn.
 //
 // The tests drive it as clients and operators would: the official go-sdk

