@@ -1,12 +1,15 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +23,8 @@ const HeaderReplica = "X-Fleet-Replica"
 // Balancer is the test load balancer: a Go reverse proxy that sends each
 // request to the next replica in turn (round robin over the replicas it
 // believes up), so that consecutive requests of one session land on
-// different replicas. It passes every header, flushes each write at once
+// different replicas. It passes every header, reads each request body in
+// full before sending it on, flushes each write of a reply at once
 // (FlushInterval -1: SSE streams stay live) and names the replica that
 // served in HeaderReplica.
 //
@@ -39,6 +43,26 @@ type Balancer struct {
 
 	mu    sync.Mutex
 	route func(*http.Request) int // see Route
+	// errs is what the proxy logged: failures it could not answer 502
+	// (a reply cut off mid-body), for a test's failure message.
+	errs strings.Builder
+}
+
+// Write takes the proxy's log lines.
+func (b *Balancer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.errs.Len() < 64<<10 {
+		b.errs.Write(p)
+	}
+	return len(p), nil
+}
+
+// Errors is what the proxy logged so far.
+func (b *Balancer) Errors() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.errs.String()
 }
 
 type backend struct {
@@ -109,6 +133,7 @@ func newBalancer(t testing.TB, replicas []*Replica) *Balancer {
 			io.WriteString(w, "balancer: "+msg)
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+		ErrorLog:  log.New(b, "balancer: ", 0),
 	}
 	srv := httptest.NewServer(b)
 	b.URL = srv.URL
@@ -134,6 +159,18 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if be == nil {
 		http.Error(w, "no replica up", http.StatusServiceUnavailable)
 		return
+	}
+	// The request body is read in full before it is sent on, as nginx
+	// does by default (proxy_request_buffering): streamed, a replica that
+	// answers before reading it (a 429) races the proxy's copy of it, and
+	// Go's transport then drops the connection under the reply.
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
+		if err != nil {
+			http.Error(w, "balancer: read request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
 	b.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), backendKey{}, be)))
 }

@@ -16,7 +16,7 @@ func fireLimited(t *testing.T, f *Fleet, n int) (allowed, refused int) {
 		rep, err := c.Request(t.Context(), "tools/list", nil)
 		switch {
 		case err != nil:
-			t.Fatalf("limited request: %v", err)
+			t.Fatalf("limited request: %v (balancer log: %s)", err, f.LB.Errors())
 		case rep.Status == http.StatusOK:
 			allowed++
 		case rep.Status == http.StatusTooManyRequests:
