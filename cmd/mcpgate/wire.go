@@ -37,9 +37,12 @@ type stack struct {
 	// vault section.
 	vault *vault.Vault
 	// state is what replicas share (SPEC S15): built and closed here; with
-	// the redis driver the authenticator's rate limits and the gateway's
-	// termination fan-out use it.
+	// the redis driver the authenticator's rate limits, the gateway's
+	// termination fan-out and the admin API's change follower use it.
 	state state.Backend
+	// api is the admin API, whose follower applies the other replicas'
+	// admin changes.
+	api *admin.API
 }
 
 // build wires the gateway for cfg: it opens the store cfg.Store names,
@@ -86,14 +89,17 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	grants := callers.NewGrantSet(callers.GrantsOf(cfg))
 	m := metrics.New()
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
-	// bus carries administrator terminations to the other replicas; a
-	// single process (the memory driver) has none to tell.
+	// bus carries administrator terminations and admin changes to the
+	// other replicas; a single process (the memory driver) has none to
+	// tell. tickets hold the browser flows' pending steps; stateChk is
+	// probed for /readyz.
 	var (
 		bus      state.PubSub
+		tickets  state.Tickets
 		stateChk gateway.StateChecker
 	)
 	if cfg.State.DriverOrDefault() == config.StateRedis {
-		bus, stateChk = sb, sb
+		bus, tickets, stateChk = sb, sb, sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -111,7 +117,18 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		if cfg.Auth.Login.Keys {
 			keys = loginKeys{st}
 		}
-		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, Logger: log})
+		var seal []byte
+		if seal, err = cfg.Auth.Login.SealKeyBytes(); err != nil { // validated
+			st.Close()
+			return nil, fmt.Errorf("auth.login: %w", err)
+		}
+		var shared authserver.Shared
+		if bus != nil {
+			// A fleet: each step of a browser login may land on another
+			// replica.
+			shared = sb
+		}
+		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Shared: shared, Logger: log})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)
@@ -137,6 +154,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			st.Close()
 			return nil, fmt.Errorf("vault: %w", err)
 		}
+		if bus != nil {
+			// A fleet: one replica at a time refreshes a person's tokens.
+			vlt.ShareRefreshes(sb)
+		}
 	}
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
 	g := gateway.New(gateway.Options{
@@ -151,6 +172,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
 		Bus:                 bus,
+		Tickets:             tickets,
 		State:               stateChk,
 		Vault:               vlt,
 	})
@@ -167,8 +189,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		// the gateway listens on loopback only (or anonymous was chosen).
 		OpenAccess:   cfg.AnonymousOnly() && master == "",
 		KeyChanged:   auth.Invalidate,
+		KeysFlushed:  auth.Flush,
+		Bus:          bus,
 		Servers:      func() []string { return g.ServerNames() },
-		Toolsets:     func() []string { return slices.Sorted(maps.Keys(cfg.Toolsets)) },
+		Toolsets:     g.ToolsetNames,
 		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
 		Grants:       grants,
 		Vault:        vlt,
@@ -180,25 +204,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	g.MountAdmin(api)
 	// Servers added through the admin API come back after a restart; the
 	// config file wins a name both define.
-	objs, err := st.ListObjects(ctx, store.KindServer)
-	if err != nil {
+	if err := api.SyncServers(ctx); err != nil {
 		log.Warn("could not load runtime servers", "error", err)
 	}
-	for _, o := range objs {
-		if _, inFile := cfg.Servers[o.Name]; inFile {
-			log.Warn("runtime server shadowed by the config file; ignored", "server", o.Name)
-			continue
-		}
-		srv, err := admin.ParseServer(o.Name, o.Doc, cfg.Dir)
-		if err == nil {
-			err = g.AddServer(ctx, o.Name, srv, nil)
-		}
-		if err != nil {
-			log.Warn("runtime server not loaded", "server", o.Name, "error", err)
-		}
+	if err := api.SyncToolsets(ctx); err != nil { // they may name runtime servers
+		log.Warn("could not load runtime toolsets", "error", err)
 	}
+	// With a bus, the other replicas' admin changes apply here too.
+	api.Start()
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a
@@ -240,6 +255,7 @@ func (l loginKeys) KeyActive(ctx context.Context, alias string) (bool, error) {
 // served (every acknowledged call is written), then closes the store and
 // the shared state.
 func (s *stack) close(ctx context.Context) error {
+	s.api.Close() // before the store and the bus it reads
 	err := s.gw.Close(ctx)
 	s.auth.Close()
 	if s.authServer != nil {

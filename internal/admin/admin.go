@@ -9,7 +9,11 @@
 //
 // It decides nothing about MCP traffic itself: it reads and changes the
 // store, asks the gateway for its live state, and tells the authenticator
-// when a key changed so that a revoked key stops working at once.
+// when a key changed so that a revoked key stops working at once. In a
+// fleet it announces each change on the bus and applies the other
+// replicas' (announce.go); it never imports a store or bus backend, and
+// the store stays the only source of truth: an announcement only says
+// what to re-read.
 package admin
 
 import (
@@ -24,11 +28,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
@@ -49,8 +56,16 @@ type Options struct {
 	// OpenAccess lets anonymous callers administer: only for a gateway
 	// with no auth configured, which serves loopback only.
 	OpenAccess bool
-	// KeyChanged is called after a key was created, changed or revoked.
+	// KeyChanged is called after a key was created, changed or revoked,
+	// here or on another replica.
 	KeyChanged func(alias string)
+	// KeysFlushed is called when any key may have changed unseen (the
+	// bus lost messages): every cached key must be read again.
+	KeysFlushed func()
+	// Bus carries admin changes between the replicas of a fleet
+	// (announce.go); nil: this replica is alone, nothing is announced or
+	// followed.
+	Bus state.PubSub
 	// Grants are the JWT callers' grants the authenticator reads; the
 	// API lists them and adds runtime ones. nil: no grants endpoints.
 	Grants *callers.GrantSet
@@ -70,6 +85,15 @@ type API struct {
 	o   Options
 	mux *http.ServeMux
 	log *slog.Logger
+	id  string // names this API's announcements (announce.go)
+
+	// The runtime servers and toolsets served as the store holds them
+	// (announce.go).
+	servers, toolsets *runtimeObjects
+
+	stop   func() // ends the follower; nil: not started
+	bg     sync.WaitGroup
+	synced atomic.Bool // the follower resynced once (following)
 }
 
 // New builds the API.
@@ -85,7 +109,11 @@ func New(o Options) *API {
 			*f = func() []string { return nil }
 		}
 	}
-	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger}
+	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID()}
+	a.servers = &runtimeObjects{kind: store.KindServer, fromFile: a.fromFile, load: a.loadServer,
+		unload: func(name string) bool { return a.o.Gateway.RemoveServer(name) }, applied: map[string]json.RawMessage{}}
+	a.toolsets = &runtimeObjects{kind: store.KindToolset, fromFile: a.toolsetFromFile, load: a.loadToolset,
+		unload: func(name string) bool { return a.o.Gateway.RemoveToolset(name) }, applied: map[string]json.RawMessage{}}
 	for _, r := range routes {
 		h := r.handler(a)
 		a.mux.HandleFunc(r.method+" "+Prefix+r.path, h)
@@ -117,6 +145,8 @@ var routes = []route{
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},
 	{"GET", "/toolsets", func(a *API) http.HandlerFunc { return a.listToolsets }},
+	{"PUT", "/toolsets/{name}", func(a *API) http.HandlerFunc { return a.putToolset }},
+	{"DELETE", "/toolsets/{name}", func(a *API) http.HandlerFunc { return a.deleteToolset }},
 	{"GET", "/tools", func(a *API) http.HandlerFunc { return a.listTools }},
 	{"POST", "/tools/call", func(a *API) http.HandlerFunc { return a.callTool }},
 	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},

@@ -86,7 +86,7 @@ func newRig(t *testing.T) *rig {
 	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
 	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, Grants: callers.NewGrantSet(cfg.Auth.Grants),
-		Servers: cfg.ServerNames, Toolsets: func() []string { return []string{"support"} }, AccessGroups: func() []string { return []string{"readonly"} }}))
+		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return []string{"readonly"} }}))
 	ts := httptest.NewServer(g)
 	t.Cleanup(func() {
 		ts.Close()

@@ -3,9 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -39,18 +37,22 @@ func CallerOfKey(k store.Key) *callers.Caller {
 type ToolsetView struct {
 	Name    string              `json:"name"`
 	Servers map[string][]string `json:"servers"`
+	Source  string              `json:"source"` // config or api
 }
 
+// listToolsets lists the toolsets served now: the config file's and the
+// runtime ones (toolsets.go).
 func (a *API) listToolsets(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Toolsets []ToolsetView `json:"toolsets"`
 	}{Toolsets: []ToolsetView{}}
-	cfg := a.o.Config
-	if cfg != nil {
-		for _, name := range slices.Sorted(maps.Keys(cfg.Toolsets)) {
-			if ts := cfg.Toolsets[name]; ts != nil {
-				out.Toolsets = append(out.Toolsets, ToolsetView{Name: name, Servers: ts.Servers})
+	for _, name := range a.o.Gateway.ToolsetNames() {
+		if ts, ok := a.o.Gateway.Toolset(name); ok {
+			source := store.SourceAPI
+			if a.toolsetFromFile(name) {
+				source = store.SourceConfig
 			}
+			out.Toolsets = append(out.Toolsets, ToolsetView{Name: name, Servers: ts.Servers, Source: source})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -17,8 +17,10 @@ import (
 // person lists and revokes their own under /me. No answer carries a
 // secret: issuer, scopes, expiry, times, never a token or key. A
 // revocation takes effect for this process's next call at once (the
-// vault's delete drops its read cache); other replicas serve what they
-// cached for at most the vault's read TTL (5 s).
+// vault's delete drops its read cache), and on the other replicas of a
+// fleet once they hear of it (announce.go); one that missed the
+// announcement serves what it cached for at most the vault's read TTL
+// (5 s).
 //
 // A person is named as the vault names them: key:ALIAS for a virtual
 // key, oidc:ISSUER|SUBJECT for a JWT caller (path-escaped in a URL).
@@ -126,6 +128,7 @@ func (a *API) deleteEntry(w http.ResponseWriter, r *http.Request, person, server
 		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
 		return false
 	}
+	a.vaultChanged(r.Context(), person, server)
 	return true
 }
 
@@ -149,6 +152,7 @@ func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil {
+			a.vaultChanged(r.Context(), person, m.Server)
 			out.Servers = append(out.Servers, m.Server)
 		}
 	}

@@ -100,6 +100,8 @@ func (a *API) putGrant(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, err, kind+":"+value)
 		return
 	}
+	// Committed: the other replicas apply it even if this one cannot.
+	a.announce(r.Context(), changeGrant, kind+":"+value)
 	if err := a.ReloadGrants(r.Context()); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "Service Unavailable", "stored, but the grants could not be reloaded: "+err.Error())
 		return
@@ -118,6 +120,8 @@ func (a *API) deleteGrant(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, err, kind+":"+value)
 		return
 	}
+	// Committed: the other replicas apply it even if this one cannot.
+	a.announce(r.Context(), changeGrant, kind+":"+value)
 	if err := a.ReloadGrants(r.Context()); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "Service Unavailable", "deleted, but the grants could not be reloaded: "+err.Error())
 		return

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -212,7 +213,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, err, k.Alias)
 		return
 	}
-	a.changed(k.Alias)
+	a.changed(r.Context(), k.Alias)
 	a.audit(r.Context(), "key.create", k.Alias, nil)
 	writeJSON(w, http.StatusCreated, CreatedKey{Alias: k.Alias, Key: secret})
 }
@@ -269,7 +270,7 @@ func (a *API) updateKey(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, err, alias)
 		return
 	}
-	a.changed(alias)
+	a.changed(r.Context(), alias)
 	a.audit(r.Context(), "key.update", alias, changedFields(&in))
 	writeJSON(w, http.StatusOK, viewOf(k))
 }
@@ -289,15 +290,16 @@ func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, err, alias)
 		return
 	}
-	a.changed(alias)
+	a.changed(r.Context(), alias)
 	a.audit(r.Context(), "key.revoke", alias, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *API) changed(alias string) {
-	if a.o.KeyChanged != nil {
-		a.o.KeyChanged(alias)
-	}
+// changed applies a committed key change here and announces it to the
+// other replicas.
+func (a *API) changed(ctx context.Context, alias string) {
+	a.keyChanged(alias)
+	a.announce(ctx, changeKey, alias)
 }
 
 // changedFields names the fields a PATCH set (never their values).

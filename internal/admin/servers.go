@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +72,8 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
+	a.servers.mu.Lock()
+	defer a.servers.mu.Unlock()
 	if err := a.o.Gateway.AddServer(r.Context(), req.Name, srv, a.fromFile); err != nil {
 		if errors.Is(err, gateway.ErrServerExists) {
 			writeError(w, http.StatusConflict, "Conflict", err.Error())
@@ -79,11 +82,15 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
-	if _, err := a.o.Store.PutObject(r.Context(), store.KindServer, req.Name, raw); err != nil {
+	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, req.Name, raw)
+	if err != nil {
 		a.o.Gateway.RemoveServer(req.Name)
+		delete(a.servers.applied, req.Name)
 		a.storeError(w, err, req.Name)
 		return
 	}
+	a.servers.applied[req.Name] = o.Doc
+	a.announce(r.Context(), changeServer, req.Name)
 	a.audit(r.Context(), "server.add", req.Name, map[string]any{"transport": srv.Transport})
 	writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
 }
@@ -94,11 +101,30 @@ func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; remove it there", name))
 		return
 	}
-	if err := a.o.Store.DeleteObject(r.Context(), store.KindServer, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+	// A toolset naming a server that is gone would make every later
+	// change fail validation, here and on every replica.
+	for _, ts := range a.o.Gateway.ToolsetNames() {
+		if t, ok := a.o.Gateway.Toolset(ts); ok && t.Servers[name] != nil {
+			writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is in toolset %q; change or remove the toolset first", name, ts))
+			return
+		}
+	}
+	a.servers.mu.Lock()
+	defer a.servers.mu.Unlock()
+	err := a.o.Store.DeleteObject(r.Context(), store.KindServer, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.storeError(w, err, name)
 		return
 	}
-	if !a.o.Gateway.RemoveServer(name) {
+	if err == nil {
+		// Deleted here: every replica must stop serving it, whether or
+		// not this one did.
+		a.announce(r.Context(), changeServer, name)
+	}
+	delete(a.servers.applied, name)
+	// Stored but not served here (this replica missed its addition) is
+	// still removed.
+	if !a.o.Gateway.RemoveServer(name) && err != nil {
 		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
 		return
 	}
@@ -113,4 +139,17 @@ func (a *API) fromFile(name string) bool {
 	}
 	_, ok := a.o.Config.Servers[name]
 	return ok
+}
+
+// loadServer serves a stored server document (runtimeObjects.load).
+func (a *API) loadServer(ctx context.Context, name string, doc json.RawMessage) error {
+	dir := ""
+	if a.o.Config != nil {
+		dir = a.o.Config.Dir
+	}
+	srv, err := ParseServer(name, doc, dir)
+	if err != nil {
+		return err
+	}
+	return a.o.Gateway.AddServer(ctx, name, srv, a.fromFile)
 }

@@ -67,6 +67,18 @@ type Login struct {
 	// AllowPrivateMetadata lets client metadata documents live on private
 	// addresses (tests and internal clients only).
 	AllowPrivateMetadata bool `config:"allow_private_metadata" doc:"Fetch client ID metadata documents from private and loopback addresses too (test rigs; off, such a client_id is refused)."`
+	// SealKey replaces data_dir/oauth-seal.key: every replica of a fleet
+	// must open the signing keys the shared store holds.
+	SealKey string `config:"seal_key,expand,trim,secret" doc:"The key mcpgate's token-signing keys are sealed under in the store: 32 random bytes in base64, usually ${MCPGATE_OAUTH_SEAL_KEY}. Every replica of a fleet needs the same one (required with store.driver: postgres). Empty: data_dir/oauth-seal.key, created on first start."`
+}
+
+// SealKeyBytes decodes SealKey; nil when it is empty. The error never
+// quotes the key.
+func (l *Login) SealKeyBytes() ([]byte, error) {
+	if l == nil || l.SealKey == "" {
+		return nil, nil
+	}
+	return DecodeVaultKey(l.SealKey)
 }
 
 // Grant gives JWT callers matching one user, team or role what a virtual
@@ -188,6 +200,14 @@ func (a *CallerAuth) validateIdentity(errs *errorList, c *Config) {
 			errs.add(p, 0, "client_id and client_secret need issuer")
 		}
 		checkClaims(errs, p+".claims", 0, &l.Claims)
+		if _, err := l.SealKeyBytes(); err != nil {
+			errs.add(p+".seal_key", 0, "%s", err.Error())
+		} else if l.SealKey == "" && c.Store.Driver == StorePostgres {
+			// Each replica would seal its own signing keys under its own
+			// file, and none could open the others' (and a fresh file
+			// would discard them).
+			errs.add(p+".seal_key", 0, "required with store.driver: postgres, the same on every replica (32 random bytes in base64)")
+		}
 	}
 	for i := range a.Grants {
 		g, p := &a.Grants[i], indexPath("auth.grants", i)

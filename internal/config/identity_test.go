@@ -78,6 +78,8 @@ func TestParseIdentityErrors(t *testing.T) {
 		{"bad claim path", "auth: {oidc: [{issuer: 'https://a', claims: {roles: 'realm_access..roles'}}]}\n", "auth.oidc[0].claims.roles: must be a claim name or a dotted path"},
 		{"login without issuer or keys", "auth: {login: {client_id: x}}\n", "auth.login.issuer: required unless keys: true"},
 		{"login without client", "auth: {login: {issuer: 'https://a'}}\n", "auth.login.client_id: required with issuer"},
+		{"login on postgres without seal key", "store: {driver: postgres, dsn: 'postgres://h/db'}\nauth: {login: {keys: true}}\n", "auth.login.seal_key: required with store.driver: postgres"},
+		{"login seal key too short", "auth: {login: {keys: true, seal_key: c2hvcnQ=}}\n", "auth.login.seal_key: "},
 		{"grant without subject", "auth: {grants: [{servers: []}]}\n", "auth.grants[0]: must name exactly one of user, team or role"},
 		{"grant with two subjects", "auth: {grants: [{user: a, team: b}]}\n", "auth.grants[0]: must name exactly one of user, team or role"},
 		{"grant unknown server", "auth: {grants: [{team: a, servers: [nope]}]}\n", `auth.grants[0].servers[0]: unknown server "nope"`},
@@ -90,5 +92,23 @@ func TestParseIdentityErrors(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A fleet's login: postgres with a seal key is accepted, and the key is
+// decoded, never echoed.
+func TestLoginSealKey(t *testing.T) {
+	key := "a2V5LWtleS1rZXkta2V5LWtleS1rZXkta2V5LWtleTI"
+	cfg, err := Parse([]byte("store: {driver: postgres, dsn: 'postgres://h/db'}\nauth: {login: {keys: true, seal_key: '${SEAL}'}}\n"), "", func(k string) (string, bool) { return key, k == "SEAL" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cfg.Auth.Login.SealKeyBytes()
+	if err != nil || len(b) != 32 {
+		t.Fatalf("seal key: %d bytes, %v", len(b), err)
+	}
+	_, err = Parse([]byte("auth: {login: {keys: true, seal_key: 'bm90LWEta2V5'}}\n"), "", nil)
+	if err == nil || strings.Contains(err.Error(), "bm90LWEta2V5") {
+		t.Errorf("a bad seal key: %v (must fail without quoting it)", err)
 	}
 }

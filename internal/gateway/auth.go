@@ -105,16 +105,19 @@ func (g *Gateway) watchCaller(ctx context.Context, done <-chan struct{}, end fun
 	go func() {
 		t := time.NewTicker(g.recheck)
 		defer t.Stop()
+		kick := g.rechecks.wait()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				if !check.StillValid(ctx, c) {
-					g.log.Info("closed a stream whose key is no longer valid", "alias", c.Alias)
-					end()
-					return
-				}
+			case <-kick:
+			}
+			kick = g.rechecks.wait()
+			if !check.StillValid(ctx, c) {
+				g.log.Info("closed a stream whose key is no longer valid", "alias", c.Alias)
+				end()
+				return
 			}
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth/client"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
@@ -52,6 +54,11 @@ func isConnectPath(path string) bool {
 // registered at each server's authorization server (with the plan it was
 // registered under) and the pending authorization requests.
 type connector struct {
+	// shared, in a fleet, holds the pending connects for every replica
+	// (connectshare.go); nil: this process's maps only.
+	shared state.Tickets
+	log    *slog.Logger
+
 	mu      sync.Mutex
 	regs    map[string]*connReg    // server -> registration
 	states  map[string]*connState  // state -> pending request
@@ -73,6 +80,45 @@ type connState struct {
 	scopes         []string // asked for (nil: the plan's)
 	ticket         string   // the URL elicitation it completes ("": none)
 	expires        time.Time
+	redirect       string // taken from the shared store: reg's redirect URI (reg is nil)
+}
+
+// Outcomes of takeRequest.
+const (
+	requestTaken = iota
+	requestUnknown
+	requestForeign
+)
+
+// takeRequest takes the pending authorization request of state once, if
+// it is the browser's (binding); another browser's is left for its owner.
+func (c *connector) takeRequest(state, binding string, now time.Time) (*connState, int) {
+	if state == "" {
+		return nil, requestUnknown
+	}
+	if c.shared != nil {
+		st, redirect, ok := c.takeState(state)
+		if !ok {
+			return nil, requestUnknown
+		}
+		if subtle.ConstantTimeCompare([]byte(st.binding), []byte(binding)) != 1 {
+			c.putBackState(state, st, redirect, now)
+			return nil, requestForeign
+		}
+		st.redirect = redirect
+		return st, requestTaken
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.states[state]
+	switch {
+	case st == nil:
+		return nil, requestUnknown
+	case subtle.ConstantTimeCompare([]byte(st.binding), []byte(binding)) != 1:
+		return nil, requestForeign
+	}
+	delete(c.states, state) // single use
+	return st, requestTaken
 }
 
 func randomToken() (string, error) {
@@ -173,6 +219,16 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 	}
 	now := g.now()
 	c := &g.connect
+	pend := &connState{person: person, server: server, verifier: verifier, binding: binding, reg: reg,
+		scopes: plan.Scopes, ticket: ticket, expires: now.Add(connectStateTTL)}
+	if c.shared != nil {
+		if !c.shareState(state, pend, now) {
+			connectPage(w, http.StatusServiceUnavailable, "Cannot connect", "The gateway's shared state is unavailable; try again in a moment.")
+			return
+		}
+		g.redirectToAuthorize(w, r, binding, redirect, authURL)
+		return
+	}
 	c.mu.Lock()
 	if c.states == nil {
 		c.states = map[string]*connState{}
@@ -187,9 +243,14 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 		connectPage(w, http.StatusServiceUnavailable, "Too many connects", "Too many connects are pending; try again in a few minutes.")
 		return
 	}
-	c.states[state] = &connState{person: person, server: server, verifier: verifier, binding: binding, reg: reg,
-		scopes: plan.Scopes, ticket: ticket, expires: now.Add(connectStateTTL)}
+	c.states[state] = pend
 	c.mu.Unlock()
+	g.redirectToAuthorize(w, r, binding, redirect, authURL)
+}
+
+// redirectToAuthorize sends the browser, bound by its connect cookie, to
+// the authorization server.
+func (g *Gateway) redirectToAuthorize(w http.ResponseWriter, r *http.Request, binding, redirect, authURL string) {
 	http.SetCookie(w, &http.Cookie{Name: connectCookie, Value: binding, Path: connectPrefix, MaxAge: int(connectStateTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(redirect, "https://")})
 	w.Header().Set("Cache-Control", "no-store")
@@ -265,22 +326,26 @@ func (g *Gateway) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 		binding = ck.Value
 	}
 	now := g.now()
-	c := &g.connect
-	c.mu.Lock()
-	st := c.states[state]
-	switch {
-	case st == nil || state == "":
-		c.mu.Unlock()
+	st, ok := g.connect.takeRequest(state, binding, now)
+	switch ok {
+	case requestUnknown:
 		connectPage(w, http.StatusBadRequest, "Unknown request", "This authorization answer is unknown, already used or expired. Start again from the connect link.")
 		return
-	case subtle.ConstantTimeCompare([]byte(st.binding), []byte(binding)) != 1:
-		// Another browser's state: refused, and left for its owner.
-		c.mu.Unlock()
+	case requestForeign:
 		connectPage(w, http.StatusForbidden, "Not your request", "This authorization answer belongs to a connect started in another browser. Start again from the connect link.")
 		return
 	}
-	delete(c.states, state) // single use
-	c.mu.Unlock()
+	if st.reg == nil {
+		// Started on another replica: its registration is the one kept
+		// in the vault for that redirect URI.
+		if srv := g.conf().Servers[st.server]; srv != nil {
+			st.reg = g.registration(r.Context(), st.server, srv, st.redirect)
+		}
+		if st.reg == nil {
+			connectPage(w, http.StatusBadRequest, "Not connected", fmt.Sprintf("The client registration for %s is gone (the server's configuration changed). Start again from the connect link.", st.server))
+			return
+		}
+	}
 	if now.After(st.expires) {
 		connectPage(w, http.StatusBadRequest, "Expired", "This connect took longer than 10 minutes. Start again from the connect link.")
 		return

@@ -116,6 +116,10 @@ func (c *connector) newTicket(t *connTicket, now time.Time) (string, error) {
 		return "", errors.New("too many connects pending")
 	}
 	c.tickets[id] = t
+	if c.shared != nil {
+		// A fleet: the link may be opened on any replica.
+		c.shareTicket(id, t, now)
+	}
 	return id, nil
 }
 
@@ -123,6 +127,11 @@ func (c *connector) ticket(id string, now time.Time) *connTicket {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.tickets[id]
+	if t == nil && c.shared != nil {
+		c.mu.Unlock()
+		t = c.sharedTicketOf(id, now) // made on another replica
+		c.mu.Lock()
+	}
 	if t == nil || now.After(t.expires) {
 		return nil
 	}
@@ -133,6 +142,9 @@ func (c *connector) dropTicket(id string) {
 	c.mu.Lock()
 	delete(c.tickets, id)
 	c.mu.Unlock()
+	if c.shared != nil {
+		c.forgetShared(id)
+	}
 }
 
 // connectNeed reports whether err, from a call of server for person, is
@@ -267,8 +279,10 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 	}
 	timer := time.NewTimer(time.Until(t.expires))
 	defer timer.Stop()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
 	select {
-	case <-t.done:
+	case <-g.connect.awaitTicket(wctx, id, t):
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-sc.done:
@@ -438,6 +452,9 @@ func (c *connector) completeTicket(id string) {
 	c.mu.Unlock()
 	if t != nil {
 		close(t.done)
+	} else if c.shared != nil {
+		// The call waits on another replica: it polls for this.
+		c.markDone(id, time.Now())
 	}
 }
 

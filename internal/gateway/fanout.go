@@ -21,10 +21,6 @@ import (
 // topicTerminated is the bus topic of administrator terminations.
 const topicTerminated = "gateway:terminated"
 
-// busRetry is how long the follower waits before subscribing again after
-// the bus failed.
-const busRetry = time.Second
-
 // busTimeout bounds one publish or subscribe.
 const busTimeout = 2 * time.Second
 
@@ -50,57 +46,15 @@ func (g *Gateway) announceTerminated(ctx context.Context, victims []*session) {
 // replicas terminate, until Shutdown. It runs in its own goroutine.
 func (g *Gateway) followTerminations() {
 	defer g.bg.Done()
-	failing := false
-	for {
-		sctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-		sub, err := g.bus.Subscribe(sctx, topicTerminated)
-		cancel()
-		if err != nil {
-			if g.bgCtx.Err() != nil {
-				return
-			}
-			if !failing {
-				failing = true
-				g.log.Warn("cannot follow terminations from the other replicas; retrying", "error", err)
-			}
-			select {
-			case <-g.bgCtx.Done():
-				return
-			case <-time.After(busRetry):
-			}
-			continue
-		}
-		if failing {
-			failing = false
-			g.log.Info("following terminations from the other replicas again")
-		}
-		// Announcements before this subscription were missed.
-		g.resyncTerminated()
-		if !g.follow(sub) {
-			return
-		}
-	}
-}
-
-// follow reads sub until it ends (false: the gateway is shutting down;
-// true: the subscription ended, subscribe again).
-func (g *Gateway) follow(sub state.Subscription) bool {
-	defer sub.Close()
-	for {
-		select {
-		case <-g.bgCtx.Done():
-			return false
-		case m, ok := <-sub.C():
-			if !ok {
-				return g.bgCtx.Err() == nil
-			}
-			if m.Lost {
-				g.resyncTerminated()
-				continue
-			}
-			g.endCopies(string(m.Data))
-		}
-	}
+	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
+		Topics:  []string{topicTerminated},
+		What:    "terminations",
+		Logger:  g.log,
+		Timeout: busTimeout,
+		Handle:  func(_ context.Context, m state.Message) { g.endCopies(string(m.Data)) },
+		// Announcements before a subscription, or in a gap, were missed.
+		Resync: func(context.Context) error { g.resyncTerminated(); return nil },
+	})
 }
 
 // endCopies ends the local session whose id hashes to hash, if any: the

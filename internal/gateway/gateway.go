@@ -67,6 +67,10 @@ type Options struct {
 	// Bus carries administrator terminations between replicas (SPEC S15,
 	// fanout.go); nil: this replica's sessions are its own.
 	Bus state.PubSub
+	// Tickets, in a fleet, holds pending account connects so that each
+	// step of one may land on any replica (connectshare.go); nil keeps
+	// them in this process.
+	Tickets state.Tickets
 	// State is the shared state backend, probed for /readyz and
 	// mcpgate_state_up (statehealth.go); nil: not reported.
 	State StateChecker
@@ -91,7 +95,8 @@ type Options struct {
 
 // Gateway serves the merged view of the configured upstreams.
 type Gateway struct {
-	recheck time.Duration // how often streams re-check their key
+	recheck  time.Duration // how often streams re-check their key
+	rechecks recheckSignal // RecheckStreams: re-check them now
 	// state is what the configuration says, swapped as a whole when
 	// servers are added or removed at runtime.
 	state   atomic.Pointer[gwState]
@@ -193,6 +198,7 @@ func New(o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.connect.shared, g.connect.log = o.Tickets, g.log
 	if g.sep == "" {
 		g.sep = config.DefaultSeparator
 	}

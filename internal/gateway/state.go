@@ -125,15 +125,21 @@ func (g *Gateway) RemoveServer(name string) bool {
 // server's lists are fetched again, and sessions hear about it.
 func (g *Gateway) swap(cfg *config.Config, changed string) {
 	g.state.Store(newState(cfg))
+	g.clearRoutes()
+	g.cat.InvalidateServer(changed)
+	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
+		g.broadcastListChanged(changed, k)
+	}
+}
+
+// clearRoutes forgets the resolved routes: they were resolved against
+// the state just replaced.
+func (g *Gateway) clearRoutes() {
 	g.routes.Range(func(k, _ any) bool {
 		g.routes.Delete(k)
 		g.routeCount.Add(-1)
 		return true
 	})
-	g.cat.InvalidateServer(changed)
-	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
-		g.broadcastListChanged(changed, k)
-	}
 }
 
 // ServerNames are the servers served now (config file and runtime).

@@ -39,6 +39,8 @@ type Memory struct {
 	replicas   map[string]memReplica
 	owners     map[string]memOwner
 	streams    map[string]*memStream
+	leases     map[string]memLease
+	tickets    map[string]memTicket
 	subs       map[string]map[*memSub]struct{} // topic -> subscriptions
 }
 
@@ -85,6 +87,8 @@ func NewMemory(opts MemoryOptions) *Memory {
 		replicas:   map[string]memReplica{},
 		owners:     map[string]memOwner{},
 		streams:    map[string]*memStream{},
+		leases:     map[string]memLease{},
+		tickets:    map[string]memTicket{},
 		subs:       map[string]map[*memSub]struct{}{},
 	}
 }
@@ -146,6 +150,8 @@ func (m *Memory) write(op string, now time.Time) error {
 	maps.DeleteFunc(m.replicas, func(_ string, r memReplica) bool { return !live(r.exp) })
 	maps.DeleteFunc(m.owners, func(_ string, o memOwner) bool { return !live(o.exp) })
 	maps.DeleteFunc(m.streams, func(_ string, s *memStream) bool { return !live(s.exp) })
+	maps.DeleteFunc(m.leases, func(_ string, l memLease) bool { return !live(l.exp) })
+	maps.DeleteFunc(m.tickets, func(_ string, t memTicket) bool { return !live(t.exp) })
 	return nil
 }
 

@@ -3,15 +3,17 @@
 // 5): sessions an administrator ended, each session's small mutable state
 // (log level, resource subscriptions), rate-limit buckets, the registry of
 // live replicas, which replica holds a session's standalone GET stream,
-// resumable SSE event buffers, and a pub/sub bus for invalidations.
+// resumable SSE event buffers, short leases (one replica at a time runs a
+// vault refresh), and a pub/sub bus for invalidations.
 // Everything it holds has a TTL or a bound; durable records (keys, audit)
 // belong to internal/store.
 //
 // It defines the [Backend] contract, one small interface per concern that
-// a consumer can depend on alone, the errors callers branch on, and the
-// in-memory backend ([NewMemory]), the single-process default. The Redis
-// backend lives in state/redis and is wired by main; nothing else imports
-// it. Every backend must pass the conformance suite in state/statetest.
+// a consumer can depend on alone, the errors callers branch on, the
+// in-memory backend ([NewMemory]), the single-process default, and
+// [Follow], the subscribe/resync loop every consumer of the bus runs. The
+// Redis backend lives in state/redis and is wired by main; nothing else
+// imports it. Every backend must pass the conformance suite in state/statetest.
 //
 // The package does not decide anything: it does not know what a session
 // id looks like, which limit applies to whom, or what an event or a
@@ -46,6 +48,8 @@ type Backend interface {
 	StreamOwners
 	Events
 	PubSub
+	Leases
+	Tickets
 	// Name is the driver's name ("memory", "redis"), for logs and
 	// readiness reports.
 	Name() string

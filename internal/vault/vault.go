@@ -3,7 +3,8 @@
 // tokens the gateway obtained for them or a static key they brought
 // (BYOK), sealed at rest in the store's objects (kind vault) under the
 // keys of the config's vault section; and the rules for using them
-// concurrently: one refresh at a time per entry, coalesced last-use
+// concurrently: one refresh at a time per entry (across the fleet too,
+// with ShareRefreshes: fleet.go), coalesced last-use
 // writes, re-encryption under a new key (Rotate). Beside the people's
 // entries it keeps the gateway's own client registrations at upstream
 // authorization servers (registration.go), sealed and rotated the same way.
@@ -162,6 +163,10 @@ type Vault struct {
 	// before one from caching what it read.
 	opened map[string]openedEntry
 	gen    uint64
+	// fleet, when set, makes refreshes single-flight across replicas
+	// (fleet.go); holder is this process's name for its leases.
+	fleet  FleetLock
+	holder string
 }
 
 // readTTL bounds how long an entry changed by another process (a fleet
@@ -644,6 +649,13 @@ func (v *Vault) refresh(ctx context.Context, id, person, server string, fn func(
 		return Entry{}, err
 	}
 	defer unlock()
+	// Then the fleet's: the entry is read below, under both, so a refresh
+	// another replica finished meanwhile is what fn gets.
+	release, err := v.fleetLock(ctx, id)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer release()
 	cur, err := v.read(ctx, person, server)
 	if err != nil {
 		return Entry{}, err

@@ -41,6 +41,13 @@ type confirmStore struct {
 	m  map[string]confirmEntry // sha256 of the code -> who
 }
 
+// confirmRecord is a confirmation code's entry as a fleet's shared table
+// holds it.
+type confirmRecord struct {
+	C       Confirmation `json:"c"`
+	Expires time.Time    `json:"expires"`
+}
+
 type confirmEntry struct {
 	c       Confirmation
 	expires time.Time
@@ -73,6 +80,13 @@ func (s *Server) Confirmed(code string) (Confirmation, bool) {
 		return Confirmation{}, false
 	}
 	h, now := sha256Hex(code), s.now()
+	if t := s.pending.shared; t != nil {
+		var e confirmRecord
+		if !t.get(ticketConfirm+h, &e, true) || now.After(e.Expires) {
+			return Confirmation{}, false
+		}
+		return e.C, true
+	}
 	s.confirms.mu.Lock()
 	defer s.confirms.mu.Unlock()
 	e, ok := s.confirms.m[h]
@@ -93,6 +107,12 @@ func (s *Server) confirmed(w http.ResponseWriter, r *http.Request, p pending, pe
 	// The IdP's own sub: person.Subject is "<issuer digest>:<sub>".
 	if _, sub, ok := strings.Cut(person.Subject, ":"); ok {
 		c.IdPSubject = sub
+	}
+	if t := s.pending.shared; t != nil {
+		if !t.put(ticketConfirm+sha256Hex(code), confirmRecord{C: c, Expires: now.Add(confirmTTL)}, confirmTTL) {
+			return &oauthError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Description: "the login state is unavailable; try again shortly"}
+		}
+		return redirectWith(w, r, p.confirmTo, url.Values{ConfirmParam: {code}})
 	}
 	s.confirms.mu.Lock()
 	if s.confirms.m == nil {

@@ -28,14 +28,18 @@
 // [Server.MatchIssuer] and [Server.PublicKeys]), and never logs or stores
 // a secret in the clear: refresh tokens, client secrets and authorization
 // codes are kept as sha256 digests, signing keys sealed under a key that
-// lives in a file beside the database, not in it.
+// lives in a file beside the database (or in auth.login.seal_key), not in
+// it.
 //
 // # State per replica
 //
-// Pending authorization requests, authorization codes, the client
-// metadata document cache and the login rate limits live in this
-// process's memory: behind a load balancer one person's browser flow must
-// stay on one replica (it takes a few seconds). Clients, refresh token
-// families, consents and signing keys are in the store and shared; a
-// replica picks up keys another one created within a minute.
+// Clients, refresh token families, consents and signing keys are in the
+// store and shared; a replica picks up keys another one created within a
+// minute. Pending authorization requests, authorization codes and
+// confirmation codes live in this process's memory, or, with
+// Options.Shared (a fleet's Redis), in the shared tables (shared.go), so
+// that each step of one browser login may land on any replica; a
+// refresh token's rotation is then leased across the fleet. The client
+// metadata document cache and the login rate limits stay per replica (a
+// fleet of N allows N times the login attempts per address).
 package authserver

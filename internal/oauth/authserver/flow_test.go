@@ -63,8 +63,16 @@ func wantError(t *testing.T, r tokenReply, status int, code string) {
 // DCR: authorize with PKCE, the IdP round trip, consent, the code, the
 // token, and two refreshes; then a second authorization that skips
 // consent.
-func TestIdPFlow(t *testing.T) {
-	h := newHarness(t)
+func TestIdPFlow(t *testing.T) { testIdPFlow(t) }
+
+// TestFleetIdPFlow: the same journey behind a round-robin balancer over
+// two replicas: every step lands on the other replica than the one
+// before, so pending requests, codes and refresh rotation must be the
+// fleet's, not one process's.
+func TestFleetIdPFlow(t *testing.T) { testIdPFlow(t, withFleet()) }
+
+func testIdPFlow(t *testing.T, opts ...harnessOpt) {
+	h := newHarness(t, opts...)
 	reg := h.register(oauth.ClientMetadata{ClientName: "Test Client", RedirectURIs: []string{redirect}})
 	if reg.ClientID == "" || reg.ClientIDIssuedAt == 0 || reg.TokenEndpointAuthMethod != "none" || reg.ClientSecret != "" {
 		t.Fatalf("registration = %+v", reg)
@@ -183,8 +191,13 @@ func TestMetadataDocumentFlow(t *testing.T) {
 }
 
 // TestKeyLogin logs in with a pasted virtual key, after a wrong one.
-func TestKeyLogin(t *testing.T) {
-	h := newHarness(t, withoutIdP(), withStoreKeys())
+func TestKeyLogin(t *testing.T) { testKeyLogin(t) }
+
+// TestFleetKeyLogin: a key login across two replicas.
+func TestFleetKeyLogin(t *testing.T) { testKeyLogin(t, withFleet()) }
+
+func testKeyLogin(t *testing.T, opts ...harnessOpt) {
+	h := newHarness(t, append([]harnessOpt{withoutIdP(), withStoreKeys()}, opts...)...)
 	secret := addKey(t, h.store, "ada-laptop", "ada", "eng")
 	reg := h.register(oauth.ClientMetadata{ClientName: "Key Client", RedirectURIs: []string{redirect}})
 
@@ -295,8 +308,13 @@ func TestConfidentialClient(t *testing.T) {
 
 // TestConcurrentRefresh: of many refreshes racing with one token, exactly
 // one wins.
-func TestConcurrentRefresh(t *testing.T) {
-	h := newHarness(t)
+func TestConcurrentRefresh(t *testing.T) { testConcurrentRefresh(t) }
+
+// TestFleetConcurrentRefresh: of refreshes racing on two replicas, one wins.
+func TestFleetConcurrentRefresh(t *testing.T) { testConcurrentRefresh(t, withFleet()) }
+
+func testConcurrentRefresh(t *testing.T, opts ...harnessOpt) {
+	h := newHarness(t, opts...)
 	reg := h.register(oauth.ClientMetadata{RedirectURIs: []string{redirect}})
 	pk := newPKCE()
 	r := h.redeem(reg.ClientID, h.login(newBrowser(t, redirect), reg.ClientID, pk, nil), pk)

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver/astest"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -241,6 +242,21 @@ type harness struct {
 	dir   string
 
 	handler atomicHandler // what ts serves; a test may swap in another server
+
+	// fleet: a second replica (same store, seal key and shared tables)
+	// serves every other request (withFleet).
+	fleet   bool
+	replica *Server
+}
+
+// withFleet runs two replicas behind a balancer that alternates between
+// them on every request, as a round-robin load balancer does.
+func withFleet() harnessOpt {
+	return func(o *Options, h *harness) {
+		h.fleet = true
+		o.SealKey = []byte(strings.Repeat("s", 32))
+		o.Shared = state.NewMemory(state.MemoryOptions{})
+	}
 }
 
 type atomicHandler = atomic.Pointer[http.Handler]
@@ -300,6 +316,18 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Cleanup(func() { srv.Close() })
 	h.srv = srv
 	h.handler.Store(new(srv.Handler()))
+	if h.fleet {
+		o.DataDir = t.TempDir() // its own: only the seal key is shared
+		if h.replica, err = New(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.replica.Close() })
+		var n atomic.Uint64
+		both := []http.Handler{srv.Handler(), h.replica.Handler()}
+		h.handler.Store(new(http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			both[n.Add(1)%2].ServeHTTP(w, r)
+		}))))
+	}
 	h.ts.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.handler.Load()).ServeHTTP(w, r) })
 	h.ts.Start()
 	t.Cleanup(h.ts.Close)

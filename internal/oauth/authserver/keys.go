@@ -146,7 +146,7 @@ func (k *keyring) load(ctx context.Context, freshSeal bool) error {
 		sk, err := k.open(o)
 		if err != nil {
 			if !freshSeal {
-				return fmt.Errorf("signing key %s: %w (is %s the file these keys were sealed with?)", o.Name, err, SealKeyFile)
+				return fmt.Errorf("signing key %s: %w (is %s, or auth.login.seal_key, the key these were sealed with?)", o.Name, err, SealKeyFile)
 			}
 			k.logger.Warn("oauth signing key sealed with a lost key file; deleting it", attrKid, o.Name)
 			if err := k.store.DeleteObject(ctx, store.KindOAuthKey, o.Name); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -39,6 +39,7 @@ type pending struct {
 }
 
 type pendingStore struct {
+	shared  *sharedTables // a fleet's: the table lives there (shared.go)
 	mu      sync.Mutex
 	max     int
 	byID    map[string]*pending
@@ -51,6 +52,9 @@ func newPendingStore(max int) *pendingStore {
 
 // add stores p; false when the table is full of live requests.
 func (ps *pendingStore) add(p *pending, now time.Time) bool {
+	if ps.shared != nil {
+		return ps.sharedAdd(p, now)
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if len(ps.byID) >= ps.max {
@@ -68,6 +72,9 @@ func (ps *pendingStore) add(p *pending, now time.Time) bool {
 
 // get returns a copy of a live pending request.
 func (ps *pendingStore) get(id string, now time.Time) (pending, bool) {
+	if ps.shared != nil {
+		return ps.sharedGet(id, now, false)
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.byID[id]
@@ -79,6 +86,9 @@ func (ps *pendingStore) get(id string, now time.Time) (pending, bool) {
 
 // byIDPState returns a copy of the live request an IdP state belongs to.
 func (ps *pendingStore) byIDPState(state string, now time.Time) (pending, bool) {
+	if ps.shared != nil {
+		return ps.sharedByIDPState(state, now)
+	}
 	ps.mu.Lock()
 	id, ok := ps.byState[state]
 	ps.mu.Unlock()
@@ -91,6 +101,9 @@ func (ps *pendingStore) byIDPState(state string, now time.Time) (pending, bool) 
 // update applies fn to a live request under the lock; false when it is
 // gone.
 func (ps *pendingStore) update(id string, now time.Time, fn func(*pending)) bool {
+	if ps.shared != nil {
+		return ps.sharedUpdate(id, now, fn)
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.byID[id]
@@ -111,6 +124,9 @@ func (ps *pendingStore) update(id string, now time.Time, fn func(*pending)) bool
 // take removes a live request and returns it: the last step of a request
 // happens once.
 func (ps *pendingStore) take(id string, now time.Time) (pending, bool) {
+	if ps.shared != nil {
+		return ps.sharedGet(id, now, true)
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.byID[id]
@@ -125,6 +141,10 @@ func (ps *pendingStore) take(id string, now time.Time) (pending, bool) {
 }
 
 func (ps *pendingStore) remove(id string) {
+	if ps.shared != nil {
+		ps.sharedGet(id, time.Time{}, true)
+		return
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if p, ok := ps.byID[id]; ok {
@@ -174,9 +194,10 @@ type authCode struct {
 }
 
 type codeStore struct {
-	mu    sync.Mutex
-	max   int
-	codes map[string]*authCode
+	shared *sharedTables // a fleet's: the table lives there (shared.go)
+	mu     sync.Mutex
+	max    int
+	codes  map[string]*authCode
 }
 
 func newCodeStore(max int) *codeStore {
@@ -184,6 +205,9 @@ func newCodeStore(max int) *codeStore {
 }
 
 func (cs *codeStore) add(hash string, c *authCode, now time.Time) bool {
+	if cs.shared != nil {
+		return cs.sharedAdd(hash, c, now)
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if len(cs.codes) >= cs.max {
@@ -204,6 +228,9 @@ func (cs *codeStore) add(hash string, c *authCode, now time.Time) bool {
 // can revoke what was issued from it, whoever presents it. An unknown or
 // expired code is nil.
 func (cs *codeStore) redeem(hash string, now time.Time, check func(*authCode) error) (c *authCode, reused bool, err error) {
+	if cs.shared != nil {
+		return cs.sharedRedeem(hash, now, check)
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	live, ok := cs.codes[hash]
@@ -226,6 +253,9 @@ func (cs *codeStore) redeem(hash string, now time.Time, check func(*authCode) er
 // and reports whether the code was used again meanwhile (then the family
 // is to be revoked too).
 func (cs *codeStore) setFamily(hash, family string) (reused bool) {
+	if cs.shared != nil {
+		return cs.sharedSetFamily(hash, family)
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	c, ok := cs.codes[hash]

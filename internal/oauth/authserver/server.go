@@ -86,8 +86,17 @@ type Options struct {
 	// DataDir holds oauth-seal.key, the key the signing keys are sealed
 	// under in the store; created (0700) if missing.
 	DataDir string
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// SealKey, 32 bytes, replaces oauth-seal.key (auth.login.seal_key):
+	// the replicas of a fleet share one store, so they must share the key
+	// its signing keys are sealed under. A stored key it cannot open fails
+	// the start instead of being replaced.
+	SealKey []byte
+	// Shared, for a fleet, holds pending logins and codes so that each
+	// step of a login may land on any replica (shared.go); nil keeps them
+	// in this process.
+	Shared Shared
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Server is the authorization server. It is safe for concurrent use;
@@ -178,9 +187,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.public, s.prefix = u.String(), u.EscapedPath()
 	}
 
-	seal, fresh, err := loadSealKey(o.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("authserver: %w", err)
+	seal, fresh := o.SealKey, false
+	var err error
+	if seal == nil {
+		if seal, fresh, err = loadSealKey(o.DataDir); err != nil {
+			return nil, fmt.Errorf("authserver: %w", err)
+		}
 	}
 	s.keys = &keyring{store: o.Store, now: s.now, logger: s.logger, rotation: DefaultKeyRotation,
 		retain: s.login.AccessTokenTTL + clockSkew}
@@ -208,6 +220,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.meta = newMetadataFetcher(mc, s.login.AllowPrivateMetadata, s.now)
 	s.pending = newPendingStore(maxPending)
 	s.codes = newCodeStore(maxCodes)
+	if o.Shared != nil {
+		t := &sharedTables{s: o.Shared, log: s.logger}
+		s.pending.shared, s.codes.shared = t, t
+	}
 	s.loginRL = newLimiter(10, time.Minute)
 	s.regRL = newLimiter(30, time.Minute)
 	s.handler = s.routes()

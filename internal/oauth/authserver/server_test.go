@@ -484,3 +484,36 @@ func TestPendingBounded(t *testing.T) {
 		t.Error("an expired request is still returned")
 	}
 }
+
+// TestSharedSealKey: replicas of a fleet with their own data directories
+// and one seal key (auth.login.seal_key) share the stored signing keys; a
+// replica with another seal key fails to start and leaves them alone,
+// where a fresh oauth-seal.key would have replaced them.
+func TestSharedSealKey(t *testing.T) {
+	st := openStore(t)
+	login := &config.Login{Keys: true}
+	key := []byte(strings.Repeat("k", 32))
+	start := func(seal []byte) (*Server, error) {
+		return New(t.Context(), Options{Login: login, Store: st, Keys: storeKeys{st}, DataDir: t.TempDir(), SealKey: seal})
+	}
+	a, err := start(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := start(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ka, kb := a.PublicKeys().Keys, b.PublicKeys().Keys
+	if len(ka) != 1 || len(kb) != 1 || ka[0].KeyID != kb[0].KeyID {
+		t.Fatalf("replicas with one seal key sign with different keys: %v / %v", ka, kb)
+	}
+	if _, err := start([]byte(strings.Repeat("x", 32))); err == nil || !strings.Contains(err.Error(), "seal_key") {
+		t.Errorf("another seal key: err = %v", err)
+	}
+	if objs, _ := st.ListObjects(t.Context(), store.KindOAuthKey); len(objs) != 1 || objs[0].Name != ka[0].KeyID {
+		t.Errorf("the stored signing keys changed: %v", objs)
+	}
+}

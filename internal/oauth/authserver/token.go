@@ -312,6 +312,13 @@ func (s *Server) refresh(r *http.Request, c *client, form url.Values) (*tokenRes
 	ctx := r.Context()
 	s.tokenMu.Lock()
 	defer s.tokenMu.Unlock()
+	if t := s.pending.shared; t != nil {
+		release, err := t.refreshLease(tok)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	now := s.now()
 	familyID, fam, err := s.lookupRefresh(ctx, tok, now)
 	switch {

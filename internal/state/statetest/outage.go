@@ -38,6 +38,10 @@ func testOutage(t *testing.T, h Harness) {
 		"EventsAfter":      func() error { _, _, err := b.EventsAfter(ctx, "s", 0); return err },
 		"Publish":          func() error { return b.Publish(ctx, "t", nil) },
 		"Subscribe":        func() error { _, err := b.Subscribe(ctx, "u"); return err },
+		"AcquireLease":     func() error { _, err := b.AcquireLease(ctx, "l", "h", long); return err },
+		"ReleaseLease":     func() error { return b.ReleaseLease(ctx, "l", "h") },
+		"PutTicket":        func() error { return b.PutTicket(ctx, "t", nil, long) },
+		"TakeTicket":       func() error { _, _, err := b.TakeTicket(ctx, "t"); return err },
 	}
 	for what, call := range calls {
 		err := call()

@@ -48,6 +48,8 @@ func Run(t *testing.T, h Harness) {
 		{"StreamOwners", ownerTests},
 		{"Events", eventTests},
 		{"PubSub", pubsubTests},
+		{"Leases", leaseTests},
+		{"Tickets", ticketTests},
 		{"Errors", errorTests},
 	}
 	for _, g := range groups {

@@ -1,0 +1,274 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+// Admin changes across a fleet (SPEC S15, issue 14 §3). Every replica
+// serves from what it holds in memory: the authenticator's key cache,
+// the gateway's servers and toolsets, the grant set, the vault's cache
+// of people's credentials. A change made through one replica's API is
+// committed to the store first, then announced on the bus (Options.Bus),
+// and every other replica applies it within a second:
+//
+//	handler: store write -> apply here -> announce(kind, name)
+//	follower (every replica): message -> re-read that object from the
+//	  store -> apply; gap (Lost, new subscription) -> resync everything
+//
+// A message names what changed, never how: the follower re-reads the
+// store (or drops its cached copy), so a message carries no value to
+// trust, and two replicas changing one object at once both end with what
+// the store holds. A message never carries a secret (keys are named by
+// alias, vault entries by their keyed hash). Delivery is at most once; publishing failures are logged and never fail
+// the request (the change is committed, and the others converge at their
+// next resync).
+
+// TopicChanges is the bus topic of admin changes.
+const TopicChanges = "gateway:admin"
+
+// busTimeout bounds one publish and one resync.
+const busTimeout = 2 * time.Second
+
+// What a change names (change.Kind).
+const (
+	changeKey     = "key"     // Name: the key's alias
+	changeServer  = "server"  // Name: a runtime server
+	changeToolset = "toolset" // Name: a runtime toolset
+	changeGrant   = "grant"   // Name: "<user|team|role>:<value>"
+	// Name: the vault's EntryID of a person's credential or connection
+	// (a keyed hash naming neither the person nor the server).
+	changeVault = "vault"
+)
+
+// change is one message on TopicChanges.
+type change struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// From is the announcing API (API.id): its own follower skips it.
+	From string `json:"from"`
+}
+
+// newInstanceID names this API in its announcements.
+func newInstanceID() string { return rand.Text()[:16] }
+
+// announce tells the other replicas that kind name changed.
+func (a *API) announce(ctx context.Context, kind, name string) {
+	if a.o.Bus == nil {
+		return
+	}
+	msg, _ := json.Marshal(change{Kind: kind, Name: name, From: a.id})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
+	defer cancel()
+	if err := a.o.Bus.Publish(ctx, TopicChanges, msg); err != nil {
+		a.log.Warn("could not announce an admin change to the other replicas; they apply it at their next resync",
+			"kind", kind, "name", name, "error", err)
+	}
+}
+
+// Start follows the other replicas' changes, when there is a bus, until
+// Close. Call it once, after the runtime servers and toolsets were loaded
+// (SyncServers, SyncToolsets).
+func (a *API) Start() {
+	if a.o.Bus == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		state.Follow(ctx, a.o.Bus, state.FollowOptions{
+			Topics:  []string{TopicChanges},
+			What:    "admin changes",
+			Logger:  a.log,
+			Timeout: busTimeout,
+			Handle:  a.applyChange,
+			Resync:  a.resync,
+		})
+	}()
+}
+
+// Close stops following; the follower is gone when it returns.
+func (a *API) Close() {
+	if a.stop != nil {
+		a.stop()
+	}
+	a.bg.Wait()
+}
+
+// applyChange applies one announcement of another replica.
+func (a *API) applyChange(ctx context.Context, m state.Message) {
+	var c change
+	if err := json.Unmarshal(m.Data, &c); err != nil || c.Name == "" {
+		a.log.Warn("ignoring an unreadable admin change announcement")
+		return
+	}
+	if c.From == a.id {
+		return // applied when it was made
+	}
+	ctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	switch c.Kind {
+	case changeKey:
+		a.keyChanged(c.Name)
+	case changeServer:
+		a.servers.apply(ctx, a, c.Name)
+	case changeToolset:
+		a.toolsets.apply(ctx, a, c.Name)
+	case changeVault:
+		if a.o.Vault != nil {
+			a.o.Vault.Forget(c.Name)
+		}
+	case changeGrant:
+		if err := a.ReloadGrants(ctx); err != nil {
+			a.log.Warn("could not reload the grants after a change on another replica", "grant", c.Name, "error", err)
+		}
+	default:
+		// A newer replica's kind: its change takes effect here at the
+		// next resync, or when this replica is upgraded.
+		a.log.Debug("ignoring an admin change of an unknown kind", "kind", c.Kind)
+	}
+}
+
+// resync re-reads everything another replica may have changed while this
+// one was not listening: every cached key and vault entry, the runtime
+// servers and toolsets, the grants.
+func (a *API) resync(ctx context.Context) error {
+	defer a.synced.Store(true)
+	if a.o.KeysFlushed != nil {
+		a.o.KeysFlushed()
+	}
+	if a.o.Vault != nil {
+		a.o.Vault.ForgetAll()
+	}
+	if a.o.Gateway != nil {
+		a.o.Gateway.RecheckStreams()
+	}
+	return errors.Join(a.SyncServers(ctx), a.SyncToolsets(ctx), a.ReloadGrants(ctx))
+}
+
+// following reports whether the follower has subscribed (and resynced)
+// at least once.
+func (a *API) following() bool { return a.synced.Load() }
+
+// vaultChanged announces that person's vault entry for server was
+// changed or deleted here (the vault forgot its own copy).
+func (a *API) vaultChanged(ctx context.Context, person, server string) {
+	a.announce(ctx, changeVault, a.o.Vault.EntryID(person, server))
+}
+
+// keyChanged forgets the key alias on this replica and makes its open
+// streams re-check it, so that a revocation ends them at once.
+func (a *API) keyChanged(alias string) {
+	if a.o.KeyChanged != nil {
+		a.o.KeyChanged(alias)
+	}
+	if a.o.Gateway != nil {
+		a.o.Gateway.RecheckStreams()
+	}
+}
+
+// SyncServers makes the gateway serve the runtime servers the store
+// holds: missing ones are added, changed ones replaced, deleted ones
+// removed. A server the config file defines wins over a stored one of
+// the same name. cmd/mcpgate calls it at start; the follower after a gap.
+// A server that cannot be loaded is logged and skipped (retried at the
+// next sync); the error is the store's.
+func (a *API) SyncServers(ctx context.Context) error { return a.servers.sync(ctx, a) }
+
+// SyncToolsets is SyncServers for runtime toolsets.
+func (a *API) SyncToolsets(ctx context.Context) error { return a.toolsets.sync(ctx, a) }
+
+// runtimeObjects keeps the gateway serving one kind of runtime object
+// (servers, toolsets) as the store holds it. The config file's objects
+// are not its business: a stored object of a name the file defines is
+// ignored, and one the file defines is never removed.
+type runtimeObjects struct {
+	kind     string // store.KindServer, store.KindToolset
+	fromFile func(name string) bool
+	// load serves doc as name (replacing what is served under it);
+	// unload stops serving name, false when it was not served.
+	load   func(ctx context.Context, name string, doc json.RawMessage) error
+	unload func(name string) bool
+
+	// mu serialises changes, by handlers and the follower; applied is
+	// each served object's document as the store held it.
+	mu      sync.Mutex
+	applied map[string]json.RawMessage
+}
+
+func (r *runtimeObjects) sync(ctx context.Context, a *API) error {
+	objs, err := a.o.Store.ListObjects(ctx, r.kind)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stored := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		stored[o.Name] = true
+	}
+	// Removals first: a loaded object is validated with everything else
+	// served, which must not include what the store no longer holds.
+	for name := range r.applied {
+		if !stored[name] {
+			r.unloadLocked(a, name)
+		}
+	}
+	for _, o := range objs {
+		r.loadLocked(ctx, a, o)
+	}
+	return nil
+}
+
+// apply brings the object name in line with the store.
+func (r *runtimeObjects) apply(ctx context.Context, a *API, name string) {
+	o, err := a.o.Store.GetObject(ctx, r.kind, name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		r.unloadLocked(a, name)
+	case err != nil:
+		a.log.Warn("could not read an object another replica changed; retried at the next resync", "kind", r.kind, "name", name, "error", err)
+	default:
+		r.loadLocked(ctx, a, o)
+	}
+}
+
+// loadLocked serves o unless it is served already as stored.
+func (r *runtimeObjects) loadLocked(ctx context.Context, a *API, o store.Object) {
+	if doc, ok := r.applied[o.Name]; ok && bytes.Equal(doc, o.Doc) {
+		return
+	}
+	if r.fromFile(o.Name) {
+		a.log.Warn("runtime object shadowed by the config file; ignored", "kind", r.kind, "name", o.Name)
+		r.applied[o.Name] = o.Doc // warned once per version
+		return
+	}
+	if err := r.load(ctx, o.Name, o.Doc); err != nil {
+		a.log.Warn("runtime object not loaded", "kind", r.kind, "name", o.Name, "error", err)
+		return
+	}
+	r.applied[o.Name] = o.Doc
+}
+
+// unloadLocked stops serving an object the store no longer holds.
+func (r *runtimeObjects) unloadLocked(a *API, name string) {
+	if _, ok := r.applied[name]; !ok {
+		return
+	}
+	delete(r.applied, name)
+	if !r.fromFile(name) && r.unload(name) {
+		a.log.Info("runtime object removed on another replica", "kind", r.kind, "name", name)
+	}
+}

@@ -1,0 +1,558 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/state/redis"
+	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/postgres"
+	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
+	"github.com/mcpgate/mcpgate/internal/vault"
+)
+
+// TestMain stops the throwaway PostgreSQL server if a test started one.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// propagation bounds how long an admin change may take to reach another
+// replica (issue 14 §3).
+const propagation = time.Second
+
+// replica is one gateway of a fleet with its own admin API, authenticator
+// and store connection, behind its own listener.
+type replica struct {
+	*rig
+	api   *API
+	vault *vault.Vault
+}
+
+// fleetRig starts n replicas on one store (each opens its own) and one
+// bus, each with the config file's server calc.
+func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus state.PubSub) []*replica {
+	t.Helper()
+	calc := toolUpstream(t, "add", "sub")
+	out := make([]*replica, n)
+	for i := range out {
+		cfg := &config.Config{
+			Listen: "127.0.0.1:0", ToolNameSeparator: "__",
+			Servers: map[string]*config.Server{"calc": {Name: "calc", Transport: config.TransportHTTP, URL: calc, Timeout: 5 * time.Second}},
+			Auth:    &config.CallerAuth{MasterKey: master},
+		}
+		st := open(t)
+		auth := callers.New(callers.Options{Keys: st, MasterKey: master})
+		vlt, err := vault.New(st, []config.VaultKey{{ID: "k1", Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st, Vault: vlt})
+		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, KeysFlushed: auth.Flush,
+			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
+		g.MountAdmin(api)
+		if err := api.SyncServers(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		api.Start()
+		ts := httptest.NewServer(g)
+		t.Cleanup(func() {
+			ts.CloseClientConnections()
+			ts.Close()
+			api.Close()
+			g.Close(context.Background())
+			auth.Close()
+			st.Close()
+		})
+		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api, vault: vlt}
+	}
+	return out
+}
+
+// postgresStores opens the replicas' stores on one new PostgreSQL
+// database.
+func postgresStores(t *testing.T) func(*testing.T) store.Store {
+	dsn := pgtest.DSN(t)
+	return func(t *testing.T) store.Store {
+		st, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+}
+
+// sqliteStores opens the replicas' stores on one SQLite database.
+func sqliteStores(t *testing.T) func(*testing.T) store.Store {
+	dir := t.TempDir()
+	return func(t *testing.T) store.Store {
+		st, err := sqlite.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+}
+
+// redisBus opens a client of srv, closed at the end of t (after the
+// replicas: cleanups run last in, first out).
+func redisBus(t *testing.T, srv *redistest.Server) *redis.Backend {
+	t.Helper()
+	b, err := redis.Open(redis.Options{URL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// within polls cond until it holds, failing t propagation after the
+// change, and logs how long it took.
+func within(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	return withinSince(t, time.Now(), what, cond)
+}
+
+// withinSince is within for a change made at start.
+func withinSince(t *testing.T, start time.Time, what string, cond func() bool) time.Duration {
+	t.Helper()
+	for !cond() {
+		if time.Since(start) > propagation {
+			t.Fatalf("%s: not within %s", what, propagation)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	d := time.Since(start)
+	t.Logf("%s: %s", what, d.Round(100*time.Microsecond))
+	return d
+}
+
+const listBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+
+// S15, issue 14 §3: admin changes made on one replica apply on the others
+// within a second, on PostgreSQL and Redis, as in production.
+func TestFleetAdminChangesPostgresRedis(t *testing.T) {
+	bus := redisBus(t, redistest.New(t))
+	testFleetAdminChanges(t, fleetRig(t, 2, postgresStores(t), bus))
+}
+
+// The same on the memory bus, as replicas in one process share it.
+func TestFleetAdminChangesMemory(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	testFleetAdminChanges(t, fleetRig(t, 2, sqliteStores(t), mem))
+}
+
+func testFleetAdminChanges(t *testing.T, rs []*replica) {
+	a, b := rs[0], rs[1]
+	waitFollowing(t, rs)
+
+	t.Run("key revoke", func(t *testing.T) {
+		secret := a.createKey(t, `{"alias":"doomed","user":"alice"}`)
+		// B caches the key on first use, for longer than a second
+		// (callers.DefaultCacheTTL): only the announcement can make it
+		// forget in time.
+		if code, _ := b.do(t, "POST", "/mcp", secret, listBody); code != 200 {
+			t.Fatalf("the new key on B: %d", code)
+		}
+		stream := openStream(t, b.url, secret)
+		revoked := time.Now()
+		if code, _ := a.do(t, "DELETE", "/admin/v1/keys/doomed", master, ""); code != http.StatusNoContent {
+			t.Fatalf("revoke on A: %d", code)
+		}
+		withinSince(t, revoked, "key revoked on A refused on B", func() bool {
+			code, _ := b.do(t, "POST", "/mcp", secret, listBody)
+			return code == http.StatusUnauthorized
+		})
+		withinSince(t, revoked, "revoked key's GET stream on B ended", func() bool {
+			select {
+			case <-stream:
+				return true
+			default:
+				return false
+			}
+		})
+	})
+
+	t.Run("key patch", func(t *testing.T) {
+		secret := a.createKey(t, `{"alias":"narrow","servers":["calc"]}`)
+		if _, body := b.do(t, "POST", "/mcp", secret, listBody); !strings.Contains(body, "calc__add") {
+			t.Fatalf("before: %s", body)
+		}
+		if code, _ := a.do(t, "PATCH", "/admin/v1/keys/narrow", master, `{"deny_tools":{"calc":["add"]}}`); code != 200 {
+			t.Fatalf("patch on A: %d", code)
+		}
+		within(t, "key patched on A applies on B", func() bool {
+			_, body := b.do(t, "POST", "/mcp", secret, listBody)
+			return strings.Contains(body, "calc__sub") && !strings.Contains(body, "calc__add")
+		})
+	})
+
+	url := toolUpstream(t, "ping")
+	t.Run("server add", func(t *testing.T) {
+		if code, body := b.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`","timeout":"5s"}`); code != http.StatusCreated {
+			t.Fatalf("add on B: %d %s", code, body)
+		}
+		within(t, "server added on B listed by tools/list on A", func() bool {
+			_, body := a.do(t, "POST", "/mcp", master, listBody)
+			return strings.Contains(body, `"extra__ping"`)
+		})
+	})
+
+	t.Run("server replace", func(t *testing.T) {
+		other := toolUpstream(t, "pong")
+		if code, body := a.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+other+`","timeout":"5s"}`); code != http.StatusCreated {
+			t.Fatalf("replace on A: %d %s", code, body)
+		}
+		within(t, "server replaced on A served anew on B", func() bool {
+			_, body := b.do(t, "POST", "/mcp", master, listBody)
+			return strings.Contains(body, `"extra__pong"`) && !strings.Contains(body, `"extra__ping"`)
+		})
+	})
+
+	t.Run("server remove", func(t *testing.T) {
+		if code, body := a.do(t, "DELETE", "/admin/v1/servers/extra", master, ""); code != http.StatusNoContent {
+			t.Fatalf("remove on A: %d %s", code, body)
+		}
+		within(t, "server removed on A gone from B", func() bool {
+			_, body := b.do(t, "POST", "/mcp", master, listBody)
+			return !strings.Contains(body, `extra__`) && strings.Contains(body, `calc__add`)
+		})
+	})
+
+	t.Run("toolset put, change and delete", func(t *testing.T) {
+		if code, body := a.do(t, "PUT", "/admin/v1/toolsets/math", master, `{"servers":{"calc":["add"]}}`); code != 200 {
+			t.Fatalf("put on A: %d %s", code, body)
+		}
+		within(t, "toolset put on A served on B", func() bool {
+			_, body := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
+			return strings.Contains(body, `add"`) && !strings.Contains(body, `sub"`)
+		})
+		if code, body := a.do(t, "PUT", "/admin/v1/toolsets/math", master, `{"servers":{"calc":["sub"]}}`); code != 200 {
+			t.Fatalf("change on A: %d %s", code, body)
+		}
+		within(t, "toolset changed on A applies on B", func() bool {
+			_, body := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
+			return strings.Contains(body, `sub"`) && !strings.Contains(body, `add"`)
+		})
+		if code, body := a.do(t, "DELETE", "/admin/v1/toolsets/math", master, ""); code != http.StatusNoContent {
+			t.Fatalf("delete on A: %d %s", code, body)
+		}
+		within(t, "toolset deleted on A gone from B", func() bool {
+			code, _ := b.do(t, "POST", "/toolset/math/mcp", master, listBody)
+			return code == http.StatusNotFound
+		})
+	})
+
+	t.Run("connection revoke", func(t *testing.T) {
+		ctx := context.Background()
+		e := vault.Entry{Person: "key:alice", Server: "calc", Kind: vault.KindStatic, AccessToken: "alice-calc-token"}
+		if err := a.vault.Put(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		// B serves the entry from its cache for longer than a second.
+		if _, err := b.vault.Get(ctx, e.Person, e.Server); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := a.do(t, "DELETE", "/admin/v1/connections/key:alice/calc", master, ""); code != http.StatusNoContent {
+			t.Fatalf("revoke on A: %d %s", code, body)
+		}
+		within(t, "connection revoked on A no longer served on B", func() bool {
+			_, err := b.vault.Get(ctx, e.Person, e.Server)
+			return errors.Is(err, vault.ErrNotFound)
+		})
+	})
+
+	t.Run("grant put and delete", func(t *testing.T) {
+		if code, body := a.do(t, "PUT", "/admin/v1/grants/team/ops", master, `{"servers":["calc"]}`); code != 200 {
+			t.Fatalf("put on A: %d %s", code, body)
+		}
+		within(t, "grant put on A applies on B", func() bool {
+			_, body := b.do(t, "GET", "/admin/v1/grants", master, "")
+			return strings.Contains(body, `"value":"ops"`)
+		})
+		if code, _ := a.do(t, "DELETE", "/admin/v1/grants/team/ops", master, ""); code != http.StatusNoContent {
+			t.Fatalf("delete on A: %d", code)
+		}
+		within(t, "grant deleted on A gone from B", func() bool {
+			_, body := b.do(t, "GET", "/admin/v1/grants", master, "")
+			return !strings.Contains(body, `"value":"ops"`)
+		})
+	})
+}
+
+// After its subscription was lost (Redis restarted, empty), a replica
+// resynchronises from the store: changes made while it could not hear
+// them apply once it follows again.
+func TestFleetAdminResyncAfterRedisRestart(t *testing.T) {
+	srv := redistest.New(t)
+	rs := fleetRig(t, 2, postgresStores(t), redisBus(t, srv))
+	a, b := rs[0], rs[1]
+	waitFollowing(t, rs)
+	secret := a.createKey(t, `{"alias":"doomed"}`)
+	if code, _ := b.do(t, "POST", "/mcp", secret, listBody); code != 200 {
+		t.Fatalf("the new key on B: %d", code)
+	}
+	url := toolUpstream(t, "ping")
+	if code, body := a.do(t, "POST", "/admin/v1/servers", master, `{"name":"gone","transport":"http","url":"`+url+`","timeout":"5s"}`); code != http.StatusCreated {
+		t.Fatalf("add on A: %d %s", code, body)
+	}
+	within(t, "server added on A served on B", func() bool {
+		_, body := b.do(t, "POST", "/mcp", master, listBody)
+		return strings.Contains(body, `"gone__ping"`)
+	})
+
+	srv.Stop()
+	// Committed while nobody hears: the announcements fail (logged).
+	if code, _ := a.do(t, "DELETE", "/admin/v1/keys/doomed", master, ""); code != http.StatusNoContent {
+		t.Fatalf("revoke on A: %d", code)
+	}
+	if code, _ := a.do(t, "DELETE", "/admin/v1/servers/gone", master, ""); code != http.StatusNoContent {
+		t.Fatalf("remove on A: %d", code)
+	}
+	if code, body := a.do(t, "POST", "/admin/v1/servers", master, `{"name":"fresh","transport":"http","url":"`+url+`","timeout":"5s"}`); code != http.StatusCreated {
+		t.Fatalf("add on A: %d %s", code, body)
+	}
+	if code, _ := a.do(t, "PUT", "/admin/v1/grants/role/ops", master, `{"servers":["calc"]}`); code != 200 {
+		t.Fatalf("grant on A: %d", code)
+	}
+	if code, body := a.do(t, "PUT", "/admin/v1/toolsets/pings", master, `{"servers":{"fresh":["ping"]}}`); code != 200 {
+		t.Fatalf("toolset on A: %d %s", code, body)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	// The follower subscribes again within its retry pause, then
+	// resyncs.
+	deadline := restarted.Add(state.DefaultFollowRetry + 2*propagation)
+	for {
+		code, _ := b.do(t, "POST", "/mcp", secret, listBody)
+		_, tools := b.do(t, "POST", "/mcp", master, listBody)
+		_, grants := b.do(t, "GET", "/admin/v1/grants", master, "")
+		_, toolset := b.do(t, "POST", "/toolset/pings/mcp", master, listBody)
+		if code == http.StatusUnauthorized && !strings.Contains(tools, "gone__") && strings.Contains(tools, `"fresh__ping"`) &&
+			strings.Contains(grants, `"value":"ops"`) && strings.Contains(toolset, `ping"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B not resynchronised %s after Redis came back: key %d, tools %s, grants %s, toolset %s", time.Since(restarted), code, tools, grants, toolset)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("resynchronised %s after Redis came back", time.Since(restarted).Round(time.Millisecond))
+}
+
+// A Lost marker (messages dropped in a gap) makes the follower resync:
+// what it missed applies, though no message named it.
+func TestFleetAdminResyncOnLost(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	gap := &gapBus{PubSub: mem}
+	rs := fleetRig(t, 2, sqliteStores(t), gap)
+	a, b := rs[0], rs[1]
+	waitFollowing(t, rs)
+	secret := a.createKey(t, `{"alias":"doomed"}`)
+	if code, _ := b.do(t, "POST", "/mcp", secret, listBody); code != 200 {
+		t.Fatalf("the new key on B: %d", code)
+	}
+	gap.drop(true)
+	if code, _ := a.do(t, "DELETE", "/admin/v1/keys/doomed", master, ""); code != http.StatusNoContent {
+		t.Fatalf("revoke on A: %d", code)
+	}
+	url := toolUpstream(t, "ping")
+	if code, body := a.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`","timeout":"5s"}`); code != http.StatusCreated {
+		t.Fatalf("add on A: %d %s", code, body)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if code, _ := b.do(t, "POST", "/mcp", secret, listBody); code != 200 {
+		t.Fatalf("B heard of the revocation through a gap (the test proves nothing): %d", code)
+	}
+	gap.drop(false)
+	within(t, "missed changes applied after Lost", func() bool {
+		code, _ := b.do(t, "POST", "/mcp", secret, listBody)
+		_, tools := b.do(t, "POST", "/mcp", master, listBody)
+		return code == http.StatusUnauthorized && strings.Contains(tools, `"extra__ping"`)
+	})
+}
+
+// A replica ignores unreadable announcements and those of unknown kinds,
+// and keeps following.
+func TestFleetAdminBadAnnouncements(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	rs := fleetRig(t, 2, sqliteStores(t), mem)
+	waitFollowing(t, rs)
+	for _, m := range []string{`not json`, `{"kind":"key"}`, `{"kind":"comet","name":"x","from":"elsewhere"}`} {
+		if err := mem.Publish(context.Background(), TopicChanges, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := rs[0].createKey(t, `{"alias":"k"}`)
+	if code, _ := rs[1].do(t, "POST", "/mcp", secret, listBody); code != 200 {
+		t.Fatalf("key on B: %d", code)
+	}
+	if code, _ := rs[0].do(t, "DELETE", "/admin/v1/keys/k", master, ""); code != http.StatusNoContent {
+		t.Fatal("revoke")
+	}
+	within(t, "revocation after bad announcements", func() bool {
+		code, _ := rs[1].do(t, "POST", "/mcp", secret, listBody)
+		return code == http.StatusUnauthorized
+	})
+}
+
+// waitFollowing waits until every replica's follower subscribed: a change
+// announced before would be applied only by its first resync.
+func waitFollowing(t *testing.T, rs []*replica) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, r := range rs {
+		for !r.api.following() {
+			if time.Now().After(deadline) {
+				t.Fatal("a follower did not subscribe")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// openStream opens a session's GET stream on url with secret; the channel
+// is closed when the stream ends.
+func openStream(t *testing.T, url, secret string) <-chan struct{} {
+	t.Helper()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest("POST", url+"/mcp", strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(callers.HeaderAPIKey, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, url+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set(callers.HeaderAPIKey, secret)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET stream: %v %+v", err, resp)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer resp.Body.Close()
+		buf := make([]byte, 4096)
+		for {
+			if _, err := resp.Body.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return ended
+}
+
+// gapBus is a PubSub that can lose messages: while dropping, nothing
+// reaches its subscribers; when it stops, they get a Lost marker, as
+// after a backend reconnect.
+type gapBus struct {
+	state.PubSub
+	mu       sync.Mutex
+	dropping bool
+	subs     []*gapSub
+}
+
+type gapSub struct {
+	inner  state.Subscription
+	c      chan state.Message
+	closed bool // c is closed; guarded by gapBus.mu
+}
+
+func (b *gapBus) Subscribe(ctx context.Context, topics ...string) (state.Subscription, error) {
+	inner, err := b.PubSub.Subscribe(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	s := &gapSub{inner: inner, c: make(chan state.Message, state.SubscriptionBuffer)}
+	b.mu.Lock()
+	b.subs = append(b.subs, s)
+	b.mu.Unlock()
+	go func() {
+		for m := range inner.C() {
+			b.mu.Lock()
+			if !b.dropping {
+				select {
+				case s.c <- m:
+				default: // a reader this far behind has lost messages anyway
+				}
+			}
+			b.mu.Unlock()
+		}
+		b.mu.Lock()
+		s.closed = true
+		close(s.c)
+		b.mu.Unlock()
+	}()
+	return s, nil
+}
+
+func (b *gapBus) drop(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dropping = on
+	if !on {
+		for _, s := range b.subs {
+			if !s.closed {
+				s.c <- state.Message{Lost: true}
+			}
+		}
+	}
+}
+
+func (s *gapSub) C() <-chan state.Message { return s.c }
+func (s *gapSub) Close() error            { return s.inner.Close() }
+
+var _ state.PubSub = (*gapBus)(nil)
+
+// The follower is gone when Close returns, and Close without Start (no
+// bus) is a no-op.
+func TestFollowerEndsWithClose(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: "__"}
+	g := gateway.New(gateway.Options{Config: cfg})
+	defer g.Close(context.Background())
+	New(Options{Gateway: g, Store: st, Config: cfg}).Close()
+	api := New(Options{Gateway: g, Store: st, Config: cfg, Bus: mem})
+	api.Start()
+	waitFollowing(t, []*replica{{api: api}})
+	api.Close()
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "admin.(*API).Start") {
+		t.Fatalf("the follower outlived Close:\n%s", stacks)
+	}
+}

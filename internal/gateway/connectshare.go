@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// The connect flow in a fleet (SPEC S15, S19). Behind a round-robin
+// balancer, the call that asks a person to connect (elicitConnect), the
+// link's confirmation page, the redirect to the authorization server and
+// its callback each land on any replica. With Options.Tickets (a fleet's
+// Redis) the pending connects live there:
+//
+//   - an elicitation's ticket (person, server, scopes) is readable on
+//     every replica; its completion is a "done" marker the waiting call
+//     polls for, beside the in-process channel;
+//   - an authorization request (state -> person, verifier, browser
+//     binding) is taken once, atomically, by whichever replica the
+//     callback reaches; the client registration it used is read back
+//     from the vault (connectreg.go).
+//
+// Keys in the shared store are digests of the ids: a copy of Redis does
+// not hold a link or a state that would answer the callback.
+
+// donePoll is how often a call waiting for a connect asks the shared
+// store whether another replica completed it.
+const donePoll = 250 * time.Millisecond
+
+const (
+	ticketConnect = "connect:ticket:"
+	ticketDone    = "connect:done:"
+	ticketState   = "connect:state:"
+)
+
+func ticketKey(prefix, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return prefix + hex.EncodeToString(sum[:])
+}
+
+// sharedTicket is an elicitation's ticket as the shared store holds it.
+type sharedTicket struct {
+	Person  string    `json:"person"`
+	Server  string    `json:"server"`
+	Scopes  []string  `json:"scopes,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+// sharedState is a pending authorization request as the shared store
+// holds it.
+type sharedState struct {
+	Person   string    `json:"person"`
+	Server   string    `json:"server"`
+	Verifier string    `json:"verifier"`
+	Binding  string    `json:"binding"`
+	Redirect string    `json:"redirect"`
+	Scopes   []string  `json:"scopes,omitempty"`
+	Ticket   string    `json:"ticket,omitempty"`
+	Expires  time.Time `json:"expires"`
+}
+
+func (c *connector) shareCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), busTimeout)
+}
+
+// put stores v under key until expires; false when the store failed.
+func (c *connector) put(key string, v any, expires time.Time, now time.Time) bool {
+	data, err := json.Marshal(v)
+	ttl := expires.Sub(now)
+	if err != nil || ttl <= 0 {
+		return false
+	}
+	ctx, cancel := c.shareCtx()
+	defer cancel()
+	if err := c.shared.PutTicket(ctx, key, data, ttl); err != nil {
+		c.log.Warn("oauth connect: the fleet's shared store is unavailable", "error", err)
+		return false
+	}
+	return true
+}
+
+// get reads (or takes) key into v.
+func (c *connector) get(key string, v any, take bool) bool {
+	ctx, cancel := c.shareCtx()
+	defer cancel()
+	op := c.shared.GetTicket
+	if take {
+		op = c.shared.TakeTicket
+	}
+	data, ok, err := op(ctx, key)
+	if err != nil {
+		c.log.Warn("oauth connect: the fleet's shared store is unavailable", "error", err)
+		return false
+	}
+	return ok && json.Unmarshal(data, v) == nil
+}
+
+// shareTicket makes ticket id readable on every replica.
+func (c *connector) shareTicket(id string, t *connTicket, now time.Time) bool {
+	return c.put(ticketKey(ticketConnect, id), sharedTicket{Person: t.person, Server: t.server, Scopes: t.scopes, Expires: t.expires}, t.expires, now)
+}
+
+// sharedTicketOf is ticket id as another replica made it (no channel: the
+// call waits there).
+func (c *connector) sharedTicketOf(id string, now time.Time) *connTicket {
+	var st sharedTicket
+	if !c.get(ticketKey(ticketConnect, id), &st, false) || now.After(st.Expires) {
+		return nil
+	}
+	return &connTicket{person: st.Person, server: st.Server, scopes: st.Scopes, expires: st.Expires}
+}
+
+// awaitTicket is closed once ticket t (id) is complete: here, or, in a
+// fleet, on the replica the callback reached. It stops with ctx.
+func (c *connector) awaitTicket(ctx context.Context, id string, t *connTicket) <-chan struct{} {
+	if c.shared == nil {
+		return t.done
+	}
+	out := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(donePoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.done:
+				close(out)
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				var done bool
+				if c.get(ticketKey(ticketDone, id), &done, false) {
+					close(out)
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// markDone records in the shared store that ticket id is complete.
+func (c *connector) markDone(id string, now time.Time) {
+	c.put(ticketKey(ticketDone, id), true, now.Add(connectStateTTL), now)
+}
+
+// forgetShared drops ticket id's shared records.
+func (c *connector) forgetShared(id string) {
+	var v json.RawMessage
+	c.get(ticketKey(ticketConnect, id), &v, true)
+	c.get(ticketKey(ticketDone, id), &v, true)
+}
+
+// shareState stores a pending authorization request for any replica's
+// callback.
+func (c *connector) shareState(state string, st *connState, now time.Time) bool {
+	return c.put(ticketKey(ticketState, state), sharedState{Person: st.person, Server: st.server, Verifier: st.verifier,
+		Binding: st.binding, Redirect: st.reg.redirect, Scopes: st.scopes, Ticket: st.ticket, Expires: st.expires}, st.expires, now)
+}
+
+// takeState takes a pending authorization request once, fleet-wide. The
+// registration is found again by the caller (it may be this replica's
+// or one kept in the vault).
+func (c *connector) takeState(state string) (*connState, string, bool) {
+	var s sharedState
+	if !c.get(ticketKey(ticketState, state), &s, true) {
+		return nil, "", false
+	}
+	return &connState{person: s.Person, server: s.Server, verifier: s.Verifier, binding: s.Binding, scopes: s.Scopes,
+		ticket: s.Ticket, expires: s.Expires}, s.Redirect, true
+}
+
+// putBackState returns a request taken by a browser it does not belong
+// to, for its owner.
+func (c *connector) putBackState(state string, st *connState, redirect string, now time.Time) {
+	c.put(ticketKey(ticketState, state), sharedState{Person: st.person, Server: st.server, Verifier: st.verifier,
+		Binding: st.binding, Redirect: redirect, Scopes: st.scopes, Ticket: st.ticket, Expires: st.expires}, st.expires, now)
+}

@@ -1,0 +1,38 @@
+package vault
+
+// Other processes (the replicas of a fleet) serve the entries they read
+// from their own cache for up to readTTL. When an entry is changed or
+// deleted through one of them, it tells the others which one by its
+// EntryID, and they Forget it, so that a revoked connection stops being
+// used everywhere at once. An EntryID names an entry without naming its
+// person or server: it is the keyed hash the store already names the
+// entry by (under the primary key), never the credential.
+
+// EntryID is the id of person's entry for server, the same in every
+// process with the same primary key.
+func (v *Vault) EntryID(person, server string) string {
+	return v.ring.primary().name(person, server)
+}
+
+// Forget drops the cached entry whose EntryID is id, if any; the next
+// read goes to the store.
+func (v *Vault) Forget(id string) {
+	k := v.ring.primary()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.gen++ // a read under way may have read the old entry
+	for mid, o := range v.opened {
+		if k.name(o.e.Person, o.e.Server) == id {
+			delete(v.opened, mid)
+		}
+	}
+}
+
+// ForgetAll drops every cached entry (another process may have changed
+// any of them unseen).
+func (v *Vault) ForgetAll() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.gen++
+	clear(v.opened)
+}
