@@ -227,11 +227,23 @@ func (b *Balancer) Counts() (served, failed map[string]int64) {
 	return served, failed
 }
 
+// LastError is why the last request to replica name failed in transport
+// ("" for none).
+func (b *Balancer) LastError(name string) string {
+	for _, be := range b.backends {
+		if e := be.lastErr.Load(); be.r.Name == name && e != nil {
+			return *e
+		}
+	}
+	return ""
+}
+
 // ResetCounts zeroes the counters.
 func (b *Balancer) ResetCounts() {
 	for _, be := range b.backends {
 		be.served.Store(0)
 		be.failed.Store(0)
+		be.lastErr.Store(nil)
 	}
 }
 

@@ -23,6 +23,7 @@ func TestFleet(t *testing.T) {
 	t.Run("rate limit is global", func(t *testing.T) { testGlobalRateLimit(t, f) })
 	t.Run("redis outage", func(t *testing.T) { testRedisOutage(t, f) })
 	t.Run("replica killed under load", func(t *testing.T) { testKillReplica(t, f) })
+	t.Run("replica stopped under load", func(t *testing.T) { testGracefulStop(t, f) })
 	t.Run("session key rotation", func(t *testing.T) { testKeyRotation(t, f, oldKey) })
 }
 
