@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -130,12 +132,18 @@ func newFleet(t testing.TB, n int, keys ...string) *Fleet {
 	})
 	// The first replica migrates the database alone; the others then
 	// start together.
-	f.Replicas[0].Start(t)
+	if err := f.Replicas[0].startFirst(); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(f.Replicas))
 	var wg sync.WaitGroup
-	for _, r := range f.Replicas[1:] {
-		wg.Go(func() { r.Start(t) })
+	for i, r := range f.Replicas[1:] {
+		wg.Go(func() { errs[i+1] = r.startFirst() })
 	}
 	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
 	f.LB = newBalancer(t, f.Replicas)
 	return f
 }
@@ -234,11 +242,42 @@ func (r *Replica) Starts() int {
 // runs until Kill or Stop, or the end of the fleet's test.
 func (r *Replica) Start(t testing.TB) {
 	t.Helper()
-	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	if err := r.start(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// errAddrInUse: the replica's port was taken between freeAddr and its
+// start (another package's test, in a parallel go test ./...).
+var errAddrInUse = errors.New("address already in use")
+
+// startFirst is Start for a replica's first start: a port taken meanwhile
+// is replaced by another (nothing names the replica's address yet). It
+// may run in a goroutine of its own: it returns its error.
+func (r *Replica) startFirst() error {
+	for range 3 {
+		err := r.start()
+		if !errors.Is(err, errAddrInUse) {
+			return err
+		}
+		l, lerr := net.Listen("tcp", "127.0.0.1:0")
+		if lerr != nil {
+			return lerr
+		}
+		r.Addr = l.Addr().String()
+		r.URL = "http://" + r.Addr
+		l.Close()
+	}
+	return fmt.Errorf("replica %s: no free port in 3 tries", r.Name)
+}
+
+func (r *Replica) start() error {
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
 	defer logf.Close()
+	logged, _ := logf.Seek(0, io.SeekEnd)
 	cmd := exec.Command(r.f.gw, "serve", "--config", r.f.cfgPath, "--listen", r.Addr, "--log-format", "json")
 	cmd.Env = append(os.Environ(),
 		"MCPGATE_DATA_DIR="+r.dataDir,
@@ -249,7 +288,7 @@ func (r *Replica) Start(t testing.TB) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -261,14 +300,18 @@ func (r *Replica) Start(t testing.TB) {
 	for {
 		select {
 		case <-done:
-			t.Fatalf("replica %s exited while starting:\n%s", r.Name, r.Log())
+			log := r.Log()
+			if int(logged) <= len(log) && strings.Contains(log[logged:], "address already in use") {
+				return fmt.Errorf("replica %s on %s: %w", r.Name, r.Addr, errAddrInUse)
+			}
+			return fmt.Errorf("replica %s exited while starting:\n%s", r.Name, log)
 		default:
 		}
 		if code, _ := r.Ready(); code == http.StatusOK {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replica %s not ready after 30s:\n%s", r.Name, r.Log())
+			return fmt.Errorf("replica %s not ready after 30s:\n%s", r.Name, r.Log())
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
