@@ -92,10 +92,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	copts := callers.Options{Keys: st, MasterKey: master, Anonymous: anonymous, Logger: log, GrantSet: grants}
 	// bus carries administrator terminations and admin changes to the
 	// other replicas; a single process (the memory driver) has none to
-	// tell. tickets hold the browser flows' pending steps.
+	// tell. tickets hold the browser flows' pending steps; stateChk is
+	// probed for /readyz.
 	var (
-		bus     state.PubSub
-		tickets state.Tickets
+		bus      state.PubSub
+		tickets  state.Tickets
+		stateChk gateway.StateChecker
 	)
 	// reg is the replica registry: with fleet.session_keys the gateway
 	// joins it and forwards to the other replicas (SPEC S15).
@@ -104,7 +106,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// limits' fallback divides by.
 	var gw atomic.Pointer[gateway.Gateway]
 	if cfg.State.DriverOrDefault() == config.StateRedis {
-		bus, tickets, reg = sb, sb, sb
+		bus, tickets, reg, stateChk = sb, sb, sb, sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -188,6 +190,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Bus:                 bus,
 		Tickets:             tickets,
 		Replicas:            reg,
+		State:               stateChk,
 		Vault:               vlt,
 	})
 	gw.Store(g)

@@ -71,6 +71,9 @@ type Options struct {
 	// step of one may land on any replica (connectshare.go); nil keeps
 	// them in this process.
 	Tickets state.Tickets
+	// State is the shared state backend, probed for /readyz and
+	// mcpgate_state_up (statehealth.go); nil: not reported.
+	State StateChecker
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -112,6 +115,8 @@ type Gateway struct {
 	maxPerOwner int
 	terms       Terminations
 	bus         state.PubSub
+	stateCheck  StateChecker
+	stateHealth stateHealth
 	instance    string // this process's id in reports
 	now         func() time.Time
 	loopback    bool
@@ -188,6 +193,7 @@ func New(o Options) *Gateway {
 		maxPerOwner: o.MaxSessionsPerOwner,
 		terms:       o.Terminations,
 		bus:         o.Bus,
+		stateCheck:  o.State,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
@@ -267,6 +273,12 @@ func (g *Gateway) Start(ctx context.Context) {
 	if g.bus != nil {
 		g.bg.Add(1)
 		go g.followTerminations()
+	}
+	if g.stateCheck != nil {
+		// The first answer before serving, so /readyz never guesses.
+		g.probeState(g.bgCtx)
+		g.bg.Add(1)
+		go g.watchState()
 	}
 }
 
@@ -541,7 +553,11 @@ func (g *Gateway) serveReady(w http.ResponseWriter) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": ready, "servers": servers})
+	body := map[string]any{"ready": ready, "servers": servers}
+	if st := g.stateReport(); st != nil {
+		body["state"] = st
+	}
+	writeJSON(w, status, body)
 }
 
 // checkOriginHost applies S2.1: Origin allow-list and, on loopback, a Host

@@ -82,6 +82,7 @@ type Metrics struct {
 	auditDrops  prometheus.Counter
 	limitLocal  prometheus.Gauge   // 1 while rate limits are replica-local
 	limitLocalN prometheus.Counter // decisions taken locally
+	stateUp     prometheus.Gauge   // 1 while the shared state answers
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -158,14 +159,21 @@ func New() *Metrics {
 			Name:      "ratelimit_local_decisions_total",
 			Help:      "Rate-limit decisions this replica took on its own because the shared state was unavailable.",
 		}),
+		stateUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "state_up",
+			Help:      "1 while the shared state backend (state.driver) answers this replica's probe (every second), 0 while it does not. Always 1 with the memory driver.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
 		m.sessions, m.catalog, m.auditDepth, m.auditDrops,
-		m.limitLocal, m.limitLocalN,
+		m.limitLocal, m.limitLocalN, m.stateUp,
 	)
+	// Up until a probe says otherwise: the memory driver is never probed.
+	m.stateUp.Set(1)
 	return m
 }
 
@@ -291,6 +299,18 @@ func (m *Metrics) SetRateLimitDegraded(degraded bool) {
 		m.limitLocal.Set(1)
 	} else {
 		m.limitLocal.Set(0)
+	}
+}
+
+// SetStateUp records whether the shared state backend answers.
+func (m *Metrics) SetStateUp(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.stateUp.Set(1)
+	} else {
+		m.stateUp.Set(0)
 	}
 }
 

@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// How often, and how patiently, the shared state backend is asked whether
+// it answers, for /readyz and mcpgate_state_up.
+const (
+	stateProbeInterval = time.Second
+	stateProbeTimeout  = 500 * time.Millisecond
+)
+
+// StateChecker is the shared state backend as readiness sees it (SPEC
+// S15). Ping must be safe for concurrent use and honour its context.
+type StateChecker interface {
+	Name() string
+	Ping(ctx context.Context) error
+}
+
+// stateHealth is the last probe's outcome. A replica whose state backend
+// does not answer still serves (rate limits fall back to limit/N, sessions
+// open from their sealed ids), so it stays ready: /readyz reports the
+// backend "degraded" with a 200, for a platform engineer to see and alert
+// on, without a load balancer taking every replica out of rotation at
+// once during a Redis outage.
+type stateHealth struct {
+	up      atomic.Bool
+	since   atomic.Int64 // unix nanoseconds of the last change
+	lastErr atomic.Pointer[string]
+}
+
+// probeState asks the backend once and records the answer (and its
+// change) in the health, the gauge and the log.
+func (g *Gateway) probeState(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, stateProbeTimeout)
+	err := g.stateCheck.Ping(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: not the backend's fault
+	}
+	up := err == nil
+	h := &g.stateHealth
+	if err != nil {
+		msg := err.Error()
+		h.lastErr.Store(&msg)
+	}
+	first := h.since.Load() == 0
+	if first || h.up.Load() != up {
+		h.up.Store(up)
+		h.since.Store(g.now().UnixNano())
+		switch {
+		case !up:
+			g.log.Warn("shared state unreachable: readiness reports it degraded", "driver", g.stateCheck.Name(), "error", err)
+		case !first:
+			g.log.Info("shared state answers again", "driver", g.stateCheck.Name())
+		}
+	}
+	g.metrics.SetStateUp(up)
+}
+
+// watchState probes the backend every stateProbeInterval until Shutdown.
+func (g *Gateway) watchState() {
+	defer g.bg.Done()
+	t := time.NewTicker(stateProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.bgCtx.Done():
+			return
+		case <-t.C:
+			g.probeState(g.bgCtx)
+		}
+	}
+}
+
+// stateReport is the "state" entry of /readyz; nil without a checker.
+func (g *Gateway) stateReport() map[string]any {
+	if g.stateCheck == nil {
+		return nil
+	}
+	h := &g.stateHealth
+	status := "ok"
+	if !h.up.Load() {
+		status = "degraded"
+	}
+	r := map[string]any{"driver": g.stateCheck.Name(), "status": status,
+		"since": time.Unix(0, h.since.Load()).UTC().Format(time.RFC3339)}
+	if e := h.lastErr.Load(); e != nil && status != "ok" {
+		r["last_error"] = *e
+	}
+	return r
+}

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/metrics"
+)
+
+// fakeState is a state backend whose Ping answers what down says.
+type fakeState struct{ down atomic.Bool }
+
+func (f *fakeState) Name() string { return "fake" }
+func (f *fakeState) Ping(context.Context) error {
+	if f.down.Load() {
+		return errors.New("fake: connection refused")
+	}
+	return nil
+}
+
+// TestReadyStateDegraded: /readyz reports the shared state backend, stays
+// 200 while it is down (the replica still serves) with status degraded,
+// and mcpgate_state_up follows.
+func TestReadyStateDegraded(t *testing.T) {
+	st := &fakeState{}
+	m := metrics.New()
+	g, gw := startGatewayWith(t, Options{Config: &config.Config{}, State: st, Metrics: m, MetricsOnMain: true})
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(gw.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	gauge := func() string {
+		_, body := get("/metrics")
+		for line := range strings.Lines(body) {
+			if strings.HasPrefix(line, "mcpgate_state_up ") {
+				return strings.TrimSpace(line)
+			}
+		}
+		return ""
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"state":{"driver":"fake","since":`) || !strings.Contains(body, `"status":"ok"`) {
+		t.Errorf("/readyz, state up: %d %s", code, body)
+	}
+	if got := gauge(); got != "mcpgate_state_up 1" {
+		t.Errorf("state up: %q", got)
+	}
+	st.down.Store(true)
+	g.probeState(t.Context())
+	code, body := get("/readyz")
+	if code != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"last_error":"fake: connection refused"`) || !strings.Contains(body, `"ready":true`) {
+		t.Errorf("/readyz, state down: %d %s", code, body)
+	}
+	if got := gauge(); got != "mcpgate_state_up 0" {
+		t.Errorf("state down: %q", got)
+	}
+	st.down.Store(false)
+	g.probeState(t.Context())
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"status":"ok"`) || strings.Contains(body, "last_error") {
+		t.Errorf("/readyz, state back: %d %s", code, body)
+	}
+	if got := gauge(); got != "mcpgate_state_up 1" {
+		t.Errorf("state back: %q", got)
+	}
+}
