@@ -9,6 +9,9 @@
 //
 // Record never waits on the disk: it hands the record to a bounded queue
 // and returns; when the queue is full the record is dropped and counted.
+// RecordDurable (audit.durable) waits for its record's commit instead: a
+// waiting record makes the batch go at once, with whatever else is
+// queued, so concurrent calls share one transaction.
 // A single goroutine drains the queue in batches, written when BatchSize
 // records are waiting or FlushInterval has passed; a batch the store
 // refuses is retried (backing off) until it is taken, the queue absorbing
@@ -99,7 +102,7 @@ type Writer struct {
 	s     store.AuditLog
 	opts  Options
 	log   *slog.Logger
-	queue chan store.ToolCall
+	queue chan item
 
 	// mu orders Record's send against Close: Record sends under the read
 	// lock and Close sets closed under the write lock, so once Close holds
@@ -147,7 +150,7 @@ func NewWriter(s store.AuditLog, opts Options) *Writer {
 		s:     s,
 		opts:  opts,
 		log:   log,
-		queue: make(chan store.ToolCall, opts.QueueSize),
+		queue: make(chan item, opts.QueueSize),
 		stop:  make(chan struct{}),
 		ctx:   ctx,
 		abort: cancel,
@@ -176,19 +179,72 @@ func (w *Writer) Record(c store.ToolCall) {
 	if c.Time.IsZero() {
 		c.Time = w.opts.now()
 	}
-	w.mu.RLock()
-	if !w.closed {
-		select {
-		case w.queue <- c:
-			w.mu.RUnlock()
-			return
-		default:
-		}
+	if !w.enqueue(item{c: c}) {
+		w.dropFull()
 	}
-	w.mu.RUnlock()
+}
+
+// item is one queued record; done, for RecordDurable, hears whether its
+// batch was committed.
+type item struct {
+	c    store.ToolCall
+	done chan error
+}
+
+// enqueue hands it to the writer goroutine without waiting; false when
+// the queue is full or the Writer closed.
+func (w *Writer) enqueue(it item) bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return false
+	}
+	select {
+	case w.queue <- it:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Writer) dropFull() {
 	w.drop(1)
 	if n, ok := w.full.add(1, w.opts.now()); ok {
 		w.logDropped(n)
+	}
+}
+
+// ErrNotWritten: a durable record was dropped (queue full, Writer closed,
+// invalid) or abandoned at shutdown; it is counted in Dropped.
+var ErrNotWritten = errors.New("audit record not written")
+
+// RecordDurable is Record, returning once c is committed to the store:
+// the writer flushes at once instead of waiting FlushInterval, so the
+// records of concurrent calls share one transaction (group commit). It
+// returns ErrNotWritten when the record was dropped, and ctx's error when
+// ctx ends first; the record then stays queued and is written later, as
+// with Record (a store that fails is retried, see write).
+func (w *Writer) RecordDurable(ctx context.Context, c store.ToolCall) error {
+	if w == nil {
+		return nil
+	}
+	if err := c.Validate(); err != nil {
+		w.Record(c) // counted and logged there
+		return fmt.Errorf("%w: %v", ErrNotWritten, err)
+	}
+	if c.Time.IsZero() {
+		c.Time = w.opts.now()
+	}
+	done := make(chan error, 1)
+	if !w.enqueue(item{c: c, done: done}) {
+		w.dropFull()
+		return ErrNotWritten
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -240,45 +296,70 @@ func (w *Writer) Close(ctx context.Context) error {
 func (w *Writer) run() {
 	defer close(w.done)
 	defer w.abort() // release the context's resources
-	batch := make([]store.ToolCall, 0, w.opts.BatchSize)
+	b := &pending{calls: make([]store.ToolCall, 0, w.opts.BatchSize)}
 	tick := time.NewTicker(w.opts.FlushInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case c := <-w.queue:
-			batch = w.fill(append(batch, c))
-			if len(batch) >= w.opts.BatchSize {
-				w.write(batch)
-				batch = batch[:0]
+		case it := <-w.queue:
+			b.add(it)
+			w.fill(b)
+			if len(b.calls) >= w.opts.BatchSize || len(b.waiters) > 0 {
+				// Full, or a durable record waits: now (the records
+				// queued meanwhile share the commit).
+				w.flush(b)
 				w.depth()
 			}
 		case <-tick.C:
-			if len(batch) > 0 {
-				w.write(batch)
-				batch = batch[:0]
+			if len(b.calls) > 0 {
+				w.flush(b)
 			}
 			w.depth()
 			if n, ok := w.full.flush(w.opts.now(), false); ok {
 				w.logDropped(n)
 			}
 		case <-w.stop:
-			w.shutdown(batch)
+			w.shutdown(b)
 			return
 		}
 	}
 }
 
+// pending is the batch being built, and the durable records' waiters.
+type pending struct {
+	calls   []store.ToolCall
+	waiters []chan error
+}
+
+func (b *pending) add(it item) {
+	b.calls = append(b.calls, it.c)
+	if it.done != nil {
+		b.waiters = append(b.waiters, it.done)
+	}
+}
+
+// flush writes the batch and tells its waiters, then empties it.
+func (w *Writer) flush(b *pending) {
+	var err error
+	if !w.write(b.calls) {
+		err = ErrNotWritten
+	}
+	for _, d := range b.waiters {
+		d <- err
+	}
+	b.calls, b.waiters = b.calls[:0], b.waiters[:0]
+}
+
 // shutdown writes batch and everything still queued. Close set closed
 // before closing stop, so the queue can only shrink.
-func (w *Writer) shutdown(batch []store.ToolCall) {
+func (w *Writer) shutdown(b *pending) {
 	before := w.droppedAtClose.Load()
 	for {
-		batch = w.fill(batch)
-		if len(batch) == 0 {
+		w.fill(b)
+		if len(b.calls) == 0 {
 			break
 		}
-		w.write(batch)
-		batch = batch[:0]
+		w.flush(b)
 	}
 	w.depth()
 	if n, ok := w.full.flush(w.opts.now(), true); ok {
@@ -295,16 +376,15 @@ func (w *Writer) shutdown(batch []store.ToolCall) {
 
 // fill moves queued records into batch, without waiting, until it is full
 // or the queue is empty.
-func (w *Writer) fill(batch []store.ToolCall) []store.ToolCall {
-	for len(batch) < w.opts.BatchSize {
+func (w *Writer) fill(b *pending) {
+	for len(b.calls) < w.opts.BatchSize {
 		select {
-		case c := <-w.queue:
-			batch = append(batch, c)
+		case it := <-w.queue:
+			b.add(it)
 		default:
-			return batch
+			return
 		}
 	}
-	return batch
 }
 
 // write stores batch. A store error does not cost the batch: it is tried
@@ -314,14 +394,14 @@ func (w *Writer) fill(batch []store.ToolCall) []store.ToolCall {
 // database locked for a while, loses no record that fits in the queue,
 // and the queue depth shows the backlog. Only an abort (Close's deadline)
 // gives the batch up: it is dropped and counted.
-func (w *Writer) write(batch []store.ToolCall) {
+func (w *Writer) write(batch []store.ToolCall) bool {
 	wait := w.opts.FlushInterval
 	var failedAt time.Time
 	var lines limiter // the first failure is logged, then one line per dropLogInterval
 	for attempt := 1; ; attempt++ {
 		if w.ctx.Err() != nil {
 			w.drop(len(batch))
-			return
+			return false
 		}
 		err := w.s.AppendToolCalls(w.ctx, batch)
 		if err == nil {
@@ -329,13 +409,13 @@ func (w *Writer) write(batch []store.ToolCall) {
 				w.log.Info("audit: the store takes tool calls again", logRecords, len(batch), logAttempts, attempt,
 					logFailedFor, w.opts.now().Sub(failedAt).Round(time.Millisecond).String())
 			}
-			return
+			return true
 		}
 		if w.ctx.Err() != nil {
 			err = errors.Join(err, fmt.Errorf("shutdown deadline passed: %w", w.ctx.Err()))
 			w.log.Error("audit: tool-call records dropped after a store error", logRecords, len(batch), logServers, servers(batch), logErr, err)
 			w.drop(len(batch))
-			return
+			return false
 		}
 		now := w.opts.now()
 		if attempt == 1 {

@@ -128,6 +128,11 @@ type Gateway struct {
 	vault   *vault.Vault
 	metrics *metrics.Metrics
 	audit   AuditSink
+	// durableAudit, with audit.durable, is audit: answers wait for their
+	// record's commit, at most auditWait (telemetry.go).
+	durableAudit DurableAuditSink
+	auditWait    time.Duration
+	auditWarnAt  atomic.Int64
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
 	admin         http.Handler
@@ -226,6 +231,9 @@ func New(o Options) *Gateway {
 	g.auth = o.Authenticator
 	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
+	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.Durable {
+		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()
+	}
 	g.state.Store(newState(cfg))
 	g.fileServers = cfg.Servers
 	if ring, err := newRing(cfg); err != nil {

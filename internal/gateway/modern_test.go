@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/store"
 )
 
 // metaUpstream is an old-era upstream that records the params _meta of
@@ -1137,5 +1140,67 @@ func TestRetryAfterTheCallFinishedGetsItsResult(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the call is over before the retry
 	if body := call(answer(second)); !strings.Contains(body, `"text":"hello Lin"`) {
 		t.Fatalf("the retry of a round whose call had finished: %s", body)
+	}
+}
+
+// blockingAudit is a durable audit sink whose commits wait for release.
+type blockingAudit struct {
+	release chan struct{}
+	records atomic.Int32
+}
+
+func (b *blockingAudit) Record(store.ToolCall) { b.records.Add(1) }
+func (b *blockingAudit) RecordDurable(ctx context.Context, _ store.ToolCall) error {
+	select {
+	case <-b.release:
+		b.records.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// audit.durable: a tools/call is answered only once its audit record is
+// committed; a commit that takes longer than durable_timeout lets the
+// answer go and is counted.
+func TestDurableAuditHoldsTheAnswer(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "e", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return textResult("hi"), nil
+	})
+	sink := &blockingAudit{release: make(chan struct{})}
+	m := metrics.New()
+	_, gw := startGatewayWith(t, Options{Audit: sink, Metrics: m, MetricsOnMain: true, Config: &config.Config{
+		Audit:   config.Audit{Durable: true, Timeout: 300 * time.Millisecond},
+		Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
+	call := func() (string, time.Duration) {
+		start := time.Now()
+		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__echo"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+		return body, time.Since(start)
+	}
+	// The commit never comes: the answer waits out durable_timeout, then
+	// goes, and the metric says so.
+	body, took := call()
+	if !strings.Contains(body, `"text":"hi"`) || took < 300*time.Millisecond {
+		t.Fatalf("answered in %s (want after the 300ms wait): %s", took, body)
+	}
+	resp, err := http.Get(gw.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(text), "mcpgate_audit_unconfirmed_total 1") {
+		t.Errorf("the unconfirmed answer is not counted")
+	}
+	// The commit comes 100 ms after the call: the answer follows it.
+	go func() { time.Sleep(100 * time.Millisecond); close(sink.release) }()
+	body, took = call()
+	if !strings.Contains(body, `"text":"hi"`) || took < 100*time.Millisecond || took >= 300*time.Millisecond {
+		t.Fatalf("answered in %s (want once the commit came, ~100ms): %s", took, body)
+	}
+	if n := sink.records.Load(); n != 1 {
+		t.Errorf("%d records committed, want 1 (the plain Record path must not be used)", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -21,6 +22,13 @@ import (
 // implements it. Record must not block.
 type AuditSink interface {
 	Record(store.ToolCall)
+}
+
+// DurableAuditSink also takes a record and returns once it is committed
+// (audit.durable); *audit.Writer implements it.
+type DurableAuditSink interface {
+	AuditSink
+	RecordDurable(context.Context, store.ToolCall) error
 }
 
 // recordToolCall reports one tools/call to metrics and the audit log:
@@ -66,7 +74,21 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 	if sc != nil && sc.sess != nil {
 		rec.SessionIDPrefix = sc.sess.id[:idPrefixLen]
 	}
-	g.audit.Record(rec)
+	if g.durableAudit == nil {
+		g.audit.Record(rec)
+		return
+	}
+	// audit.durable: the answer waits for the record's commit (bounded:
+	// a stalled store must not hold every call), whatever the caller
+	// does meanwhile.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.auditWait)
+	defer cancel()
+	if err := g.durableAudit.RecordDurable(wctx, rec); err != nil {
+		g.metrics.AuditUnconfirmed()
+		if everyTenSeconds(&g.auditWarnAt) {
+			g.log.Warn("audit: a tool call answered before its audit record was committed", "server", server, "error", err)
+		}
+	}
 }
 
 // toolError reports whether a tools/call result says isError: true.
@@ -164,3 +186,12 @@ func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// everyTenSeconds reports true at most once per ten seconds per last (the
+// time of the last true, in Unix nanoseconds): a warning that every call
+// could trigger is logged once in a while.
+func everyTenSeconds(last *atomic.Int64) bool {
+	now := time.Now().UnixNano()
+	prev := last.Load()
+	return now-prev >= int64(10*time.Second) && last.CompareAndSwap(prev, now)
+}

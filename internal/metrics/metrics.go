@@ -80,6 +80,7 @@ type Metrics struct {
 	catalog     *prometheus.GaugeVec // server, kind
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
+	auditUnconf prometheus.Counter
 	limitLocal  prometheus.Gauge   // 1 while rate limits are replica-local
 	limitLocalN prometheus.Counter // decisions taken locally
 	stateUp     prometheus.Gauge   // 1 while the shared state answers
@@ -149,6 +150,11 @@ func New() *Metrics {
 			Name:      "audit_records_dropped_total",
 			Help:      "Tool-call audit records dropped (queue full, or the store failed twice).",
 		}),
+		auditUnconf: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "audit_unconfirmed_total",
+			Help:      "Tool calls answered (audit.durable) before their audit record was committed: the wait ran out or the record was dropped.",
+		}),
 		limitLocal: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Name:      "ratelimit_degraded",
@@ -169,7 +175,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
-		m.sessions, m.catalog, m.auditDepth, m.auditDrops,
+		m.sessions, m.catalog, m.auditDepth, m.auditDrops, m.auditUnconf,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 	)
 	// Up until a probe says otherwise: the memory driver is never probed.
@@ -279,6 +285,15 @@ func (m *Metrics) SetAuditQueueDepth(n int) {
 		return
 	}
 	m.auditDepth.Set(float64(n))
+}
+
+// AuditUnconfirmed counts a tool call answered before its durable audit
+// record was committed.
+func (m *Metrics) AuditUnconfirmed() {
+	if m == nil {
+		return
+	}
+	m.auditUnconf.Inc()
 }
 
 // AuditDropped counts n dropped audit records.

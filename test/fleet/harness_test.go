@@ -167,6 +167,7 @@ func (f *Fleet) writeConfig(replicas int, notes string, sessionKeys []string) {
 	cfg := fmt.Sprintf(`# The fleet proof's shared config (test/fleet).
 data_dir: ${MCPGATE_DATA_DIR}
 store: {driver: postgres, dsn: "${MCPGATE_PG_DSN}"}
+audit: {durable: true}
 state: {driver: redis, url: "${MCPGATE_REDIS_URL}", replicas: %d}
 fleet:
   session_keys: [%s]

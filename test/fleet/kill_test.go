@@ -114,17 +114,13 @@ func okRecords(t *testing.T, dsn string) map[string]int {
 // calls a had in flight fail (at most one per client, every one a's);
 // every session keeps working on b and c, those a created included (the
 // sealed id opens there); and every successful call's audit record is in
-// PostgreSQL, but for those a finished within its audit flush window
-// before the kill (counted, see below).
+// PostgreSQL: the fleet runs with audit.durable, so a call is answered
+// only once its record is committed.
 func testKillReplica(t *testing.T, f *Fleet) {
 	a := f.Replicas[0]
 	const (
 		duration = 3 * time.Second
 		killAt   = 1500 * time.Millisecond
-		// auditWindow: the audit writer batches (audit.DefaultFlushInterval,
-		// 200ms) and a SIGKILL loses the batch being gathered; records of
-		// calls a finished longer ago than this must all be there.
-		auditWindow = 500 * time.Millisecond
 	)
 	f.LB.ResetCounts()
 	res, killedAt := runLoad(t, f, duration, killAt, a.Kill)
@@ -189,39 +185,29 @@ func testKillReplica(t *testing.T, f *Fleet) {
 	}
 	t.Logf("sessions initialized on a: %d of %d, all continued on b and c", len(onAInit), loadClients)
 
-	// Audit: b and c write their batches within audit.DefaultFlushInterval.
-	time.Sleep(time.Second)
+	// Audit: every answered call's record was committed before its
+	// answer (audit.durable), on whichever replica served it.
 	got := okRecords(t, f.DSN)
-	var lost, lostLate int
+	lost := 0
 	for i := range loadClients {
-		var must, may int // records that must be there; that may be lost
+		ok := 0
 		for _, c := range res.calls[i] {
-			switch {
-			case !c.ok:
-			case c.replica == a.Name && c.end.After(killedAt.Add(-auditWindow)):
-				may++
-			default:
-				must++
+			if c.ok {
+				ok++
 			}
 		}
 		alias := loadAlias(i)
-		if got[alias] < must {
-			t.Errorf("%s: %d audit records in PostgreSQL; want at least the %d calls that cannot have been lost", alias, got[alias], must)
+		if got[alias] < ok {
+			t.Errorf("%s: %d audit records in PostgreSQL for %d answered calls", alias, got[alias], ok)
+			lost += ok - got[alias]
 		}
-		// No more records than successful calls, but for the one call a
+		// No more records than answered calls, but for the one call a
 		// may have recorded and then died before answering.
-		if got[alias] > must+may+1 {
-			t.Errorf("%s: %d audit records, more than the %d successful calls", alias, got[alias], must+may+1)
-		}
-		if miss := must + may - got[alias]; miss > 0 {
-			lost += miss
-			lostLate += min(miss, may)
+		if got[alias] > ok+1 {
+			t.Errorf("%s: %d audit records, more than the %d answered calls (+1 in flight)", alias, got[alias], ok)
 		}
 	}
-	t.Logf("audit: %d successful calls' records missing, all from a's last %v before the SIGKILL (its unflushed batch)", lost, auditWindow)
-	if lost != lostLate {
-		t.Errorf("%d records missing outside a's last audit window", lost-lostLate)
-	}
+	t.Logf("audit: %d answered calls' records missing after the SIGKILL (want 0)", lost)
 
 	a.Start(t)
 	f.LB.WaitUp(t)
