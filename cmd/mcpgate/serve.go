@@ -70,6 +70,18 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	case <-ctx.Done():
 	}
+	if d := cfg.ShutdownDelay; d > 0 {
+		// Lame duck: still serving, no longer ready, so that the load
+		// balancer stops sending here before the listener closes.
+		log.Info("shutting down: /readyz answers 503; serving on for shutdown_delay", "delay", d.String())
+		g.Drain()
+		select {
+		case <-time.After(d):
+		case err := <-errc:
+			_ = stk.close(context.Background())
+			return err
+		}
+	}
 	log.Info("shutting down: draining in-flight calls", "budget", drainTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()

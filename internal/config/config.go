@@ -77,9 +77,11 @@ type Config struct {
 	// "").
 	DataDir string `config:"data_dir,default=data,expand,trim,path" doc:"Directory of the gateway's files, created on first start: the embedded SQLite store (keys, runtime objects, audit) unless store.driver is postgres, and the OAuth seal key."`
 	// Store: the zero value means SQLite in DataDir.
-	Store         Store  `config:"store" doc:"Where keys, runtime objects, terminated sessions and the audit logs are kept: the embedded SQLite store in data_dir (the default), or PostgreSQL for a fleet of replicas (SPEC S15)."`
-	Audit         Audit  `config:"audit" doc:"How tool-call audit records reach the store."`
-	MetricsListen string `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`
+	Store Store `config:"store" doc:"Where keys, runtime objects, terminated sessions and the audit logs are kept: the embedded SQLite store in data_dir (the default), or PostgreSQL for a fleet of replicas (SPEC S15)."`
+	Audit Audit `config:"audit" doc:"How tool-call audit records reach the store."`
+	// ShutdownDelay: the lame-duck period before the listener closes.
+	ShutdownDelay time.Duration `config:"shutdown_delay,min=0" doc:"On SIGTERM, how long the gateway keeps serving with /readyz answering 503 before it stops accepting requests: the time a load balancer needs to take the replica out of rotation (its health-check interval, a Kubernetes readiness probe's period). Then in-flight calls drain (10 s). 0 (the default): stop accepting at once."`
+	MetricsListen string        `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`
 	// PublicURL is how clients reach the gateway ("" = from the request).
 	PublicURL string `config:"public_url,expand,trim" doc:"The gateway's external base URL (https://mcp.example.com, or with a path prefix). OAuth resource identifiers, metadata URLs and the login redirect are built from it; empty means from each request's scheme and Host."`
 	// ClientMetadataURL is where mcpgate's client ID metadata document

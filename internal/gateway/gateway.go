@@ -175,6 +175,7 @@ type Gateway struct {
 	// a WaitGroup forbids.
 	inflight atomic.Int64
 	closing  atomic.Bool
+	draining atomic.Bool // Drain: /readyz says 503, everything else is served
 	stop     chan struct{}
 	stopOnce sync.Once
 	// bgCtx ends with Shutdown; bg counts the goroutines that follow it
@@ -301,6 +302,11 @@ func (g *Gateway) Shutdown() {
 	g.bgCancel()
 	g.endExchanges()
 }
+
+// Drain starts the lame-duck period of a shutdown (shutdown_delay):
+// /readyz answers 503, so that load balancers take this replica out of
+// rotation, while every request is still served.
+func (g *Gateway) Drain() { g.draining.Store(true) }
 
 // Close stops accepting work, waits (bounded by ctx) for in-flight calls,
 // ends all sessions and stops the upstreams.
@@ -548,7 +554,7 @@ func setCORS(h http.Header, origin string, requested []string) {
 
 func (g *Gateway) serveReady(w http.ResponseWriter) {
 	health := g.up.Health()
-	ready := !g.closing.Load()
+	ready := !g.closing.Load() && !g.draining.Load()
 	servers := map[string]any{}
 	for name, h := range health {
 		entry := map[string]any{"state": h.State, "since": h.Since.UTC().Format(time.RFC3339)}

@@ -168,6 +168,7 @@ func (f *Fleet) writeConfig(replicas int, notes string, sessionKeys []string) {
 data_dir: ${MCPGATE_DATA_DIR}
 store: {driver: postgres, dsn: "${MCPGATE_PG_DSN}"}
 audit: {durable: true}
+shutdown_delay: 400ms   # the test balancer probes /readyz every 100 ms
 state: {driver: redis, url: "${MCPGATE_REDIS_URL}", replicas: %d}
 fleet:
   session_keys: [%s]

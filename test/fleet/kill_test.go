@@ -243,10 +243,12 @@ func testGracefulStop(t *testing.T, f *Fleet) {
 				}
 			}
 		}
-		if n > 1 {
-			t.Errorf("client %d: %d calls failed; want at most one", cs[0].client, n)
-		}
 		fails += n
+	}
+	// shutdown_delay: /readyz said 503 while a still served, so the
+	// balancer had taken it out of rotation before its listener closed.
+	if fails != 0 {
+		t.Errorf("%d calls failed during a graceful stop with shutdown_delay; want none", fails)
 	}
 	time.Sleep(time.Second) // b and c flush their audit batches
 	got := okRecords(t, f.DSN)
