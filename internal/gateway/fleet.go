@@ -128,6 +128,12 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 		}
 		return other, refusedNot
 	}
+	if g.fleetOn() {
+		// Its log level, set on another replica (fleetbus.go).
+		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		g.loadSessionState(ctx, s)
+		cancel()
+	}
 	g.log.Debug("session resumed from its sealed id", "session", s.id[:8], "issued", fs.Issued.UTC().Format(time.RFC3339))
 	return s, refusedNot
 }
@@ -153,9 +159,13 @@ func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local stri
 	if fleet.OwnerHash(id.Owner) != fs.Owner {
 		return false
 	}
-	if err := g.terms.MarkTerminated(ctx, hashHex(local), g.now().Add(g.idleTimeout)); err != nil {
+	h := hashHex(local)
+	if err := g.terms.MarkTerminated(ctx, h, g.now().Add(g.idleTimeout)); err != nil {
 		g.log.Warn("could not remember an ended session", "error", err)
 	}
+	// The copies other replicas hold end at once (fanout.go).
+	g.announceEnded(ctx, h)
+	g.dropSessionState(ctx, h)
 	return true
 }
 

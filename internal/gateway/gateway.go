@@ -67,6 +67,13 @@ type Options struct {
 	// Bus carries administrator terminations between replicas (SPEC S15,
 	// fanout.go); nil: this replica's sessions are its own.
 	Bus state.PubSub
+	// State is the fleet's shared state (SPEC S15): with
+	// fleet.session_keys, POST streams are resumable on any replica, GET
+	// streams move between replicas, and sessions' log levels and
+	// subscriptions are shared (resume.go, fleetbus.go). nil: none of
+	// that; a disconnect cancels its call at once (C9.1). When Bus is nil
+	// it is State.
+	State state.Backend
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -103,7 +110,8 @@ type Gateway struct {
 	maxPerOwner int
 	terms       Terminations
 	bus         state.PubSub
-	instance    string // this process's id in reports
+	shared      state.Backend // fleet mode's shared state; nil: none
+	instance    string        // this process's id in reports
 	now         func() time.Time
 	loopback    bool
 
@@ -146,6 +154,12 @@ type Gateway struct {
 
 	listen    listeners // open subscriptions/listen streams (2026-07-28)
 	exchanges sync.Map  // exchange id -> *exchange (S18.1)
+	// resumables are the resumable POST streams whose calls run here, by
+	// stream key (resume.go).
+	resumables sync.Map
+	// listSeen: when each server's list changes were last told to this
+	// replica's streams, by server and method (fleetbus.go).
+	listSeen sync.Map
 
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
@@ -178,6 +192,7 @@ func New(o Options) *Gateway {
 		maxPerOwner: o.MaxSessionsPerOwner,
 		terms:       o.Terminations,
 		bus:         o.Bus,
+		shared:      o.State,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
@@ -201,6 +216,9 @@ func New(o Options) *Gateway {
 	}
 	if g.terms == nil {
 		g.terms = newMemTerminations()
+	}
+	if g.bus == nil && g.shared != nil {
+		g.bus = g.shared
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -252,6 +270,10 @@ func (g *Gateway) Start(ctx context.Context) {
 	if g.bus != nil {
 		g.bg.Add(1)
 		go g.followTerminations()
+		if g.fleetOn() {
+			g.bg.Add(1)
+			go g.followSessions()
+		}
 	}
 }
 

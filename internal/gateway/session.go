@@ -24,8 +24,11 @@ type session struct {
 	// holds id. resumed: this replica re-created it from its token.
 	token   string
 	resumed bool
-	g       *Gateway
-	route   route
+	// hash is hashHex(id): what terminations, the shared state and the
+	// bus know the session by (fleetbus.go).
+	hash  string
+	g     *Gateway
+	route route
 	// Who created it (S4): requests of any other owner are refused.
 	owner    string
 	alias    string
@@ -50,6 +53,7 @@ type session struct {
 	clientName    string
 	clientVersion string
 	stream        streamer                 // GET stream, legacy SSE stream or stdout
+	streamVersion int64                    // fleet mode: when the GET stream was opened (fleetbus.go); 0: not claimed
 	calls         map[string]*inflightCall // in-flight downstream requests by raw id
 	subs          map[string]string        // subscribed uri -> server
 	logLevel      int                      // minimum level relayed; -1: all
@@ -61,6 +65,11 @@ type session struct {
 	created  time.Time
 	lastUsed atomic.Int64
 	inflight atomic.Int32
+	// levelPending: the log level came from the shared state and the
+	// upstreams this replica calls have not heard it yet (fleetbus.go).
+	levelPending atomic.Bool
+	// stateTouched is when the shared state was last renewed (Unix ns).
+	stateTouched atomic.Int64
 }
 
 func newSessionID() string {
@@ -83,6 +92,7 @@ func (g *Gateway) buildSession(rt route, id *Identity, sid string) *session {
 	}
 	s := &session{
 		id:       sid,
+		hash:     hashHex(sid),
 		g:        g,
 		route:    rt,
 		owner:    id.Owner,
