@@ -148,6 +148,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		IdleTimeout:         cfg.Sessions.IdleTimeout,
 		Terminations:        st,
 		Bus:                 bus,
+		State:               fleetState(cfg, sb),
 		Vault:               vlt,
 	})
 	if as != nil {
@@ -292,4 +293,16 @@ func (c personConfirmer) ConfirmedPersons(code string) ([]string, bool) {
 		ids = append(ids, callers.PersonID(&callers.Caller{Issuer: cf.IdPIssuer, Subject: cf.IdPSubject}))
 	}
 	return ids, true
+}
+
+// fleetState is the shared state the gateway's sessions use across
+// replicas (resumable streams, GET stream takeover, shared log levels and
+// subscriptions): only in fleet mode, where session ids are sealed so any
+// replica opens them. A single process without fleet.session_keys keeps
+// its sessions, streams and cancellation local.
+func fleetState(cfg *config.Config, sb state.Backend) state.Backend {
+	if keys, err := cfg.Fleet.SessionKeyBytes(); err != nil || len(keys) == 0 {
+		return nil
+	}
+	return sb
 }
