@@ -218,6 +218,12 @@ func (g *Gateway) resyncSessions() {
 // once to a stream.
 const listEcho = time.Second
 
+// listTwice is how close together this replica hearing the same list
+// change twice counts as one: with several upstream sessions of a server
+// in its pool, each tells it. Shorter than listEcho, as a second real
+// change so soon after the first is likelier than across replicas.
+const listTwice = 250 * time.Millisecond
+
 // listHeard is when a list change of one server and method was last told
 // to this replica's streams, by this replica's upstream session or by
 // another replica.
@@ -229,16 +235,17 @@ func (g *Gateway) listHeardFor(server, method string) *listHeard {
 }
 
 // shareListChanged tells the other replicas that server's list changed.
-// false: another replica told this one moments ago, and this replica's
-// sessions already heard it (the caller does not tell them again).
+// false: this replica's sessions already heard of it moments ago, from
+// another replica or another upstream session of the server (the caller
+// does not tell them again).
 func (g *Gateway) shareListChanged(server, method string) bool {
 	if !g.fleetOn() {
 		return true
 	}
 	h := g.listHeardFor(server, method)
 	now := time.Now().UnixNano()
-	h.local.Store(now)
-	if now-h.remote.Load() < int64(listEcho) {
+	prev := h.local.Swap(now)
+	if now-h.remote.Load() < int64(listEcho) || now-prev < int64(listTwice) {
 		return false
 	}
 	g.publishNote(busNote{Kind: noteList, Server: server, Method: method})
@@ -362,8 +369,11 @@ func (s *session) supersedeStream(version int64) {
 	}
 }
 
-// Fields of a session's shared state.
+// Fields of a session's shared state. fieldLive is in every write, so
+// that state with no level and no subscription left is told apart from
+// state that lapsed.
 const (
+	fieldLive      = "live"
 	fieldLevel     = "level"
 	fieldSubPrefix = "sub:" // + uri = server
 )
@@ -378,6 +388,7 @@ func (g *Gateway) saveSessionFields(ctx context.Context, s *session, set map[str
 	defer cancel()
 	var err error
 	if len(set) > 0 {
+		set[fieldLive] = "1"
 		err = g.shared.SetSessionFields(ctx, s.hash, set, g.idleTimeout)
 	}
 	if err == nil && len(del) > 0 {
@@ -413,7 +424,7 @@ func (g *Gateway) loadSessionState(ctx context.Context, s *session) {
 		s.levelPending.Store(true)
 	}
 	for uri, server := range s.subs {
-		if len(fields) == 0 {
+		if fields[fieldLive] == "" {
 			// Lapsed or never written (the backend was unreachable):
 			// no evidence the client unsubscribed.
 			break
