@@ -33,6 +33,7 @@ type stepper struct {
 	http      string
 	cancelled atomic.Int32
 	finished  atomic.Int32
+	subs      atomic.Int32 // resources/subscribe minus unsubscribe
 }
 
 type stepsDelayArgs struct {
@@ -42,7 +43,17 @@ type stepsDelayArgs struct {
 
 func newStepper(t *testing.T) *stepper {
 	t.Helper()
-	u := &stepper{srv: mcp.NewServer(&mcp.Implementation{Name: "stepper", Version: "1"}, nil)}
+	u := &stepper{}
+	u.srv = mcp.NewServer(&mcp.Implementation{Name: "stepper", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { u.subs.Add(1); return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { u.subs.Add(-1); return nil },
+	})
+	u.srv.AddResource(&mcp.Resource{URI: "mem://stepper/doc", Name: "doc"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "doc"}}}, nil
+	})
+	mcp.AddTool(u.srv, &mcp.Tool{Name: "touch"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return textResult("touched"), nil, u.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "mem://stepper/doc"})
+	})
 	mcp.AddTool(u.srv, &mcp.Tool{Name: "steps"}, func(ctx context.Context, req *mcp.CallToolRequest, a stepsDelayArgs) (*mcp.CallToolResult, any, error) {
 		tok := req.Params.GetProgressToken()
 		for i := 1; i <= a.Steps; i++ {
@@ -555,5 +566,62 @@ func TestClientDeleteEndsCopiesEverywhere(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// S15: resources/updated of a subscription made on A reaches the GET
+// stream the session holds on B; an unsubscribe sent to B ends A's
+// upstream subscription, and no update follows.
+func TestResourceUpdatesReachStreamOnAnotherReplica(t *testing.T) {
+	up := newStepper(t)
+	fl := fleetOf(t, 2, up.http, state.NewMemory(state.MemoryOptions{}), nil)
+	a, b := fl[0], fl[1]
+	sid := initSession(t, a.url)
+	hdr := map[string]string{mcpwire.HeaderSessionID: sid}
+	if code, _, body := rpc(t, a.url, hdr, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"mem://stepper/doc"}}`); code != 200 || up.subs.Load() != 1 {
+		t.Fatalf("subscribe on A: %d %s (upstream subscriptions %d)", code, body, up.subs.Load())
+	}
+	get := openSSE(t, http.MethodGet, b.url, sid, nil, "")
+	if get.StatusCode != 200 {
+		t.Fatalf("GET on B: %d", get.StatusCode)
+	}
+	events := make(chan *jsonrpc.Message, 16)
+	go func() {
+		r := jsonrpc.NewSSEReader(get.Body, 0)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				close(events)
+				return
+			}
+			if m, err := jsonrpc.Decode(ev.Data); err == nil {
+				events <- m
+			}
+		}
+	}()
+	waitFor(t, "B's stream attached", func() bool { return streamOn(b.g) })
+	touch := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__touch","arguments":{}}}`
+	if code, _, body := rpc(t, a.url, hdr, touch); code != 200 {
+		t.Fatalf("touch: %d %s", code, body)
+	}
+	select {
+	case m := <-events:
+		if uri, _ := jsonrpc.GetString(m.Params, "uri"); m.Method != mcpwire.NotifyResourceUpdated || uri != "mem://stepper/doc" {
+			t.Fatalf("B's stream: %s", jsonrpc.Encode(m))
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no resources/updated on B's stream within 1s")
+	}
+	if code, _, body := rpc(t, b.url, hdr, `{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"mem://stepper/doc"}}`); code != 200 {
+		t.Fatalf("unsubscribe on B: %d %s", code, body)
+	}
+	waitFor(t, "A's upstream subscription ended", func() bool { return up.subs.Load() == 0 })
+	if code, _, body := rpc(t, a.url, hdr, touch); code != 200 {
+		t.Fatalf("touch: %d %s", code, body)
+	}
+	select {
+	case m := <-events:
+		t.Errorf("after the unsubscribe, B's stream got %s", jsonrpc.Encode(m))
+	case <-time.After(300 * time.Millisecond):
 	}
 }
