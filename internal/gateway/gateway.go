@@ -157,6 +157,7 @@ type Gateway struct {
 	// resumables are the resumable POST streams whose calls run here, by
 	// stream key (resume.go).
 	resumables sync.Map
+	resumed    atomic.Int64 // streams resumed with Last-Event-ID here
 	// listSeen: when each server's list changes were last told to this
 	// replica's streams, by server and method (fleetbus.go).
 	listSeen sync.Map

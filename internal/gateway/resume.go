@@ -243,6 +243,8 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 		return
 	}
 	defer done()
+	g.resumed.Add(1)
+	g.log.Debug("stream resumed", "session", sess.id[:8], "after", after)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -334,3 +336,6 @@ func (g *Gateway) readerBeat(key string) {
 	g.sawReader(key)
 	g.publishNote(busNote{Kind: noteReader, Stream: key})
 }
+
+// resumeCount is how many streams were resumed here.
+func (g *Gateway) resumeCount() int64 { return g.resumed.Load() }
