@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -623,5 +629,109 @@ func TestResourceUpdatesReachStreamOnAnotherReplica(t *testing.T) {
 	case m := <-events:
 		t.Errorf("after the unsubscribe, B's stream got %s", jsonrpc.Encode(m))
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// balancer sends each request to the next replica, as the round-robin
+// balancer of issue 14 does, and cuts the first tools/call response after
+// cutAfter SSE events (a dropped connection).
+func balancer(t *testing.T, cutAfter int, replicas ...*replicaT) string {
+	t.Helper()
+	var next atomic.Int64
+	var cut atomic.Bool
+	proxies := make([]*httputil.ReverseProxy, len(replicas))
+	for i, r := range replicas {
+		u, _ := url.Parse(strings.TrimSuffix(r.url, "/mcp"))
+		p := httputil.NewSingleHostReverseProxy(u)
+		p.FlushInterval = -1
+		p.ErrorLog = log.New(io.Discard, "", 0)
+		p.ModifyResponse = func(resp *http.Response) error {
+			if resp.Request.Method == http.MethodPost && resp.Request.Header.Get("X-Test-Call") != "" &&
+				strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") && cut.CompareAndSwap(false, true) {
+				resp.Body = &cutReader{r: resp.Body, events: cutAfter}
+			}
+			return nil
+		}
+		proxies[i] = p
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			r.Header.Set("X-Test-Call", "1")
+		}
+		proxies[int(next.Add(1))%len(proxies)].ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+// cutReader fails once it has passed on events SSE events.
+type cutReader struct {
+	r      io.ReadCloser
+	events int
+	seen   int
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.seen >= c.events {
+		return 0, errors.New("connection cut by the test")
+	}
+	n, err := c.r.Read(p)
+	c.seen += bytes.Count(p[:n], []byte("\n\n"))
+	return n, err
+}
+
+func (c *cutReader) Close() error { return c.r.Close() }
+
+// STYLE 16, S15: the official go-sdk client, behind a balancer that sends
+// every request to another replica, loses its tools/call stream after two
+// events; it resumes with Last-Event-ID on the other replica by itself and
+// gets every progress notification once and the result.
+func TestSDKClientResumesThroughBalancer(t *testing.T) {
+	up := newStepper(t)
+	fl := fleetOf(t, 2, up.http, state.NewMemory(state.MemoryOptions{}), nil)
+	endpoint := balancer(t, 2, fl...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var progress []float64
+	c := mcp.NewClient(&mcp.Implementation{Name: "resumer", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, req.Params.Progress)
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: 3}, oldEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "s__steps", Arguments: map[string]any{"steps": 6, "delay_ms": 300}}
+	params.SetProgressToken("p")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "done" {
+		t.Errorf("result %q", got)
+	}
+	// The client hands notifications to their handler on its own
+	// goroutine: the last may come just after the result.
+	got := func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprint(progress) }
+	for deadline := time.Now().Add(time.Second); got() != "[1 2 3 4 5 6]" && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cut := fl[0].g.resumeCount() + fl[1].g.resumeCount(); cut != 1 {
+		t.Errorf("%d streams resumed, want 1 (the balancer's cut)", cut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(progress) != "[1 2 3 4 5 6]" {
+		t.Errorf("progress %v, want each of 1..6 once", progress)
+	}
+	if up.cancelled.Load() != 0 || up.finished.Load() != 1 {
+		t.Errorf("upstream: %d cancelled, %d finished", up.cancelled.Load(), up.finished.Load())
 	}
 }
