@@ -47,7 +47,7 @@ type stepsDelayArgs struct {
 	Delay int `json:"delay_ms"`
 }
 
-func newStepper(t *testing.T) *stepper {
+func newStepper(t testing.TB) *stepper {
 	t.Helper()
 	u := &stepper{}
 	u.srv = mcp.NewServer(&mcp.Implementation{Name: "stepper", Version: "1"}, &mcp.ServerOptions{
@@ -733,5 +733,59 @@ func TestSDKClientResumesThroughBalancer(t *testing.T) {
 	}
 	if up.cancelled.Load() != 0 || up.finished.Load() != 1 {
 		t.Errorf("upstream: %d cancelled, %d finished", up.cancelled.Load(), up.finished.Load())
+	}
+}
+
+// BenchmarkPOSTStreamEvents measures a tools/call whose stream carries
+// 100 progress events: on a single process (events without ids), and in
+// fleet mode, where each event is first appended to its buffer in a
+// real Redis (unix socket). ns/event is the cost per event.
+func BenchmarkPOSTStreamEvents(b *testing.B) {
+	const events = 100
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"s__steps","arguments":{"steps":100,"delay_ms":0},"_meta":{"progressToken":"t"}}}`
+	for _, mode := range []string{"single process", "fleet redis"} {
+		b.Run(mode, func(b *testing.B) {
+			up := newStepper(b)
+			var url string
+			if mode == "single process" {
+				_, ts := startGateway(b, &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)}})
+				url = ts.URL + "/mcp"
+			} else {
+				srv := redistest.New(b)
+				st, err := redis.Open(redis.Options{URL: srv.URL()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { st.Close() })
+				f := &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}
+				_, ts := startGatewayWith(b, Options{Config: &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)}, Fleet: f}, State: st})
+				url = ts.URL + "/mcp"
+			}
+			sid := initSession(b, url)
+			b.ResetTimer()
+			for range b.N {
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(call))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set(mcpwire.HeaderSessionID, sid)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				r := jsonrpc.NewSSEReader(resp.Body, 0)
+				for {
+					if _, err := r.Next(); err != nil {
+						break
+					}
+					n++
+				}
+				resp.Body.Close()
+				if n != events+1 {
+					b.Fatalf("%d events", n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(events+1)), "ns/event")
+		})
 	}
 }
