@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -238,6 +239,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 			"Gone: events after Last-Event-ID are no longer buffered (fleet.resume_events is %d); the request's outcome is lost", g.resumeEvents()))
 		return
 	}
+	ended := len(events) == 0 && after > 0 && g.finalWas(ctx, name, after)
 	_, done := g.openStream(w, jsonrpc.ID{}, false)
 	if done == nil {
 		return
@@ -252,6 +254,16 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
+	if ended {
+		// The client already has the response: nothing follows.
+		return
+	}
+	// A key revoked meanwhile ends the stream, as it ends a GET stream.
+	revoked := make(chan struct{})
+	var once sync.Once
+	end := func() { once.Do(func() { close(revoked) }) }
+	defer end() // and the watcher with it
+	g.watchCaller(ctx, revoked, end)
 	dw := deadlineWriter{w, rc, g.limits().SSEWriteTimeout}
 	if dw.timeout <= 0 {
 		dw.timeout = writeTimeout
@@ -296,6 +308,8 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 		select {
 		case <-ctx.Done():
 			return
+		case <-revoked:
+			return
 		case <-sess.ended:
 			return
 		case <-g.stop:
@@ -316,6 +330,13 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 			return
 		}
 	}
+}
+
+// finalWas reports whether event n of stream name is the call's final
+// response (still buffered).
+func (g *Gateway) finalWas(ctx context.Context, name string, n uint64) bool {
+	evs, _, err := g.readEvents(ctx, name, n-1)
+	return err == nil && len(evs) > 0 && evs[0].ID == n && len(evs[0].Data) > 0 && evs[0].Data[0] == eventFinal
 }
 
 func (g *Gateway) readEvents(ctx context.Context, name string, after uint64) ([]state.Event, bool, error) {
