@@ -789,3 +789,20 @@ func BenchmarkPOSTStreamEvents(b *testing.B) {
 		})
 	}
 }
+
+// A resume from the call's final event gets a stream that ends at once:
+// nothing follows the response.
+func TestResumeAfterTheFinalEventEndsAtOnce(t *testing.T) {
+	up := newStepper(t)
+	fl := fleetOf(t, 2, up.http, state.NewMemory(state.MemoryOptions{}), nil)
+	sid := initSession(t, fl[0].url)
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"s__steps","arguments":{"steps":2,"delay_ms":1},"_meta":{"progressToken":"t"}}}`
+	evs := readEvents(t, openSSE(t, http.MethodPost, fl[0].url, sid, nil, call).Body, -1, 5*time.Second)
+	if len(evs) != 3 || !evs[2].msg.IsResponse() {
+		t.Fatalf("events %+v", evs)
+	}
+	resp := openSSE(t, http.MethodGet, fl[1].url, sid, map[string]string{"Last-Event-ID": evs[2].id}, "")
+	if rest := readEvents(t, resp.Body, -1, time.Second); resp.StatusCode != 200 || len(rest) != 0 {
+		t.Errorf("resume after the final event: %d %+v", resp.StatusCode, rest)
+	}
+}
