@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 )
 
@@ -136,5 +138,27 @@ func TestBuildStateRateLimits(t *testing.T) {
 	}
 	if got := degraded(a); got != "mcpgate_ratelimit_degraded 1" {
 		t.Errorf("Redis down: %q", got)
+	}
+}
+
+// The gateway gets the shared state for its sessions only in fleet mode:
+// without session keys a single process keeps its streams and
+// cancellation local, whatever the state driver.
+func TestFleetStateOnlyWithSessionKeys(t *testing.T) {
+	sb := state.NewMemory(state.MemoryOptions{})
+	defer sb.Close()
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, 32))
+	for _, tc := range []struct {
+		name  string
+		fleet *config.Fleet
+		want  bool
+	}{
+		{"no fleet block", nil, false},
+		{"no keys", &config.Fleet{Advertise: "http://10.0.0.5:4000"}, false},
+		{"keys", &config.Fleet{SessionKeys: []string{key}}, true},
+	} {
+		if got := fleetState(&config.Config{Fleet: tc.fleet}, sb) != nil; got != tc.want {
+			t.Errorf("%s: shared state given %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
