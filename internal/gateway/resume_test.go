@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -804,5 +805,56 @@ func TestResumeAfterTheFinalEventEndsAtOnce(t *testing.T) {
 	resp := openSSE(t, http.MethodGet, fl[1].url, sid, map[string]string{"Last-Event-ID": evs[2].id}, "")
 	if rest := readEvents(t, resp.Body, -1, time.Second); resp.StatusCode != 200 || len(rest) != 0 {
 		t.Errorf("resume after the final event: %d %+v", resp.StatusCode, rest)
+	}
+}
+
+// A second GET on the same replica takes over too (fleet mode), and the
+// goroutines of fleet sessions (the note follower, stream claims, resume
+// windows) end with their streams and with the gateway.
+func TestFleetGoroutinesEnd(t *testing.T) {
+	up := newStepper(t)
+	fl := fleetOf(t, 1, up.http, state.NewMemory(state.MemoryOptions{}), func(f *config.Fleet) { f.ResumeWindow = 200 * time.Millisecond })
+	a := fl[0]
+	sid := initSession(t, a.url)
+	first := openSSE(t, http.MethodGet, a.url, sid, nil, "")
+	waitFor(t, "first stream attached", func() bool { return streamOn(a.g) })
+	second := openSSE(t, http.MethodGet, a.url, sid, nil, "")
+	if first.StatusCode != 200 || second.StatusCode != 200 {
+		t.Fatalf("GETs: %d, %d", first.StatusCode, second.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, first.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(time.Second):
+		t.Fatal("the first GET stream still open after the second took over")
+	}
+	// A dropped call, never resumed: its window ends it.
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"s__steps","arguments":{"steps":100,"delay_ms":20},"_meta":{"progressToken":"t"}}}`
+	resp := openSSE(t, http.MethodPost, a.url, sid, nil, call)
+	readEvents(t, resp.Body, 1, 5*time.Second)
+	resp.Body.Close()
+	waitFor(t, "the call cancelled", func() bool { return up.cancelled.Load() == 1 })
+	second.Body.Close()
+	if err := a.g.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		leaked := ""
+		for _, fn := range []string{"followSessions", "keepFleetStream", "outliveClient"} {
+			if strings.Contains(stacks, "gateway.(*Gateway)."+fn) {
+				leaked = fn
+			}
+		}
+		if leaked == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s outlived its stream and the gateway:\n%s", leaked, stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
