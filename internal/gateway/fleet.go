@@ -128,10 +128,13 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 		}
 		return other, refusedNot
 	}
+	g.byHash.Store(s.hash, s)
 	if g.fleetOn() {
-		// Its log level, set on another replica (fleetbus.go).
+		// Its log level, set on another replica, and where its GET
+		// stream is (fleetbus.go).
 		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
 		g.loadSessionState(ctx, s)
+		g.findRemoteStream(ctx, s)
 		cancel()
 	}
 	g.log.Debug("session resumed from its sealed id", "session", s.id[:8], "issued", fs.Issued.UTC().Format(time.RFC3339))

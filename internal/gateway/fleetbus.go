@@ -175,17 +175,29 @@ func (g *Gateway) applyNote(n busNote) {
 
 // sessionByHash is the live local session whose id hashes to h.
 func (g *Gateway) sessionByHash(h string) *session {
-	var found *session
-	g.sessions.Range(func(_, v any) bool {
-		if s := v.(*session); s.hash == h {
-			if !s.isClosed() {
-				found = s
-			}
-			return false
+	if v, ok := g.byHash.Load(h); ok {
+		if s := v.(*session); !s.isClosed() {
+			return s
 		}
-		return true
-	})
-	return found
+	}
+	return nil
+}
+
+// findRemoteStream learns whether another replica holds s's GET stream,
+// for a copy that missed its claim note (made after it, or after a gap).
+func (g *Gateway) findRemoteStream(ctx context.Context, s *session) {
+	o, ok, err := g.shared.StreamOwnerOf(ctx, s.hash)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	switch {
+	case !ok:
+		s.remoteStream = 0
+	case o.Replica != g.instance && o.Version > s.streamVersion:
+		s.remoteStream = o.Version
+	}
+	s.mu.Unlock()
 }
 
 // resyncSessions recovers from missed notes: every sealed local session
@@ -199,13 +211,12 @@ func (g *Gateway) resyncSessions() {
 			return true
 		}
 		g.loadSessionState(ctx, s)
+		g.findRemoteStream(ctx, s)
 		s.mu.Lock()
-		version := s.streamVersion
+		newer := s.remoteStream
 		s.mu.Unlock()
-		if version != 0 {
-			if o, ok, err := g.shared.StreamOwnerOf(ctx, s.hash); err == nil && ok && o.Version > version {
-				s.supersedeStream(o.Version)
-			}
+		if newer != 0 {
+			s.supersedeStream(newer)
 		}
 		return ctx.Err() == nil
 	})
@@ -281,9 +292,17 @@ func (g *Gateway) invalidateFor(server, method string) {
 }
 
 // notifyOrForward sends msg on s's GET stream; when this replica holds
-// none, the replica that does gets it through the bus.
+// none and another does, that one gets it through the bus. (Only then: a
+// pooled upstream's message outside calls goes to every session of the
+// server, most of which have no stream anywhere.)
 func (g *Gateway) notifyOrForward(s *session, msg *jsonrpc.Message) {
 	if s.notify(msg) || !g.fleetOn() || s.token == "" {
+		return
+	}
+	s.mu.Lock()
+	remote := s.remoteStream != 0
+	s.mu.Unlock()
+	if !remote {
 		return
 	}
 	g.publishNote(busNote{Kind: noteMessage, Session: s.hash, Msg: jsonrpc.Encode(msg)})
@@ -349,7 +368,7 @@ func (s *session) takeOverStream(st streamer, version int64) bool {
 		return false
 	}
 	old := s.stream
-	s.stream, s.streamVersion = st, version
+	s.stream, s.streamVersion, s.remoteStream = st, version, 0
 	s.mu.Unlock()
 	if old != nil && old != st {
 		old.finish()
@@ -357,9 +376,13 @@ func (s *session) takeOverStream(st streamer, version int64) bool {
 	return true
 }
 
-// supersedeStream ends s's GET stream if it is older than version.
+// supersedeStream records that another replica holds s's GET stream
+// since version, and ends this replica's if it is older.
 func (s *session) supersedeStream(version int64) {
 	s.mu.Lock()
+	if version > s.remoteStream && version > s.streamVersion {
+		s.remoteStream = version
+	}
 	st := s.stream
 	old := st != nil && s.streamVersion != 0 && s.streamVersion < version
 	s.mu.Unlock()

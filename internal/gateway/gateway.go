@@ -133,6 +133,7 @@ type Gateway struct {
 	connect    connector // oauth2_user: registrations and pending connects
 
 	sessions sync.Map // local id -> *session
+	byHash   sync.Map // hashHex(local id) -> *session, for the fleet's notes (fleetbus.go)
 	// ring seals session ids and requestState for the fleet
 	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
 	ring      *fleet.Ring

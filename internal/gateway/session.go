@@ -54,6 +54,7 @@ type session struct {
 	clientVersion string
 	stream        streamer                 // GET stream, legacy SSE stream or stdout
 	streamVersion int64                    // fleet mode: when the GET stream was opened (fleetbus.go); 0: not claimed
+	remoteStream  int64                    // fleet mode: version of a newer GET stream on another replica; 0: none known
 	calls         map[string]*inflightCall // in-flight downstream requests by raw id
 	subs          map[string]string        // subscribed uri -> server
 	logLevel      int                      // minimum level relayed; -1: all
@@ -122,6 +123,7 @@ func (g *Gateway) storeSession(s *session, initializing bool) *session {
 		s.markReady()
 	}
 	g.sessions.Store(s.id, s)
+	g.byHash.Store(s.hash, s)
 	return s
 }
 
@@ -303,6 +305,7 @@ func (s *session) close() {
 	// Only itself: a copy resumed from the same sealed id may already
 	// have taken its place.
 	s.g.sessions.CompareAndDelete(s.id, s)
+	s.g.byHash.CompareAndDelete(s.hash, s)
 }
 
 // janitor ends idle sessions that have nothing in flight (S12).
