@@ -73,6 +73,9 @@ func newStepper(t testing.TB) *stepper {
 				}
 			}
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.Steps), Message: "step " + strconv.Itoa(i)}); err != nil {
+				if ctx.Err() != nil {
+					u.cancelled.Add(1)
+				}
 				return nil, nil, err
 			}
 		}
@@ -607,6 +610,12 @@ func TestResourceUpdatesReachStreamOnAnotherReplica(t *testing.T) {
 		}
 	}()
 	waitFor(t, "B's stream attached", func() bool { return streamOn(b.g) })
+	waitFor(t, "A's copy hears of B's stream", func() bool {
+		s := a.g.sessionByHash(innerHash(a.g))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.remoteStream != 0
+	})
 	touch := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__touch","arguments":{}}}`
 	if code, _, body := rpc(t, a.url, hdr, touch); code != 200 {
 		t.Fatalf("touch: %d %s", code, body)
