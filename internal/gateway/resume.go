@@ -56,6 +56,9 @@ const (
 const (
 	eventMessage byte = 'm'
 	eventFinal   byte = 'f' // the call's response: the stream ends after it
+	// eventGap marks where events could not be buffered (the backend was
+	// unreachable): a resume from before it cannot be told everything.
+	eventGap byte = 'g'
 )
 
 // resumable is the buffer of one POST SSE stream.
@@ -66,6 +69,9 @@ type resumable struct {
 	// lastReader is when a client last read the stream (Unix ns): the
 	// POST itself, or a resumed GET anywhere in the fleet.
 	lastReader atomic.Int64
+	// gap: an event could not be buffered; the next append marks it
+	// first. Under the postSender's lock.
+	gap bool
 }
 
 // newResumable starts the buffer of a POST stream of s, or returns nil
@@ -103,13 +109,30 @@ func (res *resumable) append(data []byte, final bool) (string, error) {
 	if final {
 		kind = eventFinal
 	}
+	if res.gap {
+		if _, err := g.shared.AppendEvent(ctx, res.name, []byte{eventGap}, g.resumeEvents(), g.resumeTTL()); err != nil {
+			return "", err
+		}
+		res.gap = false
+	}
 	buf := make([]byte, 0, len(data)+1)
 	buf = append(append(buf, kind), data...)
 	n, err := g.shared.AppendEvent(ctx, res.name, buf, g.resumeEvents(), g.resumeTTL())
 	if err != nil {
+		res.gap = true
 		return "", err
 	}
 	return res.key + "-" + strconv.FormatUint(n, 10), nil
+}
+
+// hasGap reports whether events hold a gap marker.
+func hasGap(events []state.Event) bool {
+	for _, ev := range events {
+		if len(ev.Data) > 0 && ev.Data[0] == eventGap {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Gateway) resumeEvents() int {
@@ -239,6 +262,11 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 			"Gone: events after Last-Event-ID are no longer buffered (fleet.resume_events is %d); the request's outcome is lost", g.resumeEvents()))
 		return
 	}
+	if hasGap(events) {
+		writeRPCError(w, http.StatusGone, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Gone: some events after Last-Event-ID could not be buffered (the shared state was unreachable); the request's outcome may be lost"))
+		return
+	}
 	ended := len(events) == 0 && after > 0 && g.finalWas(ctx, name, after)
 	_, done := g.openStream(w, jsonrpc.ID{}, false)
 	if done == nil {
@@ -275,6 +303,12 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 	lastEvent := time.Now()
 	for {
 		for _, ev := range events {
+			if len(ev.Data) > 0 && ev.Data[0] == eventGap {
+				// Ends here: the client's next resume, from the last
+				// event it got, is told (410 above).
+				_ = rc.Flush()
+				return
+			}
 			after = ev.ID
 			if len(ev.Data) == 0 {
 				continue
