@@ -867,3 +867,50 @@ func TestFleetGoroutinesEnd(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// flakyEvents is a shared state whose event buffers fail while down is
+// set, as an unreachable Redis does.
+type flakyEvents struct {
+	state.Backend
+	down atomic.Bool
+}
+
+func (f *flakyEvents) AppendEvent(ctx context.Context, stream string, data []byte, maxLen int, ttl time.Duration) (uint64, error) {
+	if f.down.Load() {
+		return 0, &state.UnavailableError{Op: "append event", Err: errors.New("test outage")}
+	}
+	return f.Backend.AppendEvent(ctx, stream, data, maxLen, ttl)
+}
+
+// An event that could not be buffered (the shared state was down) still
+// reaches the connected client, without an id; a resume from before it
+// is refused with 410 naming the cause, never served with a silent gap;
+// a resume from after it works.
+func TestUnbufferedEventIsNoSilentGap(t *testing.T) {
+	up := newStepper(t)
+	st := &flakyEvents{Backend: state.NewMemory(state.MemoryOptions{})}
+	fl := fleetOf(t, 2, up.http, st, nil)
+	sid := initSession(t, fl[0].url)
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"s__steps","arguments":{"steps":6,"delay_ms":150},"_meta":{"progressToken":"t"}}}`
+	resp := openSSE(t, http.MethodPost, fl[0].url, sid, nil, call)
+	e1 := readEvents(t, resp.Body, 1, 5*time.Second)
+	st.down.Store(true)
+	e2 := readEvents(t, resp.Body, 1, 5*time.Second)
+	st.down.Store(false)
+	e3 := readEvents(t, resp.Body, 1, 5*time.Second)
+	resp.Body.Close()
+	key, _, _ := strings.Cut(e1[0].id, "-")
+	if e1[0].id != key+"-1" || e2[0].id != "" || e3[0].id != key+"-3" {
+		t.Fatalf("ids %q, %q, %q: want <key>-1, none, <key>-3 (2 marks the gap)", e1[0].id, e2[0].id, e3[0].id)
+	}
+	get := openSSE(t, http.MethodGet, fl[1].url, sid, map[string]string{"Last-Event-ID": e1[0].id}, "")
+	body, _ := io.ReadAll(get.Body)
+	if get.StatusCode != http.StatusGone || !strings.Contains(string(body), "could not be buffered") {
+		t.Errorf("resume from before the gap: %d %s", get.StatusCode, body)
+	}
+	get = openSSE(t, http.MethodGet, fl[1].url, sid, map[string]string{"Last-Event-ID": e3[0].id}, "")
+	rest := readEvents(t, get.Body, -1, 10*time.Second)
+	if len(rest) != 4 || !rest[3].msg.IsResponse() {
+		t.Errorf("resume from after the gap: %d events", len(rest))
+	}
+}
