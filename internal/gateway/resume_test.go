@@ -33,8 +33,9 @@ import (
 
 // stepper is a go-sdk upstream whose tool "steps" reports progress
 // steps times, delay apart, then answers "done"; cancelled counts the
-// calls cancelled before they finished. "addtool" adds a tool (the server
-// then tells its sessions tools/list_changed); "log" logs a warning.
+// calls that ended before they finished. "addtool" adds a tool (the
+// server then tells its sessions tools/list_changed); "log" logs a
+// warning; "touch" marks mem://stepper/doc updated.
 type stepper struct {
 	srv       *mcp.Server
 	http      string
@@ -63,22 +64,27 @@ func newStepper(t testing.TB) *stepper {
 	})
 	mcp.AddTool(u.srv, &mcp.Tool{Name: "steps"}, func(ctx context.Context, req *mcp.CallToolRequest, a stepsDelayArgs) (*mcp.CallToolResult, any, error) {
 		tok := req.Params.GetProgressToken()
+		finished := false
+		defer func() {
+			// Cancelled, or its progress could no longer be sent (the
+			// gateway ended the upstream request): ended early either way.
+			if !finished {
+				u.cancelled.Add(1)
+			}
+		}()
 		for i := 1; i <= a.Steps; i++ {
 			if i > 1 {
 				select {
 				case <-ctx.Done():
-					u.cancelled.Add(1)
 					return nil, nil, ctx.Err()
 				case <-time.After(time.Duration(a.Delay) * time.Millisecond):
 				}
 			}
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.Steps), Message: "step " + strconv.Itoa(i)}); err != nil {
-				if ctx.Err() != nil {
-					u.cancelled.Add(1)
-				}
 				return nil, nil, err
 			}
 		}
+		finished = true
 		u.finished.Add(1)
 		return textResult("done"), nil, nil
 	})
@@ -604,7 +610,9 @@ func TestResourceUpdatesReachStreamOnAnotherReplica(t *testing.T) {
 				close(events)
 				return
 			}
-			if m, err := jsonrpc.Decode(ev.Data); err == nil {
+			// A list change (B's upstream session starting) is not
+			// what this test is about.
+			if m, err := jsonrpc.Decode(ev.Data); err == nil && m.Method == mcpwire.NotifyResourceUpdated {
 				events <- m
 			}
 		}
