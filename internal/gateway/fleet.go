@@ -149,7 +149,15 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 // remembers, as without keys (S8.2).
 func (g *Gateway) retire(s *session) {
 	if s.resumed {
+		s.mu.Lock()
+		held := len(s.subs) > 0
+		s.mu.Unlock()
 		s.close()
+		if held {
+			// Its upstream subscriptions end with it; the session's GET
+			// stream, wherever it is, takes them over (fleetbus.go).
+			g.publishNote(busNote{Kind: noteOrphaned, Session: s.hash})
+		}
 		return
 	}
 	g.endSessionLogged(context.Background(), s)

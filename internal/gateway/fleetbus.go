@@ -50,6 +50,9 @@ const (
 	noteMessage = "msg"    // Msg for Session's GET stream
 	noteState   = "state"  // Session's shared state changed
 	noteReader  = "reader" // a client reads resumable Stream
+	// noteOrphaned: a copy of Session that held upstream subscriptions
+	// ended without the session (idle here, used elsewhere).
+	noteOrphaned = "orphaned"
 )
 
 // busNote is one note between replicas.
@@ -163,6 +166,10 @@ func (g *Gateway) applyNote(n busNote) {
 			if m, err := jsonrpc.Decode(n.Msg); err == nil {
 				s.notify(m)
 			}
+		}
+	case noteOrphaned:
+		if s := g.sessionByHash(n.Session); s != nil {
+			g.adoptSubscriptions(s)
 		}
 	case noteState:
 		if s := g.sessionByHash(n.Session); s != nil {
@@ -521,5 +528,56 @@ func (g *Gateway) shareSubscription(ctx context.Context, s *session, uri, server
 		g.saveSessionFields(ctx, s, map[string]string{f: server})
 	} else {
 		g.saveSessionFields(ctx, s, nil, f)
+	}
+}
+
+// adoptSubscriptions makes the subscriptions of s's shared state this
+// replica's upstream subscriptions, when it holds s's GET stream (where
+// the updates go): the copy that held them ended (noteOrphaned). A copy
+// without the stream leaves them alone, so that only one replica
+// subscribes for s.
+func (g *Gateway) adoptSubscriptions(s *session) {
+	s.mu.Lock()
+	streaming := s.stream != nil && s.streamVersion != 0 && !s.stream.isDone()
+	s.mu.Unlock()
+	if !streaming {
+		return
+	}
+	ctx, cancel := context.WithTimeout(g.bgCtx, 2*busTimeout)
+	defer cancel()
+	fields, err := g.shared.SessionFields(ctx, s.hash)
+	if err != nil {
+		g.log.Warn("could not read a session's shared state", "session", s.id[:8], "error", err)
+		return
+	}
+	sc := &scope{g: g, sess: s, rt: &s.route, out: sessionOut{s}, caps: s.scopeCaps()}
+	for f, server := range fields {
+		uri, ok := strings.CutPrefix(f, fieldSubPrefix)
+		if !ok || !s.route.has(server) {
+			continue
+		}
+		s.mu.Lock()
+		_, had := s.subs[uri]
+		if !had {
+			s.subs[uri] = server
+		}
+		s.mu.Unlock()
+		if had {
+			continue
+		}
+		var e *jsonrpc.Error
+		if g.boundFor(s, server) {
+			_, e = g.forward(ctx, sc, server, mcpwire.MethodResourcesSubscribe, uriParams(uri))
+		} else {
+			e = g.subscribeUpstream(ctx, sc, server, uri, uriParams(uri))
+		}
+		if e != nil {
+			s.mu.Lock()
+			delete(s.subs, uri)
+			s.mu.Unlock()
+			g.log.Warn("could not take over a session's resource subscription", "session", s.id[:8], "server", server, "error", e.Message)
+			continue
+		}
+		g.log.Debug("took over a session's resource subscription", "session", s.id[:8], "server", server)
 	}
 }
