@@ -639,7 +639,14 @@ func TestResourceUpdatesReachStreamOnAnotherReplica(t *testing.T) {
 	if code, _, body := rpc(t, b.url, hdr, `{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"mem://stepper/doc"}}`); code != 200 {
 		t.Fatalf("unsubscribe on B: %d %s", code, body)
 	}
-	waitFor(t, "A's upstream subscription ended", func() bool { return up.subs.Load() == 0 })
+	// A releases its upstream subscription. (Checked on A's books: which
+	// pooled upstream session the unsubscribe goes out on is relay.go's
+	// business, and the upstream's count may lag.)
+	waitFor(t, "A's upstream subscription released", func() bool {
+		a.g.subMu.Lock()
+		defer a.g.subMu.Unlock()
+		return len(a.g.subs) == 0
+	})
 	if code, _, body := rpc(t, a.url, hdr, touch); code != 200 {
 		t.Fatalf("touch: %d %s", code, body)
 	}
@@ -920,5 +927,65 @@ func TestUnbufferedEventIsNoSilentGap(t *testing.T) {
 	rest := readEvents(t, get.Body, -1, 10*time.Second)
 	if len(rest) != 4 || !rest[3].msg.IsResponse() {
 		t.Errorf("resume from after the gap: %d events", len(rest))
+	}
+}
+
+// A subscription made through a copy that then idles out (C's) is taken
+// over by the replica holding the session's GET stream (B), so updates
+// keep coming while the client uses the session elsewhere.
+func TestSubscriptionsMoveToTheStream(t *testing.T) {
+	up := newStepper(t)
+	fl := fleetOf(t, 3, up.http, state.NewMemory(state.MemoryOptions{}), nil)
+	a, b, c := fl[0], fl[1], fl[2]
+	sid := initSession(t, a.url)
+	hdr := map[string]string{mcpwire.HeaderSessionID: sid}
+	get := openSSE(t, http.MethodGet, b.url, sid, nil, "")
+	if get.StatusCode != 200 {
+		t.Fatalf("GET on B: %d", get.StatusCode)
+	}
+	updates := make(chan *jsonrpc.Message, 16)
+	go func() {
+		r := jsonrpc.NewSSEReader(get.Body, 0)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				close(updates)
+				return
+			}
+			if m, err := jsonrpc.Decode(ev.Data); err == nil && m.Method == mcpwire.NotifyResourceUpdated {
+				updates <- m
+			}
+		}
+	}()
+	waitFor(t, "B's stream attached", func() bool { return streamOn(b.g) })
+	if code, _, body := rpc(t, c.url, hdr, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"mem://stepper/doc"}}`); code != 200 {
+		t.Fatalf("subscribe on C: %d %s", code, body)
+	}
+	copyOnC := c.g.sessionByHash(innerHash(c.g))
+	if copyOnC == nil || !copyOnC.resumed {
+		t.Fatal("C holds no resumed copy")
+	}
+	c.g.retire(copyOnC) // as its idle expiry does
+	waitFor(t, "B took the subscription over", func() bool {
+		s := b.g.sessionByHash(copyOnC.hash)
+		if s == nil {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.subs["mem://stepper/doc"] == "s"
+	})
+	waitFor(t, "B subscribed upstream", func() bool {
+		b.g.subMu.Lock()
+		defer b.g.subMu.Unlock()
+		return b.g.subs[subKey{"s", "mem://stepper/doc"}] == 1
+	})
+	if code, _, body := rpc(t, a.url, hdr, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__touch","arguments":{}}}`); code != 200 {
+		t.Fatalf("touch: %d %s", code, body)
+	}
+	select {
+	case <-updates:
+	case <-time.After(time.Second):
+		t.Fatal("no resources/updated on B's stream after C's copy ended")
 	}
 }
