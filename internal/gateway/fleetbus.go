@@ -31,7 +31,11 @@ import (
 //   - its log level and resource subscriptions are fields of the shared
 //     Sessions state (ttl: the idle timeout, renewed while it is used), so
 //     a copy resumed anywhere has its level, and a change on one replica
-//     is announced and reloaded by the others' copies;
+//     is announced and reloaded by the others' copies (an unsubscribe
+//     through any replica ends the upstream subscription where it is
+//     held). A subscription is held upstream by the copy that made it;
+//     when that copy idles out, the replica holding the GET stream takes
+//     it over. One that stops takes its subscriptions with it;
 //   - resumed POST streams tell the replica running their call that a
 //     client reads them (resume.go).
 //
