@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 )
 
@@ -185,5 +186,27 @@ func TestBuildFleetSizeDividesTheFallback(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("Redis down, three live replicas: %d of 8 allowed, want 2 (6/3)", n)
+	}
+}
+
+// The gateway gets the shared state for its sessions only in fleet mode:
+// without session keys a single process keeps its streams and
+// cancellation local, whatever the state driver.
+func TestFleetStateOnlyWithSessionKeys(t *testing.T) {
+	sb := state.NewMemory(state.MemoryOptions{})
+	defer sb.Close()
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, 32))
+	for _, tc := range []struct {
+		name  string
+		fleet *config.Fleet
+		want  bool
+	}{
+		{"no fleet block", nil, false},
+		{"no keys", &config.Fleet{Advertise: "http://10.0.0.5:4000"}, false},
+		{"keys", &config.Fleet{SessionKeys: []string{key}}, true},
+	} {
+		if got := fleetState(&config.Config{Fleet: tc.fleet}, sb) != nil; got != tc.want {
+			t.Errorf("%s: shared state given %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

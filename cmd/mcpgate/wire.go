@@ -190,7 +190,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Bus:                 bus,
 		Tickets:             tickets,
 		Replicas:            reg,
-		State:               stateChk,
+		StateHealth:         stateChk,
+		State:               fleetState(cfg, sb),
 		Vault:               vlt,
 	})
 	gw.Store(g)
@@ -330,4 +331,16 @@ func (c personConfirmer) ConfirmedPersons(code string) ([]string, bool) {
 		ids = append(ids, callers.PersonID(&callers.Caller{Issuer: cf.IdPIssuer, Subject: cf.IdPSubject}))
 	}
 	return ids, true
+}
+
+// fleetState is the shared state the gateway's sessions use across
+// replicas (resumable streams, GET stream takeover, shared log levels and
+// subscriptions): only in fleet mode, where session ids are sealed so any
+// replica opens them. A single process without fleet.session_keys keeps
+// its sessions, streams and cancellation local.
+func fleetState(cfg *config.Config, sb state.Backend) state.Backend {
+	if keys, err := cfg.Fleet.SessionKeyBytes(); err != nil || len(keys) == 0 {
+		return nil
+	}
+	return sb
 }

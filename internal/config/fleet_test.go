@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseFleet(t *testing.T) {
@@ -32,6 +33,14 @@ func TestParseFleet(t *testing.T) {
 	if keys, err := (*Fleet)(nil).SessionKeyBytes(); keys != nil || err != nil {
 		t.Errorf("nil fleet: %v, %v", keys, err)
 	}
+	// The resume knobs' defaults, and set.
+	if c.Fleet.ResumeEvents != DefaultResumeEvents || c.Fleet.ResumeTTL != DefaultResumeTTL || c.Fleet.ResumeWindow != DefaultResumeWindow {
+		t.Errorf("resume defaults: %+v", c.Fleet)
+	}
+	c, err = Parse([]byte("fleet: {resume_events: 50, resume_ttl: 1m, resume_window: 5s}\n"), "", nil)
+	if err != nil || c.Fleet.ResumeEvents != 50 || c.Fleet.ResumeTTL != time.Minute || c.Fleet.ResumeWindow != 5*time.Second {
+		t.Errorf("resume knobs: %+v, %v", c.Fleet, err)
+	}
 }
 
 func TestParseFleetErrors(t *testing.T) {
@@ -45,6 +54,9 @@ func TestParseFleetErrors(t *testing.T) {
 		{"duplicate", "fleet: {session_keys: [" + good + ", " + good + "]}\n", "fleet.session_keys[1]: same key as session_keys[0]"},
 		{"advertise not a URL", "fleet: {advertise: '10.0.0.5:4000'}\n", "fleet.advertise: must be an http or https URL"},
 		{"unknown field", "fleet: {session_key: " + good + "}\n", "fleet.session_key"},
+		{"resume buffer too large", "fleet: {resume_events: 100001}\n", "fleet.resume_events: must be at most 100000"},
+		{"resume buffer empty", "fleet: {resume_events: 0}\n", "fleet.resume_events"},
+		{"resume window zero", "fleet: {resume_window: 0s}\n", "fleet.resume_window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -696,7 +696,16 @@ func (g *Gateway) setLevel(ctx context.Context, sc *scope, params json.RawMessag
 		sc.sess.mu.Lock()
 		sc.sess.logLevel = idx
 		sc.sess.mu.Unlock()
+		sc.sess.levelPending.Store(false)
+		g.saveSessionFields(ctx, sc.sess, map[string]string{fieldLevel: logLevels[idx]})
 	}
+	g.applyLevel(ctx, sc, idx)
+	return json.RawMessage("{}"), nil
+}
+
+// applyLevel tells the upstreams of sc's route the log level idx its
+// session asked for (logging/setLevel here, or on another replica).
+func (g *Gateway) applyLevel(ctx context.Context, sc *scope, idx int) {
 	// Upstream sessions are shared, so each upstream gets the most verbose
 	// level any session asked for; the gateway filters per session.
 	sessions, release := g.upstreamSessions(ctx, sc.rt)
@@ -715,7 +724,6 @@ func (g *Gateway) setLevel(ctx context.Context, sc *scope, params json.RawMessag
 			}
 		}
 	}
-	return json.RawMessage("{}"), nil
 }
 
 func (g *Gateway) setUpstreamLevel(ctx context.Context, server string, s upstream.Session, idx int) {

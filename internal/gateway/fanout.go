@@ -10,8 +10,9 @@ import (
 // Termination fan-out (SPEC S15, S8.2). A session resumed from its sealed
 // id lives on as a copy on every replica that served it; the store's
 // terminations refuse it only where no copy is held. So a replica that
-// ends sessions for an administrator announces them on the bus, and every
-// replica ends its copies at once. Delivery is at most once: after a gap
+// ends sessions for an administrator, or for a client's DELETE of a sealed
+// id, announces them on the bus, and every replica ends its copies at
+// once. Delivery is at most once: after a gap
 // (the Lost marker, or a new subscription) a replica re-checks every
 // session it holds against the terminations instead.
 //
@@ -39,6 +40,19 @@ func (g *Gateway) announceTerminated(ctx context.Context, victims []*session) {
 			g.log.Warn("could not announce a terminated session to the other replicas", "session", s.id[:8], "error", err)
 			return
 		}
+	}
+}
+
+// announceEnded is announceTerminated for a session this replica holds
+// no copy of, by the hash of its id.
+func (g *Gateway) announceEnded(ctx context.Context, hash string) {
+	if g.bus == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
+	defer cancel()
+	if err := g.bus.Publish(ctx, topicTerminated, []byte(hash)); err != nil {
+		g.log.Warn("could not announce a terminated session to the other replicas", "error", err)
 	}
 }
 

@@ -128,6 +128,15 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 		}
 		return other, refusedNot
 	}
+	g.byHash.Store(s.hash, s)
+	if g.fleetOn() {
+		// Its log level, set on another replica, and where its GET
+		// stream is (fleetbus.go).
+		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		g.loadSessionState(ctx, s)
+		g.findRemoteStream(ctx, s)
+		cancel()
+	}
 	g.log.Debug("session resumed from its sealed id", "session", s.id[:8], "issued", fs.Issued.UTC().Format(time.RFC3339))
 	return s, refusedNot
 }
@@ -140,7 +149,15 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 // remembers, as without keys (S8.2).
 func (g *Gateway) retire(s *session) {
 	if s.resumed {
+		s.mu.Lock()
+		held := len(s.subs) > 0
+		s.mu.Unlock()
 		s.close()
+		if held {
+			// Its upstream subscriptions end with it; the session's GET
+			// stream, wherever it is, takes them over (fleetbus.go).
+			g.publishNote(busNote{Kind: noteOrphaned, Session: s.hash})
+		}
 		return
 	}
 	g.endSessionLogged(context.Background(), s)
@@ -153,9 +170,13 @@ func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local stri
 	if fleet.OwnerHash(id.Owner) != fs.Owner {
 		return false
 	}
-	if err := g.terms.MarkTerminated(ctx, hashHex(local), g.now().Add(g.idleTimeout)); err != nil {
+	h := hashHex(local)
+	if err := g.terms.MarkTerminated(ctx, h, g.now().Add(g.idleTimeout)); err != nil {
 		g.log.Warn("could not remember an ended session", "error", err)
 	}
+	// The copies other replicas hold end at once (fanout.go).
+	g.announceEnded(ctx, h)
+	g.dropSessionState(ctx, h)
 	return true
 }
 

@@ -142,9 +142,9 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 
 	// Ended by its client on B: refused there and on any replica that
 	// shares the termination memory and holds no copy. (Copies other
-	// replicas hold, A's and B2's here, live on until they idle out: the
-	// fan-out (fanout.go) carries administrator terminations, not a
-	// client's own DELETE.)
+	// replicas hold, A's and B2's here, live on until they idle out: these
+	// replicas share no bus. With one, the fan-out ends them at once:
+	// TestClientDeleteEndsCopiesEverywhere.)
 	if code, _ := send(t, http.MethodDelete, urlB+"/mcp", "alice", sid, ""); code != 200 {
 		t.Fatalf("DELETE on B: %d", code)
 	}

@@ -73,7 +73,14 @@ type Options struct {
 	Tickets state.Tickets
 	// State is the shared state backend, probed for /readyz and
 	// mcpgate_state_up (statehealth.go); nil: not reported.
-	State StateChecker
+	StateHealth StateChecker
+	// State is the fleet's shared state (SPEC S15): with
+	// fleet.session_keys, POST streams are resumable on any replica, GET
+	// streams move between replicas, and sessions' log levels and
+	// subscriptions are shared (resume.go, fleetbus.go). nil: none of
+	// that; a disconnect cancels its call at once (C9.1). When Bus is nil
+	// it is State.
+	State state.Backend
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -117,7 +124,8 @@ type Gateway struct {
 	bus         state.PubSub
 	stateCheck  StateChecker
 	stateHealth stateHealth
-	instance    string // this process's id in reports
+	shared      state.Backend // fleet mode's shared state; nil: none
+	instance    string        // this process's id in reports
 	now         func() time.Time
 	loopback    bool
 
@@ -144,6 +152,7 @@ type Gateway struct {
 	connect    connector // oauth2_user: registrations and pending connects
 
 	sessions sync.Map // local id -> *session
+	byHash   sync.Map // hashHex(local id) -> *session, for the fleet's notes (fleetbus.go)
 	// ring seals session ids and requestState for the fleet
 	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
 	ring      *fleet.Ring
@@ -166,6 +175,13 @@ type Gateway struct {
 
 	listen    listeners // open subscriptions/listen streams (2026-07-28)
 	exchanges sync.Map  // exchange id -> *exchange (S18.1)
+	// resumables are the resumable POST streams whose calls run here, by
+	// stream key (resume.go).
+	resumables sync.Map
+	resumed    atomic.Int64 // streams resumed with Last-Event-ID here
+	// listSeen: when each server's list changes were last told to this
+	// replica's streams, by server and method (fleetbus.go).
+	listSeen sync.Map
 
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
@@ -199,7 +215,8 @@ func New(o Options) *Gateway {
 		maxPerOwner: o.MaxSessionsPerOwner,
 		terms:       o.Terminations,
 		bus:         o.Bus,
-		stateCheck:  o.State,
+		stateCheck:  o.StateHealth,
+		shared:      o.State,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
@@ -224,6 +241,9 @@ func New(o Options) *Gateway {
 	}
 	if g.terms == nil {
 		g.terms = newMemTerminations()
+	}
+	if g.bus == nil && g.shared != nil {
+		g.bus = g.shared
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -282,6 +302,10 @@ func (g *Gateway) Start(ctx context.Context) {
 	if g.bus != nil {
 		g.bg.Add(1)
 		go g.followTerminations()
+		if g.fleetOn() {
+			g.bg.Add(1)
+			go g.followSessions()
+		}
 	}
 	if g.stateCheck != nil {
 		// The first answer before serving, so /readyz never guesses.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -277,11 +278,22 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
 	} else if sess != nil {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
+		g.touchSessionState(sess)
 	}
 
-	ps := &postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
+	ps := &postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout, log: g.log}
 	if sess != nil {
 		ps.fallback = sess
+	}
+	// In fleet mode a session's POST stream is resumable (resume.go): its
+	// call outlives a disconnect for the resume window.
+	ctx := r.Context()
+	if !isInit && !batch && ps.canSSE {
+		if ps.res = g.newResumable(sess); ps.res != nil {
+			var stop func()
+			ctx, stop = g.outliveClient(r.Context(), ps)
+			defer stop()
+		}
 	}
 	sc := &scope{g: g, sess: sess, rt: &rt, out: ps}
 	if sess != nil {
@@ -299,7 +311,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		case m.IsNotification():
 			g.handleNotification(r.Context(), sess, &rt, m)
 		default:
-			reply := g.serve(r.Context(), sc, m)
+			reply := g.serve(ctx, sc, m)
 			if reply != nil {
 				replies = append(replies, reply)
 			}
@@ -338,6 +350,13 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	defer cancel()
 	if sc.sess != nil {
 		defer sc.sess.begin(m.ID, cancel)()
+		if m.Method != mcpwire.MethodLoggingSetLevel && sc.sess.levelPending.CompareAndSwap(true, false) {
+			// A level set through another replica (fleetbus.go).
+			sc.sess.mu.Lock()
+			idx := sc.sess.logLevel
+			sc.sess.mu.Unlock()
+			g.applyLevel(ctx, sc, idx)
+		}
 	}
 	if sc.done == nil {
 		sc2 := *sc
@@ -385,6 +404,12 @@ type postSender struct {
 	// is then that HTTP status (S10), not a 200.
 	req     *http.Request
 	refused *refusalReply
+	// res buffers the stream's events for resumption (fleet mode,
+	// resume.go); nil: not resumable. gone: the client went away, events
+	// are only buffered.
+	res  *resumable
+	gone bool
+	log  *slog.Logger
 }
 
 func (ps *postSender) startSSE() {
@@ -395,15 +420,42 @@ func (ps *postSender) startSSE() {
 	ps.started = true
 }
 
-func (ps *postSender) writeEvent(msg *jsonrpc.Message) error {
+// writeEvent writes one event; final: the reply that ends the stream. A
+// resumable stream's event is buffered first, and counts as sent once
+// buffered, whether the client is still there or resumes later.
+func (ps *postSender) writeEvent(msg *jsonrpc.Message, final bool) error {
+	ev := &jsonrpc.Event{Data: jsonrpc.Encode(msg)}
+	buffered := false
+	if ps.res != nil {
+		id, err := ps.res.append(ev.Data, final)
+		if err != nil {
+			// Sent without an id: a client that resumes after this
+			// point misses it, and is told so (an incomplete buffer).
+			ps.log.Warn("could not buffer a stream event for resumption", "error", err)
+		} else {
+			ev.ID, buffered = id, true
+		}
+	}
+	if ps.gone {
+		if buffered {
+			return nil
+		}
+		return errStreamDone
+	}
 	d := ps.eventTimeout
 	if d <= 0 {
 		d = writeTimeout
 	}
 	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(d))
-	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Data: jsonrpc.Encode(msg)}))
+	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, ev))
 	if f, ok := ps.w.(http.Flusher); ok && err == nil {
 		f.Flush()
+	}
+	if err != nil && ps.res != nil {
+		ps.gone = true
+		if buffered {
+			return nil
+		}
 	}
 	return err
 }
@@ -421,7 +473,7 @@ func (ps *postSender) send(msg *jsonrpc.Message) error {
 	if !ps.started {
 		ps.startSSE()
 	}
-	return ps.writeEvent(msg)
+	return ps.writeEvent(msg, false)
 }
 
 func (ps *postSender) finish(reply *jsonrpc.Message) {
@@ -435,7 +487,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		return
 	}
 	if ps.started {
-		_ = ps.writeEvent(reply)
+		_ = ps.writeEvent(reply, true)
 		return
 	}
 	if rr := ps.refused; rr != nil && reply.Error != nil {
@@ -456,7 +508,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		status = http.StatusBadRequest
 	} else if !ps.jsonOK && ps.canSSE {
 		ps.startSSE()
-		_ = ps.writeEvent(reply)
+		_ = ps.writeEvent(reply, true)
 		return
 	}
 	body := reply.Append(make([]byte, 0, 256))
@@ -497,12 +549,29 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		refuse.write(w)
 		return
 	}
+	fleet := g.fleetOn() && sess.token != ""
+	if last := r.Header.Get("Last-Event-ID"); last != "" && fleet {
+		// Resuming a POST stream (resume.go); without fleet mode no
+		// event has an id, and the header is ignored as before.
+		g.serveResume(w, r, sess, last)
+		return
+	}
 	st, done := g.openStream(w, jsonrpc.ID{}, false)
 	if st == nil {
 		return
 	}
 	defer done()
-	if !sess.attachStream(st) {
+	if fleet {
+		// Any replica, the newest stream wins (fleetbus.go).
+		version, ok := g.openFleetStream(r.Context(), sess, st)
+		if !ok {
+			writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+				"Conflict: a newer GET stream of this session is open"))
+			return
+		}
+		g.keepFleetStream(sess, st, version)
+		defer st.finish()
+	} else if !sess.attachStream(st) {
 		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session"))
 		return
@@ -538,6 +607,10 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		// cancelled (upstream too), and its id answers 404 from now on
 		// (S8.2, S11).
 		g.endSessionLogged(r.Context(), sess)
+		if sess.token != "" {
+			// Its copies on other replicas end at once too (fanout.go).
+			g.announceTerminated(r.Context(), []*session{sess})
+		}
 	} else if sealed && !g.deleteSealed(r.Context(), fs, local, identityOf(r)) {
 		// Another replica's session (or one from before a restart): the
 		// id says whose it is, so the same rule holds.

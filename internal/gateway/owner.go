@@ -165,6 +165,7 @@ func (g *Gateway) terminated(ctx context.Context, id string) bool {
 func (g *Gateway) endSession(ctx context.Context, s *session) error {
 	err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout))
 	s.close()
+	g.dropSessionState(ctx, s.hash)
 	if err != nil {
 		return fmt.Errorf("remember ended session: %w", err)
 	}

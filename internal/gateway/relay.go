@@ -165,19 +165,25 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 			// A session with upstream sessions of its own hears those;
 			// a pooled session's messages are about the others' calls.
 			if s.wantsLog(idx) && !g.boundFor(s, server) {
-				s.notify(msg)
+				g.notifyOrForward(s, msg)
 			}
 		})
 	case mcpwire.NotifyToolsListChanged:
 		g.cat.Invalidate(server, catalog.Tools)
-		g.broadcastListChanged(server, catalog.Tools)
+		if g.shareListChanged(server, msg.Method) {
+			g.broadcastListChanged(server, catalog.Tools)
+		}
 	case mcpwire.NotifyPromptsListChanged:
 		g.cat.Invalidate(server, catalog.Prompts)
-		g.broadcastListChanged(server, catalog.Prompts)
+		if g.shareListChanged(server, msg.Method) {
+			g.broadcastListChanged(server, catalog.Prompts)
+		}
 	case mcpwire.NotifyResourcesListChanged:
 		g.cat.Invalidate(server, catalog.Resources)
 		g.cat.Invalidate(server, catalog.Templates)
-		g.broadcastListChanged(server, catalog.Resources)
+		if g.shareListChanged(server, msg.Method) {
+			g.broadcastListChanged(server, catalog.Resources)
+		}
 	case mcpwire.NotifyResourceUpdated:
 		// From a stateless upstream it came on the gateway's own listen
 		// stream, whose id means nothing downstream.
@@ -192,7 +198,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 			// From a session bound to one client, which subscribed on it:
 			// that client's alone.
 			if sc.sess != nil && subscribed(sc.sess) {
-				sc.sess.notify(msg)
+				g.notifyOrForward(sc.sess, msg)
 			}
 			return
 		}
@@ -200,7 +206,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		g.forEachSession(server, func(s *session) {
 			// A bound session hears its updates on its own upstream session.
 			if subscribed(s) && !g.boundFor(s, server) {
-				s.notify(msg)
+				g.notifyOrForward(s, msg)
 			}
 		})
 	case mcpwire.NotifyCancelled:
@@ -388,6 +394,7 @@ func (g *Gateway) subscribe(ctx context.Context, sc *scope, m *jsonrpc.Message) 
 			delete(sc.sess.subs, uri)
 		}
 		sc.sess.mu.Unlock()
+		g.shareSubscription(ctx, sc.sess, uri, server, sub)
 		return json.RawMessage("{}"), nil
 	}
 	sc.sess.mu.Lock()
@@ -409,6 +416,7 @@ func (g *Gateway) subscribe(ctx context.Context, sc *scope, m *jsonrpc.Message) 
 	case !sub && had:
 		g.unsubscribeUpstream(prev, uri)
 	}
+	g.shareSubscription(ctx, sc.sess, uri, server, sub)
 	return json.RawMessage("{}"), nil
 }
 

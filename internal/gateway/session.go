@@ -24,8 +24,11 @@ type session struct {
 	// holds id. resumed: this replica re-created it from its token.
 	token   string
 	resumed bool
-	g       *Gateway
-	route   route
+	// hash is hashHex(id): what terminations, the shared state and the
+	// bus know the session by (fleetbus.go).
+	hash  string
+	g     *Gateway
+	route route
 	// Who created it (S4): requests of any other owner are refused.
 	owner    string
 	alias    string
@@ -50,6 +53,8 @@ type session struct {
 	clientName    string
 	clientVersion string
 	stream        streamer                 // GET stream, legacy SSE stream or stdout
+	streamVersion int64                    // fleet mode: when the GET stream was opened (fleetbus.go); 0: not claimed
+	remoteStream  int64                    // fleet mode: version of a newer GET stream on another replica; 0: none known
 	calls         map[string]*inflightCall // in-flight downstream requests by raw id
 	subs          map[string]string        // subscribed uri -> server
 	logLevel      int                      // minimum level relayed; -1: all
@@ -61,6 +66,11 @@ type session struct {
 	created  time.Time
 	lastUsed atomic.Int64
 	inflight atomic.Int32
+	// levelPending: the log level came from the shared state and the
+	// upstreams this replica calls have not heard it yet (fleetbus.go).
+	levelPending atomic.Bool
+	// stateTouched is when the shared state was last renewed (Unix ns).
+	stateTouched atomic.Int64
 }
 
 func newSessionID() string {
@@ -83,6 +93,7 @@ func (g *Gateway) buildSession(rt route, id *Identity, sid string) *session {
 	}
 	s := &session{
 		id:       sid,
+		hash:     hashHex(sid),
 		g:        g,
 		route:    rt,
 		owner:    id.Owner,
@@ -112,6 +123,7 @@ func (g *Gateway) storeSession(s *session, initializing bool) *session {
 		s.markReady()
 	}
 	g.sessions.Store(s.id, s)
+	g.byHash.Store(s.hash, s)
 	return s
 }
 
@@ -293,6 +305,7 @@ func (s *session) close() {
 	// Only itself: a copy resumed from the same sealed id may already
 	// have taken its place.
 	s.g.sessions.CompareAndDelete(s.id, s)
+	s.g.byHash.CompareAndDelete(s.hash, s)
 }
 
 // janitor ends idle sessions that have nothing in flight (S12).

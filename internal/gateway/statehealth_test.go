@@ -30,7 +30,7 @@ func (f *fakeState) Ping(context.Context) error {
 func TestReadyStateDegraded(t *testing.T) {
 	st := &fakeState{}
 	m := metrics.New()
-	g, gw := startGatewayWith(t, Options{Config: &config.Config{}, State: st, Metrics: m, MetricsOnMain: true})
+	g, gw := startGatewayWith(t, Options{Config: &config.Config{}, StateHealth: st, Metrics: m, MetricsOnMain: true})
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := http.Get(gw.URL + path)
