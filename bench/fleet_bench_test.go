@@ -12,10 +12,12 @@ package bench_test
 //	        id), the rate limit global (one GCRA script in Redis per
 //	        request);
 //	fleet-nolimit: the same, the key without a rate limit (nothing in
-//	        Redis per call), to tell the limit's share from the rest.
+//	        Redis per call), to tell the limit's share from the rest;
+//	fleet-durable: fleet with audit.durable (each answer waits for its
+//	        audit record's commit), to tell that wait's cost.
 //
-// The first two authenticate a key with a rate limit too high to refuse
-// anything; all three write an audit record per call. The load generator runs in the test
+// All but fleet-nolimit authenticate a key with a rate limit too high to
+// refuse anything; every mode writes an audit record per call. The load generator runs in the test
 // process; cpu-µs/call is the gateway process's own CPU time per call
 // (from /proc). PostgreSQL and Redis share the machine with it:
 //
@@ -86,6 +88,9 @@ fleet: {session_keys: [%q]}
 		// The same replica with a key without a limit: no Redis on the
 		// call path, so fleet minus this is the global limit's cost.
 		{"fleet-nolimit", fleet + common(0)},
+		// audit.durable: each answer waits for its record's commit in
+		// PostgreSQL (group commit); minus fleet, that wait's cost.
+		{"fleet-durable", fleet + "audit: {durable: true}\n" + common(fleetBenchRPM)},
 	}
 	gws := make([]*serveProc, len(modes))
 	for i, m := range modes {
