@@ -217,6 +217,27 @@ func (p *peers) find(ctx context.Context, match func(state.Replica) bool) (state
 	return state.Replica{}, false
 }
 
+// alive reports whether replica id is in the registry: the last list
+// read, else the registry now. An unreachable registry says nothing, so
+// the answer is then true.
+func (p *peers) alive(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	live, err := p.reg.LiveReplicas(ctx)
+	if err != nil {
+		return true
+	}
+	p.mu.Lock()
+	p.live, p.known = live, true
+	p.mu.Unlock()
+	for _, r := range live {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // FleetSize is how many replicas the registry last listed as live, this
 // one included; 0 outside a fleet or before the registry first answered.
 // While the registry is unreachable it stays at the last count, which is

@@ -50,6 +50,10 @@ const (
 	resumePoll = 50 * time.Millisecond
 	// resumeBeat bounds the reader heartbeats of a resumed GET.
 	resumeBeat = time.Second
+	// producerCheck is how long a resumed GET waits without an event
+	// before it asks the replica registry whether the replica running
+	// the call is still there.
+	producerCheck = 2 * time.Second
 )
 
 // Event kinds, the first byte of a buffered event.
@@ -87,9 +91,12 @@ func (g *Gateway) newResumable(s *session) *resumable {
 	if !mcpwire.IsHandshake(rev) || rev == mcpwire.Rev20241105 {
 		return nil
 	}
-	var b [16]byte
+	// The key names the replica running the call (its first 12
+	// characters, g.instance), so that a resumed GET elsewhere can tell
+	// when that replica is gone; the rest is random.
+	var b [10]byte
 	_, _ = rand.Read(b[:])
-	key := hex.EncodeToString(b[:])
+	key := g.instance + hex.EncodeToString(b[:])
 	res := &resumable{g: g, key: key, name: resumeStreamName(s, key)}
 	res.lastReader.Store(time.Now().UnixNano())
 	return res
@@ -264,7 +271,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 	}
 	if hasGap(events) {
 		writeRPCError(w, http.StatusGone, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Gone: some events after Last-Event-ID could not be buffered (the shared state was unreachable); the request's outcome may be lost"))
+			"Gone: some events after Last-Event-ID could not be buffered (the shared state was unreachable, or the replica running the call is gone); the request's outcome may be lost"))
 		return
 	}
 	ended := len(events) == 0 && after > 0 && g.finalWas(ctx, name, after)
@@ -301,6 +308,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 	poll := time.NewTicker(resumePoll)
 	defer poll.Stop()
 	lastEvent := time.Now()
+	lastNews := time.Now() // the last event read (keep-alives aside)
 	for {
 		for _, ev := range events {
 			if len(ev.Data) > 0 && ev.Data[0] == eventGap {
@@ -323,8 +331,19 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 			}
 		}
 		if len(events) > 0 {
-			lastEvent = time.Now()
+			lastEvent, lastNews = time.Now(), time.Now()
 			if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+		}
+		if time.Since(lastNews) >= producerCheck {
+			lastNews = time.Now()
+			if g.producerGone(ctx, key) {
+				// The call died with its replica: no final response will
+				// come. The stream ends, and the client's next resume is
+				// told so (410) instead of waiting for resume_ttl.
+				g.log.Info("resumed stream ended: the replica running its call is gone", "session", sess.id[:8])
+				g.markProducerGone(ctx, name)
 				return
 			}
 		}
@@ -394,3 +413,28 @@ func (g *Gateway) readerBeat(key string) {
 
 // resumeCount is how many streams were resumed here.
 func (g *Gateway) resumeCount() int64 { return g.resumed.Load() }
+
+// producerGone reports whether the replica that runs the call of stream
+// key (named in the key) has left the replica registry. Unknown (outside
+// a fleet registry, the registry unreachable, this replica's own stream)
+// is not gone.
+func (g *Gateway) producerGone(ctx context.Context, key string) bool {
+	if g.peers == nil || len(key) < len(g.instance) {
+		return false
+	}
+	id := key[:len(g.instance)]
+	if id == g.instance {
+		return false
+	}
+	return !g.peers.alive(ctx, id)
+}
+
+// markProducerGone leaves a gap marker in stream name's buffer: the
+// outcome of its call is lost, which the next resume says (410).
+func (g *Gateway) markProducerGone(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
+	defer cancel()
+	if _, err := g.shared.AppendEvent(ctx, name, []byte{eventGap}, g.resumeEvents(), g.resumeTTL()); err != nil {
+		g.log.Debug("could not mark a stream whose replica is gone", "error", err)
+	}
+}

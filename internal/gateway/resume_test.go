@@ -989,3 +989,54 @@ func TestSubscriptionsMoveToTheStream(t *testing.T) {
 		t.Fatal("no resources/updated on B's stream after C's copy ended")
 	}
 }
+
+// A resumed GET whose call ran on a replica that is gone (the event ids
+// name it, and the registry no longer lists it): the stream ends after
+// producerCheck without news, not after resume_ttl, and the client's next
+// resume is told the outcome is lost (410), not kept waiting.
+func TestResumeEndsWhenTheCallsReplicaIsGone(t *testing.T) {
+	up := newStepper(t)
+	st := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { st.Close() })
+	srv := httptest.NewUnstartedServer(nil)
+	url := "http://" + srv.Listener.Addr().String()
+	cfg := &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)},
+		Fleet: &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}, Advertise: url}}
+	g, _ := startGatewayWith(t, Options{Config: cfg, State: st, Replicas: st, Terminations: newMemTerminations(), IdleTimeout: time.Minute})
+	srv.Config.Handler = g
+	srv.Start()
+	t.Cleanup(srv.Close)
+	sid := initSession(t, url+"/mcp")
+	// What a replica that died mid-call leaves: its first events, no
+	// final one, and no heartbeat (it was never registered: "0123456789ab").
+	key := "0123456789ab" + strings.Repeat("cd", 10)
+	name := "resume:" + innerHash(g) + ":" + key
+	for i := 1; i <= 2; i++ {
+		msg := fmt.Sprintf(`m{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":%d}}`, i)
+		if _, err := st.AppendEvent(t.Context(), name, []byte(msg), 100, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the replica's own registry entry", func() bool { return g.FleetSize() == 1 })
+	start := time.Now()
+	get := openSSE(t, http.MethodGet, url+"/mcp", sid, map[string]string{"Last-Event-ID": key + "-1"}, "")
+	if get.StatusCode != 200 {
+		t.Fatalf("resume: %d", get.StatusCode)
+	}
+	events := readEvents(t, get.Body, -1, 10*time.Second)
+	get.Body.Close()
+	took := time.Since(start)
+	if len(events) != 1 || events[0].id != key+"-2" {
+		t.Errorf("replayed %v, want event 2 alone", events)
+	}
+	if took < producerCheck || took > producerCheck+3*time.Second {
+		t.Errorf("the stream ended after %s, want about producerCheck (%s)", took, producerCheck)
+	}
+	t.Logf("a resume of a dead replica's call ended after %s", took.Round(time.Millisecond))
+	again := openSSE(t, http.MethodGet, url+"/mcp", sid, map[string]string{"Last-Event-ID": key + "-2"}, "")
+	body, _ := io.ReadAll(again.Body)
+	again.Body.Close()
+	if again.StatusCode != http.StatusGone || !strings.Contains(string(body), "replica running the call is gone") {
+		t.Errorf("the next resume: %d %s; want 410 saying the call's replica is gone", again.StatusCode, body)
+	}
+}
