@@ -980,13 +980,22 @@ func TestSubscriptionsMoveToTheStream(t *testing.T) {
 		defer b.g.subMu.Unlock()
 		return b.g.subs[subKey{"s", "mem://stepper/doc"}] == 1
 	})
-	if code, _, body := rpc(t, a.url, hdr, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__touch","arguments":{}}}`); code != 200 {
-		t.Fatalf("touch: %d %s", code, body)
-	}
-	select {
-	case <-updates:
-	case <-time.After(time.Second):
-		t.Fatal("no resources/updated on B's stream after C's copy ended")
+	// The gateway counts B's subscription before the upstream has it:
+	// touch until an update arrives (each touch is answered only by a
+	// subscribed upstream session), for at most 5 s.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if code, _, body := rpc(t, a.url, hdr, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__touch","arguments":{}}}`); code != 200 {
+			t.Fatalf("touch: %d %s", code, body)
+		}
+		select {
+		case <-updates:
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no resources/updated on B's stream after C's copy ended")
+		}
 	}
 }
 
