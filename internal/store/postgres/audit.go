@@ -120,7 +120,12 @@ func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) err
 	}
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	err := s.inTx(ctx, func(tx pgx.Tx) error { return tx.SendBatch(ctx, &b).Close() })
+	// One round trip, atomic without BEGIN and COMMIT: the batch's
+	// statements go before a single Sync, which PostgreSQL runs as one
+	// implicit transaction (every row or none). An explicit transaction
+	// would cost two more round trips, paid on the reply's path with
+	// audit.durable.
+	err := s.pool.SendBatch(ctx, &b).Close()
 	if err != nil {
 		return fmt.Errorf("append tool calls: %w", classify(err))
 	}
