@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/state"
 )
 
 // The connect flow in a fleet (SPEC S15, S19). Behind a round-robin
@@ -67,14 +69,13 @@ func (c *connector) shareCtx() (context.Context, context.CancelFunc) {
 
 // put stores v under key until expires; false when the store failed.
 func (c *connector) put(key string, v any, expires time.Time, now time.Time) bool {
-	data, err := json.Marshal(v)
 	ttl := expires.Sub(now)
-	if err != nil || ttl <= 0 {
+	if ttl <= 0 {
 		return false
 	}
 	ctx, cancel := c.shareCtx()
 	defer cancel()
-	if err := c.shared.PutTicket(ctx, key, data, ttl); err != nil {
+	if err := state.PutTicketJSON(ctx, c.shared, key, v, ttl); err != nil {
 		c.log.Warn("oauth connect: the fleet's shared store is unavailable", "error", err)
 		return false
 	}
@@ -85,16 +86,11 @@ func (c *connector) put(key string, v any, expires time.Time, now time.Time) boo
 func (c *connector) get(key string, v any, take bool) bool {
 	ctx, cancel := c.shareCtx()
 	defer cancel()
-	op := c.shared.GetTicket
-	if take {
-		op = c.shared.TakeTicket
-	}
-	data, ok, err := op(ctx, key)
+	ok, err := state.TicketJSON(ctx, c.shared, key, v, take)
 	if err != nil {
 		c.log.Warn("oauth connect: the fleet's shared store is unavailable", "error", err)
-		return false
 	}
-	return ok && json.Unmarshal(data, v) == nil
+	return ok
 }
 
 // shareTicket makes ticket id readable on every replica.

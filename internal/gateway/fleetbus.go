@@ -270,6 +270,32 @@ func (g *Gateway) invalidateFor(server, method string) {
 // none and another does, that one gets it through the bus. (Only then: a
 // pooled upstream's message outside calls goes to every session of the
 // server, most of which have no stream anywhere.)
+// forwardToStream hands msg to the replica holding s's GET stream (fleet
+// mode), asking the shared state when this copy has not heard of one;
+// false when no replica holds it. A request sent so is answered on any
+// replica, and the answer forwarded here (its id names this replica).
+func (g *Gateway) forwardToStream(s *session, msg *jsonrpc.Message) bool {
+	if !g.fleetOn() || s.token == "" {
+		return false
+	}
+	s.mu.Lock()
+	remote := s.remoteStream != 0
+	s.mu.Unlock()
+	if !remote {
+		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
+		g.findRemoteStream(ctx, s)
+		cancel()
+		s.mu.Lock()
+		remote = s.remoteStream != 0
+		s.mu.Unlock()
+	}
+	if !remote {
+		return false
+	}
+	g.publishNote(busNote{Kind: noteMessage, Session: s.hash, Msg: jsonrpc.Encode(msg)})
+	return true
+}
+
 func (g *Gateway) notifyOrForward(s *session, msg *jsonrpc.Message) {
 	if s.notify(msg) || !g.fleetOn() || s.token == "" {
 		return

@@ -544,7 +544,7 @@ func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 type sessionOut struct{ s *session }
 
 func (o sessionOut) send(msg *jsonrpc.Message) error {
-	if o.s.notify(msg) {
+	if o.s.notify(msg) || o.s.g.forwardToStream(o.s, msg) {
 		return nil
 	}
 	return errors.New("the client has no open stream for server-initiated requests")

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -88,4 +89,27 @@ func (m *Memory) ticket(op, key string, take bool) ([]byte, bool, error) {
 
 func fmtInvalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// PutTicketJSON stores v, encoded as JSON, under key for ttl.
+func PutTicketJSON(ctx context.Context, t Tickets, key string, v any, ttl time.Duration) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: ticket value: %v", ErrInvalid, err)
+	}
+	return t.PutTicket(ctx, key, data, ttl)
+}
+
+// TicketJSON decodes key's data into v, taking the ticket when take is
+// set; ok is false when there is none (or it does not decode into v).
+func TicketJSON(ctx context.Context, t Tickets, key string, v any, take bool) (ok bool, err error) {
+	op := t.GetTicket
+	if take {
+		op = t.TakeTicket
+	}
+	data, ok, err := op(ctx, key)
+	if err != nil || !ok {
+		return false, err
+	}
+	return json.Unmarshal(data, v) == nil, nil
 }

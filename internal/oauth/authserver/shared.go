@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/oauth"
+	"github.com/mcpgate/mcpgate/internal/state"
 )
 
 // Shared holds the in-flight records of browser flows for a fleet
@@ -81,13 +82,9 @@ func (t sharedTables) put(key string, v any, ttl time.Duration) bool {
 	if ttl <= 0 {
 		return false
 	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return false
-	}
 	ctx, cancel := t.ctx()
 	defer cancel()
-	if err := t.s.PutTicket(ctx, key, data, ttl); err != nil {
+	if err := state.PutTicketJSON(ctx, t.s, key, v, ttl); err != nil {
 		t.log.Warn("oauth: shared login state unavailable", attrErr, err)
 		return false
 	}
@@ -97,16 +94,11 @@ func (t sharedTables) put(key string, v any, ttl time.Duration) bool {
 func (t sharedTables) get(key string, v any, take bool) bool {
 	ctx, cancel := t.ctx()
 	defer cancel()
-	op := t.s.GetTicket
-	if take {
-		op = t.s.TakeTicket
-	}
-	data, ok, err := op(ctx, key)
+	ok, err := state.TicketJSON(ctx, t.s, key, v, take)
 	if err != nil {
 		t.log.Warn("oauth: shared login state unavailable", attrErr, err)
-		return false
 	}
-	return ok && json.Unmarshal(data, v) == nil
+	return ok
 }
 
 func (t sharedTables) has(key string) bool {
