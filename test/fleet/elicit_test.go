@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -268,6 +269,20 @@ func testServerRequestAcrossReplicas(t *testing.T, f *Fleet) {
 					}
 					return ""
 				})
+				if v.getTo != "" {
+					// The SDK opens its GET stream after initialize, on its
+					// own: a question asked before it is open has nowhere
+					// to go.
+					deadline := time.Now().Add(5 * time.Second)
+					for !slices.ContainsFunc(st.since(0), func(h *hop) bool {
+						return h.HTTP == http.MethodGet && h.Status == http.StatusOK && h.Replica == v.getTo
+					}) {
+						if time.Now().After(deadline) {
+							t.Fatalf("no GET stream open on %s after 5s: %v", v.getTo, st.since(0))
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
 				for i, tc := range askingCases {
 					to := []string{b, c}[i%2]
 					replyTo.Store(&to)
