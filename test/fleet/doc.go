@@ -21,15 +21,42 @@
 // fail.
 //
 // Scenarios are subtests of TestFleet, run in order on one fleet; each
-// leaves it whole (every replica up, Redis up). The pieces a new scenario
-// combines:
+// leaves it whole (every replica up, Redis up). Issue 14's list, and the
+// file of each:
+//
+//  1. a session continues on every replica: go-sdk both revisions
+//     (fleet_test.go), TypeScript SDK (typescript_test.go), streaming
+//     calls (stream_test.go);
+//  2. an elicitation or sampling request asked during a call on A is
+//     answered through B (2025-11-25), a 2026-07-28 input_required round
+//     from A is retried on C; the call completes with the client's answer
+//     (elicit_test.go);
+//  3. a client that drops a POST stream on A mid-call resumes on B with
+//     GET and Last-Event-ID: every progress event once, then the result
+//     (resume_test.go);
+//  4. a key revoked on A is refused on B (and on a session on C) within a
+//     second; a server added on B is listed and callable on A within a
+//     second, and gone when removed (announce_test.go; a runtime key
+//     created on A used on B and C: admin_test.go);
+//  5. rate limits are global (ratelimit_test.go);
+//  6. a replica SIGKILLed or SIGTERMed under load fails only what it had
+//     in flight, and every answered call is audited (kill_test.go);
+//  7. a Redis outage degrades, visibly, instead of failing
+//     (redis_test.go);
+//  8. a rolling restart rotates the session keys (rotation_test.go).
+//
+// The pieces a new scenario combines:
 //
 //   - Balancer.Route with pinByHeader and rawSession.Pin put a session's
-//     next request on a chosen replica: an elicitation relayed by B and
-//     answered on B, an MRTR retry sent to C;
+//     next request on a chosen replica; steer does it for an SDK client,
+//     by what each request carries (the call to A, the client's reply to
+//     the server to B, a retry to C), and records which replica served
+//     each and what its reply delivered;
 //   - rawSession.Request sends any request on a session and reports the
-//     serving replica (HeaderReplica), status and body; a header it must
-//     carry (Last-Event-ID for a resumed stream) goes in rawSession.post;
+//     serving replica (HeaderReplica), status and body; rawSession.open
+//     sends one with extra headers (Last-Event-ID for a resumed stream)
+//     and returns the reply unread, for sseReader to take an event at a
+//     time;
 //   - Replica.Admin calls one replica's admin API (a revocation on A),
 //     statelessClient and rawSession then look from another (refused on B
 //     within a second);
