@@ -152,8 +152,8 @@ var askingCases = []askingCase{
 //     request: the replica the reply lands on forwards it to a, which
 //     answers the upstream's pending request. Twice: with the SDK's
 //     default capabilities (roots: the request comes on the session's GET
-//     stream, pinned to a, see below) and without roots (it comes on the
-//     call's POST stream; the GET goes round robin);
+//     stream, pinned to b, so a hands it to b) and without roots (it
+//     comes on the call's POST stream; the GET goes round robin);
 //   - 2026-07-28: the call gets input_required from a; the SDK's own retry
 //     (inputResponses + requestState) goes to c, which forwards it to a,
 //     where the call is still running, and relays its result.
@@ -241,16 +241,15 @@ func testServerRequestAcrossReplicas(t *testing.T, f *Fleet) {
 			name string
 			caps *mcp.ClientCapabilities // nil: the SDK's default (roots)
 			// getTo is where the client's GET stream is pinned ("":
-			// round robin).
-			getTo string
+			// round robin); askedOn the replica whose stream must carry
+			// the server's request.
+			getTo, askedOn string
 		}{
-			// Pinned to a: the gateway writes a bound session's server
-			// request on a's own GET stream only; it does not forward it
-			// to the replica holding the stream, as it does notifications
-			// (with the GET on b the call fails: "the client has no open
-			// stream for server-initiated requests").
-			{"roots declared", nil, a},
-			{"no roots", &mcp.ClientCapabilities{}, ""},
+			// The GET stream on b, the call on a: a hands the bound
+			// session's request to b (the session-note topic), and the
+			// client's answer, on c or b, comes back to a.
+			{"roots declared, GET stream on b", nil, b, b},
+			{"no roots", &mcp.ClientCapabilities{}, "", a},
 		} {
 			t.Run(v.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -307,8 +306,8 @@ func testServerRequestAcrossReplicas(t *testing.T, f *Fleet) {
 							asked = h.HTTP + " " + h.Method + " on " + h.Replica
 						}
 					}
-					if !strings.HasSuffix(asked, " on "+a) {
-						t.Errorf("%s: the server's request reached the client on %q, want a stream of %s", tc.tool, asked, a)
+					if !strings.HasSuffix(asked, " on "+v.askedOn) {
+						t.Errorf("%s: the server's request reached the client on %q, want a stream of %s", tc.tool, asked, v.askedOn)
 					}
 					if len(replies) != 1 || replies[0].Replica != to || replies[0].Status/100 != 2 {
 						t.Errorf("%s: the client's replies %v, want one, served by %s", tc.tool, replies, to)
