@@ -56,3 +56,26 @@ func TestParseStoreErrors(t *testing.T) {
 		})
 	}
 }
+
+// audit.durable defaults to on for a fleet's PostgreSQL store (S15: a
+// killed replica loses no acknowledged record) and off for SQLite; set,
+// it is what it says.
+func TestAuditDurableDefault(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want bool
+	}{
+		{"store: {driver: postgres, dsn: 'postgres://h/db'}\n", true},
+		{"store: {driver: postgres, dsn: 'postgres://h/db'}\naudit: {durable: false}\n", false},
+		{"{}\n", false},
+		{"audit: {durable: true}\n", true},
+	} {
+		cfg, err := Parse([]byte(tc.doc), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Audit.DurableFor(cfg.Store.Driver); got != tc.want {
+			t.Errorf("%q: durable %v, want %v", tc.doc, got, tc.want)
+		}
+	}
+}

@@ -252,7 +252,7 @@ func New(o Options) *Gateway {
 	g.auth = o.Authenticator
 	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
-	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.Durable {
+	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
 		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()
 	}
 	g.state.Store(newState(cfg))

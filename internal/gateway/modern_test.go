@@ -1171,7 +1171,7 @@ func TestDurableAuditHoldsTheAnswer(t *testing.T) {
 	sink := &blockingAudit{release: make(chan struct{})}
 	m := metrics.New()
 	_, gw := startGatewayWith(t, Options{Audit: sink, Metrics: m, MetricsOnMain: true, Config: &config.Config{
-		Audit:   config.Audit{Durable: true, Timeout: 300 * time.Millisecond},
+		Audit:   config.Audit{Durable: new(true), Timeout: 300 * time.Millisecond},
 		Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
 	call := func() (string, time.Duration) {
 		start := time.Now()
