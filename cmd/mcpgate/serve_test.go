@@ -5,6 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,5 +72,53 @@ func TestListenerDefaults(t *testing.T) {
 	srv := newHTTPServer(http.NotFoundHandler(), config.Limits{})
 	if d := config.DefaultLimits(); srv.ReadHeaderTimeout != d.ReadHeaderTimeout || srv.IdleTimeout != d.IdleTimeout {
 		t.Errorf("read header %v, idle %v", srv.ReadHeaderTimeout, srv.IdleTimeout)
+	}
+}
+
+// shutdown_delay: after SIGTERM the process keeps serving while /readyz
+// answers 503 (a balancer takes it out of rotation), then exits cleanly.
+func TestShutdownDelay(t *testing.T) {
+	gw, notes := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	cfg := fmt.Sprintf("data_dir: ./state\nshutdown_delay: 1500ms\nservers:\n  notes: {transport: stdio, command: %s}\n", notes)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGateway(t, gw, cfgPath)
+	ready := func() int {
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ready(); code != 200 {
+		t.Fatalf("/readyz before SIGTERM: %d", code)
+	}
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	deadline := start.Add(time.Second)
+	for ready() != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not turn 503 after SIGTERM")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _, body := post(t, p.url+"/mcp", "", list); code != 200 || !strings.Contains(body, "notes__list_notes") {
+		t.Errorf("a call during the lame-duck period: %d %s", code, body)
+	}
+	select {
+	case err := <-p.done:
+		took := time.Since(start)
+		if err != nil || took < time.Second {
+			t.Errorf("exit %v after %s; want a clean exit after the 1.5s delay", err, took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit after SIGTERM")
 	}
 }
