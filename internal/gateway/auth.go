@@ -102,18 +102,25 @@ func (g *Gateway) watchCaller(ctx context.Context, done <-chan struct{}, end fun
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	// Subscribed before returning, and checked once at once: a key
+	// revoked between this request's authentication and now (its
+	// RecheckStreams already fired) ends the stream too, not 15 s later.
+	kick := g.rechecks.wait()
 	go func() {
 		t := time.NewTicker(g.recheck)
 		defer t.Stop()
-		kick := g.rechecks.wait()
+		first := make(chan struct{})
+		close(first)
 		for {
 			select {
 			case <-done:
 				return
+			case <-first:
+				first = nil
 			case <-t.C:
 			case <-kick:
+				kick = g.rechecks.wait()
 			}
-			kick = g.rechecks.wait()
 			if !check.StillValid(ctx, c) {
 				g.log.Info("closed a stream whose key is no longer valid", "alias", c.Alias)
 				end()

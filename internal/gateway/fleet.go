@@ -146,9 +146,13 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 // sealed id is only this replica's copy: its client may be using it on
 // the replica that created it, so its id is not remembered as ended (a
 // next request here resumes it again). The replica that created it
-// remembers, as without keys (S8.2).
+// remembers, as without keys (S8.2), unless the session is in use on
+// another replica (its shared state was renewed there within the idle
+// timeout): behind round robin the creator may see none of its requests
+// for a while, and must not end it for the whole fleet. A session idle
+// everywhere expires on every replica anyway (idleEverywhere).
 func (g *Gateway) retire(s *session) {
-	if s.resumed {
+	if s.resumed || g.usedElsewhere(s) {
 		s.mu.Lock()
 		held := len(s.subs) > 0
 		s.mu.Unlock()
@@ -256,4 +260,18 @@ func (g *Gateway) openState(state, owner string) (id string, round int64, ok boo
 		return "", 0, false
 	}
 	return st.Exchange, st.Round, true
+}
+
+// usedElsewhere reports whether sealed session s, idle on this replica,
+// was used on another within the idle timeout: its shared state, renewed
+// by use anywhere, has not lapsed. Outside fleet mode, or with the
+// backend unreachable, it is not (the session ends as on one process).
+func (g *Gateway) usedElsewhere(s *session) bool {
+	if !g.fleetOn() || s.token == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
+	defer cancel()
+	fields, err := g.shared.SessionFields(ctx, s.hash)
+	return err == nil && fields[fieldLive] != ""
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -481,10 +482,56 @@ func (g *Gateway) touchSessionState(s *session) {
 	go func() {
 		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 		defer cancel()
-		if _, err := g.shared.TouchSession(ctx, s.hash, g.idleTimeout); err != nil {
+		ok, err := g.shared.TouchSession(ctx, s.hash, g.idleTimeout)
+		if err != nil {
 			g.log.Debug("could not renew a session's shared state", "session", s.id[:8], "error", err)
+			return
+		}
+		if !ok {
+			// Never written (the backend was down at initialize) or
+			// lapsed while this copy was in use: in use it is.
+			g.writeLive(ctx, s)
 		}
 	}()
+}
+
+// markSessionLive records a new sealed session in the shared state, so
+// that its idleness is the fleet's (idleEverywhere), not one replica's.
+func (g *Gateway) markSessionLive(ctx context.Context, s *session) {
+	if !g.fleetOn() || s.token == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
+	defer cancel()
+	g.writeLive(ctx, s)
+}
+
+func (g *Gateway) writeLive(ctx context.Context, s *session) {
+	if err := g.shared.SetSessionFields(ctx, s.hash, map[string]string{fieldLive: "1"}, g.idleTimeout); err != nil {
+		g.log.Debug("could not record a session in the shared state", "session", s.id[:8], "error", err)
+		return
+	}
+	s.stateTouched.Store(g.now().UnixNano())
+}
+
+// idleEverywhere reports whether the sealed session local, which this
+// replica does not hold, went unused on every replica for longer than the
+// idle timeout: its shared state (renewed on use anywhere) lapsed, and it
+// was issued longer ago than that. The replica that created it remembers
+// its idle end in the terminations, but one that died cannot; this is
+// the fleet's own clock. An unreachable backend says nothing (not idle).
+func (g *Gateway) idleEverywhere(ctx context.Context, fs fleet.Session, local string) bool {
+	if !g.fleetOn() || g.now().Sub(fs.Issued) <= g.idleTimeout {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	fields, err := g.shared.SessionFields(ctx, hashHex(local))
+	if err != nil || fields[fieldLive] != "" {
+		return false
+	}
+	g.log.Debug("sealed session expired: idle on every replica", "session", local[:8])
+	return true
 }
 
 // dropSessionState forgets the shared state of a session that ended for

@@ -329,6 +329,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			}
 		} else {
 			sess.markReady()
+			g.markSessionLive(r.Context(), sess)
 		}
 	}
 	if batch {
@@ -805,6 +806,11 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 		return nil, refusedEnded
 	}
 	if sealed && resume {
+		if g.idleEverywhere(ctx, fs, local) {
+			// Idle on every replica for longer than the idle timeout
+			// (its shared state lapsed): expired, as on one process.
+			return nil, refusedUnknown
+		}
 		return g.resumeSession(sid, fs, local, id)
 	}
 	if g.conf().Sessions.UnknownID == config.UnknownIDServe {

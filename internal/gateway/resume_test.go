@@ -1049,3 +1049,42 @@ func TestResumeEndsWhenTheCallsReplicaIsGone(t *testing.T) {
 		t.Errorf("the next resume: %d %s; want 410 saying the call's replica is gone", again.StatusCode, body)
 	}
 }
+
+// A sealed session nobody in the fleet used for longer than the idle
+// timeout is expired on every replica (404), even when the replica that
+// made it could not remember its end (separate terminations here, as when
+// it died); one used anywhere within the timeout lives on.
+func TestSealedSessionIdleEverywhere(t *testing.T) {
+	up := newStepper(t)
+	st := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { st.Close() })
+	const idle = 600 * time.Millisecond
+	var urls []string
+	for range 2 {
+		cfg := &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)},
+			Fleet: &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}}
+		_, ts := startGatewayWith(t, Options{Config: cfg, State: st, Terminations: newMemTerminations(), IdleTimeout: idle})
+		urls = append(urls, ts.URL+"/mcp")
+	}
+	a, b := urls[0], urls[1]
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+
+	used := initSession(t, a)
+	idleSid := initSession(t, a)
+	// Used on B only, every 0.6 of the timeout, past the first timeout:
+	// its shared state is renewed from B, so it lives, and A (which made
+	// it and sees none of its requests) does not end it for the fleet.
+	for range 3 {
+		time.Sleep(idle * 6 / 10)
+		if code, _, body := rpc(t, b, map[string]string{mcpwire.HeaderSessionID: used}, list); code != 200 {
+			t.Fatalf("a session in use on B: %d %s", code, body)
+		}
+	}
+	if code, _, body := rpc(t, a, map[string]string{mcpwire.HeaderSessionID: used}, list); code != 200 {
+		t.Fatalf("back on A after A's copy idled out: %d %s", code, body)
+	}
+	// Not used anywhere for longer than the timeout: expired on B.
+	if code, _, _ := rpc(t, b, map[string]string{mcpwire.HeaderSessionID: idleSid}, list); code != http.StatusNotFound {
+		t.Errorf("a session idle everywhere for %s: %d, want 404", idle*18/10, code)
+	}
+}
