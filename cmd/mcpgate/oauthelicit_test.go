@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,7 +145,19 @@ func testURLElicitation(t *testing.T, version string, fleet bool) {
 			f.Advertise = "http://" + own.Listener.Addr().String()
 			c.Fleet = &f
 		}
-		stk, err := build(context.Background(), &c, slog.New(slog.DiscardHandler), c.Listen)
+		log := slog.New(slog.DiscardHandler)
+		if fleet {
+			// Each replica's debug log, shown if the test fails: which
+			// replica did what is the question then.
+			buf := &lockedBuffer{}
+			log = slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", i)
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("replica %d log:\n%s", i, buf.String())
+				}
+			})
+		}
+		stk, err := build(context.Background(), &c, log, c.Listen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,4 +362,22 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// lockedBuffer is a bytes.Buffer several goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -290,6 +290,12 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 	case <-timer.C:
 		return notConnected("not connected within 10 minutes")
 	}
+	// The tokens may have been stored by another replica (the callback
+	// landed there): this replica's cached copy of the person's entry,
+	// the one refused with 401 or 403, must not be used for the retry.
+	if g.vault != nil {
+		g.vault.Forget(g.vault.EntryID(person, server))
+	}
 	if !sc.modern {
 		// A 2026-07-28 client has no session to hear it on; its retry's
 		// answer is the news.
