@@ -1,6 +1,7 @@
 // Package deploy holds mcpgate's deployment files, not Go code: the
 // container image (Dockerfile), a local fleet (compose.yaml with
-// nginx.conf and mcpgate.fleet.yaml) and the Helm chart (helm/mcpgate).
-// Its tests render the chart without helm and check the essentials of all
-// three.
+// nginx.conf and mcpgate.fleet.yaml), the Helm chart (helm/mcpgate) and a
+// Grafana dashboard (grafana/mcpgate.json). Its tests render the chart
+// without helm, check the essentials of each, and check every dashboard
+// query against the metrics the gateway exports.
 package deploy
