@@ -223,6 +223,7 @@ func (e *Exporter) run() {
 				e.log.Warn("audit: export queue full; records dropped", logCount, n, logTotal, e.dropped.Load())
 			}
 		case <-e.stop:
+			before := e.dropped.Load()
 			for {
 				batch = e.fill(batch)
 				if len(batch) == 0 {
@@ -235,8 +236,12 @@ func (e *Exporter) run() {
 			if n, due := e.full.flush(time.Now(), true); due {
 				e.log.Warn("audit: export queue full or exporter closed; records dropped", logCount, n, logTotal, e.dropped.Load())
 			}
+			if n := e.dropped.Load() - before; n > 0 {
+				e.log.Error("audit: tool-call records not exported at shutdown", logCount, n)
+				e.err = fmt.Errorf("close audit exporter %s: %d tool-call records not exported", e.opts.Name, n)
+			}
 			if err := e.sink.Close(); err != nil {
-				e.err = fmt.Errorf("close audit exporter %s: %w", e.opts.Name, err)
+				e.err = errors.Join(e.err, fmt.Errorf("close audit exporter %s: %w", e.opts.Name, err))
 			}
 			return
 		}
@@ -261,7 +266,11 @@ func (e *Exporter) fill(batch []Entry) []Entry {
 // counted. It returns batch emptied.
 func (e *Exporter) send(batch []Entry) []Entry {
 	e.depth() // a slow Send must not hide the backlog behind it
-	if err := e.sink.Send(e.ctx, batch); err != nil {
+	if e.ctx.Err() != nil {
+		// Close's deadline passed: what is left is dropped, not tried
+		// (and not counted as a failure of the endpoint).
+		e.drop(len(batch))
+	} else if err := e.sink.Send(e.ctx, batch); err != nil {
 		e.drop(len(batch))
 		if e.opts.OnFailure != nil {
 			e.opts.OnFailure()
