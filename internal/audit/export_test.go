@@ -521,3 +521,58 @@ func stackDump() []byte {
 	buf := make([]byte, 1<<20)
 	return buf[:runtime.Stack(buf, true)]
 }
+
+// discardSink takes every batch at once.
+type discardSink struct{ n atomic.Int64 }
+
+func (d *discardSink) Send(_ context.Context, b []Entry) error { d.n.Add(int64(len(b))); return nil }
+func (d *discardSink) Flush() error                            { return nil }
+func (d *discardSink) Close() error                            { return nil }
+
+// BenchmarkRecordExport is BenchmarkRecord's hot path with 0, 1 and 2
+// exporters that keep up: what an exporter adds to each Record.
+func BenchmarkRecordExport(b *testing.B) {
+	for _, n := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("exporters=%d", n), func(b *testing.B) {
+			discard := &fakeLog{appendCalls: func(context.Context, []store.ToolCall) error { return nil }}
+			var ex []*Exporter
+			for i := range n {
+				ex = append(ex, NewExporter(&discardSink{}, ExportOptions{Name: fmt.Sprint(i)}))
+			}
+			w := NewWriter(discard, Options{Exporters: ex})
+			c := call(1)
+			b.ReportAllocs()
+			for b.Loop() {
+				w.Record(c)
+			}
+			b.StopTimer()
+			var dropped int64
+			for _, e := range ex {
+				dropped += e.Dropped()
+			}
+			w.Close(context.Background())
+			b.ReportMetric(float64(dropped)/float64(b.N), "export-dropped/op")
+		})
+	}
+}
+
+// BenchmarkJSONLSend measures the JSONL sink: encoding and writing a
+// batch of 100 records (no fsync; that is once per flush interval).
+func BenchmarkJSONLSend(b *testing.B) {
+	sink, err := NewJSONL(filepath.Join(b.TempDir(), "a.jsonl"), 1<<40, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	batch := make([]Entry, 100)
+	for i := range batch {
+		batch[i] = Entry{ToolCall: call(i), Arguments: json.RawMessage(`{"query":"x","limit":10}`)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sink.Send(b.Context(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/record")
+}
