@@ -175,7 +175,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			vlt.ShareRefreshes(sb)
 		}
 	}
-	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped})
+	exporters, err := auditExporters(cfg.Audit.Export, log, m)
+	if err != nil {
+		auth.Close()
+		if as != nil {
+			as.Close()
+		}
+		st.Close()
+		return nil, err
+	}
+	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped, Exporters: exporters})
 	g := gateway.New(gateway.Options{
 		Metrics:             m,
 		MetricsOnMain:       cfg.MetricsListen == "",
@@ -304,6 +313,40 @@ func configKeys(cfg *config.Config) []store.Key {
 		})
 	}
 	return out
+}
+
+// auditExporters builds the audit.export exporters, started. On an error
+// the ones already started are closed.
+func auditExporters(specs []config.AuditExport, log *slog.Logger, m *metrics.Metrics) ([]*audit.Exporter, error) {
+	var out []*audit.Exporter
+	for _, e := range specs {
+		var sink audit.Sink
+		var err error
+		switch e.Type {
+		case config.ExportJSONL:
+			sink, err = audit.NewJSONL(e.Path, e.MaxSizeOrDefault(), e.MaxFilesOrDefault())
+		case config.ExportWebhook:
+			sink, err = audit.NewWebhook(audit.WebhookOptions{URL: e.URL, Headers: e.Headers,
+				NDJSON: e.FormatOrDefault() == config.ExportFormatNDJSON, Timeout: e.TimeoutOrDefault()})
+		default:
+			err = fmt.Errorf("unknown type %q", e.Type)
+		}
+		name := e.NameOrDefault()
+		if err != nil {
+			for _, x := range out {
+				_ = x.Close(context.Background()) // nothing queued yet
+			}
+			return nil, fmt.Errorf("audit.export %s: %w", name, err)
+		}
+		out = append(out, audit.NewExporter(sink, audit.ExportOptions{
+			Name: name, QueueSize: e.QueueSizeOrDefault(), BatchSize: e.BatchOrDefault(),
+			FlushInterval: e.FlushIntervalOrDefault(), Logger: log,
+			OnDepth:   func(n int) { m.SetAuditExportDepth(name, n) },
+			OnDrop:    func(n int) { m.AuditExportDropped(name, n) },
+			OnFailure: func() { m.AuditExportFailed(name) },
+		}))
+	}
+	return out, nil
 }
 
 // auditQueue is how many tool-call records wait for the store: about a

@@ -6,6 +6,7 @@
 // The flow:
 //
 //	gateway --Record--> bounded queue --one goroutine--> AppendToolCalls (one transaction per batch)
+//	               \--> one bounded queue per exporter (audit.export) --its goroutine--> JSONL file / webhook
 //
 // Record never waits on the disk: it hands the record to a bounded queue
 // and returns; when the queue is full the record is dropped and counted.
@@ -17,8 +18,9 @@
 // refuses is retried (backing off) until it is taken, the queue absorbing
 // what arrives meanwhile; Close flushes what is queued.
 //
-// It records what store.ToolCall holds and nothing else: that type has no
-// field for tool arguments or results, and this package must never log
+// The store gets what store.ToolCall holds and nothing else: that type has
+// no field for tool arguments or results (only exporters may get redacted
+// arguments, see export.go), and this package must never log
 // record contents beyond server and tool names (a key alias identifies a
 // caller; the store, not the log, is where it belongs). It does not decide
 // what a call's outcome was (the gateway does) nor how records are stored
@@ -27,6 +29,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,6 +95,10 @@ type Options struct {
 	// (for a counter). It may be called from Record, so it must be cheap
 	// and must not block.
 	OnDrop func(n int)
+	// Exporters also get every valid record (audit.export), each on its
+	// own queue; Close closes them after the store's flush. Only they see
+	// a record's Arguments.
+	Exporters []*Exporter
 
 	now func() time.Time // tests; nil: time.Now
 }
@@ -165,7 +172,12 @@ func NewWriter(s store.AuditLog, opts Options) *Writer {
 // record is dropped and counted, never waited for, when the queue is full,
 // when the Writer is closed, or when c is invalid (store.ToolCall.Validate;
 // one bad record must not sink the batch it would join).
-func (w *Writer) Record(c store.ToolCall) {
+func (w *Writer) Record(c store.ToolCall) { w.RecordWithArguments(c, nil) }
+
+// RecordWithArguments is Record, and gives the exporters (only them, never
+// the store) the call's arguments, which the caller has redacted
+// (RedactArguments); nil: none.
+func (w *Writer) RecordWithArguments(c store.ToolCall, args json.RawMessage) {
 	if w == nil {
 		return
 	}
@@ -179,8 +191,26 @@ func (w *Writer) Record(c store.ToolCall) {
 	if c.Time.IsZero() {
 		c.Time = w.opts.now()
 	}
+	w.export(Entry{ToolCall: c, Arguments: args})
 	if !w.enqueue(item{c: c}) {
 		w.dropFull()
+	}
+}
+
+// export hands c to every exporter, without waiting. A closed Writer
+// exports nothing more (the exporters are being closed).
+func (w *Writer) export(c Entry) {
+	if len(w.opts.Exporters) == 0 {
+		return
+	}
+	w.mu.RLock()
+	closed := w.closed
+	w.mu.RUnlock()
+	if closed {
+		return
+	}
+	for _, e := range w.opts.Exporters {
+		e.Export(c)
 	}
 }
 
@@ -225,6 +255,13 @@ var ErrNotWritten = errors.New("audit record not written")
 // ctx ends first; the record then stays queued and is written later, as
 // with Record (a store that fails is retried, see write).
 func (w *Writer) RecordDurable(ctx context.Context, c store.ToolCall) error {
+	return w.RecordDurableWithArguments(ctx, c, nil)
+}
+
+// RecordDurableWithArguments is RecordDurable, with the arguments of
+// RecordWithArguments. The exporters get the record at once; the wait is
+// the store's commit only.
+func (w *Writer) RecordDurableWithArguments(ctx context.Context, c store.ToolCall, args json.RawMessage) error {
 	if w == nil {
 		return nil
 	}
@@ -235,6 +272,7 @@ func (w *Writer) RecordDurable(ctx context.Context, c store.ToolCall) error {
 	if c.Time.IsZero() {
 		c.Time = w.opts.now()
 	}
+	w.export(Entry{ToolCall: c, Arguments: args})
 	done := make(chan error, 1)
 	if !w.enqueue(item{c: c, done: done}) {
 		w.dropFull()
@@ -268,6 +306,16 @@ func (w *Writer) Close(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
+	err := w.closeStore(ctx)
+	// The exporters last: they were fed until closed was set, and each
+	// gets what is left of ctx to send its queue.
+	for _, e := range w.opts.Exporters {
+		err = errors.Join(err, e.Close(ctx))
+	}
+	return err
+}
+
+func (w *Writer) closeStore(ctx context.Context) error {
 	w.closeOnce.Do(func() {
 		// What is dropped from now on was not written at shutdown,
 		// whether it goes in shutdown itself or in a write that was

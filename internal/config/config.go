@@ -148,6 +148,10 @@ type Server struct {
 
 	// Tools is the server's tool policy (SPEC S6.2, S6.3); nil means every
 	// tool is visible under its own name.
+	// Audit is the server's audit settings; nil means the defaults (no
+	// arguments exported).
+	Audit *ServerAudit `config:"audit" doc:"What the audit exporters see of this server's calls. Absent: no arguments."`
+
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
 }
 

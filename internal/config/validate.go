@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,6 +121,7 @@ func (c *Config) validate(strict bool) error {
 	if c.Fleet != nil {
 		c.Fleet.validate(&errs, strict)
 	}
+	c.Audit.validate(&errs, strict)
 	c.State.validate(&errs)
 	return errs.err()
 }
@@ -191,6 +193,14 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 
 	if s.Auth != nil {
 		s.Auth.validate(errs, p+".auth", s.Transport)
+	}
+	if s.Audit != nil {
+		checkFields(errs, p+".audit", s.Audit, strict)
+		for i, r := range s.Audit.Redact {
+			if _, err := path.Match(strings.ToLower(strings.TrimSpace(r)), ""); err != nil || strings.TrimSpace(r) == "" {
+				errs.add(indexPath(p+".audit.redact", i), 0, "must be a glob pattern (path.Match syntax) (got %q)", truncate(r, 40))
+			}
+		}
 	}
 	if s.TLS != nil {
 		s.TLS.validate(errs, p+".tls", s)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -31,8 +32,17 @@ type DurableAuditSink interface {
 	RecordDurable(context.Context, store.ToolCall) error
 }
 
+// ArgumentsAuditSink also takes a record with its call's redacted
+// arguments, for the audit exporters only (servers.<name>.audit.arguments);
+// *audit.Writer implements it.
+type ArgumentsAuditSink interface {
+	RecordWithArguments(store.ToolCall, json.RawMessage)
+	RecordDurableWithArguments(context.Context, store.ToolCall, json.RawMessage) error
+}
+
 // recordToolCall reports one tools/call to metrics and the audit log:
-// who, where, how it ended, how long, how many bytes; never arguments.
+// who, where, how it ended, how long, how many bytes; arguments only,
+// redacted, for the exporters of a server with audit.arguments.
 func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error, start time.Time) {
 	if g.metrics == nil && g.audit == nil {
 		return
@@ -74,8 +84,17 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 	if sc != nil && sc.sess != nil {
 		rec.SessionIDPrefix = sc.sess.id[:idPrefixLen]
 	}
+	args := g.auditArguments(server, params)
+	as, _ := g.audit.(ArgumentsAuditSink)
+	if as == nil {
+		args = nil
+	}
 	if g.durableAudit == nil {
-		g.audit.Record(rec)
+		if args != nil {
+			as.RecordWithArguments(rec, args)
+		} else {
+			g.audit.Record(rec)
+		}
 		return
 	}
 	// audit.durable: the answer waits for the record's commit (bounded:
@@ -83,12 +102,33 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 	// does meanwhile.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.auditWait)
 	defer cancel()
-	if err := g.durableAudit.RecordDurable(wctx, rec); err != nil {
+	var werr error
+	if args != nil {
+		werr = as.RecordDurableWithArguments(wctx, rec, args)
+	} else {
+		werr = g.durableAudit.RecordDurable(wctx, rec)
+	}
+	if werr != nil {
 		g.metrics.AuditUnconfirmed()
 		if everyTenSeconds(&g.auditWarnAt) {
-			g.log.Warn("audit: a tool call answered before its audit record was committed", "server", server, "error", err)
+			g.log.Warn("audit: a tool call answered before its audit record was committed", "server", server, "error", werr)
 		}
 	}
+}
+
+// auditArguments returns the call's arguments, redacted, when server's
+// config says audit.arguments; else nil. They go to the audit exporters
+// and nowhere else (never a log line).
+func (g *Gateway) auditArguments(server string, params json.RawMessage) json.RawMessage {
+	srv := g.state.Load().cfg.Servers[server]
+	if srv == nil || srv.Audit == nil || !srv.Audit.Arguments {
+		return nil
+	}
+	raw, ok := jsonrpc.Get(params, "arguments")
+	if !ok {
+		return nil
+	}
+	return audit.RedactArguments(raw, srv.Audit.RedactPatterns())
 }
 
 // toolError reports whether a tools/call result says isError: true.

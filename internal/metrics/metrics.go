@@ -81,9 +81,12 @@ type Metrics struct {
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
 	auditUnconf prometheus.Counter
-	limitLocal  prometheus.Gauge   // 1 while rate limits are replica-local
-	limitLocalN prometheus.Counter // decisions taken locally
-	stateUp     prometheus.Gauge   // 1 while the shared state answers
+	exportDepth *prometheus.GaugeVec   // exporter
+	exportDrops *prometheus.CounterVec // exporter
+	exportFails *prometheus.CounterVec // exporter
+	limitLocal  prometheus.Gauge       // 1 while rate limits are replica-local
+	limitLocalN prometheus.Counter     // decisions taken locally
+	stateUp     prometheus.Gauge       // 1 while the shared state answers
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -155,6 +158,21 @@ func New() *Metrics {
 			Name:      "audit_unconfirmed_total",
 			Help:      "Tool calls answered (audit.durable) before their audit record was committed: the wait ran out or the record was dropped.",
 		}),
+		exportDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "audit_export_queue_depth",
+			Help:      "Tool-call audit records waiting for an exporter (audit.export), by exporter name.",
+		}, []string{"exporter"}),
+		exportDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "audit_export_dropped_total",
+			Help:      "Tool-call audit records an exporter dropped: its queue was full, or a batch failed every attempt.",
+		}, []string{"exporter"}),
+		exportFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "audit_export_failures_total",
+			Help:      "Batches an exporter failed to deliver after every attempt (their records are dropped).",
+		}, []string{"exporter"}),
 		limitLocal: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Name:      "ratelimit_degraded",
@@ -176,6 +194,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
 		m.sessions, m.catalog, m.auditDepth, m.auditDrops, m.auditUnconf,
+		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 	)
 	// Up until a probe says otherwise: the memory driver is never probed.
@@ -302,6 +321,30 @@ func (m *Metrics) AuditDropped(n int) {
 		return
 	}
 	m.auditDrops.Add(float64(n))
+}
+
+// SetAuditExportDepth records how many records wait for an exporter.
+func (m *Metrics) SetAuditExportDepth(exporter string, n int) {
+	if m == nil {
+		return
+	}
+	m.exportDepth.WithLabelValues(exporter).Set(float64(n))
+}
+
+// AuditExportDropped counts n records an exporter dropped.
+func (m *Metrics) AuditExportDropped(exporter string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.exportDrops.WithLabelValues(exporter).Add(float64(n))
+}
+
+// AuditExportFailed counts a batch an exporter could not deliver.
+func (m *Metrics) AuditExportFailed(exporter string) {
+	if m == nil {
+		return
+	}
+	m.exportFails.WithLabelValues(exporter).Inc()
 }
 
 // SetRateLimitDegraded records whether rate limits are replica-local

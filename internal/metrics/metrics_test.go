@@ -281,6 +281,10 @@ func TestGauges(t *testing.T) {
 	m.SetRateLimitDegraded(true)
 	m.RateLimitLocal()
 	m.RateLimitLocal()
+	m.SetAuditExportDepth("siem", 9)
+	m.AuditExportDropped("siem", 4)
+	m.AuditExportDropped("siem", 0)
+	m.AuditExportFailed("siem")
 	fams, _ := scrape(t, m)
 	for _, tt := range []struct {
 		name   string
@@ -294,6 +298,9 @@ func TestGauges(t *testing.T) {
 		{"mcpgate_audit_records_dropped_total", nil, 5},
 		{"mcpgate_ratelimit_degraded", nil, 1},
 		{"mcpgate_ratelimit_local_decisions_total", nil, 2},
+		{"mcpgate_audit_export_queue_depth", []string{"exporter", "siem"}, 9},
+		{"mcpgate_audit_export_dropped_total", []string{"exporter", "siem"}, 4},
+		{"mcpgate_audit_export_failures_total", []string{"exporter", "siem"}, 1},
 	} {
 		if got := value(t, fams, tt.name, tt.labels...); got != tt.want {
 			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
