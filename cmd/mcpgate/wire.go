@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -26,11 +28,13 @@ import (
 // stack is a gateway with everything it runs on: the store, the caller
 // authenticator and the admin API.
 type stack struct {
-	gw      *gateway.Gateway
-	store   store.Store
-	auth    *callers.Authenticator
-	audit   *audit.Writer
-	metrics *metrics.Metrics
+	gw *gateway.Gateway
+	// accessFile is access_log.path, open; nil for the main log or none.
+	accessFile *os.File
+	store      store.Store
+	auth       *callers.Authenticator
+	audit      *audit.Writer
+	metrics    *metrics.Metrics
 	// authServer is mcpgate's OAuth authorization server; nil without
 	// auth.login.
 	authServer *authserver.Server
@@ -184,8 +188,18 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		st.Close()
 		return nil, err
 	}
+	access, accessFile, err := openAccessLog(cfg.AccessLog, log)
+	if err != nil {
+		auth.Close()
+		if as != nil {
+			as.Close()
+		}
+		st.Close()
+		return nil, err
+	}
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped, Exporters: exporters})
 	g := gateway.New(gateway.Options{
+		AccessLog:           access,
 		Metrics:             m,
 		MetricsOnMain:       cfg.MetricsListen == "",
 		Audit:               aw,
@@ -241,7 +255,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// With a bus, the other replicas' admin changes apply here too.
 	api.Start()
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a
@@ -294,6 +308,9 @@ func (s *stack) close(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = errors.Join(err, s.audit.Close(fctx))
+	if s.accessFile != nil {
+		err = errors.Join(err, s.accessFile.Close())
+	}
 	return errors.Join(err, s.store.Close(), s.state.Close())
 }
 
@@ -386,4 +403,23 @@ func fleetState(cfg *config.Config, sb state.Backend) state.Backend {
 		return nil
 	}
 	return sb
+}
+
+// openAccessLog is the access log of cfg: off, the gateway's own log, or
+// a JSON-lines file of its own (created 0600, appended to).
+func openAccessLog(cfg config.AccessLog, log *slog.Logger) (*slog.Logger, *os.File, error) {
+	if !cfg.On() {
+		return nil, nil, nil
+	}
+	if cfg.Path == "" {
+		return log, nil, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("access_log.path: %w", err)
+	}
+	f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("access_log.path: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)), f, nil
 }

@@ -203,3 +203,12 @@ func validExporterName(s string) bool {
 	}
 	return true
 }
+
+// AccessLog says where the one-line-per-request access log goes.
+type AccessLog struct {
+	Enabled *bool  `config:"enabled" doc:"Write one line per HTTP request (method, route, status, bytes, milliseconds, caller alias and user, session hash, MCP method and tool; never a secret, query string or argument). Health probes and /metrics are not logged. Default: true."`
+	Path    string `config:"path,expand,trim,path" doc:"A file for the access log (JSON lines, created 0600, appended to); empty: the gateway's own log, at info."`
+}
+
+// On reports whether the access log is written (default true).
+func (a AccessLog) On() bool { return a.Enabled == nil || *a.Enabled }

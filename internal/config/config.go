@@ -79,6 +79,8 @@ type Config struct {
 	// Store: the zero value means SQLite in DataDir.
 	Store Store `config:"store" doc:"Where keys, runtime objects, terminated sessions and the audit logs are kept: the embedded SQLite store in data_dir (the default), or PostgreSQL for a fleet of replicas (SPEC S15)."`
 	Audit Audit `config:"audit" doc:"How tool-call audit records reach the store."`
+	// AccessLog: the zero value logs every request to the main log.
+	AccessLog AccessLog `config:"access_log" doc:"The access log: one line per HTTP request."`
 	// ShutdownDelay: the lame-duck period before the listener closes.
 	ShutdownDelay time.Duration `config:"shutdown_delay,min=0" doc:"On SIGTERM, how long the gateway keeps serving with /readyz answering 503 before it stops accepting requests: the time a load balancer needs to take the replica out of rotation (its health-check interval, a Kubernetes readiness probe's period). Then in-flight calls drain (10 s). 0 (the default): stop accepting at once."`
 	MetricsListen string        `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`

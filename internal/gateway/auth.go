@@ -76,6 +76,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		}
 		ctx = WithIdentity(ctx, id)
 	}
+	noteCaller(ctx, c.Alias, c.User)
 	ctx = withSubjectToken(callers.NewContext(ctx, c), subject)
 	return r.WithContext(ctx), true
 }

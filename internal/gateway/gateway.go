@@ -96,6 +96,9 @@ type Options struct {
 	MetricsOnMain bool
 	// Audit receives one record per tool call; nil records nothing.
 	Audit AuditSink
+	// AccessLog receives one line per HTTP request (accesslog.go); nil
+	// writes none.
+	AccessLog *slog.Logger
 	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
 	HTTPClient *http.Client
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
@@ -136,6 +139,7 @@ type Gateway struct {
 	vault   *vault.Vault
 	metrics *metrics.Metrics
 	audit   AuditSink
+	access  *slog.Logger // nil: no access log
 	// durableAudit, with audit.durable, is audit: answers wait for their
 	// record's commit, at most auditWait (telemetry.go).
 	durableAudit DurableAuditSink
@@ -252,6 +256,7 @@ func New(o Options) *Gateway {
 	g.auth = o.Authenticator
 	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
+	g.access = o.AccessLog
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
 		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()
 	}
@@ -397,6 +402,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the request it carries.
 		g.servePeer(w, r)
 		return
+	}
+	if g.access != nil && logsAccess(r.URL.Path) {
+		var done func()
+		w, r, done = g.startAccess(w, r)
+		defer done()
 	}
 	if g.metrics != nil {
 		sw := &statusWriter{ResponseWriter: w}

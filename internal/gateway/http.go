@@ -182,6 +182,12 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if !ok {
 		return
 	}
+	if len(msgs) == 1 && !batch {
+		name, _ := jsonrpc.GetString(msgs[0].Params, "name")
+		noteMCP(r.Context(), msgs[0].Method, name)
+	} else {
+		noteMCP(r.Context(), "batch", "")
+	}
 	if batch {
 		for _, m := range msgs {
 			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
@@ -280,6 +286,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
 		g.touchSessionState(sess)
 	}
+	noteSession(r.Context(), sess)
 
 	ps := &postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout, log: g.log}
 	if sess != nil {
@@ -550,6 +557,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		refuse.write(w)
 		return
 	}
+	noteSession(r.Context(), sess)
 	fleet := g.fleetOn() && sess.token != ""
 	if last := r.Header.Get("Last-Event-ID"); last != "" && fleet {
 		// Resuming a POST stream (resume.go); without fleet mode no

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The access log (issue 15, SPEC S16): one line per HTTP request the
+// gateway serves, written when the response is over: method, route kind,
+// status, bytes written, duration, the caller's key alias and user, the
+// session's short hash, and the MCP method and tool name of a single
+// message. It never holds a secret, a query string, a header value, a
+// tool argument or a full session id. Health probes and /metrics are not
+// logged (a scraper every few seconds would drown the rest).
+
+// accessEntry collects what the handlers learn about one request.
+type accessEntry struct {
+	mu              sync.Mutex
+	alias, user     string
+	session         string
+	mcpMethod, tool string
+	bytes           int64
+}
+
+type accessKey struct{}
+
+func withAccess(ctx context.Context, e *accessEntry) context.Context {
+	return context.WithValue(ctx, accessKey{}, e)
+}
+
+func accessOf(ctx context.Context) *accessEntry {
+	e, _ := ctx.Value(accessKey{}).(*accessEntry)
+	return e
+}
+
+// noteCaller records the request's caller.
+func noteCaller(ctx context.Context, alias, user string) {
+	if e := accessOf(ctx); e != nil {
+		e.mu.Lock()
+		e.alias, e.user = alias, user
+		e.mu.Unlock()
+	}
+}
+
+// noteMCP records the request's MCP method and the tool, prompt or
+// resource it names.
+func noteMCP(ctx context.Context, method, name string) {
+	if e := accessOf(ctx); e != nil {
+		e.mu.Lock()
+		e.mcpMethod, e.tool = method, name
+		e.mu.Unlock()
+	}
+}
+
+// noteSession records the request's session (by a short hash of its id).
+func noteSession(ctx context.Context, s *session) {
+	if e := accessOf(ctx); e != nil && s != nil {
+		e.mu.Lock()
+		e.session = hashHex(s.id)[:idPrefixLen]
+		e.mu.Unlock()
+	}
+}
+
+// accessWriter counts what the response writes.
+type accessWriter struct {
+	*statusWriter
+	e *accessEntry
+}
+
+func (a accessWriter) Write(b []byte) (int, error) {
+	n, err := a.statusWriter.Write(b)
+	a.e.mu.Lock()
+	a.e.bytes += int64(n)
+	a.e.mu.Unlock()
+	return n, err
+}
+
+// logsAccess reports whether path's requests go in the access log.
+func logsAccess(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics", "/enabled":
+		return false
+	}
+	return true
+}
+
+// startAccess begins the access log line of r; the returned function
+// writes it once the response is over.
+func (g *Gateway) startAccess(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
+	e := &accessEntry{}
+	sw := &statusWriter{ResponseWriter: w}
+	start := time.Now()
+	r = r.WithContext(withAccess(r.Context(), e))
+	return accessWriter{sw, e}, r, func() {
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http sends 200
+		}
+		e.mu.Lock()
+		attrs := []slog.Attr{
+			slog.String("method", r.Method),
+			slog.String("route", routeKind(r.URL.Path)),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Int64("bytes", e.bytes),
+			slog.String("ms", strconv.FormatFloat(float64(time.Since(start).Microseconds())/1000, 'f', 1, 64)),
+		}
+		for _, kv := range [][2]string{{"alias", e.alias}, {"user", e.user}, {"session", e.session}, {"mcp_method", e.mcpMethod}, {"tool", e.tool}} {
+			if kv[1] != "" {
+				attrs = append(attrs, slog.String(kv[0], kv[1]))
+			}
+		}
+		e.mu.Unlock()
+		g.access.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs...)
+	}
+}

@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) lines() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "access" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// One access line per request, with the caller, the session's short hash
+// and the MCP method and tool; never the key, the query string or an
+// argument; health probes are not logged.
+func TestAccessLog(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "e", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return textResult("hi"), nil
+	})
+	keys := &memKeys{}
+	secret := keys.add(t, store.Key{Alias: "ada-laptop", User: "ada"})
+	buf := &syncBuf{}
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
+		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
+	code, hdr, body := rpc(t, gw.URL+"/mcp?probe=x-secret-query", withKey(secret), initBody)
+	if code != 200 {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	sid := hdr.Get(mcpwire.HeaderSessionID)
+	h := withKey(secret)
+	h[mcpwire.HeaderSessionID] = sid
+	if code, _, body := rpc(t, gw.URL+"/mcp", h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a__echo","arguments":{"password":"hunter2-argument"}}}`); code != 200 {
+		t.Fatalf("call: %d %s", code, body)
+	}
+	if resp, err := http.Get(gw.URL + "/healthz"); err == nil {
+		resp.Body.Close()
+	}
+	if code, _, _ := rpc(t, gw.URL+"/mcp", map[string]string{"X-Mcpgate-Api-Key": "mcpg_wrong-key-0123456789"}, initBody); code != 401 {
+		t.Fatalf("a wrong key: %d", code)
+	}
+	lines := buf.lines()
+	if len(lines) != 3 {
+		t.Fatalf("%d access lines, want 3 (no /healthz):\n%s", len(lines), buf.b.String())
+	}
+	call := lines[1]
+	for k, want := range map[string]any{"method": "POST", "route": "mcp", "status": float64(200), "alias": "ada-laptop", "user": "ada", "mcp_method": "tools/call", "tool": "a__echo"} {
+		if call[k] != want {
+			t.Errorf("call line %s = %v, want %v (%v)", k, call[k], want, call)
+		}
+	}
+	if s, _ := call["session"].(string); len(s) != idPrefixLen || strings.Contains(sid, s) {
+		t.Errorf("session %q: want a short hash, not a piece of the id", s)
+	}
+	if b, _ := call["bytes"].(float64); b <= 0 {
+		t.Errorf("bytes %v", call["bytes"])
+	}
+	if lines[0]["mcp_method"] != "initialize" || lines[2]["status"] != float64(401) || lines[2]["alias"] != nil {
+		t.Errorf("initialize line %v; refused line %v", lines[0], lines[2])
+	}
+	for _, leak := range []string{secret, "hunter2-argument", "x-secret-query", "mcpg_wrong-key", sid} {
+		if strings.Contains(buf.b.String(), leak) {
+			t.Errorf("the access log holds %q", leak)
+		}
+	}
+}
