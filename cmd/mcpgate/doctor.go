@@ -90,8 +90,21 @@ func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 	path := fs.String("config", "", "config file (required)")
 	asJSON := fs.Bool("json", false, "print a JSON document instead of a table")
 	timeout := fs.Duration("timeout", defaultDoctorTimeout, "bound on the check of each server")
+	// The Managers' logs would repeat the report, so they are off unless
+	// --log-level or --log-format is given (debug shows each connect).
+	var lf logFlags
+	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	log := slog.New(slog.DiscardHandler)
+	logging := false
+	fs.Visit(func(f *flag.Flag) { logging = logging || strings.HasPrefix(f.Name, "log-") })
+	if logging {
+		var err error
+		if log, err = lf.logger(c.stderr); err != nil {
+			return err
+		}
 	}
 	if *path == "" {
 		return &usageError{"--config is required"}
@@ -112,7 +125,7 @@ func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "mcpgate doctor: invalid config:\n%v\n", err)
 		return &exitError{2}
 	}
-	checks := checkServers(ctx, cfg, *timeout)
+	checks := checkServers(ctx, cfg, *timeout, log)
 	failed := 0
 	for _, ch := range checks {
 		if ch.Verdict == verdictFail {
@@ -178,7 +191,7 @@ func printChecks(w io.Writer, path string, checks []serverCheck) error {
 
 // checkServers checks every server of cfg, doctorParallel at a time, each
 // within timeout; the result is in name order.
-func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration) []serverCheck {
+func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration, log *slog.Logger) []serverCheck {
 	names := cfg.ServerNames()
 	out := make([]serverCheck, len(names))
 	sem := make(chan struct{}, doctorParallel)
@@ -190,7 +203,7 @@ func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i] = checkServer(ctx, cfg, name, timeout, &closing)
+			out[i] = checkServer(ctx, cfg, name, timeout, log, &closing)
 		})
 	}
 	wg.Wait()
@@ -201,7 +214,7 @@ func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration
 // checkServer reaches one server: its certificate for an https URL, then
 // a handshake and a tools/list walk through a Manager of its own, closed
 // (which stops a stdio server's process) under closing.
-func checkServer(ctx context.Context, cfg *config.Config, name string, timeout time.Duration, closing *sync.WaitGroup) (ch serverCheck) {
+func checkServer(ctx context.Context, cfg *config.Config, name string, timeout time.Duration, log *slog.Logger, closing *sync.WaitGroup) (ch serverCheck) {
 	srv := cfg.Servers[name]
 	ch = serverCheck{Name: name, Transport: srv.Transport, Verdict: verdictOK}
 	clean := secretScrubber(srv)
@@ -252,7 +265,7 @@ func checkServer(ctx context.Context, cfg *config.Config, name string, timeout t
 		Servers:         map[string]*config.Server{name: srv},
 		ClientName:      "mcpgate",
 		ClientVersion:   version(),
-		Logger:          slog.New(slog.DiscardHandler),
+		Logger:          log,
 		MaxMessageBytes: int(cfg.Limits.MaxUpstreamMessage),
 	})
 	defer closing.Go(func() { m.Close() })

@@ -3,9 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,10 +27,22 @@ import (
 )
 
 // newSDKUpstream is a streamable HTTP MCP server of the official go-sdk
-// with two tools; with token != "" it answers 401 unless the request
-// carries Authorization: Bearer token.
+// (sdkHandler), over TLS with tlsOn.
 func newSDKUpstream(t testing.TB, token string, tlsOn bool) *httptest.Server {
 	t.Helper()
+	var ts *httptest.Server
+	if tlsOn {
+		ts = httptest.NewTLSServer(sdkHandler(token))
+	} else {
+		ts = httptest.NewServer(sdkHandler(token))
+	}
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// sdkHandler serves a go-sdk MCP server with two tools; with token != ""
+// it answers 401 unless the request carries Authorization: Bearer token.
+func sdkHandler(token string) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sdk-doctor", Version: "2.1.0"}, nil)
 	for _, name := range []string{"alpha", "beta"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: "does " + name},
@@ -31,7 +51,7 @@ func newSDKUpstream(t testing.TB, token string, tlsOn bool) *httptest.Server {
 			})
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="doctor"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -39,14 +59,6 @@ func newSDKUpstream(t testing.TB, token string, tlsOn bool) *httptest.Server {
 		}
 		h.ServeHTTP(w, r)
 	})
-	var ts *httptest.Server
-	if tlsOn {
-		ts = httptest.NewTLSServer(guarded)
-	} else {
-		ts = httptest.NewServer(guarded)
-	}
-	t.Cleanup(ts.Close)
-	return ts
 }
 
 // doctor reaches every kind of upstream for real: the notes stdio server
@@ -62,6 +74,7 @@ func TestDoctorServers(t *testing.T) {
 		wrongToken = "wrong-Tok3n-Zq9xv"
 		rightToken = "right-Tok3n-Kp4wm"
 		envSecret  = "env-Secr3t-Hh7"
+		urlSecret  = "url-Secr3t-Qm2"
 	)
 	locked := newSDKUpstream(t, rightToken, false)
 	secure := newSDKUpstream(t, "", true)
@@ -86,10 +99,14 @@ func TestDoctorServers(t *testing.T) {
     transport: http
     url: %s
     auth: {type: user_api_key}
+  refused:
+    transport: sse
+    url: http://user:%s@127.0.0.1:1/sse?key=%s
+    headers: {X-Extra: %s}
 vault:
   keys:
     - {id: k1, key: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
-`, notes, envSecret, locked.URL, wrongToken, secure.URL, ca, filepath.Join(dir, "no-such-server"), locked.URL))
+`, notes, envSecret, locked.URL, wrongToken, secure.URL, ca, filepath.Join(dir, "no-such-server"), locked.URL, urlSecret, urlSecret, urlSecret))
 
 	t.Run("json", func(t *testing.T) {
 		var out, errb bytes.Buffer
@@ -97,7 +114,7 @@ vault:
 		if code != 1 {
 			t.Fatalf("exit %d, want 1 (stdout %s, stderr %s)", code, out.String(), errb.String())
 		}
-		assertNoSecret(t, out.String()+errb.String(), wrongToken, rightToken, envSecret)
+		assertNoSecret(t, out.String()+errb.String(), wrongToken, rightToken, envSecret, urlSecret)
 		var rep doctorReport
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			t.Fatalf("stdout is not the report: %v\n%s", err, out.String())
@@ -117,6 +134,7 @@ vault:
 			{"locked", "http", "fail"},
 			{"mine", "http", "warn"},
 			{"notes", "stdio", "ok"},
+			{"refused", "sse", "fail"},
 			{"secure", "http", "ok"},
 		}
 		if diff := cmp.Diff(rows, want); diff != "" {
@@ -138,6 +156,9 @@ vault:
 		}
 		if g := by["ghost"]; !strings.Contains(g.Detail, "no-such-server") || !strings.Contains(g.Detail, "no such file") {
 			t.Errorf("ghost detail = %q, want the command and why it did not start", g.Detail)
+		}
+		if r := by["refused"]; !strings.HasPrefix(r.Detail, "unreachable: ") || !strings.Contains(r.Detail, "connection refused") {
+			t.Errorf("refused detail = %q, want unreachable", r.Detail)
 		}
 		if m := by["mine"]; m.Detail != "needs a person's connection; not checked" {
 			t.Errorf("mine detail = %q", m.Detail)
@@ -161,7 +182,7 @@ vault:
 		if code := run([]string{"doctor", "--config", cfg}, &out, &errb); code != 1 {
 			t.Fatalf("exit %d, want 1 (stdout %s, stderr %s)", code, out.String(), errb.String())
 		}
-		assertNoSecret(t, out.String()+errb.String(), wrongToken, rightToken, envSecret)
+		assertNoSecret(t, out.String()+errb.String(), wrongToken, rightToken, envSecret, urlSecret)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		var names []string
 		cols := map[string][]string{}
@@ -170,7 +191,7 @@ vault:
 			names = append(names, f[0])
 			cols[f[0]] = f
 		}
-		if diff := cmp.Diff(names, []string{"SERVER", "ghost", "locked", "mine", "notes", "secure"}); diff != "" {
+		if diff := cmp.Diff(names, []string{"SERVER", "ghost", "locked", "mine", "notes", "refused", "secure"}); diff != "" {
 			t.Fatalf("rows (-got +want):\n%s\n%s", diff, out.String())
 		}
 		if f := cols["locked"]; f[2] != "fail" || !strings.Contains(strings.Join(f, " "), "auth: refused (401)") {
@@ -179,7 +200,7 @@ vault:
 		if f := cols["secure"]; f[2] != "ok" || f[7] != secure.Certificate().NotAfter.UTC().Format(time.DateOnly) {
 			t.Errorf("secure row = %q, want ok and the certificate's expiry", f)
 		}
-		if !strings.Contains(errb.String(), "2 of 5 servers failed") {
+		if !strings.Contains(errb.String(), "3 of 6 servers failed") {
 			t.Errorf("stderr = %q", errb.String())
 		}
 	})
@@ -291,4 +312,72 @@ func assertNoSecret(t testing.TB, output string, secrets ...string) {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A certificate near its expiry makes the verdict warn, an expired one
+// fail; both report the date.
+func TestDoctorTLSExpiry(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		left    time.Duration
+		verdict string
+		detail  string
+	}{
+		{"soon", 5*24*time.Hour + time.Hour, "warn", "tls: certificate expires in 5 days"},
+		{"expired", -24 * time.Hour, "fail", "tls: certificate expired "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notAfter := time.Now().Add(tc.left).UTC().Truncate(time.Second)
+			certPEM, cert := selfSigned(t, notAfter)
+			up := httptest.NewUnstartedServer(sdkHandler(""))
+			up.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+			up.StartTLS()
+			t.Cleanup(up.Close)
+			ca := writeFile(t, dir, tc.name+".pem", string(certPEM))
+			cfg := writeFile(t, dir, tc.name+".yaml", "servers:\n  web:\n    transport: http\n    url: "+up.URL+"\n    tls: {ca_file: "+ca+"}\n")
+			var out, errb bytes.Buffer
+			run([]string{"doctor", "--config", cfg, "--json", "--timeout", "5s"}, &out, &errb)
+			var rep doctorReport
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Servers) != 1 {
+				t.Fatalf("report: %v\n%s%s", err, out.String(), errb.String())
+			}
+			s := rep.Servers[0]
+			if s.TLSNotAfter == nil || !s.TLSNotAfter.Equal(notAfter) {
+				t.Errorf("tls_not_after = %v, want %v", s.TLSNotAfter, notAfter)
+			}
+			if s.Verdict != tc.verdict {
+				t.Errorf("verdict = %q, want %q", s.Verdict, tc.verdict)
+			}
+			if !strings.Contains(s.Detail, tc.detail) {
+				t.Errorf("detail = %q, want %q", s.Detail, tc.detail)
+			}
+		})
+	}
+}
+
+// selfSigned is a certificate for 127.0.0.1 valid until notAfter, and
+// its PEM.
+func selfSigned(t testing.TB, notAfter time.Time) ([]byte, tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "doctor-test"},
+		NotBefore:             notAfter.Add(-30 * 24 * time.Hour),
+		NotAfter:              notAfter,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
