@@ -48,6 +48,7 @@ Usage:
   mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
   mcpgate stdio    --config FILE                   serve MCP over stdin/stdout
   mcpgate validate --config FILE [--json]          check a config file, serve nothing
+  mcpgate doctor   --config FILE [--json] [--timeout D]   check the config and reach each upstream
   mcpgate config schema|reference                  the config file's JSON Schema, or its reference
   mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
   mcpgate vault rotate --config FILE               re-encrypt the credential vault under its first key
@@ -113,6 +114,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &stdioCommand{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	case "validate":
 		cmd = &validateCommand{stdout: stdout}
+	case "doctor":
+		cmd = &doctorCommand{stdout: stdout, stderr: stderr}
 	case "config":
 		cmd = &configCommand{stdout: stdout}
 	case "version":
@@ -142,6 +145,10 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	if err := cmd.Run(ctx, args[1:]); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
 		var ue *usageError
 		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
 			if !errors.Is(err, flag.ErrHelp) {

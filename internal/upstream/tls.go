@@ -1,12 +1,15 @@
 package upstream
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 
@@ -133,4 +136,46 @@ func ownClient(c *http.Client) bool {
 	}
 	_, ok := ownClients.Load(c)
 	return ok
+}
+
+// ServerCertificate dials the host of srv's https URL with the server's
+// tls block, as the gateway's connections do, and returns the leaf
+// certificate it presents (mcpgate doctor reads its expiry). A
+// certificate that fails verification only because it has expired is
+// still returned, with the error. It goes straight to the host: a proxy
+// from the environment is not used. Errors never contain the URL, which
+// may carry credentials.
+func ServerCertificate(ctx context.Context, srv *config.Server) (*x509.Certificate, error) {
+	u, err := url.Parse(srv.URL)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, errors.New("not an https url")
+	}
+	conf, err := tlsClientConfig(srv.TLS)
+	if err != nil {
+		return nil, err
+	}
+	if conf == nil {
+		conf = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	conf = conf.Clone()
+	conf.ServerName = u.Hostname()
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	d := tls.Dialer{Config: conf}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		var ce x509.CertificateInvalidError
+		if errors.As(err, &ce) && ce.Reason == x509.Expired && ce.Cert != nil {
+			return ce.Cert, err
+		}
+		return nil, err
+	}
+	defer c.Close()
+	certs := c.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return nil, errors.New("tls: the server presented no certificate")
+	}
+	return certs[0], nil
 }

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// doctorCommand validates a config, then reaches each of its upstreams
+// the way the gateway would (the same upstream.Manager, credentials and
+// tls blocks) and reports a verdict per server. It serves nothing, opens
+// no store and writes nothing.
+type doctorCommand struct {
+	stdout, stderr io.Writer
+}
+
+// Verdicts of a server check.
+const (
+	verdictOK   = "ok"
+	verdictWarn = "warn"
+	verdictFail = "fail"
+)
+
+const (
+	// defaultDoctorTimeout bounds the check of one server.
+	defaultDoctorTimeout = 10 * time.Second
+	// doctorParallel is how many servers are checked at once: enough to
+	// keep a config of dozens of servers quick, few enough not to start
+	// every stdio server of a large config together.
+	doctorParallel = 4
+	// tlsExpiryWarning is how close a certificate's expiry must be to make
+	// the verdict warn.
+	tlsExpiryWarning = 14 * 24 * time.Hour
+)
+
+// doctorReport is the document of doctor --json. Every field is always
+// present (null when not known) so scripts can rely on the shape.
+type doctorReport struct {
+	Config  doctorConfig  `json:"config"`
+	Servers []serverCheck `json:"servers"`
+}
+
+type doctorConfig struct {
+	Valid  bool      `json:"valid"`
+	Errors []problem `json:"errors"`
+}
+
+// serverCheck is the outcome for one server.
+type serverCheck struct {
+	Name            string      `json:"name"`
+	Transport       string      `json:"transport"`
+	Verdict         string      `json:"verdict"`
+	ProtocolVersion string      `json:"protocol_version"`
+	ServerInfo      *serverInfo `json:"server_info"`
+	Tools           *int        `json:"tools"`
+	LatencyMS       *int64      `json:"latency_ms"`
+	TLSNotAfter     *time.Time  `json:"tls_not_after"`
+	Detail          string      `json:"detail"`
+}
+
+// serverInfo is the upstream's serverInfo of its initialize result.
+type serverInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// exitError ends a command with a code and no further message (the
+// command printed its report already).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func (c *doctorCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	path := fs.String("config", "", "config file (required)")
+	asJSON := fs.Bool("json", false, "print a JSON document instead of a table")
+	timeout := fs.Duration("timeout", defaultDoctorTimeout, "bound on the check of each server")
+	// The Managers' logs would repeat the report, so they are off unless
+	// --log-level or --log-format is given (debug shows each connect).
+	var lf logFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log := slog.New(slog.DiscardHandler)
+	logging := false
+	fs.Visit(func(f *flag.Flag) { logging = logging || strings.HasPrefix(f.Name, "log-") })
+	if logging {
+		var err error
+		if log, err = lf.logger(c.stderr); err != nil {
+			return err
+		}
+	}
+	if *path == "" {
+		return &usageError{"--config is required"}
+	}
+	if *timeout <= 0 {
+		return &usageError{"--timeout must be positive"}
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		if *asJSON {
+			rep := doctorReport{Config: doctorConfig{Errors: problemsOf(err)}, Servers: []serverCheck{}}
+			if werr := writeJSON(c.stdout, rep); werr != nil {
+				return werr
+			}
+			return &exitError{2}
+		}
+		// The same text as mcpgate validate, with exit code 2.
+		fmt.Fprintf(c.stderr, "mcpgate doctor: invalid config:\n%v\n", err)
+		return &exitError{2}
+	}
+	checks := checkServers(ctx, cfg, *timeout, log)
+	failed := 0
+	for _, ch := range checks {
+		if ch.Verdict == verdictFail {
+			failed++
+		}
+	}
+	if *asJSON {
+		if err := writeJSON(c.stdout, doctorReport{Config: doctorConfig{Valid: true, Errors: []problem{}}, Servers: checks}); err != nil {
+			return err
+		}
+	} else if err := printChecks(c.stdout, *path, checks); err != nil {
+		return err
+	}
+	if failed > 0 {
+		if !*asJSON {
+			fmt.Fprintf(c.stderr, "mcpgate doctor: %d of %d servers failed\n", failed, len(checks))
+		}
+		return &exitError{1}
+	}
+	return nil
+}
+
+// problemsOf lists the field errors of a failed config.Load as validate
+// --json does.
+func problemsOf(err error) []problem {
+	problems := []problem{}
+	for _, fe := range config.FieldErrors(err) {
+		msg := "invalid"
+		if fe.Err != nil {
+			msg = fe.Err.Error()
+		}
+		problems = append(problems, problem{Path: fe.Path, Line: fe.Line, Message: msg})
+	}
+	return problems
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printChecks(w io.Writer, path string, checks []serverCheck) error {
+	fmt.Fprintf(w, "%s: config ok (%d servers)\n\n", path, len(checks))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tVERDICT\tPROTOCOL\tTOOLS\tLATENCY\tTLS EXPIRES\tDETAIL")
+	for _, ch := range checks {
+		tools, latency, expires := "-", "-", "-"
+		if ch.Tools != nil {
+			tools = fmt.Sprint(*ch.Tools)
+		}
+		if ch.LatencyMS != nil {
+			latency = fmt.Sprintf("%d ms", *ch.LatencyMS)
+		}
+		if ch.TLSNotAfter != nil {
+			expires = ch.TLSNotAfter.UTC().Format(time.DateOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ch.Name, ch.Transport, ch.Verdict,
+			cell(ch.ProtocolVersion), tools, latency, expires, cell(ch.Detail))
+	}
+	return tw.Flush()
+}
+
+// checkServers checks every server of cfg, doctorParallel at a time, each
+// within timeout; the result is in name order.
+func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration, log *slog.Logger) []serverCheck {
+	names := cfg.ServerNames()
+	out := make([]serverCheck, len(names))
+	sem := make(chan struct{}, doctorParallel)
+	// closing waits for the Managers: a stalled upstream's session may
+	// take upstream.CloseTimeout to let go, which need not hold a slot,
+	// but every stdio process is stopped before doctor returns.
+	var wg, closing sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = checkServer(ctx, cfg, name, timeout, log, &closing)
+		})
+	}
+	wg.Wait()
+	closing.Wait()
+	return out
+}
+
+// checkServer reaches one server: its certificate for an https URL, then
+// a handshake and a tools/list walk through a Manager of its own, closed
+// (which stops a stdio server's process) under closing.
+func checkServer(ctx context.Context, cfg *config.Config, name string, timeout time.Duration, log *slog.Logger, closing *sync.WaitGroup) (ch serverCheck) {
+	srv := cfg.Servers[name]
+	ch = serverCheck{Name: name, Transport: srv.Transport, Verdict: verdictOK}
+	clean := secretScrubber(srv)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var notes []string
+	warn := func(s string) {
+		if ch.Verdict == verdictOK {
+			ch.Verdict = verdictWarn
+		}
+		notes = append(notes, s)
+	}
+	fail := func(s string) {
+		ch.Verdict = verdictFail
+		notes = append(notes, s)
+	}
+	defer func() { ch.Detail = clean(strings.Join(notes, "; ")) }()
+
+	if isHTTPS(srv) {
+		cert, err := upstream.ServerCertificate(ctx, srv)
+		if cert != nil {
+			na := cert.NotAfter.UTC()
+			ch.TLSNotAfter = &na
+			switch left := time.Until(na); {
+			case left <= 0:
+				fail("tls: certificate expired " + na.Format(time.DateOnly))
+			case left < tlsExpiryWarning:
+				warn(fmt.Sprintf("tls: certificate expires in %d days", int(left.Hours()/24)))
+			}
+		}
+		if err != nil && cert == nil {
+			// The connect below fails too, and says it better for most
+			// causes; this keeps the TLS cause when it does not.
+			defer func() {
+				if ch.Verdict != verdictFail {
+					fail("tls: " + strings.TrimPrefix(err.Error(), "tls: "))
+				}
+			}()
+		}
+	}
+	if why := needsCaller(srv); why != "" {
+		warn(why)
+		return ch
+	}
+
+	m := upstream.NewManager(upstream.ManagerOptions{
+		Servers:         map[string]*config.Server{name: srv},
+		ClientName:      "mcpgate",
+		ClientVersion:   version(),
+		Logger:          log,
+		MaxMessageBytes: int(cfg.Limits.MaxUpstreamMessage),
+	})
+	defer closing.Go(func() { m.Close() })
+	start := time.Now()
+	info, tools, err := listTools(ctx, m, name)
+	if info != nil {
+		ch.ProtocolVersion = info.ProtocolVersion
+		var si serverInfo
+		if json.Unmarshal(info.ServerInfo, &si) == nil && (si.Name != "" || si.Version != "") {
+			ch.ServerInfo = &si
+		}
+	}
+	if err != nil {
+		fail(describeFailure(ctx, err, timeout))
+		return ch
+	}
+	ms := time.Since(start).Milliseconds()
+	ch.LatencyMS, ch.Tools = &ms, &tools
+	return ch
+}
+
+// maxToolPages bounds the tools/list walk of one server, as the
+// catalog's does.
+const maxToolPages = catalog.DefaultPageCap
+
+// listTools connects to server (the handshake) and counts its tools,
+// page by page, all within ctx. It walks by itself rather than through
+// the catalog, whose shared walks outlive their callers' contexts.
+func listTools(ctx context.Context, m *upstream.Manager, server string) (*upstream.InitInfo, int, error) {
+	sess, release, err := m.Acquire(ctx, server)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer release()
+	info := sess.Info()
+	if !info.Caps.Tools {
+		return info, 0, nil
+	}
+	n, cursor := 0, ""
+	for range maxToolPages {
+		var params json.RawMessage
+		if cursor != "" {
+			params = append(append([]byte(`{"cursor":`), jsonrpc.String(cursor)...), '}')
+		}
+		res, err := sess.Call(ctx, mcpwire.MethodToolsList, params)
+		if err != nil {
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+				return info, 0, nil
+			}
+			return info, 0, err
+		}
+		arr, ok := jsonrpc.Get(res, "tools")
+		if !ok || len(arr) == 0 || arr[0] != '[' {
+			return info, 0, errors.New("invalid MCP response: tools/list result has no \"tools\" array")
+		}
+		if err := jsonrpc.Elements(arr, func([]byte) bool { n++; return true }); err != nil {
+			return info, 0, fmt.Errorf("invalid MCP response: %w", err)
+		}
+		if cursor, _ = jsonrpc.GetString(res, "nextCursor"); cursor == "" {
+			return info, n, nil
+		}
+	}
+	return info, n, fmt.Errorf("tools/list: more than %d pages", maxToolPages)
+}
+
+// needsCaller says why a server cannot be checked without a person or a
+// caller ("" when it can): its credentials are not the gateway's own.
+func needsCaller(srv *config.Server) string {
+	if srv.Auth == nil {
+		return ""
+	}
+	switch t := srv.Auth.Type; {
+	case t == config.AuthUserAPIKey || t == config.AuthOAuth2User:
+		return "needs a person's connection; not checked"
+	case t == config.AuthPassthrough || config.ExchangesCallerToken(t):
+		return "needs a caller's token; not checked"
+	}
+	return ""
+}
+
+func isHTTPS(srv *config.Server) bool {
+	if srv.Transport == "stdio" {
+		return false
+	}
+	u, err := url.Parse(srv.URL)
+	return err == nil && u.Scheme == "https"
+}
+
+// describeFailure is the detail of a failed handshake or tools/list: the
+// fault class first, then the upstream package's message (which never
+// holds credentials; secretScrubber makes sure).
+func describeFailure(ctx context.Context, err error, timeout time.Duration) string {
+	var ue *upstream.Error
+	f := upstream.Classify(err)
+	switch {
+	case f.Class == upstream.FaultAuth:
+		return fmt.Sprintf("auth: refused (%d)", f.Status)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return fmt.Sprintf("timeout: no answer within %s", timeout)
+	case f.Class == upstream.FaultCancelled:
+		return "cancelled"
+	}
+	msg := err.Error()
+	if errors.As(err, &ue) && ue.Err != nil {
+		msg = ue.Err.Error()
+	}
+	return f.Class + ": " + msg
+}
+
+// secretScrubber returns a function that replaces every credential srv is
+// configured with (its URL, header and env values, auth secrets and the
+// password and query values of its URL) with "***".
+func secretScrubber(srv *config.Server) func(string) string {
+	var secrets []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); len(s) >= 3 {
+			secrets = append(secrets, s)
+		}
+	}
+	add(srv.URL)
+	if u, err := url.Parse(srv.URL); err == nil {
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+		if u.User != nil {
+			add(u.User.Username())
+		}
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	for _, v := range srv.Headers {
+		add(v)
+	}
+	for _, v := range srv.Env {
+		add(v)
+	}
+	if a := srv.Auth; a != nil {
+		add(a.Value)
+		add(a.ClientSecret)
+		add(a.PrivateKey)
+		add(a.IdPClientSecret)
+		// "Bearer abc" is sent as is; its bare token may show alone.
+		if _, tok, ok := strings.Cut(a.Value, " "); ok {
+			add(tok)
+		}
+	}
+	// Longest first: the URL goes before the parts of it.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	return func(s string) string {
+		for _, sec := range secrets {
+			s = strings.ReplaceAll(s, sec, "***")
+		}
+		return s
+	}
+}
