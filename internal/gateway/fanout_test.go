@@ -65,7 +65,17 @@ func TestTerminationFanOut(t *testing.T) {
 		t.Fatalf("resume bob's on B: %d", code)
 	}
 	var bobs *session
-	b.sessions.Range(func(_, v any) bool { bobs = v.(*session); return false })
+	b.sessions.Range(func(_, v any) bool {
+		// alice's ended copy may still be in the map.
+		if s := v.(*session); !s.isClosed() && s.owner == "key:"+hashHex("bob") {
+			bobs = s
+			return false
+		}
+		return true
+	})
+	if bobs == nil {
+		t.Fatal("B holds no copy of bob's session")
+	}
 	if err := terms.MarkTerminated(context.Background(), hashHex(bobs.id), time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
