@@ -240,9 +240,9 @@ func TestDeleteEndsCallsInFlight(t *testing.T) {
 		t.Errorf("cancelled %d, refused %d; want 3 cancelled in flight and 1 refused while waiting", cancelled, refused)
 	}
 	waitFor(t, "three cancellations upstream", func() bool { return len(up.cancellations()) == 3 })
-	if n := up.running.Load(); n != 0 {
-		t.Errorf("%d upstream calls still running", n)
-	}
+	// The upstream records a cancellation before its handler returns and
+	// counts itself out: the count follows within moments.
+	waitFor(t, "no upstream call still running", func() bool { return up.running.Load() == 0 })
 }
 
 // S11: a session created by initialize serves nothing else until the
