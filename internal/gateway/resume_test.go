@@ -1088,3 +1088,60 @@ func TestSealedSessionIdleEverywhere(t *testing.T) {
 		t.Errorf("a session idle everywhere for %s: %d, want 404", idle*18/10, code)
 	}
 }
+
+// SPEC S15, catalog invalidations: a list change one replica hears from
+// its upstream invalidates every replica's cached catalog of that server.
+// The upstream here never notifies and counts its tools/list calls, so
+// only the announcement from A can make B fetch its tools again.
+func TestListChangeInvalidatesOtherReplicasCatalog(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		tools = `[{"name":"one","inputSchema":{"type":"object"}}]`
+		lists atomic.Int32
+	)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil || !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"quiet","version":"0"}}`
+		case "tools/list":
+			lists.Add(1)
+			mu.Lock()
+			result = `{"tools":` + tools + `}`
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	t.Cleanup(up.Close)
+	fl := fleetOf(t, 2, up.URL, state.NewMemory(state.MemoryOptions{}), nil)
+	a, b := fl[0], fl[1]
+	list := func(url string) string {
+		t.Helper()
+		code, body := modernPost(t, url, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+		if code != 200 {
+			t.Fatalf("tools/list: %d %s", code, body)
+		}
+		return string(body)
+	}
+	if !strings.Contains(list(b.url), "s__one") {
+		t.Fatal("B does not list the first tool")
+	}
+	mu.Lock()
+	tools = `[{"name":"one","inputSchema":{"type":"object"}},{"name":"two","inputSchema":{"type":"object"}}]`
+	mu.Unlock()
+	before := lists.Load()
+	if strings.Contains(list(b.url), "s__two") || lists.Load() != before {
+		t.Fatal("B fetched its tools again unasked: the test cannot tell the announcement's effect")
+	}
+	// A hears the change from its upstream (as its relay would).
+	a.g.shareListChanged("s", mcpwire.NotifyToolsListChanged)
+	waitFor(t, "B's catalog of s invalidated by A's announcement", func() bool { return strings.Contains(list(b.url), "s__two") })
+}
