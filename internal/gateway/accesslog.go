@@ -88,11 +88,10 @@ func logsAccess(path string) bool {
 	return true
 }
 
-// startAccess begins the access log line of r; the returned function
-// writes it once the response is over.
-func (g *Gateway) startAccess(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
+// startAccess begins the access log line of r, whose response sw
+// records; the returned function writes it once the response is over.
+func (g *Gateway) startAccess(sw *statusWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
 	e := &accessEntry{}
-	sw := &statusWriter{ResponseWriter: w}
 	start := time.Now()
 	r = r.WithContext(withAccess(r.Context(), e))
 	return accessWriter{sw, e}, r, func() {

@@ -101,7 +101,7 @@ func BenchmarkAccessLog(b *testing.B) {
 	w := httptest.NewRecorder()
 	b.ReportAllocs()
 	for b.Loop() {
-		aw, ar, done := g.startAccess(w, r)
+		aw, ar, done := g.startAccess(&statusWriter{ResponseWriter: w}, r)
 		noteCaller(ar.Context(), "ada-laptop", "ada")
 		noteMCP(ar.Context(), "tools/call", "a__echo")
 		_, _ = aw.Write([]byte("{}"))

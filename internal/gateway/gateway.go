@@ -403,15 +403,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.servePeer(w, r)
 		return
 	}
-	if g.access != nil && logsAccess(r.URL.Path) {
-		var done func()
-		w, r, done = g.startAccess(w, r)
-		defer done()
-	}
-	if g.metrics != nil {
+	// One status recorder serves the metrics and the access log.
+	logged := g.access != nil && logsAccess(r.URL.Path)
+	if g.metrics != nil || logged {
 		sw := &statusWriter{ResponseWriter: w}
 		w = sw
-		defer func() { g.metrics.ObserveRequest(routeKind(r.URL.Path), r.Method, sw.status) }()
+		if g.metrics != nil {
+			defer func() { g.metrics.ObserveRequest(routeKind(r.URL.Path), r.Method, sw.status) }()
+		}
+		if logged {
+			var done func()
+			w, r, done = g.startAccess(sw, r)
+			defer done()
+		}
 	}
 	switch r.URL.Path {
 	case "/metrics":
