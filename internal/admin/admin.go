@@ -118,6 +118,12 @@ func New(o Options) *API {
 		h := r.handler(a)
 		a.mux.HandleFunc(r.method+" "+Prefix+r.path, h)
 	}
+	if o.Vault != nil && o.Bus != nil {
+		// Every vault write of this process (a credential or connection
+		// here, a person's connect or a refresh in the gateway) tells the
+		// other replicas which entry to forget.
+		o.Vault.OnChange(func(id string) { a.announce(context.Background(), changeVault, id) })
+	}
 	return a
 }
 

@@ -160,12 +160,6 @@ func (a *API) resync(ctx context.Context) error {
 // at least once.
 func (a *API) following() bool { return a.synced.Load() }
 
-// vaultChanged announces that person's vault entry for server was
-// changed or deleted here (the vault forgot its own copy).
-func (a *API) vaultChanged(ctx context.Context, person, server string) {
-	a.announce(ctx, changeVault, a.o.Vault.EntryID(person, server))
-}
-
 // keyChanged forgets the key alias on this replica and makes its open
 // streams re-check it, so that a revocation ends them at once.
 func (a *API) keyChanged(alias string) {

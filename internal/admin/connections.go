@@ -128,7 +128,6 @@ func (a *API) deleteEntry(w http.ResponseWriter, r *http.Request, person, server
 		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
 		return false
 	}
-	a.vaultChanged(r.Context(), person, server)
 	return true
 }
 
@@ -152,7 +151,6 @@ func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil {
-			a.vaultChanged(r.Context(), person, m.Server)
 			out.Servers = append(out.Servers, m.Server)
 		}
 	}

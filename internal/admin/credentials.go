@@ -121,7 +121,6 @@ func (a *API) putCredential(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
 		return
 	}
-	a.vaultChanged(r.Context(), person, server)
 	a.audit(r.Context(), "credential.put", server, nil)
 	writeJSON(w, http.StatusOK, CredentialInfo{Server: server, UpdatedAt: timeString(a.o.Now())})
 }

@@ -291,8 +291,9 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 		return notConnected("not connected within 10 minutes")
 	}
 	// The tokens may have been stored by another replica (the callback
-	// landed there): this replica's cached copy of the person's entry,
-	// the one refused with 401 or 403, must not be used for the retry.
+	// landed there). Its write is announced (vault.OnChange), but the
+	// announcement may arrive after the done marker this call polled:
+	// the cached copy refused with 401 or 403 must not serve the retry.
 	if g.vault != nil {
 		g.vault.Forget(g.vault.EntryID(person, server))
 	}

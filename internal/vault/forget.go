@@ -36,3 +36,18 @@ func (v *Vault) ForgetAll() {
 	v.gen++
 	clear(v.opened)
 }
+
+// OnChange makes fn hear the EntryID of every entry this process writes
+// or deletes, after its own cached copy is gone: whoever announces
+// changes to the other processes (the admin API's bus) hooks in here, so
+// that no writer (the admin API, the connect flow, a refresh) has to
+// remember to. Call it before the vault is used; fn must not call back
+// into the vault for that entry (it runs under the entry's lock).
+func (v *Vault) OnChange(fn func(id string)) { v.onChange = fn }
+
+// changed tells OnChange's fn about person's entry for server.
+func (v *Vault) changed(person, server string) {
+	if v.onChange != nil {
+		v.onChange(v.EntryID(person, server))
+	}
+}
