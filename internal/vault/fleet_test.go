@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,5 +95,37 @@ func TestRefreshWithoutReachableLeases(t *testing.T) {
 	})
 	if err != nil || e.AccessToken != "gho_new" {
 		t.Fatalf("refresh with the lease service down: %+v, %v", e, err)
+	}
+}
+
+// OnChange hears every write and delete, whoever makes it: Put, Refresh
+// and Delete each name the entry by its EntryID, never its person.
+func TestOnChange(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	v := newVault(t, st, newClock(), k1)
+	var got []string
+	v.OnChange(func(id string) { got = append(got, id) })
+	if err := v.Put(ctx, oauthEntry("alice", "github")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Refresh(ctx, "alice", "github", func(_ context.Context, e Entry) (Entry, error) {
+		e.AccessToken = "gho_new"
+		return e, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Delete(ctx, "alice", "github"); err != nil {
+		t.Fatal(err)
+	}
+	id := v.EntryID("alice", "github")
+	if len(got) != 3 || got[0] != id || got[1] != id || got[2] != id {
+		t.Errorf("changes %v, want %s three times (put, refresh, delete)", got, id)
+	}
+	for _, g := range got {
+		if strings.Contains(g, "alice") {
+			t.Errorf("a change names the person: %q", g)
+		}
 	}
 }
