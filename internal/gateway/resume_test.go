@@ -1134,6 +1134,14 @@ func TestListChangeInvalidatesOtherReplicasCatalog(t *testing.T) {
 	if !strings.Contains(list(b.url), "s__one") {
 		t.Fatal("B does not list the first tool")
 	}
+	// The replicas' own first fetches (at their upstream session's start)
+	// may still be landing: wait until the count stands still.
+	for stable, last := 0, lists.Load(); stable < 10; stable++ {
+		time.Sleep(30 * time.Millisecond)
+		if n := lists.Load(); n != last {
+			stable, last = -1, n
+		}
+	}
 	mu.Lock()
 	tools = `[{"name":"one","inputSchema":{"type":"object"}},{"name":"two","inputSchema":{"type":"object"}}]`
 	mu.Unlock()

@@ -510,11 +510,14 @@ func TestStdioProcessDeath(t *testing.T) {
 	if err != nil || pid2 == pid1 {
 		t.Errorf("pid after restart = %q (before %q), %v", pid2, pid1, err)
 	}
-	mu.Lock()
-	if startCount != 2 {
-		t.Errorf("OnSessionStart called %d times, want 2", startCount)
+	// OnSessionStart may run just after Session returns: wait for it.
+	count := func() int { mu.Lock(); defer mu.Unlock(); return startCount }
+	for deadline := time.Now().Add(2 * time.Second); count() != 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
-	mu.Unlock()
+	if n := count(); n != 2 {
+		t.Errorf("OnSessionStart called %d times, want 2", n)
+	}
 	if h := m.Health()["proc"]; h.State != HealthReady {
 		t.Errorf("health = %+v", h)
 	}
