@@ -114,6 +114,10 @@ type Config struct {
 	Fleet *Fleet `config:"fleet" doc:"Replicas serving one fleet (SPEC S15): the keys that seal session ids, so any replica continues a session another started."`
 	// State is where the replicas' shared state lives (SPEC S15).
 	State State `config:"state" doc:"The backend of the state replicas share (SPEC S15): memory (the default, one process) or redis (a fleet)."`
+	// Telemetry: traces and the debug header (SPEC S16.2, S16.4).
+	Telemetry Telemetry `config:"telemetry" doc:"Traces and per-call diagnostics (SPEC S16.2, S16.4)."`
+	// Reload: how a changed config file is applied while serving.
+	Reload Reload `config:"reload" doc:"Applying a changed config file without a restart: SIGHUP, POST /admin/v1/reload, or (opt-in) watching the file."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.
