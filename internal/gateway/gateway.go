@@ -505,6 +505,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if g.wantsDebug(r) {
+		var done func()
+		w, r, done = g.startDebug(w, r, rt)
+		defer done()
+	}
 	_, kind := splitEndpoint(r.URL.Path)
 	if kind != epSSEMessages {
 		// A session's requests are narrowed with the session's route, once

@@ -438,6 +438,9 @@ func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), 
 	if err == nil && b != nil && b.Started != nil {
 		b.Started(ctx, server, s)
 	}
+	if n := notesFrom(ctx); n != nil && err == nil {
+		n.SessionUsed(server, true)
+	}
 	now := m.now()
 	m.mu.Lock()
 	if err != nil {
@@ -503,7 +506,15 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 			}
 		}
 		first = nil
+		notes := notesFrom(ctx)
+		var began time.Time
+		if notes != nil {
+			began = time.Now()
+		}
 		res, err := s.Call(ctx, method, params)
+		if notes != nil {
+			notes.Called(server, method, began, time.Since(began))
+		}
 		release()
 		m.observe(server, s, err)
 		if err == nil || !sessionExpired(err) || ctx.Err() != nil {
@@ -658,6 +669,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 	if err := checkOwn(ctx, m.serverMap()[server]); err != nil {
 		return nil, err
 	}
+	waited := false // for a connect: the session is a new one
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -681,6 +693,9 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 				m.retireLocked(e, s)
 			default:
 				m.mu.Unlock()
+				if n := notesFrom(ctx); n != nil {
+					n.SessionUsed(server, waited)
+				}
 				return s, nil
 			}
 		}
@@ -694,6 +709,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 		}
 		wait := e.connecting
 		m.mu.Unlock()
+		waited = true
 
 		select {
 		case <-wait:
