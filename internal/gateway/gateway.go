@@ -148,6 +148,7 @@ type Gateway struct {
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
 	admin         http.Handler
+	console       http.Handler    // the web console at /ui; nil: none
 	authServer    http.Handler    // mcpgate's OAuth authorization server; nil: none
 	confirmer     PersonConfirmer // proves a browser's oidc: person (elicitconnect.go); nil: none
 	// httpClient fetches passthrough upstreams' metadata (nil: default).
@@ -463,6 +464,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.Clone(r.Context())
 		r.URL.Path = AdminPrefix + strings.TrimPrefix(r.URL.Path, "/")
 		r.URL.RawPath = ""
+	}
+	if isConsolePath(r.URL.Path) && g.console != nil {
+		g.console.ServeHTTP(w, r)
+		return
 	}
 	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
 		if g.admin == nil {
