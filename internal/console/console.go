@@ -6,7 +6,7 @@
 // It owns the files and the headers that keep them safe: a strict
 // Content-Security-Policy (scripts and styles from the gateway only, no
 // inline script, no framing, connections to the gateway only),
-// X-Frame-Options DENY, nosniff, no referrer. It must not hold state,
+// X-Frame-Options DENY, nosniff, no referrer to other origins. It must not hold state,
 // read the store or reach the gateway's internals: everything the
 // console shows comes through the admin API, so the console can do
 // exactly what the key it signed in with may do, and no more.
@@ -52,7 +52,7 @@ func Handler() http.Handler {
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // no-referrer would make its POSTs say "Origin: null"
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		h.Set("Cache-Control", "no-cache")

@@ -36,7 +36,7 @@ func TestHandler(t *testing.T) {
 		if strings.Contains(csp, "unsafe") {
 			t.Errorf("%s: CSP %q allows unsafe-*", path, csp)
 		}
-		if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+		if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "same-origin" {
 			t.Errorf("%s: headers %v", path, resp.Header)
 		}
 	}

@@ -16,6 +16,12 @@ const AdminPrefix = "/admin/v1/"
 // MountAdmin installs the admin API handler. Call it before serving.
 func (g *Gateway) MountAdmin(h http.Handler) { g.admin = h }
 
+// AdminResource is the admin API's OAuth resource identifier (RFC 8707)
+// for requests like r: the gateway's base URL and /admin/v1.
+func (g *Gateway) AdminResource(r *http.Request) string {
+	return g.baseURL(r) + strings.TrimSuffix(AdminPrefix, "/")
+}
+
 // ConsolePrefix is where the web console is served.
 const ConsolePrefix = "/ui"
 

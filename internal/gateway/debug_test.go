@@ -217,3 +217,29 @@ func TestUnionLength(t *testing.T) {
 		}
 	}
 }
+
+// A page the gateway served itself (its login and consent pages, the
+// console) posts with the gateway's own origin: accepted whatever
+// allowed_origins says, on loopback or not; another origin, or one that
+// only shares the host, is refused.
+func TestSameOriginAccepted(t *testing.T) {
+	for _, c := range []struct {
+		public, host, origin string
+		ok                   bool
+	}{
+		{"https://mcp.example.com", "mcp.example.com", "https://mcp.example.com", true},
+		{"https://mcp.example.com/prefix", "internal:8080", "https://mcp.example.com", true},
+		{"", "gw.internal:4000", "http://gw.internal:4000", true},
+		{"https://mcp.example.com", "mcp.example.com", "http://mcp.example.com", false},
+		{"https://mcp.example.com", "mcp.example.com", "https://evil.example.com", false},
+		{"", "gw.internal:4000", "http://gw.internal:4001", false},
+		{"", "gw.internal:4000", "null", false},
+	} {
+		g := New(Options{Config: &config.Config{Listen: "0.0.0.0:4000", PublicURL: c.public}})
+		r := httptest.NewRequest(http.MethodPost, "http://"+c.host+"/oauth/login", nil)
+		r.Header.Set("Origin", c.origin)
+		if err := g.checkOriginHost(r); (err == nil) != c.ok {
+			t.Errorf("public_url %q, Host %q, Origin %q: %v, want ok=%v", c.public, c.host, c.origin, err, c.ok)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/fleet"
@@ -474,6 +475,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
 			return
 		}
+		// A bearer token for the admin API names it as its resource
+		// (RFC 8707): the console's sign-in asks mcpgate's authorization
+		// server for exactly that audience, so no MCP route's token is
+		// an admin token, nor the other way round.
+		r = r.WithContext(callers.WithResource(r.Context(), g.AdminResource(r)))
 		g.admin.ServeHTTP(w, r)
 		return
 	}
@@ -625,13 +631,28 @@ func (g *Gateway) serveReady(w http.ResponseWriter) {
 // checkOriginHost applies S2.1: Origin allow-list and, on loopback, a Host
 // allow-list against DNS rebinding.
 func (g *Gateway) checkOriginHost(r *http.Request) error {
-	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) {
+	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) && !g.sameOrigin(r, origin) {
 		return errString("Invalid Origin header")
 	}
 	if g.loopback && !g.hostAllowed(r.Host) {
 		return errString("Invalid Host header")
 	}
 	return nil
+}
+
+// sameOrigin: the request comes from a page the gateway served itself (its
+// login, consent and connect pages, the console), whose origin is the
+// gateway's own: public_url's, else the request's scheme and Host (which
+// the Host check has vetted on loopback). Such a page is no cross-site
+// caller, whatever allowed_origins lists.
+func (g *Gateway) sameOrigin(r *http.Request, origin string) bool {
+	base := g.baseURL(r)
+	if i := strings.Index(base, "://"); i >= 0 {
+		if j := strings.IndexByte(base[i+3:], '/'); j >= 0 {
+			base = base[:i+3+j]
+		}
+	}
+	return strings.EqualFold(base, strings.TrimRight(origin, "/"))
 }
 
 func (g *Gateway) originAllowed(origin string) bool {

@@ -53,17 +53,21 @@ func shop(t *testing.T) string {
 
 // startGateway builds and runs mcpgate serve on a fresh SQLite store.
 func startGateway(t *testing.T) string {
+	return startGatewayWith(t, "data_dir: ./data\nauth:\n  master_key: ${MK}\n")
+}
+
+func startGatewayWith(t *testing.T, config string, env ...string) string {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "mcpgate")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/mcpgate").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	cfg := filepath.Join(dir, "gw.yaml")
-	if err := os.WriteFile(cfg, []byte("data_dir: ./data\nauth:\n  master_key: ${MK}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--log-format", "json")
-	cmd.Env = append(os.Environ(), "MK="+masterKey)
+	cmd.Env = append(append(os.Environ(), "MK="+masterKey), env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -181,11 +185,23 @@ func (b *browser) step(name string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		png, _ := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	// Do should end with ctx, but a page that navigates in the middle of
+	// an action can leave it waiting: the step fails on time regardless.
+	done := make(chan error, 1)
+	go func() { done <- chromedp.Do(ctx, actions...) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(25 * time.Second):
+		err = fmt.Errorf("no answer from the browser within 25 s")
+	}
+	if err != nil {
+		sctx, scancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer scancel()
+		png, _ := chromedp.Run(sctx, chromedp.CaptureScreenshot())
 		shot := filepath.Join(b.dir, "failed-"+strings.ReplaceAll(name, " ", "-")+".png")
 		_ = os.WriteFile(shot, png, 0o644)
-		html, _ := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+		html, _ := chromedp.Run(sctx, chromedp.OuterHTML(chromedp.CSS("main")))
 		b.t.Fatalf("step %q: %v\nscreenshot: %s\nJS errors: %q\npage: %.3000s", name, err, shot, b.jsErrors(), html)
 	}
 	if errs := b.jsErrors(); len(errs) > 0 {
@@ -367,5 +383,81 @@ func TestConsole(t *testing.T) {
 		into(&focused, chromedp.Evaluate[string](`document.activeElement.textContent + "|" + getComputedStyle(document.activeElement).outlineStyle`)))
 	if !strings.HasPrefix(focused, "Overview|") || strings.HasSuffix(focused, "|none") {
 		t.Errorf("focused nav link: %q, want Overview with a visible outline", focused)
+	}
+}
+
+// TestConsoleLogin signs in through mcpgate's own login (auth.login, here
+// with keys as the login): the console registers itself, runs the
+// authorization code flow with PKCE, and calls the admin API with a token
+// whose audience is the admin API, which no MCP route takes. A key that
+// is not an admin's signs in to its own connections only.
+func TestConsoleLogin(t *testing.T) {
+	const (
+		ops  = "ops-admin-key-0123456789abcdef"
+		dana = "dana-person-key-0123456789abcd"
+	)
+	base := startGatewayWith(t, `data_dir: ./data
+auth:
+  master_key: ${MK}
+  keys:
+    - {alias: ops, key: "${OPS}", user: olga, admin: true}
+    - {alias: dana, key: "${DANA}", user: dana}
+  login: {keys: true}
+`, "OPS="+ops, "DANA="+dana)
+	b := newBrowser(t)
+	b.step("login page", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(c("#sso-login")))
+	b.step("to the gateway's login", chromedp.Click(c("#sso-login")), chromedp.WaitVisible(c(`input#key`)))
+	var page string
+	b.step("where", into(&page, chromedp.Evaluate[string](`location.pathname`)))
+	if !strings.HasPrefix(page, "/oauth/") {
+		t.Fatalf("the sign-in went to %q, want mcpgate's authorization server", page)
+	}
+	b.step("key as the login", set(`input#key`, ops), chromedp.Click(c(`button[name="login"][value="key"]`)), chromedp.WaitVisible(c("#approve")))
+	b.step("consent", chromedp.Click(c("#approve")), chromedp.WaitVisible(c("#ready-count")))
+	var stored string
+	b.step("token stored", into(&stored, chromedp.Evaluate[string](`JSON.stringify({key: sessionStorage.getItem("mcpgate.key"), token: JSON.parse(sessionStorage.getItem("mcpgate.token")), url: location.href})`)))
+	var st struct {
+		Key   *string
+		Token struct{ Access, Refresh string }
+		URL   string
+	}
+	if err := json.Unmarshal([]byte(stored), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Key != nil || strings.Count(st.Token.Access, ".") != 2 || st.Token.Refresh == "" {
+		t.Fatalf("after the login: %s (want a JWT and a refresh token, no key)", stored)
+	}
+	if strings.Contains(st.URL, "code=") {
+		t.Errorf("the code stayed in the URL: %s", st.URL)
+	}
+	// The console's token is the admin API's, not an MCP route's.
+	for path, want := range map[string]int{"/admin/v1/keys": 200, "/mcp": 401} {
+		method, body := http.MethodGet, ""
+		if path == "/mcp" {
+			method, body = http.MethodPost, initBody
+		}
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+st.Token.Access)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("the console's token on %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	b.step("admin pages", chromedp.Navigate(base+"/ui/#/keys"), chromedp.WaitVisible(x(`//td[text()="ops"]`)))
+
+	// A person's key: only their connections.
+	b.step("sign out", click("#signout"), chromedp.WaitVisible(c("#login-key")))
+	b.step("person login", set("#login-key", dana), click(`#login-form button[type="submit"]`), chromedp.WaitVisible(byText("h1", "My connections")))
+	var links string
+	b.step("person nav", chromedp.Navigate(base+"/ui/#/keys"), chromedp.WaitVisible(byText("h1", "My connections")),
+		into(&links, chromedp.Evaluate[string](`[...document.querySelectorAll("nav a")].filter(a => !a.hidden).map(a => a.textContent).join(",")`)))
+	if links != "My connections" {
+		t.Errorf("a person sees the pages %q, want only My connections", links)
 	}
 }

@@ -1,7 +1,8 @@
 // The console: a hash router over pages, each backed by /admin/v1 only.
 
-import { api, key, setKey, h, table, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
+import { api, key, setKey, role, setRole, h, table, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
 import { schemaForm } from "./form.js";
+import * as auth from "./auth.js";
 
 const view = () => document.getElementById("view");
 let timers = [];
@@ -22,27 +23,57 @@ function armed(el) { return !!el.querySelector('[data-armed="1"]'); }
 
 // ---- login ----
 
+// probeRole finds what the caller may do: an admin reads /servers; anyone
+// else with a valid key or token reads their own connections.
+async function probeRole(k) {
+  try {
+    await api("GET", "/servers", undefined, k);
+    return "admin";
+  } catch (e) {
+    if (!(e instanceof APIError) || e.status !== 403) throw e;
+  }
+  await api("GET", "/me/connections", undefined, k);
+  return "person";
+}
+
+function signOut() {
+  setKey("");
+  auth.setToken(null);
+  setRole("");
+}
+
 function login(msg) {
   document.getElementById("nav").hidden = true;
-  const [keyLabel, keyInput] = field("Admin key", { type: "password", id: "login-key", autocomplete: "off", required: true });
+  const [keyLabel, keyInput] = field("Key", { type: "password", id: "login-key", autocomplete: "off", required: true });
   const err = h("div", {});
-  const form = h("form", { class: "inline", id: "login-form" }, keyLabel, h("button", { type: "submit" }, "Sign in"));
+  const form = h("form", { class: "inline", id: "login-form" }, keyLabel, h("button", { type: "submit" }, "Sign in with key"));
   form.addEventListener("submit", async ev => {
     ev.preventDefault();
     const k = keyInput.value.trim();
     try {
-      await api("GET", "/servers", undefined, k);
+      const r = await probeRole(k);
+      signOut();
       setKey(k);
+      setRole(r);
       keyInput.value = "";
-      location.hash = "#/overview";
+      location.hash = r === "admin" ? "#/overview" : "#/connections";
       route();
     } catch (e) {
-      err.replaceChildren(errorBox(e instanceof APIError && e.status === 403 ? new Error("That key is not an admin key.") : e));
+      err.replaceChildren(errorBox(e));
     }
   });
+  const sso = h("div", { id: "sso" });
+  auth.metadata().then(meta => {
+    if (!meta) return;
+    const b = h("button", { type: "button", id: "sso-login" }, "Sign in through the gateway's login");
+    b.addEventListener("click", async () => {
+      try { await auth.start(meta); } catch (e) { err.replaceChildren(errorBox(e)); }
+    });
+    sso.replaceChildren(h("p", { class: "muted" }, "Or sign in at mcpgate's login page (your company account, or a key), and come back here signed in:"), b);
+  }).catch(() => {});
   render(h("h1", {}, "Sign in"),
-    h("p", { class: "muted" }, "Use the master key or a key with admin: true. It is kept in this tab only (session storage) and sent in a header, never in a URL."),
-    msg ? errorBox(msg) : null, form, err);
+    h("p", { class: "muted" }, "Use the master key, an admin key, or your own key (for your connections). It is kept in this tab only (session storage) and sent in a header, never in a URL."),
+    msg ? errorBox(msg) : null, form, sso, err);
   keyInput.focus();
 }
 
@@ -401,23 +432,35 @@ function connections() {
 // ---- router ----
 
 const pages = { overview, servers, keys, playground, sessions, audit, connections };
+const personPages = new Set(["connections"]);
 
 function route() {
   clearTimers();
-  if (!key()) { login(); return; }
-  document.getElementById("nav").hidden = false;
-  const name = (location.hash.match(/^#\/([a-z]+)/) || [])[1] || "overview";
-  const page = pages[name] || overview;
-  for (const a of document.querySelectorAll("nav a")) {
+  const r = role();
+  if (!r) { login(); return; }
+  const nav = document.getElementById("nav");
+  nav.hidden = false;
+  for (const a of nav.querySelectorAll("a")) a.hidden = r !== "admin" && !personPages.has(a.getAttribute("href").slice(2));
+  let name = (location.hash.match(/^#\/([a-z]+)/) || [])[1] || (r === "admin" ? "overview" : "connections");
+  if (!pages[name] || (r !== "admin" && !personPages.has(name))) name = r === "admin" ? "overview" : "connections";
+  for (const a of nav.querySelectorAll("a")) {
     if (a.getAttribute("href") === "#/" + name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
-  page();
+  pages[name]();
   view().focus({ preventScroll: true });
 }
 
 window.addEventListener("hashchange", route);
 window.addEventListener("unhandledrejection", ev => {
-  if (ev.reason instanceof APIError && ev.reason.status === 401) { setKey(""); login(ev.reason); }
+  if (ev.reason instanceof APIError && ev.reason.status === 401) { signOut(); login(ev.reason); }
 });
-document.getElementById("signout").addEventListener("click", () => { setKey(""); location.hash = ""; route(); });
-route();
+document.getElementById("signout").addEventListener("click", () => { signOut(); location.hash = ""; route(); });
+
+// Back from the gateway's login page: redeem the code, then find the role.
+auth.finish().then(async done => {
+  if (done) {
+    setRole(await probeRole());
+    location.hash = role() === "admin" ? "#/overview" : "#/connections";
+  }
+  route();
+}).catch(e => { signOut(); login(e); });

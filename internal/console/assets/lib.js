@@ -2,10 +2,18 @@
 // building. Every text goes in with textContent, never as HTML, so no
 // value from the gateway (a tool description, an error) can become markup.
 
+import { token, refresh } from "./auth.js";
+
 const keyItem = "mcpgate.key";
+const roleItem = "mcpgate.role";
 
 export function key() { return sessionStorage.getItem(keyItem) || ""; }
 export function setKey(k) { k ? sessionStorage.setItem(keyItem, k) : sessionStorage.removeItem(keyItem); }
+
+// role is what the signed-in caller may do here: "admin" (every page) or
+// "person" (their own connections); "" when nobody is signed in.
+export function role() { return (key() || token()) ? sessionStorage.getItem(roleItem) || "" : ""; }
+export function setRole(r) { r ? sessionStorage.setItem(roleItem, r) : sessionStorage.removeItem(roleItem); }
 
 export class APIError extends Error {
   constructor(status, body) {
@@ -24,15 +32,25 @@ export class APIError extends Error {
   }
 }
 
-// api calls the admin API with the signed-in key in a header.
+// api calls the admin API as the signed-in caller: the key in a header,
+// or the token from the gateway's login as a bearer token (renewed once
+// when it has run out). k, when given, is a key to try instead.
 export async function api(method, path, body, k) {
-  const headers = { "X-Mcpgate-Api-Key": k ?? key() };
-  const init = { method, headers, credentials: "omit", cache: "no-store" };
-  if (body !== undefined) {
-    headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  const resp = await fetch("/admin/v1" + path, init);
+  const send = () => {
+    const headers = {};
+    const t = token();
+    if (k !== undefined) headers["X-Mcpgate-Api-Key"] = k;
+    else if (t) headers["Authorization"] = "Bearer " + t.access;
+    else headers["X-Mcpgate-Api-Key"] = key();
+    const init = { method, headers, credentials: "omit", cache: "no-store" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    return fetch("/admin/v1" + path, init);
+  };
+  let resp = await send();
+  if (resp.status === 401 && k === undefined && token() && await refresh()) resp = await send();
   const text = await resp.text();
   let data = null;
   if (text) { try { data = JSON.parse(text); } catch { data = { error: text }; } }

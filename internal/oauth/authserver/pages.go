@@ -18,7 +18,7 @@ var pages = template.Must(template.New("layout").Parse(`<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>{{.Title}} – mcpgate</title>
 <style>
 body{font-family:system-ui,-apple-system,sans-serif;max-width:30rem;margin:4rem auto;padding:0 1rem;color:#1d1d1f;line-height:1.5}
@@ -108,7 +108,10 @@ func securityHeaders(h http.Header, formTargets ...string) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self' 'unsafe-inline'; form-action "+fa+"; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser's form
+	// post says "Origin: null", which the gateway's Origin check refuses;
+	// other origins still get no referrer (no code or state leaks).
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Type", "text/html; charset=utf-8")
 }
