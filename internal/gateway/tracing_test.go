@@ -1,0 +1,317 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/tracing"
+	"github.com/mcpgate/mcpgate/internal/tracing/tracetest"
+)
+
+// seenCall is what a traced upstream received for one tools/call.
+type seenCall struct {
+	header http.Header
+	params json.RawMessage
+}
+
+// tracedUpstream serves tools and records every tools/call's headers and
+// params; "slow" sends one progress notification before its result,
+// "broken" answers a JSON-RPC error.
+func tracedUpstream(t *testing.T, tools ...string) (url string, calls func() []seenCall) {
+	var mu sync.Mutex
+	var seen []seenCall
+	ts := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "up-1")
+			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"traced","version":"0"}}`
+		case "tools/list":
+			var l []string
+			for _, n := range tools {
+				l = append(l, `{"name":"`+n+`","inputSchema":{"type":"object"}}`)
+			}
+			return `{"tools":[` + strings.Join(l, ",") + `]}`
+		case "tools/call":
+			mu.Lock()
+			seen = append(seen, seenCall{r.Header.Clone(), append(json.RawMessage(nil), m.Params...)})
+			mu.Unlock()
+			name, _ := jsonrpc.GetString(m.Params, "name")
+			switch name {
+			case "broken":
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"disk full at /secret/upstream-detail"}}`, m.ID.Raw())
+				return ""
+			case "slow":
+				tok, _ := jsonrpc.GetPath(m.Params, "_meta", "progressToken")
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":%s,\"progress\":1,\"total\":2}}\n\n", tok)
+				w.(http.Flusher).Flush()
+				fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n", m.ID.Raw())
+				return ""
+			}
+			return `{"content":[{"type":"text","text":"ok"}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"nope"}}`, m.ID.Raw())
+		return ""
+	})
+	return ts.URL, func() []seenCall {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]seenCall(nil), seen...)
+	}
+}
+
+// newTestProvider exports to rcv over OTLP/HTTP, sampling everything,
+// with no OTEL_* variable read.
+func newTestProvider(t *testing.T, rcv *tracetest.Receiver) *tracing.Provider {
+	t.Helper()
+	one := 1.0
+	p, err := tracing.New(context.Background(), &config.Tracing{Endpoint: rcv.Endpoint, Protocol: tracing.ProtocolHTTP, SampleRatio: &one},
+		tracing.Options{Version: "test", LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil || p == nil {
+		t.Fatalf("tracing.New: %v %v", p, err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	return p
+}
+
+const (
+	// The client's own trace (HTTP header): the gateway's spans continue it.
+	clientTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
+	clientParent = "00f067aa0ba902b7"
+	// A trace named in params._meta: only ever a link.
+	metaTrace  = "0af7651916cd43dd8448eb211c80319c"
+	metaParent = "b7ad6b7169203331"
+)
+
+// TestTracing runs a real gateway over real HTTP upstreams and exports to
+// an OTLP/HTTP receiver: the span tree of a merged-route tools/call with
+// progress, an upstream error and a policy-refused call; the link rule;
+// what goes upstream; and that no argument, secret or session id is in
+// any span.
+func TestTracing(t *testing.T) {
+	rcv := tracetest.NewHTTP(t)
+	p := newTestProvider(t, rcv)
+	alphaURL, alphaCalls := tracedUpstream(t, "slow", "forbidden")
+	betaURL, _ := tracedUpstream(t, "broken")
+	keys := &memKeys{}
+	secret := keys.add(t, store.Key{Alias: "ada-laptop", User: "ada", DenyTools: map[string][]string{"alpha": {"forbidden"}}})
+	_, gw := startGatewayWith(t, Options{Tracer: p, Authenticator: newAuth(t, keys, nil), Config: &config.Config{Servers: map[string]*config.Server{
+		"alpha": httpServer(alphaURL), "beta": httpServer(betaURL)}}})
+	url := gw.URL + "/mcp"
+
+	h := withKey(secret)
+	code, hdr, body := rpc(t, url, h, initBody)
+	if code != http.StatusOK {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	sid := hdr.Get(mcpwire.HeaderSessionID)
+	h[mcpwire.HeaderSessionID] = sid
+	rpc(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	call := func(id int, tool string) []byte {
+		t.Helper()
+		hh := map[string]string{}
+		for k, v := range h {
+			hh[k] = v
+		}
+		hh["traceparent"] = "00-" + clientTrace + "-" + clientParent + "-01"
+		hh["baggage"] = "user=mallory-header"
+		b := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"password":"hunter2-argument"},`+
+			`"_meta":{"progressToken":"p-%d","traceparent":"00-%s-%s-01","tracestate":"client=1","baggage":"user=mallory-meta"}}}`, id, tool, id, metaTrace, metaParent)
+		_, _, reply := rpc(t, url, hh, b)
+		return reply
+	}
+	if r := call(2, "alpha__slow"); !strings.Contains(string(r), "done") {
+		t.Fatalf("alpha__slow: %s", r)
+	}
+	if r := call(3, "beta__broken"); !strings.Contains(string(r), "-32000") {
+		t.Fatalf("beta__broken: %s", r)
+	}
+	if r := call(4, "alpha__forbidden"); !strings.Contains(string(r), "Unknown tool") {
+		t.Fatalf("alpha__forbidden: %s", r)
+	}
+	if code, _, _ := rpc(t, url, map[string]string{"X-Mcpgate-Api-Key": "mcpg_wrong-key-0123456789"}, initBody); code != http.StatusUnauthorized {
+		t.Fatalf("wrong key: %d", code)
+	}
+	if err := p.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.WaitFor(t, "the calls' spans", func(s []tracetest.Span) bool {
+		return len(tracetest.Named(s, "tools/call alpha__forbidden")) == 1 && len(tracetest.Named(s, "POST /mcp")) >= 6
+	})
+
+	msgOf := func(name string) (msg, httpSpan tracetest.Span) {
+		t.Helper()
+		m := tracetest.Named(spans, name)
+		if len(m) != 1 {
+			t.Fatalf("%d spans named %q, want 1", len(m), name)
+		}
+		msg = m[0]
+		httpSpan = tracetest.ByID(spans, msg.ParentID)
+		if httpSpan.Name != "POST /mcp" || httpSpan.Kind != tracepb.Span_SPAN_KIND_SERVER {
+			t.Fatalf("%s: parent is %q (%v), want the HTTP request's span", name, httpSpan.Name, httpSpan.Kind)
+		}
+		// The request's traceparent header is the parent: the client's
+		// trace continues, under the span it named.
+		if httpSpan.TraceID != clientTrace || httpSpan.ParentID != clientParent || msg.TraceID != clientTrace {
+			t.Errorf("%s: trace %s parent %s, want the header's %s / %s", name, httpSpan.TraceID, httpSpan.ParentID, clientTrace, clientParent)
+		}
+		// params._meta's trace context is a link, never the parent.
+		if len(msg.Links) != 1 || msg.Links[0].TraceID != metaTrace || msg.Links[0].SpanID != metaParent {
+			t.Errorf("%s: links %+v, want one to %s/%s", name, msg.Links, metaTrace, metaParent)
+		}
+		return msg, httpSpan
+	}
+	wantAttrs := func(s tracetest.Span, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got := s.Attrs[k]; got != v {
+				t.Errorf("%s: %s = %q, want %q", s.Name, k, got, v)
+			}
+		}
+	}
+
+	// A merged-route call with progress.
+	slow, slowHTTP := msgOf("tools/call alpha__slow")
+	wantAttrs(slowHTTP, map[string]string{"http.request.method": "POST", "http.route": "/mcp", "http.response.status_code": "200", "mcpgate.caller.alias": "ada-laptop"})
+	wantAttrs(slow, map[string]string{
+		"mcp.method.name": "tools/call", "gen_ai.tool.name": "alpha__slow", "gen_ai.operation.name": "execute_tool",
+		"mcp.session.id": hashHex(sid)[:idPrefixLen], "mcp.protocol.version": "2025-11-25", "jsonrpc.request.id": "2",
+		"mcpgate.server": "alpha", "mcpgate.route": "/mcp", "mcpgate.caller.alias": "ada-laptop", "mcpgate.caller.user": "ada",
+		"mcpgate.outcome": "ok", "mcpgate.progress.count": "1",
+	})
+	if slow.Kind != tracepb.Span_SPAN_KIND_SERVER || slow.Status == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("slow: kind %v status %v", slow.Kind, slow.Status)
+	}
+	if len(slow.Events) != 1 || slow.Events[0].Name != "mcp.progress" {
+		t.Errorf("slow: events %+v, want one mcp.progress", slow.Events)
+	}
+	clients := tracetest.Children(spans, slow.SpanID)
+	if len(clients) != 1 || clients[0].Name != "tools/call slow" || clients[0].Kind != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Fatalf("slow: children %+v, want one client span tools/call slow", clients)
+	}
+	wantAttrs(clients[0], map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "slow", "mcpgate.server": "alpha", "network.transport": "tcp"})
+
+	// What the upstream received: the gateway's context (the client
+	// span) in the header and in _meta, no baggage, the client's
+	// traceparent replaced.
+	seen := alphaCalls()
+	if len(seen) != 1 {
+		t.Fatalf("alpha saw %d calls, want 1 (forbidden is refused before it)", len(seen))
+	}
+	wantTP := "00-" + clientTrace + "-" + clients[0].SpanID + "-01"
+	if got := seen[0].header.Get("traceparent"); got != wantTP {
+		t.Errorf("upstream traceparent header %q, want %q", got, wantTP)
+	}
+	if got, _ := jsonrpc.GetPath(seen[0].params, "_meta", "traceparent"); string(got) != `"`+wantTP+`"` {
+		t.Errorf("upstream _meta.traceparent %s, want %q", got, wantTP)
+	}
+	if _, ok := jsonrpc.GetPath(seen[0].params, "_meta", "tracestate"); ok {
+		t.Errorf("the client's tracestate went upstream: %s", seen[0].params)
+	}
+	if seen[0].header.Get("baggage") != "" || strings.Contains(string(seen[0].params), "mallory") {
+		t.Errorf("client baggage went upstream: header %q params %s", seen[0].header.Get("baggage"), seen[0].params)
+	}
+
+	// An upstream error: status Error, an exception event without the
+	// upstream's text or the arguments.
+	broken, _ := msgOf("tools/call beta__broken")
+	wantAttrs(broken, map[string]string{"mcpgate.server": "beta", "mcpgate.outcome": "error", "mcpgate.fault": "upstream_error", "rpc.response.status_code": "-32000"})
+	if broken.Status != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("broken: status %v, want error", broken.Status)
+	}
+	if len(broken.Events) != 1 || broken.Events[0].Name != "exception" {
+		t.Errorf("broken: events %+v, want one exception", broken.Events)
+	}
+	bc := tracetest.Children(spans, broken.SpanID)
+	if len(bc) != 1 || bc[0].Status != tracepb.Status_STATUS_CODE_ERROR || bc[0].Attrs["rpc.response.status_code"] != "-32000" {
+		t.Errorf("broken: client spans %+v, want one failed with -32000", bc)
+	}
+
+	// A policy-refused call: no upstream span, outcome refused.
+	refused, _ := msgOf("tools/call alpha__forbidden")
+	wantAttrs(refused, map[string]string{"mcpgate.outcome": "refused", "mcpgate.fault": "policy", "mcpgate.caller.alias": "ada-laptop"})
+	if refused.Status != tracepb.Status_STATUS_CODE_ERROR || len(tracetest.Children(spans, refused.SpanID)) != 0 {
+		t.Errorf("refused: status %v, children %d", refused.Status, len(tracetest.Children(spans, refused.SpanID)))
+	}
+
+	// An unauthenticated request: its HTTP span says refused, and no
+	// message span is under it.
+	var unauth []tracetest.Span
+	for _, s := range tracetest.Named(spans, "POST /mcp") {
+		if s.Attrs["http.response.status_code"] == "401" {
+			unauth = append(unauth, s)
+		}
+	}
+	if len(unauth) != 1 || unauth[0].Attrs["mcpgate.outcome"] != "refused" || len(tracetest.Children(spans, unauth[0].SpanID)) != 0 {
+		t.Errorf("unauthenticated: %+v", unauth)
+	}
+
+	// Each message's span is under the request that carried it: the
+	// initialize's request is another trace.
+	init := tracetest.Named(spans, "initialize")
+	if len(init) != 1 || init[0].TraceID == clientTrace {
+		t.Errorf("initialize spans %+v: want one, in a trace of its own", init)
+	}
+
+	// Nothing secret in any span.
+	for _, s := range spans {
+		var all []string
+		for k, v := range s.Attrs {
+			all = append(all, k+"="+v)
+		}
+		for _, e := range s.Events {
+			for k, v := range e.Attrs {
+				all = append(all, k+"="+v)
+			}
+		}
+		for _, l := range s.Links {
+			for k, v := range l.Attrs {
+				all = append(all, k+"="+v)
+			}
+		}
+		text := s.Name + " " + strings.Join(all, " ")
+		for _, bad := range []string{"hunter2", secret, sid, "mallory", "/secret/upstream-detail", "password"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("span %q holds %q: %s", s.Name, bad, text)
+			}
+		}
+	}
+}
+
+// Off, the gateway builds no span and sends no trace context upstream:
+// a client's traceparent in _meta passes as it is, its baggage does not.
+func TestTracingOff(t *testing.T) {
+	alphaURL, calls := tracedUpstream(t, "echo")
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alphaURL)}})
+	url := gw.URL + "/mcp"
+	sid := initSession(t, url)
+	h := map[string]string{mcpwire.HeaderSessionID: sid, "traceparent": "00-" + clientTrace + "-" + clientParent + "-01"}
+	rpc(t, url, h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","_meta":{"traceparent":"00-`+metaTrace+`-`+metaParent+`-01","baggage":"user=mallory"}}}`)
+	seen := calls()
+	if len(seen) != 1 {
+		t.Fatalf("%d calls", len(seen))
+	}
+	if got := seen[0].header.Get("traceparent"); got != "" {
+		t.Errorf("traceparent header %q sent with tracing off", got)
+	}
+	if got, _ := jsonrpc.GetPath(seen[0].params, "_meta", "traceparent"); !strings.Contains(string(got), metaTrace) {
+		t.Errorf("_meta.traceparent %s, want the client's", got)
+	}
+	if strings.Contains(string(seen[0].params), "mallory") {
+		t.Errorf("baggage forwarded: %s", seen[0].params)
+	}
+}
