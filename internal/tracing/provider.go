@@ -59,7 +59,10 @@ const instrumentation = "github.com/mcpgate/mcpgate"
 type Options struct {
 	// Version is service.version.
 	Version string
-	// LookupEnv reads the OTEL_* variables; nil means os.LookupEnv.
+	// LookupEnv reads the OTEL_* variables this package interprets
+	// (whether tracing is on, protocol, sampler, service name, headers);
+	// nil means os.LookupEnv. The exporters read the rest of
+	// OTEL_EXPORTER_OTLP_* (endpoint, timeout, TLS) from the process.
 	LookupEnv func(string) (string, bool)
 	// Exporter replaces the OTLP exporter (tests, benchmarks); nil: OTLP.
 	Exporter sdktrace.SpanExporter
