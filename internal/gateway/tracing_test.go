@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/tracing/tracetest"
@@ -314,4 +316,78 @@ func TestTracingOff(t *testing.T) {
 	if strings.Contains(string(seen[0].params), "mallory") {
 		t.Errorf("baggage forwarded: %s", seen[0].params)
 	}
+}
+
+// startTracedMember is startMember with tracing; it records the baggage
+// header of every request that reaches the replica.
+func startTracedMember(t *testing.T, upURL string, reg state.Replicas, p *tracing.Provider, baggage *sync.Map) *fleetMember {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	m := &fleetMember{srv: srv, url: "http://" + srv.Listener.Addr().String()}
+	cfg := fleetConfig(upURL, 1)
+	cfg.Fleet.Advertise = m.url
+	m.g, _ = startGatewayWith(t, Options{Config: cfg, Replicas: reg, Tracer: p})
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Baggage"); v != "" {
+			baggage.Store(m.url+" "+r.URL.Path+" "+v, true)
+		}
+		if o := r.Header.Get("X-Test-Owner"); o != "" {
+			r = r.WithContext(WithIdentity(r.Context(), &Identity{Owner: "key:" + hashHex(o), Alias: o, User: o + "-user"}))
+		}
+		m.g.ServeHTTP(w, r)
+	})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return m
+}
+
+// A retry that reaches another replica is forwarded to the one running
+// the call (S15): that replica's span is a child of the forwarding
+// replica's, in the client's trace, and the client's baggage header
+// stops at the first replica.
+func TestTracingFleetHop(t *testing.T) {
+	rcv := tracetest.NewHTTP(t)
+	p := newTestProvider(t, rcv)
+	up := askingUpstream(t)
+	reg := state.NewMemory(state.MemoryOptions{})
+	var baggage sync.Map
+	a := startTracedMember(t, up, reg, p, &baggage)
+	c := startTracedMember(t, up, reg, p, &baggage)
+	_, first, _ := modernAsk(t, a.url, "alice", "")
+	retry := retryWith(t, first, "Lin")
+	code, body := modernPost(t, c.url+"/mcp", map[string]string{"X-Test-Owner": "alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask",
+		"traceparent": "00-" + clientTrace + "-" + clientParent + "-01", "baggage": "user=mallory"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}`+retry+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+	if code != http.StatusOK || !strings.Contains(body, "hello Lin") {
+		t.Fatalf("retry on C: %d %s", code, body)
+	}
+	_ = p.ForceFlush(context.Background())
+	spans := rcv.WaitFor(t, "both replicas' request spans", func(s []tracetest.Span) bool {
+		n := 0
+		for _, sp := range tracetest.Named(s, "POST /mcp") {
+			if sp.TraceID == clientTrace {
+				n++
+			}
+		}
+		return n == 2
+	})
+	var atC, atA tracetest.Span
+	for _, s := range tracetest.Named(spans, "POST /mcp") {
+		switch {
+		case s.TraceID != clientTrace:
+		case s.ParentID == clientParent:
+			atC = s
+		default:
+			atA = s
+		}
+	}
+	if atC.SpanID == "" || atA.ParentID != atC.SpanID {
+		t.Errorf("forwarded request's span: parent %q, want the forwarding replica's %q", atA.ParentID, atC.SpanID)
+	}
+	baggage.Range(func(k, _ any) bool {
+		if !strings.HasPrefix(k.(string), c.url+" ") {
+			t.Errorf("baggage went past the first replica: %s", k)
+		}
+		return true
+	})
 }
