@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -390,4 +393,76 @@ func TestTracingFleetHop(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A per_call server opens a session for each call, inside the call's
+// trace: the stdio process start, the handshake (with its initialize
+// client span) and, for an oauth2 server, the token fetch are spans of
+// the call.
+func TestTracingConnectSpans(t *testing.T) {
+	rcv := tracetest.NewHTTP(t)
+	p := newTestProvider(t, rcv)
+	var tokens atomic.Int32
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokens.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		// A token that is due for a refresh at once, so that the calls
+		// below fetch one, not only the gateway's start.
+		io.WriteString(w, `{"access_token":"tok-never-in-a-span","token_type":"Bearer","expires_in":1}`)
+	}))
+	t.Cleanup(idp.Close)
+	gammaURL, _ := tracedUpstream(t, "echo")
+	gamma := httpServer(gammaURL)
+	gamma.SessionMode = config.SessionPerCall
+	gamma.Auth = &config.Auth{Type: config.AuthOAuth2, TokenURL: idp.URL, ClientID: "gw", ClientSecret: "client-secret-never-in-a-span"}
+	local, _ := upstreamConfig(t, config.TransportStdio, "local")
+	local.SessionMode = config.SessionPerCall
+	_, gw := startGatewayWith(t, Options{Tracer: p, Config: &config.Config{Servers: map[string]*config.Server{"gamma": gamma, "local": local}}})
+	url := gw.URL + "/mcp"
+	sid := initSession(t, url)
+	time.Sleep(600 * time.Millisecond) // past the token's refresh time (half its life)
+	for i, tool := range []string{"gamma__echo", "local__echo"} {
+		_, _, body := rpc(t, url, map[string]string{mcpwire.HeaderSessionID: sid, "traceparent": "00-" + clientTrace + "-" + clientParent + "-01"},
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"text":"x"}}}`, i+2, tool))
+		if !strings.Contains(string(body), `"result"`) {
+			t.Fatalf("%s: %s", tool, body)
+		}
+	}
+	_ = p.ForceFlush(context.Background())
+	inCall := func(s []tracetest.Span, name, server string) []tracetest.Span {
+		var out []tracetest.Span
+		for _, sp := range tracetest.Named(s, name) {
+			if sp.TraceID == clientTrace && sp.Attrs["mcpgate.server"] == server {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	spans := rcv.WaitFor(t, "the connect spans", func(s []tracetest.Span) bool {
+		return len(inCall(s, "mcp.upstream.handshake", "gamma")) > 0 && len(inCall(s, "mcp.upstream.handshake", "local")) > 0 &&
+			len(inCall(s, "mcp.upstream.start", "local")) > 0 && len(inCall(s, "oauth2.token", "gamma")) > 0
+	})
+	for _, server := range []string{"gamma", "local"} {
+		hs := inCall(spans, "mcp.upstream.handshake", server)[0]
+		var initialize bool
+		for _, c := range tracetest.Children(spans, hs.SpanID) {
+			initialize = initialize || (c.Name == "initialize" && c.Kind == tracepb.Span_SPAN_KIND_CLIENT)
+		}
+		if !initialize {
+			t.Errorf("%s: the handshake has no initialize client span under it", server)
+		}
+	}
+	if st := inCall(spans, "mcp.upstream.start", "local")[0]; st.Status == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("process start failed: %+v", st)
+	}
+	if tokens.Load() == 0 {
+		t.Error("no token was fetched")
+	}
+	for _, s := range spans {
+		for k, v := range s.Attrs {
+			if strings.Contains(v, "never-in-a-span") {
+				t.Errorf("span %q attribute %s holds a secret", s.Name, k)
+			}
+		}
+	}
 }
