@@ -414,7 +414,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.metrics != nil || logged || g.tracer != nil {
 		sw := &statusWriter{ResponseWriter: w}
 		w = sw
-		if g.tracer != nil {
+		if g.tracer != nil && logsAccess(r.URL.Path) { // probes and scrapes: no trace
 			var end func()
 			r, end = g.startHTTPSpan(sw, r)
 			defer end()

@@ -151,6 +151,9 @@ func TestTracing(t *testing.T) {
 	if code, _, _ := rpc(t, url, map[string]string{"X-Mcpgate-Api-Key": "mcpg_wrong-key-0123456789"}, initBody); code != http.StatusUnauthorized {
 		t.Fatalf("wrong key: %d", code)
 	}
+	if resp, err := http.Get(gw.URL + "/healthz"); err == nil {
+		resp.Body.Close()
+	}
 	if err := p.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +266,12 @@ func TestTracing(t *testing.T) {
 	}
 	if len(unauth) != 1 || unauth[0].Attrs["mcpgate.outcome"] != "refused" || len(tracetest.Children(spans, unauth[0].SpanID)) != 0 {
 		t.Errorf("unauthenticated: %+v", unauth)
+	}
+
+	// Probes are not traced (a kubelet every few seconds would drown the
+	// rest).
+	if n := len(tracetest.Named(spans, "GET /healthz")); n != 0 {
+		t.Errorf("%d spans for /healthz", n)
 	}
 
 	// Each message's span is under the request that carried it: the

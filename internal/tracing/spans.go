@@ -46,6 +46,9 @@ const (
 	KeyProgressEvents = "mcpgate.progress.count"
 )
 
+// maxNameLen bounds a tool or prompt name in a span (MCP's own limit).
+const maxNameLen = 128
+
 // Outcomes of a message (mcpgate.outcome).
 const (
 	OutcomeOK      = "ok"
@@ -161,6 +164,11 @@ func (p *Provider) StartMessage(ctx context.Context, m *Message) (context.Contex
 	}
 	name := m.Method
 	attrs := []attribute.KeyValue{attribute.String(KeyMCPMethod, m.Method)}
+	if len(m.Name) > maxNameLen {
+		// A refused or unknown name is the client's to choose: bounded, as
+		// MCP bounds real ones.
+		m.Name = m.Name[:maxNameLen]
+	}
 	switch m.Method {
 	case "tools/call":
 		if m.Name != "" {
