@@ -71,6 +71,18 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			sb.Close()
 		}
 	}()
+	// Tracing first: nothing else is built yet when it fails (an OTLP
+	// protocol from the environment that does not exist), and it connects
+	// lazily, so it costs a build that fails later nothing but this.
+	tracer, err := tracing.New(ctx, cfg.Telemetry.Tracing, tracing.Options{Version: version(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("telemetry.tracing: %w", err)
+	}
+	defer func() {
+		if !built {
+			_ = tracer.Shutdown(context.WithoutCancel(ctx))
+		}
+	}()
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -199,15 +211,6 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		}
 		st.Close()
 		return nil, err
-	}
-	tracer, err := tracing.New(ctx, cfg.Telemetry.Tracing, tracing.Options{Version: version(), Logger: log})
-	if err != nil {
-		auth.Close()
-		if as != nil {
-			as.Close()
-		}
-		st.Close()
-		return nil, fmt.Errorf("telemetry.tracing: %w", err)
 	}
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped, Exporters: exporters})
 	g := gateway.New(gateway.Options{
