@@ -197,6 +197,7 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		return nil, noServers(ctx)
 	}
 	rev := mcpwire.Negotiate(p.ProtocolVersion)
+	tracing.NoteProtocol(ctx, rev)
 	caps := mcpwire.ParseClientCaps(p.Capabilities)
 	if sc.sess != nil {
 		sc.sess.mu.Lock()

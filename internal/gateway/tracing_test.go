@@ -277,8 +277,8 @@ func TestTracing(t *testing.T) {
 	// Each message's span is under the request that carried it: the
 	// initialize's request is another trace.
 	init := tracetest.Named(spans, "initialize")
-	if len(init) != 1 || init[0].TraceID == clientTrace {
-		t.Errorf("initialize spans %+v: want one, in a trace of its own", init)
+	if len(init) != 1 || init[0].TraceID == clientTrace || init[0].Attrs["mcp.protocol.version"] != "2025-11-25" {
+		t.Errorf("initialize spans %+v: want one, in a trace of its own, with the negotiated revision", init)
 	}
 
 	// Nothing secret in any span.

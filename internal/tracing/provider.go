@@ -52,6 +52,10 @@ const (
 // OTEL_SERVICE_NAME names one.
 const DefaultServiceName = "mcpgate"
 
+// DefaultAttributeValueLengthLimit bounds a span attribute's value unless
+// OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT is set.
+const DefaultAttributeValueLengthLimit = 512
+
 // instrumentation is the tracer's instrumentation scope.
 const instrumentation = "github.com/mcpgate/mcpgate"
 
@@ -128,7 +132,14 @@ func New(ctx context.Context, c *config.Tracing, o Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	// Client-chosen values (a request id, a user agent, a path) end up in
+	// attributes: bounded unless OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT
+	// says otherwise.
+	limits := sdktrace.NewSpanLimits()
+	if limits.AttributeValueLengthLimit < 0 {
+		limits.AttributeValueLengthLimit = DefaultAttributeValueLengthLimit
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSpanLimits(limits)}
 	if s := sampler(c, env); s != nil {
 		opts = append(opts, sdktrace.WithSampler(s))
 	}

@@ -257,6 +257,14 @@ func NoteServer(ctx context.Context, server string) {
 	}
 }
 
+// NoteProtocol records the revision an initialize negotiated, unknown
+// when its span started.
+func NoteProtocol(ctx context.Context, rev string) {
+	if st, _ := ctx.Value(msgKey{}).(*msgState); st != nil {
+		st.sp.SetAttributes(attribute.String(KeyMCPProtocol, rev))
+	}
+}
+
 // NoteOutcome records why a message failed: outcome (Outcome*) and the
 // fault class ("timeout", "unreachable", "policy", ...).
 func NoteOutcome(ctx context.Context, outcome, fault string) {

@@ -234,3 +234,22 @@ func TestOffAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per run with tracing off, want 0", allocs)
 	}
 }
+
+// A client-chosen value is bounded in an attribute.
+func TestAttributeValueLimit(t *testing.T) {
+	rcv := tracetest.NewHTTP(t)
+	p, err := tracing.New(context.Background(), &config.Tracing{Endpoint: rcv.Endpoint}, tracing.Options{LookupEnv: envOf(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", nil)
+	r.Header.Set("User-Agent", strings.Repeat("u", 5000))
+	_, sp := p.StartHTTP(r, "/mcp")
+	tracing.EndHTTP(sp, 200)
+	_ = p.ForceFlush(context.Background())
+	s := rcv.WaitFor(t, "a span", func(s []tracetest.Span) bool { return len(s) == 1 })
+	if n := len(s[0].Attrs["user_agent.original"]); n != tracing.DefaultAttributeValueLengthLimit {
+		t.Errorf("user agent of %d bytes, want %d", n, tracing.DefaultAttributeValueLengthLimit)
+	}
+}
