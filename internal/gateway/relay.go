@@ -141,8 +141,8 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		if err != nil {
 			return
 		}
+		pr.span.Progress() // before the client can see it, and so answer
 		_ = pr.out.send(jsonrpc.NewNotification(msg.Method, params))
-		pr.span.Progress()
 	case mcpwire.NotifyMessage:
 		if origin == upstream.Ambiguous {
 			// It belongs to one of several callers; any pick could be
