@@ -338,5 +338,5 @@ func tracerOf(ctx context.Context) (trace.Tracer, trace.Span) {
 	return sp.TracerProvider().Tracer(instrumentation), sp
 }
 
-// Propagator is the only propagator: W3C trace context, no baggage.
+// propagator is the only propagator: W3C trace context, never baggage.
 var propagator = propagation.TraceContext{}
