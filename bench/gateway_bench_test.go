@@ -201,8 +201,9 @@ func withSide(name string, f func()) {
 }
 
 // run makes b.N measured tools/call with opts and reports calls/s, ns/call,
-// latency percentiles and the process's CPU time per call.
-func run(b *testing.B, opts loadgen.Options) {
+// latency percentiles and the process's CPU time per call; it returns
+// ns/call.
+func run(b *testing.B, opts loadgen.Options) float64 {
 	b.Helper()
 	opts.Calls = int64(b.N)
 	b.ReportAllocs()
@@ -222,12 +223,15 @@ func run(b *testing.B, opts loadgen.Options) {
 		b.Fatalf("%d errors, e.g. %q", res.Errors, res.ErrorSamples)
 	}
 	b.ReportMetric(res.CallsPerSec, "calls/s")
+	var ns float64
 	if res.Calls > 0 {
-		b.ReportMetric(float64(res.Elapsed.Nanoseconds())/float64(res.Calls), "ns/call")
+		ns = float64(res.Elapsed.Nanoseconds()) / float64(res.Calls)
+		b.ReportMetric(ns, "ns/call")
 		if cpu > 0 {
 			b.ReportMetric(float64(cpu.Microseconds())/float64(res.Calls), "cpu-µs/call")
 		}
 	}
 	b.ReportMetric(float64(res.P50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")
+	return ns
 }

@@ -73,6 +73,7 @@ fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
 fuzz ./internal/gateway/ FuzzAskReplica
 fuzz ./internal/mcpwire/ FuzzParamHeaders
+fuzz ./internal/tracing/ FuzzMeta
 fuzz ./internal/config/ FuzzParse
 fuzz ./internal/config/ FuzzClientMetadataPath
 fuzz ./internal/upstream/ FuzzCredentialValue

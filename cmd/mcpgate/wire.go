@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
@@ -49,6 +50,8 @@ type stack struct {
 	// api is the admin API, whose follower applies the other replicas'
 	// admin changes.
 	api *admin.API
+	// tracer exports spans (telemetry.tracing, OTEL_*); nil: tracing off.
+	tracer *tracing.Provider
 }
 
 // build wires the gateway for cfg: it opens the store cfg.Store names,
@@ -67,6 +70,18 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	defer func() {
 		if !built {
 			sb.Close()
+		}
+	}()
+	// Tracing first: nothing else is built yet when it fails (an OTLP
+	// protocol from the environment that does not exist), and it connects
+	// lazily, so it costs a build that fails later nothing but this.
+	tracer, err := tracing.New(ctx, cfg.Telemetry.Tracing, tracing.Options{Version: version(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("telemetry.tracing: %w", err)
+	}
+	defer func() {
+		if !built {
+			_ = tracer.Shutdown(context.WithoutCancel(ctx))
 		}
 	}()
 	st, err := openStore(ctx, cfg, log)
@@ -217,6 +232,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		StateHealth:         stateChk,
 		State:               fleetState(cfg, sb),
 		Vault:               vlt,
+		Tracer:              tracer,
 	})
 	gw.Store(g)
 	if as != nil {
@@ -258,7 +274,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// With a bus, the other replicas' admin changes apply here too.
 	api.Start()
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a
@@ -311,6 +327,9 @@ func (s *stack) close(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = errors.Join(err, s.audit.Close(fctx))
+	// The spans of the last calls go out before the process does; a lost
+	// collector is logged, not an unclean stop.
+	_ = s.tracer.Shutdown(fctx)
 	if s.accessFile != nil {
 		err = errors.Join(err, s.accessFile.Close())
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // checkFields checks the rules the tags of the struct *v carry (required,
-// enum, when, min, positive, nonempty) and those of its inline sections,
+// enum, when, min, max, positive, nonempty) and those of its inline sections,
 // in field order; path is the struct's own. Each type's validate calls it
 // for its own fields before the rules no tag expresses, so a new section
 // inside Config, or a new field with a tag rule, needs no code here.
@@ -61,8 +61,14 @@ func checkStruct(errs *errorList, ti *typeInfo, path string, v reflect.Value, li
 			continue
 		}
 		// A zero number is the default (or absent) unless strict says it
-		// was written over a default.
-		zeroOK := fv.CanInt() && fv.Int() == 0 && (f.def == "" || !strict)
+		// was written over a default; behind a pointer, nil is.
+		zeroOK := (fv.CanInt() && fv.Int() == 0 || fv.CanFloat() && fv.Float() == 0) && (f.def == "" || !strict)
+		if f.kind == kFloatPtr {
+			if fv.IsNil() {
+				continue
+			}
+			fv, zeroOK = fv.Elem(), false
+		}
 		switch {
 		case f.enum != nil && f.kind == kStrings:
 			for i := range fv.Len() {
@@ -82,6 +88,12 @@ func checkStruct(errs *errorList, ti *typeInfo, path string, v reflect.Value, li
 			}
 		case f.min != nil && !zeroOK && fv.Int() < int64(*f.min):
 			errs.add(fp, line, "must be >= %d", *f.min)
+		case f.max != nil && fv.Int() > int64(*f.max):
+			errs.add(fp, line, "must be <= %d", *f.max)
+		case f.fmin != nil && !zeroOK && fv.Float() < *f.fmin:
+			errs.add(fp, line, "must be >= %g", *f.fmin)
+		case f.fmax != nil && fv.Float() > *f.fmax:
+			errs.add(fp, line, "must be <= %g", *f.fmax)
 		case f.positive && !zeroOK && fv.Int() <= 0:
 			errs.add(fp, line, "must be > 0")
 		case f.nonempty != "" && fv.Len() == 0:

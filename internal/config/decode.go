@@ -100,6 +100,14 @@ func (d *decoder) value(f *fieldInfo, path string, n *yaml.Node, dst reflect.Val
 		}
 	case kInt:
 		d.int(path, n, dst)
+	case kFloat:
+		if v, ok := d.float(path, n); ok {
+			dst.SetFloat(v)
+		}
+	case kFloatPtr:
+		if v, ok := d.float(path, n); ok {
+			dst.Set(reflect.ValueOf(&v))
+		}
 	case kSize:
 		d.size(path, n, dst)
 	case kDuration:
@@ -368,6 +376,21 @@ func (d *decoder) int(path string, n *yaml.Node, dst reflect.Value) {
 		return
 	}
 	dst.SetInt(int64(v))
+}
+
+// float accepts a YAML number, integer or float ("1", "0.25"); a quoted
+// number, .nan and .inf are errors: no rule here means to accept them.
+func (d *decoder) float(path string, n *yaml.Node) (float64, bool) {
+	n = resolve(n)
+	if isNull(n) {
+		return 0, false
+	}
+	var v float64
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		d.errs.add(path, n.Line, "must be a number")
+		return 0, false
+	}
+	return v, true
 }
 
 const timeWant = "an RFC 3339 time like 2027-01-01T00:00:00Z"

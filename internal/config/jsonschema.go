@@ -60,7 +60,8 @@ type schema struct {
 	Default              any       `json:"default,omitempty"`
 	Format               string    `json:"format,omitempty"`
 	Pattern              string    `json:"pattern,omitempty"`
-	Minimum              *int64    `json:"minimum,omitempty"`
+	Minimum              any       `json:"minimum,omitempty"`
+	Maximum              any       `json:"maximum,omitempty"`
 	MinItems             *int      `json:"minItems,omitempty"`
 	MaxItems             *int      `json:"maxItems,omitempty"`
 	MinProperties        *int      `json:"minProperties,omitempty"`
@@ -239,13 +240,24 @@ func (g *schemaGen) field(f *fieldInfo, nullable bool) *schema {
 	case kInt:
 		s.Type = types("integer")
 		if f.min != nil {
-			s.Minimum = ptr(int64(*f.min))
+			s.Minimum = int64(*f.min)
+		}
+		if f.max != nil {
+			s.Maximum = int64(*f.max)
+		}
+	case kFloat, kFloatPtr:
+		s.Type = types("number")
+		if f.fmin != nil {
+			s.Minimum = *f.fmin
+		}
+		if f.fmax != nil {
+			s.Maximum = *f.fmax
 		}
 	case kSize:
 		s.Type = types("integer", "string")
 		s.Pattern = sizePattern(f.positive)
 		if f.positive {
-			s.Minimum = ptr(int64(1))
+			s.Minimum = int64(1)
 		}
 	case kDuration:
 		s.Type = types("string")

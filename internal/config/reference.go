@@ -132,10 +132,25 @@ func (r *refGen) typeCell(s refSection, f *fieldInfo) (string, *refSection) {
 			return "list of `" + strings.Join(f.enum, "`, `") + "`", nil
 		}
 	case kInt:
-		if f.min != nil {
+		switch {
+		case f.min != nil && f.max != nil:
+			return fmt.Sprintf("integer %d–%d", *f.min, *f.max), nil
+		case f.min != nil:
 			return fmt.Sprintf("integer ≥ %d", *f.min), nil
+		case f.max != nil:
+			return fmt.Sprintf("integer ≤ %d", *f.max), nil
 		}
 		return "integer", nil
+	case kFloat, kFloatPtr:
+		switch {
+		case f.fmin != nil && f.fmax != nil:
+			return fmt.Sprintf("number %g–%g", *f.fmin, *f.fmax), nil
+		case f.fmin != nil:
+			return fmt.Sprintf("number ≥ %g", *f.fmin), nil
+		case f.fmax != nil:
+			return fmt.Sprintf("number ≤ %g", *f.fmax), nil
+		}
+		return "number", nil
 	case kTime:
 		return "time", nil
 	case kStruct, kStructPtr:

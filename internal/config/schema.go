@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -39,7 +40,8 @@ import (
 //	command         resolved like path when it contains a separator, else
 //	                left for PATH lookup
 //	size            an int64 byte size: 1024 or "4MiB"
-//	min=N           an integer >= N
+//	min=N           an integer >= N; on a float, a number >= N
+//	max=N           an integer <= N; on a float, a number <= N
 //	positive        a size or duration > 0
 //	nonempty=noun   a list or map that must have an entry ("must list at
 //	                least one value")
@@ -51,7 +53,8 @@ import (
 // the schema (validate.go checks names with their own messages), and an
 // `entry:"tool"` tag what its keys are, for the reference (default name). The Go
 // type decides the shape: string, []string, map[string]string,
-// map[string][]string, bool, *bool, int, int64 (size), time.Duration,
+// map[string][]string, bool, *bool, int, float64, *float64 (nil is the
+// default, 0 a value), int64 (size), time.Duration,
 // time.Time, a struct (a section; null keeps its defaults), a pointer to
 // one (null means absent), map[string]*S or map[string]S (named entries)
 // and []S (a list of mappings).
@@ -75,6 +78,8 @@ const (
 	kBool
 	kBoolPtr
 	kInt
+	kFloat
+	kFloatPtr // nil means the documented default, 0 is a value
 	kSize
 	kDuration
 	kTime
@@ -106,7 +111,10 @@ type fieldInfo struct {
 	lower    bool
 	path     bool
 	command  bool
-	min      *int
+	min      *int     // min= on an int
+	max      *int     // max= on an int
+	fmin     *float64 // min= on a float
+	fmax     *float64 // max= on a float
 	positive bool
 	nonempty string
 	orNone   bool
@@ -194,6 +202,7 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		panic(fmt.Sprintf("config: %s.%s: %s", t, sf.Name, fmt.Sprintf(format, args...)))
 	}
 	parts := strings.Split(tag, ",")
+	var bounds [][2]string
 	f := &fieldInfo{name: sf.Name, key: parts[0], index: i, doc: sf.Tag.Get("doc"), keys: sf.Tag.Get("keys"), entry: sf.Tag.Get("entry")}
 	for _, p := range parts[1:] {
 		opt, val, _ := strings.Cut(p, "=")
@@ -224,12 +233,9 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		case "command":
 			f.command = true
 		case "size":
-		case "min":
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				bad("min=%q", val)
-			}
-			f.min = &n
+		case "min", "max":
+			// Parsed once the kind is known: an int's bound is an integer.
+			bounds = append(bounds, [2]string{opt, val})
 		case "positive":
 			f.positive = true
 		case "nonempty":
@@ -256,6 +262,9 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		bad("a field needs a key, or mapkey or line instead")
 	}
 	f.kind = kindOf(sf.Type, strings.Contains(","+tag+",", ",size,"), bad)
+	for _, b := range bounds {
+		f.setBound(b[0], b[1], bad)
+	}
 	switch f.kind {
 	case kStruct, kStructPtr:
 		f.elem = buildType(derefType(sf.Type))
@@ -291,6 +300,37 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 	return f
 }
 
+// setBound parses a min= or max= option for f's kind.
+func (f *fieldInfo) setBound(opt, val string, bad func(string, ...any)) {
+	switch f.kind {
+	case kInt, kSize, kDuration: // integers underneath: the bound is one
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			bad("%s=%q", opt, val)
+		}
+		if opt == "min" {
+			f.min = &n
+		} else {
+			f.max = &n
+		}
+	case kFloat, kFloatPtr:
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			bad("%s=%q", opt, val)
+		}
+		if opt == "min" {
+			f.fmin = &x
+		} else {
+			f.fmax = &x
+		}
+	default:
+		bad("%s= on a %s field", opt, kindName(f.kind))
+	}
+	if f.min != nil && f.max != nil && *f.min > *f.max || f.fmin != nil && f.fmax != nil && *f.fmin > *f.fmax {
+		bad("min= above max=")
+	}
+}
+
 func derefType(t reflect.Type) reflect.Type {
 	if t.Kind() == reflect.Pointer {
 		return t.Elem()
@@ -317,6 +357,8 @@ func kindOf(t reflect.Type, size bool, bad func(string, ...any)) kind {
 		return kBool
 	case reflect.Int:
 		return kInt
+	case reflect.Float64:
+		return kFloat
 	case reflect.Int64:
 		if !size {
 			bad("an int64 field must be a size")
@@ -328,6 +370,8 @@ func kindOf(t reflect.Type, size bool, bad func(string, ...any)) kind {
 		switch t.Elem().Kind() {
 		case reflect.Bool:
 			return kBoolPtr
+		case reflect.Float64:
+			return kFloatPtr
 		case reflect.Struct:
 			return kStructPtr
 		}
@@ -357,7 +401,7 @@ func kindOf(t reflect.Type, size bool, bad func(string, ...any)) kind {
 
 func kindName(k kind) string {
 	return [...]string{"string", "list of strings", "map of strings", "map of string lists", "boolean", "boolean",
-		"integer", "size", "duration", "time", "section", "section", "map of sections", "list of sections"}[k]
+		"integer", "number", "number", "size", "duration", "time", "section", "section", "map of sections", "list of sections"}[k]
 }
 
 // setDefaults gives every defaulted field of the struct v its default,
@@ -365,7 +409,7 @@ func kindName(k kind) string {
 func setDefaults(ti *typeInfo, v reflect.Value) {
 	for _, f := range ti.fields {
 		switch {
-		case f.def != "" && f.kind != kBoolPtr: // nil is what the default means
+		case f.def != "" && f.kind != kBoolPtr && f.kind != kFloatPtr: // nil is what the default means
 			v.Field(f.index).Set(f.defVal)
 		case f.kind == kStruct:
 			setDefaults(f.elem, v.Field(f.index))
@@ -380,7 +424,7 @@ func fillZero(ti *typeInfo, v reflect.Value) {
 	for _, f := range ti.fields {
 		fv := v.Field(f.index)
 		switch {
-		case f.def != "" && f.kind != kBoolPtr && fv.IsZero():
+		case f.def != "" && f.kind != kBoolPtr && f.kind != kFloatPtr && fv.IsZero():
 			fv.Set(f.defVal)
 		case f.kind == kStruct:
 			fillZero(f.elem, fv)

@@ -121,6 +121,9 @@ func (c *Config) validate(strict bool) error {
 	if c.Fleet != nil {
 		c.Fleet.validate(&errs, strict)
 	}
+	if c.Telemetry.Tracing != nil {
+		c.Telemetry.Tracing.validate(&errs, strict)
+	}
 	c.Audit.validate(&errs, strict)
 	c.State.validate(&errs)
 	return errs.err()

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/policy"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // Authenticator identifies the caller of a request (S5); *callers.Authenticator
@@ -77,6 +78,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		ctx = WithIdentity(ctx, id)
 	}
 	noteCaller(ctx, c.Alias, c.User)
+	tracing.NoteCaller(ctx, c.Alias, c.User)
 	ctx = withSubjectToken(callers.NewContext(ctx, c), subject)
 	return r.WithContext(ctx), true
 }

@@ -13,10 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -116,6 +119,11 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 }
 
 func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *route, m *jsonrpc.Message) {
+	if g.tracer != nil {
+		var sp trace.Span
+		ctx, sp = g.startMessageSpan(ctx, &scope{sess: sess, rt: rt}, m)
+		defer tracing.EndMessage(ctx, sp, nil)
+	}
 	switch m.Method {
 	case mcpwire.NotifyInitialized:
 		if sess != nil {
@@ -189,6 +197,7 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 		return nil, noServers(ctx)
 	}
 	rev := mcpwire.Negotiate(p.ProtocolVersion)
+	tracing.NoteProtocol(ctx, rev)
 	caps := mcpwire.ParseClientCaps(p.Capabilities)
 	if sc.sess != nil {
 		sc.sess.mu.Lock()
@@ -459,7 +468,8 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 	server, upName, ok := g.split(sc.rt, name)
 	if !ok || !sc.rt.allows(k, server, upName) {
 		// A tool the caller may not see fails exactly like an unknown one
-		// (S6.2): no hint that it exists.
+		// (S6.2): no hint that it exists, except to the operator's trace.
+		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	var (
@@ -496,7 +506,7 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 // request's scope as origin.
 func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok && len(tok) > 0 && string(tok) != "null" {
-		upTok := g.mintProgress(sc, tok)
+		upTok := g.mintProgress(sc, tok, tracing.MessageSpan(ctx))
 		defer g.progress.Delete(upTok)
 		p, err := jsonrpc.SetPath(params, []byte(upTok), "_meta", "progressToken")
 		if err != nil {
@@ -508,6 +518,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		params = stripModernMeta(params)
 	}
 	start := time.Now()
+	tracing.NoteServer(ctx, server)
 	ctx = upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
 	res, err := g.callConnecting(ctx, sc, server, method, params)
 	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
@@ -532,6 +543,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 			if ce := (*clientError)(nil); errors.As(err, &ce) {
 				outcome = "client_error"
 			}
+			tracing.NoteOutcome(ctx, tracing.OutcomeError, outcome)
 			g.logCall(server, method, params, outcome, start)
 			return nil, rpcErr
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
@@ -102,6 +103,9 @@ type Options struct {
 	AccessLog *slog.Logger
 	// HTTPClient is used for HTTP upstreams (nil: upstream's default).
 	HTTPClient *http.Client
+	// Tracer traces requests, messages and upstream calls (SPEC S16.2);
+	// nil: no tracing, at no cost.
+	Tracer *tracing.Provider
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
@@ -140,7 +144,8 @@ type Gateway struct {
 	vault   *vault.Vault
 	metrics *metrics.Metrics
 	audit   AuditSink
-	access  *slog.Logger // nil: no access log
+	access  *slog.Logger      // nil: no access log
+	tracer  *tracing.Provider // nil: no tracing
 	// durableAudit, with audit.durable, is audit: answers wait for their
 	// record's commit, at most auditWait (telemetry.go).
 	durableAudit DurableAuditSink
@@ -259,6 +264,7 @@ func New(o Options) *Gateway {
 	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
+	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
 		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()
 	}
@@ -407,9 +413,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// One status recorder serves the metrics and the access log.
 	logged := g.access != nil && logsAccess(r.URL.Path)
-	if g.metrics != nil || logged {
+	if g.metrics != nil || logged || g.tracer != nil {
 		sw := &statusWriter{ResponseWriter: w}
 		w = sw
+		if g.tracer != nil && logsAccess(r.URL.Path) { // probes and scrapes: no trace
+			var end func()
+			r, end = g.startHTTPSpan(sw, r)
+			defer end()
+		}
 		if g.metrics != nil {
 			defer func() { g.metrics.ObserveRequest(routeKind(r.URL.Path), r.Method, sw.status) }()
 		}

@@ -14,11 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // readBody reads at most limit bytes; over the limit is errTooLarge.
@@ -352,6 +355,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 
 // serve runs one request with in-flight accounting and cancellation.
 func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jsonrpc.Message {
+	var (
+		res    json.RawMessage
+		rpcErr *jsonrpc.Error
+	)
 	g.inflight.Add(1)
 	defer g.inflight.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -371,7 +378,12 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		sc2.done = ctx.Done()
 		sc = &sc2
 	}
-	res, rpcErr := g.safeDispatch(ctx, sc, m)
+	if g.tracer != nil {
+		var sp trace.Span
+		ctx, sp = g.startMessageSpan(ctx, sc, m)
+		defer func() { tracing.EndMessage(ctx, sp, rpcErr) }()
+	}
+	res, rpcErr = g.safeDispatch(ctx, sc, m)
 	if errors.Is(ctx.Err(), context.Canceled) && rpcErr != nil {
 		rpcErr = jsonrpc.NewError(-32800, "Request cancelled")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/client"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -206,6 +207,7 @@ func (g *Gateway) noteRefusal(sc *scope, server string, err error) {
 // refusal on a single-server route is also noted for the HTTP answer.
 func (g *Gateway) upstreamFault(ctx context.Context, sc *scope, server string, err error) *jsonrpc.Error {
 	g.noteRefusal(sc, server, err)
+	tracing.NoteOutcome(ctx, tracing.OutcomeFault, string(upstream.Classify(err).Class))
 	if errors.Is(err, upstream.ErrNoCredential) && g.AuthType(server) == config.AuthOAuth2User {
 		// Nothing was sent: the person has to connect their account (S19).
 		rpcErr := g.faultError(server, err)

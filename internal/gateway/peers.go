@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // The replica registry and replica-to-replica forwarding (SPEC S15, issue
@@ -320,6 +321,7 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Body: body}, g.now()))
+	tracing.InjectHeader(ctx, req.Header) // the asking replica's span continues this one
 	resp, err := g.peers.deliver.Do(req)
 	if err != nil {
 		g.log.Warn("could not reach the replica a reply belongs to", "replica", replica, "error", err)
@@ -399,6 +401,14 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		g.log.Warn("refused a peer request", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "peer authentication failed"})
 		return
+	}
+	if deliver && g.tracer != nil {
+		// A signed peer's traceparent is the gateway's own: a parent.
+		sw := &statusWriter{ResponseWriter: w}
+		var end func()
+		w = sw
+		r, end = g.startHTTPSpan(sw, r)
+		defer end()
 	}
 	if !deliver {
 		// Its rate limits were taken where the client sent it.
@@ -514,6 +524,10 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 		}
 		pr.Out.Header.Set(peerClientHeader, r.RemoteAddr)
 		pr.Out.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Client: r.RemoteAddr, Body: body}, g.now()))
+		// The replica that runs the call continues this replica's span (the
+		// client's header otherwise); the client's baggage goes nowhere.
+		tracing.InjectHeader(r.Context(), pr.Out.Header)
+		pr.Out.Header.Del("Baggage")
 	}
 	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 		if r.Context().Err() != nil {

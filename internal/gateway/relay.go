@@ -12,21 +12,23 @@ import (
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // progressRoute remembers where progress for a minted token goes.
 type progressRoute struct {
 	out   sender
-	token json.RawMessage // the downstream's own token
+	token json.RawMessage    // the downstream's own token
+	span  *tracing.MsgHandle // the call's span; nil: not traced
 }
 
 // mintProgress registers a gateway-unique progress token for an upstream
 // call and returns its JSON text. Downstream tokens are only unique per
 // client, and upstream sessions are shared.
-func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage) string {
+func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage, span *tracing.MsgHandle) string {
 	tok := string(jsonrpc.String("mcpg-p-" + strconv.FormatUint(g.nextID.Add(1), 10)))
-	g.progress.Store(tok, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...)})
+	g.progress.Store(tok, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...), span: span})
 	return tok
 }
 
@@ -139,6 +141,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		if err != nil {
 			return
 		}
+		pr.span.Progress() // before the client can see it, and so answer
 		_ = pr.out.send(jsonrpc.NewNotification(msg.Method, params))
 	case mcpwire.NotifyMessage:
 		if origin == upstream.Ambiguous {

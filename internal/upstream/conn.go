@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // logKeyServer is the attribute naming the upstream in every log line.
@@ -196,8 +197,31 @@ func formatBudget(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
-// Call implements Session.
+// Call implements Session. Within a traced request it is a client span,
+// and the request carries the gateway's trace context (internal/tracing).
 func (c *conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	ctx, sp := tracing.StartClient(ctx, c.server, method, params, c.netTransport())
+	params = tracing.OutgoingParams(ctx, params)
+	res, err := c.call(ctx, method, params)
+	if sp != nil {
+		kind := ""
+		if err != nil {
+			kind = string(KindOf(err))
+		}
+		tracing.End(sp, err, kind)
+	}
+	return res, err
+}
+
+// netTransport is network.transport of the connection's spans.
+func (c *conn) netTransport() string {
+	if _, ok := c.t.(*stdio); ok {
+		return "pipe"
+	}
+	return "tcp"
+}
+
+func (c *conn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // Default clientInfo when Options leave it empty.
@@ -45,7 +46,9 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 	c := newConn(&opts)
 	switch transportOf(srv) {
 	case config.TransportStdio:
+		_, sp := tracing.StartInternal(ctx, "mcp.upstream.start", srv.Name)
 		err = startStdio(c, srv)
+		tracing.End(sp, err, faultOf(err))
 	case config.TransportSSE:
 		err = dialSSE(ctx, c, &opts)
 	case config.TransportHTTP:
@@ -57,24 +60,41 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 		c.Close()
 		return nil, err
 	}
-	switch {
-	case srv.ProtocolVersion == mcpwire.Rev20260728:
-		err = c.discover(ctx, &opts, true)
-	case opts.ProbeStateless && probesDiscover(srv):
-		// auto: the stateless era when the upstream speaks it, else the
-		// handshake (an error, or a discover result without 2026-07-28).
-		if err = c.discover(ctx, &opts, false); err != nil {
-			c.log.Debug("upstream does not speak 2026-07-28; using initialize", "reason", err)
-			err = c.initialize(ctx, &opts, offer, accept)
-		}
-	default:
-		err = c.initialize(ctx, &opts, offer, accept)
-	}
+	hctx, sp := tracing.StartInternal(ctx, "mcp.upstream.handshake", srv.Name)
+	err = c.handshake(hctx, &opts, offer, accept)
+	tracing.End(sp, err, faultOf(err))
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// faultOf is err's kind, for a span; "" for nil.
+func faultOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return string(KindOf(err))
+}
+
+// handshake opens the session: server/discover (2026-07-28) or initialize.
+func (c *conn) handshake(ctx context.Context, opts *Options, offer string, accept []string) (err error) {
+	srv := opts.Server
+	switch {
+	case srv.ProtocolVersion == mcpwire.Rev20260728:
+		err = c.discover(ctx, opts, true)
+	case opts.ProbeStateless && probesDiscover(srv):
+		// auto: the stateless era when the upstream speaks it, else the
+		// handshake (an error, or a discover result without 2026-07-28).
+		if err = c.discover(ctx, opts, false); err != nil {
+			c.log.Debug("upstream does not speak 2026-07-28; using initialize", "reason", err)
+			err = c.initialize(ctx, opts, offer, accept)
+		}
+	default:
+		err = c.initialize(ctx, opts, offer, accept)
+	}
+	return err
 }
 
 // probesDiscover says whether auto may try server/discover first: for

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // defaultHTTPClient is shared by every HTTP upstream that was not given a
@@ -190,6 +191,7 @@ func (b *httpBase) newRequest(ctx context.Context, method, target string, body [
 	if err != nil {
 		return nil, &Error{Server: b.c.server, Kind: KindInternal, Err: fmt.Errorf("build %s request: %w", method, scrubURLError(err))}
 	}
+	tracing.InjectHeader(ctx, req.Header)
 	return req, nil
 }
 

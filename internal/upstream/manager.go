@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // ManagerOptions configures a Manager. The zero value of each field means
@@ -705,7 +706,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 				m.mu.Unlock()
 				return nil, err
 			}
-			m.connectLocked(sv, e)
+			m.connectFromLocked(ctx, sv, e)
 		}
 		wait := e.connecting
 		m.mu.Unlock()
@@ -805,15 +806,25 @@ func (m *Manager) reapIdle() {
 // not belong to any one caller, so a caller giving up does not abort it.
 func (m *Manager) connectLocked(sv *server, e *entry) {
 	e.connecting = make(chan struct{})
-	m.wg.Go(func() { m.connect(sv, e) })
+	m.wg.Go(func() { m.connect(m.ctx, sv, e) })
 }
 
-func (m *Manager) connect(sv *server, e *entry) {
-	s, err := m.dial(m.ctx, sv, e.callerToken, e.origin)
+// connectFromLocked is connectLocked for the request ctx that waits for
+// it: within a traced request the connect's spans (process start,
+// handshake) are under the request's.
+func (m *Manager) connectFromLocked(ctx context.Context, sv *server, e *entry) {
+	e.connecting = make(chan struct{})
+	cctx := tracing.Within(m.ctx, ctx)
+	m.wg.Go(func() { m.connect(cctx, sv, e) })
+}
+
+// connect dials e; ctx is m.ctx, perhaps with a request's span.
+func (m *Manager) connect(ctx context.Context, sv *server, e *entry) {
+	s, err := m.dial(ctx, sv, e.callerToken, e.origin)
 	if err == nil && e.onStart != nil {
 		// Before the session is handed out (callers wait on e.connecting):
 		// a bound session is set up for its party before its first call.
-		e.onStart(m.ctx, sv.name, s)
+		e.onStart(ctx, sv.name, s)
 	}
 	now := time.Now()
 	m.mu.Lock()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // OAuth2 client credentials for upstream egress (SPEC C3.6, RFC 6749 4.4).
@@ -162,7 +163,7 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 		}
 		m = &tokenMint{done: make(chan struct{})}
 		s.mint = m
-		go s.run(m)
+		go s.run(tracing.Detach(ctx), m)
 	}
 	s.mu.Unlock()
 	select {
@@ -174,13 +175,16 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 }
 
 // run performs mint m and publishes its result.
-func (s *tokenSource) run(m *tokenMint) {
-	ctx, cancel := context.WithTimeout(context.Background(), tokenMintTimeout)
+// parent carries only the span of the request that started it.
+func (s *tokenSource) run(parent context.Context, m *tokenMint) {
+	ctx, cancel := context.WithTimeout(parent, tokenMintTimeout)
 	defer cancel()
 	// expires_in counts from issuance: measuring from the request's start
 	// errs on the early side.
 	start := s.now()
+	ctx, sp := tracing.StartInternal(ctx, "oauth2.token", s.server)
 	tok, ttl, err := s.request(ctx)
+	tracing.End(sp, err, faultOf(err))
 
 	s.mu.Lock()
 	now := s.now()

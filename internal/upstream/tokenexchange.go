@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // Egress credentials exchanged for the caller's own token (SPEC C3, S9.4):
@@ -215,7 +216,7 @@ func (x *exchanger) Token(ctx context.Context, subject string) (string, error) {
 		}
 		m = &tokenMint{done: make(chan struct{})}
 		e.mint = m
-		go x.run(e, m, subject)
+		go x.run(tracing.Detach(ctx), e, m, subject)
 	}
 	x.mu.Unlock()
 	select {
@@ -253,11 +254,13 @@ func (x *exchanger) makeRoomLocked(now time.Time) {
 }
 
 // run performs exchange m for subject and publishes it on e.
-func (x *exchanger) run(e *exchangeEntry, m *tokenMint, subject string) {
-	ctx, cancel := context.WithTimeout(context.Background(), tokenMintTimeout)
+func (x *exchanger) run(parent context.Context, e *exchangeEntry, m *tokenMint, subject string) {
+	ctx, cancel := context.WithTimeout(parent, tokenMintTimeout)
 	defer cancel()
 	start := x.now()
+	ctx, sp := tracing.StartInternal(ctx, "oauth2.token_exchange", x.server)
 	tok, ttl, err := x.exchange(ctx, subject)
+	tracing.End(sp, err, faultOf(err))
 
 	x.mu.Lock()
 	now := x.now()

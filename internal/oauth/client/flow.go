@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // ErrNoPKCE: the authorization server's metadata does not list S256 in
@@ -203,7 +206,13 @@ func (p *Plan) token(ctx context.Context, c Client, form url.Values) (*Token, er
 	default:
 		return nil, fmt.Errorf("oauth token: unsupported token endpoint auth method %q", sanitize(c.AuthMethod, 64))
 	}
-	status, data, err := p.f.post(ctx, ep, "application/x-www-form-urlencoded", form.Encode(), edit)
+	sctx, sp := tracing.StartInternal(ctx, "oauth2.token", "")
+	status, data, err := p.f.post(sctx, ep, "application/x-www-form-urlencoded", form.Encode(), edit)
+	if err == nil && status != http.StatusOK {
+		tracing.End(sp, errors.New("token endpoint refused"), "http_"+strconv.Itoa(status))
+	} else {
+		tracing.End(sp, err, "unreachable")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("oauth token: %w", err)
 	}
