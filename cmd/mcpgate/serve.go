@@ -8,6 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -45,6 +49,27 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	g := stk.gw
 	g.Start(ctx)
+	// Reload without a restart: SIGHUP, POST /admin/v1/reload, and with
+	// reload.watch the file's changes (reload.go).
+	rl := newReloader(rf.config, *listen, cfg, stk, log)
+	stk.reload.p.Store(rl)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	rctx, stopReload := context.WithCancel(ctx)
+	var reloads sync.WaitGroup
+	defer func() { stopReload(); reloads.Wait() }()
+	reloads.Go(func() {
+		for {
+			select {
+			case <-hup:
+				_, _ = rl.reload(rctx, "SIGHUP") // logged, counted and audited there
+			case <-rctx.Done():
+				return
+			}
+		}
+	})
+	reloads.Go(func() { rl.watch(rctx) })
 	srv := newHTTPServer(g, cfg.Limits)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -70,7 +95,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	if d := cfg.ShutdownDelay; d > 0 {
+	// The running config's: shutdown_delay takes effect on reload.
+	if d := rl.current().ShutdownDelay; d > 0 {
 		// Lame duck: still serving, no longer ready, so that the load
 		// balancer stops sending here before the listener closes.
 		log.Info("shutting down: /readyz answers 503; serving on for shutdown_delay", "delay", d.String())
