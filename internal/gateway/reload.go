@@ -89,6 +89,9 @@ func (g *Gateway) Reload(file *config.Config) (ServerChanges, error) {
 	// server the manager lacks; removed ones after the swap, so that no
 	// new request routes to them.
 	for _, name := range slices.Concat(ch.Added, ch.Changed) {
+		if old := cur.Servers[name]; old != nil && sameUpstream(old, next.Servers[name]) {
+			continue // only what the gateway makes of it changed: the sessions stay
+		}
 		if err := g.up.AddServer(name, next.Servers[name]); err != nil {
 			return ServerChanges{}, err // closed: the gateway is stopping
 		}
@@ -155,6 +158,16 @@ func (g *Gateway) mergeLocked(file *config.Config) (*config.Config, error) {
 		return nil, err
 	}
 	return &next, nil
+}
+
+// sameUpstream reports whether two definitions of a server differ only in
+// what the gateway applies itself (its tool policy and overrides, what the
+// audit exporters see), so that its upstream sessions can stay.
+func sameUpstream(a, b *config.Server) bool {
+	x, y := *a, *b
+	x.Tools, y.Tools = nil, nil
+	x.Audit, y.Audit = nil, nil
+	return reflect.DeepEqual(x, y)
 }
 
 // viewChangeKinds are the lists a reload may have changed.

@@ -113,8 +113,44 @@ func TestReloadServers(t *testing.T) {
 	if got := g.sourceOf("rt"); got != "config" {
 		t.Errorf("rt's source: %q, want config", got)
 	}
+	// Only the tool policy of a: its upstream session stays, its tools
+	// change at once.
+	since := g.up.Health()["a"].Since
+	d.mu.Lock()
+	before = d.toolsChg
+	d.mu.Unlock()
+	hidden := reloadServer(uc)
+	hidden.Tools = &config.ToolPolicy{Deny: []string{"add"}}
+	ch, err = g.Reload(reloadFile(map[string]*config.Server{"a": hidden, "c": reloadServer(ub), "rt": reloadServer(ua)}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ch, ServerChanges{Changed: []string{"a"}}); diff != "" {
+		t.Errorf("changes (-got +want):\n%s", diff)
+	}
+	if got := g.up.Health()["a"].Since; !got.Equal(since) {
+		t.Errorf("a's upstream session was replaced for a tool policy change (since %v, was %v)", got, since)
+	}
+	waitFor(t, "tools/list_changed", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.toolsChg > before
+	})
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	if slices.Contains(names, "a__add") || !slices.Contains(names, "a__echo") {
+		t.Errorf("tools after a's deny: %v; want a__echo without a__add", names)
+	}
 	// The same file again changes nothing.
-	if ch, err := g.Reload(reloadFile(map[string]*config.Server{"a": reloadServer(uc), "c": reloadServer(ub), "rt": reloadServer(ua)}, nil)); err != nil || !ch.Empty() {
+	hidden = reloadServer(uc)
+	hidden.Tools = &config.ToolPolicy{Deny: []string{"add"}}
+	if ch, err := g.Reload(reloadFile(map[string]*config.Server{"a": hidden, "c": reloadServer(ub), "rt": reloadServer(ua)}, nil)); err != nil || !ch.Empty() {
 		t.Errorf("reload of the same file: %+v, %v", ch, err)
 	}
 }
