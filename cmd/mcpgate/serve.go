@@ -27,6 +27,11 @@ type serveCommand struct {
 }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	// SIGHUP reloads the config (below); one arriving while starting
+	// waits for it rather than killing the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "", "listen address (overrides the config's listen)")
 	var rf runFlags
@@ -53,12 +58,11 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	// reload.watch the file's changes (reload.go).
 	rl := newReloader(rf.config, *listen, cfg, stk, log)
 	stk.reload.p.Store(rl)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	rctx, stopReload := context.WithCancel(ctx)
 	var reloads sync.WaitGroup
-	defer func() { stopReload(); reloads.Wait() }()
+	// Reloads end before the stack they change is closed.
+	stopReloads := func() { stopReload(); reloads.Wait() }
+	defer stopReloads()
 	reloads.Go(func() {
 		for {
 			select {
@@ -78,6 +82,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			_ = srv.Close()
+			stopReloads()
 			_ = stk.close(context.Background())
 			return fmt.Errorf("metrics listen: %w", err)
 		}
@@ -91,6 +96,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	select {
 	case err := <-errc:
+		stopReloads()
 		_ = stk.close(context.Background())
 		return err
 	case <-ctx.Done():
@@ -104,6 +110,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		select {
 		case <-time.After(d):
 		case err := <-errc:
+			stopReloads()
 			_ = stk.close(context.Background())
 			return err
 		}
@@ -119,6 +126,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if msrv != nil {
 		_ = msrv.Close()
 	}
+	stopReloads()
 	if err := stk.close(dctx); err != nil {
 		log.Warn("stopping upstreams", "error", err)
 	}
