@@ -57,13 +57,17 @@ type reloader struct {
 	log    *slog.Logger
 	now    func() time.Time
 
+	// applied wakes the watcher after a reload applied, which may have
+	// turned watching on or changed its interval.
+	applied chan struct{}
+
 	mu  sync.Mutex
 	cur *config.Config // served: the file last applied, with the start's restart-only fields
 	sum [sha256.Size]byte
 }
 
 func newReloader(path, listen string, cfg *config.Config, stk *stack, log *slog.Logger) *reloader {
-	r := &reloader{path: path, listen: listen, stk: stk, log: log, now: time.Now, cur: cfg}
+	r := &reloader{path: path, listen: listen, stk: stk, log: log, now: time.Now, cur: cfg, applied: make(chan struct{}, 1)}
 	if data, err := os.ReadFile(path); err == nil {
 		r.sum = sha256.Sum256(data)
 	}
@@ -111,6 +115,10 @@ func (r *reloader) reload(ctx context.Context, by string) (*admin.ReloadReport, 
 		}
 		r.stk.metrics.ConfigReload(result)
 		r.stk.metrics.ConfigLoaded(r.now(), len(rep.RestartRequired) > 0)
+		select {
+		case r.applied <- struct{}{}:
+		default:
+		}
 		r.log.Info("config reloaded", "by", by, "file", r.path, "changed", rep.Changed,
 			"servers_added", rep.Servers.Added, "servers_removed", rep.Servers.Removed, "servers_changed", rep.Servers.Changed,
 			"keys_added", rep.Keys.Added, "keys_removed", rep.Keys.Removed, "keys_changed", rep.Keys.Changed, "sections", rep.Sections)
@@ -314,6 +322,11 @@ func (r *reloader) watch(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.applied:
+			// Perhaps a new interval, or watching just turned on: the
+			// next look is one new interval from now.
+			t.Reset(r.current().Reload.IntervalOrDefault()) // no stale tick since Go 1.23
+			continue
 		case <-t.C:
 		}
 		cur := r.current()
