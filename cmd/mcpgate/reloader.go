@@ -48,6 +48,16 @@ var (
 	restartLimits = []string{"max_upstream_message", "max_bound_sessions_per_server", "read_header_timeout", "idle_timeout"}
 )
 
+// Fields a reload applies (the rest of each struct is restart-only). A
+// test checks that every field is in one list or the other, so a new
+// config field needs a decision.
+var (
+	reloadTop = []string{"allowed_origins", "allowed_hosts", "max_body_bytes", "servers", "shutdown_delay",
+		"auth", "access_groups", "toolsets", "limits", "reload"}
+	reloadAuth   = []string{"allowed_clients", "keys", "grants"}
+	reloadLimits = []string{"max_batch", "max_inflight_per_session", "max_streams", "sse_write_timeout"}
+)
+
 // reloader applies the config file at path again while serving. Safe for
 // concurrent use: reloads are serialised.
 type reloader struct {
