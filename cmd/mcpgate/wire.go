@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/console"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/oauth"
@@ -257,12 +258,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Reload:       ref.reload,
 		Grants:       grants,
 		Vault:        vlt,
+		Stats:        m.ServerStats,
 		Logger:       log,
 	})
 	if err := api.ReloadGrants(ctx); err != nil {
 		log.Warn("could not load runtime grants", "error", err)
 	}
 	g.MountAdmin(api)
+	g.MountConsole(console.Handler())
 	// Servers added through the admin API come back after a restart; the
 	// config file wins a name both define.
 	if err := api.SyncServers(ctx); err != nil {

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"io"
 	"log/slog"
 	"net/http"
@@ -77,6 +78,10 @@ type Options struct {
 	// the audit log. An *InvalidConfigError means nothing changed. nil:
 	// the endpoint answers 501.
 	Reload func(ctx context.Context, by string) (*ReloadReport, error)
+	// Stats reads each server's tool-call totals and latency quantiles
+	// from the gateway's metrics (GET /stats, the console's overview);
+	// nil: the endpoint answers an empty list.
+	Stats func() ([]metrics.ServerStat, error)
 	// Known names, for validating key attributes.
 	Servers      func() []string
 	Toolsets     func() []string
@@ -159,6 +164,7 @@ var routes = []route{
 	{"POST", "/servers", func(a *API) http.HandlerFunc { return a.addServer }},
 	{"DELETE", "/servers/{name}", func(a *API) http.HandlerFunc { return a.removeServer }},
 	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
+	{"GET", "/stats", func(a *API) http.HandlerFunc { return a.stats }},
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},
 	{"GET", "/toolsets", func(a *API) http.HandlerFunc { return a.listToolsets }},
@@ -485,3 +491,22 @@ func (a *API) previewServer(w http.ResponseWriter, r *http.Request) {
 }
 
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// stats answers each server's tool-call totals since start and latency
+// quantiles; a reader's rates are the differences of two reads.
+func (a *API) stats(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		Servers []metrics.ServerStat `json:"servers"`
+	}{Servers: []metrics.ServerStat{}}
+	if a.o.Stats != nil {
+		st, err := a.o.Stats()
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "Could not read the metrics", err.Error())
+			return
+		}
+		if st != nil {
+			out.Servers = st
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

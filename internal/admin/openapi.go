@@ -37,6 +37,7 @@ var docs = map[string]opDoc{
 	"GET /tools":                            {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
 	"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
 	"GET /explain":                          {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
+	"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics", response: "Stats", status: "200"},
 	"GET /sessions":                         {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
 	"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
 	"GET /audit":                            {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
@@ -113,12 +114,14 @@ var schemas = map[string]any{
 	"Toolset":     obj(map[string]any{"name": str, "servers": toolMap, "source": str}, "name", "servers", "source"),
 	"ToolsetBody": obj(map[string]any{"servers": toolMap}, "servers"),
 	"Tools": obj(map[string]any{"tools": map[string]any{"type": "array", "items": obj(map[string]any{
-		"name": str, "server": str, "upstream_name": str, "description": str})}}, "tools"),
+		"name": str, "server": str, "upstream_name": str, "description": str, "input_schema": map[string]any{"type": "object"}})}}, "tools"),
 	"Explanation": obj(map[string]any{"allowed": boolean, "rule": str, "key": str, "route": str, "server": str, "tool": str,
 		"steps": map[string]any{"type": "array", "items": obj(map[string]any{"check": str, "passed": boolean, "rule": str})}}, "allowed", "rule"),
 	"SessionInfo": obj(map[string]any{"id_prefix": str, "client_name": str, "client_version": str, "user": str, "key_alias": str,
 		"team": str, "client_ip": str, "route": str, "servers": strList, "created": str, "idle_seconds": map[string]any{"type": "number"},
 		"in_flight": integer, "upstream_sessions": integer}),
+	"Stats": obj(map[string]any{"servers": map[string]any{"type": "array", "items": obj(map[string]any{
+		"server": str, "calls": integer, "errors": integer, "p50_ms": map[string]any{"type": "number"}, "p99_ms": map[string]any{"type": "number"}})}}, "servers"),
 	"CallRequest":    obj(map[string]any{"name": str, "arguments": map[string]any{"type": "object"}, "key": str, "route": str}, "name"),
 	"CallToolResult": obj(map[string]any{"content": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}, "isError": boolean, "structuredContent": map[string]any{"type": "object"}}),
 	"Count":          obj(map[string]any{"label": str, "count": integer}),

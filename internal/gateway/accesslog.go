@@ -58,6 +58,7 @@ func noteMCP(ctx context.Context, method, name string) {
 
 // noteSession records the request's session (by a short hash of its id).
 func noteSession(ctx context.Context, s *session) {
+	noteDebugSession(ctx, s)
 	if e := accessOf(ctx); e != nil && s != nil {
 		e.mu.Lock()
 		e.session = hashHex(s.id)[:idPrefixLen]

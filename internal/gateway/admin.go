@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -14,6 +15,18 @@ const AdminPrefix = "/admin/v1/"
 
 // MountAdmin installs the admin API handler. Call it before serving.
 func (g *Gateway) MountAdmin(h http.Handler) { g.admin = h }
+
+// ConsolePrefix is where the web console is served.
+const ConsolePrefix = "/ui"
+
+// MountConsole serves the web console (package console, wired by the
+// binary: the gateway never imports it) at /ui.
+func (g *Gateway) MountConsole(h http.Handler) { g.console = h }
+
+// isConsolePath reports whether path is the console's.
+func isConsolePath(path string) bool {
+	return path == ConsolePrefix || strings.HasPrefix(path, ConsolePrefix+"/")
+}
 
 // PreviewServer is the request the gateway would send to server (C3.8).
 func (g *Gateway) PreviewServer(name string) (upstream.PreviewRequest, bool) {

@@ -149,6 +149,7 @@ type Gateway struct {
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
 	admin         http.Handler
+	console       http.Handler    // the web console at /ui; nil: none
 	authServer    http.Handler    // mcpgate's OAuth authorization server; nil: none
 	confirmer     PersonConfirmer // proves a browser's oidc: person (elicitconnect.go); nil: none
 	// httpClient fetches passthrough upstreams' metadata (nil: default).
@@ -465,6 +466,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path = AdminPrefix + strings.TrimPrefix(r.URL.Path, "/")
 		r.URL.RawPath = ""
 	}
+	if isConsolePath(r.URL.Path) && g.console != nil {
+		g.console.ServeHTTP(w, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
 		if g.admin == nil {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
@@ -505,6 +510,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		http.NotFound(w, r)
 		return
+	}
+	if g.wantsDebug(r) {
+		var done func()
+		w, r, done = g.startDebug(w, r, rt)
+		defer done()
 	}
 	_, kind := splitEndpoint(r.URL.Path)
 	if kind != epSSEMessages {

@@ -29,6 +29,9 @@ type ToolInfo struct {
 	Server       string `json:"server"`
 	UpstreamName string `json:"upstream_name"`
 	Description  string `json:"description,omitempty"`
+	// InputSchema is the tool's inputSchema as the upstream sent it (the
+	// console's playground builds its form from it).
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
 
 // ErrRoute is returned for a route path that names nothing the gateway
@@ -72,7 +75,8 @@ func (g *Gateway) ToolsAs(ctx context.Context, c *callers.Caller, path string) (
 		if o, ok := g.st().overrides[it.Server][it.Key]; ok && o.Description != "" {
 			desc = o.Description
 		}
-		out = append(out, ToolInfo{Name: g.exposed(&rt, it.Server, it.Key), Server: it.Server, UpstreamName: it.Key, Description: desc})
+		schema, _ := jsonrpc.GetPath(it.Raw, "inputSchema")
+		out = append(out, ToolInfo{Name: g.exposed(&rt, it.Server, it.Key), Server: it.Server, UpstreamName: it.Key, Description: desc, InputSchema: schema})
 	}
 	return out, nil
 }

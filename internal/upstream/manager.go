@@ -464,6 +464,9 @@ func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), 
 	if err == nil && b != nil && b.Started != nil {
 		b.Started(ctx, server, s)
 	}
+	if n := notesFrom(ctx); n != nil && err == nil {
+		n.SessionUsed(server, true)
+	}
 	now := m.now()
 	m.mu.Lock()
 	if err != nil {
@@ -529,7 +532,15 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 			}
 		}
 		first = nil
+		notes := notesFrom(ctx)
+		var began time.Time
+		if notes != nil {
+			began = time.Now()
+		}
 		res, err := s.Call(ctx, method, params)
+		if notes != nil {
+			notes.Called(server, method, began, time.Since(began))
+		}
 		release()
 		m.observe(server, s, err)
 		var notSent *notSentError
@@ -693,6 +704,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 	if err := checkOwn(ctx, m.serverMap()[server]); err != nil {
 		return nil, err
 	}
+	waited := false // for a connect: the session is a new one
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -716,6 +728,9 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 				m.retireLocked(e, s)
 			default:
 				m.mu.Unlock()
+				if n := notesFrom(ctx); n != nil {
+					n.SessionUsed(server, waited)
+				}
 				return s, nil
 			}
 		}
@@ -729,6 +744,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 		}
 		wait := e.connecting
 		m.mu.Unlock()
+		waited = true
 
 		select {
 		case <-wait:

@@ -1,0 +1,423 @@
+// The console: a hash router over pages, each backed by /admin/v1 only.
+
+import { api, key, setKey, h, table, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
+import { schemaForm } from "./form.js";
+
+const view = () => document.getElementById("view");
+let timers = [];
+
+function every(ms, f) { f(); timers.push(setInterval(f, ms)); }
+function clearTimers() { timers.forEach(clearInterval); timers = []; }
+
+function render(...nodes) {
+  view().replaceChildren(...nodes.filter(n => n !== null && n !== undefined));
+}
+
+// section keeps a region that a poller re-renders.
+function region(label) { return h("div", { "aria-label": label }); }
+
+// armed: a two-step button in el waits for its second click, so a poller
+// must not redraw it away.
+function armed(el) { return !!el.querySelector('[data-armed="1"]'); }
+
+// ---- login ----
+
+function login(msg) {
+  document.getElementById("nav").hidden = true;
+  const [keyLabel, keyInput] = field("Admin key", { type: "password", id: "login-key", autocomplete: "off", required: true });
+  const err = h("div", {});
+  const form = h("form", { class: "inline", id: "login-form" }, keyLabel, h("button", { type: "submit" }, "Sign in"));
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const k = keyInput.value.trim();
+    try {
+      await api("GET", "/servers", undefined, k);
+      setKey(k);
+      keyInput.value = "";
+      location.hash = "#/overview";
+      route();
+    } catch (e) {
+      err.replaceChildren(errorBox(e instanceof APIError && e.status === 403 ? new Error("That key is not an admin key.") : e));
+    }
+  });
+  render(h("h1", {}, "Sign in"),
+    h("p", { class: "muted" }, "Use the master key or a key with admin: true. It is kept in this tab only (session storage) and sent in a header, never in a URL."),
+    msg ? errorBox(msg) : null, form, err);
+  keyInput.focus();
+}
+
+// ---- overview ----
+
+function overview() {
+  const cards = region("Totals");
+  const body = region("Servers");
+  let last = null;
+  render(h("h1", {}, "Overview"), cards, h("h2", {}, "Servers"), body);
+  every(2000, async () => {
+    try {
+      const [srv, st, ses] = await Promise.all([api("GET", "/servers"), api("GET", "/stats"), api("GET", "/sessions")]);
+      const now = performance.now();
+      const stats = Object.fromEntries(st.servers.map(s => [s.server, s]));
+      const rates = {};
+      if (last) {
+        const dt = (now - last.t) / 1000;
+        for (const s of st.servers) {
+          const p = last.stats[s.server] || { calls: 0, errors: 0 };
+          const dc = s.calls - p.calls;
+          rates[s.server] = { rps: dc / dt, err: dc > 0 ? (s.errors - p.errors) / dc : null };
+        }
+      }
+      last = { t: now, stats };
+      const ready = srv.servers.filter(s => s.state === "ready").length;
+      cards.replaceChildren(h("div", { class: "cards" },
+        h("div", { class: "card" }, h("b", { id: "ready-count" }, `${ready}/${srv.servers.length}`), "servers ready"),
+        h("div", { class: "card" }, h("b", { id: "session-count" }, ses.total), "live sessions"),
+        h("div", { class: "card" }, h("b", {}, st.servers.reduce((n, s) => n + s.calls, 0)), "tool calls since start")));
+      body.replaceChildren(table("Servers, health and tool calls", [
+        { label: "Server", get: s => s.name },
+        { label: "State", get: s => h("span", { class: "state-" + s.state, "data-state": s.name }, s.state) },
+        { label: "Last error", get: s => s.last_error || "" },
+        { label: "Calls/s", get: s => rates[s.name] ? rates[s.name].rps.toFixed(2) : "…" },
+        { label: "Error rate", get: s => rates[s.name] && rates[s.name].err !== null ? (100 * rates[s.name].err).toFixed(1) + "%" : "–" },
+        { label: "p50", get: s => stats[s.name] ? stats[s.name].p50_ms.toFixed(1) + " ms" : "–" },
+        { label: "p99", get: s => stats[s.name] ? stats[s.name].p99_ms.toFixed(1) + " ms" : "–" },
+        { label: "Upstream sessions", get: s => s.sessions ?? 0 },
+      ], srv.servers, "No servers yet: add one on the Servers page."));
+    } catch (e) { body.replaceChildren(errorBox(e)); }
+  });
+}
+
+// ---- servers ----
+
+function servers() {
+  const list = region("Server list");
+  const out = h("div", {});
+  const [nameL, name] = field("Name", { id: "srv-name", required: true, pattern: "[a-z0-9][a-z0-9_-]*" });
+  const transport = h("select", { id: "srv-transport" }, h("option", { value: "http" }, "http (streamable)"), h("option", { value: "sse" }, "sse (legacy)"));
+  const [urlL, url] = field("URL", { id: "srv-url", type: "url", required: true, placeholder: "https://host/mcp" });
+  const [tokL, tok] = field("Bearer token (optional)", { id: "srv-token", type: "password", autocomplete: "off" });
+  const form = h("form", { class: "inline", id: "add-server" }, nameL, h("label", {}, "Transport", transport), urlL, tokL, h("button", { type: "submit" }, "Add server"));
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const body = { name: name.value.trim(), transport: transport.value, url: url.value.trim() };
+    if (tok.value) body.auth = { type: "bearer_token", value: tok.value };
+    try {
+      await api("POST", "/servers", body);
+      say(`Server ${body.name} added`);
+      form.reset();
+      refresh();
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  });
+  const detail = h("div", { id: "server-detail" });
+  async function test(s) {
+    detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`), h("p", { class: "muted" }, "Connecting…"));
+    try {
+      const t0 = performance.now();
+      const [pv, tools] = await Promise.all([
+        s.transport === "stdio" ? Promise.resolve(null) : api("GET", `/servers/${encodeURIComponent(s.name)}/preview`),
+        api("GET", `/tools?route=${encodeURIComponent("/mcp/" + s.name)}`),
+      ]);
+      const ms = performance.now() - t0;
+      detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`),
+        h("p", { id: "test-result" }, `${tools.tools.length} tools, listed in ${ms.toFixed(0)} ms`),
+        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.Method} ${pv.URL}\n` + Object.entries(pv.Headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null,
+        table("Tools", [{ label: "Tool", get: t => t.name }, { label: "Description", get: t => t.description || "" }], tools.tools));
+    } catch (e) { detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`), errorBox(e)); }
+  }
+  async function refresh() {
+    try {
+      const srv = await api("GET", "/servers");
+      if (armed(list)) return;
+      list.replaceChildren(table("Servers", [
+        { label: "Server", get: s => s.name },
+        { label: "Transport", get: s => s.transport },
+        { label: "Target", get: s => s.target || "" },
+        { label: "State", get: s => h("span", { class: "state-" + s.state, "data-state": s.name }, s.state) },
+        { label: "Since", get: s => when(s.since) },
+        { label: "", get: s => h("span", { class: "row" },
+          h("button", { type: "button", class: "secondary", onclick: () => test(s), "aria-label": `Test connection to ${s.name}` }, "Test"),
+          twoStep("Remove", "Confirm remove", async () => {
+            try { await api("DELETE", `/servers/${encodeURIComponent(s.name)}`); say(`Server ${s.name} removed`); refresh(); }
+            catch (e) { out.replaceChildren(errorBox(e)); }
+          })) },
+      ], srv.servers));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  render(h("h1", {}, "Servers"), list, h("h2", {}, "Add a runtime server"), form, out, detail);
+  every(2000, refresh);
+}
+
+// ---- keys ----
+
+function keys() {
+  const list = region("Key list");
+  const out = h("div", { id: "key-out" });
+  const [aliasL, alias] = field("Alias", { id: "key-alias", required: true });
+  const [userL, user] = field("User", { id: "key-user" });
+  const [teamL, team] = field("Team", { id: "key-team" });
+  const [srvL, srv] = field("Servers (comma-separated; empty: all)", { id: "key-servers" });
+  const admin = h("input", { type: "checkbox", id: "key-admin" });
+  const form = h("form", { class: "inline", id: "create-key" }, aliasL, userL, teamL, srvL,
+    h("label", { class: "check" }, admin, "Admin"), h("button", { type: "submit" }, "Create key"));
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const body = { alias: alias.value.trim(), user: user.value.trim() || undefined, team: team.value.trim() || undefined, admin: admin.checked || undefined };
+    if (srv.value.trim()) body.servers = srv.value.split(",").map(s => s.trim()).filter(Boolean);
+    try {
+      const created = await api("POST", "/keys", body);
+      const secret = h("code", { class: "secret", id: "new-secret" }, created.key);
+      const copy = h("button", { type: "button", class: "secondary" }, "Copy");
+      copy.addEventListener("click", async () => {
+        try { await navigator.clipboard.writeText(created.key); say("Copied"); } catch { say("Copy failed: select the key and copy it"); }
+      });
+      out.replaceChildren(h("p", {}, `Key ${created.alias} created. This is the only time its secret is shown:`), h("div", { class: "row" }, secret, copy));
+      form.reset();
+      refresh();
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  });
+  const explainOut = h("div", { id: "explain-out" });
+  const [exKL, exK] = field("Key alias", { id: "explain-key" });
+  const [exTL, exT] = field("Tool (exposed name)", { id: "explain-tool" });
+  const [exRL, exR] = field("Route", { id: "explain-route", value: "/mcp" });
+  const exForm = h("form", { class: "inline" }, exKL, exTL, exRL, h("button", { type: "submit" }, "Explain"));
+  exForm.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    try {
+      const q = new URLSearchParams({ key: exK.value.trim(), tool: exT.value.trim(), route: exR.value.trim() || "/mcp" });
+      const x = await api("GET", "/explain?" + q);
+      explainOut.replaceChildren(h("p", { class: x.allowed ? "state-ready" : "error" }, `${x.allowed ? "Allowed" : "Refused"}: ${x.rule}`),
+        table("Steps", [{ label: "Check", get: s => s.check }, { label: "Passed", get: s => s.passed ? "yes" : "no" }, { label: "Rule", get: s => s.rule || "" }], x.steps || []));
+    } catch (e) { explainOut.replaceChildren(errorBox(e)); }
+  });
+  async function refresh() {
+    try {
+      const ks = await api("GET", "/keys");
+      list.replaceChildren(table("Keys", [
+        { label: "Alias", get: k => k.alias },
+        { label: "Prefix", get: k => k.key_prefix || "" },
+        { label: "User", get: k => k.user || "" },
+        { label: "Team", get: k => k.team || "" },
+        { label: "Servers", get: k => k.servers ? k.servers.join(", ") || "(none)" : "all" },
+        { label: "Admin", get: k => k.admin ? "yes" : "" },
+        { label: "Source", get: k => k.source },
+        { label: "Last used", get: k => when(k.last_used_at) },
+        { label: "", get: k => k.source === "config" ? h("span", { class: "muted" }, "config file") :
+          twoStep("Revoke", "Confirm revoke", async () => {
+            try { await api("DELETE", `/keys/${encodeURIComponent(k.alias)}`); say(`Key ${k.alias} revoked`); refresh(); }
+            catch (e) { out.replaceChildren(errorBox(e)); }
+          }) },
+      ], ks.keys));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  render(h("h1", {}, "Keys"), list, h("h2", {}, "Create a key"), form, out, h("h2", {}, "Explain: may a key call a tool?"), exForm, explainOut);
+  refresh();
+}
+
+// ---- playground ----
+
+function playground() {
+  const keySel = h("select", { id: "pg-key" }, h("option", { value: "" }, "the key I signed in with"));
+  const [routeL, routeIn] = field("Route", { id: "pg-route", value: "/mcp" });
+  const load = h("button", { type: "button", id: "pg-load" }, "Load tools");
+  const toolSel = h("select", { id: "pg-tool", disabled: true });
+  const formBox = h("div", { id: "pg-form" });
+  const call = h("button", { type: "button", id: "pg-call", disabled: true }, "Call");
+  const result = h("div", { id: "pg-result" });
+  let tools = [];
+  let form = null;
+  api("GET", "/keys").then(ks => {
+    for (const k of ks.keys) keySel.append(h("option", { value: k.alias }, k.alias + (k.user ? ` (${k.user})` : "")));
+  }).catch(e => result.replaceChildren(errorBox(e)));
+  function pick() {
+    const t = tools.find(t => t.name === toolSel.value);
+    if (!t) return;
+    form = schemaForm(t.input_schema);
+    formBox.replaceChildren(h("p", { class: "muted" }, t.description || ""), form.el);
+    call.disabled = false;
+  }
+  load.addEventListener("click", async () => {
+    try {
+      const q = new URLSearchParams({ route: routeIn.value.trim() || "/mcp" });
+      if (keySel.value) q.set("key", keySel.value);
+      tools = (await api("GET", "/tools?" + q)).tools;
+      toolSel.replaceChildren(...tools.map(t => h("option", { value: t.name }, t.name)));
+      toolSel.disabled = !tools.length;
+      result.replaceChildren(h("p", { class: "muted", id: "pg-count" }, `${tools.length} tools visible to ${keySel.value || "you"} on ${q.get("route")}`));
+      pick();
+    } catch (e) { result.replaceChildren(errorBox(e)); }
+  });
+  toolSel.addEventListener("change", pick);
+  call.addEventListener("click", async () => {
+    let args;
+    try { args = form.read(); } catch (e) { result.replaceChildren(errorBox(e)); return; }
+    const body = { name: toolSel.value, arguments: args, route: routeIn.value.trim() || "/mcp" };
+    if (keySel.value) body.key = keySel.value;
+    call.disabled = true;
+    const started = new Date(Date.now() - 1000).toISOString();
+    const t0 = performance.now();
+    try {
+      const res = await api("POST", "/tools/call", body);
+      const ms = performance.now() - t0;
+      result.replaceChildren(h("p", { id: "pg-latency" }, `${res.isError ? "Tool error" : "OK"} in ${ms.toFixed(0)} ms`),
+        h("pre", { id: "pg-output", "aria-label": "Result" }, JSON.stringify(res, null, 2)));
+      // The record is written through a queue: look for it a few times.
+      const t = tools.find(t => t.name === toolSel.value);
+      const q = new URLSearchParams({ server: t.server, tool: t.upstream_name, limit: "1", since: started });
+      if (keySel.value) q.set("key", keySel.value);
+      for (let i = 0; i < 10; i++) {
+        const row = (await api("GET", "/audit?" + q)).calls[0];
+        if (row) { result.append(h("h2", {}, "Audit record"), auditTable([row])); break; }
+        await new Promise(r => setTimeout(r, 300));
+      }
+    } catch (e) {
+      result.replaceChildren(errorBox(e));
+    } finally { call.disabled = false; }
+  });
+  render(h("h1", {}, "Playground"),
+    h("div", { class: "row" }, h("label", {}, "Call as", keySel), routeL, load),
+    h("div", { class: "row" }, h("label", {}, "Tool", toolSel)), formBox, call, result);
+}
+
+// ---- sessions ----
+
+function sessions() {
+  const [filterL, filter] = field("Filter (user, key, client, route)", { id: "ses-filter", type: "search" });
+  const list = region("Session list");
+  const out = h("div", {});
+  let all = [];
+  function draw() {
+    const f = filter.value.trim().toLowerCase();
+    const rows = all.filter(s => !f || [s.user, s.key_alias, s.client_name, s.route].some(v => (v || "").toLowerCase().includes(f)));
+    list.replaceChildren(table("Live sessions", [
+      { label: "Session", get: s => s.id_prefix },
+      { label: "User", get: s => s.user || "" },
+      { label: "Key", get: s => s.key_alias || "" },
+      { label: "Client", get: s => `${s.client_name || ""} ${s.client_version || ""}` },
+      { label: "Route", get: s => s.route || "" },
+      { label: "Created", get: s => when(s.created) },
+      { label: "Idle", get: s => `${Math.round(s.idle_seconds || 0)} s` },
+      { label: "In flight", get: s => s.in_flight ?? 0 },
+      { label: "", get: s => twoStep("Terminate", "Confirm terminate", async () => {
+        try { const r = await api("POST", "/sessions/terminate", { session_id_prefix: s.id_prefix }); say(`${r.terminated} session(s) terminated`); refresh(); }
+        catch (e) { out.replaceChildren(errorBox(e)); }
+      }) },
+    ], rows, "No live sessions."));
+  }
+  async function refresh() {
+    try { all = (await api("GET", "/sessions")).sessions || []; if (!armed(list)) draw(); } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  filter.addEventListener("input", draw);
+  render(h("h1", {}, "Sessions"), filterL, list, out);
+  every(3000, refresh);
+}
+
+// ---- audit ----
+
+function auditTable(rows) {
+  return table("Tool calls", [
+    { label: "Time", get: c => when(c.time) },
+    { label: "Key", get: c => c.key_alias || "" },
+    { label: "User", get: c => c.user || "" },
+    { label: "Server", get: c => c.server },
+    { label: "Tool", get: c => c.tool },
+    { label: "Outcome", get: c => h("span", { class: c.outcome === "ok" ? "state-ready" : "error" }, c.outcome) },
+    { label: "Fault", get: c => c.fault || "" },
+    { label: "ms", get: c => c.duration_ms },
+  ], rows, "No tool calls match.");
+}
+
+function csv(rows) {
+  const cols = ["time", "key_alias", "user", "team", "server", "tool", "outcome", "fault", "duration_ms", "session", "request_bytes", "response_bytes"];
+  const q = v => { const s = v === undefined || v === null ? "" : String(v); return /[",\n\r]/.test(s) || /^[=+\-@]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s; };
+  return [cols.join(","), ...rows.map(r => cols.map(c => q(r[c])).join(","))].join("\r\n") + "\r\n";
+}
+
+function audit() {
+  const inputs = {};
+  const fields = ["user", "key", "server", "tool", "outcome"].map(n => { const [l, i] = field(n[0].toUpperCase() + n.slice(1), { id: "audit-" + n, type: "search" }); inputs[n] = i; return l; });
+  const live = h("input", { type: "checkbox", id: "audit-live" });
+  const list = region("Audit records");
+  const more = h("button", { type: "button", class: "secondary", id: "audit-more", hidden: true }, "Older");
+  const exportB = h("button", { type: "button", class: "secondary", id: "audit-csv" }, "Export CSV");
+  let rows = [];
+  let next = "";
+  const query = before => {
+    const q = new URLSearchParams({ limit: "50" });
+    for (const [n, i] of Object.entries(inputs)) if (i.value.trim()) q.set(n, i.value.trim());
+    if (before) q.set("before", before);
+    return "/audit?" + q;
+  };
+  async function load(reset) {
+    try {
+      const page = await api("GET", query(reset ? "" : next));
+      rows = reset ? page.calls : rows.concat(page.calls);
+      next = page.next || "";
+      more.hidden = !next;
+      list.replaceChildren(auditTable(rows));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  const form = h("form", { class: "inline" }, fields, h("button", { type: "submit" }, "Filter"), h("label", { class: "check" }, live, "Live tail"));
+  form.addEventListener("submit", ev => { ev.preventDefault(); load(true); });
+  more.addEventListener("click", () => load(false));
+  exportB.addEventListener("click", () => {
+    const blob = new Blob([csv(rows)], { type: "text/csv" });
+    const a = h("a", { href: URL.createObjectURL(blob), download: "mcpgate-audit.csv" });
+    document.body.append(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  });
+  render(h("h1", {}, "Audit"), form, h("div", { class: "row" }, exportB), list, more);
+  load(true);
+  timers.push(setInterval(() => { if (live.checked) load(true); }, 2000));
+}
+
+// ---- my connections ----
+
+function connections() {
+  const list = region("Connections");
+  const out = h("div", {});
+  async function refresh() {
+    try {
+      const cs = (await api("GET", "/me/connections")).connections || [];
+      list.replaceChildren(table("My connections", [
+        { label: "Server", get: c => c.server },
+        { label: "Kind", get: c => c.kind },
+        { label: "Scopes", get: c => (c.scopes || []).join(" ") },
+        { label: "Expires", get: c => when(c.expires_at) },
+        { label: "Last used", get: c => when(c.last_used_at) },
+        { label: "", get: c => h("span", { class: "row" },
+          c.kind === "oauth" ? h("a", { href: `/oauth/connect/${encodeURIComponent(c.server)}` }, "Reconnect") : null,
+          twoStep("Revoke", "Confirm revoke", async () => {
+            try { await api("DELETE", `/me/connections/${encodeURIComponent(c.server)}`); say("Revoked"); refresh(); }
+            catch (e) { out.replaceChildren(errorBox(e)); }
+          })) },
+      ], cs, "No connections: servers that need your own account list here once you connect them."));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  render(h("h1", {}, "My connections"), list, out);
+  refresh();
+}
+
+// ---- router ----
+
+const pages = { overview, servers, keys, playground, sessions, audit, connections };
+
+function route() {
+  clearTimers();
+  if (!key()) { login(); return; }
+  document.getElementById("nav").hidden = false;
+  const name = (location.hash.match(/^#\/([a-z]+)/) || [])[1] || "overview";
+  const page = pages[name] || overview;
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.getAttribute("href") === "#/" + name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  }
+  page();
+  view().focus({ preventScroll: true });
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("unhandledrejection", ev => {
+  if (ev.reason instanceof APIError && ev.reason.status === 401) { setKey(""); login(ev.reason); }
+});
+document.getElementById("signout").addEventListener("click", () => { setKey(""); location.hash = ""; route(); });
+route();

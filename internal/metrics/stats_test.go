@@ -1,0 +1,40 @@
+package metrics
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// ServerStats sums a server's tools and outcomes, and its quantiles come
+// from the merged histogram.
+func TestServerStats(t *testing.T) {
+	m := New()
+	for range 98 {
+		m.ObserveToolCall("a", "x", "ok", 3*time.Millisecond)
+	}
+	m.ObserveToolCall("a", "y", "upstream_error", 3*time.Millisecond)
+	m.ObserveToolCall("a", "y", "timeout", 40*time.Second)
+	m.ObserveToolCall("b", "z", "ok", 200*time.Millisecond)
+	st, err := m.ServerStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st[0].Server != "a" || st[1].Server != "b" {
+		t.Fatalf("stats %+v", st)
+	}
+	a, b := st[0], st[1]
+	if a.Calls != 100 || a.Errors != 2 || b.Calls != 1 || b.Errors != 0 {
+		t.Errorf("counts a=%+v b=%+v", a, b)
+	}
+	// 3 ms falls in a bucket whose bounds hold it; the median is there.
+	if a.P50ms <= 0 || a.P50ms > 5 {
+		t.Errorf("a p50 %v ms, want within the 3 ms bucket", a.P50ms)
+	}
+	if a.P99ms < a.P50ms {
+		t.Errorf("a p99 %v < p50 %v", a.P99ms, a.P50ms)
+	}
+	if b.P50ms < 100 || b.P50ms > 250 || math.IsNaN(b.P99ms) {
+		t.Errorf("b quantiles %v %v", b.P50ms, b.P99ms)
+	}
+}
