@@ -41,11 +41,14 @@ import (
 // shared state, the fleet's session keys, the vault's keys, the audit
 // pipeline, the access log file, telemetry, the OAuth issuer and login,
 // the master key (the authenticator holds it), whether auth is on at all.
+// Where a section mixes both (auth, limits, telemetry), each field is
+// decided on its own.
 var (
 	restartTop = []string{"listen", "metrics_listen", "data_dir", "store", "state", "fleet", "vault",
-		"audit", "access_log", "telemetry", "public_url", "client_metadata_url", "tool_name_separator", "sessions"}
-	restartAuth   = []string{"master_key", "anonymous", "oidc", "login"}
-	restartLimits = []string{"max_upstream_message", "max_bound_sessions_per_server", "read_header_timeout", "idle_timeout"}
+		"audit", "access_log", "public_url", "client_metadata_url", "tool_name_separator", "sessions"}
+	restartAuth      = []string{"master_key", "anonymous", "oidc", "login"}
+	restartLimits    = []string{"max_upstream_message", "max_bound_sessions_per_server", "read_header_timeout", "idle_timeout"}
+	restartTelemetry = []string{"tracing"} // the tracer and its exporter are built at start
 )
 
 // Fields a reload applies (the rest of each struct is restart-only). A
@@ -53,9 +56,10 @@ var (
 // config field needs a decision.
 var (
 	reloadTop = []string{"allowed_origins", "allowed_hosts", "max_body_bytes", "servers", "shutdown_delay",
-		"auth", "access_groups", "toolsets", "limits", "reload"}
-	reloadAuth   = []string{"allowed_clients", "keys", "grants"}
-	reloadLimits = []string{"max_batch", "max_inflight_per_session", "max_streams", "sse_write_timeout"}
+		"auth", "access_groups", "toolsets", "limits", "reload", "telemetry"}
+	reloadAuth      = []string{"allowed_clients", "keys", "grants"}
+	reloadLimits    = []string{"max_batch", "max_inflight_per_session", "max_streams", "sse_write_timeout"}
+	reloadTelemetry = []string{"debug_header"}
 )
 
 // reloader applies the config file at path again while serving. Safe for
@@ -240,6 +244,7 @@ func (r *reloader) checkKeyAliases(ctx context.Context, next *config.Config) err
 func keepStartOnly(cur, next *config.Config) []string {
 	changed := keepFields("", reflect.ValueOf(cur).Elem(), reflect.ValueOf(next).Elem(), restartTop)
 	changed = append(changed, keepFields("limits.", reflect.ValueOf(&cur.Limits).Elem(), reflect.ValueOf(&next.Limits).Elem(), restartLimits)...)
+	changed = append(changed, keepFields("telemetry.", reflect.ValueOf(&cur.Telemetry).Elem(), reflect.ValueOf(&next.Telemetry).Elem(), restartTelemetry)...)
 	// auth: with none configured the gateway serves anonymous callers
 	// (loopback only); turning auth on or off changes the authenticator.
 	if cur.AnonymousOnly() != next.AnonymousOnly() {

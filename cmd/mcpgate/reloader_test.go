@@ -19,6 +19,7 @@ func TestReloadClassifiesEveryField(t *testing.T) {
 		{reflect.TypeFor[config.Config](), reloadTop, restartTop},
 		{reflect.TypeFor[config.CallerAuth](), reloadAuth, restartAuth},
 		{reflect.TypeFor[config.Limits](), reloadLimits, restartLimits},
+		{reflect.TypeFor[config.Telemetry](), reloadTelemetry, restartTelemetry},
 	} {
 		for i := range tc.typ.NumField() {
 			name := configKey(tc.typ.Field(i))
