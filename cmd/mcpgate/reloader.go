@@ -109,6 +109,7 @@ func (r *reloader) lastSum() [sha256.Size]byte {
 func (r *reloader) reload(ctx context.Context, by string) (*admin.ReloadReport, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	seen := r.sum
 	rep, err := r.reloadLocked(ctx, by)
 	var invalid *admin.InvalidConfigError
 	switch {
@@ -120,6 +121,9 @@ func (r *reloader) reload(ctx context.Context, by string) (*admin.ReloadReport, 
 		}
 		r.log.Error("config reload refused: the file is invalid; nothing changed", "by", by, "file", r.path, "problems", msgs)
 	case err != nil:
+		// Not the file's fault (the store, a stopping gateway): the
+		// watcher tries the same content again at its next tick.
+		r.sum = seen
 		r.stk.metrics.ConfigReload(metrics.ReloadFailed)
 		r.log.Error("config reload failed", "by", by, "file", r.path, "error", err)
 	default:
