@@ -41,6 +41,8 @@ var dashboardMetrics = []string{
 	"mcpgate_audit_unconfirmed_total",
 	"mcpgate_ratelimit_degraded",
 	"mcpgate_state_up",
+	"mcpgate_config_reloads_total",
+	"mcpgate_config_last_reload_success_timestamp_seconds",
 }
 
 // TestDashboard: deploy/grafana/mcpgate.json has the structure Grafana 11
@@ -120,6 +122,8 @@ func exportedSeries(t *testing.T) map[string][]string {
 			switch in := meth.Type().In(j); {
 			case in == reflect.TypeFor[time.Duration]():
 				args = append(args, reflect.ValueOf(time.Millisecond))
+			case in == reflect.TypeFor[time.Time]():
+				args = append(args, reflect.ValueOf(time.Unix(1, 0)))
 			case in.Kind() == reflect.String:
 				args = append(args, reflect.ValueOf("x").Convert(in))
 			case in.Kind() == reflect.Int:

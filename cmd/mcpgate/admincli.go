@@ -92,6 +92,8 @@ type adminClient struct {
 // apiError is a non-2xx answer of the admin API.
 type apiError struct {
 	Status int
+	// Body is the answer as it came (reload's problems are read from it).
+	Body []byte
 	// Message is the answer's error and details, without a repeat of
 	// the status text; "" when it had none.
 	Message string
@@ -156,7 +158,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 		return fmt.Errorf("read the answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := &apiError{Status: resp.StatusCode, Message: errorMessage(resp.StatusCode, b)}
+		e := &apiError{Status: resp.StatusCode, Body: b, Message: errorMessage(resp.StatusCode, b)}
 		if resp.StatusCode == http.StatusUnauthorized && c.key == "" {
 			const hint = "no key given: use --admin-key, $MCPGATE_ADMIN_KEY or $MCPGATE_MASTER_KEY"
 			if e.Message == "" {

@@ -55,6 +55,7 @@ Usage:
   mcpgate version                                  print the version
 
 Administer a running gateway (its admin API):
+  mcpgate reload                                   apply the config file again, without a restart
   mcpgate keys create --alias A [flags]            create a virtual key; prints its secret once
   mcpgate keys list                                list virtual keys
   mcpgate keys revoke ALIAS                        revoke a key; it stops working at once
@@ -140,6 +141,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &auditCommand{stdout: stdout, stderr: stderr}
 	case "vault":
 		cmd = &vaultCommand{stdout: stdout}
+	case "reload":
+		cmd = &reloadCommand{stdout: stdout}
 	default:
 		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -8,6 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -23,6 +27,11 @@ type serveCommand struct {
 }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	// SIGHUP reloads the config (below); one arriving while starting
+	// waits for it rather than killing the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "", "listen address (overrides the config's listen)")
 	var rf runFlags
@@ -45,6 +54,26 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	g := stk.gw
 	g.Start(ctx)
+	// Reload without a restart: SIGHUP, POST /admin/v1/reload, and with
+	// reload.watch the file's changes (reload.go).
+	rl := newReloader(rf.config, *listen, cfg, stk, log)
+	stk.reload.p.Store(rl)
+	rctx, stopReload := context.WithCancel(ctx)
+	var reloads sync.WaitGroup
+	// Reloads end before the stack they change is closed.
+	stopReloads := func() { stopReload(); reloads.Wait() }
+	defer stopReloads()
+	reloads.Go(func() {
+		for {
+			select {
+			case <-hup:
+				_, _ = rl.reload(rctx, "SIGHUP") // logged, counted and audited there
+			case <-rctx.Done():
+				return
+			}
+		}
+	})
+	reloads.Go(func() { rl.watch(rctx) })
 	srv := newHTTPServer(g, cfg.Limits)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -53,6 +82,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			_ = srv.Close()
+			stopReloads()
 			_ = stk.close(context.Background())
 			return fmt.Errorf("metrics listen: %w", err)
 		}
@@ -66,11 +96,13 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	select {
 	case err := <-errc:
+		stopReloads()
 		_ = stk.close(context.Background())
 		return err
 	case <-ctx.Done():
 	}
-	if d := cfg.ShutdownDelay; d > 0 {
+	// The running config's: shutdown_delay takes effect on reload.
+	if d := rl.current().ShutdownDelay; d > 0 {
 		// Lame duck: still serving, no longer ready, so that the load
 		// balancer stops sending here before the listener closes.
 		log.Info("shutting down: /readyz answers 503; serving on for shutdown_delay", "delay", d.String())
@@ -78,6 +110,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		select {
 		case <-time.After(d):
 		case err := <-errc:
+			stopReloads()
 			_ = stk.close(context.Background())
 			return err
 		}
@@ -93,6 +126,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if msrv != nil {
 		_ = msrv.Close()
 	}
+	stopReloads()
 	if err := stk.close(dctx); err != nil {
 		log.Warn("stopping upstreams", "error", err)
 	}

@@ -52,6 +52,22 @@ type stack struct {
 	api *admin.API
 	// tracer exports spans (telemetry.tracing, OTEL_*); nil: tracing off.
 	tracer *tracing.Provider
+	// grants are the JWT callers' grants: the file's, replaced by a
+	// reload, and the runtime ones.
+	grants *callers.GrantSet
+	// reload is the reloader once serve made one (POST /admin/v1/reload).
+	reload *reloadRef
+}
+
+// reloadRef lets the admin API, built before the reloader, call it.
+type reloadRef struct{ p atomic.Pointer[reloader] }
+
+func (r *reloadRef) reload(ctx context.Context, by string) (*admin.ReloadReport, error) {
+	rl := r.p.Load()
+	if rl == nil {
+		return nil, errors.New("this gateway was not started from a config file it can reload")
+	}
+	return rl.reload(ctx, by)
 }
 
 // build wires the gateway for cfg: it opens the store cfg.Store names,
@@ -239,7 +255,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		g.MountAuthServer(as.Handler())
 		g.SetPersonConfirmer(personConfirmer{as})
 	}
-	api := admin.New(admin.Options{
+	ref := &reloadRef{}
+	var api *admin.API
+	api = admin.New(admin.Options{
 		Gateway:      g,
 		Store:        st,
 		Config:       cfg,
@@ -252,7 +270,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Bus:          bus,
 		Servers:      func() []string { return g.ServerNames() },
 		Toolsets:     g.ToolsetNames,
-		AccessGroups: func() []string { return slices.Sorted(maps.Keys(cfg.AccessGroups)) },
+		AccessGroups: func() []string { return slices.Sorted(maps.Keys(api.Config().AccessGroups)) },
+		Reload:       ref.reload,
 		Grants:       grants,
 		Vault:        vlt,
 		Stats:        m.ServerStats,
@@ -274,7 +293,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// With a bus, the other replicas' admin changes apply here too.
 	api.Start()
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer, grants: grants, reload: ref}, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a

@@ -73,6 +73,11 @@ type Options struct {
 	// Vault stores each person's own credentials (/me/credentials); nil:
 	// no vault is configured.
 	Vault *vault.Vault
+	// Reload reads the config file again and applies it (POST /reload,
+	// and another replica's announced reload); by names who asked, for
+	// the audit log. An *InvalidConfigError means nothing changed. nil:
+	// the endpoint answers 501.
+	Reload func(ctx context.Context, by string) (*ReloadReport, error)
 	// Stats reads each server's tool-call totals and latency quantiles
 	// from the gateway's metrics (GET /stats, the console's overview);
 	// nil: the endpoint answers an empty list.
@@ -96,6 +101,10 @@ type API struct {
 	// (announce.go).
 	servers, toolsets *runtimeObjects
 
+	// cfg is the configuration served: Options.Config, then each
+	// reload's (SetConfig).
+	cfg atomic.Pointer[config.Config]
+
 	stop   func() // ends the follower; nil: not started
 	bg     sync.WaitGroup
 	synced atomic.Bool // the follower resynced once (following)
@@ -115,6 +124,7 @@ func New(o Options) *API {
 		}
 	}
 	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID()}
+	a.cfg.Store(o.Config)
 	a.servers = &runtimeObjects{kind: store.KindServer, fromFile: a.fromFile, load: a.loadServer,
 		unload: func(name string) bool { return a.o.Gateway.RemoveServer(name) }, applied: map[string]json.RawMessage{}}
 	a.toolsets = &runtimeObjects{kind: store.KindToolset, fromFile: a.toolsetFromFile, load: a.loadToolset,
@@ -141,6 +151,7 @@ type route struct {
 
 var routes = []route{
 	{"GET", "/openapi.json", func(a *API) http.HandlerFunc { return a.openAPI }},
+	{"POST", "/reload", func(a *API) http.HandlerFunc { return a.reload }},
 	{"GET", "/keys", func(a *API) http.HandlerFunc { return a.listKeys }},
 	{"POST", "/keys", func(a *API) http.HandlerFunc { return a.createKey }},
 	{"GET", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.getKey }},
@@ -232,11 +243,16 @@ func actor(ctx context.Context) string {
 // audit records an admin action; a failure to record is logged, not
 // returned: the action itself happened.
 func (a *API) audit(ctx context.Context, action, target string, detail any) {
+	a.auditAs(ctx, actor(ctx), action, target, detail)
+}
+
+// auditAs is audit with the actor named (a reload by SIGHUP has no caller).
+func (a *API) auditAs(ctx context.Context, who, action, target string, detail any) {
 	var raw json.RawMessage
 	if detail != nil {
 		raw, _ = json.Marshal(detail)
 	}
-	if _, err := a.o.Store.AppendAudit(ctx, store.AuditEntry{Time: a.o.Now(), Actor: actor(ctx), Action: action, Target: target, Detail: raw}); err != nil {
+	if _, err := a.o.Store.AppendAudit(ctx, store.AuditEntry{Time: a.o.Now(), Actor: who, Action: action, Target: target, Detail: raw}); err != nil {
 		a.log.Warn("admin audit write failed", "action", action, "error", err)
 	}
 }

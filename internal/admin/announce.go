@@ -47,6 +47,9 @@ const (
 	// Name: the vault's EntryID of a person's credential or connection
 	// (a keyed hash naming neither the person nor the server).
 	changeVault = "vault"
+	// Name: who reloaded the config file (POST /reload): each replica
+	// reloads its own file (reload.go).
+	changeReload = "reload"
 )
 
 // change is one message on TopicChanges.
@@ -128,6 +131,8 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 		if a.o.Vault != nil {
 			a.o.Vault.Forget(c.Name)
 		}
+	case changeReload:
+		a.followReload(c.Name)
 	case changeGrant:
 		if err := a.ReloadGrants(ctx); err != nil {
 			a.log.Warn("could not reload the grants after a change on another replica", "grant", c.Name, "error", err)

@@ -105,7 +105,7 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 	if s := (callers.Subject{User: q.Get("user"), Teams: q["team"], Roles: q["role"]}); q.Get("key") == "" && (s.User != "" || len(s.Teams) > 0 || len(s.Roles) > 0) {
 		// A JWT caller with this user, teams and roles (SPEC S5.3): what
 		// the grants give it.
-		grants := callers.GrantsOf(a.o.Config)
+		grants := callers.GrantsOf(a.Config())
 		if a.o.Grants != nil {
 			grants = a.o.Grants.All()
 		}

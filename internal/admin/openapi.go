@@ -18,6 +18,7 @@ type opDoc struct {
 // routes and docs list the same endpoints.
 var docs = map[string]opDoc{
 	"GET /openapi.json":                     {summary: "This document", response: "", status: "200"},
+	"POST /reload":                          {summary: "Read the config file again and apply what changed without dropping sessions (also SIGHUP and reload.watch); 422 with the file's problems by field, and then nothing changed; in a fleet the other replicas reload their own files too", response: "ReloadReport", status: "200"},
 	"GET /keys":                             {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
 	"POST /keys":                            {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
 	"GET /keys/{alias}":                     {summary: "One key", response: "Key", status: "200"},
@@ -73,6 +74,13 @@ var schemas = map[string]any{
 	"Grant": obj(map[string]any{"kind": map[string]any{"type": "string", "enum": []string{"user", "team", "role"}}, "value": str,
 		"source": map[string]any{"type": "string", "enum": []string{"config", "api"}}, "servers": strList, "tools": toolMap, "deny_tools": toolMap,
 		"toolsets": strList, "access_groups": strList, "admin": boolean, "rate_limit_rpm": integer}, "kind", "value", "source"),
+	"Changes": obj(map[string]any{"added": strList, "removed": strList, "changed": strList}),
+	"ReloadReport": obj(map[string]any{
+		"changed": boolean, "servers": ref("Changes"), "keys": ref("Changes"),
+		"sections":         map[string]any{"type": "array", "items": str, "description": "other top-level sections changed and applied"},
+		"restart_required": map[string]any{"type": "array", "items": str, "description": "fields that changed but are read only at start: served as before until a restart"},
+		"by":               map[string]any{"type": "string", "description": "who reloaded: an admin caller, SIGHUP, watch, or fleet:<caller>"},
+	}, "changed", "servers", "keys", "by"),
 	"GrantList": obj(map[string]any{"grants": listOf("Grant")}, "grants"),
 	"Error":     obj(map[string]any{"error": str, "details": str, "code": map[string]any{"type": "integer", "description": "the JSON-RPC error code of a failed tool call"}}, "error"),
 	"KeyAttributes": obj(map[string]any{

@@ -64,8 +64,8 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 	var req serverRequest
 	_ = json.Unmarshal(raw, &req)
 	dir := ""
-	if a.o.Config != nil {
-		dir = a.o.Config.Dir
+	if a.Config() != nil {
+		dir = a.Config().Dir
 	}
 	srv, err := ParseServer(req.Name, raw, dir)
 	if err != nil {
@@ -134,18 +134,18 @@ func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {
 
 // fromFile reports whether the config file defines server name.
 func (a *API) fromFile(name string) bool {
-	if a.o.Config == nil {
+	if a.Config() == nil {
 		return false
 	}
-	_, ok := a.o.Config.Servers[name]
+	_, ok := a.Config().Servers[name]
 	return ok
 }
 
 // loadServer serves a stored server document (runtimeObjects.load).
 func (a *API) loadServer(ctx context.Context, name string, doc json.RawMessage) error {
 	dir := ""
-	if a.o.Config != nil {
-		dir = a.o.Config.Dir
+	if a.Config() != nil {
+		dir = a.Config().Dir
 	}
 	srv, err := ParseServer(name, doc, dir)
 	if err != nil {

@@ -116,9 +116,9 @@ func (a *API) loadToolset(_ context.Context, name string, doc json.RawMessage) e
 
 // toolsetFromFile reports whether the config file defines toolset name.
 func (a *API) toolsetFromFile(name string) bool {
-	if a.o.Config == nil {
+	if a.Config() == nil {
 		return false
 	}
-	_, ok := a.o.Config.Toolsets[name]
+	_, ok := a.Config().Toolsets[name]
 	return ok
 }

@@ -132,12 +132,20 @@ func union(a, b []string) []string {
 // and those added at runtime through the admin API, swapped as a whole so
 // a request sees one consistent set. Safe for concurrent use.
 type GrantSet struct {
-	file    []config.Grant
+	file    atomic.Pointer[[]config.Grant]
 	runtime atomic.Pointer[[]config.Grant]
 }
 
 // NewGrantSet returns a set of the config file's grants.
-func NewGrantSet(file []config.Grant) *GrantSet { return &GrantSet{file: file} }
+func NewGrantSet(file []config.Grant) *GrantSet {
+	s := &GrantSet{}
+	s.SetFile(file)
+	return s
+}
+
+// SetFile replaces the config file's grants (a reload): the next caller
+// resolved reads the new ones.
+func (s *GrantSet) SetFile(g []config.Grant) { s.file.Store(&g) }
 
 // SetRuntime replaces the runtime grants.
 func (s *GrantSet) SetRuntime(g []config.Grant) { s.runtime.Store(&g) }
@@ -147,7 +155,10 @@ func (s *GrantSet) File() []config.Grant {
 	if s == nil {
 		return nil
 	}
-	return s.file
+	if p := s.file.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Runtime returns the runtime grants; they must not be modified.

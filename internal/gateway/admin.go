@@ -118,7 +118,7 @@ func headerTokens(h http.Header) func(string) string {
 
 // sourceOf says where a server was defined.
 func (g *Gateway) sourceOf(name string) string {
-	if _, ok := g.fileServers[name]; ok {
+	if _, ok := g.file.Load().servers[name]; ok {
 		return "config"
 	}
 	return "api"

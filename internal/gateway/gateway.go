@@ -120,8 +120,9 @@ type Gateway struct {
 	// servers are added or removed at runtime.
 	state   atomic.Pointer[gwState]
 	stateMu sync.Mutex // serialises runtime changes
-	// fileServers are the servers of the configuration New was given.
-	fileServers map[string]*config.Server
+	// file is what the config file defines (New's configuration, then
+	// each reload's), as opposed to what the admin API added.
+	file        atomic.Pointer[fileDefs]
 	log         *slog.Logger
 	version     string
 	sep         string
@@ -269,7 +270,7 @@ func New(o Options) *Gateway {
 		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()
 	}
 	g.state.Store(newState(cfg))
-	g.fileServers = cfg.Servers
+	g.file.Store(&fileDefs{servers: cfg.Servers, toolsets: cfg.Toolsets})
 	if ring, err := newRing(cfg); err != nil {
 		// Validate refuses such keys; a Config built in code that skipped
 		// it gets process-local ids, and says so.

@@ -87,6 +87,7 @@ type Metrics struct {
 	limitLocal  prometheus.Gauge       // 1 while rate limits are replica-local
 	limitLocalN prometheus.Counter     // decisions taken locally
 	stateUp     prometheus.Gauge       // 1 while the shared state answers
+	reload      reloadMetrics          // config reloads (reload.go)
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -197,6 +198,7 @@ func New() *Metrics {
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 	)
+	m.reload = newReloadMetrics(m.reg)
 	// Up until a probe says otherwise: the memory driver is never probed.
 	m.stateUp.Set(1)
 	return m

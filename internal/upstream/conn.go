@@ -83,6 +83,10 @@ type conn struct {
 	// request, or had others in flight. Set only by expire.
 	fruitful bool
 	drained  chan struct{} // closed once the session has ended and no call is pending
+	// retiring: the session's server was removed or replaced (retire); it
+	// takes no new request, and idle is closed once none is pending.
+	retiring bool
+	idle     chan struct{}
 	info     *InitInfo
 	// stateless is set for a 2026-07-28 upstream: every request carries
 	// the era's _meta.
@@ -310,6 +314,9 @@ func (c *conn) register(cl *call) error {
 	if c.err != nil {
 		return &notSentError{err: c.err}
 	}
+	if c.retiring {
+		return &notSentError{err: &Error{Server: c.server, Kind: KindClosed, Err: ErrRetired}}
+	}
 	c.seq++
 	cl.seq = c.seq
 	c.calls[cl.id] = cl
@@ -330,6 +337,7 @@ func (c *conn) forget(cl *call) {
 	if c.calls[cl.id] == cl {
 		delete(c.calls, cl.id)
 		c.drainedLocked()
+		c.idleLocked()
 	}
 	c.mu.Unlock()
 }
@@ -371,6 +379,7 @@ func (c *conn) finish(id int64, r callResult) bool {
 			c.noteServed(cl.method)
 		}
 		c.drainedLocked()
+		c.idleLocked()
 	}
 	c.mu.Unlock()
 	if cl == nil {
@@ -588,6 +597,48 @@ func (c *conn) judgeExpiry(ctx context.Context) (served bool, barren int) {
 		c.barrenRun.Add(1)
 	}
 	return false, int(c.barrenRun.Load())
+}
+
+// retire closes the session gracefully, for a server removed or replaced
+// while serving: from now on it takes no new request (they are refused as
+// not sent, with ErrRetired, so the Manager sends them to the server's
+// new session or reports the server gone), the calls in flight get their
+// own answers, and once none is pending the session is closed; at the
+// latest after budget (the read timeout when <= 0) or when stop is closed.
+func (c *conn) retire(stop <-chan struct{}, budget time.Duration) error {
+	if budget <= 0 {
+		budget = c.timeout
+	}
+	c.mu.Lock()
+	if !c.retiring {
+		c.retiring = true
+		c.idle = make(chan struct{})
+		c.idleLocked()
+	}
+	idle := c.idle
+	c.mu.Unlock()
+	tm := time.NewTimer(budget)
+	defer tm.Stop()
+	select {
+	case <-idle:
+	case <-c.drained:
+	case <-tm.C:
+		c.log.Warn("retired upstream session closed with calls still in flight", "server", c.server, "budget", budget.String())
+	case <-stop:
+	}
+	return c.Close()
+}
+
+// idleLocked closes idle once a retiring session has no call pending.
+func (c *conn) idleLocked() {
+	if !c.retiring || len(c.calls) > 0 {
+		return
+	}
+	select {
+	case <-c.idle:
+	default:
+		close(c.idle)
+	}
 }
 
 // closeWhenDrained closes the session once its pending calls are over,

@@ -244,8 +244,9 @@ func (m *Manager) startJanitorLocked(servers map[string]*server) {
 func (m *Manager) serverMap() map[string]*server { return *m.servers.Load() }
 
 // AddServer adds an upstream server at runtime (or replaces one of that
-// name, whose sessions are closed). It connects lazily, or at once after
-// Start.
+// name, whose sessions are retired: their calls in flight finish, new
+// calls go to the new configuration's sessions). It connects lazily, or
+// at once after Start.
 func (m *Manager) AddServer(name string, srv *config.Server) error {
 	m.mu.Lock()
 	if m.closed {
@@ -271,7 +272,10 @@ func (m *Manager) AddServer(name string, srv *config.Server) error {
 	return nil
 }
 
-// RemoveServer removes an upstream server and closes its sessions.
+// RemoveServer removes an upstream server and retires its sessions: new
+// calls fail as to an unknown server at once, the calls in flight get
+// their answers, and each session closes when its last one is over, at
+// the latest after the server's timeout.
 func (m *Manager) RemoveServer(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -291,16 +295,38 @@ func (m *Manager) RemoveServer(name string) bool {
 	return true
 }
 
-// retireServerLocked closes every session of a server no longer served;
-// connects in flight see it gone and close what they made.
+// retireServerLocked retires every session of a server no longer served
+// (or served with another configuration): each closes once its calls in
+// flight are over (drainLocked); connects in flight see the server gone
+// and close what they made. Spares serve nobody and close at once.
 func (m *Manager) retireServerLocked(sv *server) {
 	for _, e := range sv.entries {
-		m.dropLocked(sv, e)
+		m.drainLocked(sv, e)
 	}
 	for _, e := range sv.bound {
-		m.dropLocked(sv, e)
+		m.drainLocked(sv, e)
 	}
 	m.closeSparesLocked(sv)
+}
+
+// drainLocked is dropLocked for a session that may have calls in flight:
+// it takes no new ones and closes once they are over, bounded by the
+// server's timeout (their own read timeout) and by Close.
+func (m *Manager) drainLocked(sv *server, e *entry) {
+	s := e.sess
+	e.sess = nil
+	m.dropLocked(sv, e)
+	if s == nil {
+		return
+	}
+	r, ok := s.(interface {
+		retire(stop <-chan struct{}, budget time.Duration) error
+	})
+	if !ok {
+		m.wg.Go(func() { s.Close() })
+		return
+	}
+	m.wg.Go(func() { r.retire(m.ctx.Done(), sv.srv.Timeout) })
 }
 
 func modeOf(sv *server) string {
@@ -518,10 +544,19 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 		}
 		release()
 		m.observe(server, s, err)
+		var notSent *notSentError
+		if err != nil && errors.Is(err, ErrRetired) && errors.As(err, &notSent) && ctx.Err() == nil {
+			// The server was replaced (or removed) after this session was
+			// handed out and before the request left: it goes to the new
+			// configuration's session, or fails as to an unknown server.
+			if retries++; retries > maxExpiryRetries {
+				return nil, err
+			}
+			continue
+		}
 		if err == nil || !sessionExpired(err) || ctx.Err() != nil {
 			return res, err
 		}
-		var notSent *notSentError
 		if errors.As(err, &notSent) {
 			// The session had expired before this request was sent
 			// (another caller met the 404): nothing learned of the
@@ -794,7 +829,7 @@ func (m *Manager) reapIdle() {
 			}
 			for _, e := range sv.entries {
 				if e.connecting == nil && now.Sub(e.lastUsed) > pooledIdleTimeout {
-					m.dropLocked(sv, e)
+					m.drainLocked(sv, e)
 				}
 			}
 		}

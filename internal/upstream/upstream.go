@@ -306,6 +306,11 @@ func formatSize(n int) string {
 // ErrClosed is returned by calls on a session that has ended.
 var ErrClosed = errors.New("connection was closed")
 
+// ErrRetired refuses a request on a session whose server was removed or
+// replaced while it served (Manager.RemoveServer, AddServer): the request
+// was not sent. Manager.Call sends it again on the server's new session.
+var ErrRetired = errors.New("upstream session retired: its server was removed or replaced")
+
 // ErrSessionExpired is in the chain of the error returned when a
 // streamable-HTTP upstream answers 404 to a request carrying its session id
 // (C6.4). The session is then Done (calls sent on it before still get their
