@@ -162,18 +162,19 @@ func printImport(w io.Writer, rep importReport, merged, dryRun bool) {
 			fmt.Fprintf(w, "The values moved out of %s are still there: remove them once the variables are set.\n", rep.File)
 		}
 	}
-	fmt.Fprintf(w, "\nThen point %s at mcpgate instead: its %s becomes\n%s", rep.Format, clientKey(rep.Format), rep.Client)
+	fmt.Fprintf(w, "\nThen point %s at mcpgate instead, with this one entry in place of the servers above:\n%s", rep.Format, rep.Client)
 	if rep.Format == string(clientconf.ClaudeDesktop) {
 		fmt.Fprintf(w, "(Claude Desktop launches only local servers: the entry runs the mcp-remote bridge, which reads %s from its environment.)\n", clientconf.DefaultKeyVar)
 	}
-	fmt.Fprintf(w, "or write it there with: mcpgate connect %s --write\n", rep.Format)
+	fmt.Fprintf(w, "mcpgate connect %s --write --file %s adds it there (after a backup); then remove the servers mcpgate now serves.\n", rep.Format, shellQuote(rep.File))
 }
 
-func clientKey(format string) string {
-	if format == string(clientconf.VSCode) {
-		return "servers"
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./~:") == "" {
+		return s
 	}
-	return "mcpServers"
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func formatNames() []string {
