@@ -30,7 +30,7 @@ var keyRef = regexp.MustCompile(`^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A
 
 func (c *connectCommand) Run(_ context.Context, args []string) error {
 	fl := flag.NewFlagSet("connect", flag.ContinueOnError)
-	route := fl.String("route", "", "the gateway route: /mcp (default), a server (notes), servers (a,b) or a path (/toolset/support/mcp)")
+	route := fl.String("route", "", "the gateway route: /mcp (default), a server (notes), servers (a,b), a toolset (toolset/support) or a path")
 	key := fl.String("key", "", "the gateway key: ${VAR} references a variable (default ${"+clientconf.DefaultKeyVar+"}); a literal key is written into the entry")
 	base := fl.String("url", envOr("MCPGATE_URL", "http://127.0.0.1:4000"), "the gateway's URL (default $MCPGATE_URL, else http://127.0.0.1:4000)")
 	name := fl.String("name", clientconf.DefaultEntryName, "the entry's name in the client's config")
@@ -153,6 +153,8 @@ func endpointURL(base, route string) (string, error) {
 		u.Path = "/mcp"
 	case strings.HasPrefix(route, "/"):
 		u.Path = route
+	case strings.HasPrefix(route, "toolset/"):
+		u.Path = "/" + strings.TrimSuffix(route, "/mcp") + "/mcp"
 	default:
 		u.Path = "/mcp/" + route
 	}

@@ -160,3 +160,23 @@ func TestConnectPrint(t *testing.T) {
 		t.Errorf("vscode file: %v\n%s", err, b)
 	}
 }
+
+func TestConnectEndpointURL(t *testing.T) {
+	for _, tc := range []struct{ base, route, want string }{
+		{"http://127.0.0.1:4000", "", "http://127.0.0.1:4000/mcp"},
+		{"http://127.0.0.1:4000/", "notes", "http://127.0.0.1:4000/mcp/notes"},
+		{"https://gw.example.com", "notes,calc", "https://gw.example.com/mcp/notes,calc"},
+		{"https://gw.example.com", "toolset/support", "https://gw.example.com/toolset/support/mcp"},
+		{"https://gw.example.com", "/toolset/support/mcp", "https://gw.example.com/toolset/support/mcp"},
+		{"https://gw.example.com/prefix/mcp", "", "https://gw.example.com/prefix/mcp"},
+	} {
+		if got, err := endpointURL(tc.base, tc.route); err != nil || got != tc.want {
+			t.Errorf("endpointURL(%q, %q) = %q, %v; want %q", tc.base, tc.route, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"ftp://x", "gw:4000", ""} {
+		if _, err := endpointURL(bad, ""); err == nil {
+			t.Errorf("endpointURL(%q): no error", bad)
+		}
+	}
+}

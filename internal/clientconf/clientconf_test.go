@@ -3,6 +3,7 @@ package clientconf
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,7 @@ func TestDetect(t *testing.T) {
 		{"cursor by dir", "p/.cursor/mcp.json", `{"mcpServers":{}}`, Cursor, false},
 		{"cursor by url", "any.json", `{"mcpServers":{"a":{"url":"https://x"}}}`, Cursor, false},
 		{"vscode by shape, with comments", "mcp.json", "{\n// hi\n\"servers\": {},}\n", VSCode, false},
+		{"vscode settings.json", "settings.json", `{"editor.fontSize": 14, "mcp": {"servers": {"a": {"type": "stdio", "command": "x"}}}}`, VSCode, false},
 		{"stdio only", "any.json", `{"mcpServers":{"a":{"command":"x"}}}`, ClaudeDesktop, false},
 		{"unknown shape", "any.json", `{"tools":[]}`, "", true},
 		{"not an object", "any.json", `[1,2]`, "", true},
@@ -168,6 +170,17 @@ func TestMergeEntryKeepsOtherKeys(t *testing.T) {
 	if len(doc.Inputs) != 2 || doc.Inputs[0].ID != "other" || doc.Inputs[1].ID != VSCodeInputID {
 		t.Errorf("inputs = %+v", doc.Inputs)
 	}
+	// A VS Code settings.json gets the entry in its mcp object.
+	out, _, err = MergeEntry([]byte(`{"editor.fontSize": 14, "mcp": {"servers": {"x": {"type": "stdio", "command": "x"}}}}`), VSCode, Target{KeyVar: "K"})
+	var settings struct {
+		FontSize int `json:"editor.fontSize"`
+		MCP      struct {
+			Servers map[string]json.RawMessage
+		}
+	}
+	if err != nil || json.Unmarshal(out, &settings) != nil || settings.FontSize != 14 || len(settings.MCP.Servers) != 2 || settings.MCP.Servers["mcpgate"] == nil {
+		t.Errorf("settings.json: %v\n%s", err, out)
+	}
 	if _, _, err := MergeEntry([]byte(`{"mcpServers": []}`), Cursor, tgt); err == nil {
 		t.Error("mcpServers not an object: no error")
 	}
@@ -241,4 +254,23 @@ func FuzzImportClientConfig(f *testing.F) {
 		}
 		_ = Document(format, Target{})
 	})
+}
+
+// A VS Code settings.json parses like mcp.json; Cline's transportType is
+// read as the type.
+func TestParseVariants(t *testing.T) {
+	f, err := Parse([]byte(`{"mcp": {"inputs": [{"id": "k", "type": "promptString"}], "servers": {"a": {"type": "stdio", "command": "x"}}}}`), VSCode)
+	if err != nil || len(f.Servers) != 1 || len(f.Inputs) != 1 {
+		t.Fatalf("settings.json: %v %+v", err, f)
+	}
+	f, err = Parse([]byte(`{"mcpServers": {"c": {"url": "https://x/mcp", "transportType": "sse", "alwaysAllow": []}}}`), ClaudeDesktop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Servers[0].Type != "sse" || !slices.Equal(f.Servers[0].Ignored, []string{"alwaysAllow"}) {
+		t.Errorf("server = %+v", f.Servers[0])
+	}
+	if _, err := Parse([]byte(`{"mcpServers": {"c": {"env": {"N": {"nested": 1}}}}}`), Cursor); err == nil || strings.Contains(err.Error(), "nested") {
+		t.Errorf("a non-string env value: %v (the error must not quote the value)", err)
+	}
 }

@@ -171,6 +171,17 @@ func MergeEntry(existing []byte, f Format, t Target) (out []byte, lostComments b
 			return nil, false, fmt.Errorf("client file is not a JSON object: %w", err)
 		}
 	}
+	if f == VSCode && !slices.ContainsFunc(top, func(m member) bool { return m.key == "servers" }) {
+		// A user settings.json: the MCP document is its "mcp" object.
+		if i := slices.IndexFunc(top, func(m member) bool { return m.key == "mcp" }); i >= 0 {
+			inner, _, err := MergeEntry(top[i].value, f, t)
+			if err != nil {
+				return nil, false, fmt.Errorf("mcp: %w", err)
+			}
+			top[i].value = inner
+			return indent(top, lostComments)
+		}
+	}
 	key := serversKey(f)
 	top = setMember(top, key, func(old json.RawMessage) (json.RawMessage, error) {
 		var servers []member
@@ -202,6 +213,10 @@ func MergeEntry(existing []byte, f Format, t Target) (out []byte, lostComments b
 	if err != nil {
 		return nil, false, err
 	}
+	return indent(top, lostComments)
+}
+
+func indent(top []member, lostComments bool) ([]byte, bool, error) {
 	var b bytes.Buffer
 	if err := json.Indent(&b, encodeObject(top), "", "  "); err != nil {
 		return nil, false, err

@@ -139,6 +139,7 @@ func Detect(name string, data []byte) (Format, error) {
 
 // topObject decodes data (JSON, with comments and trailing commas
 // allowed) as an object of raw values.
+// VS Code's user settings.json holds the same document under "mcp".
 func topObject(data []byte) (map[string]json.RawMessage, error) {
 	clean, err := StripJSONC(data)
 	if err != nil {
@@ -154,6 +155,12 @@ func topObject(data []byte) (map[string]json.RawMessage, error) {
 	}
 	if top == nil {
 		return nil, ErrUnknownShape
+	}
+	if _, ok := top["mcpServers"]; !ok && top["servers"] == nil && top["mcp"] != nil {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(top["mcp"], &inner) == nil && inner["servers"] != nil {
+			return inner, nil
+		}
 	}
 	return top, nil
 }
@@ -222,7 +229,7 @@ func Parse(data []byte, f Format) (*File, error) {
 }
 
 // entryKeys are the keys of a server entry mcpgate understands.
-var entryKeys = []string{"type", "transport", "command", "args", "env", "envFile", "cwd", "url", "serverUrl", "headers", "disabled"}
+var entryKeys = []string{"type", "transport", "transportType", "command", "args", "env", "envFile", "cwd", "url", "serverUrl", "headers", "disabled"}
 
 func parseServers(raw json.RawMessage, path, project string) ([]Server, error) {
 	entries, err := orderedObject(raw)
@@ -245,9 +252,12 @@ func parseServers(raw json.RawMessage, path, project string) ([]Server, error) {
 			}
 			return v
 		}
-		s.Type = strings.ToLower(str("type"))
-		if s.Type == "" {
-			s.Type = strings.ToLower(str("transport"))
+		// transport and transportType are older spellings some clients
+		// (Cline, Roo Code) still write.
+		for _, k := range []string{"type", "transport", "transportType"} {
+			if s.Type == "" {
+				s.Type = strings.ToLower(str(k))
+			}
 		}
 		s.Command = str("command")
 		s.EnvFile = str("envFile")
