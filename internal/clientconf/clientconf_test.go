@@ -274,3 +274,49 @@ func TestParseVariants(t *testing.T) {
 		t.Errorf("a non-string env value: %v (the error must not quote the value)", err)
 	}
 }
+
+// Credentials in a url (password, secret query parameters) and in
+// arguments (--api-key=X, --token X, a DSN with a password) move to
+// variables; other values stay, a literal "$" escaped.
+func TestConvertURLAndArgs(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+		"remote": {"url": "https://bob:pw-1@api.example.com/mcp?api_key=k-1&region=eu"},
+		"local": {"command": "tool", "args": ["--api-key=k-2", "--token", "t-1", "--verbose", "postgres://u:p-1@db/x", "cost$1"]}
+	}}`), Cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Convert(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Servers["remote"].URL, "https://bob:${MCPGATE_REMOTE_URL_PASSWORD}@api.example.com/mcp?api_key=${MCPGATE_REMOTE_URL_API_KEY}&region=eu"; got != want {
+		t.Errorf("url = %s, want %s", got, want)
+	}
+	wantArgs := []string{"--api-key=${MCPGATE_LOCAL_API_KEY}", "--token", "${MCPGATE_LOCAL_TOKEN}", "--verbose", "${MCPGATE_LOCAL_ARG5}", "cost$$1"}
+	if diff := cmp.Diff(r.Servers["local"].Args, wantArgs); diff != "" {
+		t.Errorf("args (-got +want)\n%s", diff)
+	}
+	var names []string
+	for _, v := range r.Vars {
+		names = append(names, v.Name)
+		if !v.Moved {
+			t.Errorf("%s: not marked moved", v.Name)
+		}
+	}
+	if diff := cmp.Diff(names, []string{"MCPGATE_REMOTE_URL_PASSWORD", "MCPGATE_REMOTE_URL_API_KEY", "MCPGATE_LOCAL_API_KEY", "MCPGATE_LOCAL_TOKEN", "MCPGATE_LOCAL_ARG5"}); diff != "" {
+		t.Errorf("vars (-got +want)\n%s", diff)
+	}
+	// The result is a valid config, and resolves back to the values.
+	vals := map[string]string{"MCPGATE_REMOTE_URL_PASSWORD": "pw-1", "MCPGATE_REMOTE_URL_API_KEY": "k-1", "MCPGATE_LOCAL_API_KEY": "k-2", "MCPGATE_LOCAL_TOKEN": "t-1", "MCPGATE_LOCAL_ARG5": "postgres://u:p-1@db/x"}
+	cfg, err := config.Parse(ServersYAML(r), t.TempDir(), func(n string) (string, bool) { v, ok := vals[n]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Servers["remote"].URL; got != "https://bob:pw-1@api.example.com/mcp?api_key=k-1&region=eu" {
+		t.Errorf("resolved url = %s", got)
+	}
+	if diff := cmp.Diff(cfg.Servers["local"].Args, []string{"--api-key=k-2", "--token", "t-1", "--verbose", "postgres://u:p-1@db/x", "cost$1"}); diff != "" {
+		t.Errorf("resolved args (-got +want)\n%s", diff)
+	}
+}
