@@ -116,8 +116,6 @@ func Detect(name string, data []byte) (Format, error) {
 		return ClaudeCode, nil
 	case dir == ".cursor":
 		return Cursor, nil
-	case dir == ".vscode":
-		return VSCode, nil
 	}
 	var servers map[string]map[string]json.RawMessage
 	if err := json.Unmarshal(top["mcpServers"], &servers); err != nil {
