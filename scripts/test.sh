@@ -98,6 +98,7 @@ fuzz ./internal/oauth/client/ FuzzResourceFor
 fuzz ./internal/vault/ FuzzDecodeRecord
 fuzz ./internal/state/ FuzzParseEventID
 fuzz ./internal/config/ FuzzRedisURL
+fuzz ./internal/clientconf/ FuzzImportClientConfig
 
 if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"

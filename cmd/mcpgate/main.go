@@ -52,6 +52,8 @@ Usage:
   mcpgate config schema|reference                  the config file's JSON Schema, or its reference
   mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
   mcpgate vault rotate --config FILE               re-encrypt the credential vault under its first key
+  mcpgate import FILE [--from F] [--out FILE] [--dry-run]   a client's MCP servers as mcpgate servers
+  mcpgate connect CLIENT [--route R] [--key K] [--write]   the client entry that points CLIENT at mcpgate
   mcpgate version                                  print the version
 
 Administer a running gateway (its admin API):
@@ -143,6 +145,10 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &vaultCommand{stdout: stdout}
 	case "reload":
 		cmd = &reloadCommand{stdout: stdout}
+	case "import":
+		cmd = &importCommand{stdout: stdout, stderr: stderr}
+	case "connect":
+		cmd = &connectCommand{stdout: stdout, stderr: stderr}
 	default:
 		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -18,7 +18,14 @@ import (
 )
 
 // TestMain stops the throwaway PostgreSQL server if a test started one.
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// With importServerEnv set, the test binary is a stdio MCP server instead
+// (TestImportRoundTrip's upstreams).
+func TestMain(m *testing.M) {
+	if name := os.Getenv(importServerEnv); name != "" {
+		os.Exit(runImportServer(name))
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 // TestServePostgres runs the real binary on a PostgreSQL store reached
 // with a password: a key created through the admin API still works after

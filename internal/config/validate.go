@@ -35,6 +35,12 @@ var reservedHeaders = map[string]bool{
 	"Upgrade":              true,
 }
 
+// IsReservedHeader reports whether a server's static header of this name
+// would be refused (the gateway sets it itself, or it is hop-by-hop).
+func IsReservedHeader(name string) bool {
+	return reservedHeaders[textproto.CanonicalMIMEHeaderKey(name)]
+}
+
 // validate checks c. In strict mode, used by Parse after defaults were
 // filled in, a zero value in a defaulted field was written explicitly and
 // is an error; otherwise it means the default.
