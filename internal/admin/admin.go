@@ -164,6 +164,8 @@ var routes = []route{
 	{"POST", "/servers", func(a *API) http.HandlerFunc { return a.addServer }},
 	{"DELETE", "/servers/{name}", func(a *API) http.HandlerFunc { return a.removeServer }},
 	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
+	{"GET", "/servers/{name}/tools", func(a *API) http.HandlerFunc { return a.serverTools }},
+	{"PUT", "/servers/{name}/tools", func(a *API) http.HandlerFunc { return a.putServerTools }},
 	{"GET", "/stats", func(a *API) http.HandlerFunc { return a.stats }},
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},

@@ -63,36 +63,113 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 	}
 	var req serverRequest
 	_ = json.Unmarshal(raw, &req)
+	a.servers.mu.Lock()
+	defer a.servers.mu.Unlock()
+	if srv, ok := a.putServer(w, r, req.Name, raw, "server.add"); ok {
+		writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
+	}
+}
+
+// putServer validates, serves and stores the runtime server name as doc
+// (the fields of a config-file entry), announces it and records action;
+// on failure it has answered w. The caller holds a.servers.mu.
+func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc json.RawMessage, action string) (*config.Server, bool) {
 	dir := ""
 	if a.Config() != nil {
 		dir = a.Config().Dir
 	}
-	srv, err := ParseServer(req.Name, raw, dir)
+	srv, err := ParseServer(name, doc, dir)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return nil, false
+	}
+	if err := a.o.Gateway.AddServer(r.Context(), name, srv, a.fromFile); err != nil {
+		if errors.Is(err, gateway.ErrServerExists) {
+			writeError(w, http.StatusConflict, "Conflict", err.Error())
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return nil, false
+	}
+	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, name, doc)
+	if err != nil {
+		a.o.Gateway.RemoveServer(name)
+		delete(a.servers.applied, name)
+		a.storeError(w, err, name)
+		return nil, false
+	}
+	a.servers.applied[name] = o.Doc
+	a.announce(r.Context(), changeServer, name)
+	a.audit(r.Context(), action, name, map[string]any{"transport": srv.Transport})
+	return srv, true
+}
+
+// serverTools lists what a server offers before its tool policy, with the
+// policy and whether the API may change it (runtime servers only).
+func (a *API) serverTools(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	tools, policy, err := a.o.Gateway.ServerTools(r.Context(), name)
+	if errors.Is(err, gateway.ErrRoute) {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "Bad Gateway", err.Error())
+		return
+	}
+	if policy == nil {
+		policy = &config.ToolPolicy{}
+	}
+	source := store.SourceAPI
+	if a.fromFile(name) {
+		source = store.SourceConfig
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"server": name, "source": source, "policy": toolPolicyView(policy), "tools": tools})
+}
+
+// toolPolicyView is a tool policy as the API's JSON: allow null (all) or
+// a list, deny and overrides never null.
+func toolPolicyView(p *config.ToolPolicy) map[string]any {
+	o := map[string]any{}
+	for k, v := range p.Overrides {
+		o[k] = map[string]string{"name": v.Name, "description": v.Description}
+	}
+	deny := p.Deny
+	if deny == nil {
+		deny = []string{}
+	}
+	return map[string]any{"allow": p.Allow, "deny": deny, "overrides": o}
+}
+
+// putServerTools replaces a runtime server's tool policy (allow, deny,
+// overrides), keeping every other field as stored.
+func (a *API) putServerTools(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var policy json.RawMessage
+	if !decode(w, r, &policy) {
+		return
+	}
+	if a.fromFile(name) {
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; change its tools there", name))
 		return
 	}
 	a.servers.mu.Lock()
 	defer a.servers.mu.Unlock()
-	if err := a.o.Gateway.AddServer(r.Context(), req.Name, srv, a.fromFile); err != nil {
-		if errors.Is(err, gateway.ErrServerExists) {
-			writeError(w, http.StatusConflict, "Conflict", err.Error())
-			return
-		}
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
+	stored, ok := a.servers.applied[name]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no runtime server %q", name))
 		return
 	}
-	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, req.Name, raw)
-	if err != nil {
-		a.o.Gateway.RemoveServer(req.Name)
-		delete(a.servers.applied, req.Name)
-		a.storeError(w, err, req.Name)
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(stored, &doc); err != nil {
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
 		return
 	}
-	a.servers.applied[req.Name] = o.Doc
-	a.announce(r.Context(), changeServer, req.Name)
-	a.audit(r.Context(), "server.add", req.Name, map[string]any{"transport": srv.Transport})
-	writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
+	doc["tools"] = policy
+	next, _ := json.Marshal(doc)
+	if _, ok := a.putServer(w, r, name, next, "server.tools"); ok {
+		a.serverTools(w, r)
+	}
 }
 
 func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {

@@ -180,3 +180,35 @@ func MissingTools(cfg *config.Config, server string, have map[string]bool) []Mis
 	}
 	return out
 }
+
+// UpstreamTool is one tool as the upstream lists it, before the server's
+// tool policy: whether the policy shows it, and under which name.
+type UpstreamTool struct {
+	Name        string `json:"name"` // the upstream's name
+	Description string `json:"description,omitempty"`
+	Visible     bool   `json:"visible"`
+	DisplayName string `json:"display_name,omitempty"` // the override's name, if any
+}
+
+// ServerTools lists every tool server offers (with the server's own
+// credentials) and its tool policy, for the admin API.
+func (g *Gateway) ServerTools(ctx context.Context, server string) ([]UpstreamTool, *config.ToolPolicy, error) {
+	srv := g.conf().Servers[server]
+	if srv == nil {
+		return nil, nil, ErrRoute
+	}
+	items, err := g.cat.List(ctx, server, catalog.Tools)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]UpstreamTool, 0, len(items))
+	for _, it := range items {
+		desc, _ := jsonrpc.GetString(it.Raw, "description")
+		t := UpstreamTool{Name: it.Key, Description: desc, Visible: srv.Tools.Allows(it.Key)}
+		if srv.Tools != nil {
+			t.DisplayName = srv.Tools.Overrides[it.Key].Name
+		}
+		out = append(out, t)
+	}
+	return out, srv.Tools, nil
+}

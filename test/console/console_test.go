@@ -46,6 +46,10 @@ func shop(t *testing.T) string {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ordered " + string(req.Params.Arguments)}}}, nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "refund", Description: "Refund an order", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}}}, nil
+		})
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	return ts.URL
@@ -288,7 +292,16 @@ func TestConsole(t *testing.T) {
 	b.step("add server", chromedp.SendKeys(c("#srv-name"), "shop"), chromedp.SendKeys(c("#srv-url"), upstream+"/mcp"),
 		chromedp.Click(c(`#add-server button[type="submit"]`)), chromedp.WaitVisible(x(`//span[@data-state="shop" and text()="ready"]`)))
 	b.step("test connection", chromedp.Click(x(`//button[@aria-label="Test connection to shop"]`)),
-		chromedp.WaitVisible(x(`//p[@id="test-result" and starts-with(text(), "1 tools")]`)))
+		chromedp.WaitVisible(x(`//p[@id="test-result" and starts-with(text(), "2 tools")]`)))
+	// Hide refund with the server's tool policy.
+	b.step("tool policy", chromedp.Click(x(`//button[@aria-label="Tools of shop"]`)), chromedp.WaitVisible(c(`input[data-tool="refund"]`)),
+		chromedp.Click(c(`input[data-tool="refund"]`)), chromedp.Click(c("#save-tools")),
+		chromedp.WaitVisible(x(`//div[@id="status" and text()="Tool policy of shop saved"]`)))
+	var refundShown bool
+	b.step("policy saved", chromedp.WaitVisible(c(`input[data-tool="refund"]`)), into(&refundShown, chromedp.Evaluate[bool](`document.querySelector('input[data-tool="refund"]').checked`)))
+	if refundShown {
+		t.Errorf("refund still visible after the policy was saved")
+	}
 	b.shoot("servers")
 
 	// Create a key: its secret is shown once.
@@ -300,6 +313,13 @@ func TestConsole(t *testing.T) {
 	if !strings.HasPrefix(secret, "mcpg_") {
 		t.Fatalf("created key secret %q", secret)
 	}
+	// Edit its grants: only the shop server.
+	b.step("edit key", chromedp.Click(x(`//button[@aria-label="Edit ci-bot"]`)), chromedp.WaitVisible(c("#edit-servers")),
+		set("#edit-servers", "shop"), chromedp.Click(c(`#edit-key button[type="submit"]`)),
+		chromedp.WaitVisible(x(`//tr[td[text()="ci-bot"]]/td[5][text()="shop"]`)))
+	// A team's grant for people who sign in with a company identity.
+	b.step("grant", set("#grant-kind", "team"), set("#grant-value", "web"), set("#grant-servers", "shop"),
+		chromedp.Click(c(`#put-grant button[type="submit"]`)), chromedp.WaitVisible(x(`//tr[td[text()="team"] and td[text()="web"] and td[text()="shop"]]`)))
 	b.shoot("keys")
 
 	// Playground: the catalog as ci-bot sees it, a generated form, a call.

@@ -155,6 +155,47 @@ function servers() {
         table("Tools", [{ label: "Tool", get: t => t.name }, { label: "Description", get: t => t.description || "" }], tools.tools));
     } catch (e) { detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`), errorBox(e)); }
   }
+  async function toolsOf(s) {
+    detail.replaceChildren(h("h2", {}, `Tools of ${s.name}`), h("p", { class: "muted" }, "Listing…"));
+    try {
+      const v = await api("GET", `/servers/${encodeURIComponent(s.name)}/tools`);
+      const ro = v.source !== "api";
+      const rows = v.tools.map(t => {
+        const o = v.policy.overrides[t.name] || {};
+        return {
+          t,
+          vis: h("input", { type: "checkbox", "aria-label": `Show ${t.name}`, "data-tool": t.name, disabled: ro, checked: t.visible }),
+          name: h("input", { type: "text", "aria-label": `Display name of ${t.name}`, "data-rename": t.name, value: o.name || "", disabled: ro, placeholder: t.name }),
+          desc: h("input", { type: "text", "aria-label": `Description of ${t.name}`, value: o.description || "", disabled: ro, placeholder: "(the upstream's)" }),
+        };
+      });
+      const save = h("button", { type: "button", id: "save-tools", hidden: ro }, "Save tool policy");
+      const msg = h("div", {});
+      save.addEventListener("click", async () => {
+        const overrides = {};
+        for (const r of rows) {
+          const name = r.name.value.trim(), description = r.desc.value.trim();
+          if (name || description) overrides[r.t.name] = { name: name || undefined, description: description || undefined };
+        }
+        // An allow list stays an allow list (tools added upstream later
+        // stay hidden); otherwise unchecked tools are denied.
+        const body = v.policy.allow !== null && v.policy.allow !== undefined
+          ? { allow: rows.filter(r => r.vis.checked).map(r => r.t.name), overrides }
+          : { deny: rows.filter(r => !r.vis.checked).map(r => r.t.name), overrides };
+        try { await api("PUT", `/servers/${encodeURIComponent(s.name)}/tools`, body); say(`Tool policy of ${s.name} saved`); toolsOf(s); }
+        catch (e) { msg.replaceChildren(errorBox(e)); }
+      });
+      detail.replaceChildren(h("h2", {}, `Tools of ${s.name}`),
+        ro ? h("p", { class: "muted" }, "Defined in the config file: change its tools there.") : null,
+        table("Upstream tools and the server's policy", [
+          { label: "Tool", get: r => r.t.name },
+          { label: "Description", get: r => r.t.description || "" },
+          { label: "Visible", get: r => r.vis },
+          { label: "Display name", get: r => r.name },
+          { label: "Description shown", get: r => r.desc },
+        ], rows), save, msg);
+    } catch (e) { detail.replaceChildren(h("h2", {}, `Tools of ${s.name}`), errorBox(e)); }
+  }
   async function refresh() {
     try {
       const srv = await api("GET", "/servers");
@@ -167,6 +208,7 @@ function servers() {
         { label: "Since", get: s => when(s.since) },
         { label: "", get: s => h("span", { class: "row" },
           h("button", { type: "button", class: "secondary", onclick: () => test(s), "aria-label": `Test connection to ${s.name}` }, "Test"),
+          h("button", { type: "button", class: "secondary", onclick: () => toolsOf(s), "aria-label": `Tools of ${s.name}` }, "Tools"),
           twoStep("Remove", "Confirm remove", async () => {
             try { await api("DELETE", `/servers/${encodeURIComponent(s.name)}`); say(`Server ${s.name} removed`); refresh(); }
             catch (e) { out.replaceChildren(errorBox(e)); }
@@ -232,16 +274,75 @@ function keys() {
         { label: "Admin", get: k => k.admin ? "yes" : "" },
         { label: "Source", get: k => k.source },
         { label: "Last used", get: k => when(k.last_used_at) },
-        { label: "", get: k => k.source === "config" ? h("span", { class: "muted" }, "config file") :
+        { label: "", get: k => k.source === "config" ? h("span", { class: "muted" }, "config file") : h("span", { class: "row" },
+          h("button", { type: "button", class: "secondary", onclick: () => edit(k), "aria-label": `Edit ${k.alias}` }, "Edit"),
           twoStep("Revoke", "Confirm revoke", async () => {
             try { await api("DELETE", `/keys/${encodeURIComponent(k.alias)}`); say(`Key ${k.alias} revoked`); refresh(); }
             catch (e) { out.replaceChildren(errorBox(e)); }
-          }) },
+          })) },
       ], ks.keys));
     } catch (e) { list.replaceChildren(errorBox(e)); }
   }
-  render(h("h1", {}, "Keys"), list, h("h2", {}, "Create a key"), form, out, h("h2", {}, "Explain: may a key call a tool?"), exForm, explainOut);
+  const editBox = h("div", { id: "key-edit" });
+  function edit(k) {
+    const list = v => (v || []).join(", ");
+    const split = v => v.split(",").map(x => x.trim()).filter(Boolean);
+    const [sL, sI] = field("Servers (empty: all)", { id: "edit-servers", value: k.servers ? list(k.servers) : "" });
+    const [tL, tI] = field("Toolsets", { id: "edit-toolsets", value: list(k.toolsets) });
+    const [gL, gI] = field("Access groups", { id: "edit-groups", value: list(k.access_groups) });
+    const [rL, rI] = field("Rate limit (calls/min, 0: none)", { id: "edit-rpm", type: "number", min: "0", value: k.rate_limit_rpm || 0 });
+    const adm = h("input", { type: "checkbox", id: "edit-admin", checked: !!k.admin });
+    const dis = h("input", { type: "checkbox", id: "edit-disabled", checked: !!k.disabled });
+    const f = h("form", { class: "inline", id: "edit-key" }, sL, tL, gL, rL, h("label", { class: "check" }, adm, "Admin"),
+      h("label", { class: "check" }, dis, "Disabled"), h("button", { type: "submit" }, "Save"));
+    f.addEventListener("submit", async ev => {
+      ev.preventDefault();
+      const body = { toolsets: split(tI.value), access_groups: split(gI.value), rate_limit_rpm: Number(rI.value) || 0, admin: adm.checked, disabled: dis.checked };
+      if (sI.value.trim()) body.servers = split(sI.value); else body.all_servers = true;
+      try { await api("PATCH", `/keys/${encodeURIComponent(k.alias)}`, body); say(`Key ${k.alias} saved`); editBox.replaceChildren(); refresh(); }
+      catch (e) { editBox.append(errorBox(e)); }
+    });
+    editBox.replaceChildren(h("h2", {}, `Edit ${k.alias}`), f);
+    sI.focus();
+  }
+  const grants = region("Grants");
+  const gOut = h("div", {});
+  const kind = h("select", { id: "grant-kind" }, ["user", "team", "role"].map(v => h("option", { value: v }, v)));
+  const [gvL, gv] = field("Name", { id: "grant-value", required: true });
+  const [gsL, gs] = field("Servers (comma-separated)", { id: "grant-servers" });
+  const [gtL, gt] = field("Toolsets", { id: "grant-toolsets" });
+  const gadm = h("input", { type: "checkbox", id: "grant-admin" });
+  const gForm = h("form", { class: "inline", id: "put-grant" }, h("label", {}, "Kind", kind), gvL, gsL, gtL, h("label", { class: "check" }, gadm, "Admin"), h("button", { type: "submit" }, "Save grant"));
+  gForm.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const split = v => v.split(",").map(x => x.trim()).filter(Boolean);
+    const body = { servers: split(gs.value), toolsets: split(gt.value), admin: gadm.checked || undefined };
+    try { await api("PUT", `/grants/${kind.value}/${encodeURIComponent(gv.value.trim())}`, body); say("Grant saved"); gForm.reset(); loadGrants(); }
+    catch (e) { gOut.replaceChildren(errorBox(e)); }
+  });
+  async function loadGrants() {
+    try {
+      const gl = (await api("GET", "/grants")).grants || [];
+      grants.replaceChildren(table("Grants of users, teams and roles (JWT callers)", [
+        { label: "Kind", get: g => g.kind },
+        { label: "Name", get: g => g.value },
+        { label: "Servers", get: g => (g.servers || []).join(", ") },
+        { label: "Toolsets", get: g => (g.toolsets || []).join(", ") },
+        { label: "Admin", get: g => g.admin ? "yes" : "" },
+        { label: "Source", get: g => g.source },
+        { label: "", get: g => g.source !== "api" ? h("span", { class: "muted" }, "config file") :
+          twoStep("Remove", "Confirm remove", async () => {
+            try { await api("DELETE", `/grants/${g.kind}/${encodeURIComponent(g.value)}`); say("Grant removed"); loadGrants(); }
+            catch (e) { gOut.replaceChildren(errorBox(e)); }
+          }) },
+      ], gl, "No grants: people who sign in with a company identity get nothing until one matches them."));
+    } catch (e) { grants.replaceChildren(e instanceof APIError && e.status === 404 ? h("p", { class: "muted" }, "No identity issuer is configured.") : errorBox(e)); }
+  }
+  render(h("h1", {}, "Keys, users and teams"), list, editBox, h("h2", {}, "Create a key"), form, out,
+    h("h2", {}, "Users, teams and roles"), grants, gForm, gOut,
+    h("h2", {}, "Explain: may a key call a tool?"), exForm, explainOut);
   refresh();
+  loadGrants();
 }
 
 // ---- playground ----
