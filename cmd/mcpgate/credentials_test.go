@@ -136,6 +136,14 @@ func TestUserAPIKeyEndToEnd(t *testing.T) {
 	if code, body := rest(t, "PUT", hs.URL+"/me/credentials/byok", bobKey, `{"value":"`+bobCred+`"}`); code != 200 || strings.Contains(body, bobCred) {
 		t.Fatalf("bob put: %d %s", code, body)
 	}
+	// /me/servers: the servers that need the person's own credential
+	// (never plain), and whether they stored one.
+	for key, want := range map[string]string{aliceKey: `{"servers":[{"server":"byok","auth":"user_api_key","connected":true}]}`,
+		carolKey: `{"servers":[{"server":"byok","auth":"user_api_key","connected":false}]}`} {
+		if code, body := rest(t, "GET", hs.URL+"/admin/v1/me/servers", key, ""); code != 200 || strings.TrimSpace(body) != want {
+			t.Errorf("GET /me/servers: %d %s, want %s", code, body, want)
+		}
+	}
 	// Refusals: a server that is not user_api_key, an unknown one, bad values, no person.
 	for _, c := range []struct {
 		path, body string

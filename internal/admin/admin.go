@@ -184,6 +184,7 @@ var routes = []route{
 	{"DELETE", "/connections/{person}", func(a *API) http.HandlerFunc { return a.revokePersonConnections }},
 	{"DELETE", "/connections/{person}/{server}", func(a *API) http.HandlerFunc { return a.revokeConnection }},
 	{"GET", "/me/connections", func(a *API) http.HandlerFunc { return a.listMyConnections }},
+	{"GET", "/me/servers", func(a *API) http.HandlerFunc { return a.listMyServers }},
 	{"DELETE", "/me/connections/{server}", func(a *API) http.HandlerFunc { return a.revokeMyConnection }},
 }
 

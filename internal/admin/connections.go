@@ -3,7 +3,9 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -184,4 +186,40 @@ func (a *API) revokeMyConnection(w http.ResponseWriter, r *http.Request) {
 	}
 	a.audit(r.Context(), "connection.revoke", server, nil)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// MyServer is a server the caller may use that needs their own account or
+// credential, and whether they have connected it.
+type MyServer struct {
+	Server    string `json:"server"`
+	Auth      string `json:"auth"` // user_api_key or oauth2_user
+	Connected bool   `json:"connected"`
+	// ConnectURL is where a browser connects an oauth2_user account.
+	ConnectURL string `json:"connect_url,omitempty"`
+}
+
+// listMyServers answers the servers that need the caller's own account
+// (oauth2_user) or credential (user_api_key), connected or not.
+func (a *API) listMyServers(w http.ResponseWriter, r *http.Request) {
+	ms, err := a.myEntries(r)
+	if err != nil {
+		a.log.Error("list my servers", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	have := map[string]bool{}
+	for _, m := range ms {
+		have[m.Server] = true
+	}
+	out := struct {
+		Servers []MyServer `json:"servers"`
+	}{Servers: []MyServer{}}
+	for _, s := range a.o.Gateway.PersonalServersAs(callers.FromContext(r.Context())) {
+		m := MyServer{Server: s.Name, Auth: s.Auth, Connected: have[s.Name]}
+		if s.Auth == config.AuthOAuth2User {
+			m.ConnectURL = "/oauth/connect/" + url.PathEscape(s.Name)
+		}
+		out.Servers = append(out.Servers, m)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

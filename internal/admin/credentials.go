@@ -27,6 +27,7 @@ var selfRoutes = map[string]bool{
 	"GET " + Prefix + "/me/credentials":             true,
 	"DELETE " + Prefix + "/me/credentials/{server}": true,
 	"GET " + Prefix + "/me/connections":             true,
+	"GET " + Prefix + "/me/servers":                 true,
 	"DELETE " + Prefix + "/me/connections/{server}": true,
 }
 

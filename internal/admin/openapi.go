@@ -50,6 +50,7 @@ var docs = map[string]opDoc{
 	"GET /connections":                      {summary: "People's connections (connected accounts and stored credentials): issuer, scopes, expiry, last use, never a secret; ?person= is key:ALIAS or oidc:ISSUER|SUBJECT", response: "ConnectionList", status: "200", query: []string{"server", "person"}},
 	"DELETE /connections/{person}":          {summary: "Revoke all of a person's connections; they stop being used at once", response: "RevokedConnections", status: "200"},
 	"DELETE /connections/{person}/{server}": {summary: "Revoke a person's connection to a server; it stops being used at once", status: "204"},
+	"GET /me/servers":                       {summary: "The servers you may use that need your own account (oauth2_user: connect it at connect_url) or credential (user_api_key: PUT /me/credentials/{server}), and whether you have", response: "MyServers", status: "200"},
 	"GET /me/connections":                   {summary: "Your own connections (connected accounts and stored credentials), never a secret", response: "ConnectionList", status: "200"},
 	"DELETE /me/connections/{server}":       {summary: "Revoke your own connection to a server (a connected account or a stored credential)", status: "204"},
 }
@@ -143,6 +144,8 @@ var schemas = map[string]any{
 	"CredentialList":    obj(map[string]any{"credentials": listOf("CredentialInfo")}, "credentials"),
 	"ConnectionInfo": obj(map[string]any{"person": str, "server": str, "kind": map[string]any{"type": "string", "enum": []string{"oauth", "static"}},
 		"issuer": str, "scopes": strList, "expires_at": str, "refreshable": boolean, "updated_at": str, "last_used_at": str}, "person", "server", "kind"),
+	"MyServers": obj(map[string]any{"servers": map[string]any{"type": "array", "items": obj(map[string]any{
+		"server": str, "auth": map[string]any{"type": "string", "enum": []string{"user_api_key", "oauth2_user"}}, "connected": boolean, "connect_url": str})}}, "servers"),
 	"ConnectionList":     obj(map[string]any{"connections": listOf("ConnectionInfo")}, "connections"),
 	"RevokedConnections": obj(map[string]any{"person": str, "servers": strList}, "person", "servers"),
 	"EventPage": obj(map[string]any{"next": str, "events": map[string]any{"type": "array", "items": obj(map[string]any{

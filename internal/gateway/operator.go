@@ -212,3 +212,36 @@ func (g *Gateway) ServerTools(ctx context.Context, server string) ([]UpstreamToo
 	}
 	return out, srv.Tools, nil
 }
+
+// PersonalServer is a server a person calls with their own credentials:
+// Auth is user_api_key (a credential they store) or oauth2_user (an
+// account they connect).
+type PersonalServer struct {
+	Name string `json:"server"`
+	Auth string `json:"auth"`
+}
+
+// PersonalServersAs are the servers caller c may use on /mcp that need c's
+// own credentials, sorted by name.
+func (g *Gateway) PersonalServersAs(c *callers.Caller) []PersonalServer {
+	rt, err := g.routeAs(c, "/mcp")
+	if err != nil {
+		return nil
+	}
+	cfg := g.conf()
+	servers := rt.servers
+	if rt.view != nil {
+		servers = rt.view.Servers()
+	}
+	var out []PersonalServer
+	for _, name := range servers {
+		srv := cfg.Servers[name]
+		if srv == nil || srv.Auth == nil {
+			continue
+		}
+		if t := srv.Auth.Type; t == config.AuthUserAPIKey || t == config.AuthOAuth2User {
+			out = append(out, PersonalServer{Name: name, Auth: t})
+		}
+	}
+	return out
+}

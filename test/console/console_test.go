@@ -8,6 +8,7 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -389,8 +390,6 @@ func TestConsole(t *testing.T) {
 	if code, _, _ := mcpPost(t, base, secret, "", initBody); code != http.StatusUnauthorized {
 		t.Errorf("a revoked key: %d, want 401", code)
 	}
-	b.step("connections page", chromedp.Navigate(base+"/ui/#/connections"), chromedp.WaitVisible(byText("h1", "My connections")))
-	b.shoot("connections")
 
 	// Keyboard: the navigation is reachable with Tab and shows focus.
 	var focused string
@@ -423,7 +422,14 @@ auth:
     - {alias: ops, key: "${OPS}", user: olga, admin: true}
     - {alias: dana, key: "${DANA}", user: dana}
   login: {keys: true}
-`, "OPS="+ops, "DANA="+dana)
+vault:
+  keys: [{id: k1, key: "${VK}"}]
+servers:
+  tickets:
+    transport: http
+    url: http://127.0.0.1:9/mcp
+    auth: {type: user_api_key, header_name: X-API-Key}
+`, "OPS="+ops, "DANA="+dana, "VK="+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	b := newBrowser(t)
 	b.step("login page", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(c("#sso-login")))
 	b.step("to the gateway's login", chromedp.Click(c("#sso-login")), chromedp.WaitVisible(c(`input#key`)))
@@ -480,4 +486,9 @@ auth:
 	if links != "My connections" {
 		t.Errorf("a person sees the pages %q, want only My connections", links)
 	}
+	// dana stores her own credential for tickets; the page says so.
+	b.step("own credential", chromedp.WaitVisible(x(`//span[@data-connected="tickets" and text()="not connected"]`)),
+		set(`input[data-credential="tickets"]`, "dana-upstream-secret"), chromedp.Click(c(`button[data-save="tickets"]`)),
+		chromedp.WaitVisible(x(`//span[@data-connected="tickets" and text()="connected"]`)))
+	b.shoot("connections")
 }

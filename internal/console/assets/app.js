@@ -506,27 +506,44 @@ function audit() {
 // ---- my connections ----
 
 function connections() {
+  const need = region("Servers that need my account");
   const list = region("Connections");
   const out = h("div", {});
+  const revoke = server => twoStep("Revoke", "Confirm revoke", async () => {
+    try { await api("DELETE", `/me/connections/${encodeURIComponent(server)}`); say("Revoked"); refresh(); }
+    catch (e) { out.replaceChildren(errorBox(e)); }
+  });
+  function action(s) {
+    if (s.auth === "oauth2_user") {
+      return h("span", { class: "row" }, h("a", { href: s.connect_url, "data-connect": s.server }, s.connected ? "Reconnect" : "Connect"), s.connected ? revoke(s.server) : null);
+    }
+    const [l, input] = field(`Your credential for ${s.server}`, { type: "password", autocomplete: "off", "data-credential": s.server });
+    const save = h("button", { type: "button", "data-save": s.server }, s.connected ? "Replace" : "Save");
+    save.addEventListener("click", async () => {
+      try { await api("PUT", `/me/credentials/${encodeURIComponent(s.server)}`, { value: input.value }); input.value = ""; say(`Credential for ${s.server} saved`); refresh(); }
+      catch (e) { out.replaceChildren(errorBox(e)); }
+    });
+    return h("span", { class: "row" }, l, save, s.connected ? revoke(s.server) : null);
+  }
   async function refresh() {
     try {
-      const cs = (await api("GET", "/me/connections")).connections || [];
+      const [ms, cs] = await Promise.all([api("GET", "/me/servers"), api("GET", "/me/connections")]);
+      need.replaceChildren(table("Servers that need your own account or credential", [
+        { label: "Server", get: s => s.server },
+        { label: "Needs", get: s => s.auth === "oauth2_user" ? "your account (connect once)" : "your credential" },
+        { label: "State", get: s => h("span", { class: s.connected ? "state-ready" : "state-degraded", "data-connected": s.server }, s.connected ? "connected" : "not connected") },
+        { label: "", get: action },
+      ], ms.servers || [], "No server here needs your own account."));
       list.replaceChildren(table("My connections", [
         { label: "Server", get: c => c.server },
         { label: "Kind", get: c => c.kind },
         { label: "Scopes", get: c => (c.scopes || []).join(" ") },
         { label: "Expires", get: c => when(c.expires_at) },
         { label: "Last used", get: c => when(c.last_used_at) },
-        { label: "", get: c => h("span", { class: "row" },
-          c.kind === "oauth" ? h("a", { href: `/oauth/connect/${encodeURIComponent(c.server)}` }, "Reconnect") : null,
-          twoStep("Revoke", "Confirm revoke", async () => {
-            try { await api("DELETE", `/me/connections/${encodeURIComponent(c.server)}`); say("Revoked"); refresh(); }
-            catch (e) { out.replaceChildren(errorBox(e)); }
-          })) },
-      ], cs, "No connections: servers that need your own account list here once you connect them."));
-    } catch (e) { list.replaceChildren(errorBox(e)); }
+      ], cs.connections || [], "No connections yet."));
+    } catch (e) { need.replaceChildren(errorBox(e)); }
   }
-  render(h("h1", {}, "My connections"), list, out);
+  render(h("h1", {}, "My connections"), need, out, h("h2", {}, "Details"), list);
   refresh();
 }
 
