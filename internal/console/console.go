@@ -63,7 +63,10 @@ func Handler() http.Handler {
 		}
 		rest := strings.TrimPrefix(r.URL.Path, Prefix)
 		if rest == "" {
-			http.Redirect(w, r, Prefix+"/", http.StatusMovedPermanently)
+			// Relative, so that a proxy serving the gateway under a path
+			// keeps it (/x/ui -> /x/ui/).
+			w.Header().Set("Location", "ui/")
+			w.WriteHeader(http.StatusMovedPermanently)
 			return
 		}
 		name := strings.TrimPrefix(path.Clean(rest), "/")

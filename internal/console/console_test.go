@@ -40,7 +40,7 @@ func TestHandler(t *testing.T) {
 			t.Errorf("%s: headers %v", path, resp.Header)
 		}
 	}
-	if resp := get(t, h, http.MethodGet, "/ui"); resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/ui/" {
+	if resp := get(t, h, http.MethodGet, "/ui"); resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "ui/" {
 		t.Errorf("/ui: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	for _, p := range []string{"/ui/nope.js", "/ui/../console.go", "/ui/assets/app.js"} {

@@ -1,6 +1,6 @@
 // The console: a hash router over pages, each backed by /admin/v1 only.
 
-import { api, key, setKey, role, setRole, h, table, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
+import { api, base, key, setKey, role, setRole, h, table, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
 import { schemaForm } from "./form.js";
 import * as auth from "./auth.js";
 
@@ -515,7 +515,7 @@ function connections() {
   });
   function action(s) {
     if (s.auth === "oauth2_user") {
-      return h("span", { class: "row" }, h("a", { href: s.connect_url, "data-connect": s.server }, s.connected ? "Reconnect" : "Connect"), s.connected ? revoke(s.server) : null);
+      return h("span", { class: "row" }, h("a", { href: base + s.connect_url, "data-connect": s.server }, s.connected ? "Reconnect" : "Connect"), s.connected ? revoke(s.server) : null);
     }
     const [l, input] = field(`Your credential for ${s.server}`, { type: "password", autocomplete: "off", "data-credential": s.server });
     const save = h("button", { type: "button", "data-save": s.server }, s.connected ? "Replace" : "Save");

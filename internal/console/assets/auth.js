@@ -5,7 +5,9 @@
 // for a token whose audience is the admin API (RFC 8707 resource
 // <origin>/admin/v1). The token lives in session storage like a key.
 
-const asMeta = "/.well-known/oauth-authorization-server";
+// The gateway's path (see lib.js), computed here too: lib.js imports this.
+const base = location.pathname.replace(/\/ui(\/.*)?$/, "");
+const asMeta = base + "/.well-known/oauth-authorization-server";
 const clientItem = "mcpgate.console.client";
 const flowItem = "mcpgate.console.flow";
 const tokenItem = "mcpgate.token";
@@ -15,8 +17,8 @@ export function token() {
 }
 export function setToken(t) { t ? sessionStorage.setItem(tokenItem, JSON.stringify(t)) : sessionStorage.removeItem(tokenItem); }
 
-export function resource() { return location.origin + "/admin/v1"; }
-function redirectURI() { return location.origin + "/ui/"; }
+export function resource() { return location.origin + base + "/admin/v1"; }
+function redirectURI() { return location.origin + base + "/ui/"; }
 
 // metadata is the authorization server's metadata, or null when the
 // gateway has none (no auth.login).

@@ -4,6 +4,10 @@
 
 import { token, refresh } from "./auth.js";
 
+// base is the path the gateway is served under: "" at the root, "/x"
+// behind a proxy that serves it at /x (public_url with a path).
+export const base = location.pathname.replace(/\/ui(\/.*)?$/, "");
+
 const keyItem = "mcpgate.key";
 const roleItem = "mcpgate.role";
 
@@ -47,7 +51,7 @@ export async function api(method, path, body, k) {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    return fetch("/admin/v1" + path, init);
+    return fetch(base + "/admin/v1" + path, init);
   };
   let resp = await send();
   if (resp.status === 401 && k === undefined && token() && await refresh()) resp = await send();
