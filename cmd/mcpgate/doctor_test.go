@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -380,4 +383,42 @@ func selfSigned(t testing.TB, notAfter time.Time) ([]byte, tls.Certificate) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// POST /admin/v1/servers/{name}/test is the doctor's check of one server
+// in a running gateway: a fresh connect, with a verdict and no secret.
+func TestServerTestEndpoint(t *testing.T) {
+	clearAdminEnv(t)
+	const master, token = "master-key-0123456789abcdef", "upstream-token-s3cr3t-77"
+	dir := t.TempDir()
+	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: dir, ToolNameSeparator: "__",
+		Auth: &config.CallerAuth{MasterKey: master},
+		Servers: map[string]*config.Server{
+			"down": {Name: "down", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp?k=" + token, Timeout: 2 * time.Second,
+				Auth: &config.Auth{Type: config.AuthBearer, Value: token}},
+		}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stk, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stk.close(context.Background())
+	hs := httptest.NewServer(stk.gw)
+	defer hs.Close()
+	code, body := rest(t, "POST", hs.URL+"/admin/v1/servers/down/test", master, "")
+	var ch serverCheck
+	if code != 200 || json.Unmarshal([]byte(body), &ch) != nil || ch.Verdict != verdictFail || ch.Detail == "" {
+		t.Fatalf("test of a server that is down: %d %s", code, body)
+	}
+	if strings.Contains(body, token) {
+		t.Errorf("the answer carries the server's credential: %s", body)
+	}
+	if code, _ := rest(t, "POST", hs.URL+"/admin/v1/servers/nope/test", master, ""); code != 404 {
+		t.Errorf("unknown server: %d", code)
+	}
+	if code, _ := rest(t, "POST", hs.URL+"/admin/v1/servers/down/test", "", ""); code != 401 {
+		t.Errorf("no key: %d", code)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
+
+// serverTestTimeout bounds POST /admin/v1/servers/{name}/test.
+const serverTestTimeout = 10 * time.Second
 
 // stack is a gateway with everything it runs on: the store, the caller
 // authenticator and the admin API.
@@ -275,7 +279,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Grants:       grants,
 		Vault:        vlt,
 		Stats:        m.ServerStats,
-		Logger:       log,
+		CheckServer: func(ctx context.Context, name string) (any, bool) {
+			cur := g.Config()
+			if cur.Servers[name] == nil {
+				return nil, false
+			}
+			// The doctor's check of one server; its manager closes in the
+			// background, as doctor's do.
+			return checkServer(ctx, cur, name, serverTestTimeout, log, new(sync.WaitGroup)), true
+		},
+		Logger: log,
 	})
 	if err := api.ReloadGrants(ctx); err != nil {
 		log.Warn("could not load runtime grants", "error", err)

@@ -82,6 +82,11 @@ type Options struct {
 	// from the gateway's metrics (GET /stats, the console's overview);
 	// nil: the endpoint answers an empty list.
 	Stats func() ([]metrics.ServerStat, error)
+	// CheckServer reaches a server afresh, as mcpgate doctor does (a new
+	// session's handshake, the tools/list walk, TLS expiry, the auth
+	// result), for POST /servers/{name}/test; false when there is no such
+	// server. nil: the endpoint answers 501.
+	CheckServer func(ctx context.Context, name string) (any, bool)
 	// Known names, for validating key attributes.
 	Servers      func() []string
 	Toolsets     func() []string
@@ -163,8 +168,10 @@ var routes = []route{
 	{"GET", "/servers", func(a *API) http.HandlerFunc { return a.listServers }},
 	{"POST", "/servers", func(a *API) http.HandlerFunc { return a.addServer }},
 	{"DELETE", "/servers/{name}", func(a *API) http.HandlerFunc { return a.removeServer }},
+	{"PATCH", "/servers/{name}", func(a *API) http.HandlerFunc { return a.patchServer }},
 	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
 	{"GET", "/servers/{name}/tools", func(a *API) http.HandlerFunc { return a.serverTools }},
+	{"POST", "/servers/{name}/test", func(a *API) http.HandlerFunc { return a.testServer }},
 	{"PUT", "/servers/{name}/tools", func(a *API) http.HandlerFunc { return a.putServerTools }},
 	{"GET", "/stats", func(a *API) http.HandlerFunc { return a.stats }},
 	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},

@@ -230,3 +230,81 @@ func (a *API) loadServer(ctx context.Context, name string, doc json.RawMessage) 
 	}
 	return a.o.Gateway.AddServer(ctx, name, srv, a.fromFile)
 }
+
+// testServer connects to a server afresh and reports the verdict, as
+// mcpgate doctor does for one server (its upstream sessions in service
+// are not touched).
+func (a *API) testServer(w http.ResponseWriter, r *http.Request) {
+	if a.o.CheckServer == nil {
+		writeError(w, http.StatusNotImplemented, "Not Implemented", "this gateway cannot test servers")
+		return
+	}
+	name := r.PathValue("name")
+	res, ok := a.o.CheckServer(r.Context(), name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// patchServer changes a runtime server with a JSON merge patch (RFC 7396)
+// of its entry: the members present replace the stored ones, null removes
+// one, and the rest (its credentials among them) stays as stored.
+func (a *API) patchServer(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var patch json.RawMessage
+	if !decode(w, r, &patch) {
+		return
+	}
+	if a.fromFile(name) {
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; change it there", name))
+		return
+	}
+	a.servers.mu.Lock()
+	defer a.servers.mu.Unlock()
+	stored, ok := a.servers.applied[name]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no runtime server %q", name))
+		return
+	}
+	var doc, p any
+	if json.Unmarshal(stored, &doc) != nil {
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
+		return
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object")
+		return
+	}
+	if _, isObj := p.(map[string]any); !isObj {
+		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object (a merge patch of the server's fields)")
+		return
+	}
+	merged := mergePatch(doc, p).(map[string]any)
+	delete(merged, "name")
+	next, _ := json.Marshal(merged)
+	if srv, ok := a.putServer(w, r, name, next, "server.update"); ok {
+		writeJSON(w, http.StatusOK, map[string]string{"name": name, "transport": srv.Transport})
+	}
+}
+
+// mergePatch applies an RFC 7396 merge patch to target.
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+			continue
+		}
+		t[k] = mergePatch(t[k], v)
+	}
+	return t
+}

@@ -97,3 +97,40 @@ func TestServerTools(t *testing.T) {
 		t.Errorf("unknown server: %d", code)
 	}
 }
+
+// PATCH merges into a runtime server's stored entry (RFC 7396): the
+// credential not sent stays, null removes a member, a bad result changes
+// nothing; config-file servers are read-only.
+func TestPatchServer(t *testing.T) {
+	r := newRig(t)
+	first, second := toolUpstream(t, "one"), toolUpstream(t, "two")
+	if code, body := r.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+first+`","timeout":"5s","session_mode":"per_call","auth":{"type":"bearer_token","value":"tok-keep"}}`); code != http.StatusCreated {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	if code, body := r.do(t, "PATCH", "/admin/v1/servers/extra", master, `{"url":"`+second+`","session_mode":null}`); code != 200 {
+		t.Fatalf("patch: %d %s", code, body)
+	}
+	if _, body := r.do(t, "POST", "/mcp", master, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); !strings.Contains(body, `"extra__two"`) || strings.Contains(body, `"extra__one"`) {
+		t.Errorf("after the patch: %s", body)
+	}
+	obj, err := r.store.GetObject(context.Background(), store.KindServer, "extra")
+	if err != nil || !strings.Contains(string(obj.Doc), "tok-keep") || strings.Contains(string(obj.Doc), "per_call") || !strings.Contains(string(obj.Doc), second) {
+		t.Errorf("stored after the patch: %v %s", err, obj.Doc)
+	}
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/admin/v1/servers/extra", `{"url":"ftp://x"}`, 400},
+		{"/admin/v1/servers/extra", `[1]`, 400},
+		{"/admin/v1/servers/calc", `{"timeout":"3s"}`, 409},
+		{"/admin/v1/servers/nope", `{"timeout":"3s"}`, 404},
+	} {
+		if code, body := r.do(t, "PATCH", c.path, master, c.body); code != c.want {
+			t.Errorf("PATCH %s %s: %d %s, want %d", c.path, c.body, code, body, c.want)
+		}
+	}
+	if _, body := r.do(t, "POST", "/mcp", master, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); !strings.Contains(body, `"extra__two"`) {
+		t.Errorf("a refused patch changed the server: %s", body)
+	}
+}

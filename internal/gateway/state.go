@@ -142,5 +142,9 @@ func (g *Gateway) clearRoutes() {
 	})
 }
 
+// Config is the configuration served now (the file's, with the runtime
+// servers and toolsets): a snapshot that must not be modified.
+func (g *Gateway) Config() *config.Config { return g.conf() }
+
 // ServerNames are the servers served now (config file and runtime).
 func (g *Gateway) ServerNames() []string { return slices.Clone(g.st().names) }

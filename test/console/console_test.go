@@ -293,7 +293,7 @@ func TestConsole(t *testing.T) {
 	b.step("add server", chromedp.SendKeys(c("#srv-name"), "shop"), chromedp.SendKeys(c("#srv-url"), upstream+"/mcp"),
 		chromedp.Click(c(`#add-server button[type="submit"]`)), chromedp.WaitVisible(x(`//span[@data-state="shop" and text()="ready"]`)))
 	b.step("test connection", chromedp.Click(x(`//button[@aria-label="Test connection to shop"]`)),
-		chromedp.WaitVisible(x(`//p[@id="test-result" and starts-with(text(), "2 tools")]`)))
+		chromedp.WaitVisible(x(`//p[@id="test-result" and starts-with(text(), "ok: 2 tools, handshake and list in ")]`)))
 	// Hide refund with the server's tool policy.
 	b.step("tool policy", chromedp.Click(x(`//button[@aria-label="Tools of shop"]`)), chromedp.WaitVisible(c(`input[data-tool="refund"]`)),
 		chromedp.Click(c(`input[data-tool="refund"]`)), chromedp.Click(c("#save-tools")),
@@ -303,6 +303,12 @@ func TestConsole(t *testing.T) {
 	if refundShown {
 		t.Errorf("refund still visible after the policy was saved")
 	}
+	// Edit the runtime server: the fields sent change, the rest (the tool
+	// policy just saved) stays; the playground below still sees one tool.
+	b.step("edit server", chromedp.Click(x(`//button[@aria-label="Edit shop"]`)), chromedp.WaitVisible(c("#edit-srv-timeout")),
+		set("#edit-srv-timeout", "30s"), chromedp.Click(c(`#edit-server button[type="submit"]`)),
+		chromedp.WaitVisible(x(`//div[@id="status" and text()="Server shop saved"]`)),
+		chromedp.WaitVisible(x(`//span[@data-state="shop" and text()="ready"]`)))
 	b.shoot("servers")
 
 	// Create a key: its secret is shown once.

@@ -141,19 +141,41 @@ function servers() {
   });
   const detail = h("div", { id: "server-detail" });
   async function test(s) {
-    detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`), h("p", { class: "muted" }, "Connecting…"));
+    const head = h("h2", {}, `Test connection: ${s.name}`);
+    detail.replaceChildren(head, h("p", { class: "muted" }, "Connecting…"));
     try {
-      const t0 = performance.now();
-      const [pv, tools] = await Promise.all([
+      const [pv, ch] = await Promise.all([
         s.transport === "stdio" ? Promise.resolve(null) : api("GET", `/servers/${encodeURIComponent(s.name)}/preview`),
-        api("GET", `/tools?route=${encodeURIComponent("/mcp/" + s.name)}`),
+        api("POST", `/servers/${encodeURIComponent(s.name)}/test`),
       ]);
-      const ms = performance.now() - t0;
-      detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`),
-        h("p", { id: "test-result" }, `${tools.tools.length} tools, listed in ${ms.toFixed(0)} ms`),
-        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.Method} ${pv.URL}\n` + Object.entries(pv.Headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null,
-        table("Tools", [{ label: "Tool", get: t => t.name }, { label: "Description", get: t => t.description || "" }], tools.tools));
-    } catch (e) { detail.replaceChildren(h("h2", {}, `Test connection: ${s.name}`), errorBox(e)); }
+      const facts = [];
+      if (ch.tools !== null && ch.tools !== undefined) facts.push(`${ch.tools} tools`);
+      if (ch.latency_ms !== null && ch.latency_ms !== undefined) facts.push(`handshake and list in ${ch.latency_ms} ms`);
+      if (ch.protocol_version) facts.push(`MCP ${ch.protocol_version}`);
+      if (ch.server_info) facts.push(`${ch.server_info.name} ${ch.server_info.version || ""}`.trim());
+      if (ch.tls_not_after) facts.push(`certificate valid until ${when(ch.tls_not_after)}`);
+      detail.replaceChildren(head,
+        h("p", { id: "test-result", class: ch.verdict === "ok" ? "state-ready" : ch.verdict === "warn" ? "state-degraded" : "error" }, `${ch.verdict}: ${facts.join(", ") || "no answer"}`),
+        ch.detail ? h("p", {}, ch.detail) : null,
+        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.Method} ${pv.URL}\n` + Object.entries(pv.Headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null);
+    } catch (e) { detail.replaceChildren(head, errorBox(e)); }
+  }
+  function editServer(s) {
+    const [uL, u] = field("URL (empty: unchanged)", { id: "edit-srv-url", type: "url", placeholder: s.target || "" });
+    const [tL, tm] = field("Timeout (e.g. 30s; empty: unchanged)", { id: "edit-srv-timeout" });
+    const [kL, k] = field("Bearer token (empty: unchanged)", { id: "edit-srv-token", type: "password", autocomplete: "off" });
+    const msg = h("div", {});
+    const f = h("form", { class: "inline", id: "edit-server" }, uL, tL, kL, h("button", { type: "submit" }, "Save"));
+    f.addEventListener("submit", async ev => {
+      ev.preventDefault();
+      const patch = {};
+      if (u.value.trim()) patch.url = u.value.trim();
+      if (tm.value.trim()) patch.timeout = tm.value.trim();
+      if (k.value) patch.auth = { type: "bearer_token", value: k.value };
+      try { await api("PATCH", `/servers/${encodeURIComponent(s.name)}`, patch); say(`Server ${s.name} saved`); detail.replaceChildren(); refresh(); }
+      catch (e) { msg.replaceChildren(errorBox(e)); }
+    });
+    detail.replaceChildren(h("h2", {}, `Edit ${s.name}`), h("p", { class: "muted" }, "Fields left empty keep their stored values, credentials included."), f, msg);
   }
   async function toolsOf(s) {
     detail.replaceChildren(h("h2", {}, `Tools of ${s.name}`), h("p", { class: "muted" }, "Listing…"));
@@ -209,6 +231,7 @@ function servers() {
         { label: "", get: s => h("span", { class: "row" },
           h("button", { type: "button", class: "secondary", onclick: () => test(s), "aria-label": `Test connection to ${s.name}` }, "Test"),
           h("button", { type: "button", class: "secondary", onclick: () => toolsOf(s), "aria-label": `Tools of ${s.name}` }, "Tools"),
+          s.source === "api" ? h("button", { type: "button", class: "secondary", onclick: () => editServer(s), "aria-label": `Edit ${s.name}` }, "Edit") : null,
           twoStep("Remove", "Confirm remove", async () => {
             try { await api("DELETE", `/servers/${encodeURIComponent(s.name)}`); say(`Server ${s.name} removed`); refresh(); }
             catch (e) { out.replaceChildren(errorBox(e)); }
