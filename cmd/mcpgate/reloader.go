@@ -56,7 +56,7 @@ var (
 // config field needs a decision.
 var (
 	reloadTop = []string{"allowed_origins", "allowed_hosts", "max_body_bytes", "servers", "shutdown_delay",
-		"auth", "access_groups", "toolsets", "limits", "reload", "telemetry"}
+		"auth", "access_groups", "toolsets", "limits", "reload", "telemetry", "routes"}
 	reloadAuth      = []string{"allowed_clients", "keys", "grants"}
 	reloadLimits    = []string{"max_batch", "max_inflight_per_session", "max_streams", "sse_write_timeout"}
 	reloadTelemetry = []string{"debug_header"}

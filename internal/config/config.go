@@ -114,6 +114,8 @@ type Config struct {
 	Fleet *Fleet `config:"fleet" doc:"Replicas serving one fleet (SPEC S15): the keys that seal session ids, so any replica continues a session another started."`
 	// State is where the replicas' shared state lives (SPEC S15).
 	State State `config:"state" doc:"The backend of the state replicas share (SPEC S15): memory (the default, one process) or redis (a fleet)."`
+	// Routes: per-route tool listing and guardrails, by route path.
+	Routes map[string]*RouteConfig `config:"routes" keys:"^/" entry:"route" doc:"What a route path does beyond its servers, keyed by the path (/mcp, /mcp/<server>, /toolset/<name>/mcp, ...): how it lists tools (SPEC S20) and the guardrails of its calls (S21)."`
 	// Telemetry: traces and the debug header (SPEC S16.2, S16.4).
 	Telemetry Telemetry `config:"telemetry" doc:"Traces and per-call diagnostics (SPEC S16.2, S16.4)."`
 	// Reload: how a changed config file is applied while serving.
@@ -157,6 +159,9 @@ type Server struct {
 	// Audit is the server's audit settings; nil means the defaults (no
 	// arguments exported).
 	Audit *ServerAudit `config:"audit" doc:"What the audit exporters see of this server's calls. Absent: no arguments."`
+
+	// Guardrails: checks before and after this server's tool calls.
+	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
 
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
 }

@@ -51,6 +51,7 @@ func (c *Config) validate(strict bool) error {
 		return errs.err()
 	}
 	checkFields(&errs, "", c, strict)
+	c.validateRoutes(&errs, strict)
 
 	if c.Listen != "" || strict {
 		if !validListen(c.Listen) {
@@ -152,6 +153,9 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	}
 
 	checkFields(errs, p, s, strict)
+	if s.Guardrails != nil {
+		s.Guardrails.validate(errs, p+".guardrails", strict)
+	}
 	if (s.Transport == TransportSSE || s.Transport == TransportHTTP) && s.URL != "" && !validURL(s.URL) {
 		// The URL may carry credentials: don't echo it.
 		errs.add(p+".url", 0, "must be an http or https URL")
