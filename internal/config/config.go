@@ -50,6 +50,9 @@ const (
 	TransportStdio = "stdio"
 	TransportSSE   = "sse"  // legacy HTTP+SSE (2024-11-05)
 	TransportHTTP  = "http" // streamable HTTP
+	// TransportOpenAPI: an HTTP API described by an OpenAPI 3 document,
+	// each operation a tool (SPEC C12).
+	TransportOpenAPI = "openapi"
 )
 
 // ProtocolVersionAuto lets the gateway negotiate the protocol revision with
@@ -130,7 +133,7 @@ type Config struct {
 // ProtocolVersion means DefaultTimeout and ProtocolVersionAuto.
 type Server struct {
 	Name      string `config:",mapkey"` // the key in Config.Servers
-	Transport string `config:"transport,required,enum=stdio|sse|http,disc=transport" doc:"How the server is reached: stdio (a child process the gateway starts and supervises), sse (legacy HTTP+SSE, 2024-11-05) or http (streamable HTTP)."`
+	Transport string `config:"transport,required,enum=stdio|sse|http|openapi,disc=transport" doc:"How the server is reached: stdio (a child process the gateway starts and supervises), sse (legacy HTTP+SSE, 2024-11-05), http (streamable HTTP) or openapi (an HTTP API described by an OpenAPI 3.0 or 3.1 document: each operation is a tool, each call an HTTP request)."`
 
 	// stdio only. Parse sets an empty Cwd to Config.Dir.
 	Command string            `config:"command,required,when=stdio,expand,command" doc:"The program to run, never through a shell. A relative path with a separator (./bin/notes) is resolved against the config file's directory; a bare name (npx) is looked up in PATH."`
@@ -140,17 +143,22 @@ type Server struct {
 
 	// sse and http only.
 	URL     string            `config:"url,required,when=sse|http,expand,secret" doc:"The endpoint, http or https. It may carry credentials, so no message echoes it."`
-	Headers map[string]string `config:"headers,when=sse|http,expand,secret" doc:"Static headers sent with every request (names and values trimmed). Headers the gateway sets itself (Mcp-Session-Id, Content-Type, Host, ...) are refused."`
+	Headers map[string]string `config:"headers,when=sse|http|openapi,expand,secret" doc:"Static headers sent with every request (names and values trimmed). Headers the gateway sets itself (Mcp-Session-Id, Content-Type, Host, ...) are refused."`
+
+	// openapi only.
+	Spec       string             `config:"spec,required,when=openapi,expand,trim" doc:"The OpenAPI 3.0 or 3.1 document (JSON or YAML): a file, relative to the config file's directory, or an http(s) URL fetched when the server is connected (public addresses only, no redirects to another origin, at most 16MiB, within timeout). External $refs are not followed."`
+	BaseURL    string             `config:"base_url,when=openapi,expand,trim,secret" doc:"Where the API's requests go, http or https; operation paths are appended to it. Absent: the document's first servers entry (relative to the spec's URL when it is one)."`
+	Operations *OpenAPIOperations `config:"operations,when=openapi" doc:"Which of the document's operations become tools. Absent: all of them."`
 
 	Timeout         time.Duration `config:"timeout,default=60s,positive" doc:"Per-request read timeout, for every transport."`
 	ProtocolVersion string        `config:"protocol_version,default=auto,enum=auto|2024-11-05|2025-03-26|2025-06-18|2025-11-25|2026-07-28" doc:"The MCP revision spoken to the server; auto negotiates it."`
 
 	// Auth is how the gateway authenticates to the server (sse and http
 	// only); nil means none.
-	Auth *Auth `config:"auth" doc:"How the gateway authenticates to the server (sse and http; a stdio server takes credentials in env). Absent means none."`
+	Auth *Auth `config:"auth" doc:"How the gateway authenticates to the server (sse, http and openapi; a stdio server takes credentials in env). Absent means none."`
 	// TLS configures https connections to the server; nil means the
 	// defaults (verify against the system roots).
-	TLS *TLS `config:"tls,when=sse|http" doc:"TLS client settings for an https server. Without it the system roots are used (SSL_CERT_FILE and SSL_CERT_DIR work as for any Go program)."`
+	TLS *TLS `config:"tls,when=sse|http|openapi" doc:"TLS client settings for an https server. Without it the system roots are used (SSL_CERT_FILE and SSL_CERT_DIR work as for any Go program)."`
 	// SessionMode is SessionShared (the default) or SessionPerCall.
 	SessionMode string `config:"session_mode,default=shared,enum=shared|per_call" doc:"shared: one upstream session per credential, reused by every downstream call. per_call: a new upstream session for each operation, ended with DELETE when it returns."`
 
@@ -164,6 +172,14 @@ type Server struct {
 	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
 
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
+}
+
+// OpenAPIOperations selects the operations of an openapi server: an
+// operation is a tool when include is empty or matches it, and exclude
+// does not.
+type OpenAPIOperations struct {
+	Include []string `config:"include" doc:"operationIds or \"METHOD /path\" patterns (the path as written in the document; * matches within a path segment, as in path.Match) of the operations to offer. Empty: all."`
+	Exclude []string `config:"exclude" doc:"operationIds or \"METHOD /path\" patterns of operations not to offer; exclude wins over include."`
 }
 
 // Session modes of a server.

@@ -268,7 +268,7 @@ func TestParseErrors(t *testing.T) {
 		{"listen empty", "listen: ''\n", nil, []string{"listen: must be host:port"}},
 		{"separator with space", "tool_name_separator: 'a b'\n", nil, []string{"tool_name_separator: must be non-empty and use only [A-Za-z0-9_.-]"}},
 		{"separator empty", "tool_name_separator: ''\n", nil, []string{"tool_name_separator: must be non-empty and use only [A-Za-z0-9_.-]"}},
-		{"unknown transport", "servers:\n  x: {transport: websocket}\n", nil, []string{`servers.x.transport: must be one of stdio, sse, http (got "websocket")`}},
+		{"unknown transport", "servers:\n  x: {transport: websocket}\n", nil, []string{`servers.x.transport: must be one of stdio, sse, http, openapi (got "websocket")`}},
 		{"missing transport", "servers:\n  x: {command: y}\n", nil, []string{"servers.x.transport: required; must be one of stdio, sse, http"}},
 		{"null server", "servers:\n  x:\n", nil, []string{"servers.x.transport: required; must be one of stdio, sse, http"}},
 		{"http fields on stdio", srv("url: http://x\n    headers: {A: b}"), nil, []string{

@@ -52,6 +52,10 @@ func (c *Config) normalise() error {
 			}
 			s.Headers = hs
 		}
+		if s.Transport == TransportOpenAPI && s.Spec != "" && !IsSpecURL(s.Spec) && !filepath.IsAbs(s.Spec) && c.Dir != "" {
+			// A document beside the config file, wherever the gateway runs.
+			s.Spec = filepath.Join(c.Dir, s.Spec)
+		}
 		if s.Cwd == "" && s.Transport == TransportStdio {
 			// Run the server where its relative command was found, not
 			// wherever the gateway happened to be started.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"maps"
@@ -161,6 +162,10 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 		errs.add(p+".url", 0, "must be an http or https URL")
 	}
 
+	if s.Transport == TransportOpenAPI {
+		s.validateOpenAPI(errs, p)
+	}
+
 	// Values below may hold secrets; messages name the field, never the value.
 	if strings.ContainsRune(s.Command, 0) {
 		errs.add(p+".command", 0, "must not contain NUL")
@@ -221,6 +226,64 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	if s.Tools != nil {
 		s.Tools.validate(errs, p+".tools")
 	}
+}
+
+// IsSpecURL reports whether an openapi server's spec is a URL (http or
+// https) rather than a file.
+func IsSpecURL(spec string) bool {
+	l := strings.ToLower(spec)
+	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
+}
+
+// validateOpenAPI checks what only an openapi server has (SPEC C12).
+func (s *Server) validateOpenAPI(errs *errorList, p string) {
+	if IsSpecURL(s.Spec) && !validURL(s.Spec) {
+		errs.add(p+".spec", 0, "must be a file or an http or https URL")
+	}
+	if strings.ContainsRune(s.Spec, 0) {
+		errs.add(p+".spec", 0, "must not contain NUL")
+	}
+	if s.BaseURL != "" && !validURL(s.BaseURL) {
+		errs.add(p+".base_url", 0, "must be an http or https URL") // may carry credentials: not echoed
+	}
+	if s.Auth != nil {
+		switch s.Auth.Type {
+		case AuthOAuth2User, AuthTokenExchange, AuthEnterpriseManaged:
+			errs.add(p+".auth.type", 0, "%s is not supported for transport openapi", s.Auth.Type)
+		case AuthOAuth2:
+			if s.Auth.TokenURL == "" {
+				errs.add(p+".auth.token_url", 0, "required for transport openapi (there is no MCP endpoint to discover it from)")
+			}
+		}
+	}
+	if o := s.Operations; o != nil {
+		for key, list := range map[string][]string{"include": o.Include, "exclude": o.Exclude} {
+			for i, pat := range list {
+				if !ValidOperationPattern(pat) {
+					errs.add(indexPath(p+".operations."+key, i), 0, `must be an operationId or "METHOD /path" (got %q)`, truncate(pat, 60))
+				}
+			}
+		}
+	}
+}
+
+// ValidOperationPattern reports whether pat is an operationId or a
+// "METHOD /path" pattern whose path is a valid path.Match pattern.
+func ValidOperationPattern(pat string) bool {
+	pat = strings.TrimSpace(pat)
+	if pat == "" {
+		return false
+	}
+	method, rest, ok := strings.Cut(pat, " ")
+	if !ok {
+		return !strings.ContainsAny(pat, "\x00\r\n")
+	}
+	rest = strings.TrimSpace(rest)
+	if method == "" || !strings.HasPrefix(rest, "/") {
+		return false
+	}
+	_, err := path.Match(rest, "")
+	return err == nil
 }
 
 // validate checks an auth block. Values are credentials: messages name
@@ -414,7 +477,7 @@ func (t *TLS) validate(errs *errorList, p string, s *Server) {
 			errs.add(p+"."+f.field, 0, "%s is a directory, not a PEM file", f.path)
 		}
 	}
-	if s.URL != "" && !strings.HasPrefix(strings.ToLower(s.URL), "https://") && (t.CAFile != "" || t.CertFile != "") {
+	if u := cmp.Or(s.URL, s.BaseURL); u != "" && !strings.HasPrefix(strings.ToLower(u), "https://") && (t.CAFile != "" || t.CertFile != "") {
 		errs.add(p, 0, "set for a server whose url is not https")
 	}
 }
