@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -351,7 +352,7 @@ func isHTTPS(srv *config.Server) bool {
 	if srv.Transport == "stdio" {
 		return false
 	}
-	u, err := url.Parse(srv.URL)
+	u, err := url.Parse(cmp.Or(srv.URL, srv.BaseURL)) // openapi: the API's base_url
 	return err == nil && u.Scheme == "https"
 }
 
@@ -387,7 +388,8 @@ func secretScrubber(srv *config.Server) func(string) string {
 		}
 	}
 	add(srv.URL)
-	if u, err := url.Parse(srv.URL); err == nil {
+	add(srv.BaseURL)
+	if u, err := url.Parse(cmp.Or(srv.URL, srv.BaseURL)); err == nil {
 		if p, ok := u.User.Password(); ok {
 			add(p)
 		}

@@ -49,6 +49,10 @@ func ParseServer(name string, doc json.RawMessage, dir string) (*config.Server, 
 	if srv.Transport == config.TransportStdio {
 		return nil, errors.New("transport: stdio servers run a command and can only be defined in the config file")
 	}
+	if srv.Transport == config.TransportOpenAPI && !config.IsSpecURL(srv.Spec) {
+		// A file path would read the gateway host's files on a caller's word.
+		return nil, errors.New("spec: a runtime openapi server's spec must be an http or https URL (files only in the config file)")
+	}
 	return srv, nil
 }
 

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -297,14 +298,18 @@ func Preview(srv *config.Server) PreviewRequest {
 	for k, v := range h {
 		out[k] = []string{maskHeader(k, v[0], a)}
 	}
-	if transportOf(srv) == config.TransportHTTP {
+	switch transportOf(srv) {
+	case config.TransportOpenAPI:
+		// An operation's request: its own method, path and body.
+		out.Set(headerAccept, "application/json, */*;q=0.8")
+	case config.TransportHTTP:
 		out.Set(headerAccept, acceptPost)
 		out.Set(headerContentType, contentTypeJSON)
-	} else {
+	default:
 		out.Set(headerAccept, acceptStream)
 	}
 	method := http.MethodPost
-	if transportOf(srv) == config.TransportSSE {
+	if t := transportOf(srv); t == config.TransportSSE || t == config.TransportOpenAPI {
 		method = http.MethodGet
 	}
 	if a.typ == config.AuthAWSSigV4 && srv.Auth != nil {
@@ -313,7 +318,7 @@ func Preview(srv *config.Server) PreviewRequest {
 			out[k] = v
 		}
 	}
-	return PreviewRequest{Method: method, URL: redactURL(srv.URL), Headers: out}
+	return PreviewRequest{Method: method, URL: redactURL(cmp.Or(srv.URL, srv.BaseURL, srv.Spec)), Headers: out}
 }
 
 // maskHeader hides credential values: the credential slot and every

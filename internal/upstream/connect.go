@@ -30,6 +30,16 @@ func Connect(ctx context.Context, opts Options) (Session, error) {
 		return nil, errors.New("upstream: no server configuration")
 	}
 	srv := opts.Server
+	if transportOf(srv) == config.TransportOpenAPI {
+		// No MCP handshake: the session is synthesised from the document.
+		if opts.sigv4 == nil {
+			opts.sigv4 = newSigV4(srv)
+		}
+		if opts.tokens == nil && srv.Auth != nil && srv.Auth.Type == config.AuthOAuth2 {
+			opts.tokens = newTokenSource(srv.Name, srv.BaseURL, srv.Auth, tokenHTTPClient(srv, opts.HTTPClient), opts.Logger)
+		}
+		return dialOpenAPI(ctx, &opts)
+	}
 	offer, accept, err := revisionsFor(srv.ProtocolVersion)
 	if err != nil {
 		return nil, &Error{Server: srv.Name, Kind: KindProtocolVersion, Err: err}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -218,7 +219,7 @@ func (m *Manager) newServer(name string, srv *config.Server) *server {
 	}
 	sv.health.Mode = modeOf(sv)
 	if c.Auth != nil && c.Auth.Type == config.AuthOAuth2 {
-		sv.tokens = newTokenSource(c.Name, c.URL, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
+		sv.tokens = newTokenSource(c.Name, cmp.Or(c.URL, c.BaseURL), c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
 	}
 	sv.exch = newExchanger(c.Name, c.URL, c.Auth, tokenHTTPClient(&c, m.opts.HTTPClient), m.log)
 	sv.sigv4 = newSigV4(&c)

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -146,7 +147,7 @@ func ownClient(c *http.Client) bool {
 // from the environment is not used. Errors never contain the URL, which
 // may carry credentials.
 func ServerCertificate(ctx context.Context, srv *config.Server) (*x509.Certificate, error) {
-	u, err := url.Parse(srv.URL)
+	u, err := url.Parse(cmp.Or(srv.URL, srv.BaseURL)) // openapi: the API's base_url
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, errors.New("not an https url")
 	}
