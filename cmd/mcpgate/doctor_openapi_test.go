@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // doctor checks an openapi server like any other: the document loads
@@ -59,5 +65,33 @@ func TestDoctorOpenAPI(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Errorf("servers = %v", got)
+	}
+}
+
+// The admin API's server test reaches an openapi server like the doctor.
+func TestServerTestEndpointOpenAPI(t *testing.T) {
+	clearAdminEnv(t)
+	const master = "master-key-0123456789abcdef"
+	dir := t.TempDir()
+	spec, _ := filepath.Abs(filepath.Join("..", "..", "internal", "openapi", "testdata", "petstore31.yaml"))
+	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: dir, ToolNameSeparator: "__",
+		Auth: &config.CallerAuth{MasterKey: master},
+		Servers: map[string]*config.Server{
+			"pets": {Name: "pets", Transport: config.TransportOpenAPI, Spec: spec, BaseURL: "http://127.0.0.1:1/api/v31", Timeout: 2 * time.Second},
+		}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stk, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stk.close(context.Background())
+	hs := httptest.NewServer(stk.gw)
+	defer hs.Close()
+	code, body := rest(t, "POST", hs.URL+"/admin/v1/servers/pets/test", master, "")
+	var ch serverCheck
+	if code != 200 || json.Unmarshal([]byte(body), &ch) != nil || ch.Verdict != verdictOK || ch.Tools == nil || *ch.Tools != 3 {
+		t.Fatalf("test of an openapi server: %d %s", code, body)
 	}
 }

@@ -39,7 +39,7 @@ var _ Session = (*openapiSession)(nil)
 func dialOpenAPI(ctx context.Context, opts *Options) (Session, error) {
 	srv := opts.Server
 	fail := func(kind Kind, err error) error { return &Error{Server: srv.Name, Kind: kind, Err: err} }
-	doc, err := openapi.Load(ctx, srv.Spec, openapi.LoadOptions{Timeout: srv.Timeout, MaxBytes: int64(max(opts.MaxMessageBytes, 0))})
+	doc, err := openapi.Load(ctx, srv.Spec, openapi.LoadOptions{Timeout: srv.Timeout})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
