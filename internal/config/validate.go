@@ -254,6 +254,9 @@ func (s *Server) validateOpenAPI(errs *errorList, p string) {
 			if s.Auth.TokenURL == "" {
 				errs.add(p+".auth.token_url", 0, "required for transport openapi (there is no MCP endpoint to discover it from)")
 			}
+			if s.BaseURL == "" {
+				errs.add(p+".base_url", 0, "required with auth oauth2 (the token request's resource)")
+			}
 		}
 	}
 	if o := s.Operations; o != nil {
