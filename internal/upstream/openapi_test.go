@@ -96,3 +96,85 @@ func TestOpenAPISessionMethods(t *testing.T) {
 		t.Error("connected without a document")
 	}
 }
+
+// TestOpenAPIOAuth2: an oauth2 (client credentials) openapi server sends
+// the minted token, asks for it with the API's base_url as resource, and
+// on a 401 mints a fresh one and sends the request once more (C3.6).
+func TestOpenAPIOAuth2(t *testing.T) {
+	ep := newTokenEndpoint(t, nil)
+	var mu sync.Mutex
+	var authz []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		authz = append(authz, r.Header.Get("Authorization"))
+		first := len(authz) == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":1,"name":"doggie","photoUrls":[]}`))
+	}))
+	defer api.Close()
+	srv := &config.Server{Name: "t", Transport: config.TransportOpenAPI, Spec: filepath.Join("..", "openapi", "testdata", "petstore3.yaml"),
+		BaseURL: api.URL + "/api/v3", Timeout: 5 * time.Second, Auth: testOAuthConfig(ep.URL)}
+	ctx := context.Background()
+	s, err := Connect(ctx, Options{Server: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Call(ctx, mcpwire.MethodToolsCall, json.RawMessage(`{"name":"getPetById","arguments":{"petId":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res), `"structuredContent":{"id":1`) {
+		t.Errorf("result %s", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(authz) != 2 || authz[0] != "Bearer tok-1" || authz[1] != "Bearer tok-2" {
+		t.Errorf("Authorization sent: %q, want tok-1 then (after the 401) tok-2", authz)
+	}
+	if reqs := ep.requests(); len(reqs) == 0 || reqs[0].Form.Get("resource") != api.URL+"/api/v3" {
+		t.Errorf("token requests %+v, want resource = base_url", reqs)
+	}
+}
+
+// TestOpenAPISameOriginRedirect: a same-origin redirect is followed once,
+// with the credential (C4.1); the first request is not sent twice.
+func TestOpenAPISameOriginRedirect(t *testing.T) {
+	var mu sync.Mutex
+	var paths, keys []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		keys = append(keys, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.URL.Path == "/trees/1" {
+			http.Redirect(w, r, "/trees/2", http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"name":"two"}`))
+	}))
+	defer api.Close()
+	srv := &config.Server{Name: "t", Transport: config.TransportOpenAPI, Spec: filepath.Join("..", "openapi", "testdata", "tricky.yaml"),
+		BaseURL: api.URL, Timeout: 5 * time.Second, Auth: &config.Auth{Type: config.AuthAPIKey, Value: "k-123456"}}
+	ctx := context.Background()
+	s, err := Connect(ctx, Options{Server: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Call(ctx, mcpwire.MethodToolsCall, json.RawMessage(`{"name":"get_trees_id","arguments":{"id":"1"}}`))
+	if err != nil || !strings.Contains(string(res), `"structuredContent":{"name":"two"}`) {
+		t.Fatalf("result %s, %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(paths, " ") != "/trees/1 /trees/2" || keys[1] != "ApiKey k-123456" {
+		t.Errorf("requests %v with %q", paths, keys)
+	}
+}
