@@ -20,7 +20,9 @@ const MaxToolName = 128
 // field can never collide with a parameter's name.
 const BodyArg = "body"
 
-// Doc is a parsed document and the tools of its operations.
+// Doc is a parsed document and the tools of its operations. Select
+// changes it; once built and selected it is only read, by any number of
+// goroutines.
 type Doc struct {
 	t     *openapi3.T
 	loc   *url.URL
@@ -113,7 +115,7 @@ func (d *Doc) uniqueName(name string) string {
 }
 
 // Tools are the tools of the document's operations, in path then method
-// order. select, when not nil, chooses which.
+// order (after Select, the selected ones).
 func (d *Doc) Tools() []*Tool { return d.tools }
 
 // Tool is the tool named name, or nil.
