@@ -262,12 +262,16 @@ func TestResult(t *testing.T) {
 
 func TestSelect(t *testing.T) {
 	d := load(t, "petstore3.yaml")
-	d.Select([]string{"getPetById", "GET /store/*", "post /pet"}, []string{"GET /store/order/{orderId}"})
-	if diff := cmp.Diff(sortedCopy(toolNames(d)), []string{"addPet", "getInventory", "getPetById"}); diff != "" {
+	all := len(d.Tools())
+	s := d.Select([]string{"getPetById", "GET /store/*", "post /pet"}, []string{"GET /store/order/{orderId}"})
+	if diff := cmp.Diff(sortedCopy(toolNames(s)), []string{"addPet", "getInventory", "getPetById"}); diff != "" {
 		t.Errorf("(-got +want):\n%s", diff)
 	}
-	if d.Tool("deletePet") != nil {
+	if s.Tool("deletePet") != nil {
 		t.Error("an excluded tool is still found by name")
+	}
+	if len(d.Tools()) != all || d.Tool("deletePet") == nil {
+		t.Error("Select changed the document it selected from")
 	}
 }
 

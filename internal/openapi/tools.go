@@ -20,9 +20,9 @@ const MaxToolName = 128
 // field can never collide with a parameter's name.
 const BodyArg = "body"
 
-// Doc is a parsed document and the tools of its operations. Select
-// changes it; once built and selected it is only read, by any number of
-// goroutines.
+// Doc is a parsed document and the tools of its operations. It is never
+// changed once built (Select makes another), so any number of goroutines
+// and sessions may share one.
 type Doc struct {
 	t     *openapi3.T
 	loc   *url.URL
@@ -174,20 +174,19 @@ func (d *Doc) BaseURL() string {
 	return u.String()
 }
 
-// Select keeps the tools whose operation matches include (all, when
-// empty) and no pattern of exclude. A pattern is an operationId or
-// "METHOD /path", the path matched with path.Match against the document's
-// path template.
-func (d *Doc) Select(include, exclude []string) {
-	keep := d.tools[:0:0]
+// Select is a Doc of the tools whose operation matches include (all,
+// when empty) and no pattern of exclude; d is unchanged. A pattern is an
+// operationId or "METHOD /path", the path matched with path.Match against
+// the document's path template.
+func (d *Doc) Select(include, exclude []string) *Doc {
+	out := &Doc{t: d.t, loc: d.loc, byNm: make(map[string]*Tool)}
 	for _, t := range d.tools {
 		if (len(include) == 0 || t.matchesAny(include)) && !t.matchesAny(exclude) {
-			keep = append(keep, t)
-		} else {
-			delete(d.byNm, t.Name)
+			out.tools = append(out.tools, t)
+			out.byNm[t.Name] = t
 		}
 	}
-	d.tools = keep
+	return out
 }
 
 func (t *Tool) matchesAny(pats []string) bool {

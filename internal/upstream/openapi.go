@@ -39,7 +39,7 @@ var _ Session = (*openapiSession)(nil)
 func dialOpenAPI(ctx context.Context, opts *Options) (Session, error) {
 	srv := opts.Server
 	fail := func(kind Kind, err error) error { return &Error{Server: srv.Name, Kind: kind, Err: err} }
-	doc, err := openapi.Load(ctx, srv.Spec, openapi.LoadOptions{Timeout: srv.Timeout})
+	doc, err := loadSpec(ctx, srv.Spec, srv.Timeout)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -47,7 +47,7 @@ func dialOpenAPI(ctx context.Context, opts *Options) (Session, error) {
 		return nil, fail(KindUnreachable, err)
 	}
 	if o := srv.Operations; o != nil {
-		doc.Select(o.Include, o.Exclude)
+		doc = doc.Select(o.Include, o.Exclude)
 	}
 	raw := srv.BaseURL
 	if raw == "" {

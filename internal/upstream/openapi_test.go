@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -176,5 +177,38 @@ func TestOpenAPISameOriginRedirect(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(paths, " ") != "/trees/1 /trees/2" || keys[1] != "ApiKey k-123456" {
 		t.Errorf("requests %v with %q", paths, keys)
+	}
+}
+
+// The sessions of a server share the parsed document until its file
+// changes.
+func TestOpenAPISpecCache(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "openapi", "testdata", "petstore31.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := loadSpec(ctx, spec, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := loadSpec(ctx, spec, time.Second)
+	if a != b {
+		t.Error("an unchanged file was parsed again")
+	}
+	changed := strings.Replace(string(data), "operationId: getPetById", "operationId: fetchPet", 1)
+	if err := os.WriteFile(spec, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadSpec(ctx, spec, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tool("fetchPet") == nil || c.Tool("getPetById") != nil {
+		t.Errorf("a changed file was not read again: %v", c.Tool("fetchPet"))
 	}
 }
