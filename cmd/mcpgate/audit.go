@@ -32,6 +32,7 @@ type auditRecord struct {
 	Session       string `json:"session"`
 	RequestBytes  int64  `json:"request_bytes"`
 	ResponseBytes int64  `json:"response_bytes"`
+	Guardrail     string `json:"guardrail"`
 }
 
 // auditEntry is a record with its JSON as the API sent it.
@@ -127,6 +128,9 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 func outcomeCell(r auditRecord) string {
 	if r.Fault != "" {
 		return cell(r.Outcome) + "/" + r.Fault
+	}
+	if r.Guardrail != "" {
+		return cell(r.Outcome) + "/" + cell(r.Guardrail)
 	}
 	return cell(r.Outcome)
 }

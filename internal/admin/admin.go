@@ -411,6 +411,8 @@ type ToolCallRecord struct {
 	Session       string `json:"session,omitempty"`
 	RequestBytes  int64  `json:"request_bytes"`
 	ResponseBytes int64  `json:"response_bytes"`
+	// Guardrail names the guardrail that blocked the call (outcome blocked).
+	Guardrail string `json:"guardrail,omitempty"`
 }
 
 // ToolCallPage is GET /admin/v1/audit.
@@ -442,7 +444,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	for _, c := range calls {
 		page.Calls = append(page.Calls, ToolCallRecord{ID: c.ID, Time: c.Time.UTC().Format(time.RFC3339Nano), KeyAlias: c.KeyAlias, User: c.User,
 			Team: c.Team, Server: c.Server, Tool: c.Tool, Outcome: c.Outcome, Fault: c.ErrorClass, DurationMs: c.DurationMs,
-			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes})
+			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes, Guardrail: c.Guardrail})
 	}
 	writeJSON(w, http.StatusOK, page)
 }

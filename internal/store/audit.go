@@ -62,7 +62,16 @@ type ToolCall struct {
 	SessionIDPrefix string // at most MaxSessionIDPrefix characters
 	RequestBytes    int64
 	ResponseBytes   int64
+	// Guardrail names the guardrail that blocked the call (Outcome
+	// OutcomeBlocked); "" otherwise (SPEC S21).
+	Guardrail string
 }
+
+// MaxGuardrailName bounds ToolCall.Guardrail.
+const MaxGuardrailName = 200
+
+// OutcomeBlocked is the outcome of a call a guardrail refused.
+const OutcomeBlocked = "blocked"
 
 // ToolCallFilter selects tool calls. Zero fields do not filter.
 type ToolCallFilter struct {
@@ -107,6 +116,9 @@ func (c *ToolCall) Validate() error {
 	}
 	if len(c.SessionIDPrefix) > MaxSessionIDPrefix {
 		return fmt.Errorf("tool call: session id prefix longer than %d characters: %w", MaxSessionIDPrefix, ErrInvalid)
+	}
+	if len(c.Guardrail) > MaxGuardrailName {
+		return fmt.Errorf("tool call: guardrail name longer than %d characters: %w", MaxGuardrailName, ErrInvalid)
 	}
 	if c.DurationMs < 0 || c.RequestBytes < 0 || c.ResponseBytes < 0 {
 		return fmt.Errorf("tool call: negative duration or size: %w", ErrInvalid)

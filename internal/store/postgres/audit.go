@@ -69,15 +69,15 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 }
 
 const toolCallCols = `id, ts, key_alias, user_id, team_id, server, tool, duration_ms,
-	outcome, error_class, session_id_prefix, request_bytes, response_bytes`
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail`
 
 const insertToolCall = `INSERT INTO tool_calls (ts, key_alias, user_id, team_id, server, tool, duration_ms,
-	outcome, error_class, session_id_prefix, request_bytes, response_bytes)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 
 func toolCallArgs(c *store.ToolCall, ts time.Time) []any {
 	return []any{ms(ts), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
-		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes}
+		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail}
 }
 
 func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, error) {
@@ -135,7 +135,7 @@ func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) err
 func scanToolCall(row pgx.Row) (store.ToolCall, error) {
 	var c store.ToolCall
 	if err := row.Scan(&c.ID, &c.Time, &c.KeyAlias, &c.User, &c.Team, &c.Server, &c.Tool, &c.DurationMs,
-		&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes); err != nil {
+		&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes, &c.Guardrail); err != nil {
 		return store.ToolCall{}, err
 	}
 	c.Time = c.Time.UTC()

@@ -67,10 +67,10 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 }
 
 const toolCallCols = `id, ts, key_alias, user_id, team_id, server, tool, duration_ms,
-	outcome, error_class, session_id_prefix, request_bytes, response_bytes`
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail`
 
 const insertToolCall = `INSERT INTO tool_calls (` + toolCallCols + `)
-	VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, error) {
 	if err := c.Validate(); err != nil {
@@ -81,7 +81,7 @@ func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, er
 	}
 	res, err := s.addToolCall.ExecContext(ctx,
 		ms(c.Time), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
-		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes)
+		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail)
 	if err != nil {
 		return 0, fmt.Errorf("append tool call: %w", err)
 	}
@@ -118,7 +118,7 @@ func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) err
 		}
 		if _, err := st.ExecContext(ctx,
 			ms(ts), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
-			c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes); err != nil {
+			c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail); err != nil {
 			return fmt.Errorf("append tool calls: %w", err)
 		}
 	}
@@ -148,7 +148,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f store.ToolCallFilter) ([]st
 		var c store.ToolCall
 		var ts int64
 		if err := rows.Scan(&c.ID, &ts, &c.KeyAlias, &c.User, &c.Team, &c.Server, &c.Tool, &c.DurationMs,
-			&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes); err != nil {
+			&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes, &c.Guardrail); err != nil {
 			return nil, nil, fmt.Errorf("list tool calls: %w", err)
 		}
 		c.Time = fromMS(ts)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,6 +251,9 @@ func testToolCalls(t *testing.T, s store.Store) {
 		if c.Outcome != "ok" {
 			c.ErrorClass = "upstream"
 		}
+		if c.Outcome == "denied" {
+			c.Outcome, c.Guardrail = store.OutcomeBlocked, "deny-sql"
+		}
 		id, err := s.AppendToolCall(ctx, c)
 		if err != nil {
 			t.Fatal(err)
@@ -277,7 +281,7 @@ func testToolCalls(t *testing.T, s store.Store) {
 		{"user", store.ToolCallFilter{User: "bob"}, func(c store.ToolCall) bool { return c.User == "bob" }},
 		{"team", store.ToolCallFilter{Team: "ops"}, func(c store.ToolCall) bool { return c.Team == "ops" }},
 		{"server and tool", store.ToolCallFilter{Server: "jira", Tool: "get"}, func(c store.ToolCall) bool { return c.Server == "jira" && c.Tool == "get" }},
-		{"outcome", store.ToolCallFilter{Outcome: "denied"}, func(c store.ToolCall) bool { return c.Outcome == "denied" }},
+		{"outcome", store.ToolCallFilter{Outcome: store.OutcomeBlocked}, func(c store.ToolCall) bool { return c.Outcome == store.OutcomeBlocked && c.Guardrail == "deny-sql" }},
 		{"window", store.ToolCallFilter{Since: at(1), Until: at(3)}, func(c store.ToolCall) bool { return !c.Time.Before(at(1)) && c.Time.Before(at(3)) }},
 	} {
 		var got []store.ToolCall
@@ -310,6 +314,7 @@ func testToolCallInvalid(t *testing.T, s store.Store) {
 		"full session id":     func(c *store.ToolCall) { c.SessionIDPrefix = "3f2a9c1b-7d4e-4f00-9a1b-0c2d3e4f5a6b" },
 		"negative duration":   func(c *store.ToolCall) { c.DurationMs = -1 },
 		"negative byte count": func(c *store.ToolCall) { c.ResponseBytes = -1 },
+		"long guardrail name": func(c *store.ToolCall) { c.Guardrail = strings.Repeat("g", store.MaxGuardrailName+1) },
 	} {
 		c := ok
 		mutate(&c)
