@@ -40,7 +40,10 @@ func (g *Gateway) guardChain(sc *scope, server string) guard.Chain {
 	if sc != nil && sc.rt != nil {
 		path := sc.rt.path
 		if path == "" {
-			path = "/"
+			// The legacy /sse endpoint and stdio serve the whole gateway,
+			// as /mcp does: they get its guardrails, or a client could
+			// skip them by choosing the older transport.
+			path = "/mcp"
 		}
 		ch = append(ch, st.routeGuards[path])
 	}

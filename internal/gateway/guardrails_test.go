@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -415,5 +416,42 @@ servers:
 		if strings.Contains(a, "forbidden") {
 			t.Errorf("a refused call reached the upstream: %s", a)
 		}
+	}
+}
+
+// The legacy HTTP+SSE endpoints of the whole gateway (/sse, /mcp/sse)
+// are the /mcp route: its guardrails hold there too, so an older
+// transport is no way around them.
+func TestGuardrailsLegacySSE(t *testing.T) {
+	up := startGuardUpstream(t)
+	_, gw := startGateway(t, guardConfig(t, fmt.Sprintf(`
+servers:
+  up: {transport: http, url: %s}
+routes:
+  /mcp:
+    guardrails:
+      pre: [{kind: deny, name: whole-gateway, pattern: forbidden}]
+`, up.url+"/mcp")))
+	for _, path := range []string{"/sse", "/mcp/sse"} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var d downstream
+			cs, err := d.client(t).Connect(ctx, &mcp.SSEClientTransport{Endpoint: gw.URL + path}, &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.Rev20241105})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"q": "forbidden"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "whole-gateway") {
+				t.Errorf("over %s: %q (isError %v), want blocked", path, text, res.IsError)
+			}
+		})
+	}
+	if got := up.received(); len(got) != 0 {
+		t.Errorf("the upstream received %q", got)
 	}
 }
