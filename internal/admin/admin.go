@@ -413,6 +413,8 @@ type ToolCallRecord struct {
 	ResponseBytes int64  `json:"response_bytes"`
 	// Guardrail names the guardrail that blocked the call (outcome blocked).
 	Guardrail string `json:"guardrail,omitempty"`
+	// Cost is the call's price (servers.<name>.tools.costs).
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // ToolCallPage is GET /admin/v1/audit.
@@ -444,7 +446,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	for _, c := range calls {
 		page.Calls = append(page.Calls, ToolCallRecord{ID: c.ID, Time: c.Time.UTC().Format(time.RFC3339Nano), KeyAlias: c.KeyAlias, User: c.User,
 			Team: c.Team, Server: c.Server, Tool: c.Tool, Outcome: c.Outcome, Fault: c.ErrorClass, DurationMs: c.DurationMs,
-			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes, Guardrail: c.Guardrail})
+			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes, Guardrail: c.Guardrail, Cost: c.Cost})
 	}
 	writeJSON(w, http.StatusOK, page)
 }

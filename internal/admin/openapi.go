@@ -144,7 +144,7 @@ var schemas = map[string]any{
 	"TerminateResult":  obj(map[string]any{"terminated": integer, "sessions": listOf("SessionInfo")}, "terminated", "sessions"),
 	"ToolCallPage": obj(map[string]any{"next": str, "calls": map[string]any{"type": "array", "items": obj(map[string]any{
 		"id": integer, "time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
-		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer, "guardrail": str})}}, "calls"),
+		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer, "guardrail": str, "cost": map[string]any{"type": "number"}})}}, "calls"),
 	"CredentialRequest": obj(map[string]any{"value": str}, "value"),
 	"CredentialInfo":    obj(map[string]any{"server": str, "updated_at": str, "last_used_at": str}, "server"),
 	"CredentialList":    obj(map[string]any{"credentials": listOf("CredentialInfo")}, "credentials"),

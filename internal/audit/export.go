@@ -321,6 +321,7 @@ type exportRecord struct {
 	RequestBytes    int64           `json:"request_bytes"`
 	ResponseBytes   int64           `json:"response_bytes"`
 	Guardrail       string          `json:"guardrail,omitempty"`
+	Cost            float64         `json:"cost,omitempty"`
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
 }
 
@@ -330,7 +331,7 @@ func appendRecord(buf []byte, c *Entry) ([]byte, error) {
 		V: ExportSchemaVersion, Time: c.Time.UTC(), KeyAlias: c.KeyAlias, User: c.User, Team: c.Team,
 		Server: c.Server, Tool: c.Tool, DurationMs: c.DurationMs, Outcome: c.Outcome, ErrorClass: c.ErrorClass,
 		SessionIDPrefix: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes,
-		Guardrail: c.Guardrail, Arguments: c.Arguments,
+		Guardrail: c.Guardrail, Cost: c.Cost, Arguments: c.Arguments,
 	})
 	if err != nil {
 		return buf, err

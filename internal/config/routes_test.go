@@ -61,3 +61,38 @@ func TestGuardrailErrors(t *testing.T) {
 		}
 	}
 }
+
+// Tool costs: per tool, * for the rest, and per 1,000 result bytes;
+// negative prices are refused.
+func TestToolCosts(t *testing.T) {
+	doc := `
+servers:
+  s:
+    transport: http
+    url: https://s.example.com
+    tools: {costs: {search: 0.002, "*": 0.0001}, cost_per_kb: 0.00001}
+`
+	c, err := Parse([]byte(doc), "", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Servers["s"].Tools
+	for _, tt := range []struct {
+		tool  string
+		bytes int64
+		want  float64
+	}{{"search", 0, 0.002}, {"other", 0, 0.0001}, {"search", 2000, 0.002 + 0.00002}} {
+		if got := p.CallCost(tt.tool, tt.bytes); got < tt.want-1e-12 || got > tt.want+1e-12 {
+			t.Errorf("CallCost(%s, %d) = %g, want %g", tt.tool, tt.bytes, got, tt.want)
+		}
+	}
+	if got := (*ToolPolicy)(nil).CallCost("x", 10); got != 0 {
+		t.Errorf("nil policy costs %g", got)
+	}
+	for _, bad := range []string{`{costs: {search: -1}}`, `{costs: {search: "cheap"}}`, `{cost_per_kb: -0.1}`} {
+		doc := "servers:\n  s:\n    transport: http\n    url: https://s.example.com\n    tools: " + bad + "\n"
+		if _, err := Parse([]byte(doc), "", envOf(nil)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}

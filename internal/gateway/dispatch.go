@@ -549,7 +549,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		// the client from here.
 		out, blocked := g.guardPost(ctx, guards, gcall, res)
 		if blocked != nil {
-			ctx = withGuardrail(ctx, blocked.Guardrail)
+			ctx = withGuardrail(ctx, blocked)
 			out = blockedResult(ctx, blocked)
 		}
 		res = out

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -61,15 +62,31 @@ func guardCall(ctx context.Context, server string, params json.RawMessage) guard
 }
 
 // guardNote carries the guardrail that blocked a call to its audit record.
+type guardNote struct{ name, phase string }
+
 type guardNoteKey struct{}
 
-func withGuardrail(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, guardNoteKey{}, name)
+func withGuardrail(ctx context.Context, b *guard.Block) context.Context {
+	return context.WithValue(ctx, guardNoteKey{}, guardNote{truncate(b.Guardrail, store.MaxGuardrailName), b.Phase})
 }
 
 func guardrailOf(ctx context.Context) string {
-	s, _ := ctx.Value(guardNoteKey{}).(string)
-	return s
+	n, _ := ctx.Value(guardNoteKey{}).(guardNote)
+	return n.name
+}
+
+// blockedBefore reports whether a pre check kept the call from going
+// upstream (it costs nothing then).
+func blockedBefore(ctx context.Context) bool {
+	n, _ := ctx.Value(guardNoteKey{}).(guardNote)
+	return n.phase == guard.PhasePre
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // guardPre runs the pre checks of a tools/call: params comes back with
@@ -138,7 +155,7 @@ func blockedResult(ctx context.Context, b *guard.Block) json.RawMessage {
 // counted like any tool call, with the guardrail's name; nothing went
 // upstream.
 func (g *Gateway) guardBlocked(ctx context.Context, sc *scope, server string, params json.RawMessage, b *guard.Block, start time.Time) json.RawMessage {
-	ctx = withGuardrail(ctx, b.Guardrail)
+	ctx = withGuardrail(ctx, b)
 	res := blockedResult(ctx, b)
 	g.recordToolCall(ctx, sc, server, params, res, nil, nil, start)
 	g.logCall(server, mcpwire.MethodToolsCall, params, "blocked", start)

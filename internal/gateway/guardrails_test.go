@@ -455,3 +455,36 @@ routes:
 		t.Errorf("the upstream received %q", got)
 	}
 }
+
+// Tool costs are in each audit record: the tool's price (or *'s) plus
+// cost_per_kb of the result; a call a pre guardrail stopped costs nothing.
+func TestToolCostsAudited(t *testing.T) {
+	up := startGuardUpstream(t)
+	audit := &memAudit{}
+	_, gw := startGatewayWith(t, Options{Audit: audit, Config: guardConfig(t, fmt.Sprintf(`
+servers:
+  up:
+    transport: http
+    url: %s
+    tools: {costs: {leak: 0.002, "*": 0.0001}, cost_per_kb: 0.00001}
+    guardrails:
+      pre: [{kind: deny, name: no-sql, pattern: "(?i)drop\\s+table"}]
+`, up.url+"/mcp"))})
+	c := eras[0].client(t, gw.URL+"/mcp", nil)
+	c.call("1", "tools/call", `{"name":"up__leak","arguments":{}}`)
+	c.call("2", "tools/call", `{"name":"up__big","arguments":{}}`)
+	c.call("3", "tools/call", `{"name":"up__echo","arguments":{"q":"drop table t"}}`)
+	recs := audit.records()
+	if len(recs) != 3 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i, want := range []float64{
+		0.002 + 0.00001*float64(recs[0].ResponseBytes)/1000,
+		0.0001 + 0.00001*float64(recs[1].ResponseBytes)/1000,
+		0,
+	} {
+		if got := recs[i].Cost; got < want-1e-12 || got > want+1e-12 || (want > 0 && recs[i].ResponseBytes == 0) {
+			t.Errorf("record %d (%s, %d bytes): cost %g, want %g", i, recs[i].Tool, recs[i].ResponseBytes, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 var migrations = []string{
 	schemaV1,
 	schemaV2,
+	schemaV3,
 }
 
 //go:embed migrations/0001_init.sql
@@ -23,6 +24,9 @@ var schemaV1 string
 
 //go:embed migrations/0002_guardrail.sql
 var schemaV2 string
+
+//go:embed migrations/0003_cost.sql
+var schemaV3 string
 
 // migrateLock is the advisory lock migrations hold, one per schema of a
 // database (a database may hold several gateways' schemas).

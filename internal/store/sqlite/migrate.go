@@ -15,6 +15,7 @@ import (
 var migrations = []string{
 	schemaV1,
 	schemaV2,
+	schemaV3,
 }
 
 //go:embed migrations/0001_init.sql
@@ -22,6 +23,9 @@ var schemaV1 string
 
 //go:embed migrations/0002_guardrail.sql
 var schemaV2 string
+
+//go:embed migrations/0003_cost.sql
+var schemaV3 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,
