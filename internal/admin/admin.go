@@ -184,6 +184,7 @@ var routes = []route{
 	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},
 	{"GET", "/audit", func(a *API) http.HandlerFunc { return a.listToolCalls }},
 	{"GET", "/audit/events", func(a *API) http.HandlerFunc { return a.listEvents }},
+	{"GET", "/usage", func(a *API) http.HandlerFunc { return a.usage }},
 	{"PUT", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.putCredential }},
 	{"GET", "/me/credentials", func(a *API) http.HandlerFunc { return a.listCredentials }},
 	{"DELETE", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.deleteCredential }},
@@ -449,6 +450,61 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes, Guardrail: c.Guardrail, Cost: c.Cost})
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// UsageRow is one key, user or team of GET /admin/v1/usage.
+type UsageRow struct {
+	Group string  `json:"group"`
+	Calls int64   `json:"calls"`
+	Cost  float64 `json:"cost"`
+}
+
+// UsageReport is GET /admin/v1/usage: tool calls and their cost summed
+// per key alias, user or team over [since, until).
+type UsageReport struct {
+	By    string     `json:"by"`
+	Since string     `json:"since,omitempty"`
+	Until string     `json:"until,omitempty"`
+	Total float64    `json:"total"`
+	Usage []UsageRow `json:"usage"`
+}
+
+func (a *API) usage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.UsageFilter{By: q.Get("by")}
+	if f.By == "" {
+		f.By = store.UsageByKey
+	}
+	if _, ok := store.UsageColumn(f.By); !ok {
+		writeError(w, http.StatusBadRequest, "Bad Request", "by: must be key, user or team")
+		return
+	}
+	var err error
+	if f.Since, err = timeParam(q.Get("since")); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "since: "+err.Error())
+		return
+	}
+	if f.Until, err = timeParam(q.Get("until")); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "until: "+err.Error())
+		return
+	}
+	ul, ok := a.o.Store.(store.UsageLog)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "Not Implemented", "this store cannot sum usage")
+		return
+	}
+	rows, err := ul.SumUsage(r.Context(), f)
+	if err != nil {
+		a.log.Error("sum usage", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	rep := UsageReport{By: f.By, Since: q.Get("since"), Until: q.Get("until"), Usage: make([]UsageRow, 0, len(rows))}
+	for _, u := range rows {
+		rep.Usage = append(rep.Usage, UsageRow{Group: u.Group, Calls: u.Calls, Cost: u.Cost})
+		rep.Total += u.Cost
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 func timeParam(s string) (time.Time, error) {
