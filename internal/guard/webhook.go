@@ -120,10 +120,15 @@ func (w *webhook) check(ctx context.Context, c *check, phase string, call Call, 
 		return payload
 	}
 	if r := bytes.TrimSpace(ans.Redacted); len(r) > 0 && string(r) != "null" {
-		if _, ok := decode(r); ok {
-			rep.redacted(c.name, 1)
-			return r
+		// Arguments and results are JSON objects; anything else would
+		// break the call, so the service's rewrite is refused.
+		if v, ok := decode(r); ok {
+			if _, isObj := v.(map[string]any); isObj {
+				rep.redacted(c.name, 1)
+				return r
+			}
 		}
+		c.block(phase, "guardrail service sent an unusable rewrite", rep)
 	}
 	return payload
 }
