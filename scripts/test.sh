@@ -89,6 +89,8 @@ fuzz ./internal/oauth/ FuzzChallenge
 fuzz ./internal/oauth/ FuzzParseChallenges
 fuzz ./internal/oauth/authserver/ FuzzRegister
 fuzz ./internal/openapi/ FuzzParse
+fuzz ./internal/guard/ FuzzRedact
+fuzz ./internal/guard/ FuzzPostResult
 fuzz ./internal/oauth/authserver/ FuzzAuthorize
 fuzz ./internal/oauth/ FuzzDiscoveryDocument
 fuzz ./internal/oauth/ FuzzJWKS

@@ -782,3 +782,32 @@ func TestAdminCLIAgainstGateway(t *testing.T) {
 		t.Errorf("audit: exit %d, %q %q", code, stdout, stderr)
 	}
 }
+
+func TestUsageCommand(t *testing.T) {
+	clearAdminEnv(t)
+	f := newFakeAdmin(t, canned(`{"by":"team","total":2.75,"usage":[{"group":"ops","calls":2,"cost":2},{"group":"","calls":3,"cost":0.75}]}`))
+	code, stdout, stderr := cli(t, "usage", "--url", f.URL, "--by", "team", "--since", "2026-11-01T00:00:00Z", "--until", "2026-12-01T00:00:00Z")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if r := f.last(t); r.Path != "/admin/v1/usage" || r.Query != "by=team&since=2026-11-01T00%3A00%3A00Z&until=2026-12-01T00%3A00%3A00Z" {
+		t.Errorf("got %s?%s", r.Path, r.Query)
+	}
+	var rows [][]string
+	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {
+		rows = append(rows, strings.Fields(l))
+	}
+	want := [][]string{{"TEAM", "CALLS", "COST"}, {"ops", "2", "2"}, {"-", "3", "0.75"}, {"TOTAL", "2.75"}}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("table:\n%s", stdout)
+	}
+	n := len(f.requests())
+	for _, args := range [][]string{{"--by", "server"}, {"--since", "yesterday"}, {"extra"}} {
+		if code, _, _ := cli(t, append([]string{"usage", "--url", f.URL}, args...)...); code != 2 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+	}
+	if len(f.requests()) != n {
+		t.Error("a usage error reached the gateway")
+	}
+}

@@ -20,18 +20,20 @@ type auditCommand struct{ stdout, stderr io.Writer }
 // auditRecord is one tool call of GET /admin/v1/audit. It is comparable:
 // --follow tells records apart by all their fields.
 type auditRecord struct {
-	Time          string `json:"time"`
-	KeyAlias      string `json:"key_alias"`
-	User          string `json:"user"`
-	Team          string `json:"team"`
-	Server        string `json:"server"`
-	Tool          string `json:"tool"`
-	Outcome       string `json:"outcome"`
-	Fault         string `json:"fault"`
-	DurationMs    int64  `json:"duration_ms"`
-	Session       string `json:"session"`
-	RequestBytes  int64  `json:"request_bytes"`
-	ResponseBytes int64  `json:"response_bytes"`
+	Time          string  `json:"time"`
+	KeyAlias      string  `json:"key_alias"`
+	User          string  `json:"user"`
+	Team          string  `json:"team"`
+	Server        string  `json:"server"`
+	Tool          string  `json:"tool"`
+	Outcome       string  `json:"outcome"`
+	Fault         string  `json:"fault"`
+	DurationMs    int64   `json:"duration_ms"`
+	Session       string  `json:"session"`
+	RequestBytes  int64   `json:"request_bytes"`
+	ResponseBytes int64   `json:"response_bytes"`
+	Guardrail     string  `json:"guardrail"`
+	Cost          float64 `json:"cost"`
 }
 
 // auditEntry is a record with its JSON as the API sent it.
@@ -127,6 +129,9 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 func outcomeCell(r auditRecord) string {
 	if r.Fault != "" {
 		return cell(r.Outcome) + "/" + r.Fault
+	}
+	if r.Guardrail != "" {
+		return cell(r.Outcome) + "/" + cell(r.Guardrail)
 	}
 	return cell(r.Outcome)
 }

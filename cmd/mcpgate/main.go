@@ -68,6 +68,7 @@ Administer a running gateway (its admin API):
   mcpgate tools list [--as KEY] [--route R]        the catalog as a key sees it
   mcpgate call TOOL [--args JSON] [--as KEY]       call a tool
   mcpgate audit [--follow] [filters]               recent tool calls
+  mcpgate usage [--by key|user|team] [--since T]  calls and cost per key, user or team (--until T)
   mcpgate credentials set SERVER --value V         store your own credential (user_api_key servers)
   mcpgate credentials list|delete SERVER           your stored credentials
   mcpgate connections list [--server S] [--person P]   people's connected accounts and credentials
@@ -141,6 +142,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &callCommand{stdout: stdout}
 	case "audit":
 		cmd = &auditCommand{stdout: stdout, stderr: stderr}
+	case "usage":
+		cmd = &usageCommand{stdout: stdout}
 	case "vault":
 		cmd = &vaultCommand{stdout: stdout}
 	case "reload":

@@ -184,6 +184,7 @@ var routes = []route{
 	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},
 	{"GET", "/audit", func(a *API) http.HandlerFunc { return a.listToolCalls }},
 	{"GET", "/audit/events", func(a *API) http.HandlerFunc { return a.listEvents }},
+	{"GET", "/usage", func(a *API) http.HandlerFunc { return a.usage }},
 	{"PUT", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.putCredential }},
 	{"GET", "/me/credentials", func(a *API) http.HandlerFunc { return a.listCredentials }},
 	{"DELETE", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.deleteCredential }},
@@ -411,6 +412,10 @@ type ToolCallRecord struct {
 	Session       string `json:"session,omitempty"`
 	RequestBytes  int64  `json:"request_bytes"`
 	ResponseBytes int64  `json:"response_bytes"`
+	// Guardrail names the guardrail that blocked the call (outcome blocked).
+	Guardrail string `json:"guardrail,omitempty"`
+	// Cost is the call's price (servers.<name>.tools.costs).
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // ToolCallPage is GET /admin/v1/audit.
@@ -442,9 +447,64 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	for _, c := range calls {
 		page.Calls = append(page.Calls, ToolCallRecord{ID: c.ID, Time: c.Time.UTC().Format(time.RFC3339Nano), KeyAlias: c.KeyAlias, User: c.User,
 			Team: c.Team, Server: c.Server, Tool: c.Tool, Outcome: c.Outcome, Fault: c.ErrorClass, DurationMs: c.DurationMs,
-			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes})
+			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes, Guardrail: c.Guardrail, Cost: c.Cost})
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// UsageRow is one key, user or team of GET /admin/v1/usage.
+type UsageRow struct {
+	Group string  `json:"group"`
+	Calls int64   `json:"calls"`
+	Cost  float64 `json:"cost"`
+}
+
+// UsageReport is GET /admin/v1/usage: tool calls and their cost summed
+// per key alias, user or team over [since, until).
+type UsageReport struct {
+	By    string     `json:"by"`
+	Since string     `json:"since,omitempty"`
+	Until string     `json:"until,omitempty"`
+	Total float64    `json:"total"`
+	Usage []UsageRow `json:"usage"`
+}
+
+func (a *API) usage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.UsageFilter{By: q.Get("by")}
+	if f.By == "" {
+		f.By = store.UsageByKey
+	}
+	if _, ok := store.UsageColumn(f.By); !ok {
+		writeError(w, http.StatusBadRequest, "Bad Request", "by: must be key, user or team")
+		return
+	}
+	var err error
+	if f.Since, err = timeParam(q.Get("since")); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "since: "+err.Error())
+		return
+	}
+	if f.Until, err = timeParam(q.Get("until")); err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "until: "+err.Error())
+		return
+	}
+	ul, ok := a.o.Store.(store.UsageLog)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "Not Implemented", "this store cannot sum usage")
+		return
+	}
+	rows, err := ul.SumUsage(r.Context(), f)
+	if err != nil {
+		a.log.Error("sum usage", "error", err)
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		return
+	}
+	rep := UsageReport{By: f.By, Since: q.Get("since"), Until: q.Get("until"), Usage: make([]UsageRow, 0, len(rows))}
+	for _, u := range rows {
+		rep.Usage = append(rep.Usage, UsageRow{Group: u.Group, Calls: u.Calls, Cost: u.Cost})
+		rep.Total += u.Cost
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 func timeParam(s string) (time.Time, error) {

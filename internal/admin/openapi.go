@@ -44,6 +44,7 @@ var docs = map[string]opDoc{
 	"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics", response: "Stats", status: "200"},
 	"GET /sessions":                         {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
 	"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
+	"GET /usage":                            {summary: "Tool calls and their cost summed per key, user or team over a period", response: "UsageReport", status: "200", query: []string{"by", "since", "until"}},
 	"GET /audit":                            {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
 	"GET /audit/events":                     {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
 	"PUT /me/credentials/{server}":          {summary: "Store your own credential for a user_api_key server (any key or JWT caller; sealed in the vault)", body: "CredentialRequest", response: "CredentialInfo", status: "200"},
@@ -144,7 +145,9 @@ var schemas = map[string]any{
 	"TerminateResult":  obj(map[string]any{"terminated": integer, "sessions": listOf("SessionInfo")}, "terminated", "sessions"),
 	"ToolCallPage": obj(map[string]any{"next": str, "calls": map[string]any{"type": "array", "items": obj(map[string]any{
 		"id": integer, "time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
-		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer})}}, "calls"),
+		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer, "guardrail": str, "cost": map[string]any{"type": "number"}})}}, "calls"),
+	"UsageReport": obj(map[string]any{"by": str, "since": str, "until": str, "total": map[string]any{"type": "number"},
+		"usage": map[string]any{"type": "array", "items": obj(map[string]any{"group": str, "calls": integer, "cost": map[string]any{"type": "number"}}, "group", "calls", "cost")}}, "by", "total", "usage"),
 	"CredentialRequest": obj(map[string]any{"value": str}, "value"),
 	"CredentialInfo":    obj(map[string]any{"server": str, "updated_at": str, "last_used_at": str}, "server"),
 	"CredentialList":    obj(map[string]any{"credentials": listOf("CredentialInfo")}, "credentials"),

@@ -320,6 +320,8 @@ type exportRecord struct {
 	SessionIDPrefix string          `json:"session_id_prefix,omitempty"`
 	RequestBytes    int64           `json:"request_bytes"`
 	ResponseBytes   int64           `json:"response_bytes"`
+	Guardrail       string          `json:"guardrail,omitempty"`
+	Cost            float64         `json:"cost,omitempty"`
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
 }
 
@@ -329,7 +331,7 @@ func appendRecord(buf []byte, c *Entry) ([]byte, error) {
 		V: ExportSchemaVersion, Time: c.Time.UTC(), KeyAlias: c.KeyAlias, User: c.User, Team: c.Team,
 		Server: c.Server, Tool: c.Tool, DurationMs: c.DurationMs, Outcome: c.Outcome, ErrorClass: c.ErrorClass,
 		SessionIDPrefix: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes,
-		Arguments: c.Arguments,
+		Guardrail: c.Guardrail, Cost: c.Cost, Arguments: c.Arguments,
 	})
 	if err != nil {
 		return buf, err

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -85,6 +86,16 @@ func checkStruct(errs *errorList, ti *typeInfo, path string, v reflect.Value, li
 				errs.add(fp, line, "must be one of %s", strings.Join(f.enum, ", "))
 			} else {
 				errs.add(fp, line, "must be one of %s (got %q)", strings.Join(f.enum, ", "), truncate(s, 40))
+			}
+		case f.kind == kFloatMap:
+			for _, k := range slices.Sorted(maps.Keys(fv.Interface().(map[string]float64))) {
+				x := fv.MapIndex(reflect.ValueOf(k)).Float()
+				if f.fmin != nil && x < *f.fmin {
+					errs.add(fp+"."+k, line, "must be >= %g", *f.fmin)
+				}
+				if f.fmax != nil && x > *f.fmax {
+					errs.add(fp+"."+k, line, "must be <= %g", *f.fmax)
+				}
 			}
 		case f.min != nil && !zeroOK && fv.Int() < int64(*f.min):
 			errs.add(fp, line, "must be >= %d", *f.min)

@@ -314,6 +314,24 @@ type ToolPolicy struct {
 	// Overrides change how a tool is shown, keyed by its upstream name.
 	// A call by the display name resolves to the upstream name.
 	Overrides map[string]ToolOverride `config:"overrides" entry:"tool" doc:"How a tool is shown, keyed by its upstream name; a call by the display name reaches the upstream tool."`
+	// Costs price a call by upstream tool name, "*" for the others
+	// (SPEC S21); CostPerKB adds a price per 1,000 result bytes.
+	Costs     map[string]float64 `config:"costs,min=0" doc:"The cost of one call (in your currency units), by upstream tool name; * prices the tools not named. Recorded in each audit record. Absent: calls cost nothing."`
+	CostPerKB float64            `config:"cost_per_kb,min=0" doc:"A cost added per 1,000 bytes of the result, recorded with the call's."`
+}
+
+// CallCost is what one call of tool costs with a result of resultBytes:
+// its price (or *'s) plus cost_per_kb per 1,000 bytes. A nil policy
+// prices nothing.
+func (p *ToolPolicy) CallCost(tool string, resultBytes int64) float64 {
+	if p == nil {
+		return 0
+	}
+	c, ok := p.Costs[tool]
+	if !ok {
+		c = p.Costs["*"]
+	}
+	return c + p.CostPerKB*float64(resultBytes)/1000
 }
 
 // Allows reports whether the policy lets callers see the upstream tool

@@ -88,6 +88,17 @@ func (d *decoder) value(f *fieldInfo, path string, n *yaml.Node, dst reflect.Val
 		d.strings(f, path, n, dst)
 	case kStringMap:
 		d.stringMap(f, path, n, dst)
+	case kFloatMap:
+		d.eachKey(path, n, func(key string, _, v *yaml.Node) {
+			if x, ok := d.float(joinPath(path, key), v); ok {
+				if dst.IsNil() {
+					dst.Set(reflect.MakeMap(dst.Type()))
+				}
+				dst.SetMapIndex(reflect.ValueOf(key), reflect.ValueOf(x))
+			} else if isNull(resolve(v)) {
+				d.errs.add(joinPath(path, key), v.Line, "must be a number")
+			}
+		})
 	case kListMap:
 		d.listMap(f, path, n, dst)
 	case kBool:

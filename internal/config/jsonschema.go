@@ -229,6 +229,13 @@ func (g *schemaGen) field(f *fieldInfo, nullable bool) *schema {
 	case kStringMap:
 		s.Type = types("object")
 		s.AdditionalProperties = &schema{Type: append(scalarTypes[:len(scalarTypes):len(scalarTypes)], "null")}
+	case kFloatMap:
+		s.Type = types("object")
+		num := &schema{Type: "number"}
+		if f.fmin != nil {
+			num.Minimum = *f.fmin
+		}
+		s.AdditionalProperties = num
 	case kListMap:
 		s.Type = types("object")
 		s.AdditionalProperties = &schema{Type: "array", Items: &schema{Type: scalarTypes}}
@@ -342,7 +349,7 @@ func absent(f *fieldInfo) *schema {
 		return &schema{Enum: []any{nil, ""}}
 	case kStrings, kStructList:
 		return &schema{AnyOf: []*schema{{Type: "null"}, {Type: "array", MaxItems: ptr(0)}}}
-	case kStringMap, kListMap, kStructMap:
+	case kStringMap, kListMap, kStructMap, kFloatMap:
 		return &schema{AnyOf: []*schema{{Type: "null"}, {Type: "object", MaxProperties: ptr(0)}}}
 	case kBool:
 		return &schema{Enum: []any{nil, false}}

@@ -151,6 +151,11 @@ func (r *refGen) typeCell(s refSection, f *fieldInfo) (string, *refSection) {
 			return fmt.Sprintf("number ≤ %g", *f.fmax), nil
 		}
 		return "number", nil
+	case kFloatMap:
+		if f.fmin != nil {
+			return fmt.Sprintf("map of numbers ≥ %g", *f.fmin), nil
+		}
+		return "map of numbers", nil
 	case kTime:
 		return "time", nil
 	case kStruct, kStructPtr:

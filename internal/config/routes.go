@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -79,6 +82,30 @@ type Guardrail struct {
 	FailOpen  bool              `config:"fail_open,when=webhook" doc:"When the service fails or times out, let the call go on (true) or block it (false, the default)."`
 }
 
+// RedactPatterns are the built-in patterns of a redact guardrail
+// (internal/guard implements them).
+var RedactPatterns = []string{"api_key", "bearer", "card", "email", "jwt", "private_key"}
+
+// checkGuardURL accepts https, or http to a loopback host: the payload
+// carries arguments and results.
+func checkGuardURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return errors.New("must be an absolute URL")
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	if u.Scheme == "http" {
+		if h := u.Hostname(); h == "localhost" {
+			return nil
+		} else if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+			return nil
+		}
+	}
+	return errors.New("must be https (or http to a loopback host)")
+}
+
 // GuardrailName is the name of the i-th (from 0) guardrail of a phase.
 func (g *Guardrail) GuardrailName(i int) string {
 	if g.Name != "" {
@@ -124,6 +151,22 @@ func (gs *Guardrails) validate(errs *errorList, p string, strict bool) {
 			if g.Kind == GuardDeny && g.Pattern != "" {
 				if _, err := regexp.Compile(g.Pattern); err != nil {
 					errs.add(gp+".pattern", 0, "not a regular expression: %v", err)
+				}
+			}
+			if g.Kind == GuardRedact {
+				for j, pat := range g.Patterns {
+					if expr, ok := strings.CutPrefix(pat, "regex:"); ok {
+						if _, err := regexp.Compile(expr); err != nil {
+							errs.add(fmt.Sprintf("%s.patterns[%d]", gp, j), 0, "not a regular expression: %v", err)
+						}
+					} else if !slices.Contains(RedactPatterns, strings.ToLower(strings.TrimSpace(pat))) {
+						errs.add(fmt.Sprintf("%s.patterns[%d]", gp, j), 0, "unknown pattern %q: built in are %s, or regex:<expression>", pat, strings.Join(RedactPatterns, ", "))
+					}
+				}
+			}
+			if g.Kind == GuardWebhook && g.URL != "" {
+				if err := checkGuardURL(g.URL); err != nil {
+					errs.add(gp+".url", 0, "%v", err)
 				}
 			}
 		}

@@ -53,7 +53,7 @@ import (
 // the schema (validate.go checks names with their own messages), and an
 // `entry:"tool"` tag what its keys are, for the reference (default name). The Go
 // type decides the shape: string, []string, map[string]string,
-// map[string][]string, bool, *bool, int, float64, *float64 (nil is the
+// map[string][]string, map[string]float64, bool, *bool, int, float64, *float64 (nil is the
 // default, 0 a value), int64 (size), time.Duration,
 // time.Time, a struct (a section; null keeps its defaults), a pointer to
 // one (null means absent), map[string]*S or map[string]S (named entries)
@@ -87,6 +87,7 @@ const (
 	kStructPtr // an optional section
 	kStructMap // named entries: map[string]*S or map[string]S
 	kStructList
+	kFloatMap // map[string]float64: numbers by name (min= bounds each)
 )
 
 // fieldInfo is one field's schema, parsed from its tags.
@@ -313,7 +314,7 @@ func (f *fieldInfo) setBound(opt, val string, bad func(string, ...any)) {
 		} else {
 			f.max = &n
 		}
-	case kFloat, kFloatPtr:
+	case kFloat, kFloatPtr, kFloatMap:
 		x, err := strconv.ParseFloat(val, 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 			bad("%s=%q", opt, val)
@@ -389,6 +390,8 @@ func kindOf(t reflect.Type, size bool, bad func(string, ...any)) kind {
 		switch e := t.Elem(); {
 		case e.Kind() == reflect.String:
 			return kStringMap
+		case e.Kind() == reflect.Float64:
+			return kFloatMap
 		case e.Kind() == reflect.Slice && e.Elem().Kind() == reflect.String:
 			return kListMap
 		case derefType(e).Kind() == reflect.Struct:
@@ -401,7 +404,7 @@ func kindOf(t reflect.Type, size bool, bad func(string, ...any)) kind {
 
 func kindName(k kind) string {
 	return [...]string{"string", "list of strings", "map of strings", "map of string lists", "boolean", "boolean",
-		"integer", "number", "number", "size", "duration", "time", "section", "section", "map of sections", "list of sections"}[k]
+		"integer", "number", "number", "size", "duration", "time", "section", "section", "map of sections", "list of sections", "map of numbers"}[k]
 }
 
 // setDefaults gives every defaulted field of the struct v its default,

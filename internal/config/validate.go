@@ -224,6 +224,7 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 		s.TLS.validate(errs, p+".tls", s)
 	}
 	if s.Tools != nil {
+		checkFields(errs, p+".tools", s.Tools, strict)
 		s.Tools.validate(errs, p+".tools")
 	}
 }

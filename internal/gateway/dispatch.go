@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/tracing"
@@ -505,6 +506,20 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 // forward sends a request upstream with progress-token mapping and the
 // request's scope as origin.
 func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	// Guardrails (S21): pre checks before anything goes upstream.
+	var guards guard.Chain
+	var gcall guard.Call
+	if method == mcpwire.MethodToolsCall {
+		if ch := g.guardChain(sc, server); !ch.Empty() {
+			guards, gcall = ch, guardCall(ctx, server, params)
+			start := time.Now()
+			p, blocked := g.guardPre(ctx, guards, gcall, params)
+			if blocked != nil {
+				return g.guardBlocked(ctx, sc, server, params, blocked, start), nil
+			}
+			params = p
+		}
+	}
 	if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok && len(tok) > 0 && string(tok) != "null" {
 		upTok := g.mintProgress(sc, tok, tracing.MessageSpan(ctx))
 		defer g.progress.Delete(upTok)
@@ -528,6 +543,16 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	}
 	if err == nil && g.up.Stateless(server) {
 		res = g.ownResult(sc, res)
+	}
+	if err == nil && guards != nil {
+		// Post checks on the final result, streamed or not: it goes to
+		// the client from here.
+		out, blocked := g.guardPost(ctx, guards, gcall, res)
+		if blocked != nil {
+			ctx = withGuardrail(ctx, blocked)
+			out = blockedResult(ctx, blocked)
+		}
+		res = out
 	}
 	if method == mcpwire.MethodToolsCall {
 		var rpcErr *jsonrpc.Error

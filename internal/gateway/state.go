@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/policy"
 )
 
@@ -34,6 +35,9 @@ type gwState struct {
 	exchange bool
 	// limits are cfg.Limits with every default filled in (S23).
 	limits config.Limits
+	// guards are the compiled guardrails (S21) by server, and
+	// routeGuards by route path; compiled here so a reload applies them.
+	guards, routeGuards map[string]*guard.Set
 }
 
 func newState(cfg *config.Config) *gwState {
@@ -45,6 +49,7 @@ func newState(cfg *config.Config) *gwState {
 		reverse:   map[string]map[string]string{},
 		limits:    cfg.Limits.OrDefaults(),
 	}
+	st.guards, st.routeGuards = compileGuards(cfg)
 	for name, srv := range cfg.Servers {
 		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
 			st.passthrough = true

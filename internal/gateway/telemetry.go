@@ -60,6 +60,8 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 		if ce := (*clientError)(nil); errors.As(err, &ce) {
 			outcome, fault = "client_error", "client_error"
 		}
+	case guardrailOf(ctx) != "":
+		outcome = store.OutcomeBlocked
 	case toolError(res):
 		outcome = "tool_error"
 	}
@@ -74,7 +76,13 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 		return
 	}
 	rec := store.ToolCall{Time: start, Server: server, Tool: tool, DurationMs: d.Milliseconds(), Outcome: outcome,
-		ErrorClass: fault, RequestBytes: int64(len(params)), ResponseBytes: int64(len(res))}
+		ErrorClass: fault, RequestBytes: int64(len(params)), ResponseBytes: int64(len(res)),
+		Guardrail: guardrailOf(ctx)}
+	if srv := g.st().cfg.Servers[server]; srv != nil && srv.Tools != nil && !blockedBefore(ctx) && (err == nil || rpcErr != nil) {
+		// Priced when the upstream answered (S21 cost): a call a pre
+		// guardrail stopped, or that never got an answer, costs nothing.
+		rec.Cost = srv.Tools.CallCost(tool, rec.ResponseBytes)
+	}
 	if c := callers.FromContext(ctx); c != nil {
 		rec.KeyAlias, rec.User, rec.Team = c.Alias, c.User, c.Team
 		if c.Master {

@@ -88,6 +88,9 @@ type Metrics struct {
 	limitLocalN prometheus.Counter     // decisions taken locally
 	stateUp     prometheus.Gauge       // 1 while the shared state answers
 	reload      reloadMetrics          // config reloads (reload.go)
+	guardBlocks *prometheus.CounterVec // server, guardrail, phase
+	guardRedact *prometheus.CounterVec // server, guardrail, phase
+	guardFails  *prometheus.CounterVec // server, guardrail
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -189,6 +192,22 @@ func New() *Metrics {
 			Name:      "state_up",
 			Help:      "1 while the shared state backend (state.driver) answers this replica's probe (every second), 0 while it does not. Always 1 with the memory driver.",
 		}),
+		// Guardrail names come from the config: bounded.
+		guardBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "guardrail_blocks_total",
+			Help:      "Tool calls a guardrail blocked (SPEC S21), by upstream server, guardrail name and phase (pre, post).",
+		}, []string{"server", "guardrail", "phase"}),
+		guardRedact: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "guardrail_redactions_total",
+			Help:      "Replacements a redact guardrail (or a webhook's rewrite) made, by upstream server, guardrail name and phase.",
+		}, []string{"server", "guardrail", "phase"}),
+		guardFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "guardrail_webhook_failures_total",
+			Help:      "Guardrail webhook calls that failed or timed out and let the call go on (fail_open), by upstream server and guardrail name.",
+		}, []string{"server", "guardrail"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -197,6 +216,7 @@ func New() *Metrics {
 		m.sessions, m.catalog, m.auditDepth, m.auditDrops, m.auditUnconf,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
+		m.guardBlocks, m.guardRedact, m.guardFails,
 	)
 	m.reload = newReloadMetrics(m.reg)
 	// Up until a probe says otherwise: the memory driver is never probed.
@@ -308,6 +328,30 @@ func (m *Metrics) SetAuditQueueDepth(n int) {
 	m.auditDepth.Set(float64(n))
 }
 
+// GuardrailBlock counts a call a guardrail blocked.
+func (m *Metrics) GuardrailBlock(server, guardrail, phase string) {
+	if m == nil {
+		return
+	}
+	m.guardBlocks.WithLabelValues(server, guardrail, phase).Inc()
+}
+
+// GuardrailRedactions counts n replacements a guardrail made.
+func (m *Metrics) GuardrailRedactions(server, guardrail, phase string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.guardRedact.WithLabelValues(server, guardrail, phase).Add(float64(n))
+}
+
+// GuardrailWebhookFailure counts a failed webhook that let the call on.
+func (m *Metrics) GuardrailWebhookFailure(server, guardrail string) {
+	if m == nil {
+		return
+	}
+	m.guardFails.WithLabelValues(server, guardrail).Inc()
+}
+
 // AuditUnconfirmed counts a tool call answered before its durable audit
 // record was committed.
 func (m *Metrics) AuditUnconfirmed() {
@@ -399,6 +443,9 @@ func (m *Metrics) ForgetServer(server string) {
 	m.toolLatency.DeletePartialMatch(l)
 	m.toolsMu.Unlock()
 	m.catalog.DeletePartialMatch(l)
+	m.guardBlocks.DeletePartialMatch(l)
+	m.guardRedact.DeletePartialMatch(l)
+	m.guardFails.DeletePartialMatch(l)
 	m.healthMu.Lock()
 	m.upstreamUp.DeletePartialMatch(l)
 	m.healthMu.Unlock()

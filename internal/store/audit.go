@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -62,7 +64,19 @@ type ToolCall struct {
 	SessionIDPrefix string // at most MaxSessionIDPrefix characters
 	RequestBytes    int64
 	ResponseBytes   int64
+	// Guardrail names the guardrail that blocked the call (Outcome
+	// OutcomeBlocked); "" otherwise (SPEC S21).
+	Guardrail string
+	// Cost is the call's price from its server's tools.costs and
+	// cost_per_kb, in the operator's currency units; 0 when unpriced.
+	Cost float64
 }
+
+// MaxGuardrailName bounds ToolCall.Guardrail.
+const MaxGuardrailName = 200
+
+// OutcomeBlocked is the outcome of a call a guardrail refused.
+const OutcomeBlocked = "blocked"
 
 // ToolCallFilter selects tool calls. Zero fields do not filter.
 type ToolCallFilter struct {
@@ -108,8 +122,56 @@ func (c *ToolCall) Validate() error {
 	if len(c.SessionIDPrefix) > MaxSessionIDPrefix {
 		return fmt.Errorf("tool call: session id prefix longer than %d characters: %w", MaxSessionIDPrefix, ErrInvalid)
 	}
-	if c.DurationMs < 0 || c.RequestBytes < 0 || c.ResponseBytes < 0 {
-		return fmt.Errorf("tool call: negative duration or size: %w", ErrInvalid)
+	if len(c.Guardrail) > MaxGuardrailName {
+		return fmt.Errorf("tool call: guardrail name longer than %d characters: %w", MaxGuardrailName, ErrInvalid)
+	}
+	if c.DurationMs < 0 || c.RequestBytes < 0 || c.ResponseBytes < 0 || c.Cost < 0 || math.IsNaN(c.Cost) || math.IsInf(c.Cost, 0) {
+		return fmt.Errorf("tool call: negative or invalid duration, size or cost: %w", ErrInvalid)
 	}
 	return nil
+}
+
+// Usage groupings (UsageFilter.By).
+const (
+	UsageByKey  = "key"
+	UsageByUser = "user"
+	UsageByTeam = "team"
+)
+
+// UsageFilter selects the tool calls summed by SumUsage: By is a
+// grouping, Since and Until (zero: unbounded) the period [Since, Until).
+type UsageFilter struct {
+	By    string
+	Since time.Time
+	Until time.Time
+}
+
+// Usage is the calls and cost of one key alias, user or team ("" for
+// calls without one) over a period.
+type Usage struct {
+	Group string
+	Calls int64
+	Cost  float64
+}
+
+// UsageLog is the optional capability of an AuditLog to sum tool calls'
+// costs; both built-in stores have it. Safe for concurrent use.
+type UsageLog interface {
+	// SumUsage returns one Usage per group, costliest first (then by
+	// name); an unknown By is ErrInvalid.
+	SumUsage(ctx context.Context, f UsageFilter) ([]Usage, error)
+}
+
+// UsageColumn is the tool_calls column of a grouping; ok false for an
+// unknown one.
+func UsageColumn(by string) (col string, ok bool) {
+	switch by {
+	case UsageByKey:
+		return "key_alias", true
+	case UsageByUser:
+		return "user_id", true
+	case UsageByTeam:
+		return "team_id", true
+	}
+	return "", false
 }

@@ -69,15 +69,15 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 }
 
 const toolCallCols = `id, ts, key_alias, user_id, team_id, server, tool, duration_ms,
-	outcome, error_class, session_id_prefix, request_bytes, response_bytes`
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail, cost`
 
 const insertToolCall = `INSERT INTO tool_calls (ts, key_alias, user_id, team_id, server, tool, duration_ms,
-	outcome, error_class, session_id_prefix, request_bytes, response_bytes)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail, cost)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 
 func toolCallArgs(c *store.ToolCall, ts time.Time) []any {
 	return []any{ms(ts), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
-		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes}
+		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail, c.Cost}
 }
 
 func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, error) {
@@ -135,7 +135,7 @@ func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) err
 func scanToolCall(row pgx.Row) (store.ToolCall, error) {
 	var c store.ToolCall
 	if err := row.Scan(&c.ID, &c.Time, &c.KeyAlias, &c.User, &c.Team, &c.Server, &c.Tool, &c.DurationMs,
-		&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes); err != nil {
+		&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes, &c.Guardrail, &c.Cost); err != nil {
 		return store.ToolCall{}, err
 	}
 	c.Time = c.Time.UTC()
@@ -164,6 +164,37 @@ func (s *Store) ListToolCalls(ctx context.Context, f store.ToolCallFilter) ([]st
 	}
 	out, next := cut(out, limit, func(c store.ToolCall) store.Cursor { return store.Cursor{Time: c.Time, ID: c.ID} })
 	return out, next, nil
+}
+
+var _ store.UsageLog = (*Store)(nil)
+
+func (s *Store) SumUsage(ctx context.Context, f store.UsageFilter) ([]store.Usage, error) {
+	col, ok := store.UsageColumn(f.By)
+	if !ok {
+		return nil, fmt.Errorf("sum usage: by %q: %w", f.By, store.ErrInvalid)
+	}
+	var q page
+	q.window(f.Since, f.Until, nil)
+	where := ""
+	if len(q.conds) > 0 {
+		where = " WHERE " + strings.Join(q.conds, " AND ")
+	}
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT `+col+`, COUNT(*), COALESCE(SUM(cost), 0) FROM tool_calls`+where+
+		` GROUP BY `+col+` ORDER BY COALESCE(SUM(cost), 0) DESC, `+col+` COLLATE "C"`, q.args...)
+	if err != nil {
+		return nil, fmt.Errorf("sum usage: %w", classify(err))
+	}
+	out, err := collect(rows, func(row pgx.Row) (store.Usage, error) {
+		var u store.Usage
+		err := row.Scan(&u.Group, &u.Calls, &u.Cost)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sum usage: %w", classify(err))
+	}
+	return out, nil
 }
 
 // page builds the WHERE, ORDER BY and LIMIT of a newest-first keyset

@@ -67,10 +67,10 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 }
 
 const toolCallCols = `id, ts, key_alias, user_id, team_id, server, tool, duration_ms,
-	outcome, error_class, session_id_prefix, request_bytes, response_bytes`
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail, cost`
 
 const insertToolCall = `INSERT INTO tool_calls (` + toolCallCols + `)
-	VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, error) {
 	if err := c.Validate(); err != nil {
@@ -81,7 +81,7 @@ func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, er
 	}
 	res, err := s.addToolCall.ExecContext(ctx,
 		ms(c.Time), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
-		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes)
+		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail, c.Cost)
 	if err != nil {
 		return 0, fmt.Errorf("append tool call: %w", err)
 	}
@@ -118,7 +118,7 @@ func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) err
 		}
 		if _, err := st.ExecContext(ctx,
 			ms(ts), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
-			c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes); err != nil {
+			c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail, c.Cost); err != nil {
 			return fmt.Errorf("append tool calls: %w", err)
 		}
 	}
@@ -148,7 +148,7 @@ func (s *Store) ListToolCalls(ctx context.Context, f store.ToolCallFilter) ([]st
 		var c store.ToolCall
 		var ts int64
 		if err := rows.Scan(&c.ID, &ts, &c.KeyAlias, &c.User, &c.Team, &c.Server, &c.Tool, &c.DurationMs,
-			&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes); err != nil {
+			&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes, &c.Guardrail, &c.Cost); err != nil {
 			return nil, nil, fmt.Errorf("list tool calls: %w", err)
 		}
 		c.Time = fromMS(ts)
@@ -159,6 +159,39 @@ func (s *Store) ListToolCalls(ctx context.Context, f store.ToolCallFilter) ([]st
 	}
 	out, next := cut(out, limit, func(c store.ToolCall) store.Cursor { return store.Cursor{Time: c.Time, ID: c.ID} })
 	return out, next, nil
+}
+
+var _ store.UsageLog = (*Store)(nil)
+
+func (s *Store) SumUsage(ctx context.Context, f store.UsageFilter) ([]store.Usage, error) {
+	col, ok := store.UsageColumn(f.By)
+	if !ok {
+		return nil, fmt.Errorf("sum usage: by %q: %w", f.By, store.ErrInvalid)
+	}
+	var q page
+	q.window(f.Since, f.Until, nil)
+	where := ""
+	if len(q.conds) > 0 {
+		where = " WHERE " + strings.Join(q.conds, " AND ")
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+col+`, COUNT(*), TOTAL(cost) FROM tool_calls`+where+
+		` GROUP BY `+col+` ORDER BY TOTAL(cost) DESC, `+col, q.args...)
+	if err != nil {
+		return nil, fmt.Errorf("sum usage: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Usage
+	for rows.Next() {
+		var u store.Usage
+		if err := rows.Scan(&u.Group, &u.Calls, &u.Cost); err != nil {
+			return nil, fmt.Errorf("sum usage: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum usage: %w", err)
+	}
+	return out, nil
 }
 
 // page builds the WHERE, ORDER BY and LIMIT of a newest-first keyset

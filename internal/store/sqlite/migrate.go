@@ -14,10 +14,18 @@ import (
 // from version i to version i+1. Append only; never edit a released step.
 var migrations = []string{
 	schemaV1,
+	schemaV2,
+	schemaV3,
 }
 
 //go:embed migrations/0001_init.sql
 var schemaV1 string
+
+//go:embed migrations/0002_guardrail.sql
+var schemaV2 string
+
+//go:embed migrations/0003_cost.sql
+var schemaV3 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,

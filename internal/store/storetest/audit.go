@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -27,6 +29,7 @@ var toolCallTests = []test{
 	{"Batch", testToolCallBatch},
 	{"BatchInvalid", testToolCallBatchInvalid},
 	{"BatchEmpty", testToolCallBatchEmpty},
+	{"Usage", testUsage},
 }
 
 // newestFirst sorts records the way listings return them.
@@ -246,9 +249,13 @@ func testToolCalls(t *testing.T, s store.Store) {
 			SessionIDPrefix: "3f2a9c1b",
 			RequestBytes:    int64(100 + i),
 			ResponseBytes:   int64(1 << 20),
+			Cost:            float64(i%3) * 0.0025,
 		}
 		if c.Outcome != "ok" {
 			c.ErrorClass = "upstream"
+		}
+		if c.Outcome == "denied" {
+			c.Outcome, c.Guardrail = store.OutcomeBlocked, "deny-sql"
 		}
 		id, err := s.AppendToolCall(ctx, c)
 		if err != nil {
@@ -277,7 +284,7 @@ func testToolCalls(t *testing.T, s store.Store) {
 		{"user", store.ToolCallFilter{User: "bob"}, func(c store.ToolCall) bool { return c.User == "bob" }},
 		{"team", store.ToolCallFilter{Team: "ops"}, func(c store.ToolCall) bool { return c.Team == "ops" }},
 		{"server and tool", store.ToolCallFilter{Server: "jira", Tool: "get"}, func(c store.ToolCall) bool { return c.Server == "jira" && c.Tool == "get" }},
-		{"outcome", store.ToolCallFilter{Outcome: "denied"}, func(c store.ToolCall) bool { return c.Outcome == "denied" }},
+		{"outcome", store.ToolCallFilter{Outcome: store.OutcomeBlocked}, func(c store.ToolCall) bool { return c.Outcome == store.OutcomeBlocked && c.Guardrail == "deny-sql" }},
 		{"window", store.ToolCallFilter{Since: at(1), Until: at(3)}, func(c store.ToolCall) bool { return !c.Time.Before(at(1)) && c.Time.Before(at(3)) }},
 	} {
 		var got []store.ToolCall
@@ -310,6 +317,8 @@ func testToolCallInvalid(t *testing.T, s store.Store) {
 		"full session id":     func(c *store.ToolCall) { c.SessionIDPrefix = "3f2a9c1b-7d4e-4f00-9a1b-0c2d3e4f5a6b" },
 		"negative duration":   func(c *store.ToolCall) { c.DurationMs = -1 },
 		"negative byte count": func(c *store.ToolCall) { c.ResponseBytes = -1 },
+		"negative cost":       func(c *store.ToolCall) { c.Cost = -0.5 },
+		"long guardrail name": func(c *store.ToolCall) { c.Guardrail = strings.Repeat("g", store.MaxGuardrailName+1) },
 	} {
 		c := ok
 		mutate(&c)
@@ -458,5 +467,52 @@ func testToolCallBatchEmpty(t *testing.T, s store.Store) {
 	}
 	if got := listAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
 		t.Errorf("%d calls after empty batches, want none", len(got))
+	}
+}
+
+// testUsage: costs and calls summed per key, user and team over a period,
+// costliest first; an unknown grouping is ErrInvalid.
+func testUsage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ul, ok := s.(store.UsageLog)
+	if !ok {
+		t.Fatal("the store cannot sum usage (store.UsageLog)")
+	}
+	calls := []store.ToolCall{
+		{Time: at(1), KeyAlias: "ci", User: "alice", Team: "eng", Cost: 0.5},
+		{Time: at(2), KeyAlias: "ci", User: "bob", Team: "eng", Cost: 0.25},
+		{Time: at(3), KeyAlias: "dev", User: "alice", Team: "ops", Cost: 2},
+		{Time: at(4), KeyAlias: "dev", User: "", Team: "ops"},
+		{Time: at(9), KeyAlias: "late", User: "carol", Team: "eng", Cost: 100},
+	}
+	for i := range calls {
+		calls[i].Server, calls[i].Tool, calls[i].Outcome = "s", "t", "ok"
+	}
+	if err := s.AppendToolCalls(ctx, calls); err != nil {
+		t.Fatal(err)
+	}
+	approx := cmpopts.EquateApprox(0, 1e-9)
+	for _, tt := range []struct {
+		by   string
+		want []store.Usage
+	}{
+		{store.UsageByKey, []store.Usage{{Group: "dev", Calls: 2, Cost: 2}, {Group: "ci", Calls: 2, Cost: 0.75}}},
+		{store.UsageByUser, []store.Usage{{Group: "alice", Calls: 2, Cost: 2.5}, {Group: "bob", Calls: 1, Cost: 0.25}, {Group: "", Calls: 1, Cost: 0}}},
+		{store.UsageByTeam, []store.Usage{{Group: "ops", Calls: 2, Cost: 2}, {Group: "eng", Calls: 2, Cost: 0.75}}},
+	} {
+		got, err := ul.SumUsage(ctx, store.UsageFilter{By: tt.by, Since: at(1), Until: at(9)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := gocmp.Diff(got, tt.want, approx); diff != "" {
+			t.Errorf("by %s (-got +want):\n%s", tt.by, diff)
+		}
+	}
+	all, err := ul.SumUsage(ctx, store.UsageFilter{By: store.UsageByKey})
+	if err != nil || len(all) != 3 || all[0].Group != "late" {
+		t.Errorf("unbounded period: %v, %v", all, err)
+	}
+	if _, err := ul.SumUsage(ctx, store.UsageFilter{By: "server"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("by server: %v, want ErrInvalid", err)
 	}
 }
