@@ -142,7 +142,11 @@ func toolPolicyView(p *config.ToolPolicy) map[string]any {
 	if deny == nil {
 		deny = []string{}
 	}
-	return map[string]any{"allow": p.Allow, "deny": deny, "overrides": o}
+	costs := p.Costs
+	if costs == nil {
+		costs = map[string]float64{}
+	}
+	return map[string]any{"allow": p.Allow, "deny": deny, "overrides": o, "costs": costs, "cost_per_kb": p.CostPerKB}
 }
 
 // putServerTools replaces a runtime server's tool policy (allow, deny,
@@ -169,7 +173,27 @@ func (a *API) putServerTools(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
 		return
 	}
-	doc["tools"] = policy
+	// The body replaces what it names of the policy (allow, deny,
+	// overrides); what it does not name (costs, cost_per_kb) is kept.
+	var cur, body map[string]json.RawMessage
+	if raw, ok := doc["tools"]; ok && string(raw) != "null" {
+		_ = json.Unmarshal(raw, &cur)
+	}
+	if json.Unmarshal(policy, &body) != nil || body == nil {
+		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object of tool policy fields (allow, deny, overrides, costs, cost_per_kb)")
+		return
+	}
+	if cur == nil {
+		cur = map[string]json.RawMessage{}
+	}
+	for _, k := range []string{"allow", "deny", "overrides"} {
+		// The editor's three: absent from the body means none of it.
+		delete(cur, k)
+	}
+	for k, v := range body {
+		cur[k] = v
+	}
+	doc["tools"], _ = json.Marshal(cur)
 	next, _ := json.Marshal(doc)
 	if _, ok := a.putServer(w, r, name, next, "server.tools"); ok {
 		a.serverTools(w, r)

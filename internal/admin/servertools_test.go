@@ -16,7 +16,7 @@ import (
 func TestServerTools(t *testing.T) {
 	r := newRig(t)
 	url := toolUpstream(t, "a", "b", "c")
-	if code, body := r.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`","timeout":"5s","auth":{"type":"bearer_token","value":"tok-123"}}`); code != http.StatusCreated {
+	if code, body := r.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`","timeout":"5s","auth":{"type":"bearer_token","value":"tok-123"},"tools":{"costs":{"*":0.5}}}`); code != http.StatusCreated {
 		t.Fatalf("add: %d %s", code, body)
 	}
 	type view struct {
@@ -80,7 +80,7 @@ func TestServerTools(t *testing.T) {
 		t.Errorf("a call by the display name: %s", body)
 	}
 	obj, err := r.store.GetObject(context.Background(), store.KindServer, "extra")
-	if err != nil || !strings.Contains(string(obj.Doc), `"tok-123"`) || !strings.Contains(string(obj.Doc), `"see"`) {
+	if err != nil || !strings.Contains(string(obj.Doc), `"tok-123"`) || !strings.Contains(string(obj.Doc), `"see"`) || !strings.Contains(string(obj.Doc), `"costs":{"*":0.5}`) {
 		t.Errorf("stored: %v %s", err, obj.Doc)
 	}
 	if _, body := r.do(t, "GET", "/admin/v1/audit/events?action=server.tools", master, ""); !strings.Contains(body, `"target":"extra"`) {
