@@ -44,6 +44,11 @@ const (
 	MaxSearchLimit     = 50
 )
 
+// SearchToolDefinitions are the definitions of search_tools and call_tool
+// as a search route lists them (the tool-search benchmark counts their
+// tokens). The caller must not modify them.
+func SearchToolDefinitions() []json.RawMessage { return virtualTools }
+
 var virtualTools = []json.RawMessage{
 	json.RawMessage(`{"name":"search_tools","description":"Search the tools available here by what you want to do. Returns the best-matching tools with their names, descriptions and input schemas; call one with call_tool.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, in a few words, e.g. \"create a GitHub issue\"."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"How many tools to return at most. Default: 10."}},"required":["query"]},"annotations":{"title":"Search tools","readOnlyHint":true,"openWorldHint":false}}`),
 	json.RawMessage(`{"name":"call_tool","description":"Call a tool found with search_tools by its name, with its arguments.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name exactly as search_tools returned it."},"arguments":{"type":"object","description":"The tool's arguments, following its input schema."}},"required":["name"]}}`),
