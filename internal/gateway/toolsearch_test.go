@@ -282,3 +282,89 @@ func TestToolSearchSDKClient(t *testing.T) {
 		t.Errorf("call_tool of the new tool: %v %+v", err, res)
 	}
 }
+
+// Route keys match the path as the client uses it (a toolset's too), and
+// a reload changes a route's mode for the next request.
+func TestToolSearchRouteKeysAndReload(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	servers := func() map[string]*config.Server {
+		return map[string]*config.Server{"alpha": reloadServer(alpha)}
+	}
+	toolsets := map[string]*config.Toolset{"ts": {Servers: map[string][]string{"alpha": {"echo", "add"}}}}
+	cfg := reloadFile(servers(), toolsets)
+	cfg.Routes = map[string]*config.RouteConfig{"/toolset/ts/mcp": {Tools: config.ToolsSearch}}
+	g, gw := startGatewayWith(t, Options{Config: cfg})
+	list := func(path string) []string {
+		return toolNames(t, eras[0].client(t, gw.URL+path, nil).call("1", "tools/list", ""))
+	}
+	two := []string{"search_tools", "call_tool"}
+	if got := list("/toolset/ts/mcp"); !slices.Equal(got, two) {
+		t.Errorf("toolset search route lists %v", got)
+	}
+	c := eras[0].client(t, gw.URL+"/toolset/ts/mcp", nil)
+	if got := searchResult(t, c.call("2", "tools/call", searchCall("echo", 10))); !slices.Equal(got, []string{"alpha__echo"}) {
+		t.Errorf("toolset search: %v (only the toolset's tools may appear)", got)
+	}
+	if got := searchResult(t, c.call("3", "tools/call", searchCall("reports progress", 10))); len(got) != 0 {
+		t.Errorf("a tool outside the toolset was found: %v", got)
+	}
+	if got := list("/mcp/alpha"); len(got) != 8 {
+		t.Errorf("a route without an entry lists %v", got)
+	}
+	// Reload: /mcp/alpha becomes a search route, the toolset goes back to all.
+	next := reloadFile(servers(), toolsets)
+	next.Routes = map[string]*config.RouteConfig{"/mcp/alpha": {Tools: config.ToolsSearch}}
+	if _, err := g.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := list("/mcp/alpha"); !slices.Equal(got, two) {
+		t.Errorf("after reload /mcp/alpha lists %v", got)
+	}
+	if got := list("/mcp/alpha/"); !slices.Equal(got, two) {
+		t.Errorf("a trailing slash: %v", got)
+	}
+	if got := list("/toolset/ts/mcp"); !slices.Equal(got, []string{"alpha__add", "alpha__echo"}) {
+		t.Errorf("after reload the toolset lists %v", got)
+	}
+	if got := searchResult(t, eras[0].client(t, gw.URL+"/mcp/alpha", nil).call("4", "tools/call", searchCall("add two integers", 1))); !slices.Equal(got, []string{"add"}) {
+		t.Errorf("single-server route names: %v", got)
+	}
+}
+
+// A hybrid list pages like any other list.
+func TestToolSearchHybridPages(t *testing.T) {
+	alpha := startSDKUpstream(t, "alpha")
+	_, gw := startGatewayWith(t, Options{PageSize: 2, Config: &config.Config{
+		Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)},
+		Routes:  map[string]*config.RouteConfig{"/mcp": {Tools: config.ToolsHybrid, HybridTop: 3}},
+	}})
+	c := eras[0].client(t, gw.URL+"/mcp", nil)
+	for _, tool := range []string{"echo", "echo", "add", "add", "add", "log", "roots"} {
+		args := `{}`
+		if tool == "add" {
+			args = `{"a":1,"b":2}`
+		}
+		c.call("1", "tools/call", `{"name":"call_tool","arguments":{"name":"alpha__`+tool+`","arguments":`+args+`}}`)
+	}
+	var all []string
+	cursor := ""
+	for range 5 {
+		params := ""
+		if cursor != "" {
+			params = `{"cursor":"` + cursor + `"}`
+		}
+		r := c.call("2", "tools/list", params)
+		all = append(all, toolNames(t, r)...)
+		var page struct {
+			Next string `json:"nextCursor"`
+		}
+		_ = json.Unmarshal(r.Result, &page)
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	// log and roots tie at one call: the list's own order decides.
+	if want := []string{"alpha__add", "alpha__echo", "alpha__log", "search_tools", "call_tool"}; !slices.Equal(all, want) {
+		t.Errorf("hybrid pages: %v, want %v", all, want)
+	}
+}
