@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,13 @@ func load(t testing.TB) *corpus {
 		}
 		var docs []toolsearch.Doc
 		var names []string
+		// In name order, as the gateway's catalog holds them: ties rank
+		// in list order.
+		slices.SortStableFunc(s.Tools, func(a, b json.RawMessage) int {
+			na, _ := jsonName(a)
+			nb, _ := jsonName(b)
+			return strings.Compare(na, nb)
+		})
 		for _, raw := range s.Tools {
 			d := toolsearch.DocFromTool(s.Server, "", "", raw)
 			docs = append(docs, d)
