@@ -200,11 +200,19 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Tool search through the official go-sdk client: two tools listed,
-// call_tool relays progress, and a tool added upstream (list_changed)
+// call_tool relays progress and elicitation and passes a cancellation on,
+// and a tool added upstream (list_changed)
 // becomes searchable.
 func TestToolSearchSDKClient(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	ghSrv := ghServer()
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	mcp.AddTool(ghSrv, &mcp.Tool{Name: "export_all", Description: "Export every repository, slowly"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, nil, ctx.Err()
+	})
 	gh := serveSDK(t, ghSrv)
 	keys := &memKeys{}
 	key := keys.add(t, store.Key{Alias: "k"})
@@ -217,6 +225,9 @@ func TestToolSearchSDKClient(t *testing.T) {
 		progress []float64
 	)
 	client := mcp.NewClient(&mcp.Implementation{Name: "search-client", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "ada"}}, nil
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
 			progress = append(progress, req.Params.Progress)
@@ -252,6 +263,33 @@ func TestToolSearchSDKClient(t *testing.T) {
 		t.Fatalf("call_tool progress: %v %+v", err, res)
 	}
 	waitFor(t, "progress relayed", func() bool { mu.Lock(); defer mu.Unlock(); return len(progress) == 3 })
+
+	// The upstream's elicitation reaches this client during call_tool.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "alpha__ask", "arguments": map[string]any{"text": "who?"}}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "accept:ada" {
+		t.Fatalf("call_tool elicitation: %v %+v", err, res)
+	}
+	// Cancelling call_tool cancels the upstream call.
+	cctx, ccancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "gh__export_all"}})
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream call did not start")
+	}
+	ccancel()
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream call was not cancelled")
+	}
+	if err := <-errc; err == nil {
+		t.Error("a cancelled call_tool returned no error")
+	}
 
 	search := func(q string) []string {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": q, "limit": 3}})
