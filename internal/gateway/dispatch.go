@@ -268,6 +268,11 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 	if sc.rt.proxy {
 		merged = mcpwire.ServerCaps{Tools: true, Logging: merged.Logging}
 	}
+	if mode, _ := g.toolsMode(sc.rt); mode != config.ToolsAll {
+		// S20: the gateway's own tools are there whatever the upstreams.
+		merged.Tools = true
+		instr = append([]string{searchInstructions}, instr...)
+	}
 	capsObj := map[string]any{}
 	lc := func() map[string]any {
 		if listChanged {

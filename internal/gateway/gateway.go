@@ -173,7 +173,7 @@ type Gateway struct {
 
 	routes     sync.Map  // routeKey -> route (read-only once stored)
 	badNames   sync.Map  // exposed tool names already warned about
-	searchIdx  sync.Map  // server -> *searchIndex (S20)
+	searchIdx  sync.Map  // server -> *serverIndexes (S20)
 	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
 	nextID     atomic.Uint64

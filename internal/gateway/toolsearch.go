@@ -44,6 +44,9 @@ const (
 	MaxSearchLimit     = 50
 )
 
+// searchInstructions open a search route's instructions.
+const searchInstructions = "Most tools here are not listed: find them with search_tools (say what you want to do) and call them with call_tool."
+
 // SearchToolDefinitions are the definitions of search_tools and call_tool
 // as a search route lists them (the tool-search benchmark counts their
 // tokens). The caller must not modify them.
@@ -197,8 +200,8 @@ func (g *Gateway) virtualList(ctx context.Context, sc *scope, mode string, rc *c
 	return out, nil
 }
 
-// searchIndex is the index of one server's tool list, valid while the
-// catalog returns that same list and the gateway state (display
+// searchIndex is the index of one tool list of a server, valid while
+// the catalog returns that same list and the gateway state (display
 // overrides) is the same.
 type searchIndex struct {
 	first *catalog.Item
@@ -207,18 +210,34 @@ type searchIndex struct {
 	ix    *toolsearch.Index
 }
 
+// serverIndexes are the indexes of one server's recent tool lists: a
+// server reached with each caller's own credentials has one list per
+// credential in the catalog, and callers take turns.
+type serverIndexes struct {
+	mu   sync.Mutex
+	list [indexesPerServer]*searchIndex
+	next int // the slot replaced next
+}
+
+// indexesPerServer bounds serverIndexes.
+const indexesPerServer = 4
+
 // indexFor returns the index of server's tools items, building it when
-// the list changed (a list_changed or TTL refetch gives a new slice).
-// One index is kept per server: callers whose upstream credentials give
-// different lists rebuild it in turn, which is correct, only slower.
+// the list is new (a list_changed or TTL refetch gives a new slice).
 func (g *Gateway) indexFor(server string, items []catalog.Item) *toolsearch.Index {
 	st := g.st()
-	if v, ok := g.searchIdx.Load(server); ok {
-		si := v.(*searchIndex)
-		if si.n == len(items) && si.first == &items[0] && si.st == st {
-			return si.ix
+	v, _ := g.searchIdx.LoadOrStore(server, &serverIndexes{})
+	si := v.(*serverIndexes)
+	si.mu.Lock()
+	for _, e := range si.list {
+		if e != nil && e.n == len(items) && e.first == &items[0] && e.st == st {
+			si.mu.Unlock()
+			return e.ix
 		}
 	}
+	si.mu.Unlock()
+	// Built outside the lock: concurrent first searches may build one
+	// each, which costs time, not correctness.
 	docs := make([]toolsearch.Doc, len(items))
 	for i, it := range items {
 		name, desc := it.Key, ""
@@ -228,7 +247,10 @@ func (g *Gateway) indexFor(server string, items []catalog.Item) *toolsearch.Inde
 		docs[i] = toolsearch.DocFromTool(server, name, desc, it.Raw)
 	}
 	ix := toolsearch.NewIndex(docs)
-	g.searchIdx.Store(server, &searchIndex{first: &items[0], n: len(items), st: st, ix: ix})
+	si.mu.Lock()
+	si.list[si.next] = &searchIndex{first: &items[0], n: len(items), st: st, ix: ix}
+	si.next = (si.next + 1) % indexesPerServer
+	si.mu.Unlock()
 	return ix
 }
 

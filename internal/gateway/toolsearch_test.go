@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -242,6 +243,9 @@ func TestToolSearchSDKClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	if init := cs.InitializeResult(); init.Capabilities.Tools == nil || !strings.HasPrefix(init.Instructions, searchInstructions) {
+		t.Errorf("a search route's initialize: tools %v, instructions %q", init.Capabilities.Tools, init.Instructions)
+	}
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -404,5 +408,38 @@ func TestToolSearchHybridPages(t *testing.T) {
 	// log and roots tie at one call: the list's own order decides.
 	if want := []string{"alpha__add", "alpha__echo", "alpha__log", "search_tools", "call_tool"}; !slices.Equal(all, want) {
 		t.Errorf("hybrid pages: %v, want %v", all, want)
+	}
+}
+
+// indexFor keeps an index per recent list of a server (one per upstream
+// credential) and rebuilds one only for a list it has not seen.
+func TestToolSearchIndexCache(t *testing.T) {
+	g := &Gateway{}
+	g.state.Store(&gwState{})
+	lists := make([][]catalog.Item, indexesPerServer+1)
+	for i := range lists {
+		lists[i] = []catalog.Item{{Server: "s", Key: "t", Raw: json.RawMessage(`{"name":"t"}`)}}
+	}
+	first := g.indexFor("s", lists[0])
+	if g.indexFor("s", lists[1]) == first {
+		t.Fatal("another list got the first list's index")
+	}
+	if g.indexFor("s", lists[0]) != first {
+		t.Error("the first list's index was rebuilt")
+	}
+	for _, l := range lists[2:] {
+		g.indexFor("s", l)
+	}
+	if g.indexFor("s", lists[0]) == first {
+		t.Errorf("more than %d lists kept", indexesPerServer)
+	}
+	last := lists[len(lists)-1]
+	before := g.indexFor("s", last)
+	if g.indexFor("s", last) != before {
+		t.Fatal("the last list's index was rebuilt")
+	}
+	g.state.Store(&gwState{}) // a reload: overrides may have changed
+	if g.indexFor("s", last) == before {
+		t.Error("reload: the index was not rebuilt")
 	}
 }
