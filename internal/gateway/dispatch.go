@@ -107,7 +107,7 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		if res, e, ok := g.virtualCall(ctx, sc, m); ok {
 			return res, e
 		}
-		return g.callTool1(ctx, sc, m)
+		return g.callRealTool(ctx, sc, m)
 	case mcpwire.MethodPromptsGet:
 		return g.callNamed(ctx, sc, m, catalog.Prompts)
 	case mcpwire.MethodResourcesRead:

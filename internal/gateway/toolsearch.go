@@ -119,12 +119,12 @@ func (g *Gateway) callTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	}
 	call := *m
 	call.Params = params
-	return g.callTool1(ctx, sc, &call)
+	return g.callRealTool(ctx, sc, &call)
 }
 
-// callTool1 is tools/call of a real tool: callNamed, and on success the
+// callRealTool is tools/call of a real tool: callNamed, and on success the
 // tool's use counted for hybrid routes.
-func (g *Gateway) callTool1(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+func (g *Gateway) callRealTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
 	res, e := g.callNamed(ctx, sc, m, catalog.Tools)
 	if e == nil {
 		if mode, _ := g.toolsMode(sc.rt); mode == config.ToolsHybrid {

@@ -166,6 +166,19 @@ func TestToolSearchRoute(t *testing.T) {
 			if r := c.call("10", "tools/call", `{"name":"call_tool","arguments":{}}`); r.Error == nil {
 				t.Errorf("call_tool without a name: %s", r)
 			}
+			// Bad search arguments are tool errors the model can correct.
+			for _, args := range []string{`{}`, `{"query":"  "}`, `{"query":"echo","limit":0}`, `{"query":"echo","limit":1.5}`, `{"query":"echo","limit":"3"}`} {
+				r := c.call("11", "tools/call", `{"name":"search_tools","arguments":`+args+`}`)
+				if r.Error != nil || !strings.Contains(string(r.Result), `"isError":true`) {
+					t.Errorf("search_tools %s: %s, want a tool error", args, r)
+				}
+			}
+			if r := c.call("12", "tools/call", `{"name":"search_tools","arguments":["echo"]}`); r.Error == nil {
+				t.Errorf("search_tools with array arguments: %s, want invalid params", r)
+			}
+			if got := searchResult(t, c.call("13", "tools/call", searchCall("alpha", 500))); len(got) > MaxSearchLimit {
+				t.Errorf("limit 500: %d tools, want at most %d", len(got), MaxSearchLimit)
+			}
 		})
 	}
 	t.Run("hybrid", func(t *testing.T) {
