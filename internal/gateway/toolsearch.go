@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -285,6 +286,7 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 	if strings.TrimSpace(in.Query) == "" {
 		return toolErrorResult("query is required: say in a few words what you want to do"), nil
 	}
+	start := time.Now()
 	type seg struct {
 		server string
 		items  []catalog.Item
@@ -346,6 +348,7 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 		"content":           []map[string]any{{"type": "text", "text": text}},
 		"structuredContent": json.RawMessage(structured),
 	})
+	g.metrics.ObserveToolSearch(time.Since(start))
 	return res, nil
 }
 

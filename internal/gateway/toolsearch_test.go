@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -111,7 +113,7 @@ func TestToolSearchRoute(t *testing.T) {
 	full := keys.add(t, store.Key{Alias: "full"})
 	limited := keys.add(t, store.Key{Alias: "limited", DenyTools: map[string][]string{"gh": {"delete_repository"}}})
 	audit := &memAudit{}
-	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Audit: audit, Config: &config.Config{
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Audit: audit, Metrics: metrics.New(), MetricsOnMain: true, Config: &config.Config{
 		Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL), "gh": httpServer(gh.URL)},
 		Routes: map[string]*config.RouteConfig{
 			"/mcp":    {Tools: config.ToolsSearch},
@@ -181,6 +183,23 @@ func TestToolSearchRoute(t *testing.T) {
 			}
 		})
 	}
+	t.Run("metrics", func(t *testing.T) {
+		resp, err := http.Get(gw.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// call_tool is counted as the tool it called, as tools/call is.
+		for _, want := range []string{`mcpgate_tool_calls_total{outcome="ok",server="alpha",tool="echo"} 4`, "mcpgate_tool_search_duration_seconds_count "} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+		if strings.Contains(string(body), `tool="call_tool"`) || strings.Contains(string(body), `tool="search_tools"`) {
+			t.Error("the gateway's own tools are counted as upstream tool calls")
+		}
+	})
 	t.Run("hybrid", func(t *testing.T) {
 		c := eras[0].client(t, gw.URL+"/mcp/gh", withKey(full))
 		if got := toolNames(t, c.call("1", "tools/list", "")); !slices.Equal(got, []string{"search_tools", "call_tool"}) {
