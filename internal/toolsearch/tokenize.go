@@ -28,7 +28,8 @@ func Tokenize(s string) []string {
 		if stopWords[w] {
 			continue
 		}
-		if t := Stem(w); t != "" {
+		// A stem can be a stop word too ("anys" -> "any").
+		if t := Stem(w); t != "" && !stopWords[t] {
 			out = append(out, t)
 		}
 	}

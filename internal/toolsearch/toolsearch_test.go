@@ -20,6 +20,7 @@ func TestTokenize(t *testing.T) {
 		{"utf8 v2Api", []string{"utf", "8", "v", "2", "api"}},
 		{"searching branches", []string{"search", "branch"}},
 		{"Übersicht größe", []string{"übersicht", "größe"}},
+		{"anys thes", nil}, // stems that are stop words
 		{"", nil},
 		{"  --__  ", nil},
 	}
