@@ -110,7 +110,8 @@ func Stem(w string) string {
 
 // undouble turns "runn" (from running) back into "run".
 func undouble(w string) string {
-	if n := len(w); n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeioulsz", rune(w[n-1])) {
+	// ASCII letters only: the bytes of one multi-byte rune can repeat too.
+	if n := len(w); n >= 3 && w[n-1] == w[n-2] && 'a' <= w[n-1] && w[n-1] <= 'z' && !strings.ContainsRune("aeioulsz", rune(w[n-1])) {
 		return w[:n-1]
 	}
 	return w

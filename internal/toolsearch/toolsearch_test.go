@@ -20,7 +20,8 @@ func TestTokenize(t *testing.T) {
 		{"utf8 v2Api", []string{"utf", "8", "v", "2", "api"}},
 		{"searching branches", []string{"search", "branch"}},
 		{"Übersicht größe", []string{"übersicht", "größe"}},
-		{"anys thes", nil}, // stems that are stop words
+		{"anys thes", nil},     // stems that are stop words
+		{"龾Ed", []string{"龾"}}, // U+9FBE is e9 be be: no byte-wise undoubling
 		{"", nil},
 		{"  --__  ", nil},
 	}
