@@ -24,7 +24,8 @@ import (
 func Tokenize(s string) []string {
 	var out []string
 	for _, w := range words(s) {
-		w = strings.ToLower(w)
+		// Cut after lower-casing, which can make a rune longer (Ⱥ -> ⱥ).
+		w = truncate(strings.ToLower(w), maxTermLen)
 		if stopWords[w] {
 			continue
 		}
@@ -40,6 +41,18 @@ func Tokenize(s string) []string {
 // never useful to match on, and cut to keep the index small.
 const maxTermLen = 40
 
+// truncate cuts w to at most n bytes at a rune boundary.
+func truncate(w string, n int) string {
+	if len(w) <= n {
+		return w
+	}
+	w = w[:n]
+	for len(w) > 0 && !utf8.ValidString(w) {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
 // words splits s into its raw word parts, case kept.
 func words(s string) []string {
 	var (
@@ -49,14 +62,7 @@ func words(s string) []string {
 	)
 	flush := func(end int) {
 		if start >= 0 && end > start {
-			w := s[start:end]
-			if len(w) > maxTermLen {
-				w = w[:maxTermLen]
-				for !utf8.ValidString(w) {
-					w = w[:len(w)-1]
-				}
-			}
-			out = append(out, w)
+			out = append(out, s[start:end])
 		}
 		start = -1
 	}

@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,6 +23,7 @@ func TestTokenize(t *testing.T) {
 		{"Übersicht größe", []string{"übersicht", "größe"}},
 		{"anys thes", nil},     // stems that are stop words
 		{"龾Ed", []string{"龾"}}, // U+9FBE is e9 be be: no byte-wise undoubling
+		{strings.Repeat("Ⱥ", 20), []string{strings.Repeat("ⱥ", 13)}}, // cut to 40 bytes after lower-casing
 		{"", nil},
 		{"  --__  ", nil},
 	}
