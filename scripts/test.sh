@@ -69,6 +69,7 @@ fuzz ./internal/jsonrpc/ FuzzSSEReader
 fuzz ./internal/jsonrpc/ FuzzSSERoundTrip
 fuzz ./internal/upstream/ FuzzReadLine
 fuzz ./internal/catalog/ FuzzTemplateRegexp
+fuzz ./internal/toolsearch/ FuzzTokenize
 fuzz ./internal/gateway/ FuzzParseServersInPath
 fuzz ./internal/gateway/ FuzzClassifyBody
 fuzz ./internal/gateway/ FuzzAskReplica

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -104,7 +105,10 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case mcpwire.MethodResourceTemplates:
 		return g.list(ctx, sc, catalog.Templates, m.Params)
 	case mcpwire.MethodToolsCall:
-		return g.callNamed(ctx, sc, m, catalog.Tools)
+		if res, e, ok := g.virtualCall(ctx, sc, m); ok {
+			return res, e
+		}
+		return g.callRealTool(ctx, sc, m)
 	case mcpwire.MethodPromptsGet:
 		return g.callNamed(ctx, sc, m, catalog.Prompts)
 	case mcpwire.MethodResourcesRead:
@@ -265,6 +269,11 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 	if sc.rt.proxy {
 		merged = mcpwire.ServerCaps{Tools: true, Logging: merged.Logging}
 	}
+	if mode, _ := g.toolsMode(sc.rt); mode != config.ToolsAll {
+		// S20: the gateway's own tools are there whatever the upstreams.
+		merged.Tools = true
+		instr = append([]string{searchInstructions}, instr...)
+	}
 	capsObj := map[string]any{}
 	lc := func() map[string]any {
 		if listChanged {
@@ -387,6 +396,15 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		items, err = g.mergedList(ctx, sc.rt, k)
 		return err
 	}
+	if k == catalog.Tools {
+		if mode, rc := g.toolsMode(sc.rt); mode != config.ToolsAll {
+			// S20: the gateway's own tools (and, hybrid, the most used).
+			op = func() (err error) {
+				items, err = g.virtualList(ctx, sc, mode, rc)
+				return err
+			}
+		}
+	}
 	var err error
 	if len(sc.rt.servers) == 1 {
 		// A single server's list may need the person's account first.
@@ -416,7 +434,8 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		}
 		raw := []byte(it.Raw)
 		o, overridden := g.st().overrides[it.Server][it.Key]
-		if rename || (overridden && k == catalog.Tools) {
+		// it.Server "": the gateway's own tool (S20), listed as it is.
+		if it.Server != "" && (rename || (overridden && k == catalog.Tools)) {
 			name := g.exposed(sc.rt, it.Server, it.Key)
 			if k == catalog.Tools {
 				g.checkToolName(it.Server, name)

@@ -171,8 +171,10 @@ type Gateway struct {
 	advertise string // fleet.advertise: where other replicas reach this one
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
-	routes     sync.Map // routeKey -> route (read-only once stored)
-	badNames   sync.Map // exposed tool names already warned about
+	routes     sync.Map  // routeKey -> route (read-only once stored)
+	badNames   sync.Map  // exposed tool names already warned about
+	searchIdx  sync.Map  // server -> *serverIndexes (S20)
+	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
 	nextID     atomic.Uint64
 

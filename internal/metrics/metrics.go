@@ -81,6 +81,7 @@ type Metrics struct {
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
 	auditUnconf prometheus.Counter
+	searches    prometheus.Histogram   // search_tools calls (S20)
 	exportDepth *prometheus.GaugeVec   // exporter
 	exportDrops *prometheus.CounterVec // exporter
 	exportFails *prometheus.CounterVec // exporter
@@ -157,6 +158,12 @@ func New() *Metrics {
 			Name:      "audit_records_dropped_total",
 			Help:      "Tool-call audit records dropped (queue full, or the store failed twice).",
 		}),
+		searches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace,
+			Name:      "tool_search_duration_seconds",
+			Help:      "search_tools calls on search and hybrid routes (SPEC S20) and how long each took in the gateway: the upstream lists (cached), the caller's visibility and the ranking.",
+			Buckets:   []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 		auditUnconf: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace,
 			Name:      "audit_unconfirmed_total",
@@ -213,7 +220,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
-		m.sessions, m.catalog, m.auditDepth, m.auditDrops, m.auditUnconf,
+		m.sessions, m.catalog, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 		m.guardBlocks, m.guardRedact, m.guardFails,
@@ -359,6 +366,14 @@ func (m *Metrics) AuditUnconfirmed() {
 		return
 	}
 	m.auditUnconf.Inc()
+}
+
+// ObserveToolSearch records one search_tools call and its duration.
+func (m *Metrics) ObserveToolSearch(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.searches.Observe(d.Seconds())
 }
 
 // AuditDropped counts n dropped audit records.
