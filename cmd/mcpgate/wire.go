@@ -234,7 +234,20 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		return nil, err
 	}
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped, Exporters: exporters})
+	// Keys' budgets read what a key spent from the audit log.
+	var usage gateway.UsageFunc
+	if ul, ok := st.(store.UsageLog); ok {
+		usage = func(ctx context.Context, alias string, since time.Time) (float64, error) {
+			us, err := ul.SumUsage(ctx, store.UsageFilter{By: store.UsageByKey, Key: alias, Since: since})
+			total := 0.0
+			for _, u := range us {
+				total += u.Cost
+			}
+			return total, err
+		}
+	}
 	g := gateway.New(gateway.Options{
+		Usage:               usage,
 		AccessLog:           access,
 		Metrics:             m,
 		MetricsOnMain:       cfg.MetricsListen == "",
@@ -382,6 +395,9 @@ func configKeys(cfg *config.Config) []store.Key {
 			RateLimitRPM: k.RateLimitRPM, ExpiresAt: k.Expires, Admin: k.Admin, NoMCP: k.NoMCP,
 			Source: store.SourceConfig,
 		})
+		if k.Budget != nil && k.Budget.Amount > 0 {
+			out[len(out)-1].BudgetAmount, out[len(out)-1].BudgetPeriod = k.Budget.Amount, k.Budget.PeriodOrDefault()
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -29,12 +30,20 @@ type KeyAttributes struct {
 	AccessGroups *[]string            `json:"access_groups,omitempty"`
 	AllowedCIDRs *[]string            `json:"allowed_cidrs,omitempty"`
 	RateLimitRPM *int                 `json:"rate_limit_rpm,omitempty"`
+	Budget       *BudgetView          `json:"budget,omitempty"` // amount 0: no budget
 	Expires      *time.Time           `json:"expires,omitempty"`
 	Admin        *bool                `json:"admin,omitempty"`
 	NoMCP        *bool                `json:"no_mcp,omitempty"`
 	Disabled     *bool                `json:"disabled,omitempty"`
 	// AllServers resets Servers to "every server" in a PATCH.
 	AllServers *bool `json:"all_servers,omitempty"`
+}
+
+// BudgetView is a key's budget: the most its tool calls may cost per
+// period (day, week or month, UTC).
+type BudgetView struct {
+	Amount float64 `json:"amount"`
+	Period string  `json:"period"`
 }
 
 // KeyView is a key as the API shows it: never the secret nor its hash.
@@ -50,6 +59,7 @@ type KeyView struct {
 	AccessGroups []string            `json:"access_groups,omitempty"`
 	AllowedCIDRs []string            `json:"allowed_cidrs,omitempty"`
 	RateLimitRPM int                 `json:"rate_limit_rpm"`
+	Budget       *BudgetView         `json:"budget,omitempty"`
 	Expires      string              `json:"expires,omitempty"`
 	Admin        bool                `json:"admin"`
 	NoMCP        bool                `json:"no_mcp"`
@@ -74,7 +84,11 @@ func viewOf(k store.Key) KeyView {
 		}
 		return t.UTC().Format(time.RFC3339)
 	}
-	return KeyView{Alias: k.Alias, KeyPrefix: k.KeyPrefix, User: k.User, Team: k.Team, Servers: k.Servers,
+	var budget *BudgetView
+	if k.BudgetAmount > 0 {
+		budget = &BudgetView{Amount: k.BudgetAmount, Period: k.BudgetPeriod}
+	}
+	return KeyView{Budget: budget, Alias: k.Alias, KeyPrefix: k.KeyPrefix, User: k.User, Team: k.Team, Servers: k.Servers,
 		Tools: k.Tools, DenyTools: k.DenyTools, Toolsets: k.Toolsets, AccessGroups: k.AccessGroups,
 		AllowedCIDRs: k.AllowedCIDRs, RateLimitRPM: k.RateLimitRPM, Expires: ts(k.ExpiresAt), Admin: k.Admin,
 		NoMCP: k.NoMCP, Disabled: k.Disabled, Source: k.Source, CreatedAt: ts(k.CreatedAt), UpdatedAt: ts(k.UpdatedAt),
@@ -173,6 +187,22 @@ func (a *API) apply(k *store.Key, in *KeyAttributes) error {
 			return errors.New("rate_limit_rpm: must be >= 0")
 		}
 		k.RateLimitRPM = *in.RateLimitRPM
+	}
+	if b := in.Budget; b != nil {
+		if b.Amount < 0 || math.IsNaN(b.Amount) || math.IsInf(b.Amount, 0) {
+			return errors.New("budget.amount: must be a number >= 0")
+		}
+		period := b.Period
+		if period == "" {
+			period = store.BudgetMonth
+		}
+		if period != store.BudgetDay && period != store.BudgetWeek && period != store.BudgetMonth {
+			return errors.New("budget.period: must be day, week or month")
+		}
+		k.BudgetAmount, k.BudgetPeriod = b.Amount, period
+		if b.Amount == 0 {
+			k.BudgetPeriod = "" // no budget
+		}
 	}
 	if in.Expires != nil {
 		k.ExpiresAt = in.Expires.UTC()
@@ -319,6 +349,7 @@ func changedFields(in *KeyAttributes) map[string]any {
 	add("access_groups", in.AccessGroups != nil)
 	add("allowed_cidrs", in.AllowedCIDRs != nil)
 	add("rate_limit_rpm", in.RateLimitRPM != nil)
+	add("budget", in.Budget != nil)
 	add("expires", in.Expires != nil)
 	add("admin", in.Admin != nil)
 	add("no_mcp", in.NoMCP != nil)

@@ -190,6 +190,8 @@ func (c *keyCache) newKeyInfo(k *store.Key) *keyInfo {
 			Toolsets:     k.Toolsets,
 			AccessGroups: k.AccessGroups,
 			RateLimitRPM: k.RateLimitRPM,
+			BudgetAmount: k.BudgetAmount,
+			BudgetPeriod: k.BudgetPeriod,
 			ExpiresAt:    k.ExpiresAt,
 			keyHash:      k.KeyHash,
 		},

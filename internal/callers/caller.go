@@ -30,7 +30,11 @@ type Caller struct {
 	Toolsets     []string
 	AccessGroups []string
 
-	RateLimitRPM int       // requests per minute, 0 = unlimited
+	RateLimitRPM int // requests per minute, 0 = unlimited
+	// BudgetAmount caps the cost of the key's tool calls per BudgetPeriod
+	// (store.BudgetDay, ...); 0 = none. The gateway enforces it.
+	BudgetAmount float64
+	BudgetPeriod string
 	ExpiresAt    time.Time // zero = never
 
 	// KeyFromAuthorization: the gateway key came in Authorization, which

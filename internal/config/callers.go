@@ -69,11 +69,13 @@ type KeyConfig struct {
 	// AllowedCIDRs restrict client addresses; empty means any. Parse
 	// leaves them in canonical form (netip.Prefix.String() of the masked
 	// prefix; a bare IP becomes /32 or /128).
-	AllowedCIDRs []string  `config:"allowed_cidrs" doc:"Client addresses the key works from (CIDRs, or bare IPs); empty means any."`
-	RateLimitRPM int       `config:"rate_limit_rpm,min=0" doc:"Requests per minute; above it 429 with Retry-After. 0 means unlimited."`
-	Expires      time.Time `config:"expires" doc:"When the key stops working; absent means never."`
-	Admin        bool      `config:"admin" doc:"The key may use the admin API."`
-	NoMCP        bool      `config:"no_mcp" doc:"The key may use no MCP server on any route (an admin-only key)."`
+	AllowedCIDRs []string `config:"allowed_cidrs" doc:"Client addresses the key works from (CIDRs, or bare IPs); empty means any."`
+	RateLimitRPM int      `config:"rate_limit_rpm,min=0" doc:"Requests per minute; above it 429 with Retry-After. 0 means unlimited."`
+	// Budget caps the cost of the key's tool calls per period; nil: none.
+	Budget  *Budget   `config:"budget" doc:"The most the key's tool calls may cost per period (the costs of servers.<name>.tools.costs); past it tools/call is refused with HTTP 429 until the next period. Absent: no budget."`
+	Expires time.Time `config:"expires" doc:"When the key stops working; absent means never."`
+	Admin   bool      `config:"admin" doc:"The key may use the admin API."`
+	NoMCP   bool      `config:"no_mcp" doc:"The key may use no MCP server on any route (an admin-only key)."`
 
 	// Line is the line of the key's entry in the file, for messages; 0
 	// when built in code.
@@ -135,4 +137,18 @@ func loopbackListen(listen string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// Budget is a cost cap per period (UTC days, weeks from Monday, months).
+type Budget struct {
+	Amount float64 `config:"amount,min=0" doc:"The most the calls may cost in one period, in the units of the costs."`
+	Period string  `config:"period,enum=day|week|month,trim,lower" doc:"day, week (from Monday) or month, in UTC. Default: month."`
+}
+
+// PeriodOrDefault is the budget's period, month when unset.
+func (b *Budget) PeriodOrDefault() string {
+	if b == nil || b.Period == "" {
+		return "month"
+	}
+	return b.Period
 }

@@ -106,6 +106,9 @@ type Options struct {
 	// Tracer traces requests, messages and upstream calls (SPEC S16.2);
 	// nil: no tracing, at no cost.
 	Tracer *tracing.Provider
+	// Usage sums a key's tool-call costs since a time, for the keys'
+	// budgets (budget.go); nil: budgets are not enforced.
+	Usage UsageFunc
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
@@ -146,6 +149,7 @@ type Gateway struct {
 	metrics *metrics.Metrics
 	audit   AuditSink
 	access  *slog.Logger      // nil: no access log
+	budgets *budgets          // keys' budgets (budget.go); nil: not enforced
 	tracer  *tracing.Provider // nil: no tracing
 	// durableAudit, with audit.durable, is audit: answers wait for their
 	// record's commit, at most auditWait (telemetry.go).
@@ -267,6 +271,9 @@ func New(o Options) *Gateway {
 	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
+	if o.Usage != nil {
+		g.budgets = &budgets{usage: o.Usage, m: map[string]*budgetSpent{}}
+	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
 		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()

@@ -191,6 +191,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	} else {
 		noteMCP(r.Context(), "batch", "")
 	}
+	if g.overBudget(w, r, msgs) {
+		return
+	}
 	if batch {
 		for _, m := range msgs {
 			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
@@ -705,6 +708,9 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs, _, ok := decodeBody(w, body, g.limits().MaxBatch)
 	if !ok {
+		return
+	}
+	if g.overBudget(w, r, msgs) {
 		return
 	}
 	sess.mu.Lock()

@@ -84,6 +84,7 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 		rec.Cost = srv.Tools.CallCost(tool, rec.ResponseBytes)
 	}
 	if c := callers.FromContext(ctx); c != nil {
+		g.noteCost(c, rec.Cost)
 		rec.KeyAlias, rec.User, rec.Team = c.Alias, c.User, c.Team
 		if c.Master {
 			rec.KeyAlias = store.ActorMaster

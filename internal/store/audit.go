@@ -144,6 +144,8 @@ type UsageFilter struct {
 	By    string
 	Since time.Time
 	Until time.Time
+	// Key, when set, sums only that key alias's calls (a budget's check).
+	Key string
 }
 
 // Usage is the calls and cost of one key alias, user or team ("" for

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -40,7 +41,11 @@ type Key struct {
 	AccessGroups []string
 	AllowedCIDRs []string
 
-	RateLimitRPM int       // requests per minute, 0 = unlimited
+	RateLimitRPM int // requests per minute, 0 = unlimited
+	// BudgetAmount caps the cost of the key's tool calls per BudgetPeriod
+	// (day, week or month, UTC); 0 = no budget.
+	BudgetAmount float64
+	BudgetPeriod string
 	ExpiresAt    time.Time // zero = never
 	Admin        bool
 	NoMCP        bool // may use no MCP server on any route (SPEC S5.2)
@@ -81,7 +86,54 @@ func (k *Key) Validate() error {
 	if k.RateLimitRPM < 0 {
 		return fmt.Errorf("key %q: negative rate limit: %w", k.Alias, ErrInvalid)
 	}
+	if k.BudgetAmount < 0 || math.IsNaN(k.BudgetAmount) || math.IsInf(k.BudgetAmount, 0) {
+		return fmt.Errorf("key %q: budget must be a number >= 0: %w", k.Alias, ErrInvalid)
+	}
+	switch k.BudgetPeriod {
+	case "", BudgetDay, BudgetWeek, BudgetMonth:
+	default:
+		return fmt.Errorf("key %q: budget period must be day, week or month: %w", k.Alias, ErrInvalid)
+	}
+	if k.BudgetAmount > 0 && k.BudgetPeriod == "" {
+		return fmt.Errorf("key %q: a budget needs its period: %w", k.Alias, ErrInvalid)
+	}
 	return nil
+}
+
+// Budget periods (Key.BudgetPeriod), in UTC.
+const (
+	BudgetDay   = "day"
+	BudgetWeek  = "week" // from Monday
+	BudgetMonth = "month"
+)
+
+// PeriodStart is the start of the budget period holding t (UTC): its day,
+// its week from Monday, or its month; zero for an unknown period.
+func PeriodStart(period string, t time.Time) time.Time {
+	t = t.UTC()
+	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	switch period {
+	case BudgetDay:
+		return day
+	case BudgetWeek:
+		return day.AddDate(0, 0, -((int(day.Weekday()) + 6) % 7))
+	case BudgetMonth:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	}
+	return time.Time{}
+}
+
+// PeriodEnd is the end of the budget period that starts at start.
+func PeriodEnd(period string, start time.Time) time.Time {
+	switch period {
+	case BudgetDay:
+		return start.AddDate(0, 0, 1)
+	case BudgetWeek:
+		return start.AddDate(0, 0, 7)
+	case BudgetMonth:
+		return start.AddDate(0, 1, 0)
+	}
+	return start
 }
 
 // SyncResult reports what SyncConfigKeys changed, as sorted alias lists.

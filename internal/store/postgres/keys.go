@@ -16,7 +16,7 @@ import (
 const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, tools,
 	deny_tools, toolsets, access_groups, allowed_cidrs, rate_limit_rpm,
 	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
-	last_used_at`
+	last_used_at, budget_amount, budget_period`
 
 // keyRow is a Key as stored: lists and maps as JSON text, times at the
 // store's precision in UTC, NULL as nil.
@@ -31,34 +31,36 @@ type keyRow struct {
 	source                              string
 	created, updated                    time.Time
 	lastUsed                            *time.Time
+	budget                              float64
+	budgetPeriod                        string
 }
 
 func (r *keyRow) args() []any {
 	return []any{r.id, r.alias, r.hash, r.prefix, r.user, r.team, r.servers, r.tools,
 		r.denyTools, r.toolsets, r.accessGroups, r.cidrs, r.rpm,
 		r.expires, r.admin, r.noMCP, r.disabled, r.source, r.created, r.updated,
-		r.lastUsed}
+		r.lastUsed, r.budget, r.budgetPeriod}
 }
 
 func (r *keyRow) dest() []any {
 	return []any{&r.id, &r.alias, &r.hash, &r.prefix, &r.user, &r.team, &r.servers, &r.tools,
 		&r.denyTools, &r.toolsets, &r.accessGroups, &r.cidrs, &r.rpm,
 		&r.expires, &r.admin, &r.noMCP, &r.disabled, &r.source, &r.created, &r.updated,
-		&r.lastUsed}
+		&r.lastUsed, &r.budget, &r.budgetPeriod}
 }
 
 // keySet assigns every column a key's owner may change; the arguments are
-// keyRow.setArgs, then the WHERE value as $17.
+// keyRow.setArgs, then the WHERE value as $19.
 const keySet = `key_hash = $1, key_prefix = $2, user_id = $3, team_id = $4, servers = $5,
 	tools = $6, deny_tools = $7, toolsets = $8, access_groups = $9,
 	allowed_cidrs = $10, rate_limit_rpm = $11, expires_at = $12, admin = $13,
-	no_mcp = $14, disabled = $15, updated_at = $16`
+	no_mcp = $14, disabled = $15, updated_at = $16, budget_amount = $17, budget_period = $18`
 
 func (r *keyRow) setArgs(where any) []any {
 	return []any{r.hash, r.prefix, r.user, r.team, r.servers,
 		r.tools, r.denyTools, r.toolsets, r.accessGroups,
 		r.cidrs, r.rpm, r.expires, r.admin,
-		r.noMCP, r.disabled, r.updated, where}
+		r.noMCP, r.disabled, r.updated, r.budget, r.budgetPeriod, where}
 }
 
 // sameSettings reports whether two rows differ only in bookkeeping (id,
@@ -99,6 +101,7 @@ func encodeKey(k *store.Key) (keyRow, error) {
 		created:  ms(k.CreatedAt),
 		updated:  ms(k.UpdatedAt),
 		lastUsed: timePtr(k.LastUsedAt),
+		budget:   k.BudgetAmount, budgetPeriod: k.BudgetPeriod,
 	}
 	l, err := store.EncodeKeyLists(k)
 	if err != nil {
@@ -116,10 +119,11 @@ func (r *keyRow) decode() (store.Key, error) {
 		RateLimitRPM: int(r.rpm),
 		ExpiresAt:    fromNull(r.expires),
 		Admin:        r.admin, NoMCP: r.noMCP, Disabled: r.disabled,
-		Source:     r.source,
-		CreatedAt:  r.created.UTC(),
-		UpdatedAt:  r.updated.UTC(),
-		LastUsedAt: fromNull(r.lastUsed),
+		Source:       r.source,
+		CreatedAt:    r.created.UTC(),
+		UpdatedAt:    r.updated.UTC(),
+		LastUsedAt:   fromNull(r.lastUsed),
+		BudgetAmount: r.budget, BudgetPeriod: r.budgetPeriod,
 	}
 	servers := r.servers
 	l := store.KeyLists{Servers: servers, Tools: r.tools, DenyTools: r.denyTools, Toolsets: r.toolsets, AccessGroups: r.accessGroups, AllowedCIDRs: r.cidrs}
@@ -176,7 +180,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
 
 func insertKey(ctx context.Context, q querier, r *keyRow) error {
 	_, err := q.Exec(ctx, `INSERT INTO keys (`+keyCols+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)`, r.args()...)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)`, r.args()...)
 	return err
 }
 
@@ -242,7 +246,7 @@ func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
 	got, err := scanKey(s.pool.QueryRow(ctx,
-		`UPDATE keys SET `+keySet+` WHERE alias = $17 RETURNING `+keyCols, r.setArgs(r.alias)...))
+		`UPDATE keys SET `+keySet+` WHERE alias = $19 RETURNING `+keyCols, r.setArgs(r.alias)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
 	}
@@ -365,7 +369,7 @@ func (s *Store) syncConfigKeys(ctx context.Context, keys []store.Key) (store.Syn
 			}
 		}
 		for _, r := range update {
-			if _, err := tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $17`, r.setArgs(r.id)...); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $19`, r.setArgs(r.id)...); err != nil {
 				return keyConflict("update key", r.alias, err)
 			}
 			res.Updated = append(res.Updated, r.alias)

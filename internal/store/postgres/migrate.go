@@ -17,6 +17,7 @@ var migrations = []string{
 	schemaV1,
 	schemaV2,
 	schemaV3,
+	schemaV4,
 }
 
 //go:embed migrations/0001_init.sql
@@ -27,6 +28,9 @@ var schemaV2 string
 
 //go:embed migrations/0003_cost.sql
 var schemaV3 string
+
+//go:embed migrations/0004_budget.sql
+var schemaV4 string
 
 // migrateLock is the advisory lock migrations hold, one per schema of a
 // database (a database may hold several gateways' schemas).

@@ -169,6 +169,7 @@ func (s *Store) SumUsage(ctx context.Context, f store.UsageFilter) ([]store.Usag
 		return nil, fmt.Errorf("sum usage: by %q: %w", f.By, store.ErrInvalid)
 	}
 	var q page
+	q.where("key_alias", f.Key)
 	q.window(f.Since, f.Until, nil)
 	where := ""
 	if len(q.conds) > 0 {

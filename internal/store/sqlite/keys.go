@@ -15,7 +15,7 @@ import (
 const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, tools,
 	deny_tools, toolsets, access_groups, allowed_cidrs, rate_limit_rpm,
 	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
-	last_used_at`
+	last_used_at, budget_amount, budget_period`
 
 // keyRow is a Key as stored. Its fields are comparable, so two rows can be
 // compared with ==, which SyncConfigKeys uses to skip unchanged keys.
@@ -30,20 +30,22 @@ type keyRow struct {
 	source                              string
 	created, updated                    int64
 	lastUsed                            sql.NullInt64
+	budget                              float64
+	budgetPeriod                        string
 }
 
 func (r *keyRow) args() []any {
 	return []any{r.id, r.alias, r.hash, r.prefix, r.user, r.team, r.servers, r.tools,
 		r.denyTools, r.toolsets, r.accessGroups, r.cidrs, r.rpm,
 		r.expires, r.admin, r.noMCP, r.disabled, r.source, r.created, r.updated,
-		r.lastUsed}
+		r.lastUsed, r.budget, r.budgetPeriod}
 }
 
 func (r *keyRow) dest() []any {
 	return []any{&r.id, &r.alias, &r.hash, &r.prefix, &r.user, &r.team, &r.servers, &r.tools,
 		&r.denyTools, &r.toolsets, &r.accessGroups, &r.cidrs, &r.rpm,
 		&r.expires, &r.admin, &r.noMCP, &r.disabled, &r.source, &r.created, &r.updated,
-		&r.lastUsed}
+		&r.lastUsed, &r.budget, &r.budgetPeriod}
 }
 
 // keySet assigns every column a key's owner may change; the arguments are
@@ -51,13 +53,13 @@ func (r *keyRow) dest() []any {
 const keySet = `key_hash = ?, key_prefix = ?, user_id = ?, team_id = ?, servers = ?,
 	tools = ?, deny_tools = ?, toolsets = ?, access_groups = ?,
 	allowed_cidrs = ?, rate_limit_rpm = ?, expires_at = ?, admin = ?,
-	no_mcp = ?, disabled = ?, updated_at = ?`
+	no_mcp = ?, disabled = ?, updated_at = ?, budget_amount = ?, budget_period = ?`
 
 func (r *keyRow) setArgs(where any) []any {
 	return []any{r.hash, r.prefix, r.user, r.team, r.servers,
 		r.tools, r.denyTools, r.toolsets, r.accessGroups,
 		r.cidrs, r.rpm, r.expires, r.admin,
-		r.noMCP, r.disabled, r.updated, where}
+		r.noMCP, r.disabled, r.updated, r.budget, r.budgetPeriod, where}
 }
 
 // sameSettings reports whether two rows differ only in bookkeeping (id,
@@ -78,6 +80,7 @@ func encodeKey(k *store.Key) (keyRow, error) {
 		created:  ms(k.CreatedAt),
 		updated:  ms(k.UpdatedAt),
 		lastUsed: nullMS(k.LastUsedAt),
+		budget:   k.BudgetAmount, budgetPeriod: k.BudgetPeriod,
 	}
 	l, err := store.EncodeKeyLists(k)
 	if err != nil {
@@ -97,10 +100,11 @@ func (r *keyRow) decode() (store.Key, error) {
 		RateLimitRPM: int(r.rpm),
 		ExpiresAt:    fromNullMS(r.expires),
 		Admin:        r.admin, NoMCP: r.noMCP, Disabled: r.disabled,
-		Source:     r.source,
-		CreatedAt:  fromMS(r.created),
-		UpdatedAt:  fromMS(r.updated),
-		LastUsedAt: fromNullMS(r.lastUsed),
+		Source:       r.source,
+		CreatedAt:    fromMS(r.created),
+		UpdatedAt:    fromMS(r.updated),
+		LastUsedAt:   fromNullMS(r.lastUsed),
+		BudgetAmount: r.budget, BudgetPeriod: r.budgetPeriod,
 	}
 	var servers *string
 	if r.servers.Valid {
@@ -156,7 +160,7 @@ func insertKey(ctx context.Context, db interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, r *keyRow) error {
 	_, err := db.ExecContext(ctx, `INSERT INTO keys (`+keyCols+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.args()...)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.args()...)
 	return err
 }
 

@@ -16,6 +16,7 @@ var migrations = []string{
 	schemaV1,
 	schemaV2,
 	schemaV3,
+	schemaV4,
 }
 
 //go:embed migrations/0001_init.sql
@@ -26,6 +27,9 @@ var schemaV2 string
 
 //go:embed migrations/0003_cost.sql
 var schemaV3 string
+
+//go:embed migrations/0004_budget.sql
+var schemaV4 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,

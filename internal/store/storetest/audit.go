@@ -512,6 +512,10 @@ func testUsage(t *testing.T, s store.Store) {
 	if err != nil || len(all) != 3 || all[0].Group != "late" {
 		t.Errorf("unbounded period: %v, %v", all, err)
 	}
+	// One key's calls only (a budget's check).
+	if one, err := ul.SumUsage(ctx, store.UsageFilter{By: store.UsageByKey, Key: "ci", Since: at(2)}); err != nil || gocmp.Diff(one, []store.Usage{{Group: "ci", Calls: 1, Cost: 0.25}}, approx) != "" {
+		t.Errorf("key ci since 2: %v, %v", one, err)
+	}
 	if _, err := ul.SumUsage(ctx, store.UsageFilter{By: "server"}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("by server: %v, want ErrInvalid", err)
 	}

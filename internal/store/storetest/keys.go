@@ -41,6 +41,7 @@ func fullKey(alias string) store.Key {
 	k.AccessGroups = []string{"eng", "oncall"}
 	k.AllowedCIDRs = []string{"10.0.0.0/8", "2001:db8::/32"}
 	k.RateLimitRPM = 600
+	k.BudgetAmount, k.BudgetPeriod = 12.5, store.BudgetWeek
 	k.ExpiresAt = at(86_400_000)
 	k.Admin = true
 	k.NoMCP = true
@@ -238,6 +239,9 @@ func testKeyInvalid(t *testing.T, s store.Store) {
 		{"long prefix", func(k *store.Key) { k.KeyPrefix = secretFor("bad")[:9] }},
 		{"unknown source", func(k *store.Key) { k.Source = "file" }},
 		{"negative rate limit", func(k *store.Key) { k.RateLimitRPM = -1 }},
+		{"negative budget", func(k *store.Key) { k.BudgetAmount, k.BudgetPeriod = -1, store.BudgetDay }},
+		{"budget without a period", func(k *store.Key) { k.BudgetAmount = 5 }},
+		{"unknown budget period", func(k *store.Key) { k.BudgetAmount, k.BudgetPeriod = 5, "year" }},
 	}
 	for _, tt := range tests {
 		k := newKey("bad")

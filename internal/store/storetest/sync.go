@@ -67,6 +67,7 @@ func testSyncAddUpdateRemove(t *testing.T, s store.Store) {
 
 	change.Servers = []string{}
 	change.RateLimitRPM = 60
+	change.BudgetAmount, change.BudgetPeriod = 3, store.BudgetDay
 	added := configKey("added")
 	mustSync(t, s, []store.Key{added, change, keep}, store.SyncResult{Added: []string{"added"}, Updated: []string{"change"}, Removed: []string{"drop"}})
 	second := keysByAlias(t, s)
@@ -77,6 +78,7 @@ func testSyncAddUpdateRemove(t *testing.T, s store.Store) {
 	got := second["change"]
 	want := first["change"]
 	want.Servers, want.RateLimitRPM, want.LastUsedAt = []string{}, 60, at(42)
+	want.BudgetAmount, want.BudgetPeriod = 3, store.BudgetDay
 	want.UpdatedAt = got.UpdatedAt
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("updated key (-got +want):\n%s", diff)
