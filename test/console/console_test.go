@@ -322,8 +322,9 @@ func TestConsole(t *testing.T) {
 	}
 	// Edit its grants: only the shop server.
 	b.step("edit key", chromedp.Click(x(`//button[@aria-label="Edit ci-bot"]`)), chromedp.WaitVisible(c("#edit-servers")),
-		set("#edit-servers", "shop"), chromedp.Click(c(`#edit-key button[type="submit"]`)),
-		chromedp.WaitVisible(x(`//tr[td[text()="ci-bot"]]/td[5][text()="shop"]`)))
+		set("#edit-servers", "shop"), set("#edit-budget", "100"), set("#edit-budget-period", "week"), chromedp.Click(c(`#edit-key button[type="submit"]`)),
+		chromedp.WaitVisible(x(`//tr[td[text()="ci-bot"]]/td[5][text()="shop"]`)),
+		chromedp.WaitVisible(x(`//tr[td[text()="ci-bot"]]/td[text()="100 per week"]`)))
 	// A team's grant for people who sign in with a company identity.
 	b.step("grant", set("#grant-kind", "team"), set("#grant-value", "web"), set("#grant-servers", "shop"),
 		chromedp.Click(c(`#put-grant button[type="submit"]`)), chromedp.WaitVisible(x(`//tr[td[text()="team"] and td[text()="web"] and td[text()="shop"]]`)))

@@ -295,6 +295,7 @@ function keys() {
         { label: "Team", get: k => k.team || "" },
         { label: "Servers", get: k => k.servers ? k.servers.join(", ") || "(none)" : "all" },
         { label: "Admin", get: k => k.admin ? "yes" : "" },
+        { label: "Budget", get: k => k.budget ? `${k.budget.amount} per ${k.budget.period}` : "" },
         { label: "Source", get: k => k.source },
         { label: "Last used", get: k => when(k.last_used_at) },
         { label: "", get: k => k.source === "config" ? h("span", { class: "muted" }, "config file") : h("span", { class: "row" },
@@ -314,13 +315,16 @@ function keys() {
     const [tL, tI] = field("Toolsets", { id: "edit-toolsets", value: list(k.toolsets) });
     const [gL, gI] = field("Access groups", { id: "edit-groups", value: list(k.access_groups) });
     const [rL, rI] = field("Rate limit (calls/min, 0: none)", { id: "edit-rpm", type: "number", min: "0", value: k.rate_limit_rpm || 0 });
+    const [bL, bI] = field("Budget (cost per period, 0: none)", { id: "edit-budget", type: "number", min: "0", step: "any", value: k.budget ? k.budget.amount : 0 });
+    const bP = h("select", { id: "edit-budget-period" }, ["day", "week", "month"].map(p => h("option", { value: p, selected: (k.budget ? k.budget.period : "month") === p }, p)));
     const adm = h("input", { type: "checkbox", id: "edit-admin", checked: !!k.admin });
     const dis = h("input", { type: "checkbox", id: "edit-disabled", checked: !!k.disabled });
-    const f = h("form", { class: "inline", id: "edit-key" }, sL, tL, gL, rL, h("label", { class: "check" }, adm, "Admin"),
+    const f = h("form", { class: "inline", id: "edit-key" }, sL, tL, gL, rL, bL, h("label", {}, "Budget period", bP), h("label", { class: "check" }, adm, "Admin"),
       h("label", { class: "check" }, dis, "Disabled"), h("button", { type: "submit" }, "Save"));
     f.addEventListener("submit", async ev => {
       ev.preventDefault();
-      const body = { toolsets: split(tI.value), access_groups: split(gI.value), rate_limit_rpm: Number(rI.value) || 0, admin: adm.checked, disabled: dis.checked };
+      const body = { toolsets: split(tI.value), access_groups: split(gI.value), rate_limit_rpm: Number(rI.value) || 0, admin: adm.checked, disabled: dis.checked,
+        budget: { amount: Number(bI.value) || 0, period: bP.value } };
       if (sI.value.trim()) body.servers = split(sI.value); else body.all_servers = true;
       try { await api("PATCH", `/keys/${encodeURIComponent(k.alias)}`, body); say(`Key ${k.alias} saved`); editBox.replaceChildren(); refresh(); }
       catch (e) { editBox.append(errorBox(e)); }
