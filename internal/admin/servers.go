@@ -153,49 +153,23 @@ func toolPolicyView(p *config.ToolPolicy) map[string]any {
 // overrides), keeping every other field as stored.
 func (a *API) putServerTools(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var policy json.RawMessage
-	if !decode(w, r, &policy) {
+	var body map[string]any
+	if !decode(w, r, &body) {
 		return
 	}
-	if a.fromFile(name) {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; change its tools there", name))
-		return
-	}
-	a.servers.mu.Lock()
-	defer a.servers.mu.Unlock()
-	stored, ok := a.servers.applied[name]
-	if !ok {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no runtime server %q", name))
-		return
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(stored, &doc); err != nil {
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
-		return
-	}
-	// The body replaces what it names of the policy (allow, deny,
-	// overrides); what it does not name (costs, cost_per_kb) is kept.
-	var cur, body map[string]json.RawMessage
-	if raw, ok := doc["tools"]; ok && string(raw) != "null" {
-		_ = json.Unmarshal(raw, &cur)
-	}
-	if json.Unmarshal(policy, &body) != nil || body == nil {
+	if body == nil {
 		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object of tool policy fields (allow, deny, overrides, costs, cost_per_kb)")
 		return
 	}
-	if cur == nil {
-		cur = map[string]json.RawMessage{}
-	}
+	// A merge patch of the entry's tools: the editor's three fields are
+	// replaced (absent means none: null removes them), the rest of the
+	// policy (costs, cost_per_kb) is kept unless the body names it.
 	for _, k := range []string{"allow", "deny", "overrides"} {
-		// The editor's three: absent from the body means none of it.
-		delete(cur, k)
+		if _, ok := body[k]; !ok {
+			body[k] = nil
+		}
 	}
-	for k, v := range body {
-		cur[k] = v
-	}
-	doc["tools"], _ = json.Marshal(cur)
-	next, _ := json.Marshal(doc)
-	if _, ok := a.putServer(w, r, name, next, "server.tools"); ok {
+	if _, ok := a.patchStored(w, r, name, map[string]any{"tools": body}, "server.tools", "change its tools there"); ok {
 		a.serverTools(w, r)
 	}
 }
@@ -281,40 +255,48 @@ func (a *API) testServer(w http.ResponseWriter, r *http.Request) {
 // one, and the rest (its credentials among them) stays as stored.
 func (a *API) patchServer(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var patch json.RawMessage
+	var patch any
 	if !decode(w, r, &patch) {
 		return
 	}
-	if a.fromFile(name) {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; change it there", name))
+	if _, isObj := patch.(map[string]any); !isObj {
+		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object (a merge patch of the server's fields)")
 		return
+	}
+	if srv, ok := a.patchStored(w, r, name, patch, "server.update", "change it there"); ok {
+		writeJSON(w, http.StatusOK, map[string]string{"name": name, "transport": srv.Transport})
+	}
+}
+
+// patchStored applies a merge patch to the runtime server name's stored
+// entry and serves the result (putServer); a config-file server is
+// refused (where says where to change it instead). On failure it has
+// answered w.
+func (a *API) patchStored(w http.ResponseWriter, r *http.Request, name string, patch any, action, where string) (*config.Server, bool) {
+	if a.fromFile(name) {
+		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; %s", name, where))
+		return nil, false
 	}
 	a.servers.mu.Lock()
 	defer a.servers.mu.Unlock()
 	stored, ok := a.servers.applied[name]
 	if !ok {
 		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no runtime server %q", name))
-		return
+		return nil, false
 	}
-	var doc, p any
+	var doc any
 	if json.Unmarshal(stored, &doc) != nil {
 		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
-		return
+		return nil, false
 	}
-	if err := json.Unmarshal(patch, &p); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object")
-		return
+	merged, ok := mergePatch(doc, patch).(map[string]any)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
+		return nil, false
 	}
-	if _, isObj := p.(map[string]any); !isObj {
-		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object (a merge patch of the server's fields)")
-		return
-	}
-	merged := mergePatch(doc, p).(map[string]any)
 	delete(merged, "name")
 	next, _ := json.Marshal(merged)
-	if srv, ok := a.putServer(w, r, name, next, "server.update"); ok {
-		writeJSON(w, http.StatusOK, map[string]string{"name": name, "transport": srv.Transport})
-	}
+	return a.putServer(w, r, name, next, action)
 }
 
 // mergePatch applies an RFC 7396 merge patch to target.

@@ -243,3 +243,40 @@ func TestSameOriginAccepted(t *testing.T) {
 		}
 	}
 }
+
+// S16.4 for a caller's own credential: a passthrough server shows its
+// source as passthrough with the fingerprint of the token this caller
+// sent (two callers, two fingerprints), never the token.
+func TestDebugHeaderCallerCredential(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "pt", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return textResult("ok"), nil
+	})
+	pt := httpServer(serveSDK(t, srv).URL)
+	pt.Auth = &config.Auth{Type: config.AuthPassthrough}
+	cfg := &config.Config{Servers: map[string]*config.Server{"pt": pt}, Telemetry: config.Telemetry{DebugHeader: true}}
+	_, gw := startGatewayWith(t, Options{Config: cfg})
+	fpRE := regexp.MustCompile(`^server=pt; credential=passthrough; fp=([0-9a-f]{8}); session=`)
+	fp := func(token string) string {
+		t.Helper()
+		code, hdr, body := rpc(t, gw.URL+"/mcp", map[string]string{"Authorization": "Bearer " + token, HeaderDebug: "true"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pt__echo","arguments":{}}}`)
+		if code != 200 {
+			t.Fatalf("call: %d %s", code, body)
+		}
+		ups := hdr.Values(headerDebugUpstream)
+		for _, v := range ups {
+			if strings.Contains(v, token) {
+				t.Errorf("the caller's token in a debug header: %q", v)
+			}
+		}
+		if len(ups) != 1 || !fpRE.MatchString(ups[0]) {
+			t.Fatalf("upstream header %q", ups)
+		}
+		return fpRE.FindStringSubmatch(ups[0])[1]
+	}
+	a, a2, b := fp("alice-token-51c0"), fp("alice-token-51c0"), fp("bob-token-7d2e")
+	if a != a2 || a == b {
+		t.Errorf("fingerprints alice %s, alice again %s, bob %s: want one per token", a, a2, b)
+	}
+}

@@ -5,8 +5,9 @@
 // for a token whose audience is the admin API (RFC 8707 resource
 // <origin>/admin/v1). The token lives in session storage like a key.
 
-// The gateway's path (see lib.js), computed here too: lib.js imports this.
-const base = location.pathname.replace(/\/ui(\/.*)?$/, "");
+// base is the path the gateway is served under: "" at the root, "/x"
+// behind a proxy that serves it at /x (public_url with a path).
+export const base = location.pathname.replace(/\/ui(\/.*)?$/, "");
 const asMeta = base + "/.well-known/oauth-authorization-server";
 const clientItem = "mcpgate.console.client";
 const flowItem = "mcpgate.console.flow";

@@ -2,11 +2,9 @@
 // building. Every text goes in with textContent, never as HTML, so no
 // value from the gateway (a tool description, an error) can become markup.
 
-import { token, refresh } from "./auth.js";
+import { token, refresh, base } from "./auth.js";
 
-// base is the path the gateway is served under: "" at the root, "/x"
-// behind a proxy that serves it at /x (public_url with a path).
-export const base = location.pathname.replace(/\/ui(\/.*)?$/, "");
+export { base };
 
 const keyItem = "mcpgate.key";
 const roleItem = "mcpgate.role";
