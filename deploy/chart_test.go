@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -423,6 +424,9 @@ func walkSecrets(t *testing.T, file, path, key string, v any) {
 // TestHelmCLI runs the real helm when it is installed.
 func TestHelmCLI(t *testing.T) {
 	helm, err := exec.LookPath("helm")
+	if err != nil && os.Getenv("CI") != "" {
+		t.Fatalf("helm is required with CI set (bash scripts/install-test-deps.sh builds it into bin/): %v", err)
+	}
 	if err != nil {
 		t.Skip("helm is not installed: the chart is checked by TestChartDefault and TestChartFleet's renderer only")
 	}

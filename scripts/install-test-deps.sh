@@ -11,6 +11,7 @@
 #     conformance suite needs Node >= 22, the system node may be older).
 #   - openssl and redis-server (Debian apt), when missing.
 #   - chromium (Debian apt), when missing: the console's browser test.
+#   - helm, built from the Go module proxy into bin/: the chart's lint test.
 #
 # Prints the absolute path of the Node 22 binary as its last line of stdout.
 #
@@ -66,6 +67,18 @@ if ! command -v redis-server >/dev/null 2>&1; then
   log "installing redis-server (apt)"
   if [[ $(id -u) -eq 0 ]]; then sudo_=""; else sudo_="sudo"; fi
   $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq redis-server >&2
+fi
+
+# --- helm (deploy/chart_test.go TestHelmCLI) ---------------------------------
+# Neither Debian nor npm packages helm; the Go module proxy serves it, so it
+# is built from there into bin/ (git-ignored), once: `helm lint` and
+# `helm template` then check the chart with the real tool. About 2 minutes
+# on 2 cores the first time.
+HELM_VERSION=v3.22.0
+# A helm built with go install reports only its minor version (v3.22).
+if [[ ! -x "$ROOT/bin/helm" ]] || ! "$ROOT/bin/helm" version --short 2>/dev/null | grep -q "^${HELM_VERSION%.*}"; then
+  log "building helm $HELM_VERSION from the Go module proxy"
+  GOFLAGS= GOBIN="$ROOT/bin" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
 fi
 
 # --- npm packages (test/interop) ---------------------------------------------

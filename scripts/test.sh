@@ -18,6 +18,7 @@ step() { printf '\n=== %s (%ss)\n' "$*" "$(( $(date +%s) - start ))"; }
 
 step "install test dependencies"
 bash scripts/install-test-deps.sh >/dev/null
+export PATH="$ROOT/bin:$PATH" # helm (install-test-deps.sh)
 
 step "gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
