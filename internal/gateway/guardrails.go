@@ -37,6 +37,9 @@ func compileGuards(cfg *config.Config) (servers, routes map[string]*guard.Set) {
 // server's guardrails, then the route's.
 func (g *Gateway) guardChain(sc *scope, server string) guard.Chain {
 	st := g.st()
+	if len(st.guards) == 0 && len(st.routeGuards) == 0 {
+		return nil // none configured: nothing built per call
+	}
 	ch := guard.Chain{st.guards[server]}
 	if sc != nil && sc.rt != nil {
 		path := sc.rt.path
