@@ -60,6 +60,15 @@ fuzz() {
       echo "fuzz $2: found a failing input (see above)"
       return 1
     fi
+    if echo "$out" | grep -q "context deadline exceeded" && ! echo "$out" | grep -q "panic:" &&
+      echo "$out" | grep -q "fuzz: elapsed: [0-9]*s, execs: [1-9]"; then
+      # The engine ran its whole -fuzztime, executing inputs, and then
+      # lost a race ending its workers ("context deadline exceeded" at the
+      # deadline, no failing input written): the run found nothing. Seen
+      # on a loaded 2-core machine for targets that pass on every rerun.
+      echo "fuzz $2: ok (ran its time; the engine's shutdown reported a deadline; no failing input)"
+      return 0
+    fi
     echo "fuzz $2: engine failure without a failing input (attempt $attempt)"
   done
   return 1
