@@ -1,0 +1,295 @@
+package security
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientCaps declares everything a server may ask a client for.
+const clientCaps = `{"elicitation":{},"sampling":{},"roots":{"listChanged":true}}`
+
+// serverRequest is one kind of server-initiated request: the tool of
+// upstream that sends it, the answer the victim gives, one an attacker
+// would, and what the upstream reports for each.
+type serverRequest struct {
+	method  string
+	tool    string
+	args    string
+	victim  string // result JSON
+	attack  string // result JSON
+	wantGot string // what the upstream's tool reports of the victim's answer
+}
+
+var serverRequests = []serverRequest{
+	{method: "elicitation/create", tool: "ask", args: `{"message":"Delete everything?"}`,
+		victim: `{"action":"decline"}`, attack: `{"action":"accept","content":{"confirm":true,"by":"mallory"}}`,
+		wantGot: "ask decline null"},
+	{method: "sampling/createMessage", tool: "sample", args: `{}`,
+		victim: `{"role":"assistant","content":{"type":"text","text":"from alice"},"model":"m"}`,
+		attack: `{"role":"assistant","content":{"type":"text","text":"from mallory"},"model":"m"}`,
+		wantGot: "sample from alice"},
+	{method: "roots/list", tool: "roots", args: `{}`,
+		victim: `{"roots":[{"uri":"file:///home/alice","name":"alice"}]}`,
+		attack: `{"roots":[{"uri":"file:///etc","name":"mallory"}]}`,
+		wantGot: "roots file:///home/alice"},
+}
+
+// relayFixture is a gateway with two servers and two callers who may use
+// one each: alice (alpha) and bob (beta).
+type relayFixture struct {
+	g           *gateway
+	alpha, beta *upstream
+}
+
+func newRelayFixture(t *testing.T, auth string) *relayFixture {
+	t.Helper()
+	f := &relayFixture{alpha: newUpstream(t, "alpha"), beta: newUpstream(t, "beta")}
+	if auth == "" {
+		auth = fmt.Sprintf(`auth:
+  master_key: %q
+  keys:
+    - {alias: alice, key: %q, user: alice, servers: [alpha]}
+    - {alias: bob, key: %q, user: bob, servers: [beta]}
+`, masterKey, aliceKey, bobKey)
+	}
+	f.g = startGateway(t, auth+"servers:\n"+f.alpha.server()+f.beta.server())
+	return f
+}
+
+// refusedAnswer checks that an answer to someone else's relayed request
+// was refused: never 202 (accepted), an error the sender can read.
+func refusedAnswer(t *testing.T, who string, status int, body string) {
+	t.Helper()
+	if status == http.StatusAccepted || status == http.StatusOK {
+		t.Errorf("%s: an answer to another caller's relayed request was accepted (HTTP %d %q)", who, status, body)
+		return
+	}
+	if status != http.StatusNotFound {
+		t.Errorf("%s: HTTP %d %q, want 404 (no such request pending for this session)", who, status, body)
+	}
+	var m rpcMsg
+	if err := json.Unmarshal([]byte(body), &m); err != nil || m.Error == nil {
+		t.Errorf("%s: body %q is not a JSON-RPC error", who, body)
+	}
+}
+
+// victimUntouched checks that the upstream received nothing yet, then
+// that the victim's own answer completes the call with the victim's
+// answer alone.
+func victimUntouched(t *testing.T, up *upstream, victim *client, cl *call, req *rpcMsg, sr serverRequest) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond) // what an accepted answer would take to arrive
+	if got := up.received(); len(got) != 0 {
+		t.Fatalf("the upstream received %q before the victim answered", got)
+	}
+	if st, _, body := victim.post(response(req.ID, sr.victim)); st != http.StatusAccepted {
+		t.Fatalf("the victim's own answer: HTTP %d %s", st, body)
+	}
+	res := cl.result(t, 10*time.Second)
+	if got := toolText(t, res); sr.tool+" "+got != sr.wantGot {
+		t.Errorf("the victim's call returned %q, want the victim's answer (%q)", got, sr.wantGot)
+	}
+	if got := up.received(); len(got) != 1 || got[0] != sr.wantGot {
+		t.Errorf("the upstream received %q, want exactly the victim's answer %q", got, sr.wantGot)
+	}
+}
+
+// TestRelayedAnswerFromAnotherCaller is hole 1: while alice's call waits
+// on a request its upstream sent her, nobody but alice's session may
+// answer it: not bob (another key, another route, with or without a
+// session, alone or in a batch, on the legacy transport), not a second
+// session of alice's own key.
+func TestRelayedAnswerFromAnotherCaller(t *testing.T) {
+	f := newRelayFixture(t, "")
+	for _, sr := range serverRequests {
+		t.Run(sr.method, func(t *testing.T) {
+			f.alpha.mu.Lock() // fresh answers per kind
+			f.alpha.got = nil
+			f.alpha.mu.Unlock()
+
+			alice := f.g.client(t, "/mcp/alpha", aliceKey)
+			alice.initialize(clientCaps)
+			cl := alice.start("a1", "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, sr.tool, sr.args))
+			req := cl.request(t, 10*time.Second)
+			if req.Method != sr.method {
+				t.Fatalf("alice was asked %q, want %q", req.Method, sr.method)
+			}
+			answer := response(req.ID, sr.attack)
+
+			bobNoSession := f.g.client(t, "/mcp/beta", bobKey)
+			st, _, body := bobNoSession.post(answer)
+			refusedAnswer(t, "bob without a session on /mcp/beta", st, body)
+
+			bob := f.g.client(t, "/mcp/beta", bobKey)
+			bob.initialize(clientCaps)
+			st, _, body = bob.post(answer)
+			refusedAnswer(t, "bob's session on /mcp/beta", st, body)
+
+			st, _, body = bob.post("[" + answer + "]")
+			refusedAnswer(t, "bob's session, the answer in a batch", st, body)
+
+			st, _, body = f.g.client(t, "/mcp", bobKey).post(answer)
+			refusedAnswer(t, "bob on /mcp", st, body)
+
+			aliceAgain := f.g.client(t, "/mcp/alpha", aliceKey)
+			aliceAgain.initialize(clientCaps)
+			st, _, body = aliceAgain.post(answer)
+			refusedAnswer(t, "a second session of alice's key", st, body)
+
+			st, _, body = f.g.client(t, "/mcp/alpha", aliceKey).post(answer)
+			refusedAnswer(t, "alice's key without a session", st, body)
+
+			legacy := openLegacy(t, f.g, "/mcp/beta", bobKey)
+			st, body = legacy.post(t, answer)
+			refusedAnswer(t, "bob on the legacy /messages endpoint", st, body)
+
+			victimUntouched(t, f.alpha, alice, cl, req, sr)
+		})
+	}
+}
+
+// TestRelayedAnswerAnonymous is hole 1 with auth.anonymous: callers
+// without a key are told apart by their session alone.
+func TestRelayedAnswerAnonymous(t *testing.T) {
+	f := newRelayFixture(t, "auth: {anonymous: true}\n")
+	sr := serverRequests[0]
+	alice := f.g.client(t, "/mcp/alpha", "")
+	alice.initialize(clientCaps)
+	cl := alice.start("a1", "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, sr.tool, sr.args))
+	req := cl.request(t, 10*time.Second)
+	answer := response(req.ID, sr.attack)
+
+	st, _, body := f.g.client(t, "/mcp/beta", "").post(answer)
+	refusedAnswer(t, "an anonymous caller without a session", st, body)
+	other := f.g.client(t, "/mcp/alpha", "")
+	other.initialize(clientCaps)
+	st, _, body = other.post(answer)
+	refusedAnswer(t, "another anonymous session on the same route", st, body)
+
+	victimUntouched(t, f.alpha, alice, cl, req, sr)
+}
+
+// TestRelayedIDsUnguessable: bob learns the ids the gateway gives relayed
+// requests from an elicitation of his own; alice's id, minted next, must
+// not be among the ids he could derive from his.
+func TestRelayedIDsUnguessable(t *testing.T) {
+	f := newRelayFixture(t, "")
+	sr := serverRequests[0]
+	bob := f.g.client(t, "/mcp/beta", bobKey)
+	bob.initialize(clientCaps)
+	bcl := bob.start("b1", "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, sr.tool, sr.args))
+	breq := bcl.request(t, 10*time.Second)
+
+	alice := f.g.client(t, "/mcp/alpha", aliceKey)
+	alice.initialize(clientCaps)
+	cl := alice.start("a1", "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, sr.tool, sr.args))
+	req := cl.request(t, 10*time.Second)
+
+	var bid, aid string
+	if json.Unmarshal(breq.ID, &bid) != nil || json.Unmarshal(req.ID, &aid) != nil {
+		t.Fatalf("relayed ids are not strings: %s %s", breq.ID, req.ID)
+	}
+	// Every id bob can make from his by counting up or down a number in it.
+	num := regexp.MustCompile(`[0-9]+`)
+	guessed := map[string]bool{}
+	var nearest []string // the guesses nearest bob's id first
+	for d := uint64(0); d <= 1000; d++ {
+		for _, loc := range num.FindAllStringIndex(bid, -1) {
+			n, err := strconv.ParseUint(bid[loc[0]:loc[1]], 10, 64)
+			if err != nil {
+				continue
+			}
+			for _, m := range []uint64{n + d, n - d} {
+				id := bid[:loc[0]] + strconv.FormatUint(m, 10) + bid[loc[1]:]
+				if !guessed[id] {
+					guessed[id] = true
+					nearest = append(nearest, id)
+				}
+			}
+		}
+	}
+	if guessed[aid] {
+		t.Errorf("alice's relayed id %q follows from bob's %q", aid, bid)
+	}
+	if len(aid) < 22 {
+		t.Errorf("alice's relayed id %q is too short to be unguessable (want at least 128 random bits)", aid)
+	}
+	// Bob sprays his guesses anyway: none reaches alice's upstream.
+	var spray []string
+	for _, id := range nearest[:min(len(nearest), 50)] {
+		spray = append(spray, response(json.RawMessage(strconv.Quote(id)), sr.attack))
+	}
+	_, _, _ = bob.post("[" + strings.Join(spray, ",") + "]")
+	victimUntouched(t, f.alpha, alice, cl, req, sr)
+	if st, _, body := bob.post(response(breq.ID, `{"action":"cancel"}`)); st != http.StatusAccepted {
+		t.Errorf("bob's answer to his own request: HTTP %d %s", st, body)
+	}
+}
+
+// legacySession is a 2024-11-05 HTTP+SSE session: its GET stream and the
+// endpoint it names for POSTs.
+type legacySession struct {
+	g        *gateway
+	endpoint string
+	hdr      http.Header
+}
+
+// openLegacy opens the legacy SSE stream of path and reads its endpoint.
+func openLegacy(t *testing.T, g *gateway, path, key string) *legacySession {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.base+path+"/sse", nil)
+	req.Header = keyHeader(key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		t.Fatalf("legacy GET %s/sse: %v", path, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("legacy GET %s/sse: HTTP %d", path, resp.StatusCode)
+	}
+	endpoint := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		var acc string
+		for {
+			n, err := resp.Body.Read(buf)
+			acc += string(buf[:n])
+			if i := strings.Index(acc, "event: endpoint\ndata: "); i >= 0 {
+				rest := acc[i+len("event: endpoint\ndata: "):]
+				if j := strings.IndexByte(rest, '\n'); j >= 0 {
+					endpoint <- rest[:j]
+					return
+				}
+			}
+			if err != nil {
+				close(endpoint)
+				return
+			}
+		}
+	}()
+	select {
+	case ep, ok := <-endpoint:
+		if !ok {
+			t.Fatalf("legacy stream of %s ended without an endpoint", path)
+		}
+		return &legacySession{g: g, endpoint: ep, hdr: keyHeader(key)}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("legacy stream of %s: no endpoint within 10s", path)
+	}
+	return nil
+}
+
+func (l *legacySession) post(t *testing.T, body string) (int, string) {
+	t.Helper()
+	h := l.hdr.Clone()
+	h.Set("Content-Type", "application/json")
+	st, _, b := l.g.request(t, http.MethodPost, l.endpoint, h, body)
+	return st, b
+}
