@@ -31,12 +31,12 @@ var serverRequests = []serverRequest{
 		victim: `{"action":"decline"}`, attack: `{"action":"accept","content":{"confirm":true,"by":"mallory"}}`,
 		wantGot: "ask decline null"},
 	{method: "sampling/createMessage", tool: "sample", args: `{}`,
-		victim: `{"role":"assistant","content":{"type":"text","text":"from alice"},"model":"m"}`,
-		attack: `{"role":"assistant","content":{"type":"text","text":"from mallory"},"model":"m"}`,
+		victim:  `{"role":"assistant","content":{"type":"text","text":"from alice"},"model":"m"}`,
+		attack:  `{"role":"assistant","content":{"type":"text","text":"from mallory"},"model":"m"}`,
 		wantGot: "sample from alice"},
 	{method: "roots/list", tool: "roots", args: `{}`,
-		victim: `{"roots":[{"uri":"file:///home/alice","name":"alice"}]}`,
-		attack: `{"roots":[{"uri":"file:///etc","name":"mallory"}]}`,
+		victim:  `{"roots":[{"uri":"file:///home/alice","name":"alice"}]}`,
+		attack:  `{"roots":[{"uri":"file:///etc","name":"mallory"}]}`,
 		wantGot: "roots file:///home/alice"},
 }
 
