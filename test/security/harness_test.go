@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
 )
 
 // bins are built once by TestMain.
@@ -37,7 +39,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bins.gateway = filepath.Join(dir, "mcpgate")
-	code := m.Run()
+	// The fleet cases start a throwaway PostgreSQL server: pgtest.Main
+	// stops it.
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
