@@ -159,16 +159,24 @@ func ipv6Loopback() bool {
 	return true
 }
 
-// loopbackListens are the ways of writing a loopback listener. skip, when
-// set, says why a row cannot run on this machine.
-func loopbackListens() []struct{ name, listen, skip string } {
-	rows := []struct{ name, listen, skip string }{
-		{"127.0.0.1", "127.0.0.1:0", ""},
-		{"localhost", "localhost:0", ""},
-		{"LOCALHOST", "LOCALHOST:0", ""},
-		{"127.0.0.2", "127.0.0.2:0", ""},
-		{"[::1]", "[::1]:0", ""},
-		{"ip6-localhost", "ip6-localhost:0", ""},
+// listenRow is one way of writing a loopback listener. byName: the text
+// is a host name the resolver turns into loopback addresses (not
+// localhost), which a config check made before binding cannot know is
+// loopback. skip, when set, says why the row cannot run on this machine.
+type listenRow struct {
+	name, listen, skip string
+	byName             bool
+}
+
+// loopbackListens are the ways of writing a loopback listener.
+func loopbackListens() []listenRow {
+	rows := []listenRow{
+		{name: "127.0.0.1", listen: "127.0.0.1:0"},
+		{name: "localhost", listen: "localhost:0"},
+		{name: "LOCALHOST", listen: "LOCALHOST:0"},
+		{name: "127.0.0.2", listen: "127.0.0.2:0"},
+		{name: "[::1]", listen: "[::1]:0"},
+		{name: "ip6-localhost", listen: "ip6-localhost:0", byName: true},
 	}
 	if !ipv6Loopback() {
 		rows[4].skip = "no IPv6 loopback on this machine"
@@ -179,9 +187,9 @@ func loopbackListens() []struct{ name, listen, skip string } {
 		rows[5].skip = "no IPv6 loopback on this machine"
 	}
 	if n := loopbackName(); n != "" {
-		rows = append(rows, struct{ name, listen, skip string }{"a name resolving to loopback (" + n + ")", n + ":0", ""})
+		rows = append(rows, listenRow{name: "a name resolving to loopback (" + n + ")", listen: n + ":0", byName: true})
 	} else {
-		rows = append(rows, struct{ name, listen, skip string }{"a name resolving to loopback", "", "this machine's host name does not resolve to loopback only"})
+		rows = append(rows, listenRow{name: "a name resolving to loopback", skip: "this machine's host name does not resolve to loopback only"})
 	}
 	return rows
 }
@@ -199,7 +207,16 @@ func TestJWTAudienceNeverFromHost(t *testing.T) {
 			if row.skip != "" {
 				t.Skip(row.skip)
 			}
-			g := startGateway(t, oidcConfig(is)+oidcServers(t), "--listen", row.listen)
+			g, err := tryStartGateway(t, oidcConfig(is)+oidcServers(t), "--listen", row.listen)
+			if err != nil && row.byName {
+				// Refusing a listener named by a resolved name unless
+				// public_url is set keeps the Host out of the audience too.
+				refusedAtStartForPublicURL(t, row.name, err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			before := adminKeyAliases(t, g)
 			good := is.sign(t, is.claims("alice", g.base+"/mcp/alpha"))
 			if st, _, body := g.mcpPost(t, "/mcp/alpha", bearer(good), "", initBody); !accepted(st, body) {
@@ -582,8 +599,15 @@ func TestLoopbackGuardPortGames(t *testing.T) {
 // closed loopback port and an upstream that answers errors naming
 // internal addresses, plus a good server.
 type topology struct {
-	g       *gateway
-	secrets []string // what must not reach a caller or a probe
+	g *gateway
+	// addresses are what no caller and no probe may learn: host names,
+	// ports, IP addresses, URLs and the resolver's address, and the
+	// words of Go's dial errors that carry them.
+	addresses []string
+	// errorText is the rest of an upstream's last error: a probe without
+	// admin rights gets status only, so not this either (a caller's
+	// error may say it as its fault class).
+	errorText []string
 }
 
 func newTopology(t *testing.T) *topology {
@@ -603,14 +627,14 @@ servers:
   verbose: {transport: http, url: %q}
 `, masterKey, aliceKey, closed, verbose.URL+"/mcp") + newUpstream(t, "alpha").server()
 	tp := &topology{g: startGateway(t, cfg)}
-	tp.secrets = []string{"internal-db", ".invalid", "8443", strconv.Itoa(closed), portOf(verbose.URL), "127.0.0.1",
-		"10.9.8.7", "5432", "pg-primary", "corp.internal", "dial", "lookup", "no such host", "connection refused",
-		"127.0.0.53", "http://"}
+	tp.addresses = []string{"internal-db", ".invalid", "8443", strconv.Itoa(closed), portOf(verbose.URL), "127.0.0.1",
+		"10.9.8.7", "5432", "pg-primary", "corp.internal", "dial", "lookup", "127.0.0.53", "http://"}
+	tp.errorText = []string{"no such host", "connection refused", "Bad Gateway"}
 	// The resolver's address (the lookup error names it).
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "nameserver" {
-				tp.secrets = append(tp.secrets, f[1])
+				tp.addresses = append(tp.addresses, f[1])
 			}
 		}
 	}
@@ -622,12 +646,14 @@ servers:
 	return tp
 }
 
-// leaks returns the secrets s holds.
-func (tp *topology) leaks(s string) []string {
+// leaks returns the strings of lists that s holds.
+func leaks(s string, lists ...[]string) []string {
 	var out []string
-	for _, x := range tp.secrets {
-		if strings.Contains(s, x) {
-			out = append(out, x)
+	for _, l := range lists {
+		for _, x := range l {
+			if strings.Contains(s, x) {
+				out = append(out, x)
+			}
 		}
 	}
 	return out
@@ -635,7 +661,8 @@ func (tp *topology) leaks(s string) []string {
 
 // faultNamesServer is hole 11's caller-facing error: a JSON-RPC error
 // whose data names the server and a fault class, and whose message names
-// the server and no internal address.
+// the server and no internal address (it may say what kind of failure it
+// was: "connection refused" is a fault class, "127.0.0.1:8443" is not).
 func (tp *topology) faultNamesServer(t *testing.T, who string, e *rpcError, server string) {
 	t.Helper()
 	if e == nil {
@@ -653,7 +680,7 @@ func (tp *topology) faultNamesServer(t *testing.T, who string, e *rpcError, serv
 	if !strings.Contains(e.Message, server) {
 		t.Errorf("%s: message %q does not name the server %q", who, e.Message, server)
 	}
-	if l := tp.leaks(e.Message + string(e.Data)); len(l) > 0 {
+	if l := leaks(e.Message+string(e.Data), tp.addresses); len(l) > 0 {
 		t.Errorf("%s: the error discloses %q: %d %s %s", who, l, e.Code, e.Message, e.Data)
 	}
 }
@@ -678,14 +705,14 @@ func TestReadyzDisclosesNoTopology(t *testing.T) {
 		if (st != http.StatusOK && st != http.StatusServiceUnavailable) || json.Unmarshal([]byte(body), &r) != nil || r.Ready == nil {
 			t.Errorf("/readyz with %s: HTTP %d %s, want 200 or 503 with ready", who.name, st, body)
 		}
-		if l := tp.leaks(body); len(l) > 0 {
+		if l := leaks(body, tp.addresses, tp.errorText); len(l) > 0 {
 			t.Errorf("/readyz with %s discloses %q: %s", who.name, l, body)
 		}
 	}
 	// Held: the other unauthenticated surfaces name no address either.
 	for _, p := range []string{"/healthz", "/metrics", "/enabled"} {
-		if _, _, body := tp.g.request(t, http.MethodGet, p, nil, ""); len(tp.leaks(body)) > 0 {
-			t.Errorf("GET %s without credentials discloses %q", p, tp.leaks(body))
+		if _, _, body := tp.g.request(t, http.MethodGet, p, nil, ""); len(leaks(body, tp.addresses, tp.errorText)) > 0 {
+			t.Errorf("GET %s without credentials discloses %q", p, leaks(body, tp.addresses, tp.errorText))
 		}
 	}
 	// The details are the admins'.
@@ -716,7 +743,7 @@ func TestUpstreamErrorNamesNoAddress(t *testing.T) {
 			_, _, body := tp.g.mcpPost(t, "/mcp/"+s, keyHeader(aliceKey), "", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q}`, m))
 			if e := rpcErrorOf(body); e != nil {
 				tp.faultNamesServer(t, m+" on /mcp/"+s, e, s)
-			} else if l := tp.leaks(body); len(l) > 0 {
+			} else if l := leaks(body, tp.addresses); len(l) > 0 {
 				t.Errorf("%s on /mcp/%s discloses %q: %s", m, s, l, body)
 			}
 		}
