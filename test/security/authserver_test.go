@@ -67,6 +67,19 @@ func refusedTarget(t *testing.T, who string, o authOutcome) {
 	}
 }
 
+// refusedMissingResource checks an authorization request without
+// resource refused before any code: invalid_target, or invalid_request
+// (the parameter is missing).
+func refusedMissingResource(t *testing.T, who string, o authOutcome) {
+	t.Helper()
+	if o.Code != "" {
+		t.Errorf("%s: the client got a code", who)
+	}
+	if o.Error != "invalid_target" && o.Error != "invalid_request" {
+		t.Errorf("%s: error %q (%s), want invalid_target or invalid_request", who, o.Error, o.ErrorDesc)
+	}
+}
+
 // consentNamesAdmin checks that a consent page says in words that the
 // admin API is what the client asks for.
 func consentNamesAdmin(t *testing.T, who, page string) {
@@ -166,7 +179,7 @@ func TestASNoResourceIsNoAdminToken(t *testing.T) {
 	c := b.register(t, "notes app")
 	o := b.authorize(t, c, noResource, opsKey, "approve")
 	if o.Code == "" {
-		refusedTarget(t, "authorization without resource", o)
+		refusedMissingResource(t, "authorization without resource", o)
 	} else {
 		tok := b.redeem(t, c, o)
 		if aud := jwtAudience(t, tok.AccessToken); !slices.Equal(aud, []string{asBase + "/mcp"}) {
@@ -419,4 +432,60 @@ func TestASGrantKeepsItsResource(t *testing.T) {
 		t.Errorf("the refreshed token's aud %q, want [%s]", aud, alpha)
 	}
 	keysUntouched(t, f.g, before)
+}
+
+// TestASConsentCannotBeForged (held): a hostile page cannot approve for
+// the person. The consent page may not be framed (clickjacking); the
+// consent form posted from another browser (no binding cookie: a
+// cross-site post does not carry the SameSite=Lax cookie), even with the
+// request id and CSRF token copied, is refused; a wrong CSRF token from
+// the person's own browser is refused; the person's own approval still
+// works afterwards, once.
+func TestASConsentCannotBeForged(t *testing.T) {
+	f := newASFixture(t)
+	before := adminKeyAliases(t, f.g)
+	victim := newASBrowser(t, f.g)
+	c := victim.register(t, "notes app")
+	o := victim.authorize(t, c, asBase+"/admin/v1", opsKey, "")
+	if o.Consent == "" {
+		t.Fatalf("no consent page: code %v, error %q", o.Code != "", o.Error)
+	}
+	if xfo := o.ConsentHeader.Get("X-Frame-Options"); xfo != "DENY" {
+		t.Errorf("consent page X-Frame-Options %q, want DENY", xfo)
+	}
+	if csp := o.ConsentHeader.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("consent page Content-Security-Policy %q, want frame-ancestors 'none'", csp)
+	}
+	action, vals, ok := pageForm(o.Consent, "decision", "approve")
+	if !ok {
+		t.Fatalf("no approve form on the consent page")
+	}
+	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+
+	attacker := newASBrowser(t, f.g)
+	resp, body := attacker.doBody(t, http.MethodPost, action, form, vals.Encode())
+	if resp.StatusCode != http.StatusBadRequest || strings.Contains(resp.Header.Get("Location"), "code=") {
+		t.Errorf("the consent form from another browser: HTTP %d Location %q %s, want 400", resp.StatusCode, resp.Header.Get("Location"), pageText(body))
+	} else if !strings.Contains(pageText(body), "invalid_request") {
+		t.Errorf("the consent form from another browser: %s, want invalid_request", pageText(body))
+	}
+	bad := url.Values{}
+	for k, v := range vals {
+		bad[k] = v
+	}
+	bad.Set("csrf", randomString(t))
+	resp, body = victim.doBody(t, http.MethodPost, action, form, bad.Encode())
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(resp.Header.Get("Location"), "code=") {
+		t.Errorf("the consent form with a wrong CSRF token: HTTP %d Location %q %s, want 403", resp.StatusCode, resp.Header.Get("Location"), pageText(body))
+	}
+	keysUntouched(t, f.g, before)
+
+	resp, _ = victim.doBody(t, http.MethodPost, action, form, vals.Encode())
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, c.redirect) || !strings.Contains(loc, "code=") {
+		t.Errorf("the person's own approval after the attempts: HTTP %d Location %q", resp.StatusCode, loc)
+	}
+	resp, _ = victim.doBody(t, http.MethodPost, action, form, vals.Encode())
+	if strings.Contains(resp.Header.Get("Location"), "code=") {
+		t.Errorf("the same approval posted twice gave a second code")
+	}
 }

@@ -268,6 +268,8 @@ type authOutcome struct {
 	Code string
 	// Consent is the consent page's HTML when one was shown.
 	Consent string
+	// ConsentHeader is the consent page's response header.
+	ConsentHeader http.Header
 	// Verifier is the PKCE verifier of the request.
 	Verifier string
 }
@@ -385,7 +387,7 @@ func (b *asBrowser) authorize(t testing.TB, c *asClient, resource, key, decision
 			continue
 		}
 		if action, vals, ok := pageForm(page, "decision", "approve"); ok {
-			out.Consent = page
+			out.Consent, out.ConsentHeader = page, resp.Header
 			if decision == "" {
 				return out
 			}
