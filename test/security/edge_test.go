@@ -754,3 +754,33 @@ func TestUpstreamErrorNamesNoAddress(t *testing.T) {
 		t.Errorf("alpha's echo: HTTP %d %s", st, body)
 	}
 }
+
+// TestOIDCConfiguredAudienceIsNoAdminToken (a finding beside the issue's
+// list, hole 2's class through auth.oidc): with auth.oidc[].audience set,
+// a token's aud is checked against that one value on every route and on
+// /admin/v1 alike, so the token an MCP client holds for a person with an
+// admin grant is a full admin token (it creates an admin key). SPEC S22.4:
+// no token is valid on /admin/v1 unless it was issued for the admin API.
+// The MCP routes keep taking the configured audience.
+func TestOIDCConfiguredAudienceIsNoAdminToken(t *testing.T) {
+	is := newJWTIssuer(t)
+	cfg := strings.Replace(oidcConfig(is), "    - issuer: "+fmt.Sprintf("%q", is.url())+"\n",
+		"    - issuer: "+fmt.Sprintf("%q", is.url())+"\n      audience: mcpgate\n", 1)
+	if !strings.Contains(cfg, "audience: mcpgate") {
+		t.Fatalf("config without the audience: %s", cfg)
+	}
+	g := startGateway(t, cfg+oidcServers(t))
+	before := adminKeyAliases(t, g)
+	tok := is.sign(t, is.claims("root", "mcpgate"))
+	if st, _, body := g.mcpPost(t, "/mcp/alpha", bearer(tok), "", initBody); !accepted(st, body) {
+		t.Fatalf("the configured audience on /mcp/alpha: HTTP %d %s", st, body)
+	}
+	list, create, body := tryAdmin(t, g, tok, "pwned-by-audience", "")
+	refusedAdmin(t, "root's token for the configured audience on /admin/v1", list, create, body)
+	keysUntouched(t, g, before)
+	// How an IdP token reaches the admin API instead (aud the admin API,
+	// or a setting of its own) is the fix's to choose; today only the
+	// configured audience is taken there.
+	list, _, _ = tryAdmin(t, g, is.sign(t, is.claims("root", g.base+"/admin/v1")), "", "")
+	t.Logf("root's token for %s/admin/v1: list keys HTTP %d", g.base, list)
+}
