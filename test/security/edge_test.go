@@ -596,8 +596,9 @@ func TestLoopbackGuardPortGames(t *testing.T) {
 // network behind the gateway.
 
 // topology is a gateway in front of an unreachable internal host, a
-// closed loopback port and an upstream that answers errors naming
-// internal addresses, plus a good server.
+// closed loopback port, an upstream that answers errors naming internal
+// addresses, one that redirects to an internal host and a local command
+// that is not there, plus a good server.
 type topology struct {
 	g *gateway
 	// addresses are what no caller and no probe may learn: host names,
@@ -617,6 +618,10 @@ func newTopology(t *testing.T) *topology {
 		http.Error(w, "upstream connect error: dial tcp 10.9.8.7:5432: connect: connection refused (pg-primary.corp.internal)", http.StatusBadGateway)
 	}))
 	t.Cleanup(verbose.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://internal-redirect.invalid:7777/mcp", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
 	cfg := fmt.Sprintf(`auth:
   master_key: %q
   keys:
@@ -625,10 +630,13 @@ servers:
   db: {transport: http, url: "http://internal-db.invalid:8443/mcp"}
   closed: {transport: http, url: "http://127.0.0.1:%d/mcp"}
   verbose: {transport: http, url: %q}
-`, masterKey, aliceKey, closed, verbose.URL+"/mcp") + newUpstream(t, "alpha").server()
+  redir: {transport: http, url: %q}
+  tool: {transport: stdio, command: /opt/secret-vendor/bin/erp-tool, args: ["--db", "postgres://erp@10.1.1.1/erp"]}
+`, masterKey, aliceKey, closed, verbose.URL+"/mcp", redirect.URL+"/mcp") + newUpstream(t, "alpha").server()
 	tp := &topology{g: startGateway(t, cfg)}
-	tp.addresses = []string{"internal-db", ".invalid", "8443", strconv.Itoa(closed), portOf(verbose.URL), "127.0.0.1",
-		"10.9.8.7", "5432", "pg-primary", "corp.internal", "dial", "lookup", "127.0.0.53", "http://"}
+	tp.addresses = []string{"internal-db", ".invalid", "8443", strconv.Itoa(closed), portOf(verbose.URL), portOf(redirect.URL), "127.0.0.1",
+		"10.9.8.7", "5432", "pg-primary", "corp.internal", "internal-redirect", "7777", "/opt/secret-vendor", "erp-tool",
+		"10.1.1.1", "postgres://", "dial", "lookup", "127.0.0.53", "http://"}
 	tp.errorText = []string{"no such host", "connection refused", "Bad Gateway"}
 	// The resolver's address (the lookup error names it).
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
@@ -639,9 +647,10 @@ servers:
 		}
 	}
 	// The admin API sees both failures before a case runs.
-	waitFor(t, 15*time.Second, "db and closed reported down with their errors", func() bool {
+	waitFor(t, 15*time.Second, "db, closed, redir and tool reported down with their errors", func() bool {
 		_, _, body := tp.g.request(t, http.MethodGet, "/admin/v1/servers", keyHeader(masterKey), "")
-		return strings.Contains(body, "internal-db.invalid") && strings.Contains(body, "connection refused")
+		return strings.Contains(body, "internal-db.invalid") && strings.Contains(body, "connection refused") &&
+			strings.Contains(body, "internal-redirect") && strings.Contains(body, "erp-tool")
 	})
 	return tp
 }
@@ -738,8 +747,10 @@ func TestUpstreamErrorNamesNoAddress(t *testing.T) {
 	tp.faultNamesServer(t, "tools/call on /mcp/db", call("/mcp/db", "x"), "db")
 	tp.faultNamesServer(t, "tools/call closed__x on /mcp", call("/mcp", "closed__x"), "closed")
 	tp.faultNamesServer(t, "tools/call on /mcp/verbose", call("/mcp/verbose", "x"), "verbose")
+	tp.faultNamesServer(t, "tools/call on /mcp/redir (redirected to an internal host)", call("/mcp/redir", "x"), "redir")
+	tp.faultNamesServer(t, "tools/call on /mcp/tool (a stdio command that is missing)", call("/mcp/tool", "x"), "tool")
 	for _, m := range []string{"tools/list", "prompts/list", "resources/list"} {
-		for _, s := range []string{"db", "closed", "verbose"} {
+		for _, s := range []string{"db", "closed", "verbose", "redir", "tool"} {
 			_, _, body := tp.g.mcpPost(t, "/mcp/"+s, keyHeader(aliceKey), "", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q}`, m))
 			if e := rpcErrorOf(body); e != nil {
 				tp.faultNamesServer(t, m+" on /mcp/"+s, e, s)
