@@ -11,10 +11,11 @@ import (
 )
 
 // Hole 3: a call made over the legacy HTTP+SSE transport (GET /sse, POST
-// /messages) must run as the caller who made it, exactly as the same call
-// over streamable HTTP: its audit row names the key and the user, the
-// key's budget is charged and enforced, the person's own credential is
-// found, and guardrail webhooks see the caller.
+// /messages), through the admin API's "call as" or through the stdio
+// front must run as the caller who made it, exactly as the same call over
+// streamable HTTP: its audit row names the key and the user, the key's
+// budget is charged and enforced, the person's own credential is found,
+// and guardrail webhooks see the caller.
 
 // vaultKey is a vault key of the suite's own (32 bytes, base64).
 const vaultKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -23,6 +24,8 @@ const vaultKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 const (
 	budgetHTTPKey  = "mcpg_sec-budget-http-0123456789"
 	budgetSSEKey   = "mcpg_sec-budget-sse-0123456789"
+	budgetAdminKey = "mcpg_sec-budget-admin-0123456789"
+	budgetStdioKey = "mcpg_sec-budget-stdio-0123456789"
 	aliceByokValue = "alice-own-tickets-credential-7f3a"
 )
 
@@ -31,6 +34,7 @@ const (
 // takes each person's own stored credential.
 type callerFixture struct {
 	g       *gateway
+	cfg     string // the config, for a stdio front on the same store
 	alpha   *upstream
 	byok    *upstream
 	webhook *recorder
@@ -39,20 +43,23 @@ type callerFixture struct {
 func newCallerFixture(t *testing.T) *callerFixture {
 	t.Helper()
 	f := &callerFixture{
-		alpha: newUpstream(t, "alpha", "audited_streamable", "audited_legacy", "guarded_streamable", "guarded_legacy"),
-		byok:  newUpstream(t, "byok"),
+		alpha: newUpstream(t, "alpha", "audited_streamable", "audited_legacy", "audited_admin-call-as", "audited_stdio",
+			"guarded_streamable", "guarded_legacy", "guarded_admin-call-as", "guarded_stdio"),
+		byok: newUpstream(t, "byok"),
 		webhook: newRecorder(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"allow":true}`))
 		}),
 	}
-	f.g = startGateway(t, fmt.Sprintf(`vault: {keys: [{id: k1, key: %q}]}
+	f.cfg = fmt.Sprintf(`vault: {keys: [{id: k1, key: %q}]}
 auth:
   master_key: %q
   keys:
     - {alias: alice, key: %q, user: alice, team: red}
     - {alias: budget-http, key: %q, user: bert, budget: {amount: 1, period: day}}
     - {alias: budget-sse, key: %q, user: bert, budget: {amount: 1, period: day}}
+    - {alias: budget-admin, key: %q, user: bert, budget: {amount: 1, period: day}}
+    - {alias: budget-stdio, key: %q, user: bert, budget: {amount: 1, period: day}}
 servers:
   alpha:
     transport: http
@@ -64,7 +71,8 @@ servers:
     transport: http
     url: %q
     auth: {type: user_api_key, header_name: X-Person-Key}
-`, vaultKey, masterKey, aliceKey, budgetHTTPKey, budgetSSEKey, f.alpha.url(), f.webhook.srv.URL+"/check", f.byok.url()))
+`, vaultKey, masterKey, aliceKey, budgetHTTPKey, budgetSSEKey, budgetAdminKey, budgetStdioKey, f.alpha.url(), f.webhook.srv.URL+"/check", f.byok.url())
+	f.g = startGateway(t, f.cfg)
 	return f
 }
 
@@ -72,11 +80,12 @@ servers:
 // legacy transport (and, once it takes a caller, the stdio front).
 type front struct {
 	name string
-	open func(t *testing.T, g *gateway, path, key string) func(id, tool, args string) (int, *rpcMsg)
+	open func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg)
 }
 
 var callerFronts = []front{
-	{name: "streamable", open: func(t *testing.T, g *gateway, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+	{name: "streamable", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+		g := f.g
 		c := g.client(t, path, key)
 		c.initialize("")
 		return func(id, tool, args string) (int, *rpcMsg) {
@@ -84,7 +93,8 @@ var callerFronts = []front{
 			return cl.status, cl.result(t, 15*time.Second)
 		}
 	}},
-	{name: "legacy", open: func(t *testing.T, g *gateway, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+	{name: "legacy", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+		g := f.g
 		l := openLegacyStream(t, g, path, keyHeader(key))
 		return func(id, tool, args string) (int, *rpcMsg) {
 			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)
@@ -98,7 +108,43 @@ var callerFronts = []front{
 			return http.StatusAccepted, l.waitReply(t, id)
 		}
 	}},
+	{name: "admin-call-as", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+		g := f.g
+		alias := keyAliases[key]
+		return func(id, tool, args string) (int, *rpcMsg) {
+			st, body := g.admin(t, http.MethodPost, "/tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s,"key":%q,"route":%q}`, tool, args, alias, path))
+			if st == http.StatusOK {
+				return st, &rpcMsg{ID: json.RawMessage(`"` + id + `"`), Result: json.RawMessage(body)}
+			}
+			var e struct {
+				Details string `json:"details"`
+				Code    int64  `json:"code"`
+			}
+			_ = json.Unmarshal([]byte(body), &e)
+			if e.Code == 0 {
+				e.Code = int64(-st)
+			}
+			return st, &rpcMsg{Error: &rpcError{Code: e.Code, Message: e.Details + " (" + body + ")"}}
+		}
+	}},
+	{name: "stdio", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+		// The stdio front serves the merged view: names are prefixed.
+		front := startStdio(t, "data_dir: "+f.g.dataDir+"\n"+f.cfg, stdioCallerArgs(keyAliases[key])...)
+		prefix := strings.TrimPrefix(path, "/mcp/") + "__"
+		return func(id, tool, args string) (int, *rpcMsg) {
+			m := front.call(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, prefix+tool, args))
+			st := http.StatusOK
+			if m.Error != nil && m.Error.Code == -32029 {
+				st = http.StatusTooManyRequests // no HTTP status on stdio: the code says it
+			}
+			return st, m
+		}
+	}},
 }
+
+// keyAliases names the keys of the caller cases, for the admin API's
+// "call as".
+var keyAliases = map[string]string{aliceKey: "alice", budgetHTTPKey: "budget-http", budgetSSEKey: "budget-sse", budgetAdminKey: "budget-admin", budgetStdioKey: "budget-stdio"}
 
 // waitReply waits for the reply to id on the legacy stream.
 func (l *legacyStream) waitReply(t *testing.T, id string) *rpcMsg {
@@ -133,17 +179,20 @@ func overBudgetRefusal(t *testing.T, who string, status int, m *rpcMsg) {
 	}
 }
 
-// TestLegacySSECarriesCaller is hole 3: the same four observations of who
-// called, over streamable HTTP (which holds today) and over the legacy
-// transport (which loses the caller today).
-func TestLegacySSECarriesCaller(t *testing.T) {
+// TestEveryFrontCarriesCaller is hole 3: the same four observations of
+// who called, through every front: streamable HTTP (which holds today),
+// the legacy transport (which loses the caller today), the admin API's
+// "call as" (which today neither charges nor enforces the key's budget
+// nor finds the person's credential) and the stdio front acting as a
+// configured key (hole 13).
+func TestEveryFrontCarriesCaller(t *testing.T) {
 	f := newCallerFixture(t)
 	if st, body := f.g.adminAs(t, aliceKey, http.MethodPut, "/me/credentials/byok", fmt.Sprintf(`{"value":%q}`, aliceByokValue)); st != http.StatusOK {
 		t.Fatalf("alice stores her credential: HTTP %d %s", st, body)
 	}
 	for _, fr := range callerFronts {
 		t.Run(fr.name, func(t *testing.T) {
-			call := fr.open(t, f.g, "/mcp/alpha", aliceKey)
+			call := fr.open(t, f, "/mcp/alpha", aliceKey)
 
 			t.Run("audit row names the caller", func(t *testing.T) {
 				tool := "audited_" + fr.name
@@ -183,8 +232,8 @@ func TestLegacySSECarriesCaller(t *testing.T) {
 			})
 
 			t.Run("budget is charged and enforced", func(t *testing.T) {
-				key := map[string]string{"streamable": budgetHTTPKey, "legacy": budgetSSEKey}[fr.name]
-				spend := fr.open(t, f.g, "/mcp/alpha", key)
+				key := map[string]string{"streamable": budgetHTTPKey, "legacy": budgetSSEKey, "admin-call-as": budgetAdminKey, "stdio": budgetStdioKey}[fr.name]
+				spend := fr.open(t, f, "/mcp/alpha", key)
 				text := "budget-" + fr.name
 				if st, m := spend("b1", "echo", fmt.Sprintf(`{"text":%q}`, text)); isToolError(m) {
 					t.Fatalf("the first call within the budget: HTTP %d %s", st, describe(m))
@@ -197,7 +246,7 @@ func TestLegacySSECarriesCaller(t *testing.T) {
 			})
 
 			t.Run("per-person credential is found", func(t *testing.T) {
-				byok := fr.open(t, f.g, "/mcp/byok", aliceKey)
+				byok := fr.open(t, f, "/mcp/byok", aliceKey)
 				st, m := byok("p1", "echo", fmt.Sprintf(`{"text":%q}`, "byok-"+fr.name))
 				if isToolError(m) {
 					t.Fatalf("alice's %s call to her own-credential server: HTTP %d %s", fr.name, st, describe(m))
@@ -274,6 +323,8 @@ func TestBatchCountsEveryCall(t *testing.T) {
 	const (
 		limitedKey = "mcpg_sec-limited-0123456789"
 		frugalKey  = "mcpg_sec-frugal-0123456789"
+		// frugalLegacyKey is frugal's twin for the legacy transport.
+		frugalLegacyKey = "mcpg_sec-frugal-legacy-0123456789"
 	)
 	up := newUpstream(t, "alpha", "limited", "frugal")
 	g := startGateway(t, fmt.Sprintf(`auth:
@@ -281,12 +332,13 @@ func TestBatchCountsEveryCall(t *testing.T) {
   keys:
     - {alias: limited, key: %q, user: lim, rate_limit_rpm: 3}
     - {alias: frugal, key: %q, user: fru, budget: {amount: 1, period: day}}
+    - {alias: frugal-legacy, key: %q, user: fru, budget: {amount: 1, period: day}}
 servers:
   alpha:
     transport: http
     url: %q
     tools: {costs: {"*": 1}}
-`, masterKey, limitedKey, frugalKey, up.url()))
+`, masterKey, limitedKey, frugalKey, frugalLegacyKey, up.url()))
 	post := func(key, body string) (int, string) {
 		h := keyHeader(key)
 		h.Set("Content-Type", "application/json")
@@ -313,6 +365,38 @@ servers:
 			t.Errorf("the upstream ran %d of a batch of 20 calls on a budget of one call, want exactly 1", ran)
 		}
 		batchRefusals(t, "a batch of 20 calls on a budget of one call", st, body, 20, 1, ran)
+	})
+
+	t.Run("budget of one call a day, legacy transport", func(t *testing.T) {
+		l := openLegacyStream(t, g, "/mcp/alpha", keyHeader(frugalLegacyKey))
+		st, body := l.post(t, batchOf(20, "frugal", "lg"))
+		if st != http.StatusAccepted {
+			batchRefusals(t, "a legacy batch of 20 calls on a budget of one call", st, body, 20, 1, countPrefix(up.received(), "frugal lg-"))
+			return
+		}
+		// The replies travel on the stream.
+		var replies []string
+		deadline := time.After(10 * time.Second)
+	collect:
+		for len(replies) < 20 {
+			select {
+			case m, ok := <-l.msgs:
+				if !ok {
+					break collect
+				}
+				if m.isResponse() {
+					b, _ := json.Marshal(m)
+					replies = append(replies, string(b))
+				}
+			case <-deadline:
+				break collect
+			}
+		}
+		ran := countPrefix(up.received(), "frugal lg-")
+		if ran != 1 {
+			t.Errorf("the upstream ran %d of a legacy batch of 20 calls on a budget of one call, want exactly 1", ran)
+		}
+		batchRefusals(t, "a legacy batch of 20 calls on a budget of one call", st, "["+strings.Join(replies, ",")+"]", 20, 1, ran)
 	})
 }
 
