@@ -95,7 +95,7 @@ func previewLeak(t *testing.T, who, out string) {
 	t.Helper()
 	for _, v := range []string{staticSecret, "jwt-assertion-value-456"} {
 		if strings.Contains(out, v) {
-			t.Errorf("%s shows the static header value %q in clear:\n%s", who, v, out)
+			t.Errorf("%s shows the secret value %q in clear:\n%s", who, v, out)
 		}
 	}
 }
@@ -123,6 +123,25 @@ func TestPreviewMasksStaticHeaders(t *testing.T) {
 		previewLeak(t, "mcpgate servers preview", stdout+stderr)
 	})
 
+	// Not in issue 22, the same class: a stdio server's arguments carry
+	// credentials as often as its env does (mcpgate import moves
+	// "--api-key VALUE" and "--token=VALUE" into variables), and the
+	// preview masks env values but prints the arguments expanded.
+	t.Run("mcpgate servers preview, stdio arguments", func(t *testing.T) {
+		path := writeConfig(t, `servers:
+  tool:
+    transport: stdio
+    command: /bin/true
+    args: ["--api-key", "${SEC_PREVIEW_ARG}", "--token=${SEC_PREVIEW_ARG}"]
+    env: {API_KEY: "${SEC_PREVIEW_ARG}"}
+`)
+		stdout, stderr, code := runCLI(t, []string{"SEC_PREVIEW_ARG=" + staticSecret}, "servers", "preview", "--config", path, "tool")
+		if code != 0 {
+			t.Fatalf("mcpgate servers preview: exit %d\n%s%s", code, stdout, stderr)
+		}
+		previewLeak(t, "mcpgate servers preview of a stdio server", stdout+stderr)
+	})
+
 	g := startGateway(t, cfg)
 	t.Run("admin API, config-file server", func(t *testing.T) {
 		st, body := g.admin(t, http.MethodGet, "/servers/hdrs/preview", "")
@@ -147,6 +166,9 @@ func TestPreviewMasksStaticHeaders(t *testing.T) {
 		previewLeak(t, fmt.Sprintf("POST /admin/v1/servers/rt/test (HTTP %d)", st), body)
 	})
 	// The static headers still go upstream, of course.
+	c := g.client(t, "/mcp/hdrs", masterKey)
+	c.initialize("")
+	c.toolNames()
 	if got := up.receivedHeader("X-Custom-Cred"); len(got) == 0 || got[0] != staticSecret {
 		t.Errorf("the upstream received X-Custom-Cred %q, want the configured value", got)
 	}
@@ -188,7 +210,7 @@ func TestAuditCSVFormulaInjection(t *testing.T) {
 	up := newRawUpstream(t, "evil", tools...)
 	var keys strings.Builder
 	for i, user := range hostile {
-		fmt.Fprintf(&keys, "    - {alias: u%d, key: \"mcpg_sec-csv-%d-0123456789\", user: %s}\n", i, i, mustJSON(user))
+		fmt.Fprintf(&keys, "    - {alias: u%d, key: \"mcpg_sec-csv-%d-0123456789\", user: %s, team: %s}\n", i, i, mustJSON(user), mustJSON(user))
 	}
 	g := startGateway(t, fmt.Sprintf("auth:\n  master_key: %q\n  keys:\n", masterKey)+keys.String()+"servers:\n"+up.server())
 	for i := range hostile {
@@ -243,7 +265,7 @@ func TestAuditCSVFormulaInjection(t *testing.T) {
 		t.Fatalf("the export has no %s column: %q", name, header)
 		return -1
 	}
-	userCol, toolCol := col("user"), col("tool")
+	userCol, teamCol, toolCol := col("user"), col("team"), col("tool")
 	var page2 struct {
 		Calls []auditRow `json:"calls"`
 	}
@@ -253,6 +275,7 @@ func TestAuditCSVFormulaInjection(t *testing.T) {
 			break
 		}
 		neutralised(t, "user", r.User, cells[i+1][userCol])
+		neutralised(t, "team", r.Team, cells[i+1][teamCol])
 		neutralised(t, "tool", r.Tool, cells[i+1][toolCol])
 	}
 }

@@ -446,26 +446,28 @@ servers:
 		return h
 	}
 
-	t.Run("merged route", func(t *testing.T) {
-		c := g.client(t, "/mcp", "")
-		c.hdr = hdr()
-		c.hdr.Set("X-Mcp-p1-Authorization", "Bearer "+p1Token)
-		c.initialize("")
-		names := c.toolNames()
-		if res := c.callTool("c1", "p1__echo", `{"text":"merged"}`); isToolError(res) {
-			t.Fatalf("p1__echo on /mcp: %s", describe(res))
-		}
-		// p2's token was never sent: p2 is out of the caller's view.
-		res := c.callTool("c2", "p2__echo", `{"text":"merged"}`)
-		if res.Error == nil || res.Error.Code != -32602 {
-			t.Errorf("p2__echo on /mcp without a p2 token: %s, want -32602 Unknown tool (tools listed: %q)", describe(res), names)
-		}
-		sprayedToken(t, "p1 on /mcp", p1.receivedHeader("Authorization"), "Bearer "+p1Token)
-		sprayedToken(t, "p2 on /mcp", p2.receivedHeader("Authorization"), "")
-		if got := p2.received(); len(got) != 0 {
-			t.Errorf("p2 ran %q with the caller's generic token", got)
-		}
-	})
+	for _, path := range []string{"/mcp", "/mcp/p1,p2"} {
+		t.Run("merged route "+path, func(t *testing.T) {
+			c := g.client(t, path, "")
+			c.hdr = hdr()
+			c.hdr.Set("X-Mcp-p1-Authorization", "Bearer "+p1Token)
+			c.initialize("")
+			names := c.toolNames()
+			if res := c.callTool("c1", "p1__echo", `{"text":"merged"}`); isToolError(res) {
+				t.Fatalf("p1__echo on %s: %s", path, describe(res))
+			}
+			// p2's token was never sent: p2 is out of the caller's view.
+			res := c.callTool("c2", "p2__echo", `{"text":"merged"}`)
+			if res.Error == nil || res.Error.Code != -32602 {
+				t.Errorf("p2__echo on %s without a p2 token: %s, want -32602 Unknown tool (tools listed: %q)", path, describe(res), names)
+			}
+			sprayedToken(t, "p1 on "+path, p1.receivedHeader("Authorization"), "Bearer "+p1Token)
+			sprayedToken(t, "p2 on "+path, p2.receivedHeader("Authorization"), "")
+			if got := p2.received(); len(got) != 0 {
+				t.Errorf("p2 ran %q with the caller's generic token", got)
+			}
+		})
+	}
 
 	t.Run("single-server route", func(t *testing.T) {
 		c := g.client(t, "/mcp/p2", "")
