@@ -324,3 +324,31 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestRuntimeServerNoEnvHeld is what held beside hole 8: a runtime
+// server's fields are not expanded from the gateway's environment, so an
+// admin API caller cannot send ${MCPGATE_MASTER_KEY} (or any variable) to
+// an upstream of theirs; set and unset variables get the same refusal.
+func TestRuntimeServerNoEnvHeld(t *testing.T) {
+	up := newUpstream(t, "leak")
+	g := startGateway(t, fmt.Sprintf("auth: {master_key: %q}\n", masterKey))
+	var answers []string
+	for _, v := range []string{"HOME", "PATH", "SEC_NO_SUCH_VARIABLE_X"} {
+		st, body := g.admin(t, http.MethodPost, "/servers", fmt.Sprintf(`{"name":"leak","transport":"http","url":%q,"headers":{"X-Leak":"${%s}"}}`, up.url(), v))
+		if st == http.StatusCreated {
+			g.admin(t, http.MethodDelete, "/servers/leak", "")
+		}
+		answers = append(answers, fmt.Sprintf("HTTP %d %s", st, strings.ReplaceAll(body, v, "VAR")))
+	}
+	if answers[0] != answers[2] || answers[1] != answers[2] {
+		t.Errorf("set and unset variables answer differently:\n%s", strings.Join(answers, "\n"))
+	}
+	for _, h := range up.receivedHeader("X-Leak") {
+		if h != "" && !strings.HasPrefix(h, "${") {
+			t.Errorf("the upstream received X-Leak %q: the gateway's environment", h)
+		}
+	}
+	if !strings.HasPrefix(answers[0], "HTTP 400") {
+		t.Errorf("a runtime server with ${VAR} in a header: %s, want 400", answers[0])
+	}
+}
