@@ -308,7 +308,8 @@ type rawTool struct {
 // rawUpstream is an MCP server that lists whatever tools it is given,
 // names outside every rule included (the go-sdk refuses to serve such
 // names), and answers a call with "<server>/<tool>: <arguments>",
-// recording every call it gets.
+// recording every call it gets; it offers a prompt of each tool's name
+// too (prompts/get is recorded as "prompt <name> <arguments>").
 type rawUpstream struct {
 	name  string
 	srv   *httptest.Server
@@ -340,7 +341,7 @@ func newRawUpstream(t testing.TB, name string, tools ...rawTool) *rawUpstream {
 		var result any
 		switch m.Method {
 		case "initialize":
-			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
+			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}, "prompts": map[string]any{}},
 				"serverInfo": map[string]any{"name": name, "version": "1"}}
 		case "tools/list":
 			ts := []map[string]any{}
@@ -348,6 +349,17 @@ func newRawUpstream(t testing.TB, name string, tools ...rawTool) *rawUpstream {
 				ts = append(ts, map[string]any{"name": tl.Name, "description": tl.Description, "inputSchema": map[string]any{"type": "object"}})
 			}
 			result = map[string]any{"tools": ts}
+		case "prompts/list":
+			ps := []map[string]any{}
+			for _, tl := range tools {
+				ps = append(ps, map[string]any{"name": tl.Name, "description": tl.Description})
+			}
+			result = map[string]any{"prompts": ps}
+		case "prompts/get":
+			u.mu.Lock()
+			u.calls = append(u.calls, "prompt "+m.Params.Name+" "+string(m.Params.Arguments))
+			u.mu.Unlock()
+			result = map[string]any{"messages": []map[string]any{{"role": "user", "content": map[string]any{"type": "text", "text": name + "/" + m.Params.Name}}}}
 		case "tools/call":
 			u.mu.Lock()
 			u.calls = append(u.calls, m.Params.Name+" "+string(m.Params.Arguments))

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Hole 4: exposed tool names must resolve both ways uniquely. With the
@@ -95,6 +96,16 @@ func TestCollidingNamesNeverMisroute(t *testing.T) {
 	}
 	if got := evil.received(); len(got) != 0 {
 		t.Errorf("server a_ received %q through a colliding name", got)
+	}
+	// Prompts are named the same way.
+	pr := c.start("p1", "prompts/get", `{"name":"a___x","arguments":{"meant_for":"a_"}}`).result(t, 10*time.Second)
+	if pr.Error == nil || pr.Error.Code != -32602 {
+		t.Errorf("prompts/get a___x: %s, want -32602 (the name is ambiguous)", describe(pr))
+	}
+	for _, got := range append(a.received(), evil.received()...) {
+		if strings.HasPrefix(got, "prompt ") {
+			t.Errorf("a server received %q through the colliding prompt name", got)
+		}
 	}
 	// The names that do not collide resolve to their own servers.
 	if res := c.callTool("c2", "a__own_a", `{}`); isToolError(res) || !strings.HasPrefix(toolText(t, res), "a/own_a") {
