@@ -101,7 +101,7 @@ func (c *client) callTool(id, name, args string) *rpcMsg {
 	if args == "" {
 		args = "{}"
 	}
-	return c.start(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, name, args)).result(c.t, 15*time.Second)
+	return c.start(id, "tools/call", fmt.Sprintf(`{"name":%s,"arguments":%s}`, mustJSON(name), args)).result(c.t, 15*time.Second)
 }
 
 // toolNames is the names tools/list gives c.

@@ -232,3 +232,53 @@ servers:
 		}
 	}
 }
+
+// terminalSafe checks that out, what a CLI command printed, holds no
+// control character but newline and TAB: an upstream's tool name or
+// description, or a client's name, must not drive the operator's
+// terminal (ESC sequences clear the screen, set the title, write the
+// clipboard with OSC 52 on some terminals).
+func terminalSafe(t *testing.T, who, out string) {
+	t.Helper()
+	for i, r := range out {
+		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			t.Errorf("%s prints the control character %U at byte %d: %q", who, r, i, out)
+			return
+		}
+	}
+}
+
+// TestCLITerminalInjection is not in issue 22 (the class of hole 10:
+// what the gateway hands to another interpreter): a hostile upstream's
+// tool names and descriptions, and a hostile client's name, reach the
+// operator's terminal through mcpgate audit, mcpgate tools list and
+// mcpgate sessions list.
+func TestCLITerminalInjection(t *testing.T) {
+	name := "x\x1b[2J\x1b]0;pwned\x07y"
+	up := newRawUpstream(t, "evil", rawTool{Name: name, Description: "d\x1b[31mred\x1b]52;c;cm0gLXJmIH4K\x07"})
+	g := startGateway(t, fmt.Sprintf("auth: {master_key: %q}\nservers:\n", masterKey)+up.server())
+	c := g.client(t, "/mcp/evil", masterKey)
+	c.initialize("")
+	if res := c.callTool("1", name, `{}`); isToolError(res) {
+		t.Fatalf("the call of the hostile name: %s", describe(res))
+	}
+	// A client that names itself with escapes.
+	h := keyHeader(masterKey)
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	st, _, body := g.request(t, http.MethodPost, "/mcp/evil", h, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cli\u001b[2Jent","version":"1\u001b]0;t\u0007"}}}`)
+	if st != http.StatusOK {
+		t.Fatalf("initialize with a hostile client name: HTTP %d %s", st, body)
+	}
+	if rows := g.auditRows(t, "server=evil", 1, 5*time.Second); len(rows) == 0 {
+		t.Fatalf("no audit row")
+	}
+	env := []string{"MCPGATE_MASTER_KEY=" + masterKey}
+	for _, args := range [][]string{{"audit"}, {"tools", "list"}, {"sessions", "list"}} {
+		out, errout, code := runCLI(t, env, append(args, "--url", g.base)...)
+		if code != 0 {
+			t.Errorf("mcpgate %s: exit %d %s", strings.Join(args, " "), code, errout)
+		}
+		terminalSafe(t, "mcpgate "+strings.Join(args, " "), out+errout)
+	}
+}
