@@ -70,7 +70,7 @@ func unknownServer(t *testing.T, who string, st int, body, server string) {
 	refusedWith(t, who, st, body, http.StatusNotFound, fmt.Sprintf("Unknown MCP server %q", server))
 }
 
-const initBody = `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"security-suite","version":"1"}}}`
+const initJSON = `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"security-suite","version":"1"}}}`
 
 // TestKeyGamesHeld is what was tried that held against keys.
 func TestKeyGamesHeld(t *testing.T) {
@@ -104,7 +104,7 @@ func TestKeyGamesHeld(t *testing.T) {
 		// Its open session, a new session and the legacy transport.
 		st, _, body = temp.post(`{"jsonrpc":"2.0","id":"t2","method":"tools/call","params":{"name":"echo","arguments":{"text":"after"}}}`)
 		unauthorized(t, "the revoked key's open session", st, body)
-		st, _, body = g.client(t, "/mcp/alpha", created.Key).post(initBody)
+		st, _, body = g.client(t, "/mcp/alpha", created.Key).post(initJSON)
 		unauthorized(t, "the revoked key's initialize", st, body)
 		st, _, body = g.request(t, http.MethodGet, "/mcp/alpha/sse", keyHeader(created.Key), "")
 		unauthorized(t, "the revoked key on /sse", st, body)
@@ -116,7 +116,7 @@ func TestKeyGamesHeld(t *testing.T) {
 
 	t.Run("expired key", func(t *testing.T) {
 		for _, path := range []string{"/mcp", "/mcp/alpha", "/toolset/echoes/mcp"} {
-			st, _, body := g.client(t, path, expiredKey).post(initBody)
+			st, _, body := g.client(t, path, expiredKey).post(initJSON)
 			unauthorized(t, "the expired key on "+path, st, body)
 		}
 		st, body := g.adminAs(t, expiredKey, http.MethodGet, "/keys", "")
@@ -125,10 +125,10 @@ func TestKeyGamesHeld(t *testing.T) {
 
 	t.Run("a key for alpha on beta's routes", func(t *testing.T) {
 		for _, path := range []string{"/mcp/beta", "/beta/mcp", "/mcp/alpha,beta"} {
-			st, _, body := g.client(t, path, aliceKey).post(initBody)
+			st, _, body := g.client(t, path, aliceKey).post(initJSON)
 			unknownServer(t, "alice on "+path, st, body, "beta")
 		}
-		st, _, body := g.client(t, "/mcp/nosuch", aliceKey).post(initBody)
+		st, _, body := g.client(t, "/mcp/nosuch", aliceKey).post(initJSON)
 		unknownServer(t, "alice on a server that does not exist", st, body, "nosuch")
 		st, _, body = g.request(t, http.MethodGet, "/mcp/beta/sse", keyHeader(aliceKey), "")
 		unknownServer(t, "alice on /mcp/beta/sse", st, body, "beta")
@@ -157,14 +157,14 @@ func TestKeyGamesHeld(t *testing.T) {
 
 	t.Run("no_mcp key on every route", func(t *testing.T) {
 		for _, path := range []string{"/mcp", "/"} {
-			st, _, body := g.client(t, path, noMCPKey).post(initBody)
+			st, _, body := g.client(t, path, noMCPKey).post(initJSON)
 			refusedWith(t, "the no_mcp key's initialize on "+path, st, body, http.StatusOK, `API key "nomcp" grants no MCP servers on this route`)
 		}
 		for _, path := range []string{"/mcp/alpha", "/alpha/mcp", "/mcp/alpha,beta"} {
-			st, _, body := g.client(t, path, noMCPKey).post(initBody)
+			st, _, body := g.client(t, path, noMCPKey).post(initJSON)
 			unknownServer(t, "the no_mcp key on "+path, st, body, "alpha")
 		}
-		st, _, body := g.client(t, "/toolset/echoes/mcp", noMCPKey).post(initBody)
+		st, _, body := g.client(t, "/toolset/echoes/mcp", noMCPKey).post(initJSON)
 		refusedWith(t, "the no_mcp key on /toolset/echoes/mcp", st, body, http.StatusForbidden, "API key is scoped to no MCP servers; toolset access is denied.")
 		st, _, body = g.request(t, http.MethodGet, "/mcp/alpha/sse", keyHeader(noMCPKey), "")
 		unknownServer(t, "the no_mcp key on /mcp/alpha/sse", st, body, "alpha")
@@ -194,14 +194,14 @@ func TestKeyGamesHeld(t *testing.T) {
 				t.Errorf("the toolset key's %s: %s, want -32602 Unknown tool", name, describe(res))
 			}
 		}
-		st, _, body := g.client(t, "/mcp", toolsetKey).post(initBody)
+		st, _, body := g.client(t, "/mcp", toolsetKey).post(initJSON)
 		refusedWith(t, "the toolset key on /mcp", st, body, http.StatusOK, `API key "tsk" grants no MCP servers on this route`)
 		for _, server := range []string{"alpha", "beta"} {
-			st, _, body := g.client(t, "/mcp/"+server, toolsetKey).post(initBody)
+			st, _, body := g.client(t, "/mcp/"+server, toolsetKey).post(initJSON)
 			unknownServer(t, "the toolset key on /mcp/"+server, st, body, server)
 		}
 		// alice may not use a toolset she was not given.
-		st, _, body = g.client(t, "/toolset/echoes/mcp", aliceKey).post(initBody)
+		st, _, body = g.client(t, "/toolset/echoes/mcp", aliceKey).post(initJSON)
 		refusedWith(t, "alice on /toolset/echoes/mcp", st, body, http.StatusForbidden, "API key does not have access to toolset 'echoes'.")
 		aliceWorks(t, "after-toolset")
 	})

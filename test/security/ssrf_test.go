@@ -114,7 +114,7 @@ func TestOpenAPISpecSSRFHeld(t *testing.T) {
 		if st == http.StatusCreated {
 			// Accepted, then fetched at connect: the server offers nothing.
 			c := g.client(t, "/mcp/"+name, masterKey)
-			st, _, body := c.post(initBody)
+			st, _, body := c.post(initJSON)
 			if st == http.StatusOK && !strings.Contains(body, `"error"`) {
 				c.initialize("")
 				res := c.callTool("c", "listPets", `{}`)
