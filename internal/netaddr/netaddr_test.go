@@ -119,7 +119,7 @@ func TestListenIsLoopback(t *testing.T) {
 // The bound address is what counts: a listener on a name that resolves to
 // loopback is loopback, whatever its spelling.
 func TestIsBoundLoopback(t *testing.T) {
-	for _, listen := range []string{"LOCALHOST:0", "127.0.0.2:0", "localhost.:0"} {
+	for _, listen := range []string{"LOCALHOST:0", "127.0.0.2:0"} {
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			t.Logf("%s: %v (skipped)", listen, err)
