@@ -108,6 +108,7 @@ fuzz ./internal/oauth/ FuzzJWKS
 fuzz ./internal/oauth/authserver/ FuzzMetadataDocument
 fuzz ./internal/oauth/client/ FuzzBearerChallenge
 fuzz ./internal/oauth/client/ FuzzTokenResponse
+fuzz ./internal/netaddr/ FuzzHostHeader
 fuzz ./internal/oauth/client/ FuzzResourceFor
 fuzz ./internal/vault/ FuzzDecodeRecord
 fuzz ./internal/state/ FuzzParseEventID

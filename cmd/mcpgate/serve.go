@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // drainTimeout bounds how long shutdown waits for in-flight calls.
@@ -52,7 +53,15 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		_ = stk.close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
+	if err := checkBound(cfg, ln.Addr()); err != nil {
+		_ = ln.Close()
+		_ = stk.close(context.Background())
+		return err
+	}
 	g := stk.gw
+	// The address bound, not the text, decides whether the gateway
+	// serves loopback only (its Host check and own base URL).
+	g.Listening(ln.Addr())
 	g.Start(ctx)
 	// Reload without a restart: SIGHUP, POST /admin/v1/reload, and with
 	// reload.watch the file's changes (reload.go).
@@ -131,6 +140,21 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		log.Warn("stopping upstreams", "error", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// checkBound applies the loopback rules again to the address the listener
+// actually bound: a listen text that names loopback ("localhost") may bind
+// another address if the hosts file says so, and then it is exposed.
+func checkBound(cfg *config.Config, addr net.Addr) error {
+	loopback := netaddr.IsBoundLoopback(addr)
+	if !loopback && cfg.AnonymousOnly() && (cfg.Auth == nil || !cfg.Auth.Anonymous) {
+		return fmt.Errorf("refusing to serve on %s (bound %s, not loopback) without authentication: set auth.master_key or auth.keys, "+
+			"or auth.anonymous: true to serve anyone who can reach it", cfg.Listen, addr)
+	}
+	if err := cfg.CheckPublicURL(loopback); err != nil {
+		return fmt.Errorf("public_url (listening on %s): %w", addr, err)
+	}
 	return nil
 }
 

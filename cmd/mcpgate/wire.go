@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/console"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -81,6 +82,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	if cfg.ExposedWithoutAuth(listen) {
 		return nil, fmt.Errorf("refusing to serve on %s without authentication: set auth.master_key or auth.keys, "+
 			"or auth.anonymous: true to serve anyone who can reach it", listen)
+	}
+	// The --listen flag may have moved the listener since validation.
+	if err := cfg.CheckPublicURL(netaddr.ListenIsLoopback(listen)); err != nil {
+		return nil, fmt.Errorf("public_url: %w", err)
 	}
 	sb, err := openState(ctx, cfg.State, log)
 	if err != nil {

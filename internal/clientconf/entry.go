@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // Defaults of a Target.
@@ -108,13 +108,7 @@ func vscodeInput(f Format, t Target) json.RawMessage {
 	return b
 }
 
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func loopback(host string) bool { return netaddr.IsLoopbackHost(host) }
 
 // orderedEntry marshals m with its keys in the order given.
 type ordered []member

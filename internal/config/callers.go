@@ -1,10 +1,11 @@
 package config
 
 import (
-	"net"
-	"net/netip"
-	"strings"
+	"cmp"
+	"errors"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // CallerAuth says who may call the gateway (SPEC S5). It is unrelated to
@@ -125,18 +126,38 @@ func (c *Config) ExposedWithoutAuth(listen string) bool {
 	return !loopbackListen(listen)
 }
 
-// loopbackListen reports whether the host of the host:port listen is a
-// loopback address or localhost.
-func loopbackListen(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
+// loopbackListen reports whether the host of the host:port listen names
+// loopback by itself (netaddr.ListenIsLoopback): a name that only
+// resolves to loopback counts as exposed here, and serve judges the
+// address it bound as well.
+func loopbackListen(listen string) bool { return netaddr.ListenIsLoopback(listen) }
+
+// OAuthCallers reports whether callers may present OAuth tokens: an issuer
+// (auth.oidc) or mcpgate's own authorization server (auth.login).
+func (c *Config) OAuthCallers() bool {
+	return c.Auth != nil && (len(c.Auth.OIDC) > 0 || c.Auth.Login != nil)
+}
+
+// CheckPublicURL applies SPEC S22.4 for a listener that binds loopback
+// only (loopback) or not: with OAuth callers, every route's resource (the
+// audience a token must carry), its metadata and the issuer come from
+// public_url, never from a request's Host header, so public_url is
+// required beyond loopback, and in a fleet, whose replicas must all name
+// the same resource. On loopback without it the gateway names its own
+// listener. Validate calls it with the listen address's text; serve again
+// with the address it bound (and the --listen flag's).
+func (c *Config) CheckPublicURL(loopback bool) error {
+	if !c.OAuthCallers() || c.PublicURL != "" {
+		return nil
 	}
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
-		return true
+	if !loopback {
+		return errors.New("required with auth.oidc or auth.login when listen (" + cmp.Or(c.Listen, DefaultListen) +
+			") is not a loopback address (127.0.0.1, [::1] or localhost): the resource a token must be issued for is built from it, never from a request's Host header")
 	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
+	if c.Fleet != nil && len(c.Fleet.SessionKeys) > 0 {
+		return errors.New("required with auth.oidc or auth.login in a fleet (fleet.session_keys): every replica must name the same resource")
+	}
+	return nil
 }
 
 // Budget is a cost cap per period (UTC days, weeks from Monday, months).

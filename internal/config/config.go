@@ -69,7 +69,7 @@ type Config struct {
 	// AllowedOrigins are lower-cased, without a trailing slash, by Parse.
 	AllowedOrigins []string `config:"allowed_origins,expand" doc:"Browser origins (scheme://host[:port]) allowed to call the gateway; \"*\" allows all. A request with another Origin gets 403."`
 	// AllowedHosts are lower-cased, without port, IPv6 without brackets.
-	AllowedHosts      []string `config:"allowed_hosts,expand" doc:"Host names accepted beside the loopback names when listening on loopback (the DNS-rebinding guard)."`
+	AllowedHosts      []string `config:"allowed_hosts,expand" doc:"Host names accepted beside the loopback names when the listener bound a loopback address, however listen spells it (the DNS-rebinding guard; any other Host gets 403). Without public_url, such a name with the listener's own port is a base URL the gateway may name itself by."`
 	ToolNameSeparator string   `config:"tool_name_separator,default=__" doc:"Joins server and tool names in the merged catalog (calc__add); one or more of [A-Za-z0-9_.-]."`
 	MaxBodyBytes      int64    `config:"max_body_bytes,default=4MiB,size,positive" doc:"Request body limit: a larger body gets 413 with JSON-RPC -32600 \"Request body exceeds N bytes\"."`
 	// Servers are the upstream MCP servers, keyed by name.
@@ -87,8 +87,9 @@ type Config struct {
 	// ShutdownDelay: the lame-duck period before the listener closes.
 	ShutdownDelay time.Duration `config:"shutdown_delay,min=0" doc:"On SIGTERM, how long the gateway keeps serving with /readyz answering 503 before it stops accepting requests: the time a load balancer needs to take the replica out of rotation (its health-check interval, a Kubernetes readiness probe's period). Then in-flight calls drain (10 s). 0 (the default): stop accepting at once."`
 	MetricsListen string        `config:"metrics_listen,expand,trim" doc:"A separate host:port for /metrics; empty serves it on listen."`
-	// PublicURL is how clients reach the gateway ("" = from the request).
-	PublicURL string `config:"public_url,expand,trim" doc:"The gateway's external base URL (https://mcp.example.com, or with a path prefix). OAuth resource identifiers, metadata URLs and the login redirect are built from it; empty means from each request's scheme and Host."`
+	// PublicURL is how clients reach the gateway ("" = on loopback, the
+	// listener's own address; see Config.CheckPublicURL).
+	PublicURL string `config:"public_url,expand,trim" doc:"The gateway's external base URL (https://mcp.example.com, or with a path prefix). OAuth resource identifiers (the audience a token must carry), metadata URLs, the authorization server's issuer and the login redirect are built from it, never from a request's Host or X-Forwarded-* headers. Required with auth.oidc or auth.login when listen is not a loopback address, and in a fleet. Empty: on loopback, the listener's own (the Host name the DNS-rebinding guard allowed, with the port bound); beyond loopback, links shown to a requester use its Host, and no token is accepted against it."`
 	// ClientMetadataURL is where mcpgate's client ID metadata document
 	// is published ("" = the default under an https public_url); see
 	// Config.ClientMetadataDocument.

@@ -1,11 +1,12 @@
 package config
 
 import (
-	"net"
 	"net/url"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // Company identity (SPEC S5.3): JWT callers from OIDC issuers, the
@@ -149,13 +150,7 @@ func validIssuerURL(s string) bool {
 	return false
 }
 
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
+func loopbackHost(h string) bool { return netaddr.IsLoopbackHost(h) }
 
 // validPublicURL accepts the gateway's external base URL: http or https,
 // a host, an optional path prefix, no query, fragment or user info.

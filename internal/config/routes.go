@@ -3,12 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // RouteConfig is what one route path does beyond its servers (SPEC S20,
@@ -96,12 +97,8 @@ func checkGuardURL(raw string) error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	if u.Scheme == "http" {
-		if h := u.Hostname(); h == "localhost" {
-			return nil
-		} else if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
-			return nil
-		}
+	if u.Scheme == "http" && netaddr.IsLoopbackHost(u.Hostname()) {
+		return nil
 	}
 	return errors.New("must be https (or http to a loopback host)")
 }

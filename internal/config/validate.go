@@ -15,6 +15,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // reservedHeaders are set by the gateway's HTTP transports (framing,
@@ -86,6 +88,10 @@ func (c *Config) validate(strict bool) error {
 	}
 	if c.PublicURL != "" && !validPublicURL(c.PublicURL) {
 		errs.add("public_url", 0, "must be an http or https URL (an optional path prefix, no query)")
+	}
+	listen := cmp.Or(c.Listen, DefaultListen)
+	if err := c.CheckPublicURL(netaddr.ListenIsLoopback(listen)); err != nil {
+		errs.add("public_url", 0, "%s", err.Error())
 	}
 	if c.ClientMetadataURL != "" {
 		if _, err := c.clientMetadataPath(c.ClientMetadataURL); err != nil {

@@ -19,7 +19,11 @@ func (g *Gateway) MountAdmin(h http.Handler) { g.admin = h }
 // AdminResource is the admin API's OAuth resource identifier (RFC 8707)
 // for requests like r: the gateway's base URL and /admin/v1.
 func (g *Gateway) AdminResource(r *http.Request) string {
-	return g.baseURL(r) + strings.TrimSuffix(AdminPrefix, "/")
+	base := g.ownBase(r)
+	if base == "" {
+		return "" // no own base URL: no admin token matches
+	}
+	return base + strings.TrimSuffix(AdminPrefix, "/")
 }
 
 // ConsolePrefix is where the web console is served.

@@ -189,7 +189,7 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 		connectPage(w, http.StatusServiceUnavailable, "No vault", "The gateway has no vault to keep your tokens in.")
 		return
 	}
-	redirect := g.baseURL(r) + ConnectCallbackPath
+	redirect := g.linkBase(r) + ConnectCallbackPath
 	reg, err := g.connectRegistration(r.Context(), server, srv, redirect)
 	if err != nil {
 		g.log.Warn("oauth connect: discovery or registration failed", "server", server, "error", err)

@@ -131,7 +131,7 @@ func (g *Gateway) AuthType(server string) string {
 	return srv.Auth.Type
 }
 
-// baseURLKey carries the request's external base URL (baseURL) to the
+// baseURLKey carries the request's link base URL (linkBase) to the
 // errors that name a gateway link.
 type baseURLKey struct{}
 

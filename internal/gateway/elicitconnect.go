@@ -375,7 +375,7 @@ func (g *Gateway) confirmElicited(w http.ResponseWriter, r *http.Request, server
 		g.beginConnect(w, r, t.person, server, t.scopes, id)
 		return
 	}
-	back := g.baseURL(r) + ConnectPath(server) + "?" + url.Values{elicitParam: {id}}.Encode()
+	back := g.linkBase(r) + ConnectPath(server) + "?" + url.Values{elicitParam: {id}}.Encode()
 	if err := g.confirmer.Confirm(w, r, back); err != nil {
 		g.log.Warn("oauth connect: could not start the sign-in to confirm a person", "server", server, "error", err)
 		connectPage(w, http.StatusBadGateway, "Cannot confirm", "The sign-in at your company's identity provider could not be started.")
@@ -421,7 +421,7 @@ func (g *Gateway) confirmPage(w http.ResponseWriter, r *http.Request, server, pr
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: connectPrefix, MaxAge: int(connectStateTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(g.baseURL(r), "https://")})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(g.linkBase(r), "https://")})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
 	w.Header().Set("X-Frame-Options", "DENY")

@@ -32,6 +32,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
@@ -139,7 +140,12 @@ type Gateway struct {
 	shared      state.Backend // fleet mode's shared state; nil: none
 	instance    string        // this process's id in reports
 	now         func() time.Time
-	loopback    bool
+	// loopback: the listener accepts loopback connections only, so the
+	// DNS-rebinding guard (checkOriginHost) is on and, without
+	// public_url, the base URL is the listener's own (ownBase). From the
+	// listen address's text at New; from the address actually bound once
+	// Listening is told it.
+	loopback atomic.Bool
 
 	up  *upstream.Manager
 	cat *catalog.Catalog
@@ -294,7 +300,7 @@ func New(o Options) *Gateway {
 	if g.version == "" {
 		g.version = "dev"
 	}
-	g.loopback = isLoopbackListen(cfg.Listen)
+	g.loopback.Store(netaddr.ListenIsLoopback(cfg.Listen))
 	g.up = upstream.NewManager(upstream.ManagerOptions{
 		Servers:       cfg.Servers,
 		ClientName:    "mcpgate",
@@ -392,17 +398,17 @@ func (g *Gateway) onUpstreamSession(server string, info *upstream.InitInfo) {
 	}
 }
 
-func isLoopbackListen(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+// Listening tells the gateway the address its listener actually bound
+// (net.Listener.Addr), which is what decides whether it serves loopback
+// only: "LOCALHOST:4000", "ip6-localhost:4000" or "127.0.0.2:4000" bind
+// loopback whatever the text looks like, and "localhost" may bind another
+// address if the hosts file says so. Call it before serving.
+func (g *Gateway) Listening(addr net.Addr) {
+	g.loopback.Store(netaddr.IsBoundLoopback(addr))
 }
+
+// Loopback reports whether the gateway serves loopback only (Listening).
+func (g *Gateway) Loopback() bool { return g.loopback.Load() }
 
 // ServeHTTP routes every HTTP request of the gateway.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -450,7 +456,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	case "/readyz":
-		g.serveReady(w)
+		g.serveReady(w, r)
 		return
 	case "/enabled":
 		writeJSON(w, http.StatusOK, map[string]bool{"enabled": true})
@@ -476,6 +482,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if g.authServer == nil {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
 			return
+		}
+		if g.conf().PublicURL == "" {
+			// The authorization server names its issuer after the
+			// request's Host when there is no public_url: it gets the
+			// gateway's own (ownBase), never the one a client sent.
+			base := g.ownBase(r)
+			if base == "" {
+				writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "public_url is not set"})
+				return
+			}
+			r = r.WithContext(r.Context()) // a copy whose Host may change
+			r.Host = base[strings.Index(base, "://")+3:]
 		}
 		g.authServer.ServeHTTP(w, r)
 		return
@@ -511,7 +529,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
 		ts := g.callerTokens(r)
 		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
-		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.baseURL(r)))
+		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS
@@ -627,14 +645,25 @@ func setCORS(h http.Header, origin string, requested []string) {
 	h.Set("Access-Control-Max-Age", "600")
 }
 
-func (g *Gateway) serveReady(w http.ResponseWriter) {
+// serveReady answers /readyz. Anyone may probe it (load balancers send no
+// credentials), so an anonymous probe learns readiness only: ready or not,
+// and each server's and the state backend's status, without times or
+// errors (an upstream's last error names internal hosts, ports and the
+// resolver). A request that authenticates as an administrator (the master
+// key, an admin key or an admin token, as the admin API takes them) also
+// gets since and last_error, as GET /admin/v1/servers gives them.
+func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
+	details := g.readyDetails(r)
 	health := g.up.Health()
 	ready := !g.closing.Load() && !g.draining.Load()
 	servers := map[string]any{}
 	for name, h := range health {
-		entry := map[string]any{"state": h.State, "since": h.Since.UTC().Format(time.RFC3339)}
-		if h.LastError != "" {
-			entry["last_error"] = h.LastError
+		entry := map[string]any{"state": h.State}
+		if details {
+			entry["since"] = h.Since.UTC().Format(time.RFC3339)
+			if h.LastError != "" {
+				entry["last_error"] = h.LastError
+			}
 		}
 		servers[name] = entry
 	}
@@ -644,9 +673,24 @@ func (g *Gateway) serveReady(w http.ResponseWriter) {
 	}
 	body := map[string]any{"ready": ready, "servers": servers}
 	if st := g.stateReport(); st != nil {
+		if !details {
+			st = map[string]any{"status": st["status"]}
+		}
 		body["state"] = st
 	}
+	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, status, body)
+}
+
+// readyDetails reports whether r authenticates as an administrator. A
+// request without a credential, or with one that fails, is an anonymous
+// probe: it is not refused, it gets the status alone.
+func (g *Gateway) readyDetails(r *http.Request) bool {
+	if g.auth == nil || (r.Header.Get("Authorization") == "" && !hasKeyHeader(r)) {
+		return false
+	}
+	c, f := g.auth.Authenticate(r.WithContext(callers.WithResource(r.Context(), g.AdminResource(r))))
+	return f == nil && c != nil && (c.Master || c.Admin)
 }
 
 // checkOriginHost applies S2.1: Origin allow-list and, on loopback, a Host
@@ -655,7 +699,7 @@ func (g *Gateway) checkOriginHost(r *http.Request) error {
 	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) && !g.sameOrigin(r, origin) {
 		return errString("Invalid Origin header")
 	}
-	if g.loopback && !g.hostAllowed(r.Host) {
+	if g.loopback.Load() && !netaddr.HostAllowed(r.Host, g.conf().AllowedHosts) {
 		return errString("Invalid Host header")
 	}
 	return nil
@@ -663,11 +707,11 @@ func (g *Gateway) checkOriginHost(r *http.Request) error {
 
 // sameOrigin: the request comes from a page the gateway served itself (its
 // login, consent and connect pages, the console), whose origin is the
-// gateway's own: public_url's, else the request's scheme and Host (which
-// the Host check has vetted on loopback). Such a page is no cross-site
+// gateway's own (linkBase: public_url's, else the listener's on loopback,
+// else the request's scheme and Host). Such a page is no cross-site
 // caller, whatever allowed_origins lists.
 func (g *Gateway) sameOrigin(r *http.Request, origin string) bool {
-	base := g.baseURL(r)
+	base := g.linkBase(r)
 	if i := strings.Index(base, "://"); i >= 0 {
 		if j := strings.IndexByte(base[i+3:], '/'); j >= 0 {
 			base = base[:i+3+j]
@@ -684,43 +728,13 @@ func (g *Gateway) originAllowed(origin string) bool {
 	}
 	// A page served from loopback talking to a loopback gateway is the
 	// local-tools case (the Inspector); a remote page is not.
-	if g.loopback {
+	if g.loopback.Load() {
 		if i := strings.Index(origin, "://"); i >= 0 {
-			return isLoopbackHost(hostOnly(origin[i+3:]))
+			host, _, ok := netaddr.SplitHostHeader(origin[i+3:])
+			return ok && netaddr.IsLoopbackHost(host)
 		}
 	}
 	return false
-}
-
-func (g *Gateway) hostAllowed(host string) bool {
-	h := hostOnly(host)
-	if isLoopbackHost(h) {
-		return true
-	}
-	for _, a := range g.conf().AllowedHosts {
-		if strings.EqualFold(a, host) || strings.EqualFold(a, h) {
-			return true
-		}
-	}
-	return false
-}
-
-func hostOnly(hostport string) string {
-	if i := strings.IndexByte(hostport, '/'); i >= 0 {
-		hostport = hostport[:i]
-	}
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return strings.Trim(hostport, "[]")
-}
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 type errString string

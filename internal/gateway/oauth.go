@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
@@ -43,12 +47,60 @@ func oauthEnabled(cfg *config.Config) bool {
 	return cfg.Auth != nil && (len(cfg.Auth.OIDC) > 0 || cfg.Auth.Login != nil)
 }
 
-// baseURL is the gateway's external base URL: public_url, else the
-// request's own scheme and Host (behind a TLS-terminating proxy, set
-// public_url: X-Forwarded-* headers are not trusted).
-func (g *Gateway) baseURL(r *http.Request) string {
-	if u := g.conf().PublicURL; u != "" {
-		return strings.TrimRight(u, "/")
+// ownBase is the gateway's own external base URL: the one source of every
+// resource identifier (the audience a token must carry), protected
+// resource metadata URL and authorization server issuer the gateway
+// names (SPEC S22.4). No request header chooses it:
+//
+//   - public_url, when set;
+//   - else, on a loopback listener, the Host's name (which the
+//     DNS-rebinding guard allowed: a loopback name or allowed_hosts) with
+//     the port of the listener the request came in on, and for an IP
+//     literal the address it came in on, so that "Host:
+//     tools.other.example" or "Host: localhost:9000" cannot make another
+//     service's token this gateway's; the scheme is https only for a
+//     request that came over TLS here (never X-Forwarded-Proto);
+//   - else "": a listener beyond loopback without public_url has no own
+//     base URL, and config refuses OAuth callers there, so no token is
+//     ever checked against one (an empty resource matches no token).
+func (g *Gateway) ownBase(r *http.Request) string {
+	cfg := g.conf()
+	if cfg.PublicURL != "" {
+		return strings.TrimRight(cfg.PublicURL, "/")
+	}
+	if !g.loopback.Load() || !netaddr.HostAllowed(r.Host, cfg.AllowedHosts) {
+		return ""
+	}
+	host, port, _ := netaddr.SplitHostHeader(r.Host)
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(la.String()); err == nil {
+			port = strconv.Itoa(int(ap.Port()))
+			if _, err := netip.ParseAddr(host); err == nil {
+				host = ap.Addr().Unmap().String()
+			}
+		}
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
+		host += ":" + port
+	}
+	return scheme + "://" + host
+}
+
+// linkBase is the base of links the gateway hands back to the requester
+// alone (its connect and confirm pages, a connect link in an error, the
+// metadata a passthrough route mirrors): ownBase, else, beyond loopback
+// without public_url, the request's own scheme and Host. It is never an
+// audience: nothing the gateway verifies is compared with it.
+func (g *Gateway) linkBase(r *http.Request) string {
+	if b := g.ownBase(r); b != "" {
+		return b
 	}
 	scheme := "http"
 	if r.TLS != nil {
@@ -70,15 +122,24 @@ func resourcePath(path string) string {
 	return base
 }
 
-// resourceOf is the resource identifier (RFC 8707) of the route r is for.
+// resourceOf is the resource identifier (RFC 8707) of the route r is for:
+// the audience a token must carry there. "" when the gateway has no own
+// base URL (ownBase), which no token matches.
 func (g *Gateway) resourceOf(r *http.Request) string {
-	return g.baseURL(r) + resourcePath(r.URL.Path)
+	base := g.ownBase(r)
+	if base == "" {
+		return ""
+	}
+	return base + resourcePath(r.URL.Path)
 }
 
 // prmURL is the protected resource metadata URL of the route r is for:
 // the well-known URI with the route's path inserted (RFC 9728 section 3.1).
+// With OAuth callers it is under ownBase (config guarantees one); a
+// passthrough route's challenge beyond loopback without public_url names
+// the document under linkBase, which mirrors the upstream's.
 func (g *Gateway) prmURL(r *http.Request) string {
-	return g.baseURL(r) + wellKnownPRM + resourcePath(r.URL.Path)
+	return g.linkBase(r) + wellKnownPRM + resourcePath(r.URL.Path)
 }
 
 // scopesOf are the scopes the gateway asks for: mcpgate's own when its
@@ -135,7 +196,13 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "no MCP route at " + path})
 		return
 	}
-	base := g.baseURL(r)
+	base := g.ownBase(r)
+	if base == "" {
+		// Beyond loopback without public_url (a Config that skipped
+		// validation): no resource to name.
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "public_url is not set"})
+		return
+	}
 	md := oauth.ProtectedResourceMetadata{
 		Resource:               base + resourcePath(path),
 		ScopesSupported:        scopesOf(cfg),

@@ -244,7 +244,7 @@ func (g *Gateway) passthroughMetadata(w http.ResponseWriter, r *http.Request, pa
 		return true
 	}
 	md := oauth.ProtectedResourceMetadata{
-		Resource:               g.baseURL(r) + resourcePath(path),
+		Resource:               g.linkBase(r) + resourcePath(path),
 		AuthorizationServers:   up.AuthorizationServers,
 		ScopesSupported:        up.ScopesSupported,
 		BearerMethodsSupported: []string{"header"},

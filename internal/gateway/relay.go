@@ -501,8 +501,9 @@ func (g *Gateway) resubscribe(server string) {
 }
 
 // faultError maps an egress failure to the JSON-RPC error the downstream
-// sees: the cause in words (never secrets), the fault class (C6.6) and
-// the server in data.
+// sees: the server and the cause in words (upstream.Reason: never secrets,
+// internal addresses or paths), the fault class (C6.6) and the server in
+// data.
 func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 	f := upstream.Classify(err)
 	switch {
@@ -527,11 +528,9 @@ func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 	if f.Class == upstream.FaultTimeout {
 		code = mcpwire.CodeRequestTimeout
 	}
-	msg := err.Error()
-	var ue *upstream.Error
-	if !errors.As(err, &ue) {
-		msg = fmt.Sprintf("upstream %s: %v", server, err)
-	}
+	// The cause in words, never its addresses: a dial or lookup error
+	// names internal hosts, ports and the resolver (the log keeps them).
+	msg := fmt.Sprintf("upstream %s: %s", server, upstream.Reason(err))
 	if f.Class == upstream.FaultAuth && g.isPassthrough(server) {
 		msg = refusedByUpstream(server, f.Status)
 	}

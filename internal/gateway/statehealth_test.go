@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 )
@@ -30,10 +31,17 @@ func (f *fakeState) Ping(context.Context) error {
 func TestReadyStateDegraded(t *testing.T) {
 	st := &fakeState{}
 	m := metrics.New()
-	g, gw := startGatewayWith(t, Options{Config: &config.Config{}, StateHealth: st, Metrics: m, MetricsOnMain: true})
+	const master = "mk_state_health_master_key_0123456789"
+	auth := callers.New(callers.Options{MasterKey: master, Logger: testLogger(t)})
+	t.Cleanup(func() { auth.Close() })
+	g, gw := startGatewayWith(t, Options{Config: &config.Config{}, StateHealth: st, Metrics: m, MetricsOnMain: true, Authenticator: auth})
+	// The details are an administrator's (an anonymous probe's view is
+	// TestReadyzAnonymous's).
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(gw.URL + path)
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+master)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

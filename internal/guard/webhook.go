@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // Webhook limits.
@@ -51,11 +51,7 @@ func CheckWebhookURL(raw string) error {
 	case "https":
 		return nil
 	case "http":
-		h := u.Hostname()
-		if h == "localhost" {
-			return nil
-		}
-		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		if netaddr.IsLoopbackHost(u.Hostname()) {
 			return nil
 		}
 		return errors.New("http only to a loopback host (localhost, 127.0.0.1, ::1); use https")

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
 // minRSABits refuses RSA keys too short to trust.
@@ -355,9 +355,7 @@ func fetchableURL(s string) bool {
 	case "https":
 		return true
 	case "http":
-		h := u.Hostname()
-		ip := net.ParseIP(h)
-		return strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+		return netaddr.IsLoopbackHost(u.Hostname())
 	}
 	return false
 }

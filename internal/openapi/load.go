@@ -15,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
@@ -141,13 +142,7 @@ func specClient(u *url.URL, timeout time.Duration) *http.Client {
 	}
 }
 
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
+func loopbackHost(h string) bool { return netaddr.IsLoopbackHost(h) }
 
 // Parse parses an OpenAPI 3.0 or 3.1 document (JSON or YAML) and resolves
 // its internal $refs; loc, when not nil, is where it was fetched from (a

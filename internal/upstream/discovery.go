@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
 )
 
@@ -228,10 +228,4 @@ func fetchable(u string, allowHTTP bool) (*url.URL, bool) {
 	return nil, false
 }
 
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
+func loopbackHost(h string) bool { return netaddr.IsLoopbackHost(h) }

@@ -29,10 +29,20 @@ const (
 // surprises after a kill.
 var probeClient = &http.Client{Timeout: 2 * time.Second}
 
-// Ready returns the status and body of the replica's /readyz (0 when it
-// does not answer).
-func (r *Replica) Ready() (int, string) {
-	resp, err := probeClient.Get(r.URL + "/readyz")
+// Ready returns the status and body of the replica's /readyz as an
+// anonymous probe sees it (0 when it does not answer).
+func (r *Replica) Ready() (int, string) { return r.ready("") }
+
+// ReadyDetails is Ready with the master key: the details (the state
+// backend's driver and last error) are an administrator's.
+func (r *Replica) ReadyDetails() (int, string) { return r.ready(masterKey) }
+
+func (r *Replica) ready(key string) (int, string) {
+	req, _ := http.NewRequest(http.MethodGet, r.URL+"/readyz", nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

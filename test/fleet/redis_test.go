@@ -20,7 +20,7 @@ type readyState struct {
 // stateOf returns the status of /readyz and its state entry.
 func (r *Replica) stateOf(t *testing.T) (int, readyState) {
 	t.Helper()
-	code, body := r.Ready()
+	code, body := r.ReadyDetails()
 	var doc struct {
 		Ready bool       `json:"ready"`
 		State readyState `json:"state"`

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
@@ -215,7 +216,7 @@ func checkMetadataURL(id string, allowPrivate bool) error {
 	}
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && allowPrivate && loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && allowPrivate && netaddr.IsLoopbackHost(u.Hostname()):
 	default:
 		return errors.New("a URL client_id must be https")
 	}

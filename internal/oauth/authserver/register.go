@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -199,9 +199,9 @@ func validHost(h string) bool {
 	return true
 }
 
-func loopbackHost(h string) bool {
-	return strings.EqualFold(h, "localhost") || h == "127.0.0.1" || h == "::1"
-}
+// loopbackHost is the RFC 8252 rule for a native client's http redirect
+// URI (netaddr.IsLoopbackRedirectHost).
+func loopbackHost(h string) bool { return netaddr.IsLoopbackRedirectHost(h) }
 
 func webURL(s string) bool {
 	if len(s) > maxURILen {
@@ -378,10 +378,5 @@ func isLoopbackRedirect(s string) bool {
 	if err != nil {
 		return false
 	}
-	h := u.Hostname()
-	if loopbackHost(h) {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return netaddr.IsLoopbackHost(u.Hostname())
 }

@@ -8,11 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
@@ -41,24 +41,13 @@ var (
 )
 
 // privateHost reports whether the upstream's host is itself not public:
-// localhost, or an IP literal that is not a public address. A DNS name
+// localhost, or an IP literal that is not a public address
+// (netaddr.IsNonPublicHost). A DNS name
 // counts as public: what it resolves to is its owner's choice, so it
 // cannot vouch for itself (Config.AllowPrivate can).
-func privateHost(h string) bool {
-	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(h)
-	return err == nil && !oauth.PublicAddr(a)
-}
+func privateHost(h string) bool { return netaddr.IsNonPublicHost(h) }
 
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(h)
-	return err == nil && a.Unmap().IsLoopback()
-}
+func loopbackHost(h string) bool { return netaddr.IsLoopbackHost(h) }
 
 // fetcher makes the package's requests on an upstream's behalf.
 type fetcher struct {
