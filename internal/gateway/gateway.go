@@ -183,8 +183,9 @@ type Gateway struct {
 	nextID     atomic.Uint64
 
 	// pending server-initiated requests relayed to downstreams, by the id
-	// the gateway gave them.
-	pending sync.Map // string(raw id) -> chan *jsonrpc.Message
+	// the gateway gave them, owned by the party they were sent to: only
+	// its answer is taken (SPEC S24, owned.go).
+	pending ownedTable[party, chan *jsonrpc.Message] // raw id ->
 	// progress tokens minted for upstream calls.
 	progress sync.Map // string(raw token) -> *progressRoute
 

@@ -333,11 +333,14 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 	return g.askDownstream(ctx, sc, msg)
 }
 
+// askDownstream sends msg to sc's client as a server-initiated request and
+// waits for its answer: from sc's party alone (SPEC S24); an answer from
+// anyone else is refused (answer) and this one goes on waiting.
 func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
 	id := g.askID()
 	ch := make(chan *jsonrpc.Message, 1)
-	g.pending.Store(id.Raw(), ch)
-	defer g.pending.Delete(id.Raw())
+	forget := g.pending.put(id.Raw(), sc.party(), ch)
+	defer forget()
 	if err := sc.out.send(jsonrpc.NewRequest(id, msg.Method, msg.Params)); err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Could not reach the client: %v", err)
 	}
@@ -362,14 +365,34 @@ func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Mes
 	}
 }
 
-// deliverResponse hands a downstream's reply to the relayed request
-// waiting for it.
-func (g *Gateway) deliverResponse(m *jsonrpc.Message) {
-	if v, ok := g.pending.LoadAndDelete(m.ID.Raw()); ok {
-		v.(chan *jsonrpc.Message) <- m
-		return
+// deliverLocal hands the answer m, from party by, to the relayed request
+// of this replica that waits for it, if it was sent to by. false: no
+// request with m's id waits here for by (none at all, one answered, timed
+// out or cancelled, or one sent to someone else: the sender is not told
+// which).
+func (g *Gateway) deliverLocal(by party, m *jsonrpc.Message) bool {
+	ch, ok, foreign := g.pending.take(m.ID.Raw(), by)
+	if ok {
+		ch <- m
+		return true
 	}
-	g.log.Debug("response to an unknown request dropped", "id", m.ID.String())
+	if foreign {
+		g.log.Warn("refused an answer to a server-initiated request from a caller it was not sent to", "id", m.ID.String())
+	} else {
+		g.log.Debug("answer to a request nothing waits for refused", "id", m.ID.String())
+	}
+	return false
+}
+
+// errNotPending is the refusal of an answer that no request pending for
+// its sender takes: the same whether the id was never issued, is spent,
+// or names another caller's request (SPEC S24).
+func errNotPending(id jsonrpc.ID, by party) *jsonrpc.Error {
+	whom := "this session"
+	if by.session == "" {
+		whom = "this caller on this route"
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Invalid Request: no request with id %s is pending for %s", id.String(), whom)
 }
 
 type subKey struct{ server, uri string }
