@@ -547,8 +547,8 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		}
 	}
 	if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok && len(tok) > 0 && string(tok) != "null" {
-		upTok := g.mintProgress(sc, tok, tracing.MessageSpan(ctx))
-		defer g.progress.Delete(upTok)
+		upTok, forget := g.mintProgress(sc, server, tok, tracing.MessageSpan(ctx))
+		defer forget()
 		p, err := jsonrpc.SetPath(params, []byte(upTok), "_meta", "progressToken")
 		if err != nil {
 			return nil, errInvalidParams("Invalid params")

@@ -180,14 +180,14 @@ type Gateway struct {
 	searchIdx  sync.Map  // server -> *serverIndexes (S20)
 	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
-	nextID     atomic.Uint64
 
 	// pending server-initiated requests relayed to downstreams, by the id
 	// the gateway gave them, owned by the party they were sent to: only
 	// its answer is taken (SPEC S24, owned.go).
 	pending ownedTable[party, chan *jsonrpc.Message] // raw id ->
-	// progress tokens minted for upstream calls.
-	progress sync.Map // string(raw token) -> *progressRoute
+	// progress tokens minted for upstream calls, owned by the server each
+	// was given to: only its notifications reach the caller.
+	progress ownedTable[string, *progressRoute] // raw token ->
 
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
@@ -23,13 +22,16 @@ type progressRoute struct {
 	span  *tracing.MsgHandle // the call's span; nil: not traced
 }
 
-// mintProgress registers a gateway-unique progress token for an upstream
-// call and returns its JSON text. Downstream tokens are only unique per
-// client, and upstream sessions are shared.
-func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage, span *tracing.MsgHandle) string {
-	tok := string(jsonrpc.String("mcpg-p-" + strconv.FormatUint(g.nextID.Add(1), 10)))
-	g.progress.Store(tok, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...), span: span})
-	return tok
+// mintProgress registers a gateway-unique progress token for a call of
+// server and returns its JSON text, and what forgets it. Downstream
+// tokens are only unique per client, and upstream sessions are shared.
+// The token is random and owned by server: another upstream (one that
+// sees tokens of its own calls) can neither guess it nor use it to
+// put words on another call's stream.
+func (g *Gateway) mintProgress(sc *scope, server string, downstream json.RawMessage, span *tracing.MsgHandle) (tok string, forget func()) {
+	tok = string(jsonrpc.String("mcpg-p-" + randomID()))
+	forget = g.progress.put(tok, server, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...), span: span})
+	return tok, forget
 }
 
 // Bound upstream sessions (DESIGN decision 4, SPEC S24). A server may keep
@@ -132,11 +134,13 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		if !ok {
 			return
 		}
-		v, ok := g.progress.Load(string(tok))
+		pr, ok, foreign := g.progress.get(string(tok), server)
 		if !ok {
+			if foreign {
+				g.log.Warn("dropped a progress notification for another server's call", "server", server)
+			}
 			return
 		}
-		pr := v.(*progressRoute)
 		params, err := jsonrpc.Set(msg.Params, "progressToken", pr.token)
 		if err != nil {
 			return
