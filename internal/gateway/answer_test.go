@@ -378,6 +378,39 @@ func TestStdioRefusesAnAnswerNothingWaitsFor(t *testing.T) {
 	}
 }
 
+// S24 for the 2026-07-28 era: a requestState is the caller's on the route
+// its call was made on. The same caller's retry on another route is
+// refused, and the call goes on waiting for the retry on its own route.
+func TestRetryOnlyOnTheRouteOfTheCall(t *testing.T) {
+	url, _, _ := answerGateway(t, true)
+	hdr := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ask"}
+	call := func(route, extra string) (int, string) {
+		return post(t, url+route, hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"text":"Who?"}`+extra+
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+	}
+	code, body := call("/mcp/alpha", "")
+	var first struct {
+		Result struct {
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		} `json:"result"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &first) != nil || len(first.Result.InputRequests) != 1 {
+		t.Fatalf("first round: %d %s", code, body)
+	}
+	var answer string
+	for k := range first.Result.InputRequests {
+		answer = `,"inputResponses":{"` + k + `":{"action":"accept","content":{"name":"%s"}}},"requestState":"` + first.Result.RequestState + `"`
+	}
+	const refused = `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid params: requestState was not issued on this route; retry where the request was first sent"}}`
+	if code, body := call("/mcp/beta", fmt.Sprintf(answer, "Beta")); code != http.StatusBadRequest || strings.TrimSpace(body) != refused {
+		t.Errorf("retry on /mcp/beta: %d %s\nwant 400 %s", code, body, refused)
+	}
+	if code, body := call("/mcp/alpha", fmt.Sprintf(answer, "Alpha")); code != 200 || !strings.Contains(body, `"text":"accept:Alpha"`) {
+		t.Errorf("retry on the call's route: %d %s", code, body)
+	}
+}
+
 // S24 for progress: an upstream sees the progress tokens of its own calls
 // and nothing else. A hostile one that sprays the tokens a counter would
 // have given other calls puts nothing on another caller's stream.

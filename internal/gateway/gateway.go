@@ -192,8 +192,10 @@ type Gateway struct {
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted
 
-	listen    listeners // open subscriptions/listen streams (2026-07-28)
-	exchanges sync.Map  // exchange id -> *exchange (S18.1)
+	listen listeners // open subscriptions/listen streams (2026-07-28)
+	// exchanges are the 2026-07-28 calls waiting for their client's
+	// retry (S18.1), owned by the caller on the route that made them.
+	exchanges ownedTable[party, *exchange] // exchange id ->
 	// resumables are the resumable POST streams whose calls run here, by
 	// stream key (resume.go).
 	resumables sync.Map

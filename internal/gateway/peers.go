@@ -532,7 +532,7 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 	if err != nil {
 		return false // refused where it is served, as any bad state
 	}
-	if _, here := g.exchanges.Load(st.Exchange); here || st.Origin == "" || strings.TrimRight(st.Origin, "/") == g.peers.self.URL {
+	if g.exchanges.has(st.Exchange) || st.Origin == "" || strings.TrimRight(st.Origin, "/") == g.peers.self.URL {
 		return false
 	}
 	gone := func() bool {

@@ -454,7 +454,7 @@ func TestForwardedRetryCountsOnce(t *testing.T) {
 
 func countExchanges(g *Gateway) int {
 	n := 0
-	g.exchanges.Range(func(any, any) bool { n++; return true })
+	g.exchanges.each(func(*exchange) { n++ })
 	return n
 }
 
