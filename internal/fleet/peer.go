@@ -18,13 +18,16 @@ import (
 // proves the hop is the fleet's with an HMAC-SHA256 under a key derived
 // from the session keys for PurposePeerAuth. The MAC covers the request's
 // method, target (path and query), the address of the client it carries
-// (which the receiver then takes as the request's remote address), a
-// timestamp and the SHA-256 of its body, so a value is good for one
-// request within PeerWindow of its
-// signing: replaying it inside that window repeats the same request with
-// the same body, which is as much as a recorded hop allows. It proves only
-// that the hop comes from a holder of the keys; who the client is, the
-// receiving replica decides as for any request.
+// (which the receiver then takes as the request's remote address), the
+// party that sent a delivered reply (From: the receiver hands the reply
+// only to a request that was sent to that party), a timestamp and the
+// SHA-256 of its body, so a value is good for one request within
+// PeerWindow of its signing: replaying it inside that window repeats the
+// same request with the same body from the same party, which is as much
+// as a recorded hop allows. It proves only that the hop comes from a
+// holder of the keys: who the client of a forwarded request is, the
+// receiving replica decides as for any request; who sent a delivered
+// reply, the forwarding replica decided, and the MAC carries its word.
 //
 //	SignPeer(req, now)          -> "v1;t=<unix>;k=<key id>;m=<mac>"
 //	VerifyPeer(value, req, now) -> nil, or why not
@@ -117,7 +120,17 @@ type PeerRequest struct {
 	// Client is the address of the client whose message the request
 	// carries ("" for none).
 	Client string
-	Body   []byte
+	// From is who sent the reply a delivery carries, as the forwarding
+	// replica authenticated them; zero for a forwarded client request.
+	From PeerParty
+	Body []byte
+}
+
+// PeerParty is who sent a message, as a replica authenticated them. The
+// gateway gives the fields their meaning (an owner fingerprint, a
+// session's hash, a route's); the MAC covers each of them.
+type PeerParty struct {
+	Owner, Session, Route string
 }
 
 // SignPeer is the peer authentication value of req at now, under the
@@ -162,10 +175,14 @@ func (r *Ring) VerifyPeer(value string, req PeerRequest, now time.Time) error {
 // no two different requests give the same input.
 func peerMAC(key []byte, req PeerRequest, t int64) [sha256.Size]byte {
 	bodySum := sha256.Sum256(req.Body)
-	msg := make([]byte, 0, 3*binary.MaxVarintLen64+len(req.Method)+len(req.Target)+len(req.Client)+8+len(bodySum))
+	f := req.From
+	msg := make([]byte, 0, 6*binary.MaxVarintLen64+len(req.Method)+len(req.Target)+len(req.Client)+len(f.Owner)+len(f.Session)+len(f.Route)+8+len(bodySum))
 	msg = appendString(msg, req.Method)
 	msg = appendString(msg, req.Target)
 	msg = appendString(msg, req.Client)
+	msg = appendString(msg, f.Owner)
+	msg = appendString(msg, f.Session)
+	msg = appendString(msg, f.Route)
 	msg = binary.BigEndian.AppendUint64(msg, uint64(t))
 	msg = append(msg, bodySum[:]...)
 	h := hmac.New(sha256.New, key)

@@ -68,6 +68,51 @@ func TestPeerAuth(t *testing.T) {
 	}
 }
 
+// SPEC S24: a delivered reply carries who sent it (owner fingerprint,
+// session, route) inside the MAC: a hop whose party was changed on the
+// way (another owner, a session added or dropped, another route, bytes
+// shifted between the fields) does not verify, so the owning replica can
+// trust the party it checks before it delivers.
+func TestPeerAuthCoversTheParty(t *testing.T) {
+	r := testRing(t, testKey(1))
+	now := time.Unix(1_800_000_000, 0)
+	alice := PeerParty{Owner: "key:" + strings.Repeat("a", 64), Session: strings.Repeat("5", 64)}
+	req := PeerRequest{Method: "POST", Target: "/fleet/v1/deliver", From: alice, Body: []byte(`{"jsonrpc":"2.0","id":"mcpg-a-1","result":{}}`)}
+	v := r.SignPeer(req, now)
+	from := func(p PeerParty) PeerRequest {
+		c := req
+		c.From = p
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		req  PeerRequest
+		want error
+	}{
+		{"as signed", req, nil},
+		{"another owner", from(PeerParty{Owner: "key:" + strings.Repeat("b", 64), Session: alice.Session}), ErrForged},
+		{"anonymous instead", from(PeerParty{Owner: "anonymous", Session: alice.Session}), ErrForged},
+		{"no session", from(PeerParty{Owner: alice.Owner}), ErrForged},
+		{"another session", from(PeerParty{Owner: alice.Owner, Session: strings.Repeat("6", 64)}), ErrForged},
+		{"a route added", from(PeerParty{Owner: alice.Owner, Session: alice.Session, Route: "r"}), ErrForged},
+		{"owner and session shifted", from(PeerParty{Owner: alice.Owner + alice.Session[:1], Session: alice.Session[1:]}), ErrForged},
+		{"session moved to route", from(PeerParty{Owner: alice.Owner, Route: alice.Session}), ErrForged},
+		{"no party", from(PeerParty{}), ErrForged},
+	} {
+		if err := r.VerifyPeer(v, c.req, now); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	// And the other way: a hop signed without a party does not verify
+	// with one added (a forwarded request cannot be turned into a reply
+	// of someone).
+	bare := req
+	bare.From = PeerParty{}
+	if err := r.VerifyPeer(r.SignPeer(bare, now), req, now); !errors.Is(err, ErrForged) {
+		t.Errorf("party added to an unsigned hop: %v", err)
+	}
+}
+
 func TestParsePeerAuth(t *testing.T) {
 	r := testRing(t, testKey(1))
 	good := r.SignPeer(PeerRequest{Method: "POST", Target: "/mcp"}, time.Unix(1_800_000_000, 0))

@@ -165,13 +165,14 @@ func TestResponsesPassFullSession(t *testing.T) {
 		callsAtOnce(t, url, sid, "wait", 1)
 	}()
 	time.Sleep(100 * time.Millisecond) // the call holds the only slot
-	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":"x","result":{}}`,
-		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nope"}}`,
+	for body, want := range map[string]int{
+		// Answered at once: refused, as nothing waits for "x" (S24).
+		`{"jsonrpc":"2.0","id":"x","result":{}}`:                                             http.StatusBadRequest,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nope"}}`: http.StatusAccepted,
 	} {
 		t0 := time.Now()
-		if code, got := send(t, http.MethodPost, url+"/mcp", "alice", sid, body); code != http.StatusAccepted {
-			t.Errorf("%s: %d %s", body, code, got)
+		if code, got := send(t, http.MethodPost, url+"/mcp", "alice", sid, body); code != want {
+			t.Errorf("%s: %d %s, want %d", body, code, got, want)
 		}
 		if d := time.Since(t0); d > 200*time.Millisecond {
 			t.Errorf("%s waited %v for a slot", body, d)

@@ -43,6 +43,10 @@ type scope struct {
 	logLevel int
 	// exchange carries a 2026-07-28 call across input_required rounds.
 	exchange *exchange
+	// owner is the caller's owner fingerprint (S4.1) of a stateless
+	// request: with rt, who may answer what the request is asked. "":
+	// no one (an operator's call has no client).
+	owner string
 }
 
 // OriginKey makes calls of one downstream session one party for the
@@ -56,6 +60,9 @@ func (sc *scope) OriginKey() any {
 }
 
 var _ upstream.OriginKeyer = (*scope)(nil)
+
+// party is who may answer what sc's request is asked (owned.go).
+func (sc *scope) party() party { return partyOf(sc.sess, sc.owner, sc.rt) }
 
 // logLevelName is the least severe log level this request's client asked
 // for: its own (2026-07-28) or its session's (logging/setLevel); "" when
@@ -540,8 +547,8 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 		}
 	}
 	if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok && len(tok) > 0 && string(tok) != "null" {
-		upTok := g.mintProgress(sc, tok, tracing.MessageSpan(ctx))
-		defer g.progress.Delete(upTok)
+		upTok, forget := g.mintProgress(sc, server, tok, tracing.MessageSpan(ctx))
+		defer forget()
 		p, err := jsonrpc.SetPath(params, []byte(upTok), "_meta", "progressToken")
 		if err != nil {
 			return nil, errInvalidParams("Invalid params")

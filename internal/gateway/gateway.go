@@ -186,19 +186,22 @@ type Gateway struct {
 	searchIdx  sync.Map  // server -> *serverIndexes (S20)
 	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
-	nextID     atomic.Uint64
 
 	// pending server-initiated requests relayed to downstreams, by the id
-	// the gateway gave them.
-	pending sync.Map // string(raw id) -> chan *jsonrpc.Message
-	// progress tokens minted for upstream calls.
-	progress sync.Map // string(raw token) -> *progressRoute
+	// the gateway gave them, owned by the party they were sent to: only
+	// its answer is taken (SPEC S24, owned.go).
+	pending ownedTable[party, chan *jsonrpc.Message] // raw id ->
+	// progress tokens minted for upstream calls, owned by the server each
+	// was given to: only its notifications reach the caller.
+	progress ownedTable[string, *progressRoute] // raw token ->
 
 	subMu sync.Mutex
 	subs  map[subKey]int // upstream subscriptions, ref-counted
 
-	listen    listeners // open subscriptions/listen streams (2026-07-28)
-	exchanges sync.Map  // exchange id -> *exchange (S18.1)
+	listen listeners // open subscriptions/listen streams (2026-07-28)
+	// exchanges are the 2026-07-28 calls waiting for their client's
+	// retry (S18.1), owned by the caller on the route that made them.
+	exchanges ownedTable[party, *exchange] // exchange id ->
 	// resumables are the resumable POST streams whose calls run here, by
 	// stream key (resume.go).
 	resumables sync.Map

@@ -259,11 +259,14 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			defer sess.release()
 		}
 	}
+	// Who may answer here: the session, or the caller on this route
+	// (SPEC S24).
+	by := partyOf(sess, id.Owner, &rt)
 	if !hasRequest {
-		var lost *peerError // a reply whose replica is gone (peers.go)
+		var lost *peerError // a reply refused, or whose replica is gone (peers.go)
 		for _, m := range msgs {
 			if m.IsResponse() {
-				if e := g.answer(r.Context(), m); e != nil {
+				if e := g.answer(r.Context(), by, m); e != nil {
 					lost = e
 				}
 			} else {
@@ -308,18 +311,20 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			defer stop()
 		}
 	}
-	sc := &scope{g: g, sess: sess, rt: &rt, out: ps}
+	sc := &scope{g: g, sess: sess, rt: &rt, out: ps, owner: id.Owner}
 	if sess != nil {
 		sc.caps = sess.scopeCaps()
 	}
 
-	var replies []*jsonrpc.Message
+	var replies, refused []*jsonrpc.Message
 	for _, m := range msgs {
 		switch {
 		case m.IsResponse():
-			if e := g.answer(r.Context(), m); e != nil {
-				// Beside requests, the batch's replies are the answer.
-				g.log.Warn("a reply in a batch could not be delivered", "id", m.ID.String(), "error", e.err.Message)
+			if e := g.answer(r.Context(), by, m); e != nil {
+				// Beside requests, the batch's replies are the answer:
+				// the refusal is one of them, under the refused reply's
+				// id (peers.go).
+				refused = append(refused, jsonrpc.NewErrorResponse(e.id, e.err))
 			}
 		case m.IsNotification():
 			g.handleNotification(r.Context(), sess, &rt, m)
@@ -346,7 +351,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if batch {
-		ps.finishBatch(replies)
+		ps.finishBatch(append(replies, refused...))
 		return
 	}
 	if len(replies) == 1 {
@@ -726,9 +731,15 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	// Answers to server-initiated requests first: a call in flight may be
 	// waiting for one, and with it for a slot this POST's requests want.
+	// Only a request sent to this session takes one (SPEC S24); a refusal
+	// goes where this transport's replies go, on the session's stream
+	// (the POST is only acknowledged: a client that posted a late answer
+	// keeps its connection).
 	for _, m := range msgs {
 		if m.IsResponse() {
-			g.deliverResponse(m)
+			if e := g.answer(r.Context(), sessionParty(sess), m); e != nil {
+				_ = st.send(jsonrpc.NewErrorResponse(e.id, e.err))
+			}
 		}
 	}
 	// The session's in-flight bound holds here too (S11), and the POST

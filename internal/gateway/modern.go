@@ -112,7 +112,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 	if info.LogLevel != "" {
 		logLevel = levelIndex(info.LogLevel)
 	}
-	sc := &scope{g: g, rt: rt, out: out, caps: info.Capabilities, modern: true, logLevel: logLevel}
+	sc := &scope{g: g, rt: rt, out: out, caps: info.Capabilities, modern: true, logLevel: logLevel, owner: owner}
 	switch {
 	case m.Method == mcpwire.MethodServerDiscover:
 		reply = g.discover(ctx, sc, m)
@@ -121,7 +121,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 		// upstream (S18.1): it runs as an exchange that can outlive this
 		// request; a retry with the gateway's requestState resumes it.
 		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); isGatewayState(state) {
-			ex, unanswered, e := g.resumeExchange(m.Method, m.Params, owner, out)
+			ex, unanswered, e := g.resumeExchange(m.Method, m.Params, sc.party(), out)
 			if e != nil {
 				return jsonrpc.NewErrorResponse(m.ID, e), true
 			}
@@ -132,7 +132,7 @@ func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message
 			reply = g.awaitExchange(ctx, ex, m.ID)
 			break
 		}
-		reply = g.awaitExchange(ctx, g.startExchange(ctx, sc, m, owner), m.ID)
+		reply = g.awaitExchange(ctx, g.startExchange(ctx, sc, m), m.ID)
 	default:
 		reply = g.serve(ctx, sc, m)
 	}

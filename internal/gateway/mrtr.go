@@ -233,12 +233,14 @@ func openState(state, owner string) (id string, round int64, ok bool) {
 
 // startExchange runs the call of a 2026-07-28 client in the background, so
 // that it can outlive this HTTP request if the upstream asks a question.
-func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Message, owner string) *exchange {
+// The exchange is the caller's on sc's route (sc.party): a retry of
+// anyone else, or on another route, does not resume it.
+func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Message) *exchange {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	ex := &exchange{id: hex.EncodeToString(b[:]), owner: owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{}), missing: make(chan string, 1)}
+	ex := &exchange{id: hex.EncodeToString(b[:]), owner: sc.owner, asks: make(chan *question), done: make(chan *jsonrpc.Message, 1), pending: map[string]*question{}, gone: make(chan struct{}), missing: make(chan string, 1)}
 	ex.method, ex.params = m.Method, m.Params
-	g.exchanges.Store(ex.id, ex)
+	forget := g.exchanges.put(ex.id, sc.party(), ex)
 	sc.exchange = ex
 	ex.out = &roundSender{cur: sc.out}
 	sc.out = ex.out
@@ -259,7 +261,7 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 		// result, not "expired". So once any question was asked, an
 		// unclaimed exchange is kept for one more exchangeWait.
 		if ex.seq.Load() > 0 {
-			time.AfterFunc(exchangeWait, func() { g.exchanges.CompareAndDelete(ex.id, ex) })
+			time.AfterFunc(exchangeWait, forget)
 		}
 	}()
 	return ex
@@ -271,7 +273,7 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID) *jsonrpc.Message {
 	select {
 	case reply := <-ex.done:
-		g.exchanges.Delete(ex.id)
+		g.exchanges.drop(ex.id)
 		reply.ID = id
 		return reply
 	case q := <-ex.asks:
@@ -311,7 +313,7 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 		// client of this era cancels, and the call is cancelled upstream.
 		// (Between rounds no request is open; a question whose retry never
 		// comes fails after exchangeWait, see ask.)
-		g.exchanges.Delete(ex.id)
+		g.exchanges.drop(ex.id)
 		ex.cancel()
 		return nil
 	}
@@ -321,7 +323,7 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 // client did not declare in its request: the call cannot go on, and the
 // client learns what to declare (-32021, S17).
 func (g *Gateway) missingCapability(ex *exchange, id jsonrpc.ID, capability string) *jsonrpc.Message {
-	g.exchanges.Delete(ex.id)
+	g.exchanges.drop(ex.id)
 	ex.end()
 	ex.cancel()
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}})
@@ -359,26 +361,28 @@ func errStateSpent() *jsonrpc.Error {
 // endExchanges fails every question still waiting for a client (on
 // shutdown: no retry will come), so the calls behind them finish.
 func (g *Gateway) endExchanges() {
-	g.exchanges.Range(func(_, v any) bool {
-		v.(*exchange).end()
-		return true
-	})
+	g.exchanges.each((*exchange).end)
 }
 
-// resumeExchange takes a retry carrying requestState and inputResponses:
-// it checks the state against the caller, answers the pending questions,
-// and returns the exchange to wait on.
-func (g *Gateway) resumeExchange(method string, params json.RawMessage, owner string, out sender) (*exchange, []*question, *jsonrpc.Error) {
+// resumeExchange takes a retry carrying requestState and inputResponses,
+// from party by: it checks the state against the caller (its MAC) and the
+// exchange against the caller on this route, answers the pending
+// questions, and returns the exchange to wait on.
+func (g *Gateway) resumeExchange(method string, params json.RawMessage, by party, out sender) (*exchange, []*question, *jsonrpc.Error) {
 	state, _ := jsonrpc.GetString(params, mcpwire.FieldRequestState)
-	exID, round, ok := g.openState(state, owner)
+	exID, round, ok := g.openState(state, by.owner)
 	if !ok {
 		return nil, nil, errInvalidParams("Invalid params: requestState was not issued to this caller")
 	}
-	v, ok := g.exchanges.Load(exID)
+	ex, ok, foreign := g.exchanges.get(exID, by)
+	if foreign {
+		// The caller's own state, on another route than its call's: its
+		// answers are for the call as that route let it run.
+		return nil, nil, errInvalidParams("Invalid params: requestState was not issued on this route; retry where the request was first sent")
+	}
 	if !ok {
 		return nil, nil, errStateSpent()
 	}
-	ex := v.(*exchange)
 	if method != ex.method || !reflect.DeepEqual(requestOf(params), requestOf(ex.params)) {
 		// The answers belong to the call that asked; resuming it for a
 		// different request would hand this one the other's result.

@@ -12,7 +12,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,9 +28,11 @@ import (
 // 14 §3). Behind a load balancer without sticky sessions, the message that
 // answers something a replica started may reach any replica:
 //
-//	client reply to "mcpg-<A>-7" (elicitation, sampling, roots) on B
-//	  -> B: not pending here, names replica A -> registry: A's URL
-//	  -> POST A/fleet/v1/deliver (HMAC) -> A's pending request gets it
+//	client reply to "mcpg-<A>-<random>" (elicitation, sampling, roots) on B
+//	  -> B: names replica A -> registry: A's URL
+//	  -> POST A/fleet/v1/deliver (HMAC over the reply and who sent it:
+//	     owner, session, route) -> A's pending request gets it if it was
+//	     sent to that party, else B's client is refused as on one replica
 //	2026-07-28 retry whose sealed requestState names origin A, on B
 //	  -> B: exchange not here -> registry: A is live
 //	  -> the whole request to A (HMAC marks the hop) -> A's reply relayed
@@ -65,6 +66,28 @@ const (
 	peerHeader       = "X-Mcpgate-Peer"
 	peerClientHeader = "X-Mcpgate-Peer-Client"
 )
+
+// On a delivery, who sent the reply (fleet.PeerParty, covered by the
+// MAC): the answering caller's owner fingerprint, session hash and route,
+// as the forwarding replica authenticated them. The replica the request
+// belongs to delivers the reply only to a request sent to that party.
+const (
+	peerOwnerHeader   = "X-Mcpgate-Peer-Owner"
+	peerSessionHeader = "X-Mcpgate-Peer-Session"
+	peerRouteHeader   = "X-Mcpgate-Peer-Route"
+)
+
+var peerPartyHeaders = []string{peerOwnerHeader, peerSessionHeader, peerRouteHeader}
+
+// peerParty is p as a fleet hop carries it.
+func peerParty(p party) fleet.PeerParty {
+	return fleet.PeerParty{Owner: p.owner, Session: p.session, Route: p.route}
+}
+
+// partyFromHop is the party a delivery's headers name.
+func partyFromHop(h http.Header) party {
+	return party{owner: h.Get(peerOwnerHeader), session: h.Get(peerSessionHeader), route: h.Get(peerRouteHeader)}
+}
 
 // Internal endpoints; served only with fleet keys, only to a request
 // whose peer header verifies.
@@ -250,18 +273,19 @@ func (g *Gateway) FleetSize() int {
 	return g.peers.count()
 }
 
-// askID is the id of a server-initiated request sent to a client: in a
-// fleet it names this replica, so that any replica can route the reply.
+// askID is the id of a server-initiated request sent to a client:
+// "mcpg-<random>", 128 random bits that no one else can guess (SPEC S24);
+// in a fleet "mcpg-<replica>-<random>", naming this replica, so that any
+// replica can route the reply.
 func (g *Gateway) askID() jsonrpc.ID {
-	n := strconv.FormatUint(g.nextID.Add(1), 10)
 	if g.peers == nil {
-		return jsonrpc.StringID("mcpg-" + n)
+		return jsonrpc.StringID("mcpg-" + randomID())
 	}
-	return jsonrpc.StringID("mcpg-" + g.instance + "-" + n)
+	return jsonrpc.StringID("mcpg-" + g.instance + "-" + randomID())
 }
 
 // askReplica is the replica id an askID names; ok is false for an id that
-// is not of that form.
+// is not of the fleet's form.
 func askReplica(id jsonrpc.ID) (replica string, ok bool) {
 	raw := id.Raw()
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
@@ -272,16 +296,24 @@ func askReplica(id jsonrpc.ID) (replica string, ok bool) {
 		return "", false
 	}
 	replica, n, ok := strings.Cut(rest, "-")
-	// A replica id is an instance id: lower-case hex. Anything else (an
-	// escape, found by FuzzAskReplica) names no replica.
-	if !ok || replica == "" || len(replica) > 64 || strings.Trim(replica, "0123456789abcdef") != "" || n == "" || strings.Trim(n, "0123456789") != "" {
+	// A replica id is an instance id, the rest randomID's 32 digits: all
+	// lower-case hex. Anything else (an escape, found by FuzzAskReplica)
+	// names no replica.
+	if !ok || replica == "" || len(replica) > 64 || !isLowerHex(replica) || len(n) != 32 || !isLowerHex(n) {
 		return "", false
 	}
 	return replica, true
 }
 
-// peerError is what the client hears when the replica its message belongs
-// to cannot take it: a JSON-RPC error with an HTTP status.
+func isLowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
+
+// peerError is what the client hears when its reply is not taken: no
+// request waits for it from this client, or the replica it belongs to
+// cannot take it. A JSON-RPC error with an HTTP status, under the reply's
+// id: a client's transport reads the error of a POSTed reply only from a
+// response with an id (go-sdk v1.8.0 takes one without for a broken
+// connection), and a client that gets it on a stream ignores a response
+// to no request of its own.
 type peerError struct {
 	status int
 	id     jsonrpc.ID
@@ -290,21 +322,24 @@ type peerError struct {
 
 func (e *peerError) write(w http.ResponseWriter) { writeRPCErrorID(w, e.status, e.id, e.err) }
 
-// answer hands a client's reply to the request waiting for it: here, or on
-// the replica the id names. A reply to a request nobody waits for any more
-// is dropped, as it is without a fleet; a reply whose replica is gone or
-// unreachable is an error for the client, at once.
-func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
-	if v, ok := g.pending.LoadAndDelete(m.ID.Raw()); ok {
-		v.(chan *jsonrpc.Message) <- m
-		return nil
+// answer hands a client's reply, from party by, to the request waiting
+// for it: here, or on the replica the id names, where it is taken only if
+// that request was sent to by (SPEC S24). A reply that no request pending
+// for by takes (unknown, spent, or another caller's) is refused 400, the
+// same in every case and on every replica; a reply whose replica is gone
+// or unreachable is an error for the client, at once.
+func (g *Gateway) answer(ctx context.Context, by party, m *jsonrpc.Message) *peerError {
+	notPending := func() *peerError {
+		return &peerError{status: http.StatusBadRequest, id: m.ID, err: errNotPending(m.ID, by)}
 	}
 	replica, ok := askReplica(m.ID)
 	if g.peers == nil || !ok || replica == g.instance {
-		g.log.Debug("response to an unknown request dropped", "id", m.ID.String())
+		if !g.deliverLocal(by, m) {
+			return notPending()
+		}
 		return nil
 	}
-	gone := &peerError{status: http.StatusGone, err: jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+	gone := &peerError{status: http.StatusGone, id: m.ID, err: jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 		"the gateway replica that sent request %s is gone; the call that asked has ended with it: make the call again", m.ID.String())}
 	r, ok := g.peers.find(ctx, func(r state.Replica) bool { return r.ID == replica })
 	if !ok || r.URL == "" {
@@ -320,12 +355,15 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 		return gone
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Body: body}, g.now()))
+	req.Header.Set(peerOwnerHeader, by.owner)
+	req.Header.Set(peerSessionHeader, by.session)
+	req.Header.Set(peerRouteHeader, by.route)
+	req.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), From: peerParty(by), Body: body}, g.now()))
 	tracing.InjectHeader(ctx, req.Header) // the asking replica's span continues this one
 	resp, err := g.peers.deliver.Do(req)
 	if err != nil {
 		g.log.Warn("could not reach the replica a reply belongs to", "replica", replica, "error", err)
-		return &peerError{status: http.StatusBadGateway, err: jsonrpc.NewError(jsonrpc.CodeInternalError,
+		return &peerError{status: http.StatusBadGateway, id: m.ID, err: jsonrpc.NewError(jsonrpc.CodeInternalError,
 			"the gateway replica that sent request %s cannot be reached; the call that asked may have ended with it: make the call again", m.ID.String())}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
@@ -334,10 +372,11 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 	case http.StatusNoContent:
 		return nil
 	case http.StatusNotFound:
-		// That replica waits no longer (answered, timed out, cancelled):
-		// dropped, as a late reply is on one replica.
-		g.log.Debug("response to a request another replica no longer waits for dropped", "id", m.ID.String(), "replica", replica)
-		return nil
+		// Nothing waits there for this reply from by (answered, timed
+		// out, cancelled, or sent to someone else): refused, as on one
+		// replica.
+		g.log.Debug("answer refused by the replica that sent the request", "id", m.ID.String(), "replica", replica)
+		return notPending()
 	case http.StatusUnauthorized:
 		g.log.Error("another replica refused this one's peer authentication: do the replicas have the same fleet.session_keys?", "replica", replica)
 	case http.StatusMisdirectedRequest:
@@ -345,7 +384,7 @@ func (g *Gateway) answer(ctx context.Context, m *jsonrpc.Message) *peerError {
 	default:
 		g.log.Warn("another replica refused a reply delivery", "replica", replica, "status", resp.StatusCode)
 	}
-	return &peerError{status: http.StatusBadGateway, err: jsonrpc.NewError(jsonrpc.CodeInternalError,
+	return &peerError{status: http.StatusBadGateway, id: m.ID, err: jsonrpc.NewError(jsonrpc.CodeInternalError,
 		"the gateway replica that sent request %s did not take the reply", m.ID.String())}
 }
 
@@ -397,7 +436,11 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := r.Header.Get(peerClientHeader)
-	if err := g.ring.VerifyPeer(auth, fleet.PeerRequest{Method: r.Method, Target: r.URL.RequestURI(), Client: client, Body: body}, g.now()); err != nil {
+	var from party // who sent a delivered reply; a forwarded request has none
+	if deliver {
+		from = partyFromHop(r.Header)
+	}
+	if err := g.ring.VerifyPeer(auth, fleet.PeerRequest{Method: r.Method, Target: r.URL.RequestURI(), Client: client, From: peerParty(from), Body: body}, g.now()); err != nil {
 		g.log.Warn("refused a peer request", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "peer authentication failed"})
 		return
@@ -415,6 +458,9 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		r = r.Clone(context.WithValue(callers.WithRateCounted(r.Context()), peerHopKey{}, true))
 		r.Header.Del(peerHeader)
 		r.Header.Del(peerClientHeader)
+		for _, h := range peerPartyHeaders {
+			r.Header.Del(h)
+		}
 		if client != "" {
 			r.RemoteAddr = client
 		}
@@ -433,12 +479,12 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "the request id names another replica"})
 		return
 	}
-	v, ok := g.pending.LoadAndDelete(m.ID.Raw())
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no request pending with that id"})
+	if !g.deliverLocal(from, m) {
+		// The same answer whether nothing waits for that id or it waits
+		// for someone else: the forwarding replica refuses its client.
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no request with that id is pending for that party"})
 		return
 	}
-	v.(chan *jsonrpc.Message) <- m
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -486,7 +532,7 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 	if err != nil {
 		return false // refused where it is served, as any bad state
 	}
-	if _, here := g.exchanges.Load(st.Exchange); here || st.Origin == "" || strings.TrimRight(st.Origin, "/") == g.peers.self.URL {
+	if g.exchanges.has(st.Exchange) || st.Origin == "" || strings.TrimRight(st.Origin, "/") == g.peers.self.URL {
 		return false
 	}
 	gone := func() bool {
@@ -521,6 +567,11 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 		pr.Out.Body, pr.Out.ContentLength, pr.Out.GetBody = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
 		if kept, ok := r.Context().Value(peerCredsKey{}).(http.Header); ok {
 			maps.Copy(pr.Out.Header, kept)
+		}
+		for _, h := range peerPartyHeaders {
+			// A client's own copies: a forwarded request names no
+			// party, and its MAC says so.
+			pr.Out.Header.Del(h)
 		}
 		pr.Out.Header.Set(peerClientHeader, r.RemoteAddr)
 		pr.Out.Header.Set(peerHeader, g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target.RequestURI(), Client: r.RemoteAddr, Body: body}, g.now()))

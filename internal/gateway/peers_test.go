@@ -170,7 +170,7 @@ func TestReplyReachesTheAskingReplica(t *testing.T) {
 // A reply whose asking replica crashed (registry entry still live, port
 // refusing) or left the fleet is a clear error for the client at once,
 // never a hang or a silent 202; one to a request that replica no longer
-// waits for is dropped, as on one replica.
+// waits for is refused, as on one replica (SPEC S24).
 func TestReplyToAGoneReplica(t *testing.T) {
 	up := askingUpstream(t)
 	reg := state.NewMemory(state.MemoryOptions{})
@@ -190,12 +190,14 @@ func TestReplyToAGoneReplica(t *testing.T) {
 		return code, body, time.Since(start)
 	}
 
-	// A late reply: A is there but waits for nothing.
-	if code, body, _ := reply(`"mcpg-` + a.g.instance + `-999"`); code != http.StatusAccepted {
+	// A late reply: A is there but waits for nothing: refused, as on one
+	// replica (SPEC S24).
+	late := askIDOn(a.g.instance)
+	if code, body, _ := reply(late); code != http.StatusBadRequest || body != `{"jsonrpc":"2.0","id":`+late+`,"error":{"code":-32600,"message":"Invalid Request: no request with id `+jsonEscape(late)+` is pending for this session"}}` {
 		t.Errorf("late reply through B: %d %s", code, body)
 	}
 	// A replica that was never in the fleet.
-	if code, body, _ := reply(`"mcpg-0123456789ab-1"`); code != http.StatusGone || !strings.Contains(body, "is gone") {
+	if code, body, _ := reply(askIDOn("0123456789ab")); code != http.StatusGone || !strings.Contains(body, "is gone") {
 		t.Errorf("reply to an unknown replica: %d %s", code, body)
 	}
 
@@ -259,7 +261,7 @@ func TestReplyToAHungReplica(t *testing.T) {
 	}
 	sid := initOwned(t, b.url, "alice")
 	start := time.Now()
-	code, body := send(t, http.MethodPost, b.url+"/mcp", "alice", sid, `{"jsonrpc":"2.0","id":"mcpg-feedfacecafe-3","result":{}}`)
+	code, body := send(t, http.MethodPost, b.url+"/mcp", "alice", sid, `{"jsonrpc":"2.0","id":`+askIDOn("feedfacecafe")+`,"result":{}}`)
 	took := time.Since(start)
 	if code != http.StatusBadGateway || !strings.Contains(body, "cannot be reached") || took > 3*time.Second {
 		t.Errorf("reply to a hung replica: %d %s after %v", code, body, took)
@@ -452,7 +454,7 @@ func TestForwardedRetryCountsOnce(t *testing.T) {
 
 func countExchanges(g *Gateway) int {
 	n := 0
-	g.exchanges.Range(func(any, any) bool { n++; return true })
+	g.exchanges.each(func(*exchange) { n++ })
 	return n
 }
 
@@ -463,7 +465,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 	reg := state.NewMemory(state.MemoryOptions{})
 	up := faultyUpstream(t)
 	a := startMember(t, up.URL, reg)
-	body := []byte(`{"jsonrpc":"2.0","id":"mcpg-` + a.g.instance + `-1","result":{}}`)
+	body := []byte(`{"jsonrpc":"2.0","id":` + askIDOn(a.g.instance) + `,"result":{}}`)
 	other, err := fleet.NewRing([][]byte{bytes.Repeat([]byte{7}, 32)})
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +489,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		return r.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target, Body: body}, at)
 	}
 	good := sign(a.g.ring, deliverPath, body, now)
-	otherID := []byte(`{"jsonrpc":"2.0","id":"mcpg-0123456789ab-1","result":{}}`)
+	otherID := []byte(`{"jsonrpc":"2.0","id":` + askIDOn("0123456789ab") + `,"result":{}}`)
 	pa, _ := fleet.ParsePeerAuth(good)
 	pa.MAC[3] ^= 0x40
 	for name, c := range map[string]struct {
@@ -504,7 +506,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		"signed for another path": {deliverPath, sign(a.g.ring, "/mcp", body, now), body, http.StatusUnauthorized},
 		"forged on a public path": {"/mcp", pa.String(), []byte(callBody), http.StatusUnauthorized},
 		"unknown internal path":   {"/fleet/v1/other", good, body, http.StatusNotFound},
-		// Authenticated: nothing waits for that id.
+		// Authenticated: nothing waits for that id (from no one).
 		"valid": {deliverPath, good, body, http.StatusNotFound},
 		// Authenticated, but for another replica (two advertising one URL).
 		"valid, another replica's id": {deliverPath, sign(a.g.ring, deliverPath, otherID, now), otherID, http.StatusMisdirectedRequest},
@@ -657,18 +659,32 @@ func TestFleetSizeFollowsTheRegistry(t *testing.T) {
 	}
 }
 
+// askIDOn is the raw JSON of an id of askID's fleet form naming replica.
+func askIDOn(replica string) string { return `"mcpg-` + replica + `-` + randomID() + `"` }
+
+// jsonEscape is s as it appears inside a JSON string.
+func jsonEscape(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
 func TestAskReplica(t *testing.T) {
+	const r = "0123456789abcdef0123456789abcdef" // randomID's form
 	for raw, want := range map[string]string{
-		`"mcpg-0a1b2c3d4e5f-12"`: "0a1b2c3d4e5f",
-		`"mcpg-12"`:              "",
-		`"mcpg--12"`:             "",
-		`"mcpg-abc-"`:            "",
-		`"mcpg-abc-1x"`:          "",
-		`"mcpg-p-7"`:             "",
-		`"mcpg-abc-7"`:           "abc",
-		`"mcpg-\u0061-1"`:        "",
-		`12`:                     "",
-		`"other-abc-1"`:          "",
+		`"mcpg-0a1b2c3d4e5f-` + r + `"`:         "0a1b2c3d4e5f",
+		`"mcpg-` + r + `"`:                      "", // one replica's form names none
+		`"mcpg--` + r + `"`:                     "",
+		`"mcpg-abc-"`:                           "",
+		`"mcpg-abc-` + r[1:] + `"`:              "", // too short
+		`"mcpg-abc-` + r + `0"`:                 "", // too long
+		`"mcpg-abc-` + strings.ToUpper(r) + `"`: "",
+		`"mcpg-abc-` + r[1:] + `x"`:             "",
+		`"mcpg-p-` + r + `"`:                    "", // a progress token
+		`"mcpg-abc-` + r + `"`:                  "abc",
+		`"mcpg-abc-12"`:                         "", // the old counter form
+		`"mcpg-\u0061-` + r + `"`:               "",
+		`12`:                                    "",
+		`"other-abc-` + r + `"`:                 "",
 	} {
 		id, err := jsonrpc.RawID([]byte(raw))
 		if err != nil {
@@ -684,7 +700,8 @@ func TestAskReplica(t *testing.T) {
 // FuzzAskReplica: whatever id a client's reply carries, the replica it
 // names is read without panicking, and only from an id of askID's form.
 func FuzzAskReplica(f *testing.F) {
-	for _, s := range []string{`"mcpg-0a1b2c3d4e5f-12"`, `"mcpg-12"`, `7`, `"mcpg-\u0061-1"`, `"mcpg-a-1-2"`, `""`} {
+	const r = "0123456789abcdef0123456789abcdef"
+	for _, s := range []string{`"mcpg-0a1b2c3d4e5f-` + r + `"`, `"mcpg-0a1b2c3d4e5f-12"`, `"mcpg-` + r + `"`, `7`, `"mcpg-\u0061-` + r + `"`, `"mcpg-a-1-` + r + `"`, `""`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -697,8 +714,8 @@ func FuzzAskReplica(f *testing.F) {
 			return
 		}
 		n, found := strings.CutPrefix(raw, `"mcpg-`+replica+`-`)
-		digits, quoted := strings.CutSuffix(n, `"`)
-		if !found || !quoted || replica == "" || strings.Trim(replica, "0123456789abcdef") != "" || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		random, quoted := strings.CutSuffix(n, `"`)
+		if !found || !quoted || replica == "" || strings.Trim(replica, "0123456789abcdef") != "" || len(random) != 32 || strings.Trim(random, "0123456789abcdef") != "" {
 			t.Fatalf("%s named replica %q", raw, replica)
 		}
 	})
@@ -731,12 +748,13 @@ func BenchmarkReplyDelivery(b *testing.B) {
 		b.Fatalf("initialize: %d", code)
 	}
 	post(a.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	by := sessionParty(a.g.lookupSession(sid))
 	for _, c := range []struct{ name, url string }{{"here", a.url}, {"forwarded", other.url}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				id := a.g.askID()
 				ch := make(chan *jsonrpc.Message, 1)
-				a.g.pending.Store(id.Raw(), ch)
+				a.g.pending.put(id.Raw(), by, ch)
 				if code, _ := post(c.url, sid, `{"jsonrpc":"2.0","id":`+id.Raw()+`,"result":{"action":"accept"}}`); code != http.StatusAccepted {
 					b.Fatalf("reply: %d", code)
 				}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
@@ -23,13 +22,16 @@ type progressRoute struct {
 	span  *tracing.MsgHandle // the call's span; nil: not traced
 }
 
-// mintProgress registers a gateway-unique progress token for an upstream
-// call and returns its JSON text. Downstream tokens are only unique per
-// client, and upstream sessions are shared.
-func (g *Gateway) mintProgress(sc *scope, downstream json.RawMessage, span *tracing.MsgHandle) string {
-	tok := string(jsonrpc.String("mcpg-p-" + strconv.FormatUint(g.nextID.Add(1), 10)))
-	g.progress.Store(tok, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...), span: span})
-	return tok
+// mintProgress registers a gateway-unique progress token for a call of
+// server and returns its JSON text, and what forgets it. Downstream
+// tokens are only unique per client, and upstream sessions are shared.
+// The token is random and owned by server: another upstream (one that
+// sees tokens of its own calls) can neither guess it nor use it to
+// put words on another call's stream.
+func (g *Gateway) mintProgress(sc *scope, server string, downstream json.RawMessage, span *tracing.MsgHandle) (tok string, forget func()) {
+	tok = string(jsonrpc.String("mcpg-p-" + randomID()))
+	forget = g.progress.put(tok, server, &progressRoute{out: sc.out, token: append(json.RawMessage(nil), downstream...), span: span})
+	return tok, forget
 }
 
 // Bound upstream sessions (DESIGN decision 4, SPEC S24). A server may keep
@@ -132,11 +134,13 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		if !ok {
 			return
 		}
-		v, ok := g.progress.Load(string(tok))
+		pr, ok, foreign := g.progress.get(string(tok), server)
 		if !ok {
+			if foreign {
+				g.log.Warn("dropped a progress notification for another server's call", "server", server)
+			}
 			return
 		}
-		pr := v.(*progressRoute)
 		params, err := jsonrpc.Set(msg.Params, "progressToken", pr.token)
 		if err != nil {
 			return
@@ -333,11 +337,14 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 	return g.askDownstream(ctx, sc, msg)
 }
 
+// askDownstream sends msg to sc's client as a server-initiated request and
+// waits for its answer: from sc's party alone (SPEC S24); an answer from
+// anyone else is refused (answer) and this one goes on waiting.
 func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
 	id := g.askID()
 	ch := make(chan *jsonrpc.Message, 1)
-	g.pending.Store(id.Raw(), ch)
-	defer g.pending.Delete(id.Raw())
+	forget := g.pending.put(id.Raw(), sc.party(), ch)
+	defer forget()
 	if err := sc.out.send(jsonrpc.NewRequest(id, msg.Method, msg.Params)); err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Could not reach the client: %v", err)
 	}
@@ -362,14 +369,34 @@ func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Mes
 	}
 }
 
-// deliverResponse hands a downstream's reply to the relayed request
-// waiting for it.
-func (g *Gateway) deliverResponse(m *jsonrpc.Message) {
-	if v, ok := g.pending.LoadAndDelete(m.ID.Raw()); ok {
-		v.(chan *jsonrpc.Message) <- m
-		return
+// deliverLocal hands the answer m, from party by, to the relayed request
+// of this replica that waits for it, if it was sent to by. false: no
+// request with m's id waits here for by (none at all, one answered, timed
+// out or cancelled, or one sent to someone else: the sender is not told
+// which).
+func (g *Gateway) deliverLocal(by party, m *jsonrpc.Message) bool {
+	ch, ok, foreign := g.pending.take(m.ID.Raw(), by)
+	if ok {
+		ch <- m
+		return true
 	}
-	g.log.Debug("response to an unknown request dropped", "id", m.ID.String())
+	if foreign {
+		g.log.Warn("refused an answer to a server-initiated request from a caller it was not sent to", "id", m.ID.String())
+	} else {
+		g.log.Debug("answer to a request nothing waits for refused", "id", m.ID.String())
+	}
+	return false
+}
+
+// errNotPending is the refusal of an answer that no request pending for
+// its sender takes: the same whether the id was never issued, is spent,
+// or names another caller's request (SPEC S24).
+func errNotPending(id jsonrpc.ID, by party) *jsonrpc.Error {
+	whom := "this session"
+	if by.session == "" {
+		whom = "this caller on this route"
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Invalid Request: no request with id %s is pending for %s", id.String(), whom)
 }
 
 type subKey struct{ server, uri string }

@@ -110,7 +110,11 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 	for _, m := range msgs {
 		switch {
 		case m.IsResponse():
-			g.deliverResponse(m)
+			// Through the one owner-checked path, though stdio has one
+			// client: a refusal (a late answer) is told on stdout.
+			if e := g.answer(ctx, sessionParty(sess), m); e != nil {
+				_ = out.send(jsonrpc.NewErrorResponse(e.id, e.err))
+			}
 		case m.IsNotification():
 			g.handleNotification(ctx, sess, rt, m)
 		case m.Method == "initialize":
