@@ -63,19 +63,39 @@ func newRelayFixture(t *testing.T, auth string) *relayFixture {
 }
 
 // refusedAnswer checks that an answer to someone else's relayed request
-// was refused: never 202 (accepted), an error the sender can read.
+// was refused as SPEC S24 says: 400 with a JSON-RPC error -32600 naming
+// the answer's id, the same whether the id is unknown, spent or another
+// party's (so the sender learns nothing of other callers' requests).
 func refusedAnswer(t *testing.T, who string, status int, body string) {
 	t.Helper()
 	if status == http.StatusAccepted || status == http.StatusOK {
 		t.Errorf("%s: an answer to another caller's relayed request was accepted (HTTP %d %q)", who, status, body)
 		return
 	}
-	if status != http.StatusNotFound {
-		t.Errorf("%s: HTTP %d %q, want 404 (no such request pending for this session)", who, status, body)
+	if status != http.StatusBadRequest {
+		t.Errorf("%s: HTTP %d %q, want 400", who, status, body)
 	}
 	var m rpcMsg
-	if err := json.Unmarshal([]byte(body), &m); err != nil || m.Error == nil {
-		t.Errorf("%s: body %q is not a JSON-RPC error", who, body)
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		// A batch: its one element is the refusal.
+		var ms []rpcMsg
+		if json.Unmarshal([]byte(body), &ms) != nil || len(ms) != 1 {
+			t.Errorf("%s: body %q is not a JSON-RPC error", who, body)
+			return
+		}
+		m = ms[0]
+	}
+	checkNotPending(t, who, &m)
+}
+
+var notPendingRE = regexp.MustCompile(`^Invalid Request: no request with id "mcpg-[0-9a-f-]+" is pending for (this session|this caller on this route)$`)
+
+// checkNotPending checks one refusal message of an answer (see
+// refusedAnswer).
+func checkNotPending(t *testing.T, who string, m *rpcMsg) {
+	t.Helper()
+	if m.Error == nil || m.Error.Code != -32600 || !notPendingRE.MatchString(m.Error.Message) || len(m.ID) == 0 {
+		t.Errorf("%s: %+v (error %+v), want -32600 \"Invalid Request: no request with id … is pending for …\" with the answer's id", who, m, m.Error)
 	}
 }
 
@@ -145,9 +165,14 @@ func TestRelayedAnswerFromAnotherCaller(t *testing.T) {
 			st, _, body = f.g.client(t, "/mcp/alpha", aliceKey).post(answer)
 			refusedAnswer(t, "alice's key without a session", st, body)
 
-			legacy := openLegacy(t, f.g, "/mcp/beta", bobKey)
-			st, body = legacy.post(t, answer)
-			refusedAnswer(t, "bob on the legacy /messages endpoint", st, body)
+			// The legacy transport acknowledges every POST (its clients
+			// drop the connection on anything else) and refuses on the
+			// sender's own stream.
+			legacy := openLegacyStream(t, f.g, "/mcp/beta", keyHeader(bobKey))
+			if st, body := legacy.post(t, answer); st != http.StatusAccepted {
+				t.Errorf("bob on the legacy /messages endpoint: HTTP %d %s, want 202 and the refusal on his stream", st, body)
+			}
+			refusedOnStream(t, "bob on the legacy /messages endpoint", legacy, req.ID)
 
 			victimUntouched(t, f.alpha, alice, cl, req, sr)
 		})
@@ -207,7 +232,7 @@ func TestRelayedIDsUnguessable(t *testing.T) {
 			}
 			for _, m := range []uint64{n + d, n - d} {
 				id := bid[:loc[0]] + strconv.FormatUint(m, 10) + bid[loc[1]:]
-				if !guessed[id] {
+				if !guessed[id] && id != bid { // his own would answer his own call
 					guessed[id] = true
 					nearest = append(nearest, id)
 				}
@@ -232,64 +257,23 @@ func TestRelayedIDsUnguessable(t *testing.T) {
 	}
 }
 
-// legacySession is a 2024-11-05 HTTP+SSE session: its GET stream and the
-// endpoint it names for POSTs.
-type legacySession struct {
-	g        *gateway
-	endpoint string
-	hdr      http.Header
-}
-
-// openLegacy opens the legacy SSE stream of path and reads its endpoint.
-func openLegacy(t *testing.T, g *gateway, path, key string) *legacySession {
+// refusedOnStream waits for the refusal of an answer with id on a legacy
+// session's stream.
+func refusedOnStream(t *testing.T, who string, l *legacyStream, id json.RawMessage) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.base+path+"/sse", nil)
-	req.Header = keyHeader(key)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		t.Fatalf("legacy GET %s/sse: %v", path, err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("legacy GET %s/sse: HTTP %d", path, resp.StatusCode)
-	}
-	endpoint := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 4096)
-		var acc string
-		for {
-			n, err := resp.Body.Read(buf)
-			acc += string(buf[:n])
-			if i := strings.Index(acc, "event: endpoint\ndata: "); i >= 0 {
-				rest := acc[i+len("event: endpoint\ndata: "):]
-				if j := strings.IndexByte(rest, '\n'); j >= 0 {
-					endpoint <- rest[:j]
-					return
-				}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-l.msgs:
+			if !ok {
+				t.Fatalf("%s: the stream ended before the refusal", who)
 			}
-			if err != nil {
-				close(endpoint)
+			if m.isResponse() && string(m.ID) == string(id) {
+				checkNotPending(t, who, m)
 				return
 			}
+		case <-deadline:
+			t.Fatalf("%s: no refusal on the sender's stream within 10s", who)
 		}
-	}()
-	select {
-	case ep, ok := <-endpoint:
-		if !ok {
-			t.Fatalf("legacy stream of %s ended without an endpoint", path)
-		}
-		return &legacySession{g: g, endpoint: ep, hdr: keyHeader(key)}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("legacy stream of %s: no endpoint within 10s", path)
 	}
-	return nil
-}
-
-func (l *legacySession) post(t *testing.T, body string) (int, string) {
-	t.Helper()
-	h := l.hdr.Clone()
-	h.Set("Content-Type", "application/json")
-	st, _, b := l.g.request(t, http.MethodPost, l.endpoint, h, body)
-	return st, b
 }
