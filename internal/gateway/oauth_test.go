@@ -402,3 +402,43 @@ func TestAdminResourceIsExact(t *testing.T) {
 		t.Errorf("admitted %q, want the admin token's two requests", admitted)
 	}
 }
+
+// NameRoute tells mcpgate's authorization server which resources are MCP
+// routes of this gateway, in words for its consent page: a token is
+// issued for a route that exists, named as what it serves; never for a
+// legacy SSE suffix or trailing-slash spelling of one, an unknown server
+// or toolset, or the admin API.
+func TestNameRoute(t *testing.T) {
+	cfg := &config.Config{
+		Servers:  map[string]*config.Server{"alpha": httpServer("http://127.0.0.1:9/mcp"), "beta": httpServer("http://127.0.0.1:9/mcp")},
+		Toolsets: map[string]*config.Toolset{"ts": {Servers: map[string][]string{"alpha": {"ping"}}}},
+	}
+	g, _ := startGatewayWith(t, Options{Config: cfg})
+	for _, tt := range []struct {
+		path, want string // want "" = no route
+	}{
+		{"/mcp", "every MCP server of mcpgate"},
+		{"/mcp/alpha", "the MCP server alpha"},
+		{"/alpha/mcp", "the MCP server alpha"},
+		{"/mcp/alpha,beta", "the MCP servers alpha, beta"},
+		{"/mcp/proxy", "the tools of every MCP server of mcpgate"},
+		{"/toolset/ts/mcp", "the toolset ts of mcpgate"},
+		{"/toolset/nope/mcp", ""},
+		{"/mcp/gamma", ""},
+		{"/mcp/alpha,gamma", ""},
+		{"/mcp/alpha/sse", ""},
+		{"/mcp/alpha/", ""},
+		{"/sse", ""},
+		{"/messages", ""},
+		{"/admin/v1", ""},
+		{"/admin/v1/keys", ""},
+		{"/oauth/token", ""},
+		{"/ui", ""},
+		{"", ""},
+	} {
+		got, ok := g.NameRoute(tt.path)
+		if ok != (tt.want != "") || got != tt.want {
+			t.Errorf("NameRoute(%q) = %q, %v; want %q", tt.path, got, ok, tt.want)
+		}
+	}
+}
