@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,8 +109,11 @@ func TestAuthorizeWithoutResource(t *testing.T) {
 // warning that says what it gives an administrator.
 func TestConsentPerResource(t *testing.T) {
 	routes := fakeRoutes{"/mcp/alpha": "the MCP server alpha", "/mcp/beta": "the MCP server beta"}
+	var mu sync.Mutex
 	var asked []string
 	admins := fakeAdmins{isAdmin: func(p oauth.Identity) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		asked = append(asked, p.User)
 		return p.User == "ada", nil
 	}}
@@ -150,9 +154,11 @@ func TestConsentPerResource(t *testing.T) {
 		wantError(t, h.token(url.Values{"grant_type": {"refresh_token"}, "client_id": {reg.ClientID}, "refresh_token": {r.RefreshToken},
 			"resource": {alpha}}), http.StatusBadRequest, "invalid_target")
 	}
+	mu.Lock()
 	if !slices.Equal(asked, []string{"ada", "ada"}) {
 		t.Errorf("the admin check was asked for %v, want ada on each admin page", asked)
 	}
+	mu.Unlock()
 	// Nothing was remembered for the admin API.
 	objs, err := h.store.ListObjects(t.Context(), store.KindOAuthConsent)
 	if err != nil {
