@@ -103,6 +103,7 @@ fuzz ./internal/openapi/ FuzzParse
 fuzz ./internal/guard/ FuzzRedact
 fuzz ./internal/guard/ FuzzPostResult
 fuzz ./internal/oauth/authserver/ FuzzAuthorize
+fuzz ./internal/oauth/ FuzzCanonicalResource
 fuzz ./internal/oauth/ FuzzDiscoveryDocument
 fuzz ./internal/oauth/ FuzzJWKS
 fuzz ./internal/oauth/authserver/ FuzzMetadataDocument

@@ -189,7 +189,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 			// replica.
 			shared = sb
 		}
-		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Shared: shared, Logger: log})
+		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Shared: shared, Logger: log,
+			// A token is for one route the gateway has, or its admin API,
+			// and the consent page names it (SPEC S22).
+			Routes: routeNamer{&gw}, Admins: personAdmins{st, grants}})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)
@@ -325,6 +328,41 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	api.Start()
 	built = true
 	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer, grants: grants, reload: ref}, nil
+}
+
+// routeNamer names the gateway's MCP routes for the authorization
+// server, which is built before the gateway: until the gateway is there,
+// there is no route to name.
+type routeNamer struct {
+	gw *atomic.Pointer[gateway.Gateway]
+}
+
+func (r routeNamer) NameRoute(path string) (string, bool) {
+	g := r.gw.Load()
+	if g == nil {
+		return "", false
+	}
+	return g.NameRoute(path)
+}
+
+// personAdmins says whether a person who signed in at mcpgate's
+// authorization server has admin rights, the way the authenticator will
+// judge their token on /admin/v1: a key login has its key's admin flag,
+// an IdP login what the grants give its user, teams and roles.
+type personAdmins struct {
+	st     store.Keys
+	grants *callers.GrantSet
+}
+
+func (p personAdmins) IsAdmin(ctx context.Context, person oauth.Identity) (bool, error) {
+	if person.Key != "" {
+		k, err := p.st.GetKeyByAlias(ctx, person.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil && k.Admin, err
+	}
+	return callers.FromGrants(p.grants.All(), callers.Subject{User: person.User, Teams: person.Teams, Roles: person.Roles}).Admin, nil
 }
 
 // loginKeys lets a person log in at mcpgate's authorization server with a

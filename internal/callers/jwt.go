@@ -28,19 +28,60 @@ type TokenVerifier interface {
 	Verify(ctx context.Context, token, resource string) (*oauth.Identity, error)
 }
 
-type resourceKey struct{}
-
-// WithResource returns ctx carrying the resource URL (RFC 8707) of the
-// route a request is for: the audience a JWT bearer must have been issued
-// for. The gateway sets it before Authenticate.
-func WithResource(ctx context.Context, resource string) context.Context {
-	return context.WithValue(ctx, resourceKey{}, resource)
+// ExactVerifier is an optional capability of a TokenVerifier: it
+// verifies a token for a resource that takes only tokens naming that very
+// resource (the admin API), where an issuer's configured gateway-wide
+// audience does not count. *oauth.Verifier is one. A TokenVerifier
+// without it cannot admit JWTs to such a resource: they are refused.
+type ExactVerifier interface {
+	VerifyExact(ctx context.Context, token, resource string) (*oauth.Identity, error)
 }
 
-// ResourceFrom returns the resource set by WithResource, or "".
+var (
+	_ TokenVerifier = (*oauth.Verifier)(nil)
+	_ ExactVerifier = (*oauth.Verifier)(nil)
+)
+
+type resourceKey struct{}
+
+// resourceValue is what WithResource and WithAdminResource store.
+type resourceValue struct {
+	url   string
+	exact bool
+}
+
+// WithResource returns ctx carrying the resource URL (RFC 8707) of the
+// MCP route a request is for: the audience a JWT bearer must have been
+// issued for. The gateway sets it before Authenticate.
+func WithResource(ctx context.Context, resource string) context.Context {
+	return context.WithValue(ctx, resourceKey{}, resourceValue{url: resource})
+}
+
+// WithAdminResource is WithResource for the admin API: a JWT bearer must
+// name exactly this resource in its aud (ExactVerifier).
+func WithAdminResource(ctx context.Context, resource string) context.Context {
+	return context.WithValue(ctx, resourceKey{}, resourceValue{url: resource, exact: true})
+}
+
+// ResourceFrom returns the resource set by WithResource or
+// WithAdminResource, or "".
 func ResourceFrom(ctx context.Context) string {
-	s, _ := ctx.Value(resourceKey{}).(string)
-	return s
+	v, _ := ctx.Value(resourceKey{}).(resourceValue)
+	return v.url
+}
+
+// verifyToken verifies a JWT bearer for the resource in ctx, exactly when
+// the resource asks for it.
+func (a *Authenticator) verifyToken(ctx context.Context, token string) (*oauth.Identity, error) {
+	res, _ := ctx.Value(resourceKey{}).(resourceValue)
+	if !res.exact {
+		return a.tokens.Verify(ctx, token, res.url)
+	}
+	ev, ok := a.tokens.(ExactVerifier)
+	if !ok {
+		return nil, &oauth.TokenError{Description: "tokens are not accepted here"}
+	}
+	return ev.VerifyExact(ctx, token, res.url)
 }
 
 // OAuthError says why a bearer token was refused, for the gateway's
@@ -59,7 +100,7 @@ type keyByAlias interface {
 
 func (a *Authenticator) authenticateJWT(r *http.Request, token string, now time.Time) (*Caller, *Failure) {
 	ctx := r.Context()
-	id, err := a.tokens.Verify(ctx, token, ResourceFrom(ctx))
+	id, err := a.verifyToken(ctx, token)
 	if err != nil {
 		var se *oauth.ScopeError
 		if errors.As(err, &se) {

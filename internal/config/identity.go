@@ -32,7 +32,7 @@ type OIDCIssuer struct {
 	Issuer string `config:"issuer,required,expand,trim" doc:"The issuer URL, exactly as in its tokens' iss claim: https, or http on a loopback host (tests, local IdPs). Its metadata is discovered at /.well-known/openid-configuration (or oauth-authorization-server)."`
 	// Audience "" means the token must name the route's own resource URL
 	// (RFC 8707): what mcpgate's own authorization server issues.
-	Audience       string     `config:"audience,expand,trim" doc:"The aud value the issuer puts in tokens for this gateway (an API identifier or client id). Empty: the token's aud must be the resource URL of the route it is used on."`
+	Audience       string     `config:"audience,expand,trim" doc:"The aud value the issuer puts in tokens for this gateway's MCP routes (an API identifier or client id): such a token is good on every MCP route, never on the admin API, which takes only a token whose aud is <public_url>/admin/v1. Empty: the token's aud must be the resource URL of the route it is used on."`
 	JWKSURL        string     `config:"jwks_url,expand,trim" doc:"The issuer's JWKS; empty means the jwks_uri of its discovered metadata."`
 	Claims         ClaimPaths `config:"claims" doc:"Where the caller's identity is in the token; a path may be nested (realm_access.roles)."`
 	RequiredScopes []string   `config:"required_scopes" doc:"Scopes every token must carry (scope or scp claim); a token without them gets 403 insufficient_scope."`

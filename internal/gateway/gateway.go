@@ -520,8 +520,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A bearer token for the admin API names it as its resource
 		// (RFC 8707): the console's sign-in asks mcpgate's authorization
 		// server for exactly that audience, so no MCP route's token is
-		// an admin token, nor the other way round.
-		r = r.WithContext(callers.WithResource(r.Context(), g.AdminResource(r)))
+		// an admin token, nor the other way round. An issuer's
+		// gateway-wide audience (auth.oidc[].audience) does not count
+		// here: only a token naming the admin API opens it (S22.4).
+		r = r.WithContext(callers.WithAdminResource(r.Context(), g.AdminResource(r)))
 		g.admin.ServeHTTP(w, r)
 		return
 	}

@@ -133,6 +133,36 @@ func (g *Gateway) resourceOf(r *http.Request) string {
 	return base + resourcePath(r.URL.Path)
 }
 
+// NameRoute says in words, for the consent page of mcpgate's own
+// authorization server, what the MCP route at path (below the base URL)
+// serves: "the MCP server alpha", "the MCP servers alpha, beta", "the
+// toolset ts", "every MCP server of mcpgate". false when path is not the
+// resource of an MCP route this gateway has: the authorization server
+// then issues no token for it. The admin API is not an MCP route.
+func (g *Gateway) NameRoute(path string) (string, bool) {
+	if path == "" || resourcePath(path) != path || strings.HasPrefix(path+"/", AdminPrefix) {
+		return "", false // a legacy SSE suffix, a trailing slash, the admin API
+	}
+	if name, ok := toolsetOf(path); ok {
+		if _, ok := g.conf().Toolsets[name]; !ok {
+			return "", false
+		}
+		return "the toolset " + name + " of mcpgate", true
+	}
+	rt, _, ok := g.resolveRoute(path, "")
+	switch {
+	case !ok:
+		return "", false
+	case rt.proxy:
+		return "the tools of every MCP server of mcpgate", true
+	case rt.named == nil:
+		return "every MCP server of mcpgate", true
+	case len(rt.servers) == 1:
+		return "the MCP server " + rt.servers[0], true
+	}
+	return "the MCP servers " + strings.Join(rt.servers, ", "), true
+}
+
 // prmURL is the protected resource metadata URL of the route r is for:
 // the well-known URI with the route's path inserted (RFC 9728 section 3.1).
 // With OAuth callers it is under ownBase (config guarantees one); a

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -125,7 +126,8 @@ type Verifier struct {
 	cache  verifiedCache
 }
 
-// Verified tokens are remembered, by the sha256 of resource and token,
+// Verified tokens are remembered, by the sha256 of resource (and whether
+// it takes only its exact audience) and token,
 // until their exp but at most verifiedTTL: the signature check is nearly
 // all of a JWT caller's cost (about 100 µs for ES256, against about 1 µs
 // for a virtual key), and a client sends the same token for minutes. The
@@ -145,8 +147,13 @@ type verifiedCache struct {
 	m  map[[32]byte]verifiedEntry
 }
 
-func verifiedKey(token, resource string) [32]byte {
+func verifiedKey(token, resource string, exact bool) [32]byte {
 	h := sha256.New()
+	if exact {
+		h.Write([]byte{1})
+	} else {
+		h.Write([]byte{0})
+	}
 	h.Write([]byte(resource))
 	h.Write([]byte{0})
 	h.Write([]byte(token))
@@ -321,24 +328,39 @@ func isJWE(s string) bool {
 	return ok && hdr.Alg != "" && hdr.Enc != ""
 }
 
-// Verify checks token for use on a route whose resource URL is resource
-// (the RFC 8707 / RFC 9728 resource identifier, e.g.
+// Verify checks token for use on an MCP route whose resource URL is
+// resource (the RFC 8707 / RFC 9728 resource identifier, e.g.
 // "https://gw.example/mcp") and returns who it says its bearer is.
 //
-// The token's aud must contain the issuer's configured audience, or, when
-// none is configured, resource. A local issuer's token may instead name
-// the issuer itself (the base of resource) as its audience.
+// The token's aud must name resource ([SameResource]: compared in
+// canonical form), or, for an issuer with a configured audience (one
+// value for the whole gateway's MCP routes), contain that audience. A
+// local issuer's token (mcpgate's own authorization server) has exactly
+// one audience, and it must be resource: neither the issuer nor any
+// other route is ever good enough.
 //
 // The error is [ErrNotJWT] for a token not shaped like a JWT, a
 // *[TokenError] for an invalid one (401 invalid_token), a *[ScopeError]
 // for a valid token without the required scopes (403
 // insufficient_scope).
 func (v *Verifier) Verify(ctx context.Context, token, resource string) (*Identity, error) {
-	key := verifiedKey(token, resource)
+	return v.verifyCached(ctx, token, resource, false)
+}
+
+// VerifyExact is Verify for a resource that only a token issued for that
+// very resource may use: the admin API. An issuer's configured audience
+// does not count there, since it names the whole gateway and would make
+// every token an MCP client holds an admin token.
+func (v *Verifier) VerifyExact(ctx context.Context, token, resource string) (*Identity, error) {
+	return v.verifyCached(ctx, token, resource, true)
+}
+
+func (v *Verifier) verifyCached(ctx context.Context, token, resource string, exact bool) (*Identity, error) {
+	key := verifiedKey(token, resource, exact)
 	if id, ok := v.cache.get(key, v.now()); ok {
 		return id, nil
 	}
-	id, issuer, err := v.verify(ctx, token, resource)
+	id, issuer, err := v.verify(ctx, token, resource, exact)
 	if err == nil {
 		v.cache.put(key, id, v.now())
 	}
@@ -361,7 +383,7 @@ func (v *Verifier) Verify(ctx context.Context, token, resource string) (*Identit
 
 // verify returns the issuer the token was matched to (the configured
 // string, never the unverified claim) for the log.
-func (v *Verifier) verify(ctx context.Context, token, resource string) (*Identity, string, error) {
+func (v *Verifier) verify(ctx context.Context, token, resource string, exact bool) (*Identity, string, error) {
 	if len(token) > maxTokenSize {
 		return nil, "", tokenError("token too large", nil)
 	}
@@ -473,16 +495,17 @@ func (v *Verifier) verify(ctx context.Context, token, resource string) (*Identit
 	}
 	var paths config.ClaimPaths
 	if local != nil {
-		if !(contains(aud, resource) && resource != "") && !(contains(aud, iss) && underIssuer(resource, iss)) {
-			return nil, issuer, tokenError("token audience does not include this resource", nil)
+		// mcpgate's own tokens name exactly one resource (S22.4).
+		if len(aud) != 1 || !SameResource(aud[0], resource) {
+			return nil, issuer, tokenError("token audience is not this resource", nil)
 		}
 		paths = local.claims
 	} else {
-		want := remote.cfg.Audience
-		if want == "" {
-			want = resource
+		ok := slices.ContainsFunc(aud, func(a string) bool { return SameResource(a, resource) })
+		if want := remote.cfg.Audience; !ok && want != "" && !exact {
+			ok = contains(aud, want)
 		}
-		if want == "" || !contains(aud, want) {
+		if !ok {
 			return nil, issuer, tokenError("token audience does not include this resource", nil)
 		}
 		paths = remote.cfg.Claims
@@ -523,14 +546,6 @@ func (v *Verifier) checkTimes(claims map[string]any, skew time.Duration) error {
 		return tokenError("token issued in the future (iat)", nil)
 	}
 	return nil
-}
-
-// underIssuer reports whether resource is the issuer's own URL or below
-// it: a local issuer's issuer is the gateway's base URL, so a token whose
-// audience is the issuer is good for every route of that gateway.
-func underIssuer(resource, iss string) bool {
-	base := strings.TrimSuffix(iss, "/")
-	return resource != "" && base != "" && (resource == iss || resource == base || strings.HasPrefix(resource, base+"/"))
 }
 
 func contains(list []string, s string) bool {

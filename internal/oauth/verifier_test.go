@@ -382,9 +382,20 @@ func TestVerifyLocalIssuer(t *testing.T) {
 		ok       bool
 	}{
 		{"aud is the resource", testResource, testResource, true},
-		{"aud is the issuer, resource below it", iss, "https://gw.example/mcp/github", true},
-		{"aud lists the issuer", []string{"x", iss}, "https://gw.example/mcp", true},
+		{"aud is the resource in another spelling", "HTTPS://GW.example:443/mcp/", "https://gw.example/mcp", true},
+		{"aud is the resource, as a list of one", []string{"https://gw.example/admin/v1"}, "https://gw.example/admin/v1", true},
+		// S22.4: the issuer is never an audience, on any route or on the
+		// admin API (it was, for every route under it).
+		{"aud is the issuer, resource below it", iss, "https://gw.example/mcp/github", false},
+		{"aud is the issuer, on the admin API", iss, "https://gw.example/admin/v1", false},
+		{"aud is the issuer with a slash, on the admin API", iss + "/", "https://gw.example/admin/v1", false},
+		{"aud lists the issuer", []string{"x", iss}, "https://gw.example/mcp", false},
+		{"aud lists the resource and another", []string{testResource, "https://gw.example/admin/v1"}, testResource, false},
 		{"aud is another resource", "https://gw.example/mcp/other", testResource, false},
+		{"aud is a route, on the admin API", "https://gw.example/mcp/alpha", "https://gw.example/admin/v1", false},
+		{"aud is the admin API, on a route", "https://gw.example/admin/v1", "https://gw.example/mcp/alpha", false},
+		{"aud climbs from a route to the admin API", "https://gw.example/mcp/alpha/../../admin/v1", "https://gw.example/admin/v1", false},
+		{"aud is a route, on a route below it", "https://gw.example/mcp", "https://gw.example/mcp/alpha", false},
 		{"aud is the issuer, resource elsewhere", iss, "https://gw.example.evil/mcp", false},
 		{"aud is the issuer, no resource", iss, "", false},
 	} {
@@ -415,6 +426,79 @@ func TestVerifyLocalIssuer(t *testing.T) {
 		_, err := verify(v, sign(t, rsaTestKey(), claims(testResource), nil))
 		checkRejection(t, err, "algorithm is not allowed")
 	})
+}
+
+// An OIDC issuer's token is good where its aud names the route's
+// resource; an issuer-wide audience (auth.oidc[].audience, one value for
+// the whole gateway) is good on the MCP routes but never on the admin
+// API, which takes only a token naming it (VerifyExact). The gateway's
+// base URL as an audience names no route, so it opens none.
+func TestVerifyAudienceOfOIDCIssuers(t *testing.T) {
+	ti := newTestIssuer(t, ecTestKey())
+	const admin = "https://gw.example/admin/v1"
+	withAudience := ti.config()
+	withAudience.Audience = "api://mcpgate"
+	for _, tt := range []struct {
+		name     string
+		cfg      config.OIDCIssuer
+		aud      any
+		resource string
+		exact    bool
+		ok       bool
+	}{
+		{"the route's resource", ti.config(), testResource, testResource, false, true},
+		{"the route's resource in another spelling", ti.config(), "https://GW.EXAMPLE:443/mcp/", testResource, false, true},
+		{"another route's resource", ti.config(), "https://gw.example/mcp/alpha", testResource, false, false},
+		{"the gateway's base URL, on a route", ti.config(), "https://gw.example", testResource, false, false},
+		{"the gateway's base URL, on the admin API", ti.config(), "https://gw.example", admin, true, false},
+		{"the admin API, on the admin API", ti.config(), admin, admin, true, true},
+		{"the admin API among others, on the admin API", ti.config(), []string{"api://mcpgate", admin}, admin, true, true},
+		{"the admin API, on a route", ti.config(), admin, testResource, false, false},
+		{"a route, on the admin API", ti.config(), testResource, admin, true, false},
+		{"the configured audience, on a route", withAudience, "api://mcpgate", testResource, false, true},
+		{"the configured audience, on the admin API", withAudience, "api://mcpgate", admin, true, false},
+		{"the configured audience and a route, on the admin API", withAudience, []string{"api://mcpgate", testResource}, admin, true, false},
+		{"the configured audience and the admin API, on the admin API", withAudience, []string{"api://mcpgate", admin}, admin, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v, _ := testVerifier(t, newFakeClock(), tt.cfg)
+			c := ti.claims()
+			c["aud"] = tt.aud
+			tok := sign(t, ecTestKey(), c, nil)
+			var err error
+			if tt.exact {
+				_, err = v.VerifyExact(context.Background(), tok, tt.resource)
+			} else {
+				_, err = v.Verify(context.Background(), tok, tt.resource)
+			}
+			if !tt.ok {
+				checkRejection(t, err, "audience does not include this resource")
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+		})
+	}
+}
+
+// A token verified for a route is remembered for that route only: the
+// cache never answers the admin API (VerifyExact) with what Verify found
+// for the same resource string.
+func TestVerifiedCacheKeepsExactApart(t *testing.T) {
+	ti := newTestIssuer(t, ecTestKey())
+	cfg := ti.config()
+	cfg.Audience = "api://mcpgate"
+	v, _ := testVerifier(t, newFakeClock(), cfg)
+	c := ti.claims()
+	c["aud"] = "api://mcpgate"
+	tok := sign(t, ecTestKey(), c, nil)
+	const admin = "https://gw.example/admin/v1"
+	if _, err := v.Verify(context.Background(), tok, admin); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	_, err := v.VerifyExact(context.Background(), tok, admin)
+	checkRejection(t, err, "audience does not include this resource")
 }
 
 // A local issuer's tokens are held to their own times with a small

@@ -22,15 +22,14 @@ const bindingCookie = "mcpgate_oauth"
 type authParams struct {
 	state     string
 	scope     string
-	resource  string
+	resource  target
 	challenge string
 }
 
 // checkAuthorizeParams checks what is left of an authorization request
 // once its client and redirect URI are known to be good, so every failure
 // here may be redirected to the client. It does no I/O (FuzzAuthorize).
-func checkAuthorizeParams(q url.Values, issuer string) (authParams, *oauthError) {
-	var p authParams
+func checkAuthorizeParams(q url.Values, issuer string) (p authParams, oe *oauthError) {
 	// The state goes back with any error, so it is read first; a state
 	// sent twice or too long to echo is not.
 	if len(q["state"]) == 1 && len(q.Get("state")) <= maxStateLen {
@@ -62,13 +61,10 @@ func checkAuthorizeParams(q url.Values, issuer string) (authParams, *oauthError)
 	} else if !validScope(p.scope) {
 		return p, &oauthError{Status: http.StatusBadRequest, Code: "invalid_scope", Description: "scope is malformed"}
 	}
-	p.resource = q.Get("resource")
-	if p.resource == "" {
-		p.resource = issuer
-	} else if err := checkResource(p.resource, issuer); err != nil {
-		return p, err
-	}
-	return p, nil
+	// One resource per token (S22.4); none named is the gateway's /mcp,
+	// never the issuer.
+	p.resource, oe = parseTarget(q.Get("resource"), issuer)
+	return p, oe
 }
 
 // validChallenge accepts what S256 produces: 43 base64url characters.
@@ -90,35 +86,6 @@ func isUnreserved(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkResource accepts an RFC 8707 resource that this server may issue
-// tokens for: an absolute URL on the issuer's origin, at or under its
-// path, with no fragment, user info or dot segments (which could climb
-// out of the path).
-func checkResource(resource, issuer string) *oauthError {
-	bad := &oauthError{Status: http.StatusBadRequest, Code: "invalid_target", Description: "resource must be a URL of this gateway"}
-	if len(resource) > maxURILen {
-		return bad
-	}
-	u, err := url.Parse(resource)
-	iu, ierr := url.Parse(issuer)
-	if err != nil || ierr != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || strings.Contains(resource, "#") {
-		return bad
-	}
-	if u.Scheme != iu.Scheme || u.Host != iu.Host {
-		return bad
-	}
-	p, base := u.EscapedPath(), iu.EscapedPath()
-	if p != base && !strings.HasPrefix(p, strings.TrimSuffix(base, "/")+"/") {
-		return bad
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == "." || seg == ".." || strings.EqualFold(seg, "%2e") || strings.EqualFold(seg, "%2e%2e") || strings.EqualFold(seg, ".%2e") || strings.EqualFold(seg, "%2e.") {
-			return bad
-		}
-	}
-	return nil
 }
 
 // serveAuthorize is the authorization endpoint (OAuth 2.1 section 4.1.1).
@@ -145,6 +112,11 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) error {
 	}
 	issuer := s.Issuer(r)
 	ap, oe := checkAuthorizeParams(q, issuer)
+	if oe == nil {
+		if _, ok := s.describe(ap.resource); !ok {
+			oe = errTarget("this gateway has no MCP route at " + ap.resource.url)
+		}
+	}
 	if oe != nil {
 		return s.redirectError(w, r, issuer, redirectURI, ap.state, oe.Code, oe.Description)
 	}
@@ -159,7 +131,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) error {
 		redirectURI: redirectURI,
 		state:       ap.state,
 		scope:       ap.scope,
-		resource:    ap.resource,
+		resource:    ap.resource.url,
 		challenge:   ap.challenge,
 	}
 	if !s.pending.add(p, now) {
@@ -332,15 +304,15 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) error {
 }
 
 // loggedIn records who logged in and moves on: straight back to the
-// client when the person approved this client before, else to the
-// consent page.
+// client when the person approved this client for this resource before,
+// else to the consent page (always, for the admin API).
 func (s *Server) loggedIn(w http.ResponseWriter, r *http.Request, id string, person oauth.Identity) error {
 	now := s.now()
 	var p pending
 	if !s.pending.update(id, now, func(pp *pending) { pp.person = &person; p = *pp }) {
 		return errExpired
 	}
-	ok, err := s.hasConsent(r, person.Subject, p.client.ID)
+	ok, err := s.hasConsent(r.Context(), person.Subject, p.client.ID, p.resource, p.issuer)
 	if err != nil {
 		return err
 	}

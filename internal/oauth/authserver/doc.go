@@ -4,22 +4,27 @@
 // It registers clients (RFC 7591, and client ID metadata documents),
 // signs the person in at the company IdP (OpenID Connect, authorization
 // code + PKCE) or with a pasted mcpgate virtual key, asks for consent once
-// per person and client, and issues short-lived JWT access tokens (ES256,
-// audience = the RFC 8707 resource) with rotating refresh tokens.
+// per person, client and resource (for the admin API every time), and
+// issues short-lived JWT access tokens (ES256, audience = the one RFC 8707
+// resource of the grant, never the issuer) with rotating refresh tokens.
 //
 // The flow of one authorization:
 //
 //	GET  /oauth/authorize   client_id + redirect_uri checked (else an error page, never a redirect),
-//	                        PKCE S256 required, resource under the issuer; a pending request is
-//	                        kept in memory, bound to the browser by a cookie
+//	                        PKCE S256 required, resource canonical (resource.go): one MCP route
+//	                        the gateway has (none named: /mcp) or the admin API, never the
+//	                        issuer; a pending request is kept in memory, bound to the browser
+//	                        by a cookie
 //	  -> IdP /authorize     (when auth.login.issuer is set and keys are not offered)
 //	  or GET /oauth/authorize renders the login page: paste a key, or go to the IdP
 //	GET  /oauth/callback    state, RFC 9207 iss, code exchanged, ID token verified, claims mapped
 //	POST /oauth/login       the pasted key (rate-limited per client address)
-//	GET  /oauth/consent     unless this person approved this client before
+//	GET  /oauth/consent     unless this person approved this client for this resource before
+//	                        (never remembered for the admin API); the page names the resource
 //	POST /oauth/consent     approve -> redirect_uri?code&state&iss; deny -> error=access_denied
 //	POST /oauth/token       code (single use, 60 s, PKCE) or refresh token (rotated; reuse
-//	                        revokes the family) -> access token + refresh token
+//	                        revokes the family) -> access token + refresh token, for the
+//	                        grant's one resource (another one named: invalid_target)
 //	POST /oauth/revoke      a refresh token's family
 //
 // It does not decide what a token's bearer may use (policy does, from

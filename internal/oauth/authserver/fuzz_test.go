@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
 // FuzzRegister: the registration body parser never panics, refuses with
@@ -71,6 +74,10 @@ func FuzzAuthorize(f *testing.F) {
 		"response_type=code&code_challenge=" + ch + "&code_challenge_method=plain",
 		"response_type=token&state=a&state=b",
 		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&resource=https%3A%2F%2Fgw.example%2Fp%2F..%2Fx",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&resource=https%3A%2F%2FGW.example%3A443%2Fp%2Fadmin%2Fv1%2F",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&resource=https%3A%2F%2Fgw.example%2Fp%2Fmcp%2Fa%2F%252e%252e%2Fadmin%2Fv1",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&resource=https%3A%2F%2Fgw.example%2Fp",
+		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256",
 		"response_type=code&code_challenge=" + ch + "&code_challenge_method=S256&scope=a%20%20b",
 		"",
 	} {
@@ -99,12 +106,29 @@ func FuzzAuthorize(f *testing.F) {
 		if !validScope(p.scope) {
 			t.Fatalf("accepted scope %q", p.scope)
 		}
-		if p.resource != issuer && checkResource(p.resource, issuer) != nil {
-			t.Fatalf("accepted resource %q", p.resource)
+		// One resource, canonical, below the issuer and not the issuer
+		// (S22.4); none named is /mcp; the admin API only by its name.
+		res := p.resource.url
+		if c, err := oauth.CanonicalResource(res); err != nil || c != res {
+			t.Fatalf("accepted resource %q, which is not canonical (%q, %v)", res, c, err)
 		}
-		u, err := url.Parse(p.resource)
+		if !strings.HasPrefix(res, issuer+"/") || p.resource.path != strings.TrimPrefix(res, issuer) {
+			t.Fatalf("accepted resource %q, not below the issuer (path %q)", res, p.resource.path)
+		}
+		if q.Get("resource") == "" && res != issuer+DefaultResourcePath {
+			t.Fatalf("no resource named, bound to %q", res)
+		}
+		if p.resource.admin() != (res == issuer+AdminPath) {
+			t.Fatalf("accepted resource %q as admin=%v", res, p.resource.admin())
+		}
+		for _, own := range []string{"/admin/", "/oauth/", "/.well-known/"} {
+			if !p.resource.admin() && strings.HasPrefix(p.resource.path+"/", own) {
+				t.Fatalf("accepted resource %q below %s", res, own)
+			}
+		}
+		u, err := url.Parse(res)
 		if err != nil || u.Scheme != "https" || u.Host != "gw.example" {
-			t.Fatalf("accepted resource %q off the issuer's origin", p.resource)
+			t.Fatalf("accepted resource %q off the issuer's origin", res)
 		}
 	})
 }

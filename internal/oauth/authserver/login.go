@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -81,25 +82,61 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) error {
 	return s.loggedIn(w, r, p.id, person)
 }
 
-// consentRecord remembers that a person approved a client (kind
-// oauth_consent, named by consentName).
+// consentRecord remembers that a person approved a client for one
+// resource (kind oauth_consent, named by consentName). Consent for the
+// admin API is never recorded: it is asked for every time.
 type consentRecord struct {
 	ClientID string `json:"client_id"`
+	Resource string `json:"resource"` // canonical; "" in records from before consent was per resource
 	Approved int64  `json:"approved"` // unix seconds
 }
 
-// consentName keys a consent by a digest of person and client, so the
-// store does not list who uses what in the clear.
-func consentName(subject, clientID string) string {
-	return sha256Hex(subject + "\x00" + clientID)
+// consentName keys a consent by a digest of person, client and resource,
+// so the store does not list who uses what in the clear. Records from
+// before consent was per resource were named by person and client only:
+// no name of this shape can be theirs, and dropOldConsents deletes them.
+func consentName(subject, clientID, resource string) string {
+	return sha256Hex(subject + "\x00" + clientID + "\x00" + resource)
 }
 
-func (s *Server) hasConsent(r *http.Request, subject, clientID string) (bool, error) {
-	_, err := s.store.GetObject(r.Context(), store.KindOAuthConsent, consentName(subject, clientID))
+// hasConsent reports whether the person approved the client for resource
+// (canonical) before. Never for the admin API.
+func (s *Server) hasConsent(ctx context.Context, subject, clientID, resource, issuer string) (bool, error) {
+	if t, oe := parseTarget(resource, issuer); oe != nil || t.admin() {
+		return false, nil
+	}
+	o, err := s.store.GetObject(ctx, store.KindOAuthConsent, consentName(subject, clientID, resource))
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	var rec consentRecord
+	if err := json.Unmarshal(o.Doc, &rec); err != nil {
+		return false, nil // unreadable: asked again, and the record replaced
+	}
+	return rec.ClientID == clientID && rec.Resource == resource, nil
+}
+
+// dropOldConsents deletes the consent records made before consent was per
+// resource (and any unreadable one): they name no resource, so they count
+// for none, and the person is asked again.
+func (s *Server) dropOldConsents(ctx context.Context) error {
+	objs, err := s.store.ListObjects(ctx, store.KindOAuthConsent)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		var rec consentRecord
+		if json.Unmarshal(o.Doc, &rec) == nil && rec.Resource != "" {
+			continue
+		}
+		if err := s.store.DeleteObject(ctx, store.KindOAuthConsent, o.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // serveConsentPage shows what the person is asked to approve.
@@ -114,7 +151,15 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) error 
 	if p.person == nil {
 		return errExpired
 	}
-	s.renderConsent(w, &p)
+	t, words, oe := s.resolveTarget(p.resource, p.issuer)
+	if oe != nil {
+		return oe
+	}
+	ask := consentAsk{resource: words, url: t.url}
+	if t.admin() {
+		ask.admin, ask.personAdmin = true, s.personIsAdmin(r.Context(), *p.person)
+	}
+	s.renderConsent(w, &p, ask)
 	return nil
 }
 
@@ -129,9 +174,15 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch form.Get("decision") {
 	case "approve":
-		doc, _ := json.Marshal(consentRecord{ClientID: p.client.ID, Approved: s.now().Unix()})
-		if _, err := s.store.PutObject(r.Context(), store.KindOAuthConsent, consentName(p.person.Subject, p.client.ID), doc); err != nil {
-			return err
+		t, oe := parseTarget(p.resource, p.issuer)
+		if oe != nil {
+			return oe
+		}
+		if !t.admin() {
+			doc, _ := json.Marshal(consentRecord{ClientID: p.client.ID, Resource: t.url, Approved: s.now().Unix()})
+			if _, err := s.store.PutObject(r.Context(), store.KindOAuthConsent, consentName(p.person.Subject, p.client.ID, t.url), doc); err != nil {
+				return err
+			}
 		}
 		return s.finish(w, r, p.id, true)
 	case "deny":

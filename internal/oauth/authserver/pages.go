@@ -75,10 +75,18 @@ var loginPage = template.Must(template.Must(pages.Clone()).Parse(`{{define "body
 var consentPage = template.Must(template.Must(pages.Clone()).Parse(`{{define "body"}}
 <p><strong id="client-name">{{.ClientName}}</strong> asks to use mcpgate as <strong>{{.Person}}</strong>.</p>
 <div class="box">
-<p>After you approve, you will be sent back to <strong id="redirect-host">{{.RedirectHost}}</strong>{{if .Scope}} with access to <code>{{.Scope}}</code>{{end}}.</p>
+<p>It asks for access to <strong id="resource">{{.Resource}}</strong>{{if .Scope}} (scope <code>{{.Scope}}</code>){{end}}, and to nothing else.</p>
+<p class="muted">Resource: <code id="resource-url">{{.ResourceURL}}</code></p>
+<p>After you approve, you will be sent back to <strong id="redirect-host">{{.RedirectHost}}</strong>.</p>
 {{if .Unverified}}<p class="muted">The name above is what the application registered itself as; mcpgate has not verified it.</p>{{end}}
 {{if .ClientURL}}<p class="muted">Client ID: <code>{{.ClientURL}}</code></p>{{end}}
 </div>
+{{if .Admin}}<div class="box warn" id="admin-warning" role="alert">
+{{if .PersonAdmin}}<p><strong>You are an administrator of this gateway. Approving gives {{.ClientName}} administrator rights over it</strong>: it can create and revoke keys, add, change and remove servers, change who may use what, end sessions and read the audit log, as you can.</p>
+{{else if .PersonNotAdmin}}<p>The admin API lets {{.ClientName}} see and change your own connections and credentials at mcpgate.</p>
+{{else}}<p><strong>If you have administrator rights at this gateway, approving gives {{.ClientName}} administrator rights over it</strong>: it can create and revoke keys, add, change and remove servers, change who may use what, end sessions and read the audit log.</p>
+{{end}}<p>mcpgate asks every time an application asks for its admin API. Approve only if you just started this from the mcpgate console or from a tool you use to administer mcpgate.</p>
+</div>{{end}}
 {{if .Loopback}}<div class="box warn"><p>The application receives the approval on this computer (<code>{{.RedirectHost}}</code>). Approve only if you just started signing in from an application on this computer.</p></div>{{end}}
 <form method="post" action="{{.Action}}">
 <input type="hidden" name="request" value="{{.Request}}">
@@ -156,7 +164,16 @@ func (s *Server) renderLogin(w http.ResponseWriter, p *pending, errMsg string, s
 	}, s.idpOrigin(), originOf(p.redirectURI))
 }
 
-func (s *Server) renderConsent(w http.ResponseWriter, p *pending) {
+// consentAsk is what a consent page asks for: the resource in words and
+// as a URL, whether it is the admin API, and whether the person has admin
+// rights there (nil: unknown).
+type consentAsk struct {
+	resource, url string
+	admin         bool
+	personAdmin   *bool
+}
+
+func (s *Server) renderConsent(w http.ResponseWriter, p *pending, ask consentAsk) {
 	who := p.person.User
 	if p.person.Email != "" {
 		who = p.person.Email
@@ -168,18 +185,27 @@ func (s *Server) renderConsent(w http.ResponseWriter, p *pending) {
 	if p.client.Document {
 		clientURL = p.client.ID
 	}
+	title := "Allow access?"
+	if ask.admin {
+		title = "Allow access to the admin API?"
+	}
 	s.render(w, consentPage, http.StatusOK, map[string]any{
-		"Title":        "Allow access?",
-		"ClientName":   displayName(p.client),
-		"Person":       who,
-		"RedirectHost": hostOf(p.redirectURI),
-		"Scope":        p.scope,
-		"Unverified":   !p.client.Document,
-		"ClientURL":    clientURL,
-		"Loopback":     isLoopbackRedirect(p.redirectURI),
-		"Action":       issuerPath(p.issuer) + "/oauth/consent",
-		"Request":      p.id,
-		"CSRF":         p.csrf,
+		"Title":          title,
+		"ClientName":     displayName(p.client),
+		"Person":         who,
+		"Resource":       ask.resource,
+		"ResourceURL":    ask.url,
+		"Admin":          ask.admin,
+		"PersonAdmin":    ask.personAdmin != nil && *ask.personAdmin,
+		"PersonNotAdmin": ask.personAdmin != nil && !*ask.personAdmin,
+		"RedirectHost":   hostOf(p.redirectURI),
+		"Scope":          p.scope,
+		"Unverified":     !p.client.Document,
+		"ClientURL":      clientURL,
+		"Loopback":       isLoopbackRedirect(p.redirectURI),
+		"Action":         issuerPath(p.issuer) + "/oauth/consent",
+		"Request":        p.id,
+		"CSRF":           p.csrf,
 	}, originOf(p.redirectURI))
 }
 

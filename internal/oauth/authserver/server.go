@@ -95,6 +95,16 @@ type Options struct {
 	// step of a login may land on any replica (shared.go); nil keeps them
 	// in this process.
 	Shared Shared
+	// Routes names the gateway's MCP routes: an authorization request for
+	// a resource where it finds none is refused (invalid_target), and the
+	// consent page calls the resource what it says. nil (a server without
+	// a gateway in front) takes any path below the issuer but the admin
+	// API's and its own, and calls it "the MCP server at <url>".
+	Routes RouteNamer
+	// Admins tells whether a person has admin rights, for the consent
+	// page of the admin API; nil: the page says what approving means if
+	// the person has them.
+	Admins AdminChecker
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -107,6 +117,8 @@ type Server struct {
 	prefix  string // the path of public, "" or "/p"
 	store   store.Objects
 	keyAuth KeyAuthenticator
+	namer   RouteNamer   // nil: any MCP-shaped resource
+	admins  AdminChecker // nil: unknown
 	now     func() time.Time
 	logger  *slog.Logger
 
@@ -162,6 +174,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		login:   *o.Login,
 		store:   o.Store,
 		keyAuth: o.Keys,
+		namer:   o.Routes,
+		admins:  o.Admins,
 		now:     o.Now,
 		logger:  o.Logger,
 	}
@@ -204,6 +218,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if err := s.keys.rotate(ctx); err != nil {
 		return nil, fmt.Errorf("authserver: %w", err)
+	}
+	// Consents from before consent was per resource count for none
+	// (hasConsent never finds them); this deletes them. Failing to is
+	// no reason not to start: the hourly purge tries again.
+	if err := s.dropOldConsents(ctx); err != nil {
+		s.logger.Warn("oauth: could not delete consents that name no resource", attrErr, err)
 	}
 
 	if s.login.Issuer != "" {

@@ -362,28 +362,71 @@ func TestCacheLifetime(t *testing.T) {
 	}
 }
 
-func TestCheckResource(t *testing.T) {
+// TestParseTarget: the resource of an authorization is one canonical URL
+// below the issuer: an MCP route or the admin API, never the issuer
+// itself, whatever spelling, prefix or dot-segment trick names it.
+func TestParseTarget(t *testing.T) {
 	for _, tt := range []struct {
 		issuer, resource string
-		ok               bool
+		want             string // the canonical resource; "" refused
+		admin            bool
 	}{
-		{"https://gw.example", "https://gw.example", true},
-		{"https://gw.example", "https://gw.example/mcp", true},
-		{"https://gw.example", "https://gw.example/toolset/x/mcp", true},
-		{"https://gw.example/p", "https://gw.example/p/mcp", true},
-		{"https://gw.example/p", "https://gw.example/p", true},
-		{"https://gw.example/p", "https://gw.example/pq/mcp", false},
-		{"https://gw.example/p", "https://gw.example/other", false},
-		{"https://gw.example/p", "https://gw.example/p/../other", false},
-		{"https://gw.example/p", "https://gw.example/p/%2e%2e/other", false},
-		{"https://gw.example", "http://gw.example/mcp", false},
-		{"https://gw.example", "https://gw.example.evil/mcp", false},
-		{"https://gw.example", "https://user@gw.example/mcp", false},
-		{"https://gw.example", "https://gw.example/mcp#f", false},
-		{"https://gw.example", "/mcp", false},
+		{"https://gw.example", "https://gw.example/mcp", "https://gw.example/mcp", false},
+		{"https://gw.example", "", "https://gw.example/mcp", false},
+		{"https://gw.example/p", "", "https://gw.example/p/mcp", false},
+		{"https://gw.example", "https://gw.example/toolset/x/mcp", "https://gw.example/toolset/x/mcp", false},
+		{"https://gw.example", "HTTPS://GW.EXAMPLE:443/mcp/alpha/", "https://gw.example/mcp/alpha", false},
+		{"https://gw.example", "https://gw.example/mcp/%61lpha", "https://gw.example/mcp/alpha", false},
+		{"https://gw.example/p", "https://gw.example/p/mcp", "https://gw.example/p/mcp", false},
+		{"https://gw.example", "https://gw.example/admin/v1", "https://gw.example/admin/v1", true},
+		{"https://gw.example", "https://gw.example/admin/v1/", "https://gw.example/admin/v1", true},
+		{"https://gw.example", "https://GW.example:443/admin/v1", "https://gw.example/admin/v1", true},
+		{"https://gw.example/p", "https://gw.example/p/admin/v1", "https://gw.example/p/admin/v1", true},
+		{"http://127.0.0.1:4000", "http://127.0.0.1:4000/admin/v1", "http://127.0.0.1:4000/admin/v1", true},
+
+		// The issuer is no resource (it was: an issuer audience opened
+		// every route and the admin API).
+		{"https://gw.example", "https://gw.example", "", false},
+		{"https://gw.example", "https://gw.example/", "", false},
+		{"https://gw.example/p", "https://gw.example/p", "", false},
+		{"https://gw.example/p", "https://gw.example/p/", "", false},
+		// Below the admin API, or the server's own endpoints.
+		{"https://gw.example", "https://gw.example/admin/v1/keys", "", false},
+		{"https://gw.example", "https://gw.example/admin", "", false},
+		{"https://gw.example", "https://gw.example/admin/v2", "", false},
+		{"https://gw.example", "https://gw.example/oauth/token", "", false},
+		{"https://gw.example", "https://gw.example/.well-known/oauth-protected-resource/mcp", "", false},
+		// Prefix and dot-segment tricks.
+		{"https://gw.example", "https://gw.example/mcp/alpha/../../admin/v1", "", false},
+		{"https://gw.example", "https://gw.example/mcp/alpha/%2e%2e/%2E%2E/admin/v1", "", false},
+		{"https://gw.example", "https://gw.example/mcp/alpha%2F..%2F..%2Fadmin%2Fv1", "", false},
+		{"https://gw.example", "https://gw.example//admin/v1", "", false},
+		{"https://gw.example/p", "https://gw.example/p/../other", "", false},
+		{"https://gw.example/p", "https://gw.example/p/%2e%2e/other", "", false},
+		{"https://gw.example/p", "https://gw.example/pq/mcp", "", false},
+		{"https://gw.example/p", "https://gw.example/other", "", false},
+		{"https://gw.example/p", "https://gw.example/admin/v1", "", false},
+		// Another origin.
+		{"https://gw.example", "http://gw.example/mcp", "", false},
+		{"https://gw.example", "https://gw.example:8443/mcp", "", false},
+		{"https://gw.example", "https://gw.example.evil/mcp", "", false},
+		{"https://gw.example", "https://evil.example/admin/v1", "", false},
+		{"https://gw.example", "https://user@gw.example/mcp", "", false},
+		{"https://gw.example", "https://gw.example@evil.example/mcp", "", false},
+		// Query, fragment, relative.
+		{"https://gw.example", "https://gw.example/mcp#f", "", false},
+		{"https://gw.example", "https://gw.example/mcp?x=1", "", false},
+		{"https://gw.example", "/mcp", "", false},
 	} {
-		if got := checkResource(tt.resource, tt.issuer) == nil; got != tt.ok {
-			t.Errorf("checkResource(%q, %q) ok = %v, want %v", tt.resource, tt.issuer, got, tt.ok)
+		got, oe := parseTarget(tt.resource, tt.issuer)
+		if tt.want == "" {
+			if oe == nil || oe.Code != "invalid_target" || oe.Status != http.StatusBadRequest {
+				t.Errorf("parseTarget(%q, %q) = %+v, %v; want invalid_target", tt.resource, tt.issuer, got, oe)
+			}
+			continue
+		}
+		if oe != nil || got.url != tt.want || got.admin() != tt.admin {
+			t.Errorf("parseTarget(%q, %q) = %+v (admin %v), %v; want %q (admin %v)", tt.resource, tt.issuer, got, got.admin(), oe, tt.want, tt.admin)
 		}
 	}
 }

@@ -44,12 +44,20 @@ type familyRecord struct {
 	ClientID string       `json:"client_id"`
 	Issuer   string       `json:"iss"`
 	Scope    string       `json:"scope"`
-	Resource string       `json:"resource"`
+	Resource string       `json:"resource"` // the one resource of every token of the family, canonical
+	Version  int          `json:"v,omitempty"`
 	Person   personRecord `json:"person"`
 	Created  time.Time    `json:"created"`
 	Expires  time.Time    `json:"expires"`
 	Revoked  bool         `json:"revoked,omitempty"`
 }
+
+// familyVersion is the Version of families issued since every grant has
+// been bound to one resource with consent for that resource. An older
+// family for the admin API may have been given without the admin API
+// being named to the person, and one bound to the issuer names no
+// resource: neither is refreshed (the person signs in again).
+const familyVersion = 2
 
 // refreshRecord maps a refresh token's digest (kind oauth_refresh, the
 // name) to its family. Rotated-out tokens keep theirs until the family
@@ -199,8 +207,9 @@ func (s *Server) redeemCode(r *http.Request, c *client, form url.Values) (*token
 			return errInvalidGrant("the code was issued by another issuer")
 		case !validVerifier(verifier) || subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(ac.challenge)) != 1:
 			return errInvalidGrant("code_verifier does not match the code_challenge")
-		case form.Get("resource") != "" && form.Get("resource") != ac.resource:
-			return &oauthError{Status: http.StatusBadRequest, Code: "invalid_target", Description: "resource differs from the authorization request"}
+		}
+		if oe := sameTarget(form.Get("resource"), ac.resource); oe != nil {
+			return oe
 		}
 		return nil
 	})
@@ -220,7 +229,7 @@ func (s *Server) redeemCode(r *http.Request, c *client, form url.Values) (*token
 		s.logger.Warn("oauth code reused; its tokens are revoked", attrClient, ac.clientID)
 		return nil, errInvalidGrant("the code was already used")
 	}
-	fam := familyRecord{ClientID: c.ID, Issuer: ac.issuer, Scope: ac.scope, Resource: ac.resource,
+	fam := familyRecord{ClientID: c.ID, Issuer: ac.issuer, Scope: ac.scope, Resource: ac.resource, Version: familyVersion,
 		Person: recordOf(ac.person), Created: now.UTC(), Expires: now.Add(s.login.RefreshTokenTTL).UTC()}
 	familyID := randomToken(16)
 	refresh, err := s.storeRefresh(r.Context(), familyID, &fam)
@@ -345,8 +354,20 @@ func (s *Server) refresh(r *http.Request, c *client, form url.Values) (*tokenRes
 	case fam.Issuer != s.Issuer(r):
 		return nil, errInvalidGrant("the refresh token was issued by another issuer")
 	}
-	if res := form.Get("resource"); res != "" && res != fam.Resource {
-		return nil, &oauthError{Status: http.StatusBadRequest, Code: "invalid_target", Description: "resource differs from the original grant"}
+	if t, oe := parseTarget(fam.Resource, fam.Issuer); oe != nil || t.url != fam.Resource || t.admin() && fam.Version < familyVersion {
+		// Issued before every grant had one resource and its own consent
+		// (S22): to the issuer as a whole, or to the admin API perhaps
+		// without the page naming it. It ends; the person signs in again.
+		fam.Revoked = true
+		if err := s.putFamily(ctx, familyID, fam); err != nil {
+			return nil, err
+		}
+		s.logger.Info("oauth refresh of a grant without its own resource refused; its family is revoked", attrClient, c.ID)
+		return nil, errInvalidGrant("this sign-in is from before tokens were bound to one resource; sign in again")
+	}
+	// The family's one resource: a refresh may name it, never another.
+	if oe := sameTarget(form.Get("resource"), fam.Resource); oe != nil {
+		return nil, oe
 	}
 	if sc := form.Get("scope"); sc != "" {
 		// RFC 6749 section 6: a refresh may narrow the scope, never widen it.
@@ -481,6 +502,11 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) error {
 // purge deletes refresh token records and families past their expiry:
 // after that a token is refused as unknown, which is as good as revoked.
 func (s *Server) purge(ctx context.Context, now time.Time) error {
+	// A replica of an older version may still write consents of the old
+	// shape during a rolling upgrade: they are swept here too.
+	if err := s.dropOldConsents(ctx); err != nil {
+		return err
+	}
 	if err := s.purgeKind(ctx, store.KindOAuthRefresh, now, func(doc []byte) (time.Time, bool) {
 		var rec refreshRecord
 		return rec.Expires, json.Unmarshal(doc, &rec) == nil
