@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -92,6 +93,45 @@ type Sessions interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	// DeleteSession forgets session id's state.
 	DeleteSession(ctx context.Context, id string) error
+	// ListSessions returns the sessions that have state (not lapsed), in
+	// no particular order, at most limit of them (1 to MaxListSessions);
+	// complete is false when there are more. Each carries only its
+	// fields whose names begin with one of prefixes (every field when
+	// none is given), and is listed even when none does. It is for
+	// operators' views of the whole fleet, not for a request's path: a
+	// shared backend walks every session to answer.
+	ListSessions(ctx context.Context, limit int, prefixes ...string) (sessions []SessionState, complete bool, err error)
+}
+
+// MaxListSessions bounds the limit of Sessions.ListSessions.
+const MaxListSessions = 100_000
+
+// SessionState is one session of Sessions.ListSessions.
+type SessionState struct {
+	ID     string
+	Fields map[string]string
+}
+
+// CheckListLimit reports ErrInvalid unless limit is 1 to MaxListSessions.
+func CheckListLimit(limit int) error {
+	if limit < 1 || limit > MaxListSessions {
+		return fmt.Errorf("%w: a session listing's limit must be 1 to %d (got %d)", ErrInvalid, MaxListSessions, limit)
+	}
+	return nil
+}
+
+// HasFieldPrefix reports whether field name begins with one of prefixes,
+// or prefixes is empty (ListSessions' filter).
+func HasFieldPrefix(name string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // RateLimiter enforces rate limits shared by the fleet: a generic cell rate
