@@ -11,7 +11,8 @@
 // It defines the [Backend] contract, one small interface per concern that
 // a consumer can depend on alone, the errors callers branch on, the
 // in-memory backend ([NewMemory]), the single-process default, and
-// [Follow], the subscribe/resync loop every consumer of the bus runs. The
+// [Follow], the subscribe/resync loop every consumer of the bus runs,
+// with [Heard], which tells a replica when it may have missed messages. The
 // Redis backend lives in state/redis and is wired by main; nothing else
 // imports it. Every backend must pass the conformance suite in state/statetest.
 //
