@@ -268,6 +268,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Tracer:              tracer,
 	})
 	gw.Store(g)
+	// A replica that may have missed the announcement of a key's change
+	// (its bus not heard) reads keys from the store per use meanwhile.
+	auth.SetFresh(func() bool { return !g.BusHeard().Trusted() })
 	if as != nil {
 		g.MountAuthServer(as.Handler())
 		g.SetPersonConfirmer(personConfirmer{as})

@@ -337,6 +337,14 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 	var wg sync.WaitGroup
 	for i, name := range rt.servers {
 		wg.Go(func() {
+			if e := g.verifyServer(ctx, name); e != nil {
+				// Removed on another replica while this one could not hear
+				// it, or not known to still be there (unheard.go).
+				if strict && e != errServerGone {
+					strictErr = &clientError{rpc: e}
+				}
+				return
+			}
 			items, err := g.cat.List(ctx, name, k)
 			if err != nil {
 				if strict {
@@ -492,6 +500,14 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
+	if e := g.verifyServer(ctx, server); e == errServerGone {
+		// Removed on another replica while this one could not hear it
+		// (unheard.go): as unknown as if it had heard.
+		return nil, errInvalidParams("Unknown %s: %s", what, name)
+	} else if e != nil {
+		return nil, e
+	}
+	ctx = withVerified(ctx, server)
 	var (
 		it    catalog.Item
 		found bool

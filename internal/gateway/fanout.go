@@ -22,6 +22,10 @@ import (
 // topicTerminated is the bus topic of administrator terminations.
 const topicTerminated = "gateway:terminated"
 
+// followTerminationsName names the terminations' follower in logs and in
+// g.heard.
+const followTerminationsName = "terminations"
+
 // busTimeout bounds one publish or subscribe.
 const busTimeout = 2 * time.Second
 
@@ -62,7 +66,8 @@ func (g *Gateway) followTerminations() {
 	defer g.bg.Done()
 	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
 		Topics:  []string{topicTerminated},
-		What:    "terminations",
+		What:    followTerminationsName,
+		Heard:   g.heard,
 		Logger:  g.log,
 		Timeout: busTimeout,
 		Handle:  func(_ context.Context, m state.Message) { g.endCopies(string(m.Data)) },

@@ -134,6 +134,14 @@ type Gateway struct {
 	maxPerOwner int
 	terms       Terminations
 	bus         state.PubSub
+	// heard says whether this replica's followers of bus may have missed
+	// a message (unheard.go); nil without a bus.
+	heard *state.Heard
+	// fresh coalesces the store reads made while heard is not trusted.
+	fresh freshReads
+	// serverCheck re-reads a runtime server from the store (unheard.go);
+	// nil: the admin API set none.
+	serverCheck atomic.Pointer[ServerCheck]
 	stateCheck  StateChecker
 	stateHealth stateHealth
 	shared      state.Backend // fleet mode's shared state; nil: none
@@ -263,6 +271,9 @@ func New(o Options) *Gateway {
 	if g.bus == nil && g.shared != nil {
 		g.bus = g.shared
 	}
+	if g.bus != nil {
+		g.heard = state.NewHeard()
+	}
 	if g.now == nil {
 		g.now = time.Now
 	}
@@ -323,9 +334,13 @@ func (g *Gateway) Start(ctx context.Context) {
 		g.peers.join()
 	}
 	if g.bus != nil {
+		// Tracked before serving: until each follower resynchronised,
+		// what it keeps in step is checked against the store (unheard.go).
+		g.heard.Track(followTerminationsName)
 		g.bg.Add(1)
 		go g.followTerminations()
 		if g.fleetOn() {
+			g.heard.Track(followSessionsName)
 			g.bg.Add(1)
 			go g.followSessions()
 		}
