@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -72,7 +73,9 @@ func (g *Gateway) followTerminations() {
 		Timeout: busTimeout,
 		Handle:  func(_ context.Context, m state.Message) { g.endCopies(string(m.Data)) },
 		// Announcements before a subscription, or in a gap, were missed.
-		Resync: func(context.Context) error { g.resyncTerminated(); return nil },
+		// One that could not read the store is retried: until it works,
+		// the held sessions are re-checked per request (unheard.go).
+		Resync: func(context.Context) error { return g.resyncTerminated() },
 	})
 }
 
@@ -95,11 +98,13 @@ func (g *Gateway) endCopies(hash string) {
 	})
 }
 
-// resyncTerminated ends every local session the terminations remember.
-func (g *Gateway) resyncTerminated() {
+// resyncTerminated ends every local session the terminations remember;
+// an error says the store could not be read (not every one was checked).
+func (g *Gateway) resyncTerminated() error {
 	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 	defer cancel()
 	now := g.now()
+	var failed error
 	g.sessions.Range(func(_, v any) bool {
 		s := v.(*session)
 		if s.isClosed() {
@@ -107,7 +112,7 @@ func (g *Gateway) resyncTerminated() {
 		}
 		ended, err := g.terms.IsTerminated(ctx, hashHex(s.id), now)
 		if err != nil {
-			g.log.Warn("terminated-session resync failed", "error", err)
+			failed = fmt.Errorf("terminated-session resync: %w", err)
 			return false
 		}
 		if ended {
@@ -116,4 +121,5 @@ func (g *Gateway) resyncTerminated() {
 		}
 		return true
 	})
+	return failed
 }
