@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/state"
 )
@@ -213,26 +214,51 @@ type clientRecord struct {
 	Version string `json:"v,omitempty"`
 }
 
+// maxRecordedClient bounds the client name and version a record keeps
+// (the client chose them).
+const maxRecordedClient = 256
+
 // sessionRecord is the fields s's copy here writes to its shared state
 // (writeLive): live, its record, this replica holding it now, and its
-// client when this copy saw the initialize.
+// client when this copy saw the initialize. Every field stays within
+// state.MaxFieldLen whatever the client sent or the route holds: a
+// refused write would lose live, and with it the session's fleet-wide
+// idleness.
 func (g *Gateway) sessionRecord(s *session) (map[string]string, error) {
 	info := g.infoOf(s, g.now())
-	rec, err := json.Marshal(sessionRecord{Prefix: s.id[:min(recordPrefixLen, len(s.id))], User: info.User, Alias: info.KeyAlias,
-		Team: info.Team, ClientIP: info.ClientIP, Route: info.Route, Servers: info.Servers, Created: info.Created})
+	r := sessionRecord{Prefix: s.id[:min(recordPrefixLen, len(s.id))], User: info.User, Alias: info.KeyAlias,
+		Team: info.Team, ClientIP: info.ClientIP, Route: info.Route, Servers: info.Servers, Created: info.Created}
+	rec, err := json.Marshal(r)
+	if err == nil && len(rec) > state.MaxFieldLen {
+		r.Servers = nil // a route of very many servers: its path says which
+		rec, err = json.Marshal(r)
+	}
 	if err != nil {
 		return nil, err
 	}
-	fields := map[string]string{fieldLive: "1", fieldInfo: string(rec),
-		fieldHeldPrefix + g.instance: strconv.FormatInt(g.now().UnixMilli(), 10)}
+	fields := map[string]string{fieldLive: "1", fieldHeldPrefix + g.instance: strconv.FormatInt(g.now().UnixMilli(), 10)}
+	if len(rec) <= state.MaxFieldLen {
+		fields[fieldInfo] = string(rec)
+	}
 	if info.ClientName != "" || info.ClientVersion != "" {
-		c, err := json.Marshal(clientRecord{Name: info.ClientName, Version: info.ClientVersion})
+		c, err := json.Marshal(clientRecord{Name: cutUTF8(info.ClientName, maxRecordedClient), Version: cutUTF8(info.ClientVersion, maxRecordedClient)})
 		if err != nil {
 			return nil, err
 		}
 		fields[fieldClient] = string(c)
 	}
 	return fields, nil
+}
+
+// cutUTF8 cuts s to at most n bytes, at a rune boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // fleetSessions is every session of the fleet: this replica's, then (in

@@ -461,3 +461,31 @@ func jsonOf(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A session's record in the shared state stays within the backend's
+// bounds whatever its client sent: a 10 KB client name is cut (the write
+// would be refused, losing the session's fleet-wide liveness with it).
+func TestSessionRecordBounded(t *testing.T) {
+	up := faultyUpstream(t)
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	replica := func() (*Gateway, string) {
+		return ownerGateway(t, Options{Config: fleetConfig(up.URL, 1), State: mem, IdleTimeout: time.Minute})
+	}
+	a, urlA := replica()
+	c, _ := replica()
+	long := strings.Repeat("é", 5000)
+	code, _, body := rpc(t, urlA+"/mcp", map[string]string{"X-Test-Owner": "alice"},
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+long+`","version":"1"}}}`)
+	if code != 200 {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	fields, err := mem.SessionFields(context.Background(), hashHex(innerIDOf(a, "alice-user")))
+	if err != nil || fields[fieldLive] != "1" || fields[fieldInfo] == "" {
+		t.Fatalf("the session's record: %v %v; want it written", fields, err)
+	}
+	s := sessionsOf(c.FleetSessionsReport(context.Background()), "alice-user")
+	if len(s) != 1 || len(s[0].ClientName) > maxRecordedClient || !strings.HasPrefix(long, s[0].ClientName) || s[0].ClientName == "" {
+		t.Errorf("the session as another replica reports it: %+v", s)
+	}
+}
