@@ -30,7 +30,13 @@ import (
 // the store holds. A message never carries a secret (keys are named by
 // alias, vault entries by their keyed hash). Delivery is at most once; publishing failures are logged and never fail
 // the request (the change is committed, and the others converge at their
-// next resync).
+// next resync). A replica that may have missed announcements (its bus not
+// heard: the gateway's state.Heard, which this follower reports to)
+// re-reads meanwhile what they could have changed: a runtime server
+// before each use (checkServer, the gateway's ServerCheck), keys at each
+// request (the authenticator, wired by cmd/mcpgate), toolsets, grants and
+// vault entries every catchUpEvery. A change the store does not record is
+// refused with 503 and never announced (storeError).
 
 // TopicChanges is the bus topic of admin changes.
 const TopicChanges = "gateway:admin"

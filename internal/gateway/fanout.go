@@ -85,17 +85,10 @@ func (g *Gateway) endCopies(hash string) {
 	if len(hash) != 64 {
 		return
 	}
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if hashHex(s.id) == hash {
-			if !s.isClosed() {
-				g.log.Info("session terminated on another replica", "session", s.id[:8])
-				s.close()
-			}
-			return false
-		}
-		return true
-	})
+	if s := g.sessionByHash(hash); s != nil {
+		g.log.Info("session terminated on another replica", "session", s.id[:8])
+		s.close()
+	}
 }
 
 // resyncTerminated ends every local session the terminations remember;

@@ -2,6 +2,7 @@ package state
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,12 +36,23 @@ type Heard struct {
 	renew     chan struct{} // closed by Recovered
 	since     time.Time     // when it was last found trusted after not being
 	trusted   bool
+	// ok mirrors trusted for Trusted, which every request of a replica
+	// may ask: a load, not a lock.
+	ok atomic.Bool
 }
 
 // NewHeard returns a Heard with no follower: trusted until one is
 // tracked or the backend is doubted.
 func NewHeard() *Heard {
-	return &Heard{gen: 1, confirmed: map[string]uint64{}, renew: make(chan struct{}), trusted: true}
+	h := &Heard{gen: 1, confirmed: map[string]uint64{}, renew: make(chan struct{}), trusted: true}
+	h.ok.Store(true)
+	return h
+}
+
+// set records trusted; h.mu is held.
+func (h *Heard) set(trusted bool) {
+	h.trusted = trusted
+	h.ok.Store(trusted)
 }
 
 // Track adds follower what (FollowOptions.What), not trusted until its
@@ -54,7 +66,7 @@ func (h *Heard) Track(what string) {
 	defer h.mu.Unlock()
 	if _, ok := h.confirmed[what]; !ok {
 		h.confirmed[what] = 0
-		h.trusted = false
+		h.set(false)
 	}
 }
 
@@ -69,7 +81,7 @@ func (h *Heard) Doubt() {
 	defer h.mu.Unlock()
 	h.gen++
 	h.down = true
-	h.trusted = false
+	h.set(false)
 }
 
 // Recovered records that the backend answers again: every follower
@@ -92,12 +104,7 @@ func (h *Heard) Recovered() {
 // last resynchronisation, as far as this process can tell: the backend
 // answers and no follower broke or lost messages since.
 func (h *Heard) Trusted() bool {
-	if h == nil {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.trusted
+	return h == nil || h.ok.Load()
 }
 
 // Since is when the followers were last found trusted after not being
@@ -123,7 +130,7 @@ func (h *Heard) lost(what string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.confirmed[what] = 0
-	h.trusted = false
+	h.set(false)
 }
 
 // begin starts a resynchronisation of what; done(ok) ends it.
@@ -134,7 +141,7 @@ func (h *Heard) begin(what string) (done func(ok bool)) {
 	h.mu.Lock()
 	gen := h.gen
 	h.confirmed[what] = 0
-	h.trusted = false
+	h.set(false)
 	h.mu.Unlock()
 	return func(ok bool) {
 		if !ok {
@@ -161,7 +168,7 @@ func (h *Heard) update() {
 	if ok && !h.trusted {
 		h.since = time.Now()
 	}
-	h.trusted = ok
+	h.set(ok)
 }
 
 // renewal is closed at the next Recovered.
