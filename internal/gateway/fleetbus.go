@@ -485,7 +485,7 @@ func (g *Gateway) loadSessionState(ctx context.Context, s *session) {
 // lapses with the session, and says this replica holds a copy (the
 // fleet's session report, sessions_admin.go).
 func (g *Gateway) touchSessionState(s *session) {
-	if !g.fleetOn() {
+	if g.records == nil {
 		return
 	}
 	now := g.now().UnixNano()
@@ -511,7 +511,7 @@ const sessionSeenEvery = 30 * time.Second
 // its idleness is the fleet's (idleEverywhere), not one replica's, and
 // the other replicas' administrators see and can end it.
 func (g *Gateway) markSessionLive(ctx context.Context, s *session) {
-	if !g.fleetOn() {
+	if g.records == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
@@ -527,7 +527,7 @@ func (g *Gateway) writeLive(ctx context.Context, s *session) {
 	}
 	fields, err := g.sessionRecord(s)
 	if err == nil {
-		err = g.shared.SetSessionFields(ctx, s.hash, fields, g.idleTimeout)
+		err = g.records.SetSessionFields(ctx, s.hash, fields, g.idleTimeout)
 	}
 	if err != nil {
 		g.log.Debug("could not record a session in the shared state", "session", s.id[:8], "error", err)
@@ -539,7 +539,7 @@ func (g *Gateway) writeLive(ctx context.Context, s *session) {
 // forgetCopy says in the shared state that this replica no longer holds
 // a copy of s (it closed); the session itself may live on elsewhere.
 func (g *Gateway) forgetCopy(s *session) {
-	if !g.fleetOn() {
+	if g.records == nil {
 		return
 	}
 	go func() {
@@ -548,7 +548,7 @@ func (g *Gateway) forgetCopy(s *session) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
 		defer cancel()
-		if err := g.shared.DeleteSessionFields(ctx, s.hash, g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
+		if err := g.records.DeleteSessionFields(ctx, s.hash, g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
 			g.log.Debug("could not record a session copy's end in the shared state", "session", s.id[:8], "error", err)
 		}
 	}()
@@ -577,12 +577,12 @@ func (g *Gateway) idleEverywhere(ctx context.Context, fs fleet.Session, local st
 // dropSessionState forgets the shared state of a session that ended for
 // good (its id is remembered as ended).
 func (g *Gateway) dropSessionState(ctx context.Context, hash string) {
-	if !g.fleetOn() {
+	if g.records == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
 	defer cancel()
-	if err := g.shared.DeleteSession(ctx, hash); err != nil {
+	if err := g.records.DeleteSession(ctx, hash); err != nil {
 		g.log.Debug("could not forget an ended session's shared state", "error", err)
 	}
 }

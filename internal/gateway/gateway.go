@@ -83,6 +83,11 @@ type Options struct {
 	// that; a disconnect cancels its call at once (C9.1). When Bus is nil
 	// it is State.
 	State state.Backend
+	// Records is where every session is recorded for the fleet's admin
+	// view and terminations (sessions_admin.go): the shared state of a
+	// fleet whose sessions are sticky (no fleet.session_keys) as well as
+	// of one whose sessions are sealed. nil: State.
+	Records state.Backend
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -145,6 +150,7 @@ type Gateway struct {
 	stateCheck  StateChecker
 	stateHealth stateHealth
 	shared      state.Backend // fleet mode's shared state; nil: none
+	records     state.Backend // where sessions are recorded (Options.Records); nil: none
 	instance    string        // this process's id in reports
 	now         func() time.Time
 	loopback    bool
@@ -243,6 +249,7 @@ func New(o Options) *Gateway {
 		bus:         o.Bus,
 		stateCheck:  o.StateHealth,
 		shared:      o.State,
+		records:     o.Records,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
@@ -273,6 +280,9 @@ func New(o Options) *Gateway {
 	}
 	if g.bus != nil {
 		g.heard = state.NewHeard()
+	}
+	if g.records == nil {
+		g.records = g.shared
 	}
 	if g.now == nil {
 		g.now = time.Now

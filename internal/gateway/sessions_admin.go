@@ -132,7 +132,7 @@ func (g *Gateway) FleetSessionsReport(ctx context.Context) SessionsReport {
 	}
 	rep := g.report(infos)
 	rep.Incomplete = incomplete
-	if live := g.peers.liveIDs(); g.fleetOn() && live != nil {
+	if live := g.peers.liveIDs(); g.records != nil && live != nil {
 		rep.Replicas = slices.Sorted(maps.Keys(live))
 	}
 	return rep
@@ -182,7 +182,7 @@ func (g *Gateway) localSessions(now time.Time) []fleetSession {
 			return true
 		}
 		info := g.infoOf(s, now)
-		if g.fleetOn() {
+		if g.records != nil {
 			info.Replicas = []string{g.instance}
 		}
 		out = append(out, fleetSession{info: info, hash: s.hash, idPrefix: s.id, local: s})
@@ -269,15 +269,15 @@ func cutUTF8(s string, n int) string {
 func (g *Gateway) fleetSessions(ctx context.Context) (all []fleetSession, incomplete string, err error) {
 	now := g.now()
 	all = g.localSessions(now)
-	if !g.fleetOn() {
+	if g.records == nil {
 		return all, "", nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*busTimeout)
 	defer cancel()
-	recs, complete, err := g.shared.ListSessions(ctx, state.MaxListSessions, fieldInfo, fieldClient, fieldHeldPrefix)
+	recs, complete, err := g.records.ListSessions(ctx, state.MaxListSessions, fieldInfo, fieldClient, fieldHeldPrefix)
 	if err != nil {
 		g.log.Warn("could not list the other replicas' sessions from the shared state", "error", err)
-		return all, "the shared state (" + g.shared.Name() + ") did not answer: only the sessions of replica " + g.instance + " are listed", ErrFleetUnreachable
+		return all, "the shared state (" + g.records.Name() + ") did not answer: only the sessions of replica " + g.instance + " are listed", ErrFleetUnreachable
 	}
 	if !complete {
 		incomplete = fmt.Sprintf("the shared state holds more sessions than a report lists (%d)", state.MaxListSessions)

@@ -489,3 +489,29 @@ func TestSessionRecordBounded(t *testing.T) {
 		t.Errorf("the session as another replica reports it: %+v", s)
 	}
 }
+
+// Hole 16 in a fleet whose sessions are sticky (Redis, no
+// fleet.session_keys): the sessions are recorded all the same, so a
+// replica's report and terminations cover the others'.
+func TestStickyFleetSessionsAdmin(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	terms := newMemTerminations()
+	a, urlA := ownerGateway(t, Options{Terminations: terms, Bus: mem, Records: mem, IdleTimeout: time.Minute})
+	b, _ := ownerGateway(t, Options{Terminations: terms, Bus: mem, Records: mem, IdleTimeout: time.Minute})
+	sid := initOwned(t, urlA, "alice")
+	deadline := time.Now().Add(time.Second)
+	for len(sessionsOf(b.FleetSessionsReport(context.Background()), "alice-user")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("B's report: %+v; want alice's session on A", b.FleetSessionsReport(context.Background()).Sessions)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if res, err := b.TerminateSessions(context.Background(), "", "alice-user"); err != nil || res.Terminated != 1 {
+		t.Fatalf("terminate alice's through B: %+v, %v", res, err)
+	}
+	waitClosed(t, a, "alice-user")
+	if code, body := send(t, http.MethodPost, urlA+"/mcp", "alice", sid, listBody); code != http.StatusNotFound || body != bodyEnded {
+		t.Errorf("alice's terminated session on A: %d %s", code, body)
+	}
+}
