@@ -337,10 +337,10 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 	var wg sync.WaitGroup
 	for i, name := range rt.servers {
 		wg.Go(func() {
-			if e := g.verifyServer(ctx, name); e != nil {
+			if gone, e := g.verifyServer(ctx, name); e != nil {
 				// Removed on another replica while this one could not hear
 				// it, or not known to still be there (unheard.go).
-				if strict && e != errServerGone {
+				if strict && !gone {
 					strictErr = &clientError{rpc: e}
 				}
 				return
@@ -500,7 +500,7 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
-	if e := g.verifyServer(ctx, server); e == errServerGone {
+	if gone, e := g.verifyServer(ctx, server); gone {
 		// Removed on another replica while this one could not hear it
 		// (unheard.go): as unknown as if it had heard.
 		return nil, errInvalidParams("Unknown %s: %s", what, name)

@@ -215,7 +215,7 @@ func (g *Gateway) connecting(ctx context.Context, sc *scope, server string, op f
 	// Every call and single-server listing of server comes here: a
 	// replica that may have missed its removal re-reads it first
 	// (unheard.go).
-	if e := g.verifyServer(ctx, server); e != nil {
+	if _, e := g.verifyServer(ctx, server); e != nil {
 		return &clientError{rpc: e}
 	}
 	err := op()

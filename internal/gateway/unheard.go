@@ -31,7 +31,8 @@ import (
 // A sealed session it does not hold is checked against the terminations
 // whatever the bus says (findSession), and refused with 503 when the
 // store does not answer. Keys are re-read per use by the authenticator
-// meanwhile (callers.Authenticator.SetFresh).
+// meanwhile (callers.Authenticator.SetFresh); the admin API re-reads
+// toolsets, grants and vault entries every second.
 //
 // The reads are not cached, so a change another replica acknowledged
 // before a request arrived is seen by that request; concurrent uses of
@@ -44,8 +45,8 @@ const freshTimeout = 2 * time.Second
 // freshReads runs reads of the store for uses that must see every change
 // acknowledged before they arrived. A use that arrives while a read of
 // its key runs waits for the next one, which starts when that one ends;
-// every use arriving meanwhile shares it. So at most two reads of a key
-// are under way, and none is older than its use. The zero value is ready.
+// every use arriving meanwhile shares it. So one read of a key runs at a
+// time, and none began before the use it answers. The zero value is ready.
 type freshReads struct {
 	mu sync.Mutex
 	m  map[string]*freshKey
@@ -145,13 +146,11 @@ func (g *Gateway) checkHeld(ctx context.Context, s *session) refusal {
 	return refusedNot
 }
 
-// bodyUnverified is the JSON-RPC error of refusedUnverified (503).
-var bodyUnverified = jsonrpc.NewError(jsonrpc.CodeInternalError,
-	"Service Unavailable: this gateway cannot check now whether the session was ended (its store does not answer); try again shortly")
-
+// writeUnverified answers refusedUnverified: 503, to try again.
 func writeUnverified(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
-	writeRPCError(w, http.StatusServiceUnavailable, bodyUnverified)
+	writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError,
+		"Service Unavailable: this gateway cannot check now whether the session was ended (its store does not answer); try again shortly"))
 }
 
 // ServerCheck brings this replica in line with runtime server name as the
@@ -172,35 +171,30 @@ func withVerified(ctx context.Context, server string) context.Context {
 	return context.WithValue(ctx, verifiedKey{}, server)
 }
 
-// Errors of verifyServer.
-var (
-	errServerGone = jsonrpc.NewError(jsonrpc.CodeInvalidParams, "Unknown server: it was removed")
-)
-
 // verifyServer re-reads runtime server from the store before this
 // replica calls or lists it, when it may have missed the announcement of
-// its removal or change (see above): nil to go on, errServerGone when it
-// is no longer served, or an error for the caller when the store cannot
-// tell. A server of the config file, or one ctx already re-read, is not
-// re-read.
-func (g *Gateway) verifyServer(ctx context.Context, server string) *jsonrpc.Error {
+// its removal or change (see above). gone: it is no longer served (e is
+// then an "Unknown server" error); e alone: the store cannot tell, and
+// the caller gets e instead of the call. A server of the config file, or
+// one ctx already re-read, is not re-read.
+func (g *Gateway) verifyServer(ctx context.Context, server string) (gone bool, e *jsonrpc.Error) {
 	if g.heard.Trusted() {
-		return nil
+		return false, nil
 	}
 	check := g.serverCheck.Load()
 	if check == nil || g.file.Load().servers[server] != nil || ctx.Value(verifiedKey{}) == server {
-		return nil
+		return false, nil
 	}
 	_, err := g.fresh.read(ctx, "server:"+server, func(ctx context.Context) (bool, error) {
 		return false, (*check)(ctx, server)
 	})
 	if err != nil {
 		g.log.Warn("cannot re-read a runtime server while the bus is not heard (the store does not answer): not called", "server", server, "error", err)
-		return jsonrpc.NewError(jsonrpc.CodeInternalError,
+		return false, jsonrpc.NewError(jsonrpc.CodeInternalError,
 			"Server %s is unavailable: this gateway cannot confirm now that it is still configured (its store does not answer); try again shortly", server)
 	}
 	if _, ok := g.conf().Servers[server]; !ok {
-		return errServerGone
+		return true, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "Unknown server: %s", server)
 	}
-	return nil
+	return false, nil
 }
