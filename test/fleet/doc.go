@@ -46,9 +46,10 @@
 //  8. a rolling restart rotates the session keys (rotation_test.go);
 //  9. (issue 22) the sessions report of any replica lists every replica's
 //     sessions and a termination through any replica ends them where they
-//     are held; while Redis is down a server removed or a session deleted on
-//     one replica stays so on the others; while PostgreSQL is down an end
-//     that cannot be recorded is refused (503), never acknowledged
+//     are held; while Redis is down a server removed, a key revoked or a
+//     session deleted on one replica stays so on the others; while
+//     PostgreSQL is down an end that cannot be recorded is refused (503),
+//     never acknowledged
 //     (outage_test.go).
 //
 // The pieces a new scenario combines:

@@ -177,11 +177,12 @@ func testFleetSessionAdmin(t *testing.T, f *Fleet) {
 }
 
 // testRedisOutageHolds (hole 17): while Redis is down a replica cannot
-// hear the others' announcements, yet what another replica removed or
-// ended stays removed or ended on it: a runtime server removed on a is
-// never called through b (it is refused, its upstream sees no call), and
-// a session DELETEd on a is refused on b and c. (Either change may
-// instead be refused on a with 503; an acknowledged one must hold.)
+// hear the others' announcements, yet what another replica removed,
+// revoked or ended stays so on it: a runtime server removed on a is
+// never called through b (it is refused, its upstream sees no call), a
+// key revoked on a is refused on b at once (not after b's 5 s cache), and
+// a session DELETEd on a is refused on b and c. (Each change may instead
+// be refused on a with 503; an acknowledged one must hold.)
 func testRedisOutageHolds(t *testing.T, f *Fleet) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -210,6 +211,12 @@ func testRedisOutageHolds(t *testing.T, f *Fleet) {
 		if time.Since(start) > 3*announceWithin {
 			t.Fatalf("%s added on a, on b: %v %v", tool, rep, err)
 		}
+	}
+	// A key created on a, in b's cache (callers.DefaultCacheTTL, 5 s).
+	doomedKey, doomed := newUserKey(t, a, "doomed")
+	doomedOnB := statelessClient(http.DefaultClient, b.URL+"/mcp", doomedKey)
+	if rep, err := doomedOnB.Request(ctx, "tools/list", nil); err != nil || !rep.OK() {
+		t.Fatalf("the new key on b: %v %v", rep, err)
 	}
 	// A session created on a, resumed on b.
 	sess, err := newRawSession(ctx, http.DefaultClient, a.URL+"/mcp", aliceKey)
@@ -245,6 +252,17 @@ func testRedisOutageHolds(t *testing.T, f *Fleet) {
 		t.Logf("the removal on a was refused (503) while redis is down")
 	default:
 		t.Errorf("remove %s on a while redis is down: %d; want 204 or 503", name, removed)
+	}
+
+	switch code := a.Admin(t, http.MethodDelete, "/admin/v1/keys/"+doomed, "", nil); code {
+	case http.StatusNoContent:
+		if rep, err := doomedOnB.Request(ctx, "tools/list", nil); err != nil || rep.Status != http.StatusUnauthorized {
+			t.Errorf("the key revoked on a (204) while redis is down, on b: %v %v; want 401 at once", rep, err)
+		}
+	case http.StatusServiceUnavailable:
+		t.Logf("the revocation on a was refused (503) while redis is down")
+	default:
+		t.Errorf("revoke a key on a while redis is down: %d; want 204 or 503", code)
 	}
 
 	deleted, body := sess.Delete(ctx)
