@@ -87,6 +87,7 @@ func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return nil, false
 	}
+	prev, replacing := a.servers.applied[name]
 	if err := a.o.Gateway.AddServer(r.Context(), name, srv, a.fromFile); err != nil {
 		if errors.Is(err, gateway.ErrServerExists) {
 			writeError(w, http.StatusConflict, "Conflict", err.Error())
@@ -97,8 +98,17 @@ func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc
 	}
 	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, name, doc)
 	if err != nil {
+		// Not durable, so not made: this replica serves what the store
+		// still holds (the version it replaced, or nothing).
 		a.o.Gateway.RemoveServer(name)
 		delete(a.servers.applied, name)
+		if replacing {
+			if lerr := a.loadServer(context.WithoutCancel(r.Context()), name, prev); lerr != nil {
+				a.log.Warn("could not serve a runtime server's stored version again after a failed change", "server", name, "error", lerr)
+			} else {
+				a.servers.applied[name] = prev
+			}
+		}
 		a.storeError(w, err, name)
 		return nil, false
 	}

@@ -181,6 +181,13 @@ func (a *Authenticator) Invalidate(aliasOrHash string) { a.cache.invalidate(alia
 // Flush forgets every cached lookup (after a config reload synced keys).
 func (a *Authenticator) Flush() { a.cache.flush() }
 
+// SetFresh makes every key lookup read the store while fresh reports
+// true, instead of serving a cached one (concurrent lookups of one key
+// still share a read). A replica that may have missed another replica's
+// announcement that a key changed (its bus is not heard) sets it, so a
+// key revoked there is refused here at once rather than after CacheTTL.
+func (a *Authenticator) SetFresh(fresh func() bool) { a.cache.fresh.Store(&fresh) }
+
 // Authenticate identifies the caller of r, or says why it may not call.
 // Exactly one of the results is non-nil. The rules are in the package doc;
 // in short: a missing key -> anonymous caller or 401; an unknown, disabled

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,6 +417,39 @@ func TestInvalidate(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSetFresh: while the replica may have missed announcements (fresh
+// reports true), a key revoked in the store with nobody invalidating it
+// here is refused at the next request, not after CacheTTL; a stream's
+// re-check too. Otherwise the cache answers as before.
+func TestSetFresh(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	secret := addKey(t, s, store.Key{Alias: "revoked"})
+	spy := &spyKeys{next: s}
+	a := newAuth(t, Options{Keys: spy, CacheTTL: time.Hour})
+	var fresh atomic.Bool
+	a.SetFresh(fresh.Load)
+	c := mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	if got := spy.gets.Load(); got != 1 {
+		t.Fatalf("store lookups with the bus heard = %d, want 1 (cached)", got)
+	}
+	fresh.Store(true)
+	mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	if got := spy.gets.Load(); got != 2 {
+		t.Errorf("store lookups once fresh = %d, want 2 (read again)", got)
+	}
+	if err := s.DeleteKey(ctx, "revoked"); err != nil {
+		t.Fatal(err)
+	}
+	if w := mustFail(t, a, request(remote, HeaderAPIKey, secret)); w.Code != http.StatusUnauthorized {
+		t.Errorf("key revoked elsewhere, fresh: status %d, want 401", w.Code)
+	}
+	if a.StillValid(ctx, c) {
+		t.Error("StillValid of the revoked key, fresh = true")
 	}
 }
 

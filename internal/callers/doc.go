@@ -52,5 +52,6 @@
 // The lookup cache and the rate-limit buckets live in this process's memory.
 // With N replicas a key may make up to N times its rate limit, and a revoked
 // key keeps working on other replicas for up to CacheTTL unless they are
-// told too (Invalidate is local).
+// told too (Invalidate is local); a replica that may have missed being
+// told reads every key from the store meanwhile ([Authenticator.SetFresh]).
 package callers

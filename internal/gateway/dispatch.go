@@ -344,6 +344,14 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 	var wg sync.WaitGroup
 	for i, name := range rt.servers {
 		wg.Go(func() {
+			if gone, e := g.verifyServer(ctx, name); e != nil {
+				// Removed on another replica while this one could not hear
+				// it, or not known to still be there (unheard.go).
+				if strict && !gone {
+					strictErr = &clientError{rpc: e}
+				}
+				return
+			}
 			items, err := g.cat.List(ctx, name, k)
 			if err != nil {
 				if strict {
@@ -499,6 +507,14 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
 		return nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
+	if gone, e := g.verifyServer(ctx, server); gone {
+		// Removed on another replica while this one could not hear it
+		// (unheard.go): as unknown as if it had heard.
+		return nil, errInvalidParams("Unknown %s: %s", what, name)
+	} else if e != nil {
+		return nil, e
+	}
+	ctx = withVerified(ctx, server)
 	var (
 		it    catalog.Item
 		found bool

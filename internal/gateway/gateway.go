@@ -84,6 +84,11 @@ type Options struct {
 	// that; a disconnect cancels its call at once (C9.1). When Bus is nil
 	// it is State.
 	State state.Backend
+	// Records is where every session is recorded for the fleet's admin
+	// view and terminations (sessions_admin.go): the shared state of a
+	// fleet whose sessions are sticky (no fleet.session_keys) as well as
+	// of one whose sessions are sealed. nil: State.
+	Records state.Backend
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -135,9 +140,18 @@ type Gateway struct {
 	maxPerOwner int
 	terms       Terminations
 	bus         state.PubSub
+	// heard says whether this replica's followers of bus may have missed
+	// a message (unheard.go); nil without a bus.
+	heard *state.Heard
+	// fresh coalesces the store reads made while heard is not trusted.
+	fresh freshReads
+	// serverCheck re-reads a runtime server from the store (unheard.go);
+	// nil: the admin API set none.
+	serverCheck atomic.Pointer[ServerCheck]
 	stateCheck  StateChecker
 	stateHealth stateHealth
 	shared      state.Backend // fleet mode's shared state; nil: none
+	records     state.Backend // where sessions are recorded (Options.Records); nil: none
 	instance    string        // this process's id in reports
 	now         func() time.Time
 	// loopback: the listener accepts loopback connections only, so the
@@ -244,6 +258,7 @@ func New(o Options) *Gateway {
 		bus:         o.Bus,
 		stateCheck:  o.StateHealth,
 		shared:      o.State,
+		records:     o.Records,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
@@ -271,6 +286,12 @@ func New(o Options) *Gateway {
 	}
 	if g.bus == nil && g.shared != nil {
 		g.bus = g.shared
+	}
+	if g.bus != nil {
+		g.heard = state.NewHeard()
+	}
+	if g.records == nil {
+		g.records = g.shared
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -332,9 +353,13 @@ func (g *Gateway) Start(ctx context.Context) {
 		g.peers.join()
 	}
 	if g.bus != nil {
+		// Tracked before serving: until each follower resynchronised,
+		// what it keeps in step is checked against the store (unheard.go).
+		g.heard.Track(followTerminationsName)
 		g.bg.Add(1)
 		go g.followTerminations()
 		if g.fleetOn() {
+			g.heard.Track(followSessionsName)
 			g.bg.Add(1)
 			go g.followSessions()
 		}

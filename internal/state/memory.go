@@ -315,6 +315,41 @@ func (m *Memory) DeleteSession(_ context.Context, id string) error {
 	return nil
 }
 
+// ListSessions implements Sessions, in id order.
+func (m *Memory) ListSessions(_ context.Context, limit int, prefixes ...string) ([]SessionState, bool, error) {
+	if err := CheckListLimit(limit); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check("list sessions"); err != nil {
+		return nil, false, err
+	}
+	now := m.now()
+	ids := make([]string, 0, len(m.sessions))
+	for id, s := range m.sessions {
+		if now.Before(s.exp) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	complete := len(ids) <= limit
+	if !complete {
+		ids = ids[:limit]
+	}
+	out := make([]SessionState, 0, len(ids))
+	for _, id := range ids {
+		fields := map[string]string{}
+		for k, v := range m.sessions[id].fields {
+			if HasFieldPrefix(k, prefixes) {
+				fields[k] = v
+			}
+		}
+		out = append(out, SessionState{ID: id, Fields: fields})
+	}
+	return out, complete, nil
+}
+
 // Allow implements RateLimiter with GCRA.
 func (m *Memory) Allow(_ context.Context, key string, l Limit) (Decision, error) {
 	if err := CheckKey("rate limit key", key); err != nil {

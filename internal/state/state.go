@@ -11,7 +11,8 @@
 // It defines the [Backend] contract, one small interface per concern that
 // a consumer can depend on alone, the errors callers branch on, the
 // in-memory backend ([NewMemory]), the single-process default, and
-// [Follow], the subscribe/resync loop every consumer of the bus runs. The
+// [Follow], the subscribe/resync loop every consumer of the bus runs,
+// with [Heard], which tells a replica when it may have missed messages. The
 // Redis backend lives in state/redis and is wired by main; nothing else
 // imports it. Every backend must pass the conformance suite in state/statetest.
 //
@@ -31,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -92,6 +94,45 @@ type Sessions interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	// DeleteSession forgets session id's state.
 	DeleteSession(ctx context.Context, id string) error
+	// ListSessions returns the sessions that have state (not lapsed), in
+	// no particular order, at most limit of them (1 to MaxListSessions);
+	// complete is false when there are more. Each carries only its
+	// fields whose names begin with one of prefixes (every field when
+	// none is given), and is listed even when none does. It is for
+	// operators' views of the whole fleet, not for a request's path: a
+	// shared backend walks every session to answer.
+	ListSessions(ctx context.Context, limit int, prefixes ...string) (sessions []SessionState, complete bool, err error)
+}
+
+// MaxListSessions bounds the limit of Sessions.ListSessions.
+const MaxListSessions = 100_000
+
+// SessionState is one session of Sessions.ListSessions.
+type SessionState struct {
+	ID     string
+	Fields map[string]string
+}
+
+// CheckListLimit reports ErrInvalid unless limit is 1 to MaxListSessions.
+func CheckListLimit(limit int) error {
+	if limit < 1 || limit > MaxListSessions {
+		return fmt.Errorf("%w: a session listing's limit must be 1 to %d (got %d)", ErrInvalid, MaxListSessions, limit)
+	}
+	return nil
+}
+
+// HasFieldPrefix reports whether field name begins with one of prefixes,
+// or prefixes is empty (ListSessions' filter).
+func HasFieldPrefix(name string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // RateLimiter enforces rate limits shared by the fleet: a generic cell rate

@@ -94,6 +94,8 @@ type Fleet struct {
 	dir      string
 	cfgPath  string
 	DSN      string
+	PG       *pgtest.Server // the test binary's PostgreSQL server
+	DB       string         // the fleet's database on it
 	Redis    *redistest.Server
 	Replicas []*Replica
 	LB       *Balancer
@@ -114,8 +116,9 @@ func newFleet(t testing.TB, n int, keys ...string) *Fleet {
 	if err := os.WriteFile(filepath.Join(dir, "notes.json"), seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	db := pg.NewDatabase(t)
 	f := &Fleet{t: t, gw: gw, dir: dir, cfgPath: filepath.Join(dir, "gw.yaml"),
-		DSN: pg.DSN(pg.NewDatabase(t), pgtest.Superuser, ""), Redis: redis}
+		DSN: pg.DSN(db, pgtest.Superuser, ""), PG: pg, DB: db, Redis: redis}
 	f.writeConfig(n, notes, keys)
 	for i := range n {
 		name := string(rune('a' + i))
