@@ -531,11 +531,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
-		ts := g.callerTokens(r)
-		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
-		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
-	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS
 		// headers, so the browser lets it read replies and session ids.
@@ -559,6 +554,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		http.NotFound(w, r)
 		return
+	}
+	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
+		// The route the path names decides where a caller's Authorization
+		// may go (S9.2): to the server of a single-server route only.
+		ts := g.callerTokens(r, singleServer(&rt))
+		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
+		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
 	}
 	if g.wantsDebug(r) {
 		var done func()

@@ -759,10 +759,14 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			}
 			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.scopeCaps()}
 			// The reply travels on the stream, so the call must outlive
-			// this POST; it ends with the session instead.
+			// this POST; it ends with the session instead. It keeps every
+			// value of the POST's context (the caller, its identity, its
+			// credentials, the trace), only not its cancellation: the call
+			// is this caller's as on any other transport.
+			callCtx := context.WithoutCancel(r.Context())
 			go func(m *jsonrpc.Message) {
 				defer sess.release()
-				ctx, cancel := context.WithCancel(context.Background())
+				ctx, cancel := context.WithCancel(callCtx)
 				defer cancel()
 				go func() {
 					select {
