@@ -110,6 +110,11 @@ type Options struct {
 	// Usage sums a key's tool-call costs since a time, for the keys'
 	// budgets (budget.go); nil: budgets are not enforced.
 	Usage UsageFunc
+	// Spending, with Usage, is where the replicas of a fleet count what
+	// each key spent of its budget (the state driver redis): calls
+	// reserve their cost there before they run. nil: each replica counts
+	// its own calls beside the store's sum.
+	Spending state.Spending
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
@@ -281,7 +286,7 @@ func New(o Options) *Gateway {
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
 	if o.Usage != nil {
-		g.budgets = &budgets{usage: o.Usage, m: map[string]*budgetSpent{}}
+		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, m: map[string]*budgetSpent{}}
 	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
