@@ -145,12 +145,20 @@ func (f *stdioFront) caller(ctx context.Context) (context.Context, *callers.Call
 	}
 	id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: "127.0.0.1", Admin: c.Admin || c.Master,
 		Issuer: c.Issuer, Subject: c.Subject}
-	ctx = callers.NewContext(WithIdentity(ctx, id), c)
+	return g.withCaller(WithIdentity(ctx, id), c), c, nil
+}
+
+// withCaller makes ctx that of a call c makes without an HTTP request of
+// its own (the stdio front, an operator's call as a key): c itself, and
+// the person's own upstream credentials from the vault. No header carries
+// a token for a passthrough server.
+func (g *Gateway) withCaller(ctx context.Context, c *callers.Caller) context.Context {
+	ctx = callers.NewContext(ctx, c)
 	if st := g.st(); st.userKeys {
 		ts := &callerTokenSet{g: g, ctx: context.WithoutCancel(ctx), headers: noHeaders, person: callers.PersonID(c)}
 		ctx = context.WithValue(upstream.WithCallerTokens(ctx, ts.get), callerTokenSetKey{}, ts)
 	}
-	return ctx, c, nil
+	return ctx
 }
 
 // route is /mcp as c may use it, without the passthrough servers.
