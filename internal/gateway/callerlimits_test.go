@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/state/redis"
+	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -117,5 +120,67 @@ func TestBatchCountsEachCallAgainstLimits(t *testing.T) {
 	code, _, body = rpc(t, gw.URL+"/mcp", hdr(capped), `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
 	if code != http.StatusOK || !strings.Contains(string(body), "raw__weird") {
 		t.Errorf("tools/list past the budget: %d %.200s", code, body)
+	}
+}
+
+// Hole 15: three gateways sharing one Redis (each its own connection and
+// its own cache of the store's sum, read already: warm) and a key with a
+// budget of one call a day, called ten times at once on each: exactly one
+// call is answered and reaches the upstream, the other 29 are refused
+// with the budget's error. A key without a budget is untouched.
+func TestBudgetIsSharedByReplicas(t *testing.T) {
+	srv := redistest.New(t)
+	var calls atomic.Int64
+	up := rawUpstream(t, exoticTool, exoticResult, &calls)
+	keys := &memKeys{}
+	capped := keys.add(t, store.Key{Alias: "capped", BudgetAmount: 1, BudgetPeriod: store.BudgetDay})
+	free := keys.add(t, store.Key{Alias: "free"})
+	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
+	var urls []string
+	for range 3 {
+		sb, err := redis.Open(redis.Options{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close() })
+		raw := httpServer(up.URL + "/mcp")
+		raw.Tools = &config.ToolPolicy{Costs: map[string]float64{"*": 1}}
+		g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Usage: usage, Spending: sb,
+			Config: &config.Config{Servers: map[string]*config.Server{"raw": raw}}})
+		// Warm: this replica has read the key's spending (0) already.
+		if _, err := g.budgets.spent(context.Background(), "capped", store.PeriodStart(store.BudgetDay, time.Now()), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, gw.URL)
+	}
+	hdr := func(key string) map[string]string {
+		return map[string]string{"MCP-Protocol-Version": "2025-03-26", "X-Mcpgate-Api-Key": key}
+	}
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"raw__weird","arguments":{}}}`
+	var wg sync.WaitGroup
+	var answered, refused atomic.Int64
+	for _, u := range urls {
+		for range 10 {
+			wg.Go(func() {
+				code, _, body := rpc(t, u+"/mcp", hdr(capped), call)
+				switch {
+				case code == http.StatusOK && strings.Contains(string(body), `"result"`):
+					answered.Add(1)
+				case code == http.StatusTooManyRequests && strings.Contains(string(body), `"code":-32029,"message":"Budget exceeded: key capped has spent 1 of its daily budget of 1; it renews at `):
+					refused.Add(1)
+				default:
+					t.Errorf("a call: %d %s", code, body)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if answered.Load() != 1 || refused.Load() != 29 || calls.Load() != 1 {
+		t.Errorf("%d answered, %d refused, %d reached the upstream; want 1, 29, 1", answered.Load(), refused.Load(), calls.Load())
+	}
+	for _, u := range urls {
+		if code, _, body := rpc(t, u+"/mcp", hdr(free), call); code != http.StatusOK || !strings.Contains(string(body), `"result"`) {
+			t.Errorf("a key without a budget: %d %s", code, body)
+		}
 	}
 }

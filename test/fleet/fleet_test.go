@@ -24,6 +24,7 @@ func TestFleet(t *testing.T) {
 	t.Run("runtime key seen by every replica", func(t *testing.T) { testRuntimeKey(t, f) })
 	t.Run("admin change on one replica in force on the others", func(t *testing.T) { testAdminAcrossReplicas(t, f) })
 	t.Run("rate limit is global", func(t *testing.T) { testGlobalRateLimit(t, f) })
+	t.Run("budget is the fleet's", func(t *testing.T) { testFleetBudget(t, f) })
 	t.Run("redis outage", func(t *testing.T) { testRedisOutage(t, f) })
 	t.Run("replica killed under load", func(t *testing.T) { testKillReplica(t, f) })
 	t.Run("replica stopped under load", func(t *testing.T) { testGracefulStop(t, f) })
