@@ -86,8 +86,18 @@ servers:
 		return res.Content[0].(*mcp.TextContent).Text, res.IsError, nil
 	}
 
+	t.Run("a wrong key", func(t *testing.T) {
+		cmd := exec.Command(gw, "stdio", "--config", cfg, "--key", "not-a-key-0123456789abcdef")
+		var stderr bytes.Buffer
+		cmd.Stdin, cmd.Stderr = strings.NewReader(""), &stderr
+		const want = "mcpgate stdio: the stdio front's caller was refused: Unauthorized: the stdio front's API key is not valid (unknown, disabled or expired)"
+		if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), want) {
+			t.Errorf("exit %v, stderr %s\nwant exit 1 and %q", err, stderr.String(), want)
+		}
+	})
+
 	t.Run("master key: policy hides the denied tool", func(t *testing.T) {
-		cs := connect(t, []string{"--key", master})
+		cs := connect(t, nil, "MCPGATE_KEY="+master)
 		defer cs.Close()
 		tools, err := cs.ListTools(context.Background(), nil)
 		if err != nil {
@@ -108,8 +118,8 @@ servers:
 		}
 	})
 
-	t.Run("budgeted key from MCPGATE_KEY", func(t *testing.T) {
-		cs := connect(t, nil, "MCPGATE_KEY="+desk)
+	t.Run("budgeted key from --key", func(t *testing.T) {
+		cs := connect(t, []string{"--key", desk}, "MCPGATE_KEY="+master)
 		defer cs.Close()
 		if text, isErr, err := call(cs, "notes__get_note", map[string]any{"title": "keep"}); err != nil || isErr || !strings.Contains(text, "mine") {
 			t.Fatalf("first call: %q %v %v", text, isErr, err)
