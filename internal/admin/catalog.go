@@ -175,8 +175,13 @@ func (a *API) callTool(w http.ResponseWriter, r *http.Request) {
 		// The caller's mistake (an unknown or invisible tool, bad
 		// arguments) is a 400; anything else went wrong upstream.
 		status := http.StatusBadGateway
-		if rpcErr.Code == jsonrpc.CodeInvalidParams || rpcErr.Code == jsonrpc.CodeMethodNotFound {
+		switch rpcErr.Code {
+		case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound:
 			status = http.StatusBadRequest
+		case callers.CodeRateLimited:
+			// The key's rate limit or budget: a call as the key counts
+			// against both, as the key's own calls do.
+			status = http.StatusTooManyRequests
 		}
 		writeJSON(w, status, struct {
 			Error   string `json:"error"`
