@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -182,5 +183,43 @@ func TestBudgetIsSharedByReplicas(t *testing.T) {
 		if code, _, body := rpc(t, u+"/mcp", hdr(free), call); code != http.StatusOK || !strings.Contains(string(body), `"result"`) {
 			t.Errorf("a key without a budget: %d %s", code, body)
 		}
+	}
+}
+
+// Hole 14 on the stdio front: its requests count against its key's rate
+// limit one by one (no HTTP request pays for any): with a limit of 3, the
+// initialize and two of a batch of five calls are served, three calls are
+// refused with the rate limit's error and never reach the upstream.
+func TestStdioFrontCountsEachRequest(t *testing.T) {
+	var calls atomic.Int64
+	up := rawUpstream(t, exoticTool, exoticResult, &calls)
+	keys := &memKeys{}
+	key := keys.add(t, store.Key{Alias: "desk", RateLimitRPM: 3})
+	g, _ := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}}})
+	in := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+		batchOf(5) + "\n"
+	var out bytes.Buffer
+	if err := g.ServeStdioAs(context.Background(), key, strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	answered, refused := 0, 0
+	for line := range strings.Lines(out.String()) {
+		m, err := jsonrpc.Decode([]byte(strings.TrimSpace(line)))
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		switch {
+		case m.ID.String() == "0":
+		case m.Error == nil:
+			answered++
+		case m.Error.Code == -32029 && m.Error.Message == "Too Many Requests: rate limit exceeded for this API key":
+			refused++
+		default:
+			t.Errorf("reply %s", line)
+		}
+	}
+	if answered != 2 || refused != 3 || calls.Load() != 2 {
+		t.Errorf("%d answered, %d refused, %d upstream calls; want 2, 3, 2", answered, refused, calls.Load())
 	}
 }
