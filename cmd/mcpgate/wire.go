@@ -145,7 +145,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		stateChk gateway.StateChecker
 		// records hold every session for the fleet's admin view and
 		// terminations, sealed sessions or sticky ones.
-		records state.Backend
+		records  state.Backend
+		spending state.Spending
 	)
 	// reg is the replica registry: with fleet.session_keys the gateway
 	// joins it and forwards to the other replicas (SPEC S15).
@@ -155,6 +156,9 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	var gw atomic.Pointer[gateway.Gateway]
 	if cfg.State.DriverOrDefault() == config.StateRedis {
 		bus, tickets, reg, stateChk, records = sb, sb, sb, sb, sb
+		// Budgets too: every replica reserves a call's cost in one sum per
+		// key, instead of each spending the whole budget.
+		spending = sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -259,6 +263,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	}
 	g := gateway.New(gateway.Options{
 		Usage:               usage,
+		Spending:            spending,
 		AccessLog:           access,
 		Metrics:             m,
 		MetricsOnMain:       cfg.MetricsListen == "",

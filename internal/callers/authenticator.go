@@ -284,6 +284,29 @@ func (a *Authenticator) allow(ctx context.Context, prefix, id string, rpm int, n
 	return a.shared.allow(ctx, prefix+id, rpm, now)
 }
 
+// AllowCall takes one request from the rate limit of c (a caller
+// Authenticate returned) for a JSON-RPC request that no HTTP request of
+// its own paid for: the second and later requests of a batch, the
+// requests of a stdio front, a call an operator makes as c. A limit
+// counts requests wherever they come from, so that a batch of twenty
+// costs what twenty requests cost. It reports whether the request may
+// proceed and, if not, how long until it may; ctx marked by
+// [WithRateCounted] takes nothing (the replica that forwarded it counted
+// it). The bucket is the one Authenticate takes from.
+func (a *Authenticator) AllowCall(ctx context.Context, c *Caller) (bool, time.Duration) {
+	if c == nil || c.RateLimitRPM <= 0 {
+		return true, 0
+	}
+	if c.Issuer != "" {
+		return a.allow(ctx, limitKeyOwner, c.Owner, c.RateLimitRPM, a.now())
+	}
+	return a.allow(ctx, limitKeyAlias, c.Alias, c.RateLimitRPM, a.now())
+}
+
+// RetryAfterSeconds is the Retry-After value, in whole seconds (at least
+// one), of a refusal whose limit frees up in d.
+func RetryAfterSeconds(d time.Duration) int64 { return retryAfterSeconds(d) }
+
 // StillValid reports whether the key c was accepted with would still be
 // accepted now: not revoked, disabled or expired. Long-lived streams ask it
 // from time to time, so that a revocation reaches them too. The master key

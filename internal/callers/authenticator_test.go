@@ -912,3 +912,31 @@ func TestStillValidExpiry(t *testing.T) {
 		}
 	}
 }
+
+// AllowCall takes from the bucket Authenticate takes from (a request and
+// the calls it carries share one limit), takes nothing for a request
+// another replica counted, and nothing for a caller without a limit.
+func TestAllowCallSharesTheKeysBucket(t *testing.T) {
+	s := openStore(t)
+	secret := addKey(t, s, store.Key{Alias: "k", RateLimitRPM: 3})
+	a := newAuth(t, Options{Keys: s, Now: newFakeClock().Now})
+	c := mustAuth(t, a, request(remote, HeaderAPIKey, secret)) // 1 of 3
+	ctx := context.Background()
+	if ok, _ := a.AllowCall(WithRateCounted(ctx), c); !ok {
+		t.Error("a call another replica counted was refused")
+	}
+	for i := range 2 { // 2 and 3 of 3
+		if ok, _ := a.AllowCall(ctx, c); !ok {
+			t.Fatalf("call %d of 3 refused", i+2)
+		}
+	}
+	if ok, wait := a.AllowCall(ctx, c); ok || wait <= 0 {
+		t.Errorf("a fourth request: allowed %v, wait %v; want refused with a wait", ok, wait)
+	}
+	if w := mustFail(t, a, request(remote, HeaderAPIKey, secret)); w.Code != http.StatusTooManyRequests {
+		t.Errorf("an HTTP request after the calls spent the bucket: %d, want 429", w.Code)
+	}
+	if ok, _ := a.AllowCall(ctx, &Caller{Alias: "free"}); !ok {
+		t.Error("a caller without a limit was refused")
+	}
+}

@@ -548,6 +548,20 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 // forward sends a request upstream with progress-token mapping and the
 // request's scope as origin.
 func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	if method == mcpwire.MethodToolsCall {
+		// The caller's budget, before anything else runs for the call
+		// (budget.go): a spent budget refuses it, else its expected cost
+		// is reserved until the call's actual cost is known.
+		rsv, e := g.reserveBudget(ctx, sc, server, params)
+		if e != nil {
+			tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "budget")
+			return nil, e
+		}
+		if rsv != nil {
+			ctx = context.WithValue(ctx, reservationKey{}, rsv)
+			defer rsv.release(ctx)
+		}
+	}
 	// Guardrails (S21): pre checks before anything goes upstream.
 	var guards guard.Chain
 	var gcall guard.Call
@@ -599,6 +613,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	if method == mcpwire.MethodToolsCall {
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
+		chargeCall(ctx, g.callCost(ctx, server, params, res, rpcErr, err))
 		g.recordToolCall(ctx, sc, server, params, res, rpcErr, err, start)
 	}
 	if err != nil {

@@ -115,6 +115,11 @@ type Options struct {
 	// Usage sums a key's tool-call costs since a time, for the keys'
 	// budgets (budget.go); nil: budgets are not enforced.
 	Usage UsageFunc
+	// Spending, with Usage, is where the replicas of a fleet count what
+	// each key spent of its budget (the state driver redis): calls
+	// reserve their cost there before they run. nil: each replica counts
+	// its own calls beside the store's sum.
+	Spending state.Spending
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
@@ -302,7 +307,7 @@ func New(o Options) *Gateway {
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
 	if o.Usage != nil {
-		g.budgets = &budgets{usage: o.Usage, m: map[string]*budgetSpent{}}
+		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, m: map[string]*budgetSpent{}}
 	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
@@ -556,11 +561,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
-		ts := g.callerTokens(r)
-		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
-		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
-	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS
 		// headers, so the browser lets it read replies and session ids.
@@ -584,6 +584,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		http.NotFound(w, r)
 		return
+	}
+	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
+		// The route the path names decides where a caller's Authorization
+		// may go (S9.2): to the server of a single-server route only.
+		ts := g.callerTokens(r, singleServer(&rt))
+		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
+		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
 	}
 	if g.wantsDebug(r) {
 		var done func()

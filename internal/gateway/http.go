@@ -191,9 +191,6 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	} else {
 		noteMCP(r.Context(), "batch", "")
 	}
-	if g.overBudget(w, r, msgs) {
-		return
-	}
 	if batch {
 		for _, m := range msgs {
 			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
@@ -391,6 +388,11 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		ctx, sp = g.startMessageSpan(ctx, sc, m)
 		defer func() { tracing.EndMessage(ctx, sp, rpcErr) }()
 	}
+	// Each request takes its share of the caller's rate limit, whatever
+	// carried it (limits.go).
+	if rpcErr = g.admitRequest(ctx, sc); rpcErr != nil {
+		return jsonrpc.NewErrorResponse(m.ID, rpcErr)
+	}
 	res, rpcErr = g.safeDispatch(ctx, sc, m)
 	if errors.Is(ctx.Err(), context.Canceled) && rpcErr != nil {
 		rpcErr = jsonrpc.NewError(-32800, "Request cancelled")
@@ -432,6 +434,9 @@ type postSender struct {
 	// is then that HTTP status (S10), not a 200.
 	req     *http.Request
 	refused *refusalReply
+	// limited: a rate limit or budget refused the request (limits.go):
+	// the error reply is that HTTP status, with Retry-After.
+	limited *limitReply
 	// res buffers the stream's events for resumption (fleet mode,
 	// resume.go); nil: not resumable. gone: the client went away, events
 	// are only buffered.
@@ -530,7 +535,10 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		return
 	}
 	status := http.StatusOK
-	if reply.Error != nil && (ps.badRequest || mcpwire.IsModernErrorCode(reply.Error.Code)) {
+	if lr := ps.limited; lr != nil && reply.Error != nil {
+		ps.w.Header().Set("Retry-After", strconv.FormatInt(lr.retryAfter, 10))
+		status = lr.status
+	} else if reply.Error != nil && (ps.badRequest || mcpwire.IsModernErrorCode(reply.Error.Code)) {
 		// The stateless era's protocol errors are 400s on HTTP (and only
 		// a stateless request can get one), whatever the client accepts.
 		status = http.StatusBadRequest
@@ -733,9 +741,6 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if g.overBudget(w, r, msgs) {
-		return
-	}
 	sess.mu.Lock()
 	st, _ := sess.stream.(*streamSender)
 	sess.mu.Unlock()
@@ -777,10 +782,14 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			}
 			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.scopeCaps()}
 			// The reply travels on the stream, so the call must outlive
-			// this POST; it ends with the session instead.
+			// this POST; it ends with the session instead. It keeps every
+			// value of the POST's context (the caller, its identity, its
+			// credentials, the trace), only not its cancellation: the call
+			// is this caller's as on any other transport.
+			callCtx := context.WithoutCancel(r.Context())
 			go func(m *jsonrpc.Message) {
 				defer sess.release()
-				ctx, cancel := context.WithCancel(context.Background())
+				ctx, cancel := context.WithCancel(callCtx)
 				defer cancel()
 				go func() {
 					select {

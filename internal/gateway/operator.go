@@ -114,7 +114,9 @@ func (g *Gateway) CallAs(ctx context.Context, c *callers.Caller, path, name stri
 	params := append(append(append([]byte(`{"name":`), jsonrpc.String(name)...), `,"arguments":`...), args...)
 	params = append(params, '}')
 	m := jsonrpc.NewRequest(jsonrpc.Int64ID(1), mcpwire.MethodToolsCall, params)
-	ctx = callers.NewContext(ctx, c)
+	// The call is the key's, as if its client had made it: its rate limit
+	// and budget, its person's own credentials, its audit record.
+	ctx = g.withCaller(ctx, c)
 	sc := &scope{g: g, rt: &rt, out: discardSender{}}
 	reply := g.serve(ctx, sc, m)
 	if reply == nil {

@@ -41,6 +41,7 @@ type Memory struct {
 	streams    map[string]*memStream
 	leases     map[string]memLease
 	tickets    map[string]memTicket
+	spent      map[string]memSpent
 	subs       map[string]map[*memSub]struct{} // topic -> subscriptions
 }
 
@@ -152,6 +153,7 @@ func (m *Memory) write(op string, now time.Time) error {
 	maps.DeleteFunc(m.streams, func(_ string, s *memStream) bool { return !live(s.exp) })
 	maps.DeleteFunc(m.leases, func(_ string, l memLease) bool { return !live(l.exp) })
 	maps.DeleteFunc(m.tickets, func(_ string, t memTicket) bool { return !live(t.exp) })
+	maps.DeleteFunc(m.spent, func(_ string, s memSpent) bool { return !live(s.exp) })
 	return nil
 }
 

@@ -4,7 +4,9 @@
 // (log level, resource subscriptions), rate-limit buckets, the registry of
 // live replicas, which replica holds a session's standalone GET stream,
 // resumable SSE event buffers, short leases (one replica at a time runs a
-// vault refresh), and a pub/sub bus for invalidations.
+// vault refresh), what each key spent of its budget in the current period
+// (reserved before a call, corrected after it), and a pub/sub bus for
+// invalidations.
 // Everything it holds has a TTL or a bound; durable records (keys, audit)
 // belong to internal/store.
 //
@@ -52,6 +54,7 @@ type Backend interface {
 	PubSub
 	Leases
 	Tickets
+	Spending
 	// Name is the driver's name ("memory", "redis"), for logs and
 	// readiness reports.
 	Name() string

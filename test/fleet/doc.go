@@ -38,7 +38,10 @@
 //     second; a server added on B is listed and callable on A within a
 //     second, and gone when removed (announce_test.go; a runtime key
 //     created on A used on B and C: admin_test.go);
-//  5. rate limits are global (ratelimit_test.go);
+//  5. rate limits are global (ratelimit_test.go), and so are budgets: a
+//     one-call budget answers one call across three warm replicas, and is
+//     refused (503) rather than overspent while Redis is down
+//     (budget_test.go);
 //  6. a replica SIGKILLed or SIGTERMed under load fails only what it had
 //     in flight, and every answered call is audited (kill_test.go);
 //  7. a Redis outage degrades, visibly, instead of failing

@@ -26,6 +26,7 @@ func TestFleet(t *testing.T) {
 	t.Run("admin sessions are the fleet's", func(t *testing.T) { testFleetSessionAdmin(t, f) })
 	t.Run("rate limit is global", func(t *testing.T) { testGlobalRateLimit(t, f) })
 	t.Run("redis outage", func(t *testing.T) { testRedisOutage(t, f) })
+	t.Run("budget is the fleet's", func(t *testing.T) { testFleetBudget(t, f) })
 	t.Run("redis outage: what was removed or ended stays so", func(t *testing.T) { testRedisOutageHolds(t, f) })
 	t.Run("postgres outage: ends are refused, not half made", func(t *testing.T) { testPostgresOutageRefuses(t, f) })
 	t.Run("replica killed under load", func(t *testing.T) { testKillReplica(t, f) })

@@ -43,6 +43,8 @@ func testOutage(t *testing.T, h Harness) {
 		"ReleaseLease":     func() error { return b.ReleaseLease(ctx, "l", "h") },
 		"PutTicket":        func() error { return b.PutTicket(ctx, "t", nil, long) },
 		"TakeTicket":       func() error { _, _, err := b.TakeTicket(ctx, "t"); return err },
+		"Reserve":          func() error { _, err := b.Reserve(ctx, "s", state.Reservation{Limit: 1, TTL: long}); return err },
+		"Spend":            func() error { return b.Spend(ctx, "s", 1, long) },
 	}
 	for what, call := range calls {
 		err := call()
