@@ -259,6 +259,15 @@ func TestParseErrors(t *testing.T) {
 		{"server name with dot is quoted", "servers:\n  a.b: {transport: stdio, command: x}\n", nil, []string{`servers["a.b"]: invalid server name`}},
 		{"server name contains separator", "servers:\n  a__b: {transport: stdio, command: x}\n", nil, []string{`servers.a__b: name must not contain the tool name separator "__"`}},
 		{"custom separator", "tool_name_separator: '-'\nservers:\n  a-b: {transport: stdio, command: x}\n", nil, []string{`servers.a-b: name must not contain the tool name separator "-"`}},
+		// <server><sep><tool> must split one way only (issue 22 §4): a_ + __ + x
+		// reads as a + __ + _x.
+		{"server name ends with a separator character", "servers:\n  a_: {transport: stdio, command: x}\n", nil, []string{
+			`servers.a_: name must not begin or end with a character of the tool name separator "__" (its tools' names would read as another server's)`}},
+		{"custom separator, name ends with one of its characters", "tool_name_separator: '-_'\nservers:\n  a-: {transport: stdio, command: x}\n  b_: {transport: stdio, command: x}\n", nil, []string{
+			`servers.a-: name must not begin or end with a character of the tool name separator "-_" (its tools' names would read as another server's)`,
+			`servers.b_: name must not begin or end with a character of the tool name separator "-_" (its tools' names would read as another server's)`}},
+		{"custom separator, name begins with one of its characters", "tool_name_separator: '-z'\nservers:\n  za: {transport: stdio, command: x}\n", nil, []string{
+			`servers.za: name must not begin or end with a character of the tool name separator "-z" (its tools' names would read as another server's)`}},
 		{"unknown protocol version", srv("protocol_version: 2024-01-01"), nil, []string{
 			`servers.s.protocol_version: must be one of auto, 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28 (got "2024-01-01")`,
 		}},
@@ -352,6 +361,21 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServerNameSeparatorEdges: only a separator character at either end
+// of a server name is refused; inside a name, or with a separator it does
+// not use, it is fine.
+func TestServerNameSeparatorEdges(t *testing.T) {
+	for _, doc := range []string{
+		"servers:\n  a_b: {transport: stdio, command: x}\n",
+		"tool_name_separator: '.'\nservers:\n  a_: {transport: stdio, command: x}\n",
+		"tool_name_separator: '-'\nservers:\n  a_: {transport: stdio, command: x}\n",
+	} {
+		if _, err := Parse([]byte(doc), "", nil); err != nil {
+			t.Errorf("Parse(%q): %v", doc, err)
+		}
 	}
 }
 

@@ -148,6 +148,11 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	}
 	if sep != "" && strings.Contains(name, sep) {
 		errs.add(p, 0, "name must not contain the tool name separator %q", sep)
+	} else if sep != "" && name != "" && (strings.ContainsRune(sep, rune(name[0])) || strings.ContainsRune(sep, rune(name[len(name)-1]))) {
+		// <server><sep><tool> must split one way only: with sep "__",
+		// server "a_" and tool "x" would be named like server "a" and
+		// tool "_x" (a___x).
+		errs.add(p, 0, "name must not begin or end with a character of the tool name separator %q (its tools' names would read as another server's)", sep)
 	}
 	if s.Name != "" && s.Name != name {
 		errs.add(p, 0, "Name %q does not match the map key", s.Name)
