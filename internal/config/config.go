@@ -256,7 +256,7 @@ type Auth struct {
 	ClientSecret string `config:"client_secret,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt. For oauth2_user, the pre-registered client's secret, if it has one (only with client_id)."`
 	// PrivateKey or PrivateKeyFile (exactly one) for private_key_jwt.
 	PrivateKey     string   `config:"private_key,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"For private_key_jwt: the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA of 2048 bits or more, EC on P-256), typically ${VAR}. Never shown. Exactly one of private_key and private_key_file."`
-	PrivateKeyFile string   `config:"private_key_file,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,path" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
+	PrivateKeyFile string   `config:"private_key_file,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,path=private_key" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
 	SigningAlg     string   `config:"signing_alg,when=oauth2|oauth2_token_exchange|enterprise_managed,enum=ES256|RS256,expand,trim" doc:"For private_key_jwt: the client assertion's algorithm. Default from the key: ES256 for an EC P-256 key, RS256 for an RSA key."`
 	Scopes         []string `config:"scopes,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand" doc:"Scopes to request; each one token without spaces or quotes. For oauth2_user, absent: the scopes of the server's challenge or protected resource metadata."`
 	Audience       string   `config:"audience,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The audience parameter of the token request, for servers that need one (oauth2_token_exchange: the logical name of the server at the token service, RFC 8693)."`
@@ -294,14 +294,17 @@ func (a *Auth) ClientAuthMethod() string {
 	return a.ClientAuth
 }
 
-// TLS is a server's TLS client configuration. Relative paths are resolved
-// against Config.Dir.
+// TLS is a server's TLS client configuration: each PEM as a value or as
+// a file (relative paths are resolved against Config.Dir), never both.
 type TLS struct {
 	// Verify nil means true.
 	Verify   *bool  `config:"verify,default=true" doc:"Check the server certificate. false is for test rigs only; the gateway logs a warning when it is set."`
-	CAFile   string `config:"ca_file,expand,trim,path" doc:"PEM roots to trust instead of the system pool."`
-	CertFile string `config:"cert_file,expand,trim,path" doc:"Client certificate (PEM) for mutual TLS, with key_file."`
-	KeyFile  string `config:"key_file,expand,trim,path" doc:"Private key (PEM) of cert_file."`
+	CA       string `config:"ca,expand,trim" doc:"PEM roots to trust instead of the system pool, the certificates themselves (typically ${VAR}). Exactly one of ca and ca_file."`
+	CAFile   string `config:"ca_file,expand,trim,path=ca" doc:"A file of PEM roots to trust instead of the system pool."`
+	Cert     string `config:"cert,expand,trim" doc:"Client certificate (PEM) for mutual TLS, the certificate itself, with key or key_file. Exactly one of cert and cert_file."`
+	CertFile string `config:"cert_file,expand,trim,path=cert" doc:"A file of the client certificate (PEM) for mutual TLS, with key_file or key."`
+	Key      string `config:"key,expand,trim,secret" doc:"Private key (PEM) of the client certificate, the key itself (typically ${VAR}). Never shown. Exactly one of key and key_file."`
+	KeyFile  string `config:"key_file,expand,trim,path=key" doc:"A file of the private key (PEM) of the client certificate."`
 }
 
 // ToolPolicy filters and renames one server's tools for every caller,
@@ -399,12 +402,27 @@ func Load(path string) (*Config, error) {
 // resolves ${VAR} references (nil means no variable is set). The error, if
 // any, joins every problem found, each a *FieldError naming its field.
 func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return parse(data, dir, lookupEnv, false)
+}
+
+// ParseRuntime parses a document that comes from the network (the admin
+// API's runtime servers) as Parse does with no directory and no
+// variables, except that no field may name a file on the gateway's host
+// (a path or command field: tls.ca_file, auth.private_key_file, cwd,
+// ...). Such a field is refused by name while decoding, before anything
+// looks at the file, so the answer is the same whether it exists or not;
+// the content goes in the field's value form (tls.ca, auth.private_key).
+func ParseRuntime(data []byte) (*Config, error) {
+	return parse(data, "", nil, true)
+}
+
+func parse(data []byte, dir string, lookupEnv func(string) (string, bool), noHostFiles bool) (*Config, error) {
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
 	c := &Config{Dir: dir}
 	setDefaults(typeOf(reflect.TypeFor[Config]()), reflect.ValueOf(c).Elem())
-	lines, err := decode(data, c, lookupEnv)
+	lines, err := decode(data, c, lookupEnv, noHostFiles)
 	if err != nil {
 		return nil, err
 	}
