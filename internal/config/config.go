@@ -147,7 +147,7 @@ type Server struct {
 
 	// openapi only.
 	Spec       string             `config:"spec,required,when=openapi,expand,trim" doc:"The OpenAPI 3.0 or 3.1 document (JSON or YAML): a file, relative to the config file's directory, or an http(s) URL fetched when the server is connected (public addresses only, no redirects to another origin, at most 16MiB, within timeout). External $refs are not followed."`
-	BaseURL    string             `config:"base_url,when=openapi,expand,trim,secret" doc:"Where the API's requests go, http or https; operation paths are appended to it. Absent: the document's first servers entry (relative to the spec's URL when it is one)."`
+	BaseURL    string             `config:"base_url,when=openapi,expand,trim,secret" doc:"Where the API's requests go, http or https; operation paths are appended to it. Absent: the document's first servers entry. A document fetched by URL may only name its own origin (a relative servers URL is resolved against it; another origin is refused, and its requests are dialled as the document was, public addresses only unless the spec URL names a loopback host), whatever a later fetch says; a document file must name an absolute URL, and keeps the origin it named when first read until a restart."`
 	Operations *OpenAPIOperations `config:"operations,when=openapi" doc:"Which of the document's operations become tools. Absent: all of them."`
 
 	Timeout         time.Duration `config:"timeout,default=60s,positive" doc:"Per-request read timeout, for every transport."`

@@ -12,9 +12,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/openapi"
 )
 
 // tlsEmpty reports whether t asks for nothing beyond the system defaults.
@@ -139,6 +142,46 @@ func httpClientForServer(srv *config.Server) (*http.Client, error) {
 	}
 	tlsClients[key] = c
 	ownClients.Store(c, struct{}{})
+	return c, nil
+}
+
+// docKey identifies a client of docClient.
+type docKey struct {
+	tls  tlsKey
+	host string
+}
+
+var (
+	docClientsMu sync.Mutex
+	docClients   = map[docKey]*http.Client{}
+)
+
+// docClient is the client of an openapi server's requests when their base
+// URL came from a document fetched by URL: it dials as the fetch of the
+// document did (openapi.Dial: public addresses only, unless base names a
+// loopback host), through no proxy (the address the rule judges would be
+// the proxy's), with the server's tls block and the same-origin redirect
+// rule. One per tls block and host, bounded like the configured servers.
+func docClient(srv *config.Server, base *url.URL) (*http.Client, error) {
+	var key docKey
+	if t := srv.TLS; t != nil {
+		key.tls = tlsKey{verify: t.VerifyCerts(), caFile: t.CAFile, certFile: t.CertFile, keyFile: t.KeyFile, ca: t.CA, cert: t.Cert, key: t.Key}
+	}
+	key.host = strings.ToLower(base.Hostname())
+	docClientsMu.Lock()
+	defer docClientsMu.Unlock()
+	if c := docClients[key]; c != nil {
+		return c, nil
+	}
+	conf, err := tlsClientConfig(srv.TLS)
+	if err != nil {
+		return nil, err
+	}
+	tr := newStdTransport(conf)
+	tr.Proxy = nil
+	tr.DialContext = openapi.Dial(base, 10*time.Second)
+	c := &http.Client{Transport: tr, CheckRedirect: sameOriginRedirect}
+	docClients[key] = c
 	return c, nil
 }
 
