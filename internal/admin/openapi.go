@@ -127,7 +127,7 @@ var schemas = map[string]any{
 		"tools": map[string]any{"type": "array", "items": obj(map[string]any{"name": str, "description": str, "visible": boolean, "display_name": str})}}, "server", "source", "policy", "tools"),
 	"ServerPatch": map[string]any{"type": "object", "description": "a JSON merge patch (RFC 7396) of the server's fields (those of Server but name)"},
 	"AddedServer": obj(map[string]any{"name": str, "transport": str}),
-	"Preview":     obj(map[string]any{"Method": str, "URL": str, "Headers": map[string]any{"type": "object", "additionalProperties": strList}}),
+	"Preview":     obj(map[string]any{"method": str, "url": str, "headers": map[string]any{"type": "object", "additionalProperties": strList}}),
 	"Toolsets":    obj(map[string]any{"toolsets": map[string]any{"type": "array", "items": obj(map[string]any{"name": str, "servers": toolMap, "source": str})}}, "toolsets"),
 	"Toolset":     obj(map[string]any{"name": str, "servers": toolMap, "source": str}, "name", "servers", "source"),
 	"ToolsetBody": obj(map[string]any{"servers": toolMap}, "servers"),

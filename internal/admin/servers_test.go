@@ -94,3 +94,31 @@ func TestStoredServerWithHostFile(t *testing.T) {
 		t.Error("still stored after DELETE")
 	}
 }
+
+// TestRuntimeServerPreviewMasked (issue 22 §9): the admin API's preview
+// of a server (which the console shows) masks every static header value
+// and the credential, whatever the header's name; the server list shows
+// no value either.
+func TestRuntimeServerPreviewMasked(t *testing.T) {
+	r := newRig(t)
+	url := toolUpstream(t, "ping")
+	if code, body := r.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`",`+
+		`"headers":{"X-Custom-Cred":"s3cret","X-Jwt-Assertion":"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJndyJ9.c2ln"},"auth":{"type":"bearer_token","value":"tok-abcdefghijklmnopqrst"}}`); code != http.StatusCreated {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	code, body := r.do(t, "GET", "/admin/v1/servers/extra/preview", master, "")
+	if code != http.StatusOK {
+		t.Fatalf("preview: %d %s", code, body)
+	}
+	for _, want := range []string{`"X-Custom-Cred":["****"]`, `"X-Jwt-Assertion":["****c2ln"]`, `"Authorization":["Bearer ****qrst"]`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("preview lacks %s: %s", want, body)
+		}
+	}
+	_, list := r.do(t, "GET", "/admin/v1/servers", master, "")
+	for _, leak := range []string{"s3cret", "eyJhbGci", "tok-abcd"} {
+		if strings.Contains(body, leak) || strings.Contains(list, leak) {
+			t.Errorf("%q shown: preview %s, list %s", leak, body, list)
+		}
+	}
+}

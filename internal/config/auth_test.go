@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -429,5 +430,19 @@ func TestParseRuntimeRefusesHostFiles(t *testing.T) {
 	c, err := ParseRuntime([]byte(httpSrv("tls: {verify: false}\n    headers: {X-A: b}")))
 	if err != nil || c.Servers["up"].TLS.VerifyCerts() {
 		t.Errorf("a document without files: %v", err)
+	}
+}
+
+// TestSecretValues: every value the config marks secret, found through
+// the tags (a new secret field needs no list), and nothing else.
+func TestSecretValues(t *testing.T) {
+	s := &Server{Transport: TransportHTTP, URL: "https://u:p@up.example/mcp", Headers: map[string]string{"X-A": "hdr-secret"},
+		Auth: &Auth{Type: AuthOAuth2, ClientID: "client-id", ClientSecret: "client-secret", PrivateKey: "pem-key", TokenURL: "https://t.example"},
+		TLS:  &TLS{CA: "ca-pem", Key: "tls-key"}}
+	got := s.SecretValues()
+	slices.Sort(got)
+	want := []string{"client-secret", "hdr-secret", "https://u:p@up.example/mcp", "pem-key", "tls-key"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SecretValues = %q, want %q", got, want)
 	}
 }

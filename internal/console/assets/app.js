@@ -157,7 +157,7 @@ function servers() {
       detail.replaceChildren(head,
         h("p", { id: "test-result", class: ch.verdict === "ok" ? "state-ready" : ch.verdict === "warn" ? "state-degraded" : "error" }, `${ch.verdict}: ${facts.join(", ") || "no answer"}`),
         ch.detail ? h("p", {}, ch.detail) : null,
-        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.Method} ${pv.URL}\n` + Object.entries(pv.Headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null);
+        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.method} ${pv.url}\n` + Object.entries(pv.headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null);
     } catch (e) { detail.replaceChildren(head, errorBox(e)); }
   }
   function editServer(s) {
