@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -566,7 +567,18 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(toolsDoc("{allow: [a, b], deny: [c], overrides: {a: {name: b}, b: {name: a}}}")))
 	env := envOf(map[string]string{"A": "a", "HOME": "/h", "NOTES_TOKEN": "t", "CALC_TOKEN": "t",
 		"MCPGATE_MASTER_KEY": testMasterKey, "TEAM_A_KEY": testKey})
+	f.Add([]byte("servers:\n  s: {transport: http, url: 'https://h', tls: {ca_file: /etc/passwd, key: x}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// A document from the network never names a host file (§8).
+		if c, err := ParseRuntime(data); err == nil {
+			for name, s := range c.Servers {
+				if p := hostPaths(typeOf(reflect.TypeFor[Server]()), reflect.ValueOf(s).Elem()); p != "" {
+					t.Fatalf("ParseRuntime accepted servers.%s.%s", name, p)
+				}
+			}
+		} else {
+			fieldErrors(t, err)
+		}
 		c, err := Parse(data, "/cfg", env)
 		if err != nil {
 			fieldErrors(t, err)
@@ -584,4 +596,25 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hostPaths is the key of the first non-empty path or command field in v
+// (a struct of type ti), "" when none is set.
+func hostPaths(ti *typeInfo, v reflect.Value) string {
+	for _, f := range ti.fields {
+		fv := v.Field(f.index)
+		switch {
+		case f.kind == kString && (f.path || f.command) && fv.String() != "":
+			return f.key
+		case f.kind == kStructPtr && !fv.IsNil():
+			if p := hostPaths(f.elem, fv.Elem()); p != "" {
+				return f.key + "." + p
+			}
+		case f.kind == kStruct:
+			if p := hostPaths(f.elem, fv); p != "" {
+				return f.key + "." + p
+			}
+		}
+	}
+	return ""
 }

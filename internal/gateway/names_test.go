@@ -366,3 +366,41 @@ func TestOnceSetBounded(t *testing.T) {
 		t.Errorf("set holds %d keys, more than %d", n, onceSetMax)
 	}
 }
+
+// FuzzExposedNames: with server names the config accepts, every exposed
+// name <server><sep><tool> resolves to exactly that server and tool, and
+// the one server's route names it unprefixed: no two servers can produce
+// one name, whatever their tools are called (issue 22 §4).
+func FuzzExposedNames(f *testing.F) {
+	f.Add("a", "a_", "_x", "__")
+	f.Add("a", "ab", "b__c", "__")
+	f.Add("a-b", "a", "-b-x", "-")
+	f.Add("x", "y", "z", ".")
+	f.Add("a1", "a", "1__", "1")
+	f.Fuzz(func(t *testing.T, s1, s2, tool, sep string) {
+		if s1 == s2 || tool == "" || len(s1)+len(s2)+len(tool)+len(sep) > 200 {
+			return
+		}
+		cfg := &config.Config{ToolNameSeparator: sep, Servers: map[string]*config.Server{
+			s1: {Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp"},
+			s2: {Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp"},
+		}}
+		if cfg.Validate() != nil {
+			return
+		}
+		g := &Gateway{sep: sep}
+		g.state.Store(newState(cfg))
+		rt := &route{servers: slices.Sorted(slices.Values([]string{s1, s2})), prefixed: true}
+		for _, s := range []string{s1, s2} {
+			name := g.exposed(rt, catalog.Tools, s, tool)
+			got := g.candidates(rt, catalog.Tools, name)
+			if len(got) != 1 || got[0] != (toolRef{s, tool}) {
+				t.Fatalf("servers %q and %q, sep %q: %q (tool %q of %q) resolves to %v", s1, s2, sep, name, tool, s, got)
+			}
+			single := &route{servers: []string{s}}
+			if got := g.candidates(single, catalog.Tools, g.exposed(single, catalog.Tools, s, tool)); len(got) != 1 || got[0] != (toolRef{s, tool}) {
+				t.Fatalf("single-server route of %q: %q resolves to %v", s, tool, got)
+			}
+		}
+	})
+}
