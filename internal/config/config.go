@@ -73,7 +73,7 @@ type Config struct {
 	ToolNameSeparator string   `config:"tool_name_separator,default=__" doc:"Joins server and tool names in the merged catalog (calc__add); one or more of [A-Za-z0-9_.-]."`
 	MaxBodyBytes      int64    `config:"max_body_bytes,default=4MiB,size,positive" doc:"Request body limit: a larger body gets 413 with JSON-RPC -32600 \"Request body exceeds N bytes\"."`
 	// Servers are the upstream MCP servers, keyed by name.
-	Servers map[string]*Server `config:"servers" keys:"^[a-z0-9][a-z0-9_-]*$" doc:"The upstream MCP servers, keyed by name: [a-z0-9][a-z0-9_-]*, not containing the tool name separator."`
+	Servers map[string]*Server `config:"servers" keys:"^[a-z0-9][a-z0-9_-]*$" doc:"The upstream MCP servers, keyed by name: [a-z0-9][a-z0-9_-]*, not containing the tool name separator nor beginning or ending with one of its characters (with __, a_ is refused: its tool x and server a's tool _x would both be a___x)."`
 
 	// DataDir: Parse resolves it against Dir, so the default becomes
 	// Dir/data (or "data", relative to the working directory, when Dir is
