@@ -20,7 +20,7 @@ package gateway
 //
 // Resource URIs are not renamed; a URI that more than one server of a
 // route claims (lists it, or has a template matching it) is treated the
-// same way (routeURI in dispatch.go).
+// same way (claimURI in dispatch.go).
 
 import (
 	"context"
