@@ -28,7 +28,7 @@ var docs = map[string]opDoc{
 	"PUT /grants/{kind}/{value}":            {summary: "Create or replace the runtime grant of a user, team or role (kind: user|team|role); applies at once", body: "KeyAttributes", response: "Grant", status: "200"},
 	"DELETE /grants/{kind}/{value}":         {summary: "Remove a runtime grant (config-file grants are read-only)", status: "204"},
 	"GET /servers":                          {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
-	"POST /servers":                         {summary: "Add (or replace) a runtime sse/http server: the fields of a config-file server entry plus name", body: "Server", response: "AddedServer", status: "201"},
+	"POST /servers":                         {summary: "Add (or replace) a runtime sse/http/openapi server: the fields of a config-file server entry plus name, except those naming a file on the gateway's host (tls.ca_file, tls.cert_file, tls.key_file, auth.private_key_file: give tls.ca, tls.cert, tls.key, auth.private_key, the PEM itself)", body: "Server", response: "AddedServer", status: "201"},
 	"PATCH /servers/{name}":                 {summary: "Change a runtime server with a JSON merge patch (RFC 7396) of its fields: present members replace the stored ones, null removes one, the rest (credentials included) is kept", body: "ServerPatch", response: "AddedServer", status: "200"},
 	"DELETE /servers/{name}":                {summary: "Remove a runtime server (config-file servers are read-only)", status: "204"},
 	"GET /servers/{name}/preview":           {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
