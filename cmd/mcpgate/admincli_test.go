@@ -847,3 +847,24 @@ func TestUsageCommand(t *testing.T) {
 		t.Error("a usage error reached the gateway")
 	}
 }
+
+// TestCellNeutralisesTerminalControls: a table cell never carries a
+// control or bidi character to the terminal (a hostile upstream's tool
+// name with an ESC sequence, a client's name with an override).
+func TestCellNeutralisesTerminalControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"echo":                  "echo",
+		"":                      "-",
+		"a\tb\nc":               "a b c",
+		"x\x1b]0;pwned\x07y":    `x\u001b]0;pwned\u0007y`,
+		"\x1b[2Jclear":          `\u001b[2Jclear`,
+		"\u009b31mred":          `\u009b31mred`,
+		"safe\u202egnp.exe":     `safe\u202egnp.exe`,
+		"héllo wörld":           "héllo wörld",
+		"\u2066isolate\u2069ok": `\u2066isolate\u2069ok`,
+	} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -365,6 +365,8 @@ func TestRuntimeServers(t *testing.T) {
 		{`{"name":"x","transport":"http","url":"http://h","auth":{"type":"basic","value":"nocolon"}}`, `servers.x.auth.value: must be \"user:password\"`},
 		{`{"name":"x","transport":"http","url":"http://h","timout":"1s"}`, "servers.x.timout: unknown field (did you mean timeout?)"},
 		{`{"name":"Bad!","transport":"http","url":"http://h"}`, "name: must match"},
+		// Its tools would read as another server's: calc_ + __ + x is calc + __ + _x.
+		{`{"name":"calc_","transport":"http","url":"http://h"}`, `servers.calc_: name must not begin or end with a character of the tool name separator \"__\"`},
 	} {
 		code, body := r.do(t, "POST", "/admin/v1/servers", master, tc.body)
 		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {

@@ -201,7 +201,8 @@ type Gateway struct {
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
 	routes     sync.Map  // routeKey -> route (read-only once stored)
-	badNames   sync.Map  // exposed tool names already warned about
+	badNames   onceSet   // exposed tool names already warned about
+	conflicts  onceSet   // names left out as ambiguous, already reported (names.go)
 	searchIdx  sync.Map  // server -> *serverIndexes (S20)
 	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
