@@ -81,6 +81,7 @@ fuzz ./internal/upstream/ FuzzReadLine
 fuzz ./internal/catalog/ FuzzTemplateRegexp
 fuzz ./internal/toolsearch/ FuzzTokenize
 fuzz ./internal/gateway/ FuzzParseServersInPath
+fuzz ./internal/gateway/ FuzzExposedNames
 fuzz ./internal/gateway/ FuzzClassifyBody
 fuzz ./internal/gateway/ FuzzAskReplica
 fuzz ./internal/mcpwire/ FuzzParamHeaders

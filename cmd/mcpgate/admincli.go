@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -226,13 +227,34 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 }
 
-// cell makes s fit a table cell: one line, no tabs, "-" when empty.
+// cell makes s fit a table cell: one line, no tabs, "-" when empty. Cells
+// show what upstreams (tool names and descriptions), clients and tokens
+// chose, so a control or bidirectional-override character is written as
+// its \u escape: a terminal must not run it (an ESC sequence could
+// rewrite the screen or the window title) nor reorder what follows.
 func cell(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if s == "" {
 		return "-"
 	}
-	return s
+	if strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// unsafeRune reports whether r changes how a terminal shows what follows:
+// a C0 or C1 control, or a bidirectional embedding, override or isolate.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
 }
 
 // truncate shortens s to at most n runes, marking the cut with "...".

@@ -467,6 +467,42 @@ func TestSessions(t *testing.T) {
 	}
 }
 
+// A fleet's report: each session's replicas in a column, the replicas
+// the report covers in the summary, and why it may miss sessions.
+func TestSessionsListFleet(t *testing.T) {
+	clearAdminEnv(t)
+	f := newFakeAdmin(t, func(adminRequest) (int, string) {
+		return 200, `{"instance":"r1","total":2,"by_client":[],"by_user":[],"replicas":["r1","r2"],
+		"incomplete":"the shared state holds more sessions than a report lists (100000)",
+		"sessions":[
+		 {"id_prefix":"abcd1234","route":"/mcp","servers":[],"created":"2026-01-02T03:04:05Z","idle_seconds":0,"in_flight":0,"upstream_sessions":0,"replicas":["r1","r2"]},
+		 {"id_prefix":"bcde2345","route":"/mcp","servers":[],"created":"2026-01-02T03:05:05Z","idle_seconds":0,"in_flight":0,"upstream_sessions":0,"replicas":[]}]}`
+	})
+	code, stdout, stderr := cli(t, "sessions", "list", "--url", f.URL)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("output:\n%s", stdout)
+	}
+	for i, want := range [][]string{
+		{"ID", "CLIENT", "USER", "KEY", "IP", "ROUTE", "CREATED", "IDLE", "IN", "FLIGHT", "REPLICAS"},
+		{"abcd1234", "-", "-", "-", "-", "/mcp", "2026-01-02T03:04:05Z", "0s", "0", "r1,r2"},
+		{"bcde2345", "-", "-", "-", "-", "/mcp", "2026-01-02T03:05:05Z", "0s", "0", "-"},
+	} {
+		if got := strings.Fields(lines[i]); !reflect.DeepEqual(got, want) {
+			t.Errorf("row %d: %q, want %q", i, got, want)
+		}
+	}
+	if want := "2 session(s) on replicas r1, r2 (asked r1)"; lines[3] != want {
+		t.Errorf("summary %q, want %q", lines[3], want)
+	}
+	if want := "incomplete: the shared state holds more sessions than a report lists (100000)"; lines[4] != want {
+		t.Errorf("last line %q, want %q", lines[4], want)
+	}
+}
+
 func TestToolsList(t *testing.T) {
 	clearAdminEnv(t)
 	long := strings.Repeat("word ", 20)
@@ -809,5 +845,26 @@ func TestUsageCommand(t *testing.T) {
 	}
 	if len(f.requests()) != n {
 		t.Error("a usage error reached the gateway")
+	}
+}
+
+// TestCellNeutralisesTerminalControls: a table cell never carries a
+// control or bidi character to the terminal (a hostile upstream's tool
+// name with an ESC sequence, a client's name with an override).
+func TestCellNeutralisesTerminalControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"echo":                  "echo",
+		"":                      "-",
+		"a\tb\nc":               "a b c",
+		"x\x1b]0;pwned\x07y":    `x\u001b]0;pwned\u0007y`,
+		"\x1b[2Jclear":          `\u001b[2Jclear`,
+		"\u009b31mred":          `\u009b31mred`,
+		"safe\u202egnp.exe":     `safe\u202egnp.exe`,
+		"héllo wörld":           "héllo wörld",
+		"\u2066isolate\u2069ok": `\u2066isolate\u2069ok`,
+	} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

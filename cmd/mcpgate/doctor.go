@@ -378,8 +378,9 @@ func describeFailure(ctx context.Context, err error, timeout time.Duration) stri
 }
 
 // secretScrubber returns a function that replaces every credential srv is
-// configured with (its URL, header and env values, auth secrets and the
-// password and query values of its URL) with "***".
+// configured with (every value its config marks secret: the URL, header
+// and env values, auth secrets, private keys; and the password, user and
+// query values of its URL) with "***".
 func secretScrubber(srv *config.Server) func(string) string {
 	var secrets []string
 	add := func(s string) {
@@ -387,8 +388,13 @@ func secretScrubber(srv *config.Server) func(string) string {
 			secrets = append(secrets, s)
 		}
 	}
-	add(srv.URL)
-	add(srv.BaseURL)
+	for _, v := range srv.SecretValues() {
+		add(v)
+		// "Bearer abc" is sent as is; its bare token may show alone.
+		if _, tok, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
+			add(tok)
+		}
+	}
 	if u, err := url.Parse(cmp.Or(srv.URL, srv.BaseURL)); err == nil {
 		if p, ok := u.User.Password(); ok {
 			add(p)
@@ -400,22 +406,6 @@ func secretScrubber(srv *config.Server) func(string) string {
 			for _, v := range vs {
 				add(v)
 			}
-		}
-	}
-	for _, v := range srv.Headers {
-		add(v)
-	}
-	for _, v := range srv.Env {
-		add(v)
-	}
-	if a := srv.Auth; a != nil {
-		add(a.Value)
-		add(a.ClientSecret)
-		add(a.PrivateKey)
-		add(a.IdPClientSecret)
-		// "Bearer abc" is sent as is; its bare token may show alone.
-		if _, tok, ok := strings.Cut(a.Value, " "); ok {
-			add(tok)
 		}
 	}
 	// Longest first: the URL goes before the parts of it.

@@ -46,7 +46,7 @@ const usage = `mcpgate: one MCP endpoint in front of many MCP servers.
 
 Usage:
   mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
-  mcpgate stdio    --config FILE                   serve MCP over stdin/stdout
+  mcpgate stdio    --config FILE [--key KEY]       serve MCP over stdin/stdout, as a key ($MCPGATE_KEY)
   mcpgate validate --config FILE [--json]          check a config file, serve nothing
   mcpgate doctor   --config FILE [--json] [--timeout D]   check the config and reach each upstream
   mcpgate config schema|reference                  the config file's JSON Schema, or its reference

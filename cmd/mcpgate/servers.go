@@ -100,7 +100,7 @@ func (c *serversCommand) preview(args []string) error {
 				}
 			}
 		}) {
-			fmt.Fprintf(c.stdout, "env %s=****\n", k)
+			fmt.Fprintf(c.stdout, "env %s=%s\n", k, upstream.Mask(srv.Env[k]))
 		}
 		return nil
 	}

@@ -68,7 +68,7 @@ servers:
   up:
     transport: http
     url: https://up.example.com/mcp
-    headers: {X-Trace: abc}
+    headers: {X-Trace: abc, X-Custom-Cred: s3cret, X-Jwt-Assertion: eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJndyJ9.c2ln}
     auth: {type: bearer_token, value: "${UP_TOKEN}", header_name: esb-oauth}
   notes:
     transport: stdio
@@ -80,13 +80,17 @@ servers:
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	got := out.String()
-	for _, want := range []string{"POST https://up.example.com/mcp\n", "Esb-Oauth: Bearer ****WXYZ\n", "X-Trace: abc\n", "Accept: application/json, text/event-stream\n"} {
+	// Every static header is masked, whatever its name (issue 22 §9).
+	for _, want := range []string{"POST https://up.example.com/mcp\n", "Esb-Oauth: Bearer ****WXYZ\n", "X-Trace: ****\n", "X-Custom-Cred: ****\n",
+		"X-Jwt-Assertion: ****c2ln\n", "Accept: application/json, text/event-stream\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("preview lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "0123456789") || strings.Contains(got, "Authorization") {
-		t.Errorf("preview leaks or misplaces the credential:\n%s", got)
+	for _, leak := range []string{"0123456789", "Authorization", "s3cret", "abc", "eyJhbGci"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("preview leaks or misplaces %q:\n%s", leak, got)
+		}
 	}
 	out.Reset()
 	if code := run([]string{"servers", "preview", "notes", "--config", p}, &out, &errb); code != 0 || strings.Contains(out.String(), "n-secret") || !strings.Contains(out.String(), "env NOTES_TOKEN=****") {
@@ -126,7 +130,7 @@ servers:
 		"/eu-west-1/execute-api/aws4_request, SignedHeaders=accept;content-type;host;x-amz-content-sha256;x-amz-date;x-trace, Signature=****\n",
 		"X-Amz-Content-Sha256: <sha256 of the body>\n",
 		"X-Amz-Date: ",
-		"X-Trace: abc\n",
+		"X-Trace: ****\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("preview lacks %q:\n%s", want, got)

@@ -32,22 +32,35 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 	if printed, err := getReport(ctx, "sessions list", args, "sessions", c.stdout, &rep); printed || err != nil {
 		return err
 	}
+	// A fleet's report names the replicas holding each session.
+	fleet := len(rep.Replicas) > 0
 	tw := newTable(c.stdout)
-	fmt.Fprintln(tw, "ID\tCLIENT\tUSER\tKEY\tIP\tROUTE\tCREATED\tIDLE\tIN FLIGHT")
+	head := "ID\tCLIENT\tUSER\tKEY\tIP\tROUTE\tCREATED\tIDLE\tIN FLIGHT"
+	if fleet {
+		head += "\tREPLICAS"
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range rep.Sessions {
 		client := s.ClientName
 		if client != "" && s.ClientVersion != "" {
 			client += "/" + s.ClientVersion
 		}
 		idle := (time.Duration(s.IdleSeconds) * time.Second).String()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.IDPrefix, cell(client), cell(s.User), cell(s.KeyAlias),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d", s.IDPrefix, cell(client), cell(s.User), cell(s.KeyAlias),
 			cell(s.ClientIP), cell(s.Route), cell(s.Created), idle, s.InFlight)
+		if fleet {
+			fmt.Fprintf(tw, "\t%s", cell(strings.Join(s.Replicas, ",")))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	summary := fmt.Sprintf("%d session(s)", rep.Total)
-	if rep.Instance != "" {
+	switch {
+	case fleet:
+		summary += " on replicas " + strings.Join(rep.Replicas, ", ") + " (asked " + rep.Instance + ")"
+	case rep.Instance != "":
 		summary += " on " + rep.Instance
 	}
 	if len(rep.ByClient) > 0 {
@@ -56,8 +69,14 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 	if len(rep.ByUser) > 0 {
 		summary += "; by user: " + counts(rep.ByUser)
 	}
-	_, err := fmt.Fprintln(c.stdout, summary)
-	return err
+	if _, err := fmt.Fprintln(c.stdout, summary); err != nil {
+		return err
+	}
+	if rep.Incomplete != "" {
+		_, err := fmt.Fprintln(c.stdout, "incomplete: "+rep.Incomplete)
+		return err
+	}
+	return nil
 }
 
 func counts(cs []gateway.Count) string {

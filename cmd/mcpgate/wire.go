@@ -143,6 +143,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		bus      state.PubSub
 		tickets  state.Tickets
 		stateChk gateway.StateChecker
+		// records hold every session for the fleet's admin view and
+		// terminations, sealed sessions or sticky ones.
+		records  state.Backend
+		spending state.Spending
 	)
 	// reg is the replica registry: with fleet.session_keys the gateway
 	// joins it and forwards to the other replicas (SPEC S15).
@@ -151,7 +155,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// limits' fallback divides by.
 	var gw atomic.Pointer[gateway.Gateway]
 	if cfg.State.DriverOrDefault() == config.StateRedis {
-		bus, tickets, reg, stateChk = sb, sb, sb, sb
+		bus, tickets, reg, stateChk, records = sb, sb, sb, sb, sb
+		// Budgets too: every replica reserves a call's cost in one sum per
+		// key, instead of each spending the whole budget.
+		spending = sb
 		// The rate limits are the fleet's (SPEC S15); with the memory
 		// driver they stay the authenticator's own buckets, as they were.
 		replicas := cfg.State.ReplicasOrDefault()
@@ -256,6 +263,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	}
 	g := gateway.New(gateway.Options{
 		Usage:               usage,
+		Spending:            spending,
 		AccessLog:           access,
 		Metrics:             m,
 		MetricsOnMain:       cfg.MetricsListen == "",
@@ -272,10 +280,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Replicas:            reg,
 		StateHealth:         stateChk,
 		State:               fleetState(cfg, sb),
+		Records:             records,
 		Vault:               vlt,
 		Tracer:              tracer,
 	})
 	gw.Store(g)
+	// A replica that may have missed the announcement of a key's change
+	// (its bus not heard) reads keys from the store per use meanwhile.
+	auth.SetFresh(func() bool { return !g.BusHeard().Trusted() })
 	if as != nil {
 		g.MountAuthServer(as.Handler())
 		g.SetPersonConfirmer(personConfirmer{as})

@@ -338,7 +338,15 @@ func (a *API) listServers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, a.o.Gateway.SessionsReport())
+	writeJSON(w, http.StatusOK, a.o.Gateway.FleetSessionsReport(r.Context()))
+}
+
+// terminateRefused is a termination's 503: what was ended before it
+// stopped, and why it did not end the rest.
+type terminateRefused struct {
+	gateway.TerminateResult
+	Error   string `json:"error"`
+	Details string `json:"details"`
 }
 
 type terminateRequest struct {
@@ -356,12 +364,24 @@ func (a *API) terminateSessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
+	if res.Terminated > 0 || err == nil {
+		a.audit(r.Context(), "session.terminate", req.SessionIDPrefix, map[string]any{"user": req.User, "terminated": res.Terminated})
+	}
 	if err != nil {
-		a.log.Error("terminate sessions", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "could not record the termination")
+		// Not every matching session was ended: the operator is told,
+		// with those that were, and may send it again (ended ones are
+		// not counted twice).
+		a.log.Error("terminate sessions: not every matching session was ended", "terminated", res.Terminated, "error", err)
+		details := fmt.Sprintf("%d sessions were ended; ", res.Terminated)
+		if errors.Is(err, gateway.ErrFleetUnreachable) {
+			details += err.Error()
+		} else {
+			details += "the store did not record the end of the next one, which was not ended, nor any after it"
+		}
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, terminateRefused{TerminateResult: res, Error: "Service Unavailable", Details: details + ": try again shortly"})
 		return
 	}
-	a.audit(r.Context(), "session.terminate", req.SessionIDPrefix, map[string]any{"user": req.User, "terminated": res.Terminated})
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -440,7 +460,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 	calls, next, err := a.o.Store.ListToolCalls(r.Context(), f)
 	if err != nil {
 		a.log.Error("list tool calls", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	page := ToolCallPage{Calls: make([]ToolCallRecord, 0, len(calls)), Next: cursorString(next)}
@@ -496,7 +516,7 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request) {
 	rows, err := ul.SumUsage(r.Context(), f)
 	if err != nil {
 		a.log.Error("sum usage", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	rep := UsageReport{By: f.By, Since: q.Get("since"), Until: q.Get("until"), Usage: make([]UsageRow, 0, len(rows))}
@@ -537,7 +557,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 	entries, next, err := a.o.Store.ListAudit(r.Context(), store.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Limit: limit, Before: before})
 	if err != nil {
 		a.log.Error("list audit events", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	out := struct {

@@ -365,6 +365,8 @@ func TestRuntimeServers(t *testing.T) {
 		{`{"name":"x","transport":"http","url":"http://h","auth":{"type":"basic","value":"nocolon"}}`, `servers.x.auth.value: must be \"user:password\"`},
 		{`{"name":"x","transport":"http","url":"http://h","timout":"1s"}`, "servers.x.timout: unknown field (did you mean timeout?)"},
 		{`{"name":"Bad!","transport":"http","url":"http://h"}`, "name: must match"},
+		// Its tools would read as another server's: calc_ + __ + x is calc + __ + _x.
+		{`{"name":"calc_","transport":"http","url":"http://h"}`, `servers.calc_: name must not begin or end with a character of the tool name separator \"__\"`},
 	} {
 		code, body := r.do(t, "POST", "/admin/v1/servers", master, tc.body)
 		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
@@ -465,6 +467,60 @@ func TestOpenAPIForbiddenText(t *testing.T) {
 		self := selfRoutes[method+" "+Prefix+path]
 		if (got == "Not an admin key") == self {
 			t.Errorf("%s: 403 %q", key, got)
+		}
+	}
+}
+
+// Issue 22 hole 3's class: a call made as a key is the key's call. Its
+// budget applies (the second call of a one-call budget is refused with
+// the budget's error, 429) and so does its rate limit; a key without
+// either is not affected.
+func TestCallAsKeyCountsAgainstItsLimits(t *testing.T) {
+	cfg := &config.Config{
+		Listen: "127.0.0.1:0", ToolNameSeparator: "__",
+		Servers: map[string]*config.Server{
+			"calc": {Name: "calc", Transport: config.TransportHTTP, URL: toolUpstream(t, "add"), Timeout: 5 * time.Second,
+				Tools: &config.ToolPolicy{Costs: map[string]float64{"*": 1}}},
+		},
+		Auth: &config.CallerAuth{MasterKey: master},
+	}
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
+	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
+	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st, Usage: usage})
+	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate,
+		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return nil }}))
+	ts := httptest.NewServer(g)
+	t.Cleanup(func() {
+		ts.Close()
+		_ = g.Close(context.Background())
+		auth.Close()
+		st.Close()
+	})
+	r := &rig{url: ts.URL, store: st, gw: g}
+	r.createKey(t, `{"alias":"capped","budget":{"amount":1,"period":"day"}}`)
+	r.createKey(t, `{"alias":"slow","rate_limit_rpm":1}`)
+	r.createKey(t, `{"alias":"free"}`)
+	call := func(key string) (int, string) {
+		return r.do(t, "POST", "/admin/v1/tools/call", master, `{"name":"calc__add","arguments":{},"key":"`+key+`"}`)
+	}
+	for _, key := range []string{"capped", "slow"} {
+		if code, body := call(key); code != 200 || !strings.Contains(body, "called ") {
+			t.Fatalf("first call as %s: %d %s", key, code, body)
+		}
+	}
+	if code, body := call("capped"); code != http.StatusTooManyRequests || !strings.Contains(body, `"details":"Budget exceeded: key capped has spent 1 of its daily budget of 1; it renews at `) {
+		t.Errorf("second call as capped: %d %s; want 429 with the budget's error", code, body)
+	}
+	if code, body := call("slow"); code != http.StatusTooManyRequests || !strings.Contains(body, `"details":"Too Many Requests: rate limit exceeded for this API key"`) {
+		t.Errorf("second call as slow: %d %s; want 429 with the rate limit's error", code, body)
+	}
+	for range 3 {
+		if code, body := call("free"); code != 200 {
+			t.Errorf("a call as a key without limits: %d %s", code, body)
 		}
 	}
 }

@@ -30,7 +30,13 @@ import (
 // the store holds. A message never carries a secret (keys are named by
 // alias, vault entries by their keyed hash). Delivery is at most once; publishing failures are logged and never fail
 // the request (the change is committed, and the others converge at their
-// next resync).
+// next resync). A replica that may have missed announcements (its bus not
+// heard: the gateway's state.Heard, which this follower reports to)
+// re-reads meanwhile what they could have changed: a runtime server
+// before each use (checkServer, the gateway's ServerCheck), keys at each
+// request (the authenticator, wired by cmd/mcpgate), toolsets, grants and
+// vault entries every catchUpEvery. A change the store does not record is
+// refused with 503 and never announced (storeError).
 
 // TopicChanges is the bus topic of admin changes.
 const TopicChanges = "gateway:admin"
@@ -77,6 +83,18 @@ func (a *API) announce(ctx context.Context, kind, name string) {
 	}
 }
 
+// followName names the follower of admin changes in logs and in the
+// gateway's state.Heard.
+const followName = "admin changes"
+
+// catchUpEvery is how often a replica that may have missed announcements
+// (its bus not heard: the gateway's state.Heard) re-reads what it serves
+// from the store: toolsets, grants and vault entries are then at most
+// that much behind the other replicas' changes. Runtime servers and keys
+// are re-read per use meanwhile (verifyServer, the authenticator's fresh
+// lookups), so they are never behind.
+const catchUpEvery = time.Second
+
 // Start follows the other replicas' changes, when there is a bus, until
 // Close. Call it once, after the runtime servers and toolsets were loaded
 // (SyncServers, SyncToolsets).
@@ -84,20 +102,87 @@ func (a *API) Start() {
 	if a.o.Bus == nil {
 		return
 	}
+	var heard *state.Heard
+	if a.o.Gateway != nil {
+		heard = a.o.Gateway.BusHeard()
+		// Before serving: until the follower first resynchronised,
+		// what it keeps in step is re-read per use.
+		heard.Track(followName)
+		a.o.Gateway.SetServerCheck(a.checkServer)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
-	a.bg.Add(1)
+	a.bg.Add(2)
 	go func() {
 		defer a.bg.Done()
 		state.Follow(ctx, a.o.Bus, state.FollowOptions{
 			Topics:  []string{TopicChanges},
-			What:    "admin changes",
+			What:    followName,
+			Heard:   heard,
 			Logger:  a.log,
 			Timeout: busTimeout,
 			Handle:  a.applyChange,
 			Resync:  a.resync,
 		})
 	}()
+	go func() {
+		defer a.bg.Done()
+		a.catchUp(ctx, heard)
+	}()
+}
+
+// catchUp re-reads, every catchUpEvery while heard is not trusted, what
+// an announcement missed meanwhile would have changed, until ctx ends.
+func (a *API) catchUp(ctx context.Context, heard *state.Heard) {
+	if heard == nil {
+		return
+	}
+	t := time.NewTicker(catchUpEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if heard.Trusted() {
+			failing = false
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, busTimeout)
+		if a.o.Vault != nil {
+			a.o.Vault.ForgetAll()
+		}
+		err := errors.Join(a.SyncServers(cctx), a.SyncToolsets(cctx), a.ReloadGrants(cctx))
+		cancel()
+		if err != nil && !failing && ctx.Err() == nil {
+			a.log.Warn("the bus is not heard and the store does not answer: toolsets and grants may be behind the other replicas' changes", "error", err)
+		}
+		failing = err != nil
+	}
+}
+
+// checkServer is the gateway's ServerCheck: it brings the runtime server
+// name in line with the store now (served as stored, or no longer), and
+// fails when the store cannot be read.
+func (a *API) checkServer(ctx context.Context, name string) error {
+	o, err := a.o.Store.GetObject(ctx, store.KindServer, name)
+	r := a.servers
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if _, served := r.applied[name]; served {
+			a.log.Info("runtime server removed on another replica, found while the bus is not heard", "server", name)
+		}
+		r.unloadLocked(a, name)
+	case err != nil:
+		return err
+	default:
+		r.loadLocked(ctx, a, o)
+	}
+	return nil
 }
 
 // Close stops following; the follower is gone when it returns.

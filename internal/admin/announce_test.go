@@ -45,6 +45,21 @@ type replica struct {
 // fleetRig starts n replicas on one store (each opens its own) and one
 // bus, each with the config file's server calc.
 func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus state.PubSub) []*replica {
+	return fleetRigWith(t, n, open, bus, rigOptions{})
+}
+
+// rigOptions make fleetRigWith's replicas more like cmd/mcpgate's.
+type rigOptions struct {
+	// sessions: sealed session ids (fleet.session_keys) and bus as the
+	// shared state (it must then be a state.Backend).
+	sessions bool
+	// probe: the bus's backend is probed for readiness (it must then be
+	// a gateway.StateChecker), as the redis driver's is.
+	probe bool
+}
+
+// fleetRigWith is fleetRig with o.
+func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus state.PubSub, o rigOptions) []*replica {
 	t.Helper()
 	calc := toolUpstream(t, "add", "sub")
 	out := make([]*replica, n)
@@ -54,13 +69,27 @@ func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus stat
 			Servers: map[string]*config.Server{"calc": {Name: "calc", Transport: config.TransportHTTP, URL: calc, Timeout: 5 * time.Second}},
 			Auth:    &config.CallerAuth{MasterKey: master},
 		}
+		gopts := gateway.Options{Config: cfg}
+		if o.sessions || o.probe {
+			gopts.Bus = bus // the gateway's own followers
+		}
+		if o.sessions {
+			cfg.Fleet = &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}
+			gopts.State = bus.(state.Backend)
+		}
+		if o.probe {
+			gopts.StateHealth = bus.(gateway.StateChecker)
+		}
 		st := open(t)
 		auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 		vlt, err := vault.New(st, []config.VaultKey{{ID: "k1", Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st, Vault: vlt})
+		gopts.Authenticator, gopts.Terminations, gopts.Vault = auth, st, vlt
+		g := gateway.New(gopts)
+		// As cmd/mcpgate wires it.
+		auth.SetFresh(func() bool { return !g.BusHeard().Trusted() })
 		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, KeysFlushed: auth.Flush,
 			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
 		g.MountAdmin(api)
@@ -68,6 +97,9 @@ func fleetRig(t *testing.T, n int, open func(t *testing.T) store.Store, bus stat
 			t.Fatal(err)
 		}
 		api.Start()
+		if o.probe || o.sessions {
+			g.Start(context.Background()) // the probe, the followers
+		}
 		ts := httptest.NewServer(g)
 		t.Cleanup(func() {
 			ts.CloseClientConnections()

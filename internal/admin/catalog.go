@@ -26,11 +26,13 @@ func (a *API) callerFor(w http.ResponseWriter, r *http.Request, alias string) (*
 }
 
 // CallerOfKey is the caller a key makes (what the authenticator would
-// produce for a request with it, minus its address checks and rate).
+// produce for a request with it, minus its address checks): its rate
+// limit and budget included, so that a call made as the key counts
+// against both like the key's own calls.
 func CallerOfKey(k store.Key) *callers.Caller {
 	return &callers.Caller{Alias: k.Alias, User: k.User, Team: k.Team, Admin: k.Admin, NoMCP: k.NoMCP,
 		Servers: k.Servers, Tools: k.Tools, DenyTools: k.DenyTools, Toolsets: k.Toolsets, AccessGroups: k.AccessGroups,
-		RateLimitRPM: k.RateLimitRPM, ExpiresAt: k.ExpiresAt}
+		RateLimitRPM: k.RateLimitRPM, BudgetAmount: k.BudgetAmount, BudgetPeriod: k.BudgetPeriod, ExpiresAt: k.ExpiresAt}
 }
 
 // ToolsetView is one toolset in GET /admin/v1/toolsets.
@@ -173,8 +175,13 @@ func (a *API) callTool(w http.ResponseWriter, r *http.Request) {
 		// The caller's mistake (an unknown or invisible tool, bad
 		// arguments) is a 400; anything else went wrong upstream.
 		status := http.StatusBadGateway
-		if rpcErr.Code == jsonrpc.CodeInvalidParams || rpcErr.Code == jsonrpc.CodeMethodNotFound {
+		switch rpcErr.Code {
+		case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound:
 			status = http.StatusBadRequest
+		case callers.CodeRateLimited:
+			// The key's rate limit or budget: a call as the key counts
+			// against both, as the key's own calls do.
+			status = http.StatusTooManyRequests
 		}
 		writeJSON(w, status, struct {
 			Error   string `json:"error"`

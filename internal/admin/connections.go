@@ -88,7 +88,7 @@ func (a *API) listConnections(w http.ResponseWriter, r *http.Request) {
 	ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: q.Get("person"), Server: q.Get("server")})
 	if err != nil {
 		a.log.Error("list connections", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	writeConnections(w, ms)
@@ -127,7 +127,7 @@ func (a *API) deleteEntry(w http.ResponseWriter, r *http.Request, person, server
 		return false
 	case err != nil:
 		a.log.Error("revoke a connection", "server", server, "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return false
 	}
 	return true
@@ -141,7 +141,7 @@ func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) {
 	ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: person})
 	if err != nil {
 		a.log.Error("list a person's connections", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	out := RevokedConnections{Person: person, Servers: []string{}}
@@ -149,7 +149,8 @@ func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) {
 		err := a.o.Vault.Delete(r.Context(), person, m.Server)
 		if err != nil && !errors.Is(err, vault.ErrNotFound) {
 			a.log.Error("revoke a connection", "server", m.Server, "error", err)
-			writeError(w, http.StatusInternalServerError, "Internal Server Error", fmt.Sprintf("revoked %d of %d", len(out.Servers), len(ms)))
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "Service Unavailable", fmt.Sprintf("the store did not answer: revoked %d of %d (%v); try again shortly", len(out.Servers), len(ms), out.Servers))
 			return
 		}
 		if err == nil {
@@ -169,7 +170,7 @@ func (a *API) listMyConnections(w http.ResponseWriter, r *http.Request) {
 	ms, err := a.myEntries(r)
 	if err != nil {
 		a.log.Error("list connections", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	writeConnections(w, ms)
@@ -204,7 +205,7 @@ func (a *API) listMyServers(w http.ResponseWriter, r *http.Request) {
 	ms, err := a.myEntries(r)
 	if err != nil {
 		a.log.Error("list my servers", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	have := map[string]bool{}

@@ -119,7 +119,7 @@ func (a *API) putCredential(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.log.Error("store a credential", "server", server, "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	a.audit(r.Context(), "credential.put", server, nil)
@@ -130,7 +130,7 @@ func (a *API) listCredentials(w http.ResponseWriter, r *http.Request) {
 	ms, err := a.myEntries(r)
 	if err != nil {
 		a.log.Error("list credentials", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 		return
 	}
 	out := CredentialList{Credentials: []CredentialInfo{}}

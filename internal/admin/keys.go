@@ -367,7 +367,16 @@ func (a *API) storeError(w http.ResponseWriter, err error, alias string) {
 	case errors.Is(err, store.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 	default:
+		// Unreachable, timed out, or failing: nothing it was asked was
+		// done, and nothing is acknowledged that is not durable.
 		a.log.Error("admin store error", "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "")
+		storeUnavailable(w)
 	}
+}
+
+// storeUnavailable answers a request the store did not serve: 503, and
+// nothing was read or changed.
+func storeUnavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not answer; nothing was changed: try again shortly")
 }

@@ -28,7 +28,7 @@ var docs = map[string]opDoc{
 	"PUT /grants/{kind}/{value}":            {summary: "Create or replace the runtime grant of a user, team or role (kind: user|team|role); applies at once", body: "KeyAttributes", response: "Grant", status: "200"},
 	"DELETE /grants/{kind}/{value}":         {summary: "Remove a runtime grant (config-file grants are read-only)", status: "204"},
 	"GET /servers":                          {summary: "Upstream servers with their health", response: "ServersReport", status: "200"},
-	"POST /servers":                         {summary: "Add (or replace) a runtime sse/http server: the fields of a config-file server entry plus name", body: "Server", response: "AddedServer", status: "201"},
+	"POST /servers":                         {summary: "Add (or replace) a runtime sse/http/openapi server: the fields of a config-file server entry plus name, except those naming a file on the gateway's host (tls.ca_file, tls.cert_file, tls.key_file, auth.private_key_file: give tls.ca, tls.cert, tls.key, auth.private_key, the PEM itself)", body: "Server", response: "AddedServer", status: "201"},
 	"PATCH /servers/{name}":                 {summary: "Change a runtime server with a JSON merge patch (RFC 7396) of its fields: present members replace the stored ones, null removes one, the rest (credentials included) is kept", body: "ServerPatch", response: "AddedServer", status: "200"},
 	"DELETE /servers/{name}":                {summary: "Remove a runtime server (config-file servers are read-only)", status: "204"},
 	"GET /servers/{name}/preview":           {summary: "The request the gateway sends to a server, credentials masked", response: "Preview", status: "200"},
@@ -42,8 +42,8 @@ var docs = map[string]opDoc{
 	"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
 	"GET /explain":                          {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
 	"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics", response: "Stats", status: "200"},
-	"GET /sessions":                         {summary: "Live downstream sessions (S13.1)", response: "SessionsReport", status: "200"},
-	"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user; their ids are remembered (S13.2)", body: "TerminateRequest", response: "TerminateResult", status: "200"},
+	"GET /sessions":                         {summary: "Live downstream sessions (S13.1); in a fleet every replica's, each naming the replicas holding a copy (incomplete says why some may be missing)", response: "SessionsReport", status: "200"},
+	"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user on every replica; their ids are remembered first (S13.2); 503 (with what was ended) when the store does not record an end or other replicas' sessions cannot be found", body: "TerminateRequest", response: "TerminateResult", status: "200"},
 	"GET /usage":                            {summary: "Tool calls and their cost summed per key, user or team over a period", response: "UsageReport", status: "200", query: []string{"by", "since", "until"}},
 	"GET /audit":                            {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
 	"GET /audit/events":                     {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
@@ -127,7 +127,7 @@ var schemas = map[string]any{
 		"tools": map[string]any{"type": "array", "items": obj(map[string]any{"name": str, "description": str, "visible": boolean, "display_name": str})}}, "server", "source", "policy", "tools"),
 	"ServerPatch": map[string]any{"type": "object", "description": "a JSON merge patch (RFC 7396) of the server's fields (those of Server but name)"},
 	"AddedServer": obj(map[string]any{"name": str, "transport": str}),
-	"Preview":     obj(map[string]any{"Method": str, "URL": str, "Headers": map[string]any{"type": "object", "additionalProperties": strList}}),
+	"Preview":     obj(map[string]any{"method": str, "url": str, "headers": map[string]any{"type": "object", "additionalProperties": strList}}),
 	"Toolsets":    obj(map[string]any{"toolsets": map[string]any{"type": "array", "items": obj(map[string]any{"name": str, "servers": toolMap, "source": str})}}, "toolsets"),
 	"Toolset":     obj(map[string]any{"name": str, "servers": toolMap, "source": str}, "name", "servers", "source"),
 	"ToolsetBody": obj(map[string]any{"servers": toolMap}, "servers"),
@@ -137,16 +137,16 @@ var schemas = map[string]any{
 		"steps": map[string]any{"type": "array", "items": obj(map[string]any{"check": str, "passed": boolean, "rule": str})}}, "allowed", "rule"),
 	"SessionInfo": obj(map[string]any{"id_prefix": str, "client_name": str, "client_version": str, "user": str, "key_alias": str,
 		"team": str, "client_ip": str, "route": str, "servers": strList, "created": str, "idle_seconds": map[string]any{"type": "number"},
-		"in_flight": integer, "upstream_sessions": integer}),
+		"in_flight": integer, "upstream_sessions": integer, "replicas": strList}),
 	"Stats": obj(map[string]any{"servers": map[string]any{"type": "array", "items": obj(map[string]any{
 		"server": str, "calls": integer, "errors": integer, "p50_ms": map[string]any{"type": "number"}, "p99_ms": map[string]any{"type": "number"}})}}, "servers"),
 	"CallRequest":    obj(map[string]any{"name": str, "arguments": map[string]any{"type": "object"}, "key": str, "route": str}, "name"),
 	"CallToolResult": obj(map[string]any{"content": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}, "isError": boolean, "structuredContent": map[string]any{"type": "object"}}),
 	"Count":          obj(map[string]any{"label": str, "count": integer}),
 	"SessionsReport": obj(map[string]any{"instance": str, "total": integer, "by_client": listOf("Count"),
-		"by_user": listOf("Count"), "sessions": listOf("SessionInfo")}, "total", "by_client", "by_user", "sessions"),
+		"by_user": listOf("Count"), "sessions": listOf("SessionInfo"), "replicas": strList, "incomplete": str}, "total", "by_client", "by_user", "sessions"),
 	"TerminateRequest": obj(map[string]any{"session_id_prefix": str, "user": str}),
-	"TerminateResult":  obj(map[string]any{"terminated": integer, "sessions": listOf("SessionInfo")}, "terminated", "sessions"),
+	"TerminateResult":  obj(map[string]any{"terminated": integer, "sessions": listOf("SessionInfo"), "error": str, "details": str}, "terminated", "sessions"),
 	"ToolCallPage": obj(map[string]any{"next": str, "calls": map[string]any{"type": "array", "items": obj(map[string]any{
 		"id": integer, "time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
 		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer, "guardrail": str, "cost": map[string]any{"type": "number"}})}}, "calls"),
@@ -198,7 +198,8 @@ func document() map[string]any {
 			forbidden = "Not a person: the master key and anonymous callers have no entries of their own"
 		}
 		op["responses"] = map[string]any{d.status: ok, "400": errResp("Invalid input; details name the field"),
-			"401": map[string]any{"description": "No valid key"}, "403": errResp(forbidden), "404": errResp("Not found")}
+			"401": map[string]any{"description": "No valid key"}, "403": errResp(forbidden), "404": errResp("Not found"),
+			"503": errResp("The store did not answer: nothing was changed (try again)")}
 		p, _ := paths[Prefix+path].(map[string]any)
 		if p == nil {
 			p = map[string]any{}

@@ -16,15 +16,21 @@ import (
 // Runtime servers are added through the API with the same fields as a
 // server in the config file (JSON instead of YAML), validated by the same
 // code, stored in the store (so they come back after a restart), and
-// served at once. Only sse and http servers: a stdio server is a command
-// line to run, which the network must not be able to supply.
+// served at once. Only sse, http and openapi servers: a stdio server is a
+// command line to run, which the network must not be able to supply. For
+// the same reason a runtime server names no file on the gateway's host:
+// certificates and keys come as values (tls.ca, tls.cert, tls.key,
+// auth.private_key), never as paths (config.ParseRuntime), and an openapi
+// document by URL only. Every way in (POST, PATCH, the tools PUT, and a
+// stored document loaded at start or from another replica) goes through
+// ParseServer.
 
 var serverNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 // ParseServer turns a server document (the fields of one entry of the
-// config file's servers map, as JSON) into a validated server. dir
-// resolves relative paths (tls files).
-func ParseServer(name string, doc json.RawMessage, dir string) (*config.Server, error) {
+// config file's servers map, as JSON) into a validated server, for a
+// gateway whose tool name separator is sep ("" means the default).
+func ParseServer(name string, doc json.RawMessage, sep string) (*config.Server, error) {
 	if !serverNameRE.MatchString(name) {
 		return nil, errors.New("name: must match [a-z0-9][a-z0-9_-]*")
 	}
@@ -33,11 +39,18 @@ func ParseServer(name string, doc json.RawMessage, dir string) (*config.Server, 
 		return nil, errors.New("body: must be a JSON object of server fields")
 	}
 	delete(probe, "name")
+	if string(probe["transport"]) == `"`+config.TransportStdio+`"` {
+		return nil, errStdio
+	}
 	body, _ := json.Marshal(probe)
+	if sep == "" {
+		sep = config.DefaultSeparator
+	}
 	// JSON is YAML: the config file's decoder gives the same strict
 	// checks and the same field-naming messages.
 	nameKey, _ := json.Marshal(name)
-	cfg, err := config.Parse([]byte(`{"servers":{`+string(nameKey)+`:`+string(body)+`}}`), dir, nil)
+	sepValue, _ := json.Marshal(sep)
+	cfg, err := config.ParseRuntime([]byte(`{"tool_name_separator":` + string(sepValue) + `,"servers":{` + string(nameKey) + `:` + string(body) + `}}`))
 	if err != nil {
 		// Lines are of the document built here, not of the caller's body.
 		for _, fe := range config.FieldErrors(err) {
@@ -47,13 +60,23 @@ func ParseServer(name string, doc json.RawMessage, dir string) (*config.Server, 
 	}
 	srv := cfg.Servers[name]
 	if srv.Transport == config.TransportStdio {
-		return nil, errors.New("transport: stdio servers run a command and can only be defined in the config file")
+		return nil, errStdio
 	}
 	if srv.Transport == config.TransportOpenAPI && !config.IsSpecURL(srv.Spec) {
 		// A file path would read the gateway host's files on a caller's word.
 		return nil, errors.New("spec: a runtime openapi server's spec must be an http or https URL (files only in the config file)")
 	}
 	return srv, nil
+}
+
+var errStdio = errors.New("transport: stdio servers run a command and can only be defined in the config file")
+
+// separator is the tool name separator of the served configuration.
+func (a *API) separator() string {
+	if c := a.Config(); c != nil {
+		return c.ToolNameSeparator
+	}
+	return ""
 }
 
 type serverRequest struct {
@@ -78,15 +101,12 @@ func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
 // (the fields of a config-file entry), announces it and records action;
 // on failure it has answered w. The caller holds a.servers.mu.
 func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc json.RawMessage, action string) (*config.Server, bool) {
-	dir := ""
-	if a.Config() != nil {
-		dir = a.Config().Dir
-	}
-	srv, err := ParseServer(name, doc, dir)
+	srv, err := ParseServer(name, doc, a.separator())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return nil, false
 	}
+	prev, replacing := a.servers.applied[name]
 	if err := a.o.Gateway.AddServer(r.Context(), name, srv, a.fromFile); err != nil {
 		if errors.Is(err, gateway.ErrServerExists) {
 			writeError(w, http.StatusConflict, "Conflict", err.Error())
@@ -97,8 +117,17 @@ func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc
 	}
 	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, name, doc)
 	if err != nil {
+		// Not durable, so not made: this replica serves what the store
+		// still holds (the version it replaced, or nothing).
 		a.o.Gateway.RemoveServer(name)
 		delete(a.servers.applied, name)
+		if replacing {
+			if lerr := a.loadServer(context.WithoutCancel(r.Context()), name, prev); lerr != nil {
+				a.log.Warn("could not serve a runtime server's stored version again after a failed change", "server", name, "error", lerr)
+			} else {
+				a.servers.applied[name] = prev
+			}
+		}
 		a.storeError(w, err, name)
 		return nil, false
 	}
@@ -222,12 +251,11 @@ func (a *API) fromFile(name string) bool {
 
 // loadServer serves a stored server document (runtimeObjects.load).
 func (a *API) loadServer(ctx context.Context, name string, doc json.RawMessage) error {
-	dir := ""
-	if a.Config() != nil {
-		dir = a.Config().Dir
-	}
-	srv, err := ParseServer(name, doc, dir)
+	srv, err := ParseServer(name, doc, a.separator())
 	if err != nil {
+		// A document stored by an older version may name a host file:
+		// it is not served (the warning names the field) until it is
+		// sent again with the content itself, or removed.
 		return err
 	}
 	return a.o.Gateway.AddServer(ctx, name, srv, a.fromFile)

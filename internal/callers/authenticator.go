@@ -181,6 +181,13 @@ func (a *Authenticator) Invalidate(aliasOrHash string) { a.cache.invalidate(alia
 // Flush forgets every cached lookup (after a config reload synced keys).
 func (a *Authenticator) Flush() { a.cache.flush() }
 
+// SetFresh makes every key lookup read the store while fresh reports
+// true, instead of serving a cached one (concurrent lookups of one key
+// still share a read). A replica that may have missed another replica's
+// announcement that a key changed (its bus is not heard) sets it, so a
+// key revoked there is refused here at once rather than after CacheTTL.
+func (a *Authenticator) SetFresh(fresh func() bool) { a.cache.fresh.Store(&fresh) }
+
 // Authenticate identifies the caller of r, or says why it may not call.
 // Exactly one of the results is non-nil. The rules are in the package doc;
 // in short: a missing key -> anonymous caller or 401; an unknown, disabled
@@ -276,6 +283,29 @@ func (a *Authenticator) allow(ctx context.Context, prefix, id string, rpm int, n
 	}
 	return a.shared.allow(ctx, prefix+id, rpm, now)
 }
+
+// AllowCall takes one request from the rate limit of c (a caller
+// Authenticate returned) for a JSON-RPC request that no HTTP request of
+// its own paid for: the second and later requests of a batch, the
+// requests of a stdio front, a call an operator makes as c. A limit
+// counts requests wherever they come from, so that a batch of twenty
+// costs what twenty requests cost. It reports whether the request may
+// proceed and, if not, how long until it may; ctx marked by
+// [WithRateCounted] takes nothing (the replica that forwarded it counted
+// it). The bucket is the one Authenticate takes from.
+func (a *Authenticator) AllowCall(ctx context.Context, c *Caller) (bool, time.Duration) {
+	if c == nil || c.RateLimitRPM <= 0 {
+		return true, 0
+	}
+	if c.Issuer != "" {
+		return a.allow(ctx, limitKeyOwner, c.Owner, c.RateLimitRPM, a.now())
+	}
+	return a.allow(ctx, limitKeyAlias, c.Alias, c.RateLimitRPM, a.now())
+}
+
+// RetryAfterSeconds is the Retry-After value, in whole seconds (at least
+// one), of a refusal whose limit frees up in d.
+func RetryAfterSeconds(d time.Duration) int64 { return retryAfterSeconds(d) }
 
 // StillValid reports whether the key c was accepted with would still be
 // accepted now: not revoked, disabled or expired. Long-lived streams ask it

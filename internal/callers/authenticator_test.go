@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,6 +417,39 @@ func TestInvalidate(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSetFresh: while the replica may have missed announcements (fresh
+// reports true), a key revoked in the store with nobody invalidating it
+// here is refused at the next request, not after CacheTTL; a stream's
+// re-check too. Otherwise the cache answers as before.
+func TestSetFresh(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	secret := addKey(t, s, store.Key{Alias: "revoked"})
+	spy := &spyKeys{next: s}
+	a := newAuth(t, Options{Keys: spy, CacheTTL: time.Hour})
+	var fresh atomic.Bool
+	a.SetFresh(fresh.Load)
+	c := mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	if got := spy.gets.Load(); got != 1 {
+		t.Fatalf("store lookups with the bus heard = %d, want 1 (cached)", got)
+	}
+	fresh.Store(true)
+	mustAuth(t, a, request(remote, HeaderAPIKey, secret))
+	if got := spy.gets.Load(); got != 2 {
+		t.Errorf("store lookups once fresh = %d, want 2 (read again)", got)
+	}
+	if err := s.DeleteKey(ctx, "revoked"); err != nil {
+		t.Fatal(err)
+	}
+	if w := mustFail(t, a, request(remote, HeaderAPIKey, secret)); w.Code != http.StatusUnauthorized {
+		t.Errorf("key revoked elsewhere, fresh: status %d, want 401", w.Code)
+	}
+	if a.StillValid(ctx, c) {
+		t.Error("StillValid of the revoked key, fresh = true")
 	}
 }
 
@@ -876,5 +910,33 @@ func TestStillValidExpiry(t *testing.T) {
 		if c := mustAuth(t, a, r); !a.StillValid(ctx, c) {
 			t.Errorf("%+v reported invalid", c)
 		}
+	}
+}
+
+// AllowCall takes from the bucket Authenticate takes from (a request and
+// the calls it carries share one limit), takes nothing for a request
+// another replica counted, and nothing for a caller without a limit.
+func TestAllowCallSharesTheKeysBucket(t *testing.T) {
+	s := openStore(t)
+	secret := addKey(t, s, store.Key{Alias: "k", RateLimitRPM: 3})
+	a := newAuth(t, Options{Keys: s, Now: newFakeClock().Now})
+	c := mustAuth(t, a, request(remote, HeaderAPIKey, secret)) // 1 of 3
+	ctx := context.Background()
+	if ok, _ := a.AllowCall(WithRateCounted(ctx), c); !ok {
+		t.Error("a call another replica counted was refused")
+	}
+	for i := range 2 { // 2 and 3 of 3
+		if ok, _ := a.AllowCall(ctx, c); !ok {
+			t.Fatalf("call %d of 3 refused", i+2)
+		}
+	}
+	if ok, wait := a.AllowCall(ctx, c); ok || wait <= 0 {
+		t.Errorf("a fourth request: allowed %v, wait %v; want refused with a wait", ok, wait)
+	}
+	if w := mustFail(t, a, request(remote, HeaderAPIKey, secret)); w.Code != http.StatusTooManyRequests {
+		t.Errorf("an HTTP request after the calls spent the bucket: %d, want 429", w.Code)
+	}
+	if ok, _ := a.AllowCall(ctx, &Caller{Alias: "free"}); !ok {
+		t.Error("a caller without a limit was refused")
 	}
 }

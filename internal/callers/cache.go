@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -54,6 +55,16 @@ type keyCache struct {
 	inflight map[string]*call
 	gen      uint64            // bumped by invalidations: a lookup begun before one is not kept
 	aliases  map[string]string // alias -> digest of a hit, for lookupAlias
+
+	// fresh, while it reports true, makes lookups skip what is cached
+	// (Authenticator.SetFresh); nil: never.
+	fresh atomic.Pointer[func() bool]
+}
+
+// cached reports whether cached entries may answer now.
+func (c *keyCache) cached() bool {
+	f := c.fresh.Load()
+	return f == nil || !(*f)()
 }
 
 func newKeyCache(keys KeyStore, logger *slog.Logger, ttl time.Duration, size int) *keyCache {
@@ -76,8 +87,9 @@ func newKeyCache(keys KeyStore, logger *slog.Logger, ttl time.Duration, size int
 // aliases are not cached (they are not on a hot path: the token carrying
 // one is refused).
 func (c *keyCache) lookupAlias(ctx context.Context, alias string, now time.Time) (*keyInfo, error) {
+	cached := c.cached()
 	c.mu.Lock()
-	if h, ok := c.aliases[alias]; ok {
+	if h, ok := c.aliases[alias]; ok && cached {
 		if e, ok := c.hits[h]; ok && now.Before(e.expires) {
 			c.mu.Unlock()
 			return e.info, nil
@@ -114,12 +126,13 @@ func (c *keyCache) lookupAlias(ctx context.Context, alias string, now time.Time)
 // lookup returns the key whose digest is hash, nil when there is none, or
 // the store's error (never cached).
 func (c *keyCache) lookup(ctx context.Context, hash string, now time.Time) (*keyInfo, error) {
+	cached := c.cached()
 	c.mu.Lock()
-	if e, ok := c.hits[hash]; ok && now.Before(e.expires) {
+	if e, ok := c.hits[hash]; ok && cached && now.Before(e.expires) {
 		c.mu.Unlock()
 		return e.info, nil
 	}
-	if e, ok := c.misses[hash]; ok && now.Before(e.expires) {
+	if e, ok := c.misses[hash]; ok && cached && now.Before(e.expires) {
 		c.mu.Unlock()
 		return nil, nil
 	}

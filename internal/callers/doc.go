@@ -39,6 +39,17 @@
 // gateway: silently downgrading a mistyped key to anonymous would hide the
 // mistake and change what the caller sees.
 //
+// # What a rate limit counts
+//
+// A key's (or a grant's) rate_limit_rpm counts requests, not HTTP
+// requests: Authenticate takes one for the HTTP request, which pays for
+// the first JSON-RPC request it carries, and the gateway takes one more
+// with [Authenticator.AllowCall] for each further request (the rest of a
+// batch) and for each request no HTTP request of the caller carried (the
+// stdio front, an operator's call as the key). Both take from the same
+// bucket; a request another replica forwarded ([WithRateCounted]) takes
+// nothing, as it was counted where it came in.
+//
 // # Client address
 //
 // The client address is r.RemoteAddr only. X-Forwarded-For and Forwarded are
@@ -52,5 +63,6 @@
 // The lookup cache and the rate-limit buckets live in this process's memory.
 // With N replicas a key may make up to N times its rate limit, and a revoked
 // key keeps working on other replicas for up to CacheTTL unless they are
-// told too (Invalidate is local).
+// told too (Invalidate is local); a replica that may have missed being
+// told reads every key from the store meanwhile ([Authenticator.SetFresh]).
 package callers

@@ -49,6 +49,11 @@ func (f *Failure) Write(w http.ResponseWriter) {
 	w.Write(f.Body)
 }
 
+// MessageRateLimited is the message of a refusal because the caller's
+// rate limit is spent: of the HTTP 429, and of the JSON-RPC error of a
+// request of a batch (or of a stdio front) refused for it.
+const MessageRateLimited = msgRateLimited
+
 // Messages of the failures; the bodies are built from them once.
 const (
 	msgUnauthorized  = "Unauthorized: a valid mcpgate API key is required"

@@ -81,6 +81,8 @@ func TestNormaliseName(t *testing.T) {
 		"!!!":           "server",
 		"weather.local": "weather-local",
 		"über":          "ber",
+		"notes_":        "notes",
+		"a_":            "a",
 	} {
 		got := NormaliseName(in, "__")
 		if got != want {
@@ -92,6 +94,9 @@ func TestNormaliseName(t *testing.T) {
 	}
 	if got := NormaliseName("a-b_c", "-"); strings.Contains(got, "-") {
 		t.Errorf("with separator -: %q", got)
+	}
+	if got := NormaliseName("a_b_", "_."); !validName(got, "_.") {
+		t.Errorf("with separator _.: %q, not a valid name", got)
 	}
 }
 

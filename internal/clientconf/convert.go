@@ -143,8 +143,12 @@ func (c *converter) name(s Server) string {
 	if base != s.Name {
 		reason = "not a valid mcpgate server name ([a-z0-9][a-z0-9_-]*, without " + strconv.Quote(c.sep) + ")"
 	}
+	join := "-"
+	if strings.Contains(c.sep, join) {
+		join = "_"
+	}
 	for i := 2; c.res.Servers[name] != nil || slices.Contains(c.res.Names, name); i++ {
-		name = fmt.Sprintf("%s-%d", base, i)
+		name = fmt.Sprintf("%s%s%d", base, join, i)
 		reason = fmt.Sprintf("collides with another server named %q", base)
 	}
 	if name != s.Name {
@@ -155,7 +159,7 @@ func (c *converter) name(s Server) string {
 
 // NormaliseName maps a client's server name to mcpgate's rule:
 // lowercase, runs of other characters become "-", no leading "-" or "_",
-// and the separator never appears.
+// the separator never appears, and no character of it at either end.
 func NormaliseName(name, sep string) string {
 	var b strings.Builder
 	dash := false
@@ -184,6 +188,9 @@ func NormaliseName(name, sep string) string {
 	}
 	s = strings.TrimLeft(s, "-_")
 	s = strings.TrimRight(s, "-")
+	// Nor may a name begin or end with one of the separator's
+	// characters: its tools' names would read as another server's.
+	s = strings.Trim(s, sep)
 	if s == "" || (sep != "" && strings.Contains(s, sep)) {
 		return "server"
 	}

@@ -8,8 +8,10 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,7 +153,10 @@ func TestParseAuthErrors(t *testing.T) {
 			"servers.s.auth: not allowed for transport stdio"},
 		{"missing ca_file", httpSrv("tls: {ca_file: /nonexistent/ca.pem}"),
 			"servers.up.tls.ca_file: cannot read /nonexistent/ca.pem: no such file or directory"},
-		{"cert without key", httpSrv("tls: {cert_file: /etc/hostname}"), "servers.up.tls: cert_file and key_file must be set together"},
+		{"cert without key", httpSrv("tls: {cert_file: /etc/hostname}"), "servers.up.tls: a client certificate (cert or cert_file) and its key (key or key_file) must be set together"},
+		{"ca twice", httpSrv("tls: {ca: x, ca_file: /etc/hostname}"), "servers.up.tls: ca and ca_file are both set; give one"},
+		{"ca value not PEM", httpSrv("tls: {ca: 'not a certificate'}"), "servers.up.tls.ca: no PEM certificate found"},
+		{"key value not PEM", httpSrv("tls: {cert_file: /etc/hostname, key: '" + secret + "'}"), "servers.up.tls.key: no PEM private key found"},
 		{"verify not bool", httpSrv("tls: {verify: maybe}"), "servers.up.tls.verify: must be true or false"},
 		{"bad session mode", httpSrv("session_mode: sticky"), `servers.up.session_mode: must be one of shared, per_call (got "sticky")`},
 	}
@@ -370,5 +375,74 @@ func TestUserAPIKeyHeaderSpelling(t *testing.T) {
 	doc = vault + "servers:\n  t:\n    transport: http\n    url: http://127.0.0.1:9/mcp\n    auth: {type: bearer_token, value: x, header: X-API-Key}\n"
 	if _, err := Parse([]byte(doc), "", nil); err == nil {
 		t.Error("header accepted for bearer_token")
+	}
+}
+
+// TestParseRuntimeRefusesHostFiles (issue 22 §8): a document from the
+// network may name no file on the gateway's host. Every path and command
+// field is refused by name, with the same message whether the file exists
+// or not (nothing looks at it); the value forms are accepted.
+func TestParseRuntimeRefusesHostFiles(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "exists.pem")
+	if err := os.WriteFile(existing, []byte("-----BEGIN CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	jwt := "auth: {type: oauth2, token_url: 'https://t.example/token', client_id: a, client_auth: private_key_jwt, private_key_file: %s}"
+	for _, tc := range []struct{ name, field, doc, want string }{
+		{"tls.ca_file", "ca_file", "tls: {ca_file: %s}", "servers.up.tls.ca_file: names a file on the gateway's host, which only the config file may do; give the content itself in servers.up.tls.ca"},
+		{"tls.cert_file", "cert_file", "tls: {cert_file: %s}", "servers.up.tls.cert_file: names a file on the gateway's host, which only the config file may do; give the content itself in servers.up.tls.cert"},
+		{"tls.key_file", "key_file", "tls: {key_file: %s}", "servers.up.tls.key_file: names a file on the gateway's host, which only the config file may do; give the content itself in servers.up.tls.key"},
+		{"auth.private_key_file", "private_key_file", jwt, "servers.up.auth.private_key_file: names a file on the gateway's host, which only the config file may do; give the content itself in servers.up.auth.private_key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var msgs []string
+			for _, path := range []string{"/etc/passwd", existing, missing} {
+				_, err := ParseRuntime([]byte(httpSrv(fmt.Sprintf(tc.doc, path))))
+				fes := FieldErrors(err)
+				if len(fes) != 1 {
+					t.Fatalf("%s: %v, want one error", path, err)
+				}
+				fes[0].Line = 0
+				msgs = append(msgs, fes[0].Error())
+			}
+			for i, m := range msgs {
+				if m != tc.want {
+					t.Errorf("path %d: %q, want %q", i, m, tc.want)
+				}
+			}
+			// The same config file may name it.
+			if _, err := Parse([]byte(httpSrv(fmt.Sprintf(tc.doc, missing))), "", nil); err == nil || !strings.Contains(err.Error(), "cannot read "+missing) {
+				t.Errorf("config file: %v", err)
+			}
+		})
+	}
+	for _, doc := range []string{
+		"servers:\n  s: {transport: stdio, command: /bin/sh}\n",
+		"servers:\n  s: {transport: stdio, command: x, cwd: /etc}\n",
+	} {
+		_, err := ParseRuntime([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "names a file on the gateway's host, which only the config file may do") {
+			t.Errorf("%q: %v", doc, err)
+		}
+	}
+	c, err := ParseRuntime([]byte(httpSrv("tls: {verify: false}\n    headers: {X-A: b}")))
+	if err != nil || c.Servers["up"].TLS.VerifyCerts() {
+		t.Errorf("a document without files: %v", err)
+	}
+}
+
+// TestSecretValues: every value the config marks secret, found through
+// the tags (a new secret field needs no list), and nothing else.
+func TestSecretValues(t *testing.T) {
+	s := &Server{Transport: TransportHTTP, URL: "https://u:p@up.example/mcp", Headers: map[string]string{"X-A": "hdr-secret"},
+		Auth: &Auth{Type: AuthOAuth2, ClientID: "client-id", ClientSecret: "client-secret", PrivateKey: "pem-key", TokenURL: "https://t.example"},
+		TLS:  &TLS{CA: "ca-pem", Key: "tls-key"}}
+	got := s.SecretValues()
+	slices.Sort(got)
+	want := []string{"client-secret", "hdr-secret", "https://u:p@up.example/mcp", "pem-key", "tls-key"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SecretValues = %q, want %q", got, want)
 	}
 }

@@ -71,9 +71,9 @@ type KeyConfig struct {
 	// leaves them in canonical form (netip.Prefix.String() of the masked
 	// prefix; a bare IP becomes /32 or /128).
 	AllowedCIDRs []string `config:"allowed_cidrs" doc:"Client addresses the key works from (CIDRs, or bare IPs); empty means any."`
-	RateLimitRPM int      `config:"rate_limit_rpm,min=0" doc:"Requests per minute; above it 429 with Retry-After. 0 means unlimited."`
+	RateLimitRPM int      `config:"rate_limit_rpm,min=0" doc:"Requests per minute: each JSON-RPC request counts (every request of a batch, every request of a stdio front, every call made as the key through the admin API); above it 429 with Retry-After, or the same error (-32029) for a request of a batch. 0 means unlimited."`
 	// Budget caps the cost of the key's tool calls per period; nil: none.
-	Budget  *Budget   `config:"budget" doc:"The most the key's tool calls may cost per period (the costs of servers.<name>.tools.costs); past it tools/call is refused with HTTP 429 until the next period. Absent: no budget."`
+	Budget  *Budget   `config:"budget" doc:"The most the key's tool calls may cost per period (the costs of servers.<name>.tools.costs); every tools/call reserves its cost before it runs, on every transport and each call of a batch; past it a call is refused (-32029; HTTP 429 with Retry-After for a request alone) until the next period. With state.driver redis the replicas share one sum, and a budgeted key's calls are refused (503) while Redis does not answer. Absent: no budget."`
 	Expires time.Time `config:"expires" doc:"When the key stops working; absent means never."`
 	Admin   bool      `config:"admin" doc:"The key may use the admin API."`
 	NoMCP   bool      `config:"no_mcp" doc:"The key may use no MCP server on any route (an admin-only key)."`

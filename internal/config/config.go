@@ -73,7 +73,7 @@ type Config struct {
 	ToolNameSeparator string   `config:"tool_name_separator,default=__" doc:"Joins server and tool names in the merged catalog (calc__add); one or more of [A-Za-z0-9_.-]."`
 	MaxBodyBytes      int64    `config:"max_body_bytes,default=4MiB,size,positive" doc:"Request body limit: a larger body gets 413 with JSON-RPC -32600 \"Request body exceeds N bytes\"."`
 	// Servers are the upstream MCP servers, keyed by name.
-	Servers map[string]*Server `config:"servers" keys:"^[a-z0-9][a-z0-9_-]*$" doc:"The upstream MCP servers, keyed by name: [a-z0-9][a-z0-9_-]*, not containing the tool name separator."`
+	Servers map[string]*Server `config:"servers" keys:"^[a-z0-9][a-z0-9_-]*$" doc:"The upstream MCP servers, keyed by name: [a-z0-9][a-z0-9_-]*, not containing the tool name separator nor beginning or ending with one of its characters (with __, a_ is refused: its tool x and server a's tool _x would both be a___x)."`
 
 	// DataDir: Parse resolves it against Dir, so the default becomes
 	// Dir/data (or "data", relative to the working directory, when Dir is
@@ -148,7 +148,7 @@ type Server struct {
 
 	// openapi only.
 	Spec       string             `config:"spec,required,when=openapi,expand,trim" doc:"The OpenAPI 3.0 or 3.1 document (JSON or YAML): a file, relative to the config file's directory, or an http(s) URL fetched when the server is connected (public addresses only, no redirects to another origin, at most 16MiB, within timeout). External $refs are not followed."`
-	BaseURL    string             `config:"base_url,when=openapi,expand,trim,secret" doc:"Where the API's requests go, http or https; operation paths are appended to it. Absent: the document's first servers entry (relative to the spec's URL when it is one)."`
+	BaseURL    string             `config:"base_url,when=openapi,expand,trim,secret" doc:"Where the API's requests go, http or https; operation paths are appended to it. Absent: the document's first servers entry. A document fetched by URL may only name its own origin (a relative servers URL is resolved against it; another origin is refused, and its requests are dialled as the document was, public addresses only unless the spec URL names a loopback host), whatever a later fetch says; a document file must name an absolute URL, and keeps the origin it named when first read until a restart."`
 	Operations *OpenAPIOperations `config:"operations,when=openapi" doc:"Which of the document's operations become tools. Absent: all of them."`
 
 	Timeout         time.Duration `config:"timeout,default=60s,positive" doc:"Per-request read timeout, for every transport."`
@@ -257,7 +257,7 @@ type Auth struct {
 	ClientSecret string `config:"client_secret,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt. For oauth2_user, the pre-registered client's secret, if it has one (only with client_id)."`
 	// PrivateKey or PrivateKeyFile (exactly one) for private_key_jwt.
 	PrivateKey     string   `config:"private_key,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"For private_key_jwt: the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC; RSA of 2048 bits or more, EC on P-256), typically ${VAR}. Never shown. Exactly one of private_key and private_key_file."`
-	PrivateKeyFile string   `config:"private_key_file,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,path" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
+	PrivateKeyFile string   `config:"private_key_file,when=oauth2|oauth2_token_exchange|enterprise_managed,expand,trim,path=private_key" doc:"For private_key_jwt: a file holding the PEM private key, relative to the config file. It is read again for every token request, so a rotated key is picked up."`
 	SigningAlg     string   `config:"signing_alg,when=oauth2|oauth2_token_exchange|enterprise_managed,enum=ES256|RS256,expand,trim" doc:"For private_key_jwt: the client assertion's algorithm. Default from the key: ES256 for an EC P-256 key, RS256 for an RSA key."`
 	Scopes         []string `config:"scopes,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand" doc:"Scopes to request; each one token without spaces or quotes. For oauth2_user, absent: the scopes of the server's challenge or protected resource metadata."`
 	Audience       string   `config:"audience,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The audience parameter of the token request, for servers that need one (oauth2_token_exchange: the logical name of the server at the token service, RFC 8693)."`
@@ -295,14 +295,17 @@ func (a *Auth) ClientAuthMethod() string {
 	return a.ClientAuth
 }
 
-// TLS is a server's TLS client configuration. Relative paths are resolved
-// against Config.Dir.
+// TLS is a server's TLS client configuration: each PEM as a value or as
+// a file (relative paths are resolved against Config.Dir), never both.
 type TLS struct {
 	// Verify nil means true.
 	Verify   *bool  `config:"verify,default=true" doc:"Check the server certificate. false is for test rigs only; the gateway logs a warning when it is set."`
-	CAFile   string `config:"ca_file,expand,trim,path" doc:"PEM roots to trust instead of the system pool."`
-	CertFile string `config:"cert_file,expand,trim,path" doc:"Client certificate (PEM) for mutual TLS, with key_file."`
-	KeyFile  string `config:"key_file,expand,trim,path" doc:"Private key (PEM) of cert_file."`
+	CA       string `config:"ca,expand,trim" doc:"PEM roots to trust instead of the system pool, the certificates themselves (typically ${VAR}). Exactly one of ca and ca_file."`
+	CAFile   string `config:"ca_file,expand,trim,path=ca" doc:"A file of PEM roots to trust instead of the system pool."`
+	Cert     string `config:"cert,expand,trim" doc:"Client certificate (PEM) for mutual TLS, the certificate itself, with key or key_file. Exactly one of cert and cert_file."`
+	CertFile string `config:"cert_file,expand,trim,path=cert" doc:"A file of the client certificate (PEM) for mutual TLS, with key_file or key."`
+	Key      string `config:"key,expand,trim,secret" doc:"Private key (PEM) of the client certificate, the key itself (typically ${VAR}). Never shown. Exactly one of key and key_file."`
+	KeyFile  string `config:"key_file,expand,trim,path=key" doc:"A file of the private key (PEM) of the client certificate."`
 }
 
 // ToolPolicy filters and renames one server's tools for every caller,
@@ -400,12 +403,27 @@ func Load(path string) (*Config, error) {
 // resolves ${VAR} references (nil means no variable is set). The error, if
 // any, joins every problem found, each a *FieldError naming its field.
 func Parse(data []byte, dir string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return parse(data, dir, lookupEnv, false)
+}
+
+// ParseRuntime parses a document that comes from the network (the admin
+// API's runtime servers) as Parse does with no directory and no
+// variables, except that no field may name a file on the gateway's host
+// (a path or command field: tls.ca_file, auth.private_key_file, cwd,
+// ...). Such a field is refused by name while decoding, before anything
+// looks at the file, so the answer is the same whether it exists or not;
+// the content goes in the field's value form (tls.ca, auth.private_key).
+func ParseRuntime(data []byte) (*Config, error) {
+	return parse(data, "", nil, true)
+}
+
+func parse(data []byte, dir string, lookupEnv func(string) (string, bool), noHostFiles bool) (*Config, error) {
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
 	c := &Config{Dir: dir}
 	setDefaults(typeOf(reflect.TypeFor[Config]()), reflect.ValueOf(c).Elem())
-	lines, err := decode(data, c, lookupEnv)
+	lines, err := decode(data, c, lookupEnv, noHostFiles)
 	if err != nil {
 		return nil, err
 	}

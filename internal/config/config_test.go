@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +260,15 @@ func TestParseErrors(t *testing.T) {
 		{"server name with dot is quoted", "servers:\n  a.b: {transport: stdio, command: x}\n", nil, []string{`servers["a.b"]: invalid server name`}},
 		{"server name contains separator", "servers:\n  a__b: {transport: stdio, command: x}\n", nil, []string{`servers.a__b: name must not contain the tool name separator "__"`}},
 		{"custom separator", "tool_name_separator: '-'\nservers:\n  a-b: {transport: stdio, command: x}\n", nil, []string{`servers.a-b: name must not contain the tool name separator "-"`}},
+		// <server><sep><tool> must split one way only (issue 22 §4): a_ + __ + x
+		// reads as a + __ + _x.
+		{"server name ends with a separator character", "servers:\n  a_: {transport: stdio, command: x}\n", nil, []string{
+			`servers.a_: name must not begin or end with a character of the tool name separator "__" (its tools' names would read as another server's)`}},
+		{"custom separator, name ends with one of its characters", "tool_name_separator: '-_'\nservers:\n  a-: {transport: stdio, command: x}\n  b_: {transport: stdio, command: x}\n", nil, []string{
+			`servers.a-: name must not begin or end with a character of the tool name separator "-_" (its tools' names would read as another server's)`,
+			`servers.b_: name must not begin or end with a character of the tool name separator "-_" (its tools' names would read as another server's)`}},
+		{"custom separator, name begins with one of its characters", "tool_name_separator: '-z'\nservers:\n  za: {transport: stdio, command: x}\n", nil, []string{
+			`servers.za: name must not begin or end with a character of the tool name separator "-z" (its tools' names would read as another server's)`}},
 		{"unknown protocol version", srv("protocol_version: 2024-01-01"), nil, []string{
 			`servers.s.protocol_version: must be one of auto, 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28 (got "2024-01-01")`,
 		}},
@@ -352,6 +362,21 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServerNameSeparatorEdges: only a separator character at either end
+// of a server name is refused; inside a name, or with a separator it does
+// not use, it is fine.
+func TestServerNameSeparatorEdges(t *testing.T) {
+	for _, doc := range []string{
+		"servers:\n  a_b: {transport: stdio, command: x}\n",
+		"tool_name_separator: '.'\nservers:\n  a_: {transport: stdio, command: x}\n",
+		"tool_name_separator: '-'\nservers:\n  a_: {transport: stdio, command: x}\n",
+	} {
+		if _, err := Parse([]byte(doc), "", nil); err != nil {
+			t.Errorf("Parse(%q): %v", doc, err)
+		}
 	}
 }
 
@@ -542,7 +567,18 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(toolsDoc("{allow: [a, b], deny: [c], overrides: {a: {name: b}, b: {name: a}}}")))
 	env := envOf(map[string]string{"A": "a", "HOME": "/h", "NOTES_TOKEN": "t", "CALC_TOKEN": "t",
 		"MCPGATE_MASTER_KEY": testMasterKey, "TEAM_A_KEY": testKey})
+	f.Add([]byte("servers:\n  s: {transport: http, url: 'https://h', tls: {ca_file: /etc/passwd, key: x}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// A document from the network never names a host file (§8).
+		if c, err := ParseRuntime(data); err == nil {
+			for name, s := range c.Servers {
+				if p := hostPaths(typeOf(reflect.TypeFor[Server]()), reflect.ValueOf(s).Elem()); p != "" {
+					t.Fatalf("ParseRuntime accepted servers.%s.%s", name, p)
+				}
+			}
+		} else {
+			fieldErrors(t, err)
+		}
 		c, err := Parse(data, "/cfg", env)
 		if err != nil {
 			fieldErrors(t, err)
@@ -560,4 +596,25 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hostPaths is the key of the first non-empty path or command field in v
+// (a struct of type ti), "" when none is set.
+func hostPaths(ti *typeInfo, v reflect.Value) string {
+	for _, f := range ti.fields {
+		fv := v.Field(f.index)
+		switch {
+		case f.kind == kString && (f.path || f.command) && fv.String() != "":
+			return f.key
+		case f.kind == kStructPtr && !fv.IsNil():
+			if p := hostPaths(f.elem, fv.Elem()); p != "" {
+				return f.key + "." + p
+			}
+		case f.kind == kStruct:
+			if p := hostPaths(f.elem, fv); p != "" {
+				return f.key + "." + p
+			}
+		}
+	}
+	return ""
 }

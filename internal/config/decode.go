@@ -31,6 +31,8 @@ type decoder struct {
 	env   func(string) (string, bool)
 	errs  errorList
 	lines map[string]int
+	// noHostFiles refuses every path and command field (ParseRuntime).
+	noHostFiles bool
 }
 
 func (d *decoder) saw(path string, line int) {
@@ -39,7 +41,7 @@ func (d *decoder) saw(path string, line int) {
 	}
 }
 
-func decode(data []byte, c *Config, env func(string) (string, bool)) (lines map[string]int, err error) {
+func decode(data []byte, c *Config, env func(string) (string, bool), noHostFiles bool) (lines map[string]int, err error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -59,7 +61,7 @@ func decode(data []byte, c *Config, env func(string) (string, bool)) (lines map[
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	d := &decoder{env: env, lines: map[string]int{}}
+	d := &decoder{env: env, lines: map[string]int{}, noHostFiles: noHostFiles}
 	d.section(typeOf(reflect.TypeFor[Config]()), "", root, reflect.ValueOf(c).Elem())
 	return d.lines, d.errs.err()
 }
@@ -82,6 +84,10 @@ func (d *decoder) value(f *fieldInfo, path string, n *yaml.Node, dst reflect.Val
 	switch f.kind {
 	case kString:
 		if s, ok := d.str(f, path, n); ok {
+			if d.noHostFiles && (f.path || f.command) && strings.TrimSpace(s) != "" {
+				d.hostFile(f, path, n.Line)
+				return
+			}
 			dst.SetString(s)
 		}
 	case kStrings:
@@ -139,6 +145,18 @@ func (d *decoder) value(f *fieldInfo, path string, n *yaml.Node, dst reflect.Val
 	case kStructList:
 		d.structList(f, path, n, dst)
 	}
+}
+
+// hostFile refuses the path or command field f of a document from the
+// network. The message is the same whatever the value: nothing looks at
+// the file, so nothing can tell whether it exists.
+func (d *decoder) hostFile(f *fieldInfo, path string, line int) {
+	msg := "names a file on the gateway's host, which only the config file may do"
+	if f.inline != "" {
+		parent := path[:len(path)-len(f.key)]
+		msg += "; give the content itself in " + parent + f.inline
+	}
+	d.errs.add(path, line, "%s", msg)
 }
 
 // str decodes a scalar as a string (any scalar: "8080" and "true" are

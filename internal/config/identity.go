@@ -94,7 +94,7 @@ type Grant struct {
 	Toolsets     []string            `config:"toolsets" doc:"Toolsets granted."`
 	AccessGroups []string            `config:"access_groups" doc:"Access groups granted."`
 	Admin        bool                `config:"admin" doc:"The admin API."`
-	RateLimitRPM int                 `config:"rate_limit_rpm,min=0" doc:"Requests per minute per caller; the lowest non-zero limit of the matching grants applies. 0: unlimited."`
+	RateLimitRPM int                 `config:"rate_limit_rpm,min=0" doc:"Requests per minute per caller, each JSON-RPC request of a batch counted; the lowest non-zero limit of the matching grants applies. 0: unlimited."`
 	Line         int                 `config:",line"`
 }
 

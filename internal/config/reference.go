@@ -203,6 +203,9 @@ func (r *refGen) describe(ti *typeInfo, f *fieldInfo) string {
 	}
 	if f.path {
 		notes = append(notes, "Relative to the config file.")
+		if f.inline != "" {
+			notes = append(notes, "Not accepted from the admin API, which never names the gateway's files: it takes `"+f.inline+"`.")
+		}
 	}
 	d := escape(f.doc)
 	if len(notes) > 0 {

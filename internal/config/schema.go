@@ -36,7 +36,10 @@ import (
 //	expand          ${VAR} is expanded (expand.go)
 //	secret          may carry a secret: never echoed in a message
 //	trim, lower     trimmed / lower-cased before validation
-//	path            resolved against the config file's directory
+//	path[=key]      a file or directory on the gateway's host, resolved
+//	                against the config file's directory; refused in a
+//	                document from the network (ParseRuntime); key names the
+//	                sibling field that takes the content instead
 //	command         resolved like path when it contains a separator, else
 //	                left for PATH lookup
 //	size            an int64 byte size: 1024 or "4MiB"
@@ -111,6 +114,7 @@ type fieldInfo struct {
 	trim     bool
 	lower    bool
 	path     bool
+	inline   string // path=key: the sibling field that takes the content
 	command  bool
 	min      *int     // min= on an int
 	max      *int     // max= on an int
@@ -230,7 +234,7 @@ func parseField(t reflect.Type, sf reflect.StructField, i int, tag string) *fiel
 		case "lower":
 			f.lower = true
 		case "path":
-			f.path = true
+			f.path, f.inline = true, val
 		case "command":
 			f.command = true
 		case "size":

@@ -217,7 +217,7 @@ func TestSchemaAgreesWithParse(t *testing.T) {
 		{"unknown top-level key", "lisen: x\n", false, false},
 		{"unknown server key", srv("hedaers: {}"), false, false},
 		{"unknown auth key", http("auth: {type: none, vaule: x}"), false, false},
-		{"unknown tls key", http("tls: {ca: x}"), false, false},
+		{"unknown tls key", http("tls: {cafile: x}"), false, false},
 		{"unknown key field", keyDoc(", alais: b"), false, false},
 		{"unknown limits key", "limits: {max_batches: 5}\n", false, false},
 		{"unknown sessions key", "sessions: {idle_timout: 1m}\n", false, false},

@@ -2,7 +2,10 @@ package config
 
 import (
 	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"maps"
 	"net"
@@ -154,6 +157,11 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	}
 	if sep != "" && strings.Contains(name, sep) {
 		errs.add(p, 0, "name must not contain the tool name separator %q", sep)
+	} else if sep != "" && name != "" && (strings.ContainsRune(sep, rune(name[0])) || strings.ContainsRune(sep, rune(name[len(name)-1]))) {
+		// <server><sep><tool> must split one way only: with sep "__",
+		// server "a_" and tool "x" would be named like server "a" and
+		// tool "_x" (a___x).
+		errs.add(p, 0, "name must not begin or end with a character of the tool name separator %q (its tools' names would read as another server's)", sep)
 	}
 	if s.Name != "" && s.Name != name {
 		errs.add(p, 0, "Name %q does not match the map key", s.Name)
@@ -472,22 +480,49 @@ func (t *TLS) validate(errs *errorList, p string, s *Server) {
 	if s.Transport == TransportStdio {
 		return // reported by checkFields (when=sse|http)
 	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		errs.add(p, 0, "cert_file and key_file must be set together")
+	for _, f := range []struct{ value, file, v, path string }{
+		{"ca", "ca_file", t.CA, t.CAFile}, {"cert", "cert_file", t.Cert, t.CertFile}, {"key", "key_file", t.Key, t.KeyFile},
+	} {
+		if f.v != "" && f.path != "" {
+			errs.add(p, 0, "%s and %s are both set; give one", f.value, f.file)
+		}
+	}
+	if (t.Cert == "" && t.CertFile == "") != (t.Key == "" && t.KeyFile == "") {
+		errs.add(p, 0, "a client certificate (cert or cert_file) and its key (key or key_file) must be set together")
 	}
 	for _, f := range []struct{ field, path string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
 		if f.path == "" {
 			continue
 		}
 		// Paths are not secrets; naming the missing file is what makes
-		// the message actionable.
+		// the message actionable. Only the config file names files
+		// (ParseRuntime refuses them in documents from the network).
 		if st, err := os.Stat(f.path); err != nil {
 			errs.add(p+"."+f.field, 0, "cannot read %s: %v", f.path, errors.Unwrap(err))
 		} else if st.IsDir() {
 			errs.add(p+"."+f.field, 0, "%s is a directory, not a PEM file", f.path)
 		}
 	}
-	if u := cmp.Or(s.URL, s.BaseURL); u != "" && !strings.HasPrefix(strings.ToLower(u), "https://") && (t.CAFile != "" || t.CertFile != "") {
+	// Values are checked here, files when they are read (upstream): the
+	// messages describe the format, never the content.
+	if t.CA != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(t.CA)) {
+		errs.add(p+".ca", 0, "no PEM certificate found")
+	}
+	switch {
+	case t.Cert != "" && t.Key != "":
+		if _, err := tls.X509KeyPair([]byte(t.Cert), []byte(t.Key)); err != nil {
+			errs.add(p+".cert", 0, "cert and key do not make a certificate and its key: %v", err)
+		}
+	case t.Cert != "":
+		if b, _ := pem.Decode([]byte(t.Cert)); b == nil || b.Type != "CERTIFICATE" {
+			errs.add(p+".cert", 0, "no PEM certificate found")
+		}
+	case t.Key != "":
+		if b, _ := pem.Decode([]byte(t.Key)); b == nil || !strings.HasSuffix(b.Type, "PRIVATE KEY") {
+			errs.add(p+".key", 0, "no PEM private key found")
+		}
+	}
+	if u := cmp.Or(s.URL, s.BaseURL); u != "" && !strings.HasPrefix(strings.ToLower(u), "https://") && (t.CA != "" || t.CAFile != "" || t.Cert != "" || t.CertFile != "") {
 		errs.add(p, 0, "set for a server whose url is not https")
 	}
 }

@@ -109,15 +109,31 @@ func targetOf(srv *config.Server) string {
 }
 
 // headerTokens reads the caller's own upstream credentials from a request
-// (for passthrough servers): X-Mcp-<server>-Authorization for one server,
-// else Authorization.
-func headerTokens(h http.Header) func(string) string {
+// (for passthrough servers): X-Mcp-<server>-Authorization for that server,
+// else Authorization, but Authorization only for single, the server of a
+// single-server route ("" on a route of several servers). A caller's
+// Authorization names no server: on /mcp, /mcp/a,b or a toolset it would
+// reach every passthrough server of the route, each able to replay it
+// against the others, so there only the header naming a server counts.
+func headerTokens(h http.Header, single string) func(string) string {
 	return func(server string) string {
 		if v := h.Get("X-Mcp-" + server + "-Authorization"); v != "" {
 			return v
 		}
-		return h.Get("Authorization")
+		if single != "" && server == single {
+			return h.Get("Authorization")
+		}
+		return ""
 	}
+}
+
+// singleServer is the server of rt when it is a single-server route
+// (/mcp/<server>, /<server>/mcp), "" on a route of several servers.
+func singleServer(rt *route) string {
+	if rt == nil || rt.prefixed {
+		return ""
+	}
+	return rt.single
 }
 
 // sourceOf says where a server was defined.

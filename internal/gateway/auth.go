@@ -80,6 +80,11 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	noteCaller(ctx, c.Alias, c.User)
 	tracing.NoteCaller(ctx, c.Alias, c.User)
 	ctx = withSubjectToken(callers.NewContext(ctx, c), subject)
+	if c.RateLimitRPM > 0 {
+		// Authenticate took one request of the limit: the first JSON-RPC
+		// request this HTTP request carries is paid for (limits.go).
+		ctx = withCallTicket(ctx)
+	}
 	return r.WithContext(ctx), true
 }
 

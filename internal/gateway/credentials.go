@@ -33,14 +33,22 @@ func CredentialsPath(server string) string {
 // enterprise_managed server the caller's subject token (exchange.go:
 // exchanged by egress, never sent itself), for the others what the request
 // carries (passthrough). Never another person's, never a shared one.
-func (g *Gateway) callerTokens(r *http.Request) *callerTokenSet {
+//
+// single is the server of the request's single-server route ("" for a
+// route of several servers): only it may receive the caller's
+// Authorization header (headerTokens).
+func (g *Gateway) callerTokens(r *http.Request, single string) *callerTokenSet {
 	// Not cancelled with the request: a 2026-07-28 call goes on across
 	// its client's retries (input_required rounds) after the request that
 	// began it has been answered. The vault reads and token refreshes are
 	// bounded on their own.
 	ctx := context.WithoutCancel(r.Context())
-	return &callerTokenSet{g: g, ctx: ctx, headers: headerTokens(r.Header), person: callers.PersonID(callers.FromContext(ctx))}
+	return &callerTokenSet{g: g, ctx: ctx, headers: headerTokens(r.Header, single), person: callers.PersonID(callers.FromContext(ctx))}
 }
+
+// noHeaders is the header credentials of a call no client request
+// carried (the stdio front, an operator's call as a key): none.
+func noHeaders(string) string { return "" }
 
 // callerTokenSet is callerTokens' memo for one request.
 type callerTokenSet struct {

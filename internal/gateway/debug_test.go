@@ -259,7 +259,7 @@ func TestDebugHeaderCallerCredential(t *testing.T) {
 	fpRE := regexp.MustCompile(`^server=pt; credential=passthrough; fp=([0-9a-f]{8}); session=`)
 	fp := func(token string) string {
 		t.Helper()
-		code, hdr, body := rpc(t, gw.URL+"/mcp", map[string]string{"Authorization": "Bearer " + token, HeaderDebug: "true"},
+		code, hdr, body := rpc(t, gw.URL+"/mcp", map[string]string{"X-Mcp-pt-Authorization": "Bearer " + token, HeaderDebug: "true"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pt__echo","arguments":{}}}`)
 		if code != 200 {
 			t.Fatalf("call: %d %s", code, body)

@@ -344,6 +344,14 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 	var wg sync.WaitGroup
 	for i, name := range rt.servers {
 		wg.Go(func() {
+			if gone, e := g.verifyServer(ctx, name); e != nil {
+				// Removed on another replica while this one could not hear
+				// it, or not known to still be there (unheard.go).
+				if strict && !gone {
+					strictErr = &clientError{rpc: e}
+				}
+				return
+			}
 			items, err := g.cat.List(ctx, name, k)
 			if err != nil {
 				if strict {
@@ -373,20 +381,11 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 		return nil, strictErr
 	}
 	var out []catalog.Item
-	seenURI := map[string]string{}
 	for _, l := range lists {
-		for _, it := range l {
-			if k == catalog.Resources {
-				if other, dup := seenURI[it.Key]; dup {
-					g.log.Error("resource URI claimed by two upstreams; keeping the first", "uri", it.Key, "kept", other, "dropped", it.Server)
-					continue
-				}
-				seenURI[it.Key] = it.Server
-			}
-			out = append(out, it)
-		}
+		out = append(out, l...)
 	}
-	return out, nil
+	// A name (or URI) two items would share names neither (names.go).
+	return g.distinct(rt, k, out), nil
 }
 
 func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
@@ -443,7 +442,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		o, overridden := g.st().overrides[it.Server][it.Key]
 		// it.Server "": the gateway's own tool (S20), listed as it is.
 		if it.Server != "" && (rename || (overridden && k == catalog.Tools)) {
-			name := g.exposed(sc.rt, it.Server, it.Key)
+			name := g.exposed(sc.rt, k, it.Server, it.Key)
 			if k == catalog.Tools {
 				g.checkToolName(it.Server, name)
 			}
@@ -475,7 +474,7 @@ func (g *Gateway) checkToolName(server, name string) {
 	if mcpwire.ValidToolName(name) {
 		return
 	}
-	if _, seen := g.badNames.LoadOrStore(name, true); !seen {
+	if g.badNames.first(name) {
 		g.log.Warn("exposed tool name breaks the MCP name rule (1-128 chars of A-Z a-z 0-9 _ . -); clients may refuse it",
 			"server", server, "name", name, "length", len(name))
 	}
@@ -484,38 +483,74 @@ func (g *Gateway) checkToolName(server, name string) {
 // callNamed forwards tools/call or prompts/get to the server that owns the
 // name, with the name and progress token rewritten.
 func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, *jsonrpc.Error) {
+	res, _, e := g.callByName(ctx, sc, m, k)
+	return res, e
+}
+
+// callByName is callNamed, also saying which item the name resolved to.
+func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, toolRef, *jsonrpc.Error) {
 	what := "tool"
 	if k == catalog.Prompts {
 		what = "prompt"
 	}
 	name, ok := jsonrpc.GetString(m.Params, "name")
 	if !ok || name == "" {
-		return nil, errInvalidParams("Invalid params: missing %s name", what)
+		return nil, toolRef{}, errInvalidParams("Invalid params: missing %s name", what)
 	}
-	server, upName, ok := g.split(sc.rt, name)
-	if !ok || !sc.rt.allows(k, server, upName) {
+	if len(g.candidates(sc.rt, k, name)) == 0 {
 		// A tool the caller may not see fails exactly like an unknown one
 		// (S6.2): no hint that it exists, except to the operator's trace.
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
-		return nil, errInvalidParams("Unknown %s: %s", what, name)
+		return nil, toolRef{}, errInvalidParams("Unknown %s: %s", what, name)
 	}
-	var (
-		it    catalog.Item
-		found bool
-	)
-	err := g.connecting(ctx, sc, server, func() (err error) {
-		it, found, err = g.cat.LookupOrRefresh(ctx, server, k, upName)
-		return err
-	})
+	// The name as exposed is looked up exactly (names.go); each
+	// candidate's list may need the person's account first. Only when no
+	// candidate is found are the lists fetched again (a tool added a
+	// moment ago): a renamed tool's other candidate, its display name as
+	// an upstream name, is normally missing.
+	var failed string
+	lookup := func(refresh bool) func(toolRef) (catalog.Item, bool, error) {
+		return func(c toolRef) (it catalog.Item, found bool, err error) {
+			if gone, e := g.verifyServer(ctx, c.server); gone {
+				// Removed on another replica while this one could not
+				// hear it (unheard.go): as unknown as if it had heard.
+				return catalog.Item{}, false, nil
+			} else if e != nil {
+				return catalog.Item{}, false, &clientError{rpc: e}
+			}
+			err = g.connecting(ctx, sc, c.server, func() (err error) {
+				if refresh {
+					it, found, err = g.cat.LookupOrRefresh(ctx, c.server, k, c.name)
+				} else {
+					it, found, err = g.cat.Lookup(ctx, c.server, k, c.name)
+				}
+				return err
+			})
+			if err != nil {
+				failed = c.server
+			}
+			return it, found, err
+		}
+	}
+	it, found, conflict, err := g.resolve(sc.rt, k, name, lookup(false))
+	if err == nil && !found && !conflict {
+		it, found, conflict, err = g.resolve(sc.rt, k, name, lookup(true))
+	}
 	var ce *clientError
-	if errors.As(err, &ce) {
-		return nil, ce.rpc
-	} else if err != nil {
-		return nil, g.upstreamFault(ctx, sc, server, err)
-	} else if !found {
+	switch {
+	case errors.As(err, &ce):
+		return nil, toolRef{}, ce.rpc
+	case err != nil:
+		return nil, toolRef{}, g.upstreamFault(ctx, sc, failed, err)
+	case conflict:
+		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "name_conflict")
+		return nil, toolRef{}, errAmbiguous(what, name)
+	case !found:
 		// The same answer whether the server exists or not (no leak).
-		return nil, errInvalidParams("Unknown %s: %s", what, name)
+		return nil, toolRef{}, errInvalidParams("Unknown %s: %s", what, name)
 	}
+	server, upName := it.Server, it.Key
+	ctx = withVerified(ctx, server)
 	// A stateless HTTP upstream gets Mcp-Param-* headers made from its own
 	// schema of the tool.
 	ctx = upstream.WithParamHeaders(ctx, it.ParamHeaders)
@@ -524,14 +559,29 @@ func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, 
 	// than the one this gateway checked.
 	params, err := jsonrpc.Set(m.Params, "name", jsonrpc.String(upName))
 	if err != nil {
-		return nil, errInvalidParams("Invalid params")
+		return nil, toolRef{}, errInvalidParams("Invalid params")
 	}
-	return g.forward(ctx, sc, server, m.Method, params)
+	res, e := g.forward(ctx, sc, server, m.Method, params)
+	return res, toolRef{server, upName}, e
 }
 
 // forward sends a request upstream with progress-token mapping and the
 // request's scope as origin.
 func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	if method == mcpwire.MethodToolsCall {
+		// The caller's budget, before anything else runs for the call
+		// (budget.go): a spent budget refuses it, else its expected cost
+		// is reserved until the call's actual cost is known.
+		rsv, e := g.reserveBudget(ctx, sc, server, params)
+		if e != nil {
+			tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "budget")
+			return nil, e
+		}
+		if rsv != nil {
+			ctx = context.WithValue(ctx, reservationKey{}, rsv)
+			defer rsv.release(ctx)
+		}
+	}
 	// Guardrails (S21): pre checks before anything goes upstream.
 	var guards guard.Chain
 	var gcall guard.Call
@@ -583,6 +633,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	if method == mcpwire.MethodToolsCall {
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
+		chargeCall(ctx, g.callCost(ctx, server, params, res, rpcErr, err))
 		g.recordToolCall(ctx, sc, server, params, res, rpcErr, err, start)
 	}
 	if err != nil {
@@ -639,18 +690,38 @@ func (g *Gateway) logCall(server, method string, params json.RawMessage, outcome
 	g.log.Debug("forwarded", "server", server, "method", method, "name", name, "outcome", outcome, "elapsed", time.Since(start))
 }
 
-// routeURI finds the server for a resource URI: an exact resource, then a
-// matching template, then the only resource-capable server of the route.
+// routeURI finds the server for a resource URI (claimURI); ok is false
+// when no server, or more than one, claims it.
 func (g *Gateway) routeURI(ctx context.Context, rt *route, uri string) (string, bool) {
+	server, ok, _ := g.claimURI(ctx, rt, uri)
+	return server, ok
+}
+
+// claimURI finds the one server of the route that claims a resource URI
+// the caller may read: it lists the URI, or one of its templates matches
+// it; when none does, the only resource-capable server of the route. A
+// URI that more than one server claims is served by none (conflict, and
+// reported once): upstreams choose their URIs and templates, and one
+// must not capture the reads meant for another (names.go).
+func (g *Gateway) claimURI(ctx context.Context, rt *route, uri string) (server string, ok, conflict bool) {
+	var claims []string
 	for _, name := range rt.servers {
+		if !rt.allows(catalog.Resources, name, uri) {
+			continue
+		}
 		if _, found, err := g.cat.Lookup(ctx, name, catalog.Resources, uri); err == nil && found {
-			return name, true
+			claims = append(claims, name)
+		} else if ok, err := g.cat.MatchTemplate(ctx, name, uri); err == nil && ok {
+			claims = append(claims, name)
 		}
 	}
-	for _, name := range rt.servers {
-		if ok, err := g.cat.MatchTemplate(ctx, name, uri); err == nil && ok {
-			return name, true
-		}
+	switch len(claims) {
+	case 1:
+		return claims[0], true, false
+	case 0:
+	default:
+		g.nameConflict(catalog.Resources, uri, claims)
+		return "", false, true
 	}
 	var only string
 	n := 0
@@ -663,7 +734,7 @@ func (g *Gateway) routeURI(ctx context.Context, rt *route, uri string) (string, 
 			release()
 		}
 	}
-	return only, n == 1
+	return only, n == 1, false
 }
 
 func resourceNotFound(uri string) *jsonrpc.Error {
@@ -677,7 +748,10 @@ func (g *Gateway) serverForURI(ctx context.Context, rt *route, params json.RawMe
 	if !ok || uri == "" {
 		return "", "", errInvalidParams("Invalid params: missing uri")
 	}
-	server, ok = g.routeURI(ctx, rt, uri)
+	server, ok, conflict := g.claimURI(ctx, rt, uri)
+	if conflict {
+		return "", "", errAmbiguousURI(uri)
+	}
 	if !ok || !rt.allows(catalog.Resources, server, uri) {
 		return "", "", resourceNotFound(uri)
 	}
@@ -703,24 +777,31 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	switch typ {
 	case "ref/prompt":
 		name, _ := jsonrpc.GetString(ref, "name")
-		s, upName, ok := g.split(sc.rt, name)
-		if !ok || !sc.rt.allows(catalog.Prompts, s, upName) {
+		var failed string
+		it, found, conflict, err := g.resolve(sc.rt, catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
+			failed = c.server
+			return g.cat.Lookup(ctx, c.server, catalog.Prompts, c.name)
+		})
+		switch {
+		case err != nil:
+			return nil, g.upstreamFault(ctx, sc, failed, err)
+		case conflict:
+			return nil, errAmbiguous("prompt", name)
+		case !found:
 			return nil, errInvalidParams("Unknown prompt: %s", name)
 		}
-		if _, found, err := g.cat.Lookup(ctx, s, catalog.Prompts, upName); err != nil {
-			return nil, g.upstreamFault(ctx, sc, s, err)
-		} else if !found {
-			return nil, errInvalidParams("Unknown prompt: %s", name)
-		}
-		server = s
-		p, err := jsonrpc.SetPath(params, jsonrpc.String(upName), "ref", "name")
+		server = it.Server
+		p, err := jsonrpc.SetPath(params, jsonrpc.String(it.Key), "ref", "name")
 		if err != nil {
 			return nil, errInvalidParams("Invalid params")
 		}
 		params = p
 	case "ref/resource":
 		uri, _ := jsonrpc.GetString(ref, "uri")
-		s, ok := g.routeURI(ctx, sc.rt, uri)
+		s, ok, conflict := g.claimURI(ctx, sc.rt, uri)
+		if conflict {
+			return nil, errAmbiguousURI(uri)
+		}
 		if !ok || !sc.rt.allows(catalog.Resources, s, uri) {
 			return nil, resourceNotFound(uri)
 		}

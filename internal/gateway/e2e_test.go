@@ -396,8 +396,9 @@ func TestMultiServerRoutes(t *testing.T) {
 	}
 }
 
-// TestResourceURIConflict: a URI two upstreams both list is served once,
-// from the first server in name order, and the conflict is logged (S6.1).
+// TestResourceURIConflict: a URI two go-sdk upstreams both list is not a
+// silent pick (S6.1): it is left out of the list, its read is refused, and
+// the conflict is logged.
 func TestResourceURIConflict(t *testing.T) {
 	mk := func(name string) *httptest.Server {
 		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
@@ -411,14 +412,14 @@ func TestResourceURIConflict(t *testing.T) {
 	_, gw := startGatewayWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(a.URL), "b": httpServer(b.URL)}}})
 	_, _, body := rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`)
-	if n := strings.Count(string(body), "mem://shared/doc"); n != 1 {
+	if n := strings.Count(string(body), "mem://shared/doc"); n != 0 {
 		t.Errorf("resources/list lists the shared URI %d times: %s", n, body)
 	}
 	_, _, body = rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"mem://shared/doc"}}`)
-	if !strings.Contains(string(body), "from a") {
-		t.Errorf("read of the shared URI: %s, want server a's", body)
+	if !strings.Contains(string(body), "Ambiguous resource") || strings.Contains(string(body), "from ") {
+		t.Errorf("read of the shared URI: %s, want it refused", body)
 	}
-	if !strings.Contains(logs.String(), "resource URI claimed by two upstreams") {
+	if !strings.Contains(logs.String(), "resource URI claimed by more than one item of a route") {
 		t.Errorf("conflict not logged: %s", logs.String())
 	}
 }

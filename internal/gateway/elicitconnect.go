@@ -212,6 +212,12 @@ func (g *Gateway) callConnecting(ctx context.Context, sc *scope, server, method 
 // A connect that does not happen is the error (a JSON-RPC one naming the
 // connect link).
 func (g *Gateway) connecting(ctx context.Context, sc *scope, server string, op func() error) error {
+	// Every call and single-server listing of server comes here: a
+	// replica that may have missed its removal re-reads it first
+	// (unheard.go).
+	if _, e := g.verifyServer(ctx, server); e != nil {
+		return &clientError{rpc: e}
+	}
 	err := op()
 	if err == nil || !canElicitConnect(sc) {
 		return err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -21,6 +22,10 @@ import (
 
 // topicTerminated is the bus topic of administrator terminations.
 const topicTerminated = "gateway:terminated"
+
+// followTerminationsName names the terminations' follower in logs and in
+// g.heard.
+const followTerminationsName = "terminations"
 
 // busTimeout bounds one publish or subscribe.
 const busTimeout = 2 * time.Second
@@ -62,12 +67,15 @@ func (g *Gateway) followTerminations() {
 	defer g.bg.Done()
 	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
 		Topics:  []string{topicTerminated},
-		What:    "terminations",
+		What:    followTerminationsName,
+		Heard:   g.heard,
 		Logger:  g.log,
 		Timeout: busTimeout,
 		Handle:  func(_ context.Context, m state.Message) { g.endCopies(string(m.Data)) },
 		// Announcements before a subscription, or in a gap, were missed.
-		Resync: func(context.Context) error { g.resyncTerminated(); return nil },
+		// One that could not read the store is retried: until it works,
+		// the held sessions are re-checked per request (unheard.go).
+		Resync: func(context.Context) error { return g.resyncTerminated() },
 	})
 }
 
@@ -77,24 +85,19 @@ func (g *Gateway) endCopies(hash string) {
 	if len(hash) != 64 {
 		return
 	}
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if hashHex(s.id) == hash {
-			if !s.isClosed() {
-				g.log.Info("session terminated on another replica", "session", s.id[:8])
-				s.close()
-			}
-			return false
-		}
-		return true
-	})
+	if s := g.sessionByHash(hash); s != nil {
+		g.log.Info("session terminated on another replica", "session", s.id[:8])
+		s.close()
+	}
 }
 
-// resyncTerminated ends every local session the terminations remember.
-func (g *Gateway) resyncTerminated() {
+// resyncTerminated ends every local session the terminations remember;
+// an error says the store could not be read (not every one was checked).
+func (g *Gateway) resyncTerminated() error {
 	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 	defer cancel()
 	now := g.now()
+	var failed error
 	g.sessions.Range(func(_, v any) bool {
 		s := v.(*session)
 		if s.isClosed() {
@@ -102,7 +105,7 @@ func (g *Gateway) resyncTerminated() {
 		}
 		ended, err := g.terms.IsTerminated(ctx, hashHex(s.id), now)
 		if err != nil {
-			g.log.Warn("terminated-session resync failed", "error", err)
+			failed = fmt.Errorf("terminated-session resync: %w", err)
 			return false
 		}
 		if ended {
@@ -111,4 +114,5 @@ func (g *Gateway) resyncTerminated() {
 		}
 		return true
 	})
+	return failed
 }

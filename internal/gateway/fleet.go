@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -169,19 +170,21 @@ func (g *Gateway) retire(s *session) {
 
 // deleteSealed ends, for its owner, a session this replica does not hold
 // (S8.1): its id is remembered as ended, so that it stays refused here
-// and, with a shared store, on every replica. false: another owner's.
-func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local string, id *Identity) bool {
+// and, with a shared store, on every replica. mine is false for another
+// owner's; err (ErrNotRecorded) when the store did not remember it, and
+// then nothing was done.
+func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local string, id *Identity) (mine bool, err error) {
 	if fleet.OwnerHash(id.Owner) != fs.Owner {
-		return false
+		return false, nil
 	}
 	h := hashHex(local)
 	if err := g.terms.MarkTerminated(ctx, h, g.now().Add(g.idleTimeout)); err != nil {
-		g.log.Warn("could not remember an ended session", "error", err)
+		return true, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
 	// The copies other replicas hold end at once (fanout.go).
 	g.announceEnded(ctx, h)
 	g.dropSessionState(ctx, h)
-	return true
+	return true, nil
 }
 
 // Client capabilities as a sealed id carries them.

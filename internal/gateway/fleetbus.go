@@ -48,6 +48,9 @@ import (
 // topicSessions is the bus topic of the notes below.
 const topicSessions = "gateway:sessions"
 
+// followSessionsName names the notes' follower in logs and in g.heard.
+const followSessionsName = "session notes"
+
 // Kinds of notes.
 const (
 	noteClaim   = "claim"  // a GET stream of Session was opened, Version
@@ -100,7 +103,8 @@ func (g *Gateway) followSessions() {
 	defer g.bg.Done()
 	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
 		Topics:  []string{topicSessions},
-		What:    "session notes",
+		What:    followSessionsName,
+		Heard:   g.heard,
 		Logger:  g.log,
 		Timeout: busTimeout,
 		Handle: func(_ context.Context, m state.Message) {
@@ -401,6 +405,14 @@ const (
 	fieldLive      = "live"
 	fieldLevel     = "level"
 	fieldSubPrefix = "sub:" // + uri = server
+	// What the fleet's session report shows of it (sessions_admin.go):
+	// fieldInfo the session's identity and route, fieldClient its
+	// client's name and version (written by the copy that saw its
+	// initialize), fieldHeldPrefix + a replica id the time (Unix ms)
+	// that replica last used its copy.
+	fieldInfo       = "info"
+	fieldClient     = "client"
+	fieldHeldPrefix = "at:"
 )
 
 // saveSessionFields writes fields of s's shared state and tells the other
@@ -469,36 +481,37 @@ func (g *Gateway) loadSessionState(ctx context.Context, s *session) {
 }
 
 // touchSessionState renews s's shared state while it is used, at most
-// every quarter of the idle timeout: it lapses with the session.
+// every sessionSeenEvery (and every quarter of the idle timeout): it
+// lapses with the session, and says this replica holds a copy (the
+// fleet's session report, sessions_admin.go).
 func (g *Gateway) touchSessionState(s *session) {
-	if !g.fleetOn() || s.token == "" {
+	if g.records == nil {
 		return
 	}
 	now := g.now().UnixNano()
 	last := s.stateTouched.Load()
-	if now-last < int64(g.idleTimeout/4) || !s.stateTouched.CompareAndSwap(last, now) {
+	if now-last < int64(min(g.idleTimeout/4, sessionSeenEvery)) || !s.stateTouched.CompareAndSwap(last, now) {
 		return
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 		defer cancel()
-		ok, err := g.shared.TouchSession(ctx, s.hash, g.idleTimeout)
-		if err != nil {
-			g.log.Debug("could not renew a session's shared state", "session", s.id[:8], "error", err)
-			return
-		}
-		if !ok {
-			// Never written (the backend was down at initialize) or
-			// lapsed while this copy was in use: in use it is.
-			g.writeLive(ctx, s)
-		}
+		// Never written (the backend was down at initialize) or lapsed
+		// while this copy was in use: in use it is, so it is written.
+		g.writeLive(ctx, s)
 	}()
 }
 
-// markSessionLive records a new sealed session in the shared state, so
-// that its idleness is the fleet's (idleEverywhere), not one replica's.
+// sessionSeenEvery is how often a copy in use says so in the shared
+// state at most: the fleet's report of a session held elsewhere is that
+// much behind on its idleness.
+const sessionSeenEvery = 30 * time.Second
+
+// markSessionLive records a new session in the shared state, so that
+// its idleness is the fleet's (idleEverywhere), not one replica's, and
+// the other replicas' administrators see and can end it.
 func (g *Gateway) markSessionLive(ctx context.Context, s *session) {
-	if !g.fleetOn() || s.token == "" {
+	if g.records == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
@@ -506,12 +519,39 @@ func (g *Gateway) markSessionLive(ctx context.Context, s *session) {
 	g.writeLive(ctx, s)
 }
 
+// writeLive writes s's record in the shared state: live, what the
+// fleet's report shows of it, and that this replica holds a copy now.
 func (g *Gateway) writeLive(ctx context.Context, s *session) {
-	if err := g.shared.SetSessionFields(ctx, s.hash, map[string]string{fieldLive: "1"}, g.idleTimeout); err != nil {
+	if s.isClosed() {
+		return // an ended session's state is dropped, not renewed
+	}
+	fields, err := g.sessionRecord(s)
+	if err == nil {
+		err = g.records.SetSessionFields(ctx, s.hash, fields, g.idleTimeout)
+	}
+	if err != nil {
 		g.log.Debug("could not record a session in the shared state", "session", s.id[:8], "error", err)
 		return
 	}
 	s.stateTouched.Store(g.now().UnixNano())
+}
+
+// forgetCopy says in the shared state that this replica no longer holds
+// a copy of s (it closed); the session itself may live on elsewhere.
+func (g *Gateway) forgetCopy(s *session) {
+	if g.records == nil {
+		return
+	}
+	go func() {
+		if g.sessionByHash(s.hash) != nil {
+			return // a new copy took its place here
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		defer cancel()
+		if err := g.records.DeleteSessionFields(ctx, s.hash, g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
+			g.log.Debug("could not record a session copy's end in the shared state", "session", s.id[:8], "error", err)
+		}
+	}()
 }
 
 // idleEverywhere reports whether the sealed session local, which this
@@ -537,12 +577,12 @@ func (g *Gateway) idleEverywhere(ctx context.Context, fs fleet.Session, local st
 // dropSessionState forgets the shared state of a session that ended for
 // good (its id is remembered as ended).
 func (g *Gateway) dropSessionState(ctx context.Context, hash string) {
-	if !g.fleetOn() {
+	if g.records == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
 	defer cancel()
-	if err := g.shared.DeleteSession(ctx, hash); err != nil {
+	if err := g.records.DeleteSession(ctx, hash); err != nil {
 		g.log.Debug("could not forget an ended session's shared state", "error", err)
 	}
 }

@@ -84,6 +84,11 @@ type Options struct {
 	// that; a disconnect cancels its call at once (C9.1). When Bus is nil
 	// it is State.
 	State state.Backend
+	// Records is where every session is recorded for the fleet's admin
+	// view and terminations (sessions_admin.go): the shared state of a
+	// fleet whose sessions are sticky (no fleet.session_keys) as well as
+	// of one whose sessions are sealed. nil: State.
+	Records state.Backend
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Authenticator identifies callers (S5); nil serves every caller
@@ -110,6 +115,11 @@ type Options struct {
 	// Usage sums a key's tool-call costs since a time, for the keys'
 	// budgets (budget.go); nil: budgets are not enforced.
 	Usage UsageFunc
+	// Spending, with Usage, is where the replicas of a fleet count what
+	// each key spent of its budget (the state driver redis): calls
+	// reserve their cost there before they run. nil: each replica counts
+	// its own calls beside the store's sum.
+	Spending state.Spending
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
@@ -135,9 +145,18 @@ type Gateway struct {
 	maxPerOwner int
 	terms       Terminations
 	bus         state.PubSub
+	// heard says whether this replica's followers of bus may have missed
+	// a message (unheard.go); nil without a bus.
+	heard *state.Heard
+	// fresh coalesces the store reads made while heard is not trusted.
+	fresh freshReads
+	// serverCheck re-reads a runtime server from the store (unheard.go);
+	// nil: the admin API set none.
+	serverCheck atomic.Pointer[ServerCheck]
 	stateCheck  StateChecker
 	stateHealth stateHealth
 	shared      state.Backend // fleet mode's shared state; nil: none
+	records     state.Backend // where sessions are recorded (Options.Records); nil: none
 	instance    string        // this process's id in reports
 	now         func() time.Time
 	// loopback: the listener accepts loopback connections only, so the
@@ -182,7 +201,8 @@ type Gateway struct {
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
 	routes     sync.Map  // routeKey -> route (read-only once stored)
-	badNames   sync.Map  // exposed tool names already warned about
+	badNames   onceSet   // exposed tool names already warned about
+	conflicts  onceSet   // names left out as ambiguous, already reported (names.go)
 	searchIdx  sync.Map  // server -> *serverIndexes (S20)
 	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
@@ -244,6 +264,7 @@ func New(o Options) *Gateway {
 		bus:         o.Bus,
 		stateCheck:  o.StateHealth,
 		shared:      o.State,
+		records:     o.Records,
 		vault:       o.Vault,
 		now:         o.Now,
 		subs:        map[subKey]int{},
@@ -272,6 +293,12 @@ func New(o Options) *Gateway {
 	if g.bus == nil && g.shared != nil {
 		g.bus = g.shared
 	}
+	if g.bus != nil {
+		g.heard = state.NewHeard()
+	}
+	if g.records == nil {
+		g.records = g.shared
+	}
 	if g.now == nil {
 		g.now = time.Now
 	}
@@ -281,7 +308,7 @@ func New(o Options) *Gateway {
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
 	if o.Usage != nil {
-		g.budgets = &budgets{usage: o.Usage, m: map[string]*budgetSpent{}}
+		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, m: map[string]*budgetSpent{}}
 	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
@@ -332,9 +359,13 @@ func (g *Gateway) Start(ctx context.Context) {
 		g.peers.join()
 	}
 	if g.bus != nil {
+		// Tracked before serving: until each follower resynchronised,
+		// what it keeps in step is checked against the store (unheard.go).
+		g.heard.Track(followTerminationsName)
 		g.bg.Add(1)
 		go g.followTerminations()
 		if g.fleetOn() {
+			g.heard.Track(followSessionsName)
 			g.bg.Add(1)
 			go g.followSessions()
 		}
@@ -531,11 +562,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
-		ts := g.callerTokens(r)
-		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
-		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
-	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		// An allowed browser origin (the Inspector, a web client) gets CORS
 		// headers, so the browser lets it read replies and session ids.
@@ -559,6 +585,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		http.NotFound(w, r)
 		return
+	}
+	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
+		// The route the path names decides where a caller's Authorization
+		// may go (S9.2): to the server of a single-server route only.
+		ts := g.callerTokens(r, singleServer(&rt))
+		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
+		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
 	}
 	if g.wantsDebug(r) {
 		var done func()

@@ -191,9 +191,6 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	} else {
 		noteMCP(r.Context(), "batch", "")
 	}
-	if g.overBudget(w, r, msgs) {
-		return
-	}
 	if batch {
 		for _, m := range msgs {
 			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
@@ -391,6 +388,11 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		ctx, sp = g.startMessageSpan(ctx, sc, m)
 		defer func() { tracing.EndMessage(ctx, sp, rpcErr) }()
 	}
+	// Each request takes its share of the caller's rate limit, whatever
+	// carried it (limits.go).
+	if rpcErr = g.admitRequest(ctx, sc); rpcErr != nil {
+		return jsonrpc.NewErrorResponse(m.ID, rpcErr)
+	}
 	res, rpcErr = g.safeDispatch(ctx, sc, m)
 	if errors.Is(ctx.Err(), context.Canceled) && rpcErr != nil {
 		rpcErr = jsonrpc.NewError(-32800, "Request cancelled")
@@ -432,6 +434,9 @@ type postSender struct {
 	// is then that HTTP status (S10), not a 200.
 	req     *http.Request
 	refused *refusalReply
+	// limited: a rate limit or budget refused the request (limits.go):
+	// the error reply is that HTTP status, with Retry-After.
+	limited *limitReply
 	// res buffers the stream's events for resumption (fleet mode,
 	// resume.go); nil: not resumable. gone: the client went away, events
 	// are only buffered.
@@ -530,7 +535,10 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		return
 	}
 	status := http.StatusOK
-	if reply.Error != nil && (ps.badRequest || mcpwire.IsModernErrorCode(reply.Error.Code)) {
+	if lr := ps.limited; lr != nil && reply.Error != nil {
+		ps.w.Header().Set("Retry-After", strconv.FormatInt(lr.retryAfter, 10))
+		status = lr.status
+	} else if reply.Error != nil && (ps.badRequest || mcpwire.IsModernErrorCode(reply.Error.Code)) {
 		// The stateless era's protocol errors are 400s on HTTP (and only
 		// a stateless request can get one), whatever the client accepts.
 		status = http.StatusBadRequest
@@ -635,16 +643,31 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		// It waits for nothing: the session's calls in flight are
 		// cancelled (upstream too), and its id answers 404 from now on
 		// (S8.2, S11).
-		g.endSessionLogged(r.Context(), sess)
-		if sess.token != "" {
+		if sess.token == "" {
+			// A local id: ending it here ends it, remembered or not.
+			g.endSessionLogged(r.Context(), sess)
+		} else {
+			// A sealed id opens on any replica: it is ended only once the
+			// store remembers it, else refused (and left as it was).
+			if err := g.endSessionDurably(r.Context(), sess); err != nil {
+				g.refuseUnrecorded(w, err)
+				return
+			}
 			// Its copies on other replicas end at once too (fanout.go).
 			g.announceTerminated(r.Context(), []*session{sess})
 		}
-	} else if sealed && !g.deleteSealed(r.Context(), fs, local, identityOf(r)) {
-		// Another replica's session (or one from before a restart): the
-		// id says whose it is, so the same rule holds.
-		writeJSON(w, http.StatusForbidden, bodyForeignSession)
-		return
+	} else if sealed {
+		mine, err := g.deleteSealed(r.Context(), fs, local, identityOf(r))
+		if !mine {
+			// Another replica's session (or one from before a restart):
+			// the id says whose it is, so the same rule holds.
+			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			return
+		}
+		if err != nil {
+			g.refuseUnrecorded(w, err)
+			return
+		}
 	}
 	// Idempotent (S8.1): an unknown id is already terminated.
 	writeJSON(w, http.StatusOK, bodyTerminated)
@@ -674,6 +697,8 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	sess := g.newSession(rt, id, false)
 	sess.attachStream(st)
 	defer sess.close()
+	// In a fleet, every replica's administrators see it (fleetbus.go).
+	g.touchSessionState(sess)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -707,15 +732,13 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		refuse.write(w)
 		return
 	}
+	g.touchSessionState(sess)
 	body, ok := g.readRequestBody(w, r)
 	if !ok {
 		return
 	}
 	msgs, _, ok := decodeBody(w, body, g.limits().MaxBatch)
 	if !ok {
-		return
-	}
-	if g.overBudget(w, r, msgs) {
 		return
 	}
 	sess.mu.Lock()
@@ -759,10 +782,14 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			}
 			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.scopeCaps()}
 			// The reply travels on the stream, so the call must outlive
-			// this POST; it ends with the session instead.
+			// this POST; it ends with the session instead. It keeps every
+			// value of the POST's context (the caller, its identity, its
+			// credentials, the trace), only not its cancellation: the call
+			// is this caller's as on any other transport.
+			callCtx := context.WithoutCancel(r.Context())
 			go func(m *jsonrpc.Message) {
 				defer sess.release()
-				ctx, cancel := context.WithCancel(context.Background())
+				ctx, cancel := context.WithCancel(callCtx)
 				defer cancel()
 				go func() {
 					select {
@@ -790,6 +817,10 @@ const (
 	refusedUnknown                // no session this gateway serves (S8.3, 404)
 	refusedEnded                  // remembered as deleted, expired or terminated (S8.2, 404)
 	refusedBusy                   // a sealed id to resume, its owner at the cap (S4.3, 429)
+	// refusedUnverified: whether it was ended cannot be checked now (the
+	// store does not answer) and the replica may not assume it was not
+	// (unheard.go; 503).
+	refusedUnverified
 )
 
 func (rf refusal) write(w http.ResponseWriter) {
@@ -798,6 +829,8 @@ func (rf refusal) write(w http.ResponseWriter) {
 		writeJSON(w, http.StatusForbidden, bodyForeignSession)
 	case refusedBusy:
 		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+	case refusedUnverified:
+		writeUnverified(w)
 	case refusedEnded:
 		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
 			"Session not found: it was terminated or has expired; send initialize to start a new session"))
@@ -831,6 +864,11 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 		if sess.owner != id.Owner {
 			return nil, refusedForeign
 		}
+		// Ended on another replica while this one could not hear it
+		// (unheard.go)?
+		if rf := g.checkHeld(ctx, sess); rf != refusedNot {
+			return nil, rf
+		}
 		return sess, refusedNot
 	}
 	if sealed && fleet.OwnerHash(id.Owner) != fs.Owner {
@@ -839,7 +877,17 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 	if !sealed {
 		local = sid
 	}
-	if g.terminated(ctx, local) {
+	ended, err := g.terminated(ctx, local)
+	switch {
+	case err != nil && sealed:
+		// Any replica may have ended it: resuming it unchecked could
+		// reopen what its client or an administrator closed.
+		g.log.Warn("cannot check whether a sealed session was ended (the store does not answer): refused", "error", err)
+		return nil, refusedUnverified
+	case err != nil:
+		// A local id: only this process could have ended it.
+		g.log.Warn("terminated-session lookup failed", "error", err)
+	case ended:
 		return nil, refusedEnded
 	}
 	if sealed && resume {

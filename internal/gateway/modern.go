@@ -180,11 +180,7 @@ func (g *Gateway) checkParamHeaders(r *http.Request, rt *route, m *jsonrpc.Messa
 		return nil
 	}
 	name, _ := jsonrpc.GetString(m.Params, "name")
-	server, upName, ok := g.split(rt, name)
-	if !ok || !rt.allows(catalog.Tools, server, upName) {
-		return nil
-	}
-	it, found, err := g.cat.Lookup(r.Context(), server, catalog.Tools, upName)
+	it, found, _, err := g.resolve(rt, catalog.Tools, name, g.lookupIn(r.Context(), catalog.Tools))
 	if err != nil || !found || len(it.ParamHeaders) == 0 {
 		return nil
 	}

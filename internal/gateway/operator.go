@@ -76,7 +76,7 @@ func (g *Gateway) ToolsAs(ctx context.Context, c *callers.Caller, path string) (
 			desc = o.Description
 		}
 		schema, _ := jsonrpc.GetPath(it.Raw, "inputSchema")
-		out = append(out, ToolInfo{Name: g.exposed(&rt, it.Server, it.Key), Server: it.Server, UpstreamName: it.Key, Description: desc, InputSchema: schema})
+		out = append(out, ToolInfo{Name: g.exposed(&rt, catalog.Tools, it.Server, it.Key), Server: it.Server, UpstreamName: it.Key, Description: desc, InputSchema: schema})
 	}
 	return out, nil
 }
@@ -94,9 +94,13 @@ func (g *Gateway) ExplainAs(c *callers.Caller, path, name string) (policy.Explan
 		}
 		return policy.Explanation{}, fmt.Errorf("%w: %s is not an MCP route", ErrRoute, path)
 	}
-	server, upName, ok := g.split(&rt, name)
-	if !ok {
-		server, upName = "", name
+	// Without the catalog, the configuration says which item the name
+	// could be: within one server, the tool an override shows under it
+	// comes first. A name of no server, or of several, is explained as a
+	// name of none.
+	server, upName := "", name
+	if c := g.candidates(&rt, catalog.Tools, name); len(c) > 0 && !slices.ContainsFunc(c, func(r toolRef) bool { return r.server != c[0].server }) {
+		server, upName = c[0].server, c[0].name
 	}
 	return g.st().policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil
 }
@@ -114,7 +118,9 @@ func (g *Gateway) CallAs(ctx context.Context, c *callers.Caller, path, name stri
 	params := append(append(append([]byte(`{"name":`), jsonrpc.String(name)...), `,"arguments":`...), args...)
 	params = append(params, '}')
 	m := jsonrpc.NewRequest(jsonrpc.Int64ID(1), mcpwire.MethodToolsCall, params)
-	ctx = callers.NewContext(ctx, c)
+	// The call is the key's, as if its client had made it: its rate limit
+	// and budget, its person's own credentials, its audit record.
+	ctx = g.withCaller(ctx, c)
 	sc := &scope{g: g, rt: &rt, out: discardSender{}}
 	reply := g.serve(ctx, sc, m)
 	if reply == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // Identity is what the gateway knows of the caller of a request, set by
@@ -138,19 +140,19 @@ func (g *Gateway) purgeTerminations(ctx context.Context) {
 }
 
 // terminated reports whether id was ended by an administrator, and keeps
-// remembering it while its client keeps using it (S8.2).
-func (g *Gateway) terminated(ctx context.Context, id string) bool {
+// remembering it while its client keeps using it (S8.2). An error: the
+// store could not say (the caller decides what that means for the id).
+func (g *Gateway) terminated(ctx context.Context, id string) (bool, error) {
 	h := hashHex(id)
 	now := g.now()
 	ok, err := g.terms.IsTerminated(ctx, h, now)
 	if err != nil {
-		g.log.Warn("terminated-session lookup failed", "error", err)
-		return false
+		return false, err
 	}
 	if ok {
 		_ = g.terms.TouchTerminated(ctx, h, now.Add(g.idleTimeout))
 	}
-	return ok
+	return ok, nil
 }
 
 // endSession ends a session its client deleted, that expired or that its
@@ -170,6 +172,33 @@ func (g *Gateway) endSession(ctx context.Context, s *session) error {
 		return fmt.Errorf("remember ended session: %w", err)
 	}
 	return nil
+}
+
+// endSessionDurably ends a session for its client's DELETE or an
+// administrator, only once the store remembers its id: a sealed id opens
+// on any replica, so an end the store does not know could be undone by
+// the next request anywhere. When the store fails nothing changes and
+// the error says so (the caller refuses: 503).
+func (g *Gateway) endSessionDurably(ctx context.Context, s *session) error {
+	if err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout)); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
+	}
+	s.close()
+	g.dropSessionState(ctx, s.hash)
+	return nil
+}
+
+// ErrNotRecorded: the store did not record the end of a session, so it
+// was not ended (S8.2: an end is made durable or refused).
+var ErrNotRecorded = errors.New("the store did not record the end of the session")
+
+// refuseUnrecorded answers a client's DELETE whose end the store did not
+// record: 503, the session unchanged.
+func (g *Gateway) refuseUnrecorded(w http.ResponseWriter, err error) {
+	g.log.Warn("session DELETE refused: the store did not record it", "error", err)
+	w.Header().Set("Retry-After", "1")
+	writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError,
+		"Service Unavailable: the session could not be ended now (the gateway's store does not answer); it is unchanged: send the DELETE again shortly"))
 }
 
 // endSessionLogged is endSession for callers with no one to report to.

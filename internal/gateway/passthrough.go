@@ -20,9 +20,12 @@ import (
 // Pass-through servers and their auth challenges (S9.2, S9.5, S10).
 //
 // A `passthrough` server authenticates the person itself: the caller's
-// own upstream token travels in X-Mcp-<server>-Authorization, else in
-// Authorization (when Authorization is not the gateway's own credential:
-// a gateway key or JWT there is stripped before egress and never counts).
+// own upstream token travels in X-Mcp-<server>-Authorization, else, on a
+// single-server route only, in Authorization (when Authorization is not
+// the gateway's own credential: a gateway key or JWT there is stripped
+// before egress and never counts). On a route of several servers a
+// caller's Authorization goes to none of them (headerTokens): it names no
+// server, and each passthrough server could replay it at the others.
 // On a single-server route (/mcp/<server>, /<server>/mcp) the gateway acts
 // as that server's protected resource:
 //
@@ -96,7 +99,7 @@ func (g *Gateway) withoutTokenless(r *http.Request, rt route) route {
 	if !g.st().passthrough || (!rt.prefixed && rt.single != "") {
 		return rt
 	}
-	tokens := headerTokens(r.Header)
+	tokens := headerTokens(r.Header, "")
 	var keep []string
 	for _, s := range rt.servers {
 		if g.isPassthrough(s) && tokens(s) == "" {
@@ -124,7 +127,7 @@ func (g *Gateway) passthroughGate(w http.ResponseWriter, r *http.Request, rt rou
 	if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
 		return rt, true
 	}
-	if headerTokens(r.Header)(server) == "" {
+	if headerTokens(r.Header, server)(server) == "" {
 		g.writePassthroughRefusal(w, r, server, http.StatusUnauthorized, false)
 		return rt, false
 	}

@@ -270,17 +270,26 @@ func TestPassthroughAuthChallenges(t *testing.T) {
 		if st != http.StatusOK || !strings.Contains(string(b), "Unknown tool") {
 			t.Errorf("pt call without a token: %d %s", st, b)
 		}
+		// Authorization names no server: on a merged route it is nobody's
+		// token (hole 12), only X-Mcp-pt-Authorization is pt's.
 		st, _, b = post(t, "/mcp", upBearer(tokGood), listTools)
+		if st != http.StatusOK || strings.Contains(string(b), "pt__") || !strings.Contains(string(b), `"plain__ping"`) {
+			t.Errorf("tools/list with Authorization only: %d %s", st, b)
+		}
+		ptBearer := func(tok string) map[string]string {
+			return map[string]string{"X-Mcp-pt-Authorization": "Bearer " + tok}
+		}
+		st, _, b = post(t, "/mcp", ptBearer(tokGood), listTools)
 		if st != http.StatusOK || !strings.Contains(string(b), `"pt__whoami"`) || !strings.Contains(string(b), `"plain__ping"`) {
 			t.Errorf("tools/list with a token: %d %s", st, b)
 		}
-		st, _, b = post(t, "/mcp", upBearer(tokRevoked), callTool("pt__whoami"))
+		st, _, b = post(t, "/mcp", ptBearer(tokRevoked), callTool("pt__whoami"))
 		if st != http.StatusOK || !strings.Contains(string(b), `"hello"`) {
 			t.Errorf("pt call with a token: %d %s", st, b)
 		}
 		revoked.Store(true)
 		defer revoked.Store(false)
-		st, h, b := post(t, "/mcp", upBearer(tokRevoked), callTool("pt__whoami"))
+		st, h, b := post(t, "/mcp", ptBearer(tokRevoked), callTool("pt__whoami"))
 		if st != http.StatusOK || h.Get("WWW-Authenticate") != "" || !strings.Contains(string(b), "refused the caller's token") {
 			t.Errorf("refused pt call on /mcp: %d %q %s", st, h.Get("WWW-Authenticate"), b)
 		}

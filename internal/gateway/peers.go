@@ -213,6 +213,24 @@ func (p *peers) count() int {
 	return len(p.live)
 }
 
+// liveIDs is the set of replica ids last read from the registry; nil
+// before the first read, or outside a fleet (p nil).
+func (p *peers) liveIDs() map[string]bool {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.known {
+		return nil
+	}
+	ids := make(map[string]bool, len(p.live))
+	for _, r := range p.live {
+		ids[r.ID] = true
+	}
+	return ids
+}
+
 // find returns the live replica match selects: from the last read, else
 // (a replica that joined since) from the registry now.
 func (p *peers) find(ctx context.Context, match func(state.Replica) bool) (state.Replica, bool) {

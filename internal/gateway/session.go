@@ -306,6 +306,7 @@ func (s *session) close() {
 	// have taken its place.
 	s.g.sessions.CompareAndDelete(s.id, s)
 	s.g.byHash.CompareAndDelete(s.hash, s)
+	s.g.forgetCopy(s)
 }
 
 // janitor ends idle sessions that have nothing in flight (S12).

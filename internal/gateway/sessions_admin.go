@@ -2,10 +2,18 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/state"
 )
 
 // SessionInfo describes one downstream session for operators (S13.1).
@@ -21,11 +29,21 @@ type SessionInfo struct {
 	Route         string   `json:"route"`
 	Servers       []string `json:"servers"`
 	Created       string   `json:"created"`
-	IdleSeconds   float64  `json:"idle_seconds"`
-	InFlight      int      `json:"in_flight"`
+	// IdleSeconds is how long since the session was last used: on this
+	// replica when it holds a copy, else on the replica that used it last
+	// (up to sessionSeenEvery behind, fleet mode).
+	IdleSeconds float64 `json:"idle_seconds"`
+	// InFlight and UpstreamSessions are this replica's copy's: 0 for a
+	// session it does not hold.
+	InFlight int `json:"in_flight"`
 	// UpstreamSessions counts the upstream sessions the session's calls
 	// use: the live upstream sessions of its servers.
 	UpstreamSessions int `json:"upstream_sessions"`
+	// Replicas, in fleet mode, are the live replicas holding a copy of
+	// the session (their instance ids): each serves its requests that
+	// reach it. Empty: none holds one now (the one that did stopped), and
+	// any replica resumes it at its client's next request.
+	Replicas []string `json:"replicas,omitzero"`
 }
 
 // Count is one row of a breakdown.
@@ -41,6 +59,13 @@ type SessionsReport struct {
 	ByClient []Count       `json:"by_client"`
 	ByUser   []Count       `json:"by_user"`
 	Sessions []SessionInfo `json:"sessions"`
+	// Replicas, in fleet mode, are the live replicas whose sessions the
+	// report covers (this one included).
+	Replicas []string `json:"replicas,omitzero"`
+	// Incomplete says why the report may miss sessions of other replicas
+	// (fleet mode: the shared state did not answer, or holds more than a
+	// report lists); "" when it has every one.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // TerminateResult is POST /admin/v1/sessions/terminate (S13.2).
@@ -82,22 +107,48 @@ func (g *Gateway) infoOf(s *session, now time.Time) SessionInfo {
 	}
 }
 
-// SessionsReport reports every live downstream session (S13.1).
+// SessionsReport reports every live downstream session this replica
+// holds (S13.1). FleetSessionsReport is the fleet's.
 func (g *Gateway) SessionsReport() SessionsReport {
-	now := g.now()
-	rep := SessionsReport{Instance: g.instance, Sessions: []SessionInfo{}}
+	var infos []SessionInfo
+	for _, fs := range g.localSessions(g.now()) {
+		infos = append(infos, fs.info)
+	}
+	return g.report(infos)
+}
+
+// FleetSessionsReport reports every live downstream session of the fleet
+// (S13.1, S15): this replica's from its memory, the others' from their
+// records in the shared state, each naming the replicas holding a copy.
+// A session whose replica stopped is still listed (any replica resumes
+// it). When the shared state does not answer, the report has this
+// replica's sessions and says that it may miss the others'. Outside
+// fleet mode it is SessionsReport.
+func (g *Gateway) FleetSessionsReport(ctx context.Context) SessionsReport {
+	all, incomplete, _ := g.fleetSessions(ctx)
+	infos := make([]SessionInfo, 0, len(all))
+	for _, fs := range all {
+		infos = append(infos, fs.info)
+	}
+	rep := g.report(infos)
+	rep.Incomplete = incomplete
+	if live := g.peers.liveIDs(); g.records != nil && live != nil {
+		rep.Replicas = slices.Sorted(maps.Keys(live))
+	}
+	return rep
+}
+
+// report totals and sorts infos.
+func (g *Gateway) report(infos []SessionInfo) SessionsReport {
+	rep := SessionsReport{Instance: g.instance, Sessions: infos}
+	if rep.Sessions == nil {
+		rep.Sessions = []SessionInfo{}
+	}
 	byClient, byUser := map[string]int{}, map[string]int{}
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if s.isClosed() {
-			return true
-		}
-		info := g.infoOf(s, now)
-		rep.Sessions = append(rep.Sessions, info)
+	for _, info := range rep.Sessions {
 		byClient[info.ClientName]++
 		byUser[info.User]++
-		return true
-	})
+	}
 	sort.Slice(rep.Sessions, func(i, j int) bool {
 		a, b := rep.Sessions[i], rep.Sessions[j]
 		if a.Created != b.Created {
@@ -108,6 +159,201 @@ func (g *Gateway) SessionsReport() SessionsReport {
 	rep.Total = len(rep.Sessions)
 	rep.ByClient, rep.ByUser = breakdown(byClient), breakdown(byUser)
 	return rep
+}
+
+// fleetSession is one session of the fleet as an operator's action
+// matches it.
+type fleetSession struct {
+	info SessionInfo
+	hash string // hashHex of its local id, as terminations and the shared state key it
+	// idPrefix is what a termination's prefix is matched against: the
+	// local id of a copy held here, the recorded prefix of one held
+	// elsewhere (recordPrefixLen).
+	idPrefix string
+	local    *session // this replica's copy; nil: held elsewhere or nowhere
+}
+
+// localSessions is every live session this replica holds.
+func (g *Gateway) localSessions(now time.Time) []fleetSession {
+	var out []fleetSession
+	g.sessions.Range(func(_, v any) bool {
+		s := v.(*session)
+		if s.isClosed() {
+			return true
+		}
+		info := g.infoOf(s, now)
+		if g.records != nil {
+			info.Replicas = []string{g.instance}
+		}
+		out = append(out, fleetSession{info: info, hash: s.hash, idPrefix: s.id, local: s})
+		return true
+	})
+	return out
+}
+
+// recordPrefixLen is how much of a session's local id its record in the
+// shared state keeps, for terminations by prefix on other replicas: 64
+// bits, never the whole id.
+const recordPrefixLen = 16
+
+// sessionRecord is what the fleet's report and terminations know of a
+// session held elsewhere: the fields of its shared state.
+type sessionRecord struct {
+	Prefix   string   `json:"p"`
+	User     string   `json:"u,omitempty"`
+	Alias    string   `json:"k,omitempty"`
+	Team     string   `json:"t,omitempty"`
+	ClientIP string   `json:"ip,omitempty"`
+	Route    string   `json:"r"`
+	Servers  []string `json:"s"`
+	Created  string   `json:"c"`
+}
+
+type clientRecord struct {
+	Name    string `json:"n,omitempty"`
+	Version string `json:"v,omitempty"`
+}
+
+// maxRecordedClient bounds the client name and version a record keeps
+// (the client chose them).
+const maxRecordedClient = 256
+
+// sessionRecord is the fields s's copy here writes to its shared state
+// (writeLive): live, its record, this replica holding it now, and its
+// client when this copy saw the initialize. Every field stays within
+// state.MaxFieldLen whatever the client sent or the route holds: a
+// refused write would lose live, and with it the session's fleet-wide
+// idleness.
+func (g *Gateway) sessionRecord(s *session) (map[string]string, error) {
+	info := g.infoOf(s, g.now())
+	r := sessionRecord{Prefix: s.id[:min(recordPrefixLen, len(s.id))], User: info.User, Alias: info.KeyAlias,
+		Team: info.Team, ClientIP: info.ClientIP, Route: info.Route, Servers: info.Servers, Created: info.Created}
+	rec, err := json.Marshal(r)
+	if err == nil && len(rec) > state.MaxFieldLen {
+		r.Servers = nil // a route of very many servers: its path says which
+		rec, err = json.Marshal(r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]string{fieldLive: "1", fieldHeldPrefix + g.instance: strconv.FormatInt(g.now().UnixMilli(), 10)}
+	if len(rec) <= state.MaxFieldLen {
+		fields[fieldInfo] = string(rec)
+	}
+	if info.ClientName != "" || info.ClientVersion != "" {
+		c, err := json.Marshal(clientRecord{Name: cutUTF8(info.ClientName, maxRecordedClient), Version: cutUTF8(info.ClientVersion, maxRecordedClient)})
+		if err != nil {
+			return nil, err
+		}
+		fields[fieldClient] = string(c)
+	}
+	return fields, nil
+}
+
+// cutUTF8 cuts s to at most n bytes, at a rune boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// fleetSessions is every session of the fleet: this replica's, then (in
+// fleet mode) those the shared state records that it does not hold.
+// incomplete says why others may be missing ("" when none is); err
+// (ErrFleetUnreachable) when the shared state did not answer, and only
+// this replica's are returned.
+func (g *Gateway) fleetSessions(ctx context.Context) (all []fleetSession, incomplete string, err error) {
+	now := g.now()
+	all = g.localSessions(now)
+	if g.records == nil {
+		return all, "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*busTimeout)
+	defer cancel()
+	recs, complete, err := g.records.ListSessions(ctx, state.MaxListSessions, fieldInfo, fieldClient, fieldHeldPrefix)
+	if err != nil {
+		g.log.Warn("could not list the other replicas' sessions from the shared state", "error", err)
+		return all, "the shared state (" + g.records.Name() + ") did not answer: only the sessions of replica " + g.instance + " are listed", ErrFleetUnreachable
+	}
+	if !complete {
+		incomplete = fmt.Sprintf("the shared state holds more sessions than a report lists (%d)", state.MaxListSessions)
+	}
+	live := g.peers.liveIDs()
+	here := make(map[string]int, len(all))
+	for i, fs := range all {
+		here[fs.hash] = i
+	}
+	for _, r := range recs {
+		var rec sessionRecord
+		if json.Unmarshal([]byte(r.Fields[fieldInfo]), &rec) != nil || len(rec.Prefix) < idPrefixLen {
+			continue // state written before records were (or not by a gateway)
+		}
+		var client clientRecord
+		_ = json.Unmarshal([]byte(r.Fields[fieldClient]), &client)
+		var holders []string
+		var last int64
+		for f, v := range r.Fields {
+			replica, ok := strings.CutPrefix(f, fieldHeldPrefix)
+			if !ok {
+				continue
+			}
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				last = max(last, ms)
+			}
+			// This replica's own copies are known from its memory; a
+			// stopped replica's copy died with it.
+			if replica != g.instance && (live == nil || live[replica]) {
+				holders = append(holders, replica)
+			}
+		}
+		if i, ok := here[r.ID]; ok {
+			info := &all[i].info
+			info.Replicas = append(info.Replicas, holders...)
+			slices.Sort(info.Replicas)
+			if info.ClientName == "" && info.ClientVersion == "" {
+				// A copy resumed here never saw the initialize.
+				info.ClientName, info.ClientVersion = client.Name, client.Version
+			}
+			continue
+		}
+		slices.Sort(holders)
+		info := SessionInfo{
+			IDPrefix: rec.Prefix[:idPrefixLen], ClientName: client.Name, ClientVersion: client.Version,
+			User: rec.User, KeyAlias: rec.Alias, Team: rec.Team, ClientIP: rec.ClientIP,
+			Route: rec.Route, Servers: rec.Servers, Created: rec.Created, Replicas: holders,
+		}
+		if info.Servers == nil {
+			info.Servers = []string{}
+		}
+		if info.Replicas == nil {
+			info.Replicas = []string{}
+		}
+		if last > 0 {
+			info.IdleSeconds = max(0, now.Sub(time.UnixMilli(last)).Seconds())
+		}
+		all = append(all, fleetSession{info: info, hash: r.ID, idPrefix: rec.Prefix})
+	}
+	return all, incomplete, nil
+}
+
+// matches reports whether fs is selected by a termination's id prefix
+// and user ("" selects all). A session held elsewhere is matched on its
+// recorded prefix: a longer prefix matches when that much of it does.
+func (fs *fleetSession) matches(idPrefix, user string) bool {
+	if user != "" && fs.info.User != user {
+		return false
+	}
+	if idPrefix == "" {
+		return true
+	}
+	if len(idPrefix) > len(fs.idPrefix) {
+		return strings.HasPrefix(idPrefix, fs.idPrefix)
+	}
+	return strings.HasPrefix(fs.idPrefix, idPrefix)
 }
 
 // breakdown sorts counts by count (descending), the unknown label ("")
@@ -139,37 +385,72 @@ func breakdown(m map[string]int) []Count {
 // session takes an explicit selector.
 var ErrNoSelector = errors.New("session_id_prefix or user is required")
 
-// TerminateSessions ends the sessions whose id starts with idPrefix and/or
-// whose user is user (S13.2): their transports end, their in-flight calls
-// are cancelled, and their ids are remembered so that their clients are
-// told to start over (S8.2). With a Bus, the copies other replicas hold of
-// them end too (fanout.go).
-func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) (TerminateResult, error) {
+// ErrFleetUnreachable: a termination could not find the other replicas'
+// sessions (the shared state did not answer); this replica's were ended.
+var ErrFleetUnreachable = errors.New("the shared state did not answer: sessions held by other replicas could not be found, and were not ended")
+
+// TerminateSessions ends, on every replica of the fleet, the sessions
+// whose id starts with idPrefix and/or whose user is user (S13.2, S15):
+// each is remembered as ended in the store first (S8.2: refused on every
+// replica from then on), then this replica's copies end (their
+// transports end and their in-flight calls are cancelled) and the other
+// replicas are told to end theirs (fanout.go). A session whose end the
+// store does not record is not ended: the error wraps ErrNotRecorded,
+// and res has what was ended before. When the other replicas' sessions
+// cannot be found, this replica's are ended and the error is
+// ErrFleetUnreachable. res.Terminated counts the sessions ended now,
+// fleet-wide (one already ended is not counted again).
+func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) (res TerminateResult, err error) {
 	if idPrefix == "" && user == "" {
 		return TerminateResult{}, ErrNoSelector
 	}
 	now := g.now()
-	res := TerminateResult{Sessions: []SessionInfo{}}
-	var victims []*session
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if (idPrefix == "" || strings.HasPrefix(s.id, idPrefix)) && (user == "" || s.user == user) && !s.isClosed() {
-			victims = append(victims, s)
+	res = TerminateResult{Sessions: []SessionInfo{}}
+	all, _, unreachable := g.fleetSessions(ctx)
+	var ended []*session
+	defer func() {
+		// Other replicas' copies of these sessions end too (fanout.go).
+		g.announceTerminated(ctx, ended)
+		res.Terminated = len(res.Sessions)
+	}()
+	for i := range all {
+		fs := &all[i]
+		if !fs.matches(idPrefix, user) {
+			continue
 		}
-		return true
-	})
-	ended := victims[:0:0]
-	for _, s := range victims {
-		info := g.infoOf(s, now)
-		if err := g.endSession(ctx, s); err != nil {
-			g.announceTerminated(ctx, ended)
-			return res, err
+		if fs.local != nil {
+			if fs.local.isClosed() {
+				continue
+			}
+			if err := g.endSessionDurably(ctx, fs.local); err != nil {
+				if fs.local.token == "" {
+					// A local id: ended here is ended, remembered or
+					// not; the operator hears that it was not
+					// remembered.
+					fs.local.close()
+					ended = append(ended, fs.local)
+					res.Sessions = append(res.Sessions, fs.info)
+				}
+				return res, err
+			}
+			ended = append(ended, fs.local)
+			res.Sessions = append(res.Sessions, fs.info)
+			continue
 		}
-		ended = append(ended, s)
-		res.Sessions = append(res.Sessions, info)
+		// Held elsewhere, or by no replica now: remembered first, so that
+		// no replica serves or resumes it from now on; then its copies
+		// end and its state goes.
+		if already, err := g.terms.IsTerminated(ctx, fs.hash, now); err != nil {
+			return res, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+		} else if already {
+			continue // ended before: its record is only stale
+		}
+		if err := g.terms.MarkTerminated(ctx, fs.hash, now.Add(g.idleTimeout)); err != nil {
+			return res, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+		}
+		g.announceEnded(ctx, fs.hash)
+		g.dropSessionState(ctx, fs.hash)
+		res.Sessions = append(res.Sessions, fs.info)
 	}
-	// Other replicas' copies of these sessions end too (fanout.go).
-	g.announceTerminated(ctx, ended)
-	res.Terminated = len(res.Sessions)
-	return res, nil
+	return res, unreachable
 }

@@ -46,6 +46,11 @@ func (g *Gateway) probeState(ctx context.Context) {
 	if err != nil {
 		msg := err.Error()
 		h.lastErr.Store(&msg)
+		// Announcements published meanwhile reach nobody: until the
+		// followers resynchronised after the outage, what they keep in
+		// step is checked against the store before it is relied on
+		// (unheard.go).
+		g.heard.Doubt()
 	}
 	first := h.since.Load() == 0
 	if first || h.up.Load() != up {
@@ -56,6 +61,8 @@ func (g *Gateway) probeState(ctx context.Context) {
 			g.log.Warn("shared state unreachable: readiness reports it degraded", "driver", g.stateCheck.Name(), "error", err)
 		case !first:
 			g.log.Info("shared state answers again", "driver", g.stateCheck.Name())
+			// The followers subscribe afresh and resynchronise.
+			g.heard.Recovered()
 		}
 	}
 	g.metrics.SetStateUp(up)

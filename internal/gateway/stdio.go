@@ -6,11 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"sync"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // lineWriter writes newline-delimited messages, one at a time.
@@ -39,11 +43,43 @@ func (lw *lineWriter) send(msg *jsonrpc.Message) error {
 	return err
 }
 
-// ServeStdio serves one downstream session over newline-delimited JSON-RPC
-// on r and w (the `mcpgate stdio` front), until r ends or ctx is done.
+// ServeStdio is ServeStdioAs with no key: an anonymous caller, where
+// the gateway serves anonymous callers.
 func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
-	rt, _, _ := g.resolveRoute("/mcp", "")
-	sess := g.newSession(rt, &Identity{Owner: "stdio"}, false)
+	return g.ServeStdioAs(ctx, "", r, w)
+}
+
+// ErrStdioCaller is in the chain of the error ServeStdioAs returns, before
+// serving anything, when the key it was given is refused (or none was
+// given where keys are required).
+var ErrStdioCaller = errors.New("the stdio front's caller was refused")
+
+// ServeStdioAs serves one downstream session over newline-delimited
+// JSON-RPC on r and w (the `mcpgate stdio` front), until r ends or ctx is
+// done, as the caller that key identifies: the gateway key of auth.keys,
+// of the admin API, or the master key; "" for an anonymous caller where
+// the gateway serves them (no auth configured, or auth.anonymous).
+//
+// The front is a caller like any HTTP client (issue 22 hole 13): the same
+// authentication (the key is judged again for each line, so a revoked
+// key stops at once), the same access decision on the whole-gateway route
+// /mcp (servers.tools allow and deny lists hide tools even from the
+// master key), the same call pipeline (guardrails, rate limit, budget,
+// the person's own credentials from the vault) and an audit record per
+// call. It counts as a loopback client for allowed_cidrs. Passthrough
+// servers need the caller's own token, which a stdio client has no way to
+// send: they are left out, as on a merged route without one.
+func (g *Gateway) ServeStdioAs(ctx context.Context, key string, r io.Reader, w io.Writer) error {
+	front := &stdioFront{g: g, key: key}
+	base, c, e := front.caller(ctx)
+	if e != nil {
+		return fmt.Errorf("%w: %s", ErrStdioCaller, e.Message)
+	}
+	rt, e := front.route(c)
+	if e != nil {
+		return fmt.Errorf("%w: %s", ErrStdioCaller, e.Message)
+	}
+	sess := g.newSession(rt, IdentityFrom(base), false)
 	defer sess.close()
 	out := &lineWriter{w: w}
 
@@ -56,7 +92,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	for {
 		line, err := readLine(br, limit)
 		if len(bytes.TrimSpace(line)) > 0 {
-			g.serveLine(ctx, sess, &rt, out, line, &wg)
+			g.serveLine(ctx, front, sess, out, line, &wg)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -74,7 +110,94 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	}
 }
 
-func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *lineWriter, line []byte, wg *sync.WaitGroup) {
+// stdioAddr is the client address the stdio front's caller is judged
+// from: a process on this machine.
+const stdioAddr = "127.0.0.1:0"
+
+// stdioFront is the caller a stdio front acts as.
+type stdioFront struct {
+	g   *Gateway
+	key string
+}
+
+// caller authenticates the front's key now, as an HTTP request with that
+// key would be (the rate limit aside: each request takes its own share in
+// serve), and returns ctx carrying the caller, its identity and its own
+// upstream credentials. A refusal is the error its requests get.
+func (f *stdioFront) caller(ctx context.Context) (context.Context, *callers.Caller, *jsonrpc.Error) {
+	g := f.g
+	var c *callers.Caller
+	if g.auth == nil {
+		c = &callers.Caller{Anonymous: true, Owner: callers.OwnerAnonymous}
+	} else {
+		r, err := http.NewRequestWithContext(callers.WithRateCounted(ctx), http.MethodPost, "http://stdio/mcp", nil)
+		if err != nil {
+			return nil, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%v", err)
+		}
+		r.RemoteAddr = stdioAddr
+		if f.key != "" {
+			r.Header.Set(callers.HeaderAPIKey, f.key)
+		}
+		var fail *callers.Failure
+		if c, fail = g.auth.Authenticate(r); fail != nil {
+			return nil, nil, stdioRefusal(fail, f.key != "")
+		}
+	}
+	id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: "127.0.0.1", Admin: c.Admin || c.Master,
+		Issuer: c.Issuer, Subject: c.Subject}
+	return g.withCaller(WithIdentity(ctx, id), c), c, nil
+}
+
+// withCaller makes ctx that of a call c makes without an HTTP request of
+// its own (the stdio front, an operator's call as a key): c itself, and
+// the person's own upstream credentials from the vault. No header carries
+// a token for a passthrough server.
+func (g *Gateway) withCaller(ctx context.Context, c *callers.Caller) context.Context {
+	ctx = callers.NewContext(ctx, c)
+	if st := g.st(); st.userKeys {
+		ts := &callerTokenSet{g: g, ctx: context.WithoutCancel(ctx), headers: noHeaders, person: callers.PersonID(c)}
+		ctx = context.WithValue(upstream.WithCallerTokens(ctx, ts.get), callerTokenSetKey{}, ts)
+	}
+	return ctx
+}
+
+// route is /mcp as c may use it, without the passthrough servers.
+func (f *stdioFront) route(c *callers.Caller) (route, *jsonrpc.Error) {
+	g := f.g
+	rt, _, _ := g.resolveRoute("/mcp", "")
+	rt, denied := g.narrow(rt, policyCaller(c))
+	if denied != nil {
+		return rt, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message)
+	}
+	if g.st().passthrough {
+		keep := []string{}
+		for _, s := range rt.servers {
+			if !g.isPassthrough(s) {
+				keep = append(keep, s)
+			}
+		}
+		rt.servers = keep
+	}
+	return rt, nil
+}
+
+// stdioRefusal is the JSON-RPC error of a refused stdio caller: the
+// reason of its HTTP status, said for a front started with a key.
+func stdioRefusal(f *callers.Failure, keyed bool) *jsonrpc.Error {
+	switch {
+	case f.Status == http.StatusUnauthorized && !keyed:
+		return jsonrpc.NewError(callers.CodeUnauthorized, "Unauthorized: this gateway requires an API key (auth is configured); start the stdio front with --key or MCPGATE_KEY")
+	case f.Status == http.StatusUnauthorized:
+		return jsonrpc.NewError(callers.CodeUnauthorized, "Unauthorized: the stdio front's API key is not valid (unknown, disabled or expired)")
+	case f.Status == http.StatusForbidden:
+		return jsonrpc.NewError(callers.CodeForbidden, "Forbidden: the stdio front's API key may not be used from this machine (allowed_cidrs)")
+	case f.Status == http.StatusTooManyRequests:
+		return jsonrpc.NewError(callers.CodeRateLimited, "%s", callers.MessageRateLimited)
+	}
+	return jsonrpc.NewError(callers.CodeUnavailable, "Service Unavailable: the stdio front's API key could not be checked; try again")
+}
+
+func (g *Gateway) serveLine(ctx context.Context, front *stdioFront, sess *session, out *lineWriter, line []byte, wg *sync.WaitGroup) {
 	var msgs []*jsonrpc.Message
 	if jsonrpc.IsBatch(line) {
 		ms, errs, err := jsonrpc.DecodeBatch(line)
@@ -101,7 +224,15 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 		}
 		msgs = []*jsonrpc.Message{m}
 	}
-	if len(msgs) == 1 && msgs[0].IsRequest() {
+	// The caller and its view are judged again for every line, as every
+	// HTTP request is: a key revoked or changed since takes effect at once.
+	ctx, c, refused := front.caller(ctx)
+	var view route
+	if refused == nil {
+		view, refused = front.route(c)
+	}
+	rt := &view
+	if len(msgs) == 1 && msgs[0].IsRequest() && refused == nil {
 		if rev, modern := mcpwire.StatelessVersion(msgs[0].Params); modern {
 			g.serveModernLine(ctx, sess, *rt, out, msgs[0], rev, wg)
 			return
@@ -114,6 +245,10 @@ func (g *Gateway) serveLine(ctx context.Context, sess *session, rt *route, out *
 			// client: a refusal (a late answer) is told on stdout.
 			if e := g.answer(ctx, sessionParty(sess), m); e != nil {
 				_ = out.send(jsonrpc.NewErrorResponse(e.id, e.err))
+			}
+		case refused != nil:
+			if m.IsRequest() {
+				_ = out.send(jsonrpc.NewErrorResponse(m.ID, refused))
 			}
 		case m.IsNotification():
 			g.handleNotification(ctx, sess, rt, m)

@@ -78,13 +78,8 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 	rec := store.ToolCall{Time: start, Server: server, Tool: tool, DurationMs: d.Milliseconds(), Outcome: outcome,
 		ErrorClass: fault, RequestBytes: int64(len(params)), ResponseBytes: int64(len(res)),
 		Guardrail: guardrailOf(ctx)}
-	if srv := g.st().cfg.Servers[server]; srv != nil && srv.Tools != nil && !blockedBefore(ctx) && (err == nil || rpcErr != nil) {
-		// Priced when the upstream answered (S21 cost): a call a pre
-		// guardrail stopped, or that never got an answer, costs nothing.
-		rec.Cost = srv.Tools.CallCost(tool, rec.ResponseBytes)
-	}
+	rec.Cost = g.callCost(ctx, server, params, res, rpcErr, err)
 	if c := callers.FromContext(ctx); c != nil {
-		g.noteCost(c, rec.Cost)
 		rec.KeyAlias, rec.User, rec.Team = c.Alias, c.User, c.Team
 		if c.Master {
 			rec.KeyAlias = store.ActorMaster
@@ -123,6 +118,19 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 			g.log.Warn("audit: a tool call answered before its audit record was committed", "server", server, "error", werr)
 		}
 	}
+}
+
+// callCost is what a tools/call cost (S21 cost): priced when the
+// upstream answered; a call a pre guardrail stopped, or that never got an
+// answer, costs nothing. The audit record carries it and the caller's
+// budget is charged it.
+func (g *Gateway) callCost(ctx context.Context, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error) float64 {
+	srv := g.st().cfg.Servers[server]
+	if srv == nil || srv.Tools == nil || blockedBefore(ctx) || (err != nil && rpcErr == nil) {
+		return 0
+	}
+	tool, _ := jsonrpc.GetString(params, "name")
+	return srv.Tools.CallCost(tool, int64(len(res)))
 }
 
 // auditArguments returns the call's arguments, redacted, when server's

@@ -126,13 +126,10 @@ func (g *Gateway) callTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 // callRealTool is tools/call of a real tool: callNamed, and on success the
 // tool's use counted for hybrid routes.
 func (g *Gateway) callRealTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	res, e := g.callNamed(ctx, sc, m, catalog.Tools)
+	res, ref, e := g.callByName(ctx, sc, m, catalog.Tools)
 	if e == nil {
 		if mode, _ := g.toolsMode(sc.rt); mode == config.ToolsHybrid {
-			name, _ := jsonrpc.GetString(m.Params, "name")
-			if server, upName, ok := g.split(sc.rt, name); ok {
-				g.usage.add(sc.rt.path, server, upName)
-			}
+			g.usage.add(sc.rt.path, ref.server, ref.name)
 		}
 	}
 	return res, e
@@ -146,8 +143,6 @@ type toolUsage struct {
 	mu     sync.Mutex
 	counts map[string]map[toolRef]int64
 }
-
-type toolRef struct{ server, name string }
 
 func (u *toolUsage) add(path, server, name string) {
 	u.mu.Lock()
@@ -198,7 +193,9 @@ func (g *Gateway) virtualList(ctx context.Context, sc *scope, mode string, rc *c
 		name, _ := jsonrpc.GetString(raw, "name")
 		out = append(out, catalog.Item{Key: name, Raw: raw})
 	}
-	return out, nil
+	// A used tool exposed under a gateway tool's name would be listed
+	// twice and called as the gateway's (sep "_": search + tools).
+	return g.distinct(sc.rt, catalog.Tools, out), nil
 }
 
 // searchIndex is the index of one tool list of a server, valid while
@@ -255,6 +252,43 @@ func (g *Gateway) indexFor(server string, items []catalog.Item) *toolsearch.Inde
 	return ix
 }
 
+// searchSeg is one server's tools in a search.
+type searchSeg struct {
+	server string
+	items  []catalog.Item
+}
+
+// hideConflicts takes out of a search every visible tool whose exposed
+// name another visible tool has too: the route serves none of them
+// (names.go), so none may be found.
+func (g *Gateway) hideConflicts(rt *route, segs []searchSeg, tsegs []toolsearch.Segment) {
+	count := map[string]int{}
+	for i, sg := range segs {
+		for j, it := range sg.items {
+			if tsegs[i].Visible[j] {
+				count[g.exposed(rt, catalog.Tools, sg.server, it.Key)]++
+			}
+		}
+	}
+	var conflicts map[string][]string
+	for i, sg := range segs {
+		for j, it := range sg.items {
+			if tsegs[i].Visible[j] {
+				if n := g.exposed(rt, catalog.Tools, sg.server, it.Key); count[n] > 1 {
+					tsegs[i].Visible[j] = false
+					if conflicts == nil {
+						conflicts = map[string][]string{}
+					}
+					conflicts[n] = append(conflicts[n], sg.server)
+				}
+			}
+		}
+	}
+	for n, servers := range conflicts {
+		g.nameConflict(catalog.Tools, n, servers)
+	}
+}
+
 // foundTool is one search_tools result.
 type foundTool struct {
 	Name        string          `json:"name"`
@@ -287,11 +321,7 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 		return toolErrorResult("query is required: say in a few words what you want to do"), nil
 	}
 	start := time.Now()
-	type seg struct {
-		server string
-		items  []catalog.Item
-	}
-	var segs []seg
+	var segs []searchSeg
 	var tsegs []toolsearch.Segment
 	for _, server := range sc.rt.servers {
 		var items []catalog.Item
@@ -323,15 +353,16 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 		for i, it := range items {
 			vis[i] = sc.rt.allows(catalog.Tools, server, it.Key)
 		}
-		segs = append(segs, seg{server, items})
+		segs = append(segs, searchSeg{server, items})
 		tsegs = append(tsegs, toolsearch.Segment{Index: g.indexFor(server, items), Visible: vis})
 	}
+	g.hideConflicts(sc.rt, segs, tsegs)
 	hits := toolsearch.Search(tsegs, in.Query, limit)
 	st := g.st()
 	found := make([]foundTool, 0, len(hits))
 	for _, h := range hits {
 		it := segs[h.Seg].items[h.Doc]
-		ft := foundTool{Name: g.exposed(sc.rt, it.Server, it.Key)}
+		ft := foundTool{Name: g.exposed(sc.rt, catalog.Tools, it.Server, it.Key)}
 		ft.Description, _ = jsonrpc.GetString(it.Raw, "description")
 		if o, ok := st.overrides[it.Server][it.Key]; ok && o.Description != "" {
 			ft.Description = o.Description

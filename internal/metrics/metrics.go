@@ -1,6 +1,6 @@
 // Package metrics owns the gateway's Prometheus metrics (SPEC S16.1): HTTP
 // requests, tool calls and their latency, upstream health, downstream
-// sessions, catalog sizes, the audit queue and whether rate limits are
+// sessions, catalog sizes and name conflicts, the audit queue and whether rate limits are
 // global (shared state) or replica-local. It registers them, with the
 // Go runtime and process collectors, on a registry of its own (never the
 // global one, so tests and embedders get exactly these series) and serves
@@ -77,7 +77,8 @@ type Metrics struct {
 	toolLatency *prometheus.HistogramVec // server, tool
 	upstreamUp  *prometheus.GaugeVec     // server, state
 	sessions    prometheus.Gauge
-	catalog     *prometheus.GaugeVec // server, kind
+	catalog     *prometheus.GaugeVec   // server, kind
+	conflicts   *prometheus.CounterVec // server, kind
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
 	auditUnconf prometheus.Counter
@@ -147,6 +148,11 @@ func New() *Metrics {
 			Namespace: Namespace,
 			Name:      "catalog_items",
 			Help:      "Items in the gateway's catalog, by upstream server and kind (tools, prompts, resources, resourceTemplates).",
+		}, []string{"server", "kind"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "catalog_name_conflicts_total",
+			Help:      "Names (tool or prompt names as exposed, resource URIs) left out of a route and refused because more than one item would have them, by upstream server involved and kind; each name is counted once.",
 		}, []string{"server", "kind"}),
 		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
@@ -220,7 +226,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
-		m.sessions, m.catalog, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
+		m.sessions, m.catalog, m.conflicts, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 		m.guardBlocks, m.guardRedact, m.guardFails,
@@ -325,6 +331,15 @@ func (m *Metrics) SetCatalogSize(server, kind string, n int) {
 		return
 	}
 	m.catalog.WithLabelValues(server, kind).Set(float64(n))
+}
+
+// NameConflict counts a name of kind a route left out because server and
+// at least one other item would both have it.
+func (m *Metrics) NameConflict(server, kind string) {
+	if m == nil {
+		return
+	}
+	m.conflicts.WithLabelValues(server, kind).Inc()
 }
 
 // SetAuditQueueDepth records how many audit records are waiting.
@@ -458,6 +473,7 @@ func (m *Metrics) ForgetServer(server string) {
 	m.toolLatency.DeletePartialMatch(l)
 	m.toolsMu.Unlock()
 	m.catalog.DeletePartialMatch(l)
+	m.conflicts.DeletePartialMatch(l)
 	m.guardBlocks.DeletePartialMatch(l)
 	m.guardRedact.DeletePartialMatch(l)
 	m.guardFails.DeletePartialMatch(l)

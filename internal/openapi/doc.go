@@ -14,5 +14,7 @@
 // redirects: internal/upstream does that with its egress code (C3, C4),
 // so an OpenAPI server is one more upstream to the rest of the gateway. It
 // fetches only the document itself, from a public address unless the URL
-// names a loopback host. It never imports upstream or gateway.
+// names a loopback host, and it owns the rule for where a document may
+// send requests (Doc.Base: a fetched document, only to its own origin,
+// dialled as it was, Dial). It never imports upstream or gateway.
 package openapi

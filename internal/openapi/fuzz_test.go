@@ -19,10 +19,19 @@ func FuzzParse(f *testing.F) {
 		f.Add(data, []byte(`{"id":"1","body":{"a":[1,"x",{"k":true}]}}`))
 	}
 	f.Add([]byte(`{"openapi":"3.1.0","info":{"title":"t","version":"1"},"paths":{"/a/{x}":{"get":{"parameters":[{"name":"x","in":"path","required":true,"schema":{"$ref":"#/components/schemas/S"}}]}}},"components":{"schemas":{"S":{"items":{"$ref":"#/components/schemas/S"}}}}}`), []byte(`{"x":[[]]}`))
+	f.Add([]byte(`{"openapi":"3.0.0","info":{"title":"t","version":"1"},"servers":[{"url":"//other.example:443/{v}","variables":{"v":{"default":"x@evil.example"}}}],"paths":{}}`), []byte(`{}`))
 	base, _ := url.Parse("https://api.example/v1")
+	docLoc, _ := url.Parse("https://docs.example/specs/api.json")
 	f.Fuzz(func(t *testing.T, spec, args []byte) {
 		if len(spec) > 64<<10 {
 			return
+		}
+		// Fetched from a URL, a document sends requests to its own
+		// origin or nowhere (Doc.Base).
+		if d, err := Parse(spec, docLoc); err == nil {
+			if b, err := d.Base(); err == nil && Origin(b) != Origin(docLoc) {
+				t.Fatalf("base %s is not on the document's origin", b)
+			}
 		}
 		d, err := Parse(spec, nil)
 		if err != nil {

@@ -120,14 +120,24 @@ func fetch(ctx context.Context, u *url.URL, opts LoadOptions, max int64) ([]byte
 	return readBounded(resp.Body, max)
 }
 
-// specClient dials public addresses only, unless u names a loopback host
-// (the operator's own machine, written as such), and follows redirects
-// within u's origin only.
-func specClient(u *url.URL, timeout time.Duration) *http.Client {
-	dial := oauth.DialPublic(timeout, ErrBlockedAddress)
+// Dial is how the document at u is fetched, and how the requests of a
+// server whose base URL the document chose (Doc.Base: u's origin) are
+// dialled: public addresses only, judged at connect time (a name that
+// resolves to a private address, or is rebound to one, is refused),
+// unless u names a loopback host (the operator's own machine, written as
+// such). Use it without a proxy: through one, the dialled address would
+// be the proxy's.
+func Dial(u *url.URL, timeout time.Duration) func(ctx context.Context, network, address string) (net.Conn, error) {
 	if loopbackHost(u.Hostname()) {
-		dial = (&net.Dialer{Timeout: timeout}).DialContext
+		return (&net.Dialer{Timeout: timeout}).DialContext
 	}
+	return oauth.DialPublic(timeout, ErrBlockedAddress)
+}
+
+// specClient dials as Dial does, and follows redirects within u's origin
+// only.
+func specClient(u *url.URL, timeout time.Duration) *http.Client {
+	dial := Dial(u, timeout)
 	return &http.Client{
 		Transport: &http.Transport{DialContext: dial, TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {

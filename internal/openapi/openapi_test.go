@@ -3,6 +3,8 @@ package openapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
 func load(t testing.TB, name string) *Doc {
@@ -343,4 +347,74 @@ func TestPetstore31IDRefs(t *testing.T) {
 			t.Errorf("getPetById output schema lacks %s:\n%s", w, out)
 		}
 	}
+}
+
+// TestBase (issue 22 §6): a fetched document sends requests only to its
+// own origin, whatever its servers entry says; one read from a file (the
+// operator's) to any absolute http(s) URL.
+func TestBase(t *testing.T) {
+	doc := func(servers string) []byte {
+		return []byte(`{"openapi":"3.0.0","info":{"title":"t","version":"1"},"servers":` + servers + `,"paths":{}}`)
+	}
+	loc, _ := url.Parse("https://docs.example/specs/api.json")
+	for _, tc := range []struct {
+		name, servers string
+		loc           *url.URL
+		want, err     string
+	}{
+		{"relative", `[{"url":"/v1"}]`, loc, "https://docs.example/v1", ""},
+		{"same origin, default port written", `[{"url":"https://DOCS.example:443/v2"}]`, loc, "https://DOCS.example:443/v2", ""},
+		{"variable default on the same origin", `[{"url":"https://docs.example/{v}","variables":{"v":{"default":"v3"}}}]`, loc, "https://docs.example/v3", ""},
+		{"another host", `[{"url":"https://api.other.example/v1"}]`, loc, "", "openapi: the document's servers URL is not on the document's own origin: https://api.other.example:443 is not https://docs.example:443; set base_url to send calls there"},
+		{"another port", `[{"url":"https://docs.example:8443/v1"}]`, loc, "", "is not on the document's own origin"},
+		{"another scheme", `[{"url":"http://docs.example/v1"}]`, loc, "", "is not on the document's own origin"},
+		{"scheme-relative elsewhere", `[{"url":"//evil.example/v1"}]`, loc, "", "is not on the document's own origin"},
+		{"userinfo trick", `[{"url":"https://docs.example@evil.example/v1"}]`, loc, "", "is not on the document's own origin"},
+		{"variable moves the host", `[{"url":"https://{h}/v1","variables":{"h":{"default":"evil.example"}}}]`, loc, "", "is not on the document's own origin"},
+		{"metadata address", `[{"url":"http://169.254.169.254/latest"}]`, loc, "", "is not on the document's own origin"},
+		{"none", `[]`, loc, "", "openapi: no base_url configured and the document has no absolute http(s) servers URL"},
+		{"file, absolute", `[{"url":"http://10.0.0.5:8080/api"}]`, nil, "http://10.0.0.5:8080/api", ""},
+		{"file, relative", `[{"url":"/v1"}]`, nil, "", "openapi: no base_url configured"},
+		{"file, not http", `[{"url":"ftp://x.example/"}]`, nil, "", "openapi: no base_url configured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Parse(doc(tc.servers), tc.loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.Base()
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("Base() = %v, %v; want error %q", got, err, tc.err)
+				}
+			case err != nil || got.String() != tc.want:
+				t.Errorf("Base() = %v, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDial: requests of a document's choosing are dialled as its fetch
+// was: public addresses only (a public name resolving to loopback is
+// refused at connect time), unless the URL names a loopback host.
+func TestDial(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	restore := oauth.SetTestResolver(func(string) string { return "127.0.0.1:" + port })
+	defer restore()
+	public, _ := url.Parse("https://api.example/")
+	if c, err := Dial(public, time.Second)(context.Background(), "tcp", "api.example:"+port); err == nil || !errors.Is(err, ErrBlockedAddress) {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("dial of a public name that resolves to loopback: %v, want ErrBlockedAddress", err)
+	}
+	local, _ := url.Parse(srv.URL)
+	c, err := Dial(local, time.Second)(context.Background(), "tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatalf("dial of a loopback URL: %v", err)
+	}
+	c.Close()
 }

@@ -2,6 +2,9 @@ package openapi
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -146,7 +149,8 @@ func (d *Doc) Description() string {
 
 // BaseURL is the document's first servers entry, its variables set to
 // their defaults and resolved against the document's own URL; "" when
-// there is none or it is relative to a document read from a file.
+// there is none or it is relative to a document read from a file. Where
+// requests may go is Base's to say.
 func (d *Doc) BaseURL() string {
 	if len(d.t.Servers) == 0 || d.t.Servers[0] == nil {
 		return ""
@@ -168,10 +172,55 @@ func (d *Doc) BaseURL() string {
 		}
 		u = d.loc.ResolveReference(u)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return ""
 	}
 	return u.String()
+}
+
+// ErrNoBase refuses a document that says nowhere requests may go.
+var ErrNoBase = errors.New("openapi: no base_url configured and the document has no absolute http(s) servers URL")
+
+// ErrOtherOrigin refuses a fetched document's servers URL on an origin
+// other than the document's own.
+var ErrOtherOrigin = errors.New("openapi: the document's servers URL is not on the document's own origin")
+
+// Base is where the API's requests go when the server has no base_url:
+// the document's first servers entry (BaseURL). A document fetched from a
+// URL may name only its own origin (scheme, host and port, a relative URL
+// included): it decides where the requests and their credential go, so
+// it may send them no further than the place it came from, whatever a
+// later fetch of it says, and they pass the address rules its URL passed
+// (Dial). A document read from a file is the operator's: any absolute
+// http(s) URL.
+func (d *Doc) Base() (*url.URL, error) {
+	raw := d.BaseURL()
+	if raw == "" {
+		return nil, ErrNoBase
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, ErrNoBase
+	}
+	if d.loc != nil && Origin(u) != Origin(d.loc) {
+		return nil, fmt.Errorf("%w: %s is not %s; set base_url to send calls there", ErrOtherOrigin, Origin(u), Origin(d.loc))
+	}
+	return u, nil
+}
+
+// Origin is u's scheme, host and port, the port made explicit
+// (https://h/ and https://h:443/ are one origin), lower-cased.
+func Origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		switch scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // Select is a Doc of the tools whose operation matches include (all,

@@ -47,6 +47,12 @@ type FollowOptions struct {
 	// Timeout bounds each subscribe and each Resync; 0:
 	// DefaultFollowTimeout.
 	Timeout time.Duration
+	// Heard, when set, learns when this follower may have missed
+	// messages (its subscription failed, ended or reported a gap) and
+	// when it resynchronised after that; Follow subscribes afresh when
+	// Heard says the backend recovered. What names the follower in it
+	// (Heard.Track it before Follow runs).
+	Heard *Heard
 }
 
 // Follow subscribes to o.Topics on ps and feeds o.Handle and o.Resync
@@ -64,10 +70,14 @@ func Follow(ctx context.Context, ps PubSub, o FollowOptions) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	log := o.Logger
+	o.Heard.Track(o.What)
 	resync := func() error {
+		done := o.Heard.begin(o.What)
 		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
-		return o.Resync(rctx)
+		err := o.Resync(rctx)
+		done(err == nil)
+		return err
 	}
 	failing := false
 	for {
@@ -75,6 +85,7 @@ func Follow(ctx context.Context, ps PubSub, o FollowOptions) {
 		sub, err := ps.Subscribe(sctx, o.Topics...)
 		cancel()
 		if err != nil {
+			o.Heard.lost(o.What)
 			if ctx.Err() != nil {
 				return
 			}
@@ -93,16 +104,21 @@ func Follow(ctx context.Context, ps PubSub, o FollowOptions) {
 			failing = false
 			log.Info("following the other replicas again", "following", o.What)
 		}
-		if !read(ctx, sub, o, resync) {
+		ok := read(ctx, sub, o, resync)
+		// Ended, or renewed: what is published until the next
+		// subscription is missed.
+		o.Heard.lost(o.What)
+		if !ok {
 			return
 		}
 	}
 }
 
 // read consumes sub until it ends: false when ctx ended, true when the
-// subscription did (subscribe again).
+// subscription did or o.Heard asks for a new one (subscribe again).
 func read(ctx context.Context, sub Subscription, o FollowOptions, resync func() error) bool {
 	defer sub.Close()
+	renew := o.Heard.renewal()
 	var (
 		again   <-chan time.Time // a failed resync's retry
 		failing bool             // warned once, until a resync works
@@ -130,6 +146,8 @@ func read(ctx context.Context, sub Subscription, o FollowOptions, resync func() 
 			return false
 		case <-again:
 			resyncNow()
+		case <-renew:
+			return true
 		case m, ok := <-sub.C():
 			if !ok {
 				return ctx.Err() == nil

@@ -110,3 +110,127 @@ func TestFollow(t *testing.T) {
 		t.Fatal("Follow outlived its context")
 	}
 }
+
+// Heard is trusted only while every follower resynchronised after the
+// last time it could have missed a message: not before the first
+// resynchronisation, not from a Doubt until a resynchronisation that
+// began after it (the backend recovered, and the follower subscribed
+// afresh), not while a subscription is broken, nor while a resync fails.
+func TestHeard(t *testing.T) {
+	var nilHeard *state.Heard
+	if !nilHeard.Trusted() {
+		t.Error("a nil Heard (no bus) is not trusted")
+	}
+	if h := state.NewHeard(); !h.Trusted() {
+		t.Error("a Heard without followers is not trusted")
+	}
+	mem := state.NewMemory(state.MemoryOptions{})
+	defer mem.Close()
+	bus := &flakyBus{PubSub: mem}
+	h := state.NewHeard()
+	h.Track("test")
+	if h.Trusted() {
+		t.Fatal("trusted before the follower's first resync")
+	}
+	var (
+		mu      sync.Mutex
+		fail    bool
+		block   chan struct{} // a resync in progress waits on it
+		resyncs = make(chan struct{}, 64)
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		state.Follow(ctx, bus, state.FollowOptions{
+			Topics: []string{"t"}, What: "test", Retry: 10 * time.Millisecond, Heard: h,
+			Handle: func(context.Context, state.Message) {},
+			Resync: func(context.Context) error {
+				mu.Lock()
+				f, b := fail, block
+				mu.Unlock()
+				if b != nil {
+					<-b
+				}
+				resyncs <- struct{}{}
+				if f {
+					return errors.New("store down")
+				}
+				return nil
+			},
+		})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitTrusted := func(want bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for h.Trusted() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: Trusted stayed %v", what, !want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitTrusted(true, "after the first resync")
+	if h.Since().IsZero() {
+		t.Error("trusted, but Since is zero")
+	}
+
+	// The backend stops answering: doubted at once, and the
+	// subscription (alive, as a Redis one through a reconnect) is not
+	// enough to trust again until the backend recovered and the
+	// follower resynchronised on a new subscription.
+	h.Doubt()
+	if h.Trusted() || !h.Since().IsZero() {
+		t.Fatal("trusted after Doubt")
+	}
+	time.Sleep(30 * time.Millisecond)
+	if h.Trusted() {
+		t.Fatal("trusted again without recovering")
+	}
+	n := len(resyncs)
+	h.Recovered()
+	waitTrusted(true, "after Recovered and a resync")
+	if len(resyncs) <= n {
+		t.Error("trusted again without a resync")
+	}
+
+	// A resync that began before a Doubt does not restore trust.
+	gate := make(chan struct{})
+	mu.Lock()
+	block = gate
+	mu.Unlock()
+	h.Recovered() // a new subscription, whose resync waits on gate
+	time.Sleep(20 * time.Millisecond)
+	h.Doubt()
+	close(gate)
+	time.Sleep(30 * time.Millisecond)
+	if h.Trusted() {
+		t.Fatal("a resync that began before Doubt restored trust")
+	}
+	mu.Lock()
+	block = nil
+	mu.Unlock()
+	h.Recovered()
+	waitTrusted(true, "after the next resync")
+
+	// A broken subscription: not trusted until it subscribed again and
+	// resynchronised; a failing resync keeps it untrusted.
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	bus.drop()
+	waitTrusted(false, "after the subscription ended")
+	bus.up()
+	time.Sleep(50 * time.Millisecond) // failing resyncs, retried
+	if h.Trusted() {
+		t.Fatal("trusted while the resync fails")
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	waitTrusted(true, "after a resync worked")
+}

@@ -41,6 +41,7 @@ type Memory struct {
 	streams    map[string]*memStream
 	leases     map[string]memLease
 	tickets    map[string]memTicket
+	spent      map[string]memSpent
 	subs       map[string]map[*memSub]struct{} // topic -> subscriptions
 }
 
@@ -152,6 +153,7 @@ func (m *Memory) write(op string, now time.Time) error {
 	maps.DeleteFunc(m.streams, func(_ string, s *memStream) bool { return !live(s.exp) })
 	maps.DeleteFunc(m.leases, func(_ string, l memLease) bool { return !live(l.exp) })
 	maps.DeleteFunc(m.tickets, func(_ string, t memTicket) bool { return !live(t.exp) })
+	maps.DeleteFunc(m.spent, func(_ string, s memSpent) bool { return !live(s.exp) })
 	return nil
 }
 
@@ -313,6 +315,41 @@ func (m *Memory) DeleteSession(_ context.Context, id string) error {
 	}
 	delete(m.sessions, id)
 	return nil
+}
+
+// ListSessions implements Sessions, in id order.
+func (m *Memory) ListSessions(_ context.Context, limit int, prefixes ...string) ([]SessionState, bool, error) {
+	if err := CheckListLimit(limit); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check("list sessions"); err != nil {
+		return nil, false, err
+	}
+	now := m.now()
+	ids := make([]string, 0, len(m.sessions))
+	for id, s := range m.sessions {
+		if now.Before(s.exp) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	complete := len(ids) <= limit
+	if !complete {
+		ids = ids[:limit]
+	}
+	out := make([]SessionState, 0, len(ids))
+	for _, id := range ids {
+		fields := map[string]string{}
+		for k, v := range m.sessions[id].fields {
+			if HasFieldPrefix(k, prefixes) {
+				fields[k] = v
+			}
+		}
+		out = append(out, SessionState{ID: id, Fields: fields})
+	}
+	return out, complete, nil
 }
 
 // Allow implements RateLimiter with GCRA.

@@ -4,14 +4,17 @@
 // (log level, resource subscriptions), rate-limit buckets, the registry of
 // live replicas, which replica holds a session's standalone GET stream,
 // resumable SSE event buffers, short leases (one replica at a time runs a
-// vault refresh), and a pub/sub bus for invalidations.
+// vault refresh), what each key spent of its budget in the current period
+// (reserved before a call, corrected after it), and a pub/sub bus for
+// invalidations.
 // Everything it holds has a TTL or a bound; durable records (keys, audit)
 // belong to internal/store.
 //
 // It defines the [Backend] contract, one small interface per concern that
 // a consumer can depend on alone, the errors callers branch on, the
 // in-memory backend ([NewMemory]), the single-process default, and
-// [Follow], the subscribe/resync loop every consumer of the bus runs. The
+// [Follow], the subscribe/resync loop every consumer of the bus runs,
+// with [Heard], which tells a replica when it may have missed messages. The
 // Redis backend lives in state/redis and is wired by main; nothing else
 // imports it. Every backend must pass the conformance suite in state/statetest.
 //
@@ -31,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -50,6 +54,7 @@ type Backend interface {
 	PubSub
 	Leases
 	Tickets
+	Spending
 	// Name is the driver's name ("memory", "redis"), for logs and
 	// readiness reports.
 	Name() string
@@ -92,6 +97,45 @@ type Sessions interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	// DeleteSession forgets session id's state.
 	DeleteSession(ctx context.Context, id string) error
+	// ListSessions returns the sessions that have state (not lapsed), in
+	// no particular order, at most limit of them (1 to MaxListSessions);
+	// complete is false when there are more. Each carries only its
+	// fields whose names begin with one of prefixes (every field when
+	// none is given), and is listed even when none does. It is for
+	// operators' views of the whole fleet, not for a request's path: a
+	// shared backend walks every session to answer.
+	ListSessions(ctx context.Context, limit int, prefixes ...string) (sessions []SessionState, complete bool, err error)
+}
+
+// MaxListSessions bounds the limit of Sessions.ListSessions.
+const MaxListSessions = 100_000
+
+// SessionState is one session of Sessions.ListSessions.
+type SessionState struct {
+	ID     string
+	Fields map[string]string
+}
+
+// CheckListLimit reports ErrInvalid unless limit is 1 to MaxListSessions.
+func CheckListLimit(limit int) error {
+	if limit < 1 || limit > MaxListSessions {
+		return fmt.Errorf("%w: a session listing's limit must be 1 to %d (got %d)", ErrInvalid, MaxListSessions, limit)
+	}
+	return nil
+}
+
+// HasFieldPrefix reports whether field name begins with one of prefixes,
+// or prefixes is empty (ListSessions' filter).
+func HasFieldPrefix(name string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // RateLimiter enforces rate limits shared by the fleet: a generic cell rate

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 )
@@ -261,12 +262,20 @@ type PreviewRequest struct {
 }
 
 // Preview returns the initialize request the gateway would send to srv,
-// built by the egress header logic itself, with credential values masked.
-// A minted oauth2 token is shown as a placeholder: it exists only at
-// request time.
+// built by the egress header logic itself, with every configured value
+// masked (Mask): the credential and every static header, whatever its
+// name. A credential that exists only at request time (minted, exchanged,
+// the caller's own) is shown as a placeholder saying where it comes from;
+// the headers the gateway sets itself (Accept, Content-Type, a SigV4
+// signature's scope) are shown as they are.
 func Preview(srv *config.Server) PreviewRequest {
 	a := newEgressAuth(srv, nil, "")
 	h := a.headers
+	placeholder := ""
+	with := func(p string) http.Header {
+		placeholder = p
+		return a.with(p)
+	}
 	switch a.typ {
 	case config.AuthOAuth2:
 		// Where and how it is minted; never the secret or the key.
@@ -274,29 +283,33 @@ func Preview(srv *config.Server) PreviewRequest {
 		if srv.Auth.TokenURL != "" {
 			from = redactURL(srv.Auth.TokenURL)
 		}
-		h = a.with("Bearer <minted from " + from + " with " + srv.Auth.ClientAuthMethod() + ">")
+		h = with("Bearer <minted from " + from + " with " + srv.Auth.ClientAuthMethod() + ">")
 	case config.AuthPassthrough:
-		h = a.with("Bearer <the caller's token>")
+		h = with("Bearer <the caller's token>")
 	case config.AuthTokenExchange:
 		from := "the token endpoint discovered from the server"
 		if srv.Auth.TokenURL != "" {
 			from = redactURL(srv.Auth.TokenURL)
 		}
-		h = a.with("Bearer <the caller's token exchanged at " + from + ">")
+		h = with("Bearer <the caller's token exchanged at " + from + ">")
 	case config.AuthEnterpriseManaged:
-		h = a.with("Bearer <an ID-JAG for the caller from " + redactURL(srv.Auth.IdPTokenURL) + ", redeemed at the server's authorization server>")
+		h = with("Bearer <an ID-JAG for the caller from " + redactURL(srv.Auth.IdPTokenURL) + ", redeemed at the server's authorization server>")
 	case config.AuthOAuth2User:
-		h = a.with("Bearer <the caller's own connected token>")
+		h = with("Bearer <the caller's own connected token>")
 	case config.AuthUserAPIKey:
 		if a.custom {
-			h = a.with("<the caller's stored credential>")
+			h = with("<the caller's stored credential>")
 		} else {
-			h = a.with("Bearer <the caller's stored credential>")
+			h = with("Bearer <the caller's stored credential>")
 		}
 	}
 	out := make(http.Header, len(h)+2)
 	for k, v := range h {
-		out[k] = []string{maskHeader(k, v[0], a)}
+		if placeholder != "" && k == a.slot && v[0] == placeholder {
+			out[k] = []string{placeholder}
+			continue
+		}
+		out[k] = []string{Mask(v[0])}
 	}
 	switch transportOf(srv) {
 	case config.TransportOpenAPI:
@@ -321,31 +334,29 @@ func Preview(srv *config.Server) PreviewRequest {
 	return PreviewRequest{Method: method, URL: redactURL(cmp.Or(srv.URL, srv.BaseURL, srv.Spec)), Headers: out}
 }
 
-// maskHeader hides credential values: the credential slot and every
-// header whose name says it carries a secret keep only their scheme and
-// the last 4 characters of a long enough credential.
-func maskHeader(name, v string, a *egressAuth) string {
-	if strings.HasPrefix(v, "Bearer <") || strings.HasPrefix(v, "<the caller's") {
-		return v // a placeholder, not a secret
+// Mask is how a configured value (a credential, a static header, an
+// environment variable) is shown wherever a server's configuration is
+// rendered: the CLI's preview, the admin API and so the console. It never
+// shows the value: a known authorization scheme in front of it is kept
+// ("Bearer ****"), and of a value of at least 16 characters its last 4,
+// which tell two credentials apart without giving either away.
+func Mask(v string) string {
+	scheme, cred := "", strings.TrimSpace(v)
+	if i := strings.IndexAny(cred, " \t"); i > 0 && knownScheme(cred[:i]) {
+		scheme, cred = cred[:i+1], strings.TrimLeft(cred[i:], " \t")
 	}
-	if !sensitiveHeader(name) && !strings.EqualFold(name, a.slot) {
-		return v
-	}
-	scheme, cred := "", v
-	if i := strings.IndexAny(v, " \t"); i > 0 {
-		scheme, cred = v[:i+1], strings.TrimLeft(v[i:], " \t")
-	}
-	if len(cred) >= 16 {
-		return scheme + "****" + cred[len(cred)-4:]
+	if utf8.RuneCountInString(cred) >= 16 {
+		r := []rune(cred)
+		return scheme + "****" + string(r[len(r)-4:])
 	}
 	return scheme + "****"
 }
 
-// sensitiveHeader reports whether a header name suggests a credential.
-func sensitiveHeader(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"auth", "key", "token", "secret", "cookie", "password", "session", "credential", "signature"} {
-		if strings.Contains(n, s) {
+// knownScheme reports whether w is an HTTP authorization scheme Mask may
+// show: words that say how a credential is used, never part of it.
+func knownScheme(w string) bool {
+	for _, s := range []string{"Bearer", "Basic", "Token", "ApiKey", "Digest", "DPoP"} {
+		if strings.EqualFold(w, s) {
 			return true
 		}
 	}

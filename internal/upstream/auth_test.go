@@ -224,7 +224,8 @@ func TestFingerprint(t *testing.T) {
 
 func TestPreview(t *testing.T) {
 	const secret = "super-secret-bearer-value-1234"
-	srv := authServer(config.AuthBearer, secret, "", map[string]string{"X-Trace": "trace", "X-Api-Token": "tok-abcdefghijklmnop"})
+	srv := authServer(config.AuthBearer, secret, "", map[string]string{"X-Trace": "trace", "X-Api-Token": "tok-abcdefghijklmnop",
+		"X-Custom-Cred": "s3cret", "X-Jwt-Assertion": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJnYXRld2F5In0.c2lnbmF0dXJl"})
 	srv.URL = "https://user:pw@up.example.com/mcp?k=v"
 	p := Preview(srv)
 	if p.Method != "POST" || p.URL != "https://up.example.com/mcp" {
@@ -233,12 +234,17 @@ func TestPreview(t *testing.T) {
 	if got := p.Headers.Get("Authorization"); got != "Bearer ****1234" {
 		t.Errorf("Authorization = %q", got)
 	}
-	if p.Headers.Get("X-Trace") != "trace" || p.Headers.Get("X-Api-Token") != "****mnop" {
-		t.Errorf("headers %v", p.Headers)
+	// Every static header is masked, whatever its name says (issue 22 §9).
+	for name, want := range map[string]string{"X-Trace": "****", "X-Api-Token": "****mnop", "X-Custom-Cred": "****", "X-Jwt-Assertion": "****dXJl"} {
+		if got := p.Headers.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
 	}
 	for k, v := range p.Headers {
-		if strings.Contains(strings.Join(v, ","), secret) {
-			t.Errorf("%s leaks the secret", k)
+		for _, sec := range []string{secret, "s3cret", "trace", "eyJhbGciOiJSUzI1NiJ9", "tok-abcd"} {
+			if strings.Contains(strings.Join(v, ","), sec) {
+				t.Errorf("%s leaks %q", k, sec)
+			}
 		}
 	}
 	// The preview shows exactly the headers egress sends, masked.
@@ -425,4 +431,24 @@ func FuzzCredentialValue(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMask: a configured value is never shown; a known scheme stays, and
+// of a long value its last 4 characters.
+func TestMask(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "****"},
+		{"s3cret", "****"},
+		{"Bearer abc", "Bearer ****"},
+		{"bearer\t\tabcdefghijklmnop1234", "bearer\t****1234"},
+		{"Basic dXNlcjpwYXNz", "Basic ****"},
+		{"some secret words here and more", "****more"},
+		{"Bearerabcdefghijklmnop", "****mnop"},
+		{"ApiKey k", "ApiKey ****"},
+		{"ünïcödé-sécret-välüé", "****älüé"},
+	} {
+		if got := Mask(tc.in); got != tc.want {
+			t.Errorf("Mask(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

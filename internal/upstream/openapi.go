@@ -49,20 +49,20 @@ func dialOpenAPI(ctx context.Context, opts *Options) (Session, error) {
 	if o := srv.Operations; o != nil {
 		doc = doc.Select(o.Include, o.Exclude)
 	}
-	raw := srv.BaseURL
-	if raw == "" {
-		raw = doc.BaseURL()
-	}
-	if raw == "" {
-		return nil, fail(KindInternal, errors.New("openapi: no base_url configured and the document has no absolute servers URL"))
-	}
-	base, err := url.Parse(raw)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fail(KindInternal, errors.New("openapi: base URL must be an http or https URL"))
+	base, err := openapiBase(srv, doc)
+	if err != nil {
+		return nil, fail(KindInternal, err)
 	}
 	eff := openapiEgress(srv, doc, base)
 	o := *opts
 	o.Server = eff
+	if srv.BaseURL == "" && config.IsSpecURL(srv.Spec) && o.HTTPClient == nil {
+		// The document chose where its requests go (its own origin):
+		// they are dialled as its fetch was, never through a proxy.
+		if o.HTTPClient, err = docClient(eff, base); err != nil {
+			return nil, fail(KindInternal, err)
+		}
+	}
 	c := newConn(&o)
 	b, err := newHTTPBase(c, &o)
 	if err != nil {
@@ -82,6 +82,30 @@ func dialOpenAPI(ctx context.Context, opts *Options) (Session, error) {
 	s := &openapiSession{http: b, doc: doc, base: base, done: make(chan struct{})}
 	s.info = s.synthInfo()
 	return s, nil
+}
+
+// openapiBase is where srv's requests go: its base_url, else what the
+// document says (openapi.Doc.Base: a fetched document's own origin only).
+// A document read from a file is pinned to the origin it first named
+// (pinBase), so a changed file cannot move the requests elsewhere either.
+func openapiBase(srv *config.Server, doc *openapi.Doc) (*url.URL, error) {
+	if srv.BaseURL != "" {
+		base, err := url.Parse(srv.BaseURL)
+		if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+			return nil, errors.New("openapi: base_url must be an http or https URL")
+		}
+		return base, nil
+	}
+	base, err := doc.Base()
+	if err != nil {
+		return nil, err
+	}
+	if !config.IsSpecURL(srv.Spec) {
+		if err := pinBase(srv.Spec, base); err != nil {
+			return nil, err
+		}
+	}
+	return base, nil
 }
 
 // openapiEgress is the server as its requests see it: URL is the API's

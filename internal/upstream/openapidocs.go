@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -28,6 +30,32 @@ type specEntry struct {
 	modTime time.Time // files: the version read
 	size    int64
 	fetched time.Time // URLs: when
+}
+
+// basePins holds, for each document file read without a base_url, the
+// origin its servers URL named when first read; bounded by the config
+// file's openapi servers (runtime servers take documents by URL only).
+var basePins = struct {
+	mu sync.Mutex
+	m  map[string]string
+}{m: map[string]string{}}
+
+// pinBase refuses a base on another origin than the one the document file
+// spec named when first read: a changed file cannot move the requests and
+// their credential to another host while the gateway runs.
+func pinBase(spec string, base *url.URL) error {
+	o := openapi.Origin(base)
+	basePins.mu.Lock()
+	defer basePins.mu.Unlock()
+	pinned, ok := basePins.m[spec]
+	if !ok {
+		basePins.m[spec] = o
+		return nil
+	}
+	if pinned != o {
+		return fmt.Errorf("openapi: the document's servers URL moved from %s to %s since it was first read; set base_url to send calls there", pinned, o)
+	}
+	return nil
 }
 
 // loadSpec is the parsed document of spec: from the cache when it is

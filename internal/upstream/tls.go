@@ -12,55 +12,60 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/openapi"
 )
 
 // tlsEmpty reports whether t asks for nothing beyond the system defaults.
 func tlsEmpty(t *config.TLS) bool {
-	return t == nil || (t.VerifyCerts() && t.CAFile == "" && t.CertFile == "" && t.KeyFile == "")
+	return t == nil || (t.VerifyCerts() && t.CA == "" && t.CAFile == "" && t.Cert == "" && t.CertFile == "" && t.Key == "" && t.KeyFile == "")
 }
 
 // tlsClientConfig builds the TLS client configuration of a server's tls
-// block (SPEC C2); nil (with no error) means the system defaults. Errors
-// name the files, never their contents.
+// block (SPEC C2); nil (with no error) means the system defaults. Each PEM
+// is a value (ca, cert, key) or a file (ca_file, ...): errors name the
+// field and the file, never the contents.
 func tlsClientConfig(t *config.TLS) (*tls.Config, error) {
 	if tlsEmpty(t) {
 		return nil, nil
 	}
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
-	// RootCAs stays nil without a ca_file so that SSL_CERT_FILE and
+	// RootCAs stays nil without a ca so that SSL_CERT_FILE and
 	// SSL_CERT_DIR keep working.
-	if t.CAFile != "" {
-		data, err := readPEM("ca_file", t.CAFile)
+	if t.CA != "" || t.CAFile != "" {
+		data, what, err := pemOf("ca", t.CA, t.CAFile)
 		if err != nil {
 			return nil, err
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("tls ca_file %s: no PEM certificate found", t.CAFile)
+			return nil, fmt.Errorf("tls %s: no PEM certificate found", what)
 		}
 		conf.RootCAs = pool
 	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		if t.CertFile == "" || t.KeyFile == "" {
-			return nil, errors.New("tls cert_file and key_file must be set together")
+	hasCert, hasKey := t.Cert != "" || t.CertFile != "", t.Key != "" || t.KeyFile != ""
+	if hasCert || hasKey {
+		if !hasCert || !hasKey {
+			return nil, errors.New("tls: a client certificate and its key must be set together")
 		}
 		// Read here rather than with tls.LoadX509KeyPair so that a read
 		// error says which of the two files it is about.
-		certPEM, err := readPEM("cert_file", t.CertFile)
+		certPEM, certWhat, err := pemOf("cert", t.Cert, t.CertFile)
 		if err != nil {
 			return nil, err
 		}
-		keyPEM, err := readPEM("key_file", t.KeyFile)
+		keyPEM, keyWhat, err := pemOf("key", t.Key, t.KeyFile)
 		if err != nil {
 			return nil, err
 		}
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			// The tls package's messages describe the problem, not the data.
-			return nil, fmt.Errorf("tls cert_file %s, key_file %s: %w", t.CertFile, t.KeyFile, err)
+			return nil, fmt.Errorf("tls %s, %s: %w", certWhat, keyWhat, err)
 		}
 		conf.Certificates = []tls.Certificate{cert}
 	}
@@ -68,6 +73,16 @@ func tlsClientConfig(t *config.TLS) (*tls.Config, error) {
 		conf.InsecureSkipVerify = true
 	}
 	return conf, nil
+}
+
+// pemOf is one PEM of a tls block: the value of field, else the file
+// field_file names; what names it in messages ("ca", "ca_file <path>").
+func pemOf(field, value, file string) (data []byte, what string, err error) {
+	if value != "" {
+		return []byte(value), field, nil
+	}
+	data, err = readPEM(field+"_file", file)
+	return data, field + "_file " + file, err
 }
 
 // readPEM reads one file of a tls block; the error names field and path
@@ -88,6 +103,7 @@ func readPEM(field, path string) ([]byte, error) {
 type tlsKey struct {
 	verify                    bool
 	caFile, certFile, keyFile string
+	ca, cert, key             string
 }
 
 var (
@@ -109,7 +125,7 @@ func httpClientForServer(srv *config.Server) (*http.Client, error) {
 		return defaultHTTPClient(), nil
 	}
 	t := srv.TLS
-	key := tlsKey{verify: t.VerifyCerts(), caFile: t.CAFile, certFile: t.CertFile, keyFile: t.KeyFile}
+	key := tlsKey{verify: t.VerifyCerts(), caFile: t.CAFile, certFile: t.CertFile, keyFile: t.KeyFile, ca: t.CA, cert: t.Cert, key: t.Key}
 	tlsClientsMu.Lock()
 	defer tlsClientsMu.Unlock()
 	if c := tlsClients[key]; c != nil {
@@ -126,6 +142,46 @@ func httpClientForServer(srv *config.Server) (*http.Client, error) {
 	}
 	tlsClients[key] = c
 	ownClients.Store(c, struct{}{})
+	return c, nil
+}
+
+// docKey identifies a client of docClient.
+type docKey struct {
+	tls  tlsKey
+	host string
+}
+
+var (
+	docClientsMu sync.Mutex
+	docClients   = map[docKey]*http.Client{}
+)
+
+// docClient is the client of an openapi server's requests when their base
+// URL came from a document fetched by URL: it dials as the fetch of the
+// document did (openapi.Dial: public addresses only, unless base names a
+// loopback host), through no proxy (the address the rule judges would be
+// the proxy's), with the server's tls block and the same-origin redirect
+// rule. One per tls block and host, bounded like the configured servers.
+func docClient(srv *config.Server, base *url.URL) (*http.Client, error) {
+	var key docKey
+	if t := srv.TLS; t != nil {
+		key.tls = tlsKey{verify: t.VerifyCerts(), caFile: t.CAFile, certFile: t.CertFile, keyFile: t.KeyFile, ca: t.CA, cert: t.Cert, key: t.Key}
+	}
+	key.host = strings.ToLower(base.Hostname())
+	docClientsMu.Lock()
+	defer docClientsMu.Unlock()
+	if c := docClients[key]; c != nil {
+		return c, nil
+	}
+	conf, err := tlsClientConfig(srv.TLS)
+	if err != nil {
+		return nil, err
+	}
+	tr := newStdTransport(conf)
+	tr.Proxy = nil
+	tr.DialContext = openapi.Dial(base, 10*time.Second)
+	c := &http.Client{Transport: tr, CheckRedirect: sameOriginRedirect}
+	docClients[key] = c
 	return c, nil
 }
 

@@ -214,6 +214,36 @@ func TestTLSClientCertificate(t *testing.T) {
 	t.Logf("error: %v", err)
 }
 
+// TestTLSValues: a tls block may carry the PEMs themselves (ca, cert,
+// key), as servers added through the admin API must, and they work like
+// the files; a bad value's error names the field, never the content.
+func TestTLSValues(t *testing.T) {
+	p := newTestPKI(t)
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	s := newTLSFake(t, withCert(p, true))
+	url := s.srv.URL + "/mcp"
+	if err := connectAndList(t, url, &config.TLS{CA: read(p.caFile), Cert: read(p.certFile), Key: read(p.keyFile)}); err != nil {
+		t.Fatalf("with values: %v", err)
+	}
+	if err := connectAndList(t, url, &config.TLS{CA: read(p.caFile), CertFile: p.certFile, Key: read(p.keyFile)}); err != nil {
+		t.Fatalf("with a value and a file: %v", err)
+	}
+	err := connectAndList(t, url, &config.TLS{CA: "not a certificate", Cert: read(p.certFile), Key: read(p.keyFile)})
+	if err == nil || !strings.Contains(err.Error(), "tls ca: no PEM certificate found") {
+		t.Errorf("bad ca value: %v", err)
+	}
+	err = connectAndList(t, url, &config.TLS{CA: read(p.caFile), Cert: read(p.certFile), Key: read(p.caFile)})
+	if err == nil || !strings.Contains(err.Error(), "tls cert, key: ") || strings.Contains(err.Error(), "BEGIN") {
+		t.Errorf("key value that is no key: %v", err)
+	}
+}
+
 func TestTLSBadFiles(t *testing.T) {
 	p := newTestPKI(t)
 	dir := t.TempDir()
@@ -272,6 +302,13 @@ func TestTLSClientCache(t *testing.T) {
 	}
 	if b := get(&config.TLS{CAFile: p.caFile, Verify: &off}); a == b {
 		t.Error("different tls blocks share a client")
+	}
+	ca, err := os.ReadFile(p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := get(&config.TLS{CA: string(ca)}); a == b {
+		t.Error("a ca value shares the client of a ca_file")
 	}
 	if b := get(&config.TLS{CAFile: p.caFile, CertFile: p.certFile, KeyFile: p.keyFile}); a == b {
 		t.Error("different tls blocks share a client")

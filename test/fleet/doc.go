@@ -38,12 +38,22 @@
 //     second; a server added on B is listed and callable on A within a
 //     second, and gone when removed (announce_test.go; a runtime key
 //     created on A used on B and C: admin_test.go);
-//  5. rate limits are global (ratelimit_test.go);
+//  5. rate limits are global (ratelimit_test.go), and so are budgets: a
+//     one-call budget answers one call across three warm replicas, and is
+//     refused (503) rather than overspent while Redis is down
+//     (budget_test.go);
 //  6. a replica SIGKILLed or SIGTERMed under load fails only what it had
 //     in flight, and every answered call is audited (kill_test.go);
 //  7. a Redis outage degrades, visibly, instead of failing
 //     (redis_test.go);
-//  8. a rolling restart rotates the session keys (rotation_test.go).
+//  8. a rolling restart rotates the session keys (rotation_test.go);
+//  9. (issue 22) the sessions report of any replica lists every replica's
+//     sessions and a termination through any replica ends them where they
+//     are held; while Redis is down a server removed, a key revoked or a
+//     session deleted on one replica stays so on the others; while
+//     PostgreSQL is down an end that cannot be recorded is refused (503),
+//     never acknowledged
+//     (outage_test.go).
 //
 // The pieces a new scenario combines:
 //
@@ -60,8 +70,8 @@
 //   - Replica.Admin calls one replica's admin API (a revocation on A),
 //     statelessClient and rawSession then look from another (refused on B
 //     within a second);
-//   - Replica.Kill/Start/Restart/Stop, Fleet.RotateKeys, Redis.Stop/Restart
-//     change the fleet; Replica.Ready and Replica.Metric observe it as an
+//   - Replica.Kill/Start/Restart/Stop, Fleet.RotateKeys, Redis.Stop/Restart,
+//     Fleet.BlockPG/UnblockPG change the fleet; Replica.Ready and Replica.Metric observe it as an
 //     operator would.
 //
 // It owns no production code and reaches into the gateway's packages only

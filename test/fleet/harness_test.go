@@ -67,6 +67,8 @@ const (
 	// limitedKey has a rate limit of limitedRPM requests a minute.
 	limitedKey = "mcpg_fleet-limited-0123456789abcdef"
 	limitedRPM = 12
+	// budgetedKey may spend 1 a day, and every notes call costs 1.
+	budgetedKey = "mcpg_fleet-budgeted-0123456789abcdef"
 	// streamKey reaches server-everything only.
 	streamKey = "mcpg_fleet-streamer-0123456789abcdef"
 	// loadClients is the concurrency of the load scenarios; each client
@@ -94,6 +96,8 @@ type Fleet struct {
 	dir      string
 	cfgPath  string
 	DSN      string
+	PG       *pgtest.Server // the test binary's PostgreSQL server
+	DB       string         // the fleet's database on it
 	Redis    *redistest.Server
 	Replicas []*Replica
 	LB       *Balancer
@@ -114,8 +118,9 @@ func newFleet(t testing.TB, n int, keys ...string) *Fleet {
 	if err := os.WriteFile(filepath.Join(dir, "notes.json"), seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	db := pg.NewDatabase(t)
 	f := &Fleet{t: t, gw: gw, dir: dir, cfgPath: filepath.Join(dir, "gw.yaml"),
-		DSN: pg.DSN(pg.NewDatabase(t), pgtest.Superuser, ""), Redis: redis}
+		DSN: pg.DSN(db, pgtest.Superuser, ""), PG: pg, DB: db, Redis: redis}
 	f.writeConfig(n, notes, keys)
 	for i := range n {
 		name := string(rune('a' + i))
@@ -157,6 +162,7 @@ func (f *Fleet) writeConfig(replicas int, notes string, sessionKeys []string) {
 	fmt.Fprintf(&keys, "    - {alias: alice, key: %q, user: alice, servers: [notes]}\n", aliceKey)
 	fmt.Fprintf(&keys, "    - {alias: limited, key: %q, rate_limit_rpm: %d}\n", limitedKey, limitedRPM)
 	fmt.Fprintf(&keys, "    - {alias: streamer, key: %q, servers: [everything]}\n", streamKey)
+	fmt.Fprintf(&keys, "    - {alias: budgeted, key: %q, servers: [notes], budget: {amount: 1, period: day}}\n", budgetedKey)
 	for i := range loadClients {
 		fmt.Fprintf(&keys, "    - {alias: %s, key: %q, servers: [notes]}\n", loadAlias(i), loadKey(i))
 	}
@@ -177,7 +183,7 @@ auth:
   master_key: %q
   keys:
 %sservers:
-  notes: {transport: stdio, command: %q, args: [-file, %q]}
+  notes: {transport: stdio, command: %q, args: [-file, %q], tools: {costs: {"*": 1}}}
 `, replicas, strings.Join(quoted, ", "), masterKey, keys.String(), notes, filepath.Join(f.dir, "notes.json"))
 	// server-everything, for streaming, when Node is installed (the
 	// scenario that needs it skips or fails otherwise).

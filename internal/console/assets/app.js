@@ -157,7 +157,7 @@ function servers() {
       detail.replaceChildren(head,
         h("p", { id: "test-result", class: ch.verdict === "ok" ? "state-ready" : ch.verdict === "warn" ? "state-degraded" : "error" }, `${ch.verdict}: ${facts.join(", ") || "no answer"}`),
         ch.detail ? h("p", {}, ch.detail) : null,
-        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.Method} ${pv.URL}\n` + Object.entries(pv.Headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null);
+        pv ? h("pre", { "aria-label": "Request preview" }, `${pv.method} ${pv.url}\n` + Object.entries(pv.headers || {}).map(([k, v]) => `${k}: ${v.join(", ")}`).join("\n")) : null);
     } catch (e) { detail.replaceChildren(head, errorBox(e)); }
   }
   function editServer(s) {
@@ -485,9 +485,18 @@ function auditTable(rows) {
   ], rows, "No tool calls match.");
 }
 
+// csv is the audit rows as CSV (RFC 4180). Tool names come from upstreams
+// and user names from token claims: a cell a spreadsheet would read as a
+// formula (it starts with =, +, -, @, TAB or CR; OWASP "CSV Injection")
+// gets a leading single quote, inside a quoted cell, so it stays text.
 function csv(rows) {
   const cols = ["time", "key_alias", "user", "team", "server", "tool", "outcome", "fault", "duration_ms", "session", "request_bytes", "response_bytes"];
-  const q = v => { const s = v === undefined || v === null ? "" : String(v); return /[",\n\r]/.test(s) || /^[=+\-@]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s; };
+  const q = v => {
+    let s = v === undefined || v === null ? "" : String(v);
+    const formula = /^[=+\-@\t\r]/.test(s);
+    if (formula) s = "'" + s;
+    return formula || /[",\n\r]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+  };
   return [cols.join(","), ...rows.map(r => cols.map(c => q(r[c])).join(","))].join("\r\n") + "\r\n";
 }
 

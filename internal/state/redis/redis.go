@@ -311,6 +311,110 @@ func (b *Backend) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
+// listSession returns a session's fields whose names begin with one of
+// the prefixes (every field when none is given), filtered on the server
+// so that a session's subscriptions do not cross the network. KEYS[1]
+// the hash; ARGV the prefixes. Returns {} for no session, else {1,
+// name, value, ...}.
+var listSession = goredis.NewScript(`
+local all = redis.call('HGETALL', KEYS[1])
+if #all == 0 then return {} end
+local out = {1}
+for i = 1, #all, 2 do
+  local keep = #ARGV == 0
+  for j = 1, #ARGV do
+    if string.sub(all[i], 1, #ARGV[j]) == ARGV[j] then keep = true break end
+  end
+  if keep then
+    out[#out + 1] = all[i]
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out
+`)
+
+// scanBatch is the COUNT of one SCAN of ListSessions.
+const scanBatch = 500
+
+// globEscape makes s match itself in a SCAN pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ListSessions implements state.Sessions: SCAN over the session keys of
+// this prefix, each batch's fields read in one pipelined round trip.
+func (b *Backend) ListSessions(ctx context.Context, limit int, prefixes ...string) ([]state.SessionState, bool, error) {
+	if err := errors.Join(state.CheckListLimit(limit), b.open("list sessions")); err != nil {
+		return nil, false, err
+	}
+	args := make([]any, len(prefixes))
+	for i, p := range prefixes {
+		args[i] = p
+	}
+	if err := listSession.Load(ctx, b.c).Err(); err != nil {
+		return nil, false, b.fail(ctx, "list sessions", err)
+	}
+	keyPrefix := b.key("sess", "")
+	match := globEscape(keyPrefix) + "*"
+	seen := map[string]bool{}
+	out := []state.SessionState{}
+	var cursor uint64
+	for {
+		keys, next, err := b.c.Scan(ctx, cursor, match, scanBatch).Result()
+		if err != nil {
+			return nil, false, b.fail(ctx, "list sessions", err)
+		}
+		var todo []string
+		for _, k := range keys {
+			if !seen[k] { // SCAN may return a key twice
+				seen[k] = true
+				todo = append(todo, k)
+			}
+		}
+		if len(todo) > 0 {
+			cmds, err := b.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, k := range todo {
+					listSession.EvalSha(ctx, p, []string{k}, args...)
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, false, b.fail(ctx, "list sessions", err)
+			}
+			for i, c := range cmds {
+				r, err := c.(*goredis.Cmd).Slice()
+				if err != nil {
+					return nil, false, b.fail(ctx, "list sessions", err)
+				}
+				if len(r) == 0 {
+					continue // lapsed or deleted since the SCAN
+				}
+				fields := make(map[string]string, (len(r)-1)/2)
+				for j := 1; j+1 < len(r); j += 2 {
+					name, _ := r[j].(string)
+					value, _ := r[j+1].(string)
+					fields[name] = value
+				}
+				out = append(out, state.SessionState{ID: strings.TrimPrefix(todo[i], keyPrefix), Fields: fields})
+				if len(out) > limit {
+					return out[:limit], false, nil
+				}
+			}
+		}
+		if next == 0 {
+			return out, true, nil
+		}
+		cursor = next
+	}
+}
+
 // gcra is state.GCRA in Lua, on the server's clock, in microseconds (exact
 // in a Lua double until the year 2255). KEYS[1] the bucket's tat; ARGV
 // interval µs, burst. Returns {allowed, retry after µs, remaining}.

@@ -45,6 +45,8 @@ func testInvalid(t *testing.T, b state.Backend) {
 		"AppendEvent long stream":   func() error { _, err := b.AppendEvent(ctx, secret, nil, 1, long); return err }(),
 		"EventsAfter empty stream":  func() error { _, _, err := b.EventsAfter(ctx, "", 0); return err }(),
 		"Publish empty topic":       b.Publish(ctx, "", nil),
+		"ListSessions zero limit":   func() error { _, _, err := b.ListSessions(ctx, 0); return err }(),
+		"ListSessions huge limit":   func() error { _, _, err := b.ListSessions(ctx, state.MaxListSessions+1); return err }(),
 		"Subscribe no topic":        func() error { _, err := b.Subscribe(ctx); return err }(),
 		"Subscribe empty topic":     func() error { _, err := b.Subscribe(ctx, "a", ""); return err }(),
 	}
@@ -72,6 +74,10 @@ func testClosed(t *testing.T, b state.Backend) {
 		"Allow":     func() error { _, err := b.Allow(ctx, "k", hourly); return err }(),
 		"Publish":   b.Publish(ctx, "t", nil),
 		"Subscribe": func() error { _, err := b.Subscribe(ctx, "t"); return err }(),
+		"ListSessions": func() error {
+			_, _, err := b.ListSessions(ctx, 1)
+			return err
+		}(),
 		"AppendEvent": func() error {
 			_, err := b.AppendEvent(ctx, "s", nil, 1, long)
 			return err

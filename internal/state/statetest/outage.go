@@ -30,6 +30,7 @@ func testOutage(t *testing.T, h Harness) {
 		"Terminated":       func() error { _, err := b.Terminated(ctx, "s"); return err },
 		"SetSessionFields": func() error { return b.SetSessionFields(ctx, "s", map[string]string{"a": "b"}, long) },
 		"SessionFields":    func() error { _, err := b.SessionFields(ctx, "s"); return err },
+		"ListSessions":     func() error { _, _, err := b.ListSessions(ctx, 10); return err },
 		"Allow":            func() error { _, err := b.Allow(ctx, "k", hourly); return err },
 		"Heartbeat":        func() error { return b.Heartbeat(ctx, state.Replica{ID: "r", URL: "http://r"}, long) },
 		"LiveReplicas":     func() error { _, err := b.LiveReplicas(ctx); return err },
@@ -42,6 +43,8 @@ func testOutage(t *testing.T, h Harness) {
 		"ReleaseLease":     func() error { return b.ReleaseLease(ctx, "l", "h") },
 		"PutTicket":        func() error { return b.PutTicket(ctx, "t", nil, long) },
 		"TakeTicket":       func() error { _, _, err := b.TakeTicket(ctx, "t"); return err },
+		"Reserve":          func() error { _, err := b.Reserve(ctx, "s", state.Reservation{Limit: 1, TTL: long}); return err },
+		"Spend":            func() error { return b.Spend(ctx, "s", 1, long) },
 	}
 	for what, call := range calls {
 		err := call()

@@ -48,6 +48,7 @@ var sessionTests = []test{
 	{"TouchRenews", testSessionTouch},
 	{"Lapses", testSessionLapses},
 	{"Bound", testSessionBound},
+	{"List", testListSessions},
 }
 
 func testSessionFields(t *testing.T, b state.Backend) {
@@ -161,4 +162,70 @@ func testSessionBound(t *testing.T, b state.Backend) {
 		t.Error("the session lapsed after a refused write with a 1ms ttl")
 	}
 	wantErr(t, "Set past the bound", b.SetSessionFields(ctx, "big", map[string]string{"new3": "1"}, long), state.ErrInvalid)
+}
+
+// ListSessions lists every session with state (not a lapsed or deleted
+// one), each with the fields of the prefixes asked for, up to its limit.
+func testListSessions(t *testing.T, b state.Backend) {
+	ctx := t.Context()
+	list := func(limit int, prefixes ...string) (map[string]map[string]string, bool) {
+		t.Helper()
+		got, complete, err := b.ListSessions(ctx, limit, prefixes...)
+		mustNot(t, "ListSessions", err)
+		m := map[string]map[string]string{}
+		for _, s := range got {
+			if _, dup := m[s.ID]; dup {
+				t.Errorf("session %s listed twice", s.ID)
+			}
+			m[s.ID] = s.Fields
+		}
+		return m, complete
+	}
+	if got, complete := list(10); len(got) != 0 || !complete {
+		t.Errorf("no sessions: %v (complete %v)", got, complete)
+	}
+	mustNot(t, "Set", b.SetSessionFields(ctx, "a", map[string]string{"info": "A", "at:r1": "1", "at:r2": "2", "sub:x": "s"}, long))
+	mustNot(t, "Set", b.SetSessionFields(ctx, "b*[?]\\", map[string]string{"info": "B"}, long))
+	mustNot(t, "Set", b.SetSessionFields(ctx, "c", map[string]string{"level": "debug"}, long))
+	mustNot(t, "Set", b.SetSessionFields(ctx, "gone", map[string]string{"info": "G"}, long))
+	mustNot(t, "Set", b.SetSessionFields(ctx, "lapses", map[string]string{"info": "L"}, ttl))
+	mustNot(t, "DeleteSession", b.DeleteSession(ctx, "gone"))
+	eventually(t, "the short-lived session lapses", func() (bool, error) {
+		got, err := b.SessionFields(ctx, "lapses")
+		return len(got) == 0, err
+	})
+	got, complete := list(10, "info", "at:")
+	want := map[string]map[string]string{
+		"a":       {"info": "A", "at:r1": "1", "at:r2": "2"},
+		"b*[?]\\": {"info": "B"},
+		"c":       {}, // listed, though none of its fields is asked for
+	}
+	if diff := cmp.Diff(got, want); diff != "" || !complete {
+		t.Errorf("ListSessions(info, at:) (-got +want):\n%s(complete %v)", diff, complete)
+	}
+	got, _ = list(10)
+	if diff := cmp.Diff(got["a"], map[string]string{"info": "A", "at:r1": "1", "at:r2": "2", "sub:x": "s"}); diff != "" {
+		t.Errorf("ListSessions() of a, every field (-got +want):\n%s", diff)
+	}
+	got, complete = list(2, "info")
+	if len(got) != 2 || complete {
+		t.Errorf("ListSessions with limit 2 of 3: %d sessions (complete %v), want 2 and incomplete", len(got), complete)
+	}
+	got, complete = list(3, "info")
+	if len(got) != 3 || !complete {
+		t.Errorf("ListSessions with limit 3 of 3: %d sessions (complete %v), want 3 and complete", len(got), complete)
+	}
+	// More sessions than a backend reads at once: each listed once.
+	const many = 1100
+	for i := range many {
+		mustNot(t, "Set", b.SetSessionFields(ctx, fmt.Sprintf("m%04d", i), map[string]string{"info": "M"}, long))
+	}
+	got, complete = list(state.MaxListSessions, "info")
+	if len(got) != many+3 || !complete {
+		t.Errorf("ListSessions of %d: %d listed (complete %v)", many+3, len(got), complete)
+	}
+	got, complete = list(many, "info")
+	if len(got) != many || complete {
+		t.Errorf("ListSessions of %d with limit %d: %d listed (complete %v)", many+3, many, len(got), complete)
+	}
 }

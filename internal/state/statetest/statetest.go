@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"PubSub", pubsubTests},
 		{"Leases", leaseTests},
 		{"Tickets", ticketTests},
+		{"Spending", spendingTests},
 		{"Errors", errorTests},
 	}
 	for _, g := range groups {
