@@ -509,15 +509,22 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 	// moment ago): a renamed tool's other candidate, its display name as
 	// an upstream name, is normally missing.
 	var failed string
+	gone := map[string]bool{} // re-read once, whichever pass asks (unheard.go)
 	lookup := func(refresh bool) func(toolRef) (catalog.Item, bool, error) {
 		return func(c toolRef) (it catalog.Item, found bool, err error) {
-			if gone, e := g.verifyServer(ctx, c.server); gone {
-				// Removed on another replica while this one could not
-				// hear it (unheard.go): as unknown as if it had heard.
-				return catalog.Item{}, false, nil
-			} else if e != nil {
-				return catalog.Item{}, false, &clientError{rpc: e}
+			if _, seen := gone[c.server]; !seen {
+				removed, e := g.verifyServer(ctx, c.server)
+				if e != nil && !removed {
+					return catalog.Item{}, false, &clientError{rpc: e}
+				}
+				gone[c.server] = removed
 			}
+			if gone[c.server] {
+				// Removed on another replica while this one could not
+				// hear it: as unknown as if it had heard.
+				return catalog.Item{}, false, nil
+			}
+			ctx := withVerified(ctx, c.server)
 			err = g.connecting(ctx, sc, c.server, func() (err error) {
 				if refresh {
 					it, found, err = g.cat.LookupOrRefresh(ctx, c.server, k, c.name)
