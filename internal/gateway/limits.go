@@ -111,7 +111,15 @@ func noteLimit(sc *scope, status int, retryAfter int64) {
 	if sc == nil {
 		return
 	}
-	ps, ok := sc.out.(*postSender)
+	out := sc.out
+	if rs, ok := out.(*roundSender); ok {
+		// A 2026-07-28 call runs as an exchange: the refusal goes to the
+		// request whose round it is.
+		rs.mu.Lock()
+		out = rs.cur
+		rs.mu.Unlock()
+	}
+	ps, ok := out.(*postSender)
 	if !ok {
 		return
 	}
