@@ -107,7 +107,14 @@ var callerFronts = []front{
 				}
 				return st, &m
 			}
-			return http.StatusAccepted, l.waitReply(t, id)
+			// The legacy transport acknowledges every POST (its clients
+			// drop the connection on anything else): a refusal is the
+			// JSON-RPC error on the stream, where its code says 429.
+			m := l.waitReply(t, id)
+			if m.Error != nil && m.Error.Code == -32029 {
+				return http.StatusTooManyRequests, m
+			}
+			return http.StatusAccepted, m
 		}
 	}},
 	{name: "modern", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
@@ -142,7 +149,7 @@ var callerFronts = []front{
 	}},
 	{name: "stdio", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
 		// The stdio front serves the merged view: names are prefixed.
-		front := startStdio(t, "data_dir: "+f.g.dataDir+"\n"+f.cfg, stdioCallerArgs(keyAliases[key])...)
+		front := startStdio(t, "data_dir: "+f.g.dataDir+"\n"+f.cfg, stdioCallerArgs(key)...)
 		prefix := strings.TrimPrefix(path, "/mcp/") + "__"
 		return func(id, tool, args string) (int, *rpcMsg) {
 			m := front.call(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, prefix+tool, args))
@@ -505,7 +512,7 @@ servers:
 
 // stdioCallerArgs is how `mcpgate stdio` is told which configured key it
 // acts as (issue 22: "a key named on its command line or in the config").
-func stdioCallerArgs(alias string) []string { return []string{"--as", alias} }
+func stdioCallerArgs(key string) []string { return []string{"--key", key} }
 
 // deniedRefusal checks that a call of a tool the policy hides fails like
 // an unknown tool (S6.2): -32602 "Unknown tool: <name>".
@@ -577,7 +584,7 @@ func TestStdioFrontPolicy(t *testing.T) {
     - {alias: desk, key: %q, user: dana, servers: [alpha], budget: {amount: 1, period: day}}
 `, masterKey, aliceKey) + servers
 		g := startGateway(t, cfg)
-		f := startStdio(t, "data_dir: "+g.dataDir+"\n"+cfg, stdioCallerArgs("desk")...)
+		f := startStdio(t, "data_dir: "+g.dataDir+"\n"+cfg, stdioCallerArgs(aliceKey)...)
 
 		t.Run("the key's servers only", func(t *testing.T) {
 			res := f.call("l1", "tools/list", `{}`)
