@@ -45,17 +45,35 @@ type UsageFunc func(ctx context.Context, alias string, since time.Time) (float64
 
 type budgetSpent struct {
 	start    time.Time // the period the sum is of
-	fetched  time.Time // when base was read from the store
+	fetched  time.Time // when the read of base began
 	base     float64   // the store's sum then
-	local    float64   // this replica's costs since
-	reserved float64   // this replica's calls in flight
+	local    []localCost
+	reserved float64 // this replica's calls in flight
+}
+
+// localCost is one of this replica's settled calls, counted until a read
+// of the store that began after it (which has it).
+type localCost struct {
+	at   time.Time
+	cost float64
+}
+
+func (s *budgetSpent) sum() float64 {
+	t := s.base + s.reserved
+	for _, c := range s.local {
+		t += c.cost
+	}
+	return t
 }
 
 type budgets struct {
 	usage UsageFunc
 	// shared is the fleet's spending (fleet mode); nil: this replica's.
 	shared state.Spending
-	mu     sync.Mutex
+	// clock is the gateway's (the reads' times and the calls' must be of
+	// one clock); nil: time.Now.
+	clock func() time.Time
+	mu    sync.Mutex
 	m      map[string]*budgetSpent
 }
 
@@ -71,7 +89,7 @@ func (b *budgets) spent(ctx context.Context, alias string, start, now time.Time)
 		return 0, err
 	}
 	defer b.mu.Unlock()
-	return s.base + s.local + s.reserved, nil
+	return s.sum(), nil
 }
 
 // entry returns alias's sum for the period at start, read again from the
@@ -83,6 +101,7 @@ func (b *budgets) entry(ctx context.Context, alias string, start, now time.Time)
 		return s, nil
 	}
 	b.mu.Unlock()
+	began := now
 	base, err := b.usage(ctx, alias, start)
 	if err != nil {
 		return nil, err
@@ -100,19 +119,39 @@ func (b *budgets) entry(ctx context.Context, alias string, start, now time.Time)
 		s = &budgetSpent{start: start}
 		b.m[alias] = s
 	}
-	// What this replica's calls cost is in the store now (or about to
-	// be); what is in flight is not.
-	s.fetched, s.base, s.local = now, base, 0
+	if s.fetched.After(began) {
+		// A read that began later was applied meanwhile (concurrent
+		// calls of one key): it knows more than this one.
+		return s, nil
+	}
+	// What this replica's calls cost before the read began is in the
+	// store's sum now (or about to be); what they cost since is not, and
+	// what is in flight is not.
+	kept := s.local[:0]
+	for _, c := range s.local {
+		if !c.at.Before(began) {
+			kept = append(kept, c)
+		}
+	}
+	s.fetched, s.base, s.local = began, base, kept
 	return s, nil
 }
 
-// add counts a call's cost for alias until the next read from the store.
-func (b *budgets) add(alias string, cost float64) {
+// add counts a call's cost, settled at at, for alias until a read of the
+// store that began after it.
+func (b *budgets) add(alias string, at time.Time, cost float64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s := b.m[alias]; s != nil {
-		s.local += cost
+	if s := b.m[alias]; s != nil && cost != 0 {
+		s.local = append(s.local, localCost{at, cost})
 	}
+}
+
+func (b *budgets) now() time.Time {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return time.Now()
 }
 
 // reservation is one call's claim on its key's budget: made before the
@@ -139,7 +178,7 @@ func (b *budgets) reserve(ctx context.Context, r *reservation, amount float64, n
 			return 0, false, err
 		}
 		defer b.mu.Unlock()
-		spent = s.base + s.local + s.reserved
+		spent = s.sum()
 		if spent >= amount {
 			return spent, false, nil
 		}
@@ -173,7 +212,9 @@ func (r *reservation) settle(ctx context.Context, cost float64) {
 			r.b.mu.Lock()
 			if s := r.b.m[r.alias]; s != nil && s.start.Equal(r.start) {
 				s.reserved = max(s.reserved-r.est, 0)
-				s.local += cost
+				if cost != 0 {
+					s.local = append(s.local, localCost{r.b.now(), cost})
+				}
 			}
 			r.b.mu.Unlock()
 			return

@@ -20,7 +20,7 @@ func TestBudgetSpent(t *testing.T) {
 	if v, _ := b.spent(ctx, "k", day, now); v != 10 || reads != 1 {
 		t.Fatalf("first read: %v after %d reads", v, reads)
 	}
-	b.add("k", 2.5)
+	b.add("k", now, 2.5)
 	stored = 99 // another replica's calls, not seen until the refresh
 	if v, _ := b.spent(ctx, "k", day, now.Add(time.Second)); v != 12.5 || reads != 1 {
 		t.Errorf("cached: %v after %d reads", v, reads)
@@ -32,5 +32,67 @@ func TestBudgetSpent(t *testing.T) {
 	if v, _ := b.spent(ctx, "k", day.AddDate(0, 0, 1), now.Add(budgetRefresh+time.Second)); v != 0 || reads != 3 {
 		t.Errorf("a new period: %v after %d reads", v, reads)
 	}
-	b.add("unknown", 1) // no entry: nothing to add to, no panic
+	b.add("unknown", now, 1) // no entry: nothing to add to, no panic
+}
+
+// A read of the store that began before a call was settled does not
+// forget the call (its audit record is not in what the read saw), and a
+// read that began earlier than one already applied is dropped: twenty
+// concurrent calls of one key on a budget of one run one (issue 22, hole
+// 14, found by test/security's legacy batch).
+func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := day.Add(time.Hour)
+	release := make(chan struct{})
+	reading := make(chan struct{}, 1)
+	slow := false
+	b := &budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(context.Context, string, time.Time) (float64, error) {
+		if slow {
+			reading <- struct{}{}
+			<-release
+		}
+		return 0, nil
+	}}
+	ctx := context.Background()
+	if v, _ := b.spent(ctx, "k", day, now); v != 0 {
+		t.Fatalf("first read: %v", v)
+	}
+	// A stale entry's refresh begins, and is slow.
+	slow = true
+	later := now.Add(budgetRefresh)
+	done := make(chan float64)
+	go func() {
+		v, _ := b.spent(ctx, "k", day, later)
+		done <- v
+	}()
+	<-reading
+	// Meanwhile a call is settled (after the read began).
+	b.add("k", later.Add(time.Millisecond), 1)
+	close(release)
+	if v := <-done; v != 1 {
+		t.Errorf("a read that began before a settled call: spent %v, want 1 (the call is not in the store's sum yet)", v)
+	}
+	// Two refreshes at once: the older one, finishing last, must not
+	// overwrite what the newer one and a call since made of the sum.
+	slow, release = true, make(chan struct{})
+	t1 := later.Add(budgetRefresh)
+	go func() {
+		v, _ := b.spent(ctx, "k", day, t1)
+		done <- v
+	}()
+	<-reading
+	slow = false
+	t2 := t1.Add(time.Second)
+	if v, _ := b.spent(ctx, "k", day, t2); v != 0 {
+		t.Errorf("the newer refresh: spent %v, want 0 (the store has the call by then)", v)
+	}
+	b.add("k", t2.Add(time.Millisecond), 1)
+	close(release)
+	if v := <-done; v != 1 {
+		t.Errorf("the older refresh, applied last: spent %v, want 1", v)
+	}
+	if v, _ := b.spent(ctx, "k", day, t2.Add(time.Second)); v != 1 {
+		t.Errorf("after both refreshes: spent %v, want 1", v)
+	}
+
 }

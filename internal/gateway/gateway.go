@@ -308,7 +308,7 @@ func New(o Options) *Gateway {
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
 	if o.Usage != nil {
-		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, m: map[string]*budgetSpent{}}
+		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, clock: g.now, m: map[string]*budgetSpent{}}
 	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
