@@ -74,7 +74,7 @@ type budgets struct {
 	// one clock); nil: time.Now.
 	clock func() time.Time
 	mu    sync.Mutex
-	m      map[string]*budgetSpent
+	m     map[string]*budgetSpent
 }
 
 // budgetEntries bounds the per-replica sums; an entry with nothing in

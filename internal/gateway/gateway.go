@@ -558,6 +558,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.admin.ServeHTTP(w, r)
 		return
 	}
+	if origin := r.Header.Get("Origin"); origin != "" && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		// A CORS preflight of an allowed origin (checkOriginHost passed):
+		// browsers send it without credentials and it does nothing, so it
+		// is answered before authentication, else no browser client of a
+		// gateway with keys could ever send its real request.
+		setCORS(w.Header(), origin, r.Header.Values("Access-Control-Request-Headers"))
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	r, ok := g.authenticate(w, r)
 	if !ok {
 		return

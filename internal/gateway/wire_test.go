@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/store"
 )
 
 // The exact bytes a raw upstream returns; the downstream must receive them
@@ -505,6 +507,46 @@ func TestCORS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("foreign preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestCORSPreflightWithKeys: a browser's preflight carries no
+// credentials, so on a gateway with keys an allowed origin's preflight is
+// answered before authentication (and does nothing); a foreign origin's
+// is still 403, and the real request still needs its key.
+func TestCORSPreflightWithKeys(t *testing.T) {
+	up := rawUpstream(t, exoticTool, exoticResult, nil)
+	keys := &memKeys{}
+	secret := keys.add(t, store.Key{Alias: "web"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Config: &config.Config{
+		AllowedOrigins: []string{"https://app.example.com"},
+		Servers:        map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}}})
+	preflight := func(origin string) *http.Response {
+		t.Helper()
+		pre, _ := http.NewRequest(http.MethodOptions, gw.URL+"/mcp", nil)
+		pre.Header.Set("Origin", origin)
+		pre.Header.Set("Access-Control-Request-Method", "POST")
+		pre.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+		resp, err := http.DefaultClient.Do(pre)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := preflight("https://app.example.com"); resp.StatusCode != http.StatusNoContent ||
+		resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "authorization") {
+		t.Errorf("an allowed origin's preflight without credentials: %d %v, want 204 with CORS", resp.StatusCode, resp.Header)
+	}
+	if resp := preflight("https://evil.example"); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("a foreign origin's preflight: %d %v, want 403 without CORS", resp.StatusCode, resp.Header)
+	}
+	if code, _, body := rpc(t, gw.URL+"/mcp", map[string]string{"Origin": "https://app.example.com"}, initBody); code != http.StatusUnauthorized {
+		t.Errorf("the real request without a key: %d %s, want 401", code, body)
+	}
+	if code, h, body := rpc(t, gw.URL+"/mcp", map[string]string{"Origin": "https://app.example.com", callers.HeaderAPIKey: secret}, initBody); code != http.StatusOK || h.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+		t.Errorf("the real request with its key: %d %s", code, body)
 	}
 }
 
