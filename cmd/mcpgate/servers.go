@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -39,7 +40,7 @@ func (c *serversCommand) status(ctx context.Context, args []string) error {
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "NAME\tSTATE\tSINCE\tTRANSPORT\tMODE\tSESSIONS\tLAST ERROR")
 	for _, s := range rep.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.State, s.Since, s.Transport, s.Mode, s.Sessions, s.LastError)
+		row(tw, s.Name, s.State, s.Since, s.Transport, s.Mode, strconv.Itoa(s.Sessions), s.LastError)
 	}
 	return tw.Flush()
 }
@@ -88,7 +89,7 @@ func (c *serversCommand) preview(args []string) error {
 		return fmt.Errorf("no server %q in %s (servers: %s)", name, *path, strings.Join(cfg.ServerNames(), ", "))
 	}
 	if srv.Transport == config.TransportStdio {
-		fmt.Fprintf(c.stdout, "stdio: %s", srv.Command)
+		fmt.Fprintf(c.stdout, "stdio: %s", termSafe(srv.Command))
 		for _, a := range srv.Args {
 			fmt.Fprintf(c.stdout, " %q", a)
 		}
@@ -105,7 +106,7 @@ func (c *serversCommand) preview(args []string) error {
 		return nil
 	}
 	p := upstream.Preview(srv)
-	fmt.Fprintf(c.stdout, "%s %s\n", p.Method, p.URL)
+	fmt.Fprintf(c.stdout, "%s %s\n", p.Method, termSafe(p.URL))
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range p.Headers {
 			if !yield(k) {
@@ -113,7 +114,7 @@ func (c *serversCommand) preview(args []string) error {
 			}
 		}
 	}) {
-		fmt.Fprintf(c.stdout, "%s: %s\n", k, p.Headers.Get(k))
+		fmt.Fprintf(c.stdout, "%s: %s\n", termSafe(k), termSafe(p.Headers.Get(k)))
 	}
 	return nil
 }
