@@ -142,7 +142,7 @@ servers:
 }
 
 // The preview of a private_key_jwt server names the method and the
-// discovered endpoint; the key never appears.
+// token endpoint or authorization server; the key never appears.
 func TestServersPreviewPrivateKeyJWT(t *testing.T) {
 	dir := t.TempDir()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -158,14 +158,14 @@ servers:
   inline:
     transport: http
     url: https://up.example.com/mcp
-    auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, private_key: "${UP_KEY}"}
+    auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, private_key: "${UP_KEY}", authorization_server: "https://login.example.com/t"}
   file:
     transport: http
     url: https://up.example.com/mcp
     auth: {type: oauth2, token_url: "https://idp.example.com/token", client_id: gw, client_auth: private_key_jwt, private_key_file: up.pem}
 `)
 	for name, want := range map[string]string{
-		"inline": "Authorization: Bearer <minted from the token endpoint discovered from the server with private_key_jwt>\n",
+		"inline": "Authorization: Bearer <minted from the token endpoint of https://login.example.com/t with private_key_jwt>\n",
 		"file":   "Authorization: Bearer <minted from https://idp.example.com/token with private_key_jwt>\n",
 	} {
 		var out, errb bytes.Buffer

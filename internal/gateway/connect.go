@@ -193,7 +193,7 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 	reg, err := g.connectRegistration(r.Context(), server, srv, redirect)
 	if err != nil {
 		g.log.Warn("oauth connect: discovery or registration failed", "server", server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %v", server, err))
+		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	state, err := randomToken()
@@ -214,7 +214,8 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 	}
 	authURL, verifier, err := plan.AuthorizeURL(reg.client, state)
 	if err != nil {
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %v", server, err))
+		g.log.Warn("oauth connect: no authorization request", "server", server, "error", err)
+		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	now := g.now()
@@ -357,7 +358,7 @@ func (g *Gateway) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 	tok, err := st.reg.plan.Exchange(r.Context(), st.reg.client, q.Get("code"), st.verifier, q.Get("iss"))
 	if err != nil {
 		g.log.Warn("oauth connect: code exchange failed", "server", st.server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %v", st.server, err))
+		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %s. The gateway's log has the details.", st.server, oauthFault(err)))
 		return
 	}
 	e := vault.Entry{Kind: vault.KindOAuth, Issuer: st.reg.plan.AuthServer.Issuer, Person: st.person, Server: st.server,
@@ -382,6 +383,40 @@ func printableParam(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// oauthFault says what went wrong with an upstream's authorization server
+// in words for the person's page: the kind of failure, never the
+// addresses (of the upstream, its metadata, its authorization server or
+// a redirect) that the error itself names for the log.
+func oauthFault(err error) string {
+	var te *client.TokenError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("it refused the request (%s)", te.Error())
+	case errors.Is(err, client.ErrIssuerMismatch):
+		return "its metadata names another issuer"
+	case errors.Is(err, client.ErrNoPKCE):
+		return client.ErrNoPKCE.Error()
+	case errors.Is(err, client.ErrNoRegistration):
+		return "the gateway has no way to register a client there"
+	case errors.Is(err, client.ErrResourceMismatch):
+		return "the server's metadata names another resource"
+	case errors.Is(err, client.ErrCrossOrigin):
+		return "a redirect to another origin was refused"
+	case errors.Is(err, client.ErrBlockedAddress):
+		return "an address it names is not allowed"
+	case errors.Is(err, client.ErrInsecureURL):
+		return "an address it names is not https"
+	case errors.Is(err, client.ErrTooLarge):
+		return "a document it serves is too large"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	case errors.Is(err, client.ErrNoAuthServer):
+		// Last: it wraps the causes above, per authorization server.
+		return "no usable authorization server"
+	}
+	return "discovery or registration failed"
 }
 
 func connectPage(w http.ResponseWriter, status int, title, msg string) {

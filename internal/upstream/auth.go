@@ -279,7 +279,7 @@ func Preview(srv *config.Server) PreviewRequest {
 	switch a.typ {
 	case config.AuthOAuth2:
 		// Where and how it is minted; never the secret or the key.
-		from := "the token endpoint discovered from the server"
+		from := pinnedTokenEndpoint(srv.Auth)
 		if srv.Auth.TokenURL != "" {
 			from = redactURL(srv.Auth.TokenURL)
 		}
@@ -287,7 +287,7 @@ func Preview(srv *config.Server) PreviewRequest {
 	case config.AuthPassthrough:
 		h = with("Bearer <the caller's token>")
 	case config.AuthTokenExchange:
-		from := "the token endpoint discovered from the server"
+		from := pinnedTokenEndpoint(srv.Auth)
 		if srv.Auth.TokenURL != "" {
 			from = redactURL(srv.Auth.TokenURL)
 		}
@@ -406,4 +406,13 @@ func tokenHTTPClient(_ *config.Server, configured *http.Client) *http.Client {
 		return configured
 	}
 	return defaultHTTPClient()
+}
+
+// pinnedTokenEndpoint says, for a preview, where a token is minted
+// without token_url: at the pinned authorization server, or nowhere.
+func pinnedTokenEndpoint(a *config.Auth) string {
+	if a.AuthorizationServer == "" {
+		return "nowhere: no token_url or authorization_server"
+	}
+	return "the token endpoint of " + redactURL(a.AuthorizationServer)
 }
