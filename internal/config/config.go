@@ -124,6 +124,8 @@ type Config struct {
 	Telemetry Telemetry `config:"telemetry" doc:"Traces and per-call diagnostics (SPEC S16.2, S16.4)."`
 	// Reload: how a changed config file is applied while serving.
 	Reload Reload `config:"reload" doc:"Applying a changed config file without a restart: SIGHUP, POST /admin/v1/reload, or (opt-in) watching the file."`
+	// RuntimeServers: what servers added through the admin API may reach.
+	RuntimeServers RuntimeServers `config:"runtime_servers" doc:"What servers added through the admin API (runtime servers) may reach. The servers of this file are the operator's and are not restricted."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.
@@ -173,6 +175,12 @@ type Server struct {
 	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
 
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
+
+	// DenyLinkLocal is never read from a file: the gateway sets it on a
+	// server added through the admin API unless
+	// runtime_servers.allow_link_local, and the upstream package then
+	// refuses to dial link-local and cloud metadata addresses for it.
+	DenyLinkLocal bool
 }
 
 // OpenAPIOperations selects the operations of an openapi server: an

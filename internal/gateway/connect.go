@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth/client"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
@@ -266,7 +267,7 @@ func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *c
 		return reg, nil
 	}
 	cfg := g.connectConfig(srv, redirect)
-	probe := g.probeUnauthenticated(ctx, srv.URL)
+	probe := g.probeUnauthenticated(ctx, srv)
 	if probe != nil {
 		defer probe.Body.Close()
 	}
@@ -284,22 +285,23 @@ func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *c
 	return reg, nil
 }
 
-// probeUnauthenticated sends an initialize without credentials to an MCP
-// endpoint: its 401 names the protected resource metadata. nil when the
-// answer is no 401 (discovery then uses the well-known URIs).
-func (g *Gateway) probeUnauthenticated(ctx context.Context, serverURL string) *http.Response {
+// probeUnauthenticated sends an initialize without credentials to srv's
+// MCP endpoint: its 401 names the protected resource metadata. nil when
+// the answer is no 401 (discovery then uses the well-known URIs). A
+// runtime server's probe has its address guard (upstream.GuardedHTTPClient).
+func (g *Gateway) probeUnauthenticated(ctx context.Context, srv *config.Server) *http.Response {
 	ctx, cancel := context.WithTimeout(ctx, client.FetchTimeout)
 	defer cancel()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcpgate","version":"connect"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(body))
 	if err != nil {
 		return nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	hc := http.DefaultClient
-	if g.httpClient != nil {
-		hc = g.httpClient
+	hc, err := upstream.GuardedHTTPClient(srv, g.httpClient)
+	if err != nil {
+		return nil
 	}
 	nc := *hc
 	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

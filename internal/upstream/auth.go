@@ -399,13 +399,20 @@ func stripCredentialsOnRedirect(slots []string, next func(*http.Request, []*http
 var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
 // tokenHTTPClient is the client that talks to an oauth2 token endpoint:
-// the configured one, or the package's default. The server's tls block is
-// for the MCP server, not for its identity provider.
-func tokenHTTPClient(_ *config.Server, configured *http.Client) *http.Client {
-	if configured != nil {
-		return configured
+// the configured one, or the package's default, guarded for a runtime
+// server (guardedClient). The server's tls block is for the MCP server,
+// not for its identity provider.
+func tokenHTTPClient(srv *config.Server, configured *http.Client) *http.Client {
+	hc := configured
+	if hc == nil {
+		hc = defaultHTTPClient()
 	}
-	return defaultHTTPClient()
+	g, err := guardedClient(srv, hc)
+	if err != nil {
+		// Refused rather than unguarded: every request fails with err.
+		return &http.Client{Transport: failingTransport{err}}
+	}
+	return g
 }
 
 // pinnedTokenEndpoint says, for a preview, where a token is minted
@@ -415,4 +422,12 @@ func pinnedTokenEndpoint(a *config.Auth) string {
 		return "nowhere: no token_url or authorization_server"
 	}
 	return "the token endpoint of " + redactURL(a.AuthorizationServer)
+}
+
+// failingTransport fails every request with err, sending nothing.
+type failingTransport struct{ err error }
+
+func (t failingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	closeBody(req)
+	return nil, t.err
 }

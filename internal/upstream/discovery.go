@@ -223,6 +223,8 @@ func netCause(err error) string {
 		return "the name does not resolve"
 	case errors.As(err, &certErr), errors.As(err, &recErr):
 		return "TLS handshake failed"
+	case errors.Is(err, ErrAddressRefused):
+		return ErrAddressRefused.Error()
 	case errors.As(err, &sysErr):
 		return sysErr.Err.Error() // "connection refused", "connection reset by peer"
 	case errors.As(err, &opErr):
