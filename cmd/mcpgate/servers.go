@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -90,7 +93,7 @@ func (c *serversCommand) preview(args []string) error {
 	}
 	if srv.Transport == config.TransportStdio {
 		fmt.Fprintf(c.stdout, "stdio: %s", termSafe(srv.Command))
-		for _, a := range srv.Args {
+		for _, a := range argsAsWritten(*path, name, srv.Args) {
 			fmt.Fprintf(c.stdout, " %q", a)
 		}
 		fmt.Fprintln(c.stdout)
@@ -117,4 +120,32 @@ func (c *serversCommand) preview(args []string) error {
 		fmt.Fprintf(c.stdout, "%s: %s\n", termSafe(k), termSafe(p.Headers.Get(k)))
 	}
 	return nil
+}
+
+// argsAsWritten is a stdio server's arguments as the config file writes
+// them, ${VAR} references unexpanded: an argument is often a credential
+// (--api-key ${KEY}, --token=${TOKEN}), and a preview prints no value the
+// environment supplied. When the file cannot be read again as it was
+// (it changed since), an argument that differs from the file's is masked.
+func argsAsWritten(path, name string, expanded []string) []string {
+	var raw struct {
+		Servers map[string]struct {
+			Args []string `yaml:"args"`
+		} `yaml:"servers"`
+	}
+	out := make([]string, len(expanded))
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = yaml.Unmarshal(data, &raw)
+	}
+	written := raw.Servers[name].Args
+	for i, a := range expanded {
+		switch {
+		case err == nil && len(written) == len(expanded):
+			out[i] = written[i]
+		default:
+			out[i] = upstream.Mask(a)
+		}
+	}
+	return out
 }

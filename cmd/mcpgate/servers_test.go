@@ -73,8 +73,10 @@ servers:
   notes:
     transport: stdio
     command: ./notes
+    args: [--api-key, "${NOTES_ARG}", "--token=${NOTES_ARG}", --verbose]
     env: {NOTES_TOKEN: n-secret}
 `)
+	t.Setenv("NOTES_ARG", "arg-s3cret-value-123")
 	var out, errb bytes.Buffer
 	if code := run([]string{"servers", "preview", "--config", p, "up"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -93,7 +95,11 @@ servers:
 		}
 	}
 	out.Reset()
-	if code := run([]string{"servers", "preview", "notes", "--config", p}, &out, &errb); code != 0 || strings.Contains(out.String(), "n-secret") || !strings.Contains(out.String(), "env NOTES_TOKEN=****") {
+	// Arguments as the file writes them: a value from the environment
+	// is never printed (issue 22 §9's class: --api-key ${KEY}).
+	if code := run([]string{"servers", "preview", "notes", "--config", p}, &out, &errb); code != 0 || strings.Contains(out.String(), "n-secret") ||
+		strings.Contains(out.String(), "arg-s3cret") || !strings.Contains(out.String(), "env NOTES_TOKEN=****") ||
+		!strings.Contains(out.String(), `/notes "--api-key" "${NOTES_ARG}" "--token=${NOTES_ARG}" "--verbose"`) {
 		t.Errorf("stdio preview (exit %d):\n%s", code, out.String())
 	}
 	if code := run([]string{"servers", "preview", "--config", p, "nope"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `no server "nope"`) {
