@@ -97,6 +97,7 @@ fuzz ./internal/fleet/ FuzzParsePeerAuth
 fuzz ./internal/mcpwire/ FuzzCheckHeaders
 fuzz ./internal/oauth/ FuzzVerify
 fuzz ./internal/upstream/ FuzzExchangeResponse
+fuzz ./cmd/mcpgate/ FuzzTermSafe
 fuzz ./internal/oauth/ FuzzChallenge
 fuzz ./internal/oauth/ FuzzParseChallenges
 fuzz ./internal/oauth/authserver/ FuzzRegister

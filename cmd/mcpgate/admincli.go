@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -211,14 +210,15 @@ func errorMessage(status int, body []byte) string {
 	return truncate(strings.Join(strings.Fields(string(body)), " "), 200)
 }
 
-// printJSON prints an API answer indented by two spaces.
+// printJSON prints an API answer indented by two spaces, terminal-safe
+// (termJSON).
 func printJSON(w io.Writer, raw []byte) error {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return fmt.Errorf("the gateway's answer is not JSON: %w", err)
 	}
 	b.WriteByte('\n')
-	_, err := w.Write(b.Bytes())
+	_, err := w.Write(termJSON(b.Bytes()))
 	return err
 }
 
@@ -229,32 +229,27 @@ func newTable(w io.Writer) *tabwriter.Writer {
 
 // cell makes s fit a table cell: one line, no tabs, "-" when empty. Cells
 // show what upstreams (tool names and descriptions), clients and tokens
-// chose, so a control or bidirectional-override character is written as
-// its \u escape: a terminal must not run it (an ESC sequence could
-// rewrite the screen or the window title) nor reorder what follows.
+// chose, so they go through termSafe: a terminal must not run a control
+// (an ESC sequence could rewrite the screen or the window title) nor
+// reorder or hide what follows.
 func cell(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if s == "" {
 		return "-"
 	}
-	if strings.IndexFunc(s, unsafeRune) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unsafeRune(r) {
-			fmt.Fprintf(&b, "\\u%04x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return termSafe(s)
 }
 
-// unsafeRune reports whether r changes how a terminal shows what follows:
-// a C0 or C1 control, or a bidirectional embedding, override or isolate.
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+// row writes one table row: each value through cell, so that no table
+// prints a value as it came.
+func row(w io.Writer, cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, cell(c))
+	}
+	io.WriteString(w, "\n")
 }
 
 // truncate shortens s to at most n runes, marking the cut with "...".

@@ -380,7 +380,7 @@ func TestServersList(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 2 || !reflect.DeepEqual(strings.Fields(lines[1]), []string{"calc", "ready", "2026-01-02T03:04:05Z", "http", "shared", "2"}) {
+	if len(lines) != 2 || !reflect.DeepEqual(strings.Fields(lines[1]), []string{"calc", "ready", "2026-01-02T03:04:05Z", "http", "shared", "2", "-"}) {
 		t.Errorf("table:\n%s", stdout)
 	}
 	if r := f.last(t); r.Method != http.MethodGet || r.Path != "/admin/v1/servers" {

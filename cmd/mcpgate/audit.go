@@ -115,20 +115,22 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintln(tw, "TIME\tKEY\tSERVER\tTOOL\tOUTCOME\tMS")
 	for _, e := range entries {
 		r := e.rec
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Time, cell(r.KeyAlias), cell(r.Server), cell(r.Tool), outcomeCell(r), r.DurationMs)
+		row(tw, r.Time, r.KeyAlias, r.Server, r.Tool, outcomeCell(r), strconv.FormatInt(r.DurationMs, 10))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if next != "" {
-		fmt.Fprintf(c.stderr, "more: --before %s\n", next)
+		fmt.Fprintf(c.stderr, "more: --before %s\n", termSafe(next))
 	}
 	return nil
 }
 
+// outcomeCell is the OUTCOME cell of r: its outcome and its fault or
+// guardrail, as a cell.
 func outcomeCell(r auditRecord) string {
 	if r.Fault != "" {
-		return cell(r.Outcome) + "/" + r.Fault
+		return cell(r.Outcome) + "/" + cell(r.Fault)
 	}
 	if r.Guardrail != "" {
 		return cell(r.Outcome) + "/" + cell(r.Guardrail)
@@ -205,7 +207,7 @@ func (c *auditCommand) follow(ctx context.Context, cl *adminClient, q url.Values
 			if errors.As(err, &ae) && ae.Status < 500 {
 				return err
 			}
-			fmt.Fprintf(c.stderr, "mcpgate audit: %v; retrying\n", err)
+			fmt.Fprintf(c.stderr, "mcpgate audit: %s; retrying\n", termSafe(err.Error()))
 			continue
 		}
 		if err := c.emit(f.advance(entries), asJSON); err != nil {
@@ -246,7 +248,7 @@ func (c *auditCommand) emit(entries []auditEntry, asJSON bool) error {
 			continue
 		}
 		r := e.rec
-		if _, err := fmt.Fprintf(c.stdout, auditFollowFormat, r.Time, cell(r.KeyAlias), cell(r.Server), cell(r.Tool),
+		if _, err := fmt.Fprintf(c.stdout, auditFollowFormat, cell(r.Time), cell(r.KeyAlias), cell(r.Server), cell(r.Tool),
 			outcomeCell(r), strconv.FormatInt(r.DurationMs, 10)); err != nil {
 			return err
 		}

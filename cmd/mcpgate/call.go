@@ -91,7 +91,7 @@ func printContent(w io.Writer, res callResult) error {
 			Text *string `json:"text"`
 		}
 		if json.Unmarshal(raw, &item) == nil && item.Type == "text" && item.Text != nil {
-			if _, err := fmt.Fprintln(w, *item.Text); err != nil {
+			if _, err := fmt.Fprintln(w, termText(*item.Text)); err != nil {
 				return err
 			}
 			continue
@@ -113,6 +113,6 @@ func printCompact(w io.Writer, raw json.RawMessage) error {
 		return fmt.Errorf("the gateway's answer holds invalid JSON: %w", err)
 	}
 	b.WriteByte('\n')
-	_, err := w.Write(b.Bytes())
+	_, err := w.Write(termJSON(b.Bytes()))
 	return err
 }

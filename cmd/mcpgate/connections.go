@@ -53,7 +53,7 @@ func (c *connectionsCommand) list(ctx context.Context, args []string) error {
 		if last == "" {
 			last = "never"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Person, e.Server, e.Kind, cell(e.Issuer), cell(strings.Join(e.Scopes, " ")), cell(e.ExpiresAt), last)
+		row(tw, e.Person, e.Server, e.Kind, e.Issuer, strings.Join(e.Scopes, " "), e.ExpiresAt, last)
 	}
 	return tw.Flush()
 }
@@ -82,7 +82,7 @@ func (c *connectionsCommand) revoke(ctx context.Context, args []string) error {
 		if af.json {
 			return nil // 204: nothing to print
 		}
-		_, err = fmt.Fprintf(c.stdout, "revoked %s's connection to %q\n", person, pos[1])
+		_, err = fmt.Fprintf(c.stdout, "revoked %s's connection to %q\n", termSafe(person), pos[1])
 		return err
 	}
 	var raw json.RawMessage
@@ -96,6 +96,6 @@ func (c *connectionsCommand) revoke(ctx context.Context, args []string) error {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("the gateway's answer is not what connections revoke expects: %w", err)
 	}
-	_, err = fmt.Fprintf(c.stdout, "revoked %d connection(s) of %s: %s\n", len(res.Servers), person, strings.Join(res.Servers, ", "))
+	_, err = fmt.Fprintf(c.stdout, "revoked %d connection(s) of %s: %s\n", len(res.Servers), termSafe(person), termSafe(strings.Join(res.Servers, ", ")))
 	return err
 }

@@ -79,7 +79,7 @@ func (c *credentialsCommand) list(ctx context.Context, args []string) error {
 		if last == "" {
 			last = "never"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Server, cell(e.UpdatedAt), last)
+		row(tw, e.Server, e.UpdatedAt, last)
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -123,7 +124,7 @@ func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 			return &exitError{2}
 		}
 		// The same text as mcpgate validate, with exit code 2.
-		fmt.Fprintf(c.stderr, "mcpgate doctor: invalid config:\n%v\n", err)
+		fmt.Fprintf(c.stderr, "mcpgate doctor: invalid config:\n%s\n", termText(err.Error()))
 		return &exitError{2}
 	}
 	checks := checkServers(ctx, cfg, *timeout, log)
@@ -163,14 +164,20 @@ func problemsOf(err error) []problem {
 	return problems
 }
 
+// writeJSON prints v as indented JSON, terminal-safe (termJSON).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termJSON(b.Bytes()))
+	return err
 }
 
 func printChecks(w io.Writer, path string, checks []serverCheck) error {
-	fmt.Fprintf(w, "%s: config ok (%d servers)\n\n", path, len(checks))
+	fmt.Fprintf(w, "%s: config ok (%d servers)\n\n", termSafe(path), len(checks))
 	tw := newTable(w)
 	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tVERDICT\tPROTOCOL\tTOOLS\tLATENCY\tTLS EXPIRES\tDETAIL")
 	for _, ch := range checks {
@@ -184,8 +191,7 @@ func printChecks(w io.Writer, path string, checks []serverCheck) error {
 		if ch.TLSNotAfter != nil {
 			expires = ch.TLSNotAfter.UTC().Format(time.DateOnly)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ch.Name, ch.Transport, ch.Verdict,
-			cell(ch.ProtocolVersion), tools, latency, expires, cell(ch.Detail))
+		row(tw, ch.Name, ch.Transport, ch.Verdict, ch.ProtocolVersion, tools, latency, expires, ch.Detail)
 	}
 	return tw.Flush()
 }

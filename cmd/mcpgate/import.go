@@ -121,7 +121,7 @@ func (c *importCommand) Run(_ context.Context, args []string) error {
 		return writeJSON(c.stdout, rep)
 	}
 	for _, w := range rep.Warnings {
-		fmt.Fprintf(c.stderr, "mcpgate import: %s\n", w)
+		fmt.Fprintf(c.stderr, "mcpgate import: %s\n", termText(w))
 	}
 	printImport(c.stdout, rep, len(existing) > 0, *dryRun)
 	return nil
@@ -132,41 +132,43 @@ func printImport(w io.Writer, rep importReport, merged, dryRun bool) {
 	for _, s := range rep.Servers {
 		names = append(names, s.Name+" ("+s.Transport+")")
 	}
-	fmt.Fprintf(w, "%s (%s): %d servers: %s\n", rep.File, rep.Format, len(rep.Servers), strings.Join(names, ", "))
+	// The imported file is someone else's (a project's .mcp.json, say):
+	// its names and values are printed terminal-safe.
+	fmt.Fprintf(w, "%s (%s): %d servers: %s\n", termSafe(rep.File), rep.Format, len(rep.Servers), termSafe(strings.Join(names, ", ")))
 	switch {
 	case dryRun:
-		fmt.Fprintf(w, "\n%s would get (dry run, nothing written):\n\n%s", rep.Out, rep.YAML)
+		fmt.Fprintf(w, "\n%s would get (dry run, nothing written):\n\n%s", termSafe(rep.Out), termText(rep.YAML))
 	case merged:
-		fmt.Fprintf(w, "%s: servers added, the rest of the file kept", rep.Out)
+		fmt.Fprintf(w, "%s: servers added, the rest of the file kept", termSafe(rep.Out))
 		if len(rep.Replaced) > 0 {
-			fmt.Fprintf(w, " (replaced: %s)", strings.Join(rep.Replaced, ", "))
+			fmt.Fprintf(w, " (replaced: %s)", termSafe(strings.Join(rep.Replaced, ", ")))
 		}
 		fmt.Fprintln(w)
 	default:
-		fmt.Fprintf(w, "%s: written\n", rep.Out)
+		fmt.Fprintf(w, "%s: written\n", termSafe(rep.Out))
 	}
 	if len(rep.Renamed) > 0 {
 		fmt.Fprintln(w, "\nRenamed:")
 		for _, r := range rep.Renamed {
-			fmt.Fprintf(w, "  %q -> %s: %s\n", r.From, r.To, r.Reason)
+			fmt.Fprintf(w, "  %q -> %s: %s\n", r.From, termSafe(r.To), termSafe(r.Reason))
 		}
 	}
 	if len(rep.Variables) > 0 {
 		fmt.Fprintln(w, "\nSet these variables where mcpgate runs (names only):")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, v := range rep.Variables {
-			fmt.Fprintf(tw, "  %s\t%s\n", v.Name, v.Source)
+			fmt.Fprintf(tw, "  %s\t%s\n", cell(v.Name), cell(v.Source))
 		}
 		tw.Flush()
 		if slices.ContainsFunc(rep.Variables, func(v clientconf.Var) bool { return v.Moved }) {
-			fmt.Fprintf(w, "The values moved out of %s are still there: remove them once the variables are set.\n", rep.File)
+			fmt.Fprintf(w, "The values moved out of %s are still there: remove them once the variables are set.\n", termSafe(rep.File))
 		}
 	}
-	fmt.Fprintf(w, "\nThen point %s at mcpgate instead, with this one entry in place of the servers above:\n%s", rep.Format, rep.Client)
+	fmt.Fprintf(w, "\nThen point %s at mcpgate instead, with this one entry in place of the servers above:\n%s", rep.Format, termText(string(rep.Client)))
 	if rep.Format == string(clientconf.ClaudeDesktop) {
 		fmt.Fprintf(w, "(Claude Desktop launches only local servers: the entry runs the mcp-remote bridge, which reads %s from its environment.)\n", clientconf.DefaultKeyVar)
 	}
-	fmt.Fprintf(w, "mcpgate connect %s --write --file %s adds it there (after a backup); then remove the servers mcpgate now serves.\n", rep.Format, shellQuote(rep.File))
+	fmt.Fprintf(w, "mcpgate connect %s --write --file %s adds it there (after a backup); then remove the servers mcpgate now serves.\n", rep.Format, termSafe(shellQuote(rep.File)))
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

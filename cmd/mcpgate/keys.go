@@ -158,7 +158,7 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 	}
 	var created admin.CreatedKey
 	if err := json.Unmarshal(raw, &created); err != nil || created.Key == "" {
-		return fmt.Errorf("the gateway's answer carries no key: %s", truncate(string(raw), 200))
+		return fmt.Errorf("the gateway's answer carries no key: %s", termSafe(truncate(string(raw), 200)))
 	}
 	if _, err := fmt.Fprintln(c.stdout, created.Key); err != nil {
 		return err
@@ -182,8 +182,7 @@ func (c *keysCommand) list(ctx context.Context, args []string) error {
 		if lastUsed == "" {
 			lastUsed = "never"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Alias, cell(k.KeyPrefix), cell(k.User), cell(k.Team),
-			serversCell(k.Servers), cell(k.Source), lastUsed)
+		row(tw, k.Alias, k.KeyPrefix, k.User, k.Team, serversCell(k.Servers), k.Source, lastUsed)
 	}
 	return tw.Flush()
 }

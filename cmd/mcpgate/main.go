@@ -164,11 +164,11 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		var ue *usageError
 		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
 			if !errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(stderr, "mcpgate %s: %v\n", args[0], err)
+				fmt.Fprintf(stderr, "mcpgate %s: %s\n", args[0], termText(err.Error()))
 			}
 			return 2
 		}
-		fmt.Fprintf(stderr, "mcpgate %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "mcpgate %s: %s\n", args[0], termText(err.Error()))
 		return 1
 	}
 	return 0

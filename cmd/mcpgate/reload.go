@@ -70,7 +70,7 @@ func printReload(w io.Writer, rep *admin.ReloadReport) error {
 	b.WriteString("reloaded\n")
 	line := func(what string, names []string) {
 		if len(names) > 0 {
-			fmt.Fprintf(&b, "  %-17s %s\n", what, strings.Join(names, ", "))
+			fmt.Fprintf(&b, "  %-17s %s\n", what, termSafe(strings.Join(names, ", ")))
 		}
 	}
 	line("servers added", rep.Servers.Added)

@@ -45,7 +45,8 @@ import (
 // decided on its own.
 var (
 	restartTop = []string{"listen", "metrics_listen", "data_dir", "store", "state", "fleet", "vault",
-		"audit", "access_log", "public_url", "client_metadata_url", "tool_name_separator", "sessions"}
+		"audit", "access_log", "public_url", "client_metadata_url", "tool_name_separator", "sessions",
+		"runtime_servers"} // runtime servers are loaded at start under it
 	restartAuth      = []string{"master_key", "anonymous", "oidc", "login"}
 	restartLimits    = []string{"max_upstream_message", "max_bound_sessions_per_server", "read_header_timeout", "idle_timeout"}
 	restartTelemetry = []string{"tracing"} // the tracer and its exporter are built at start

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -39,7 +43,7 @@ func (c *serversCommand) status(ctx context.Context, args []string) error {
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "NAME\tSTATE\tSINCE\tTRANSPORT\tMODE\tSESSIONS\tLAST ERROR")
 	for _, s := range rep.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.State, s.Since, s.Transport, s.Mode, s.Sessions, s.LastError)
+		row(tw, s.Name, s.State, s.Since, s.Transport, s.Mode, strconv.Itoa(s.Sessions), s.LastError)
 	}
 	return tw.Flush()
 }
@@ -88,8 +92,8 @@ func (c *serversCommand) preview(args []string) error {
 		return fmt.Errorf("no server %q in %s (servers: %s)", name, *path, strings.Join(cfg.ServerNames(), ", "))
 	}
 	if srv.Transport == config.TransportStdio {
-		fmt.Fprintf(c.stdout, "stdio: %s", srv.Command)
-		for _, a := range srv.Args {
+		fmt.Fprintf(c.stdout, "stdio: %s", termSafe(srv.Command))
+		for _, a := range argsAsWritten(*path, name, srv.Args) {
 			fmt.Fprintf(c.stdout, " %q", a)
 		}
 		fmt.Fprintln(c.stdout)
@@ -105,7 +109,7 @@ func (c *serversCommand) preview(args []string) error {
 		return nil
 	}
 	p := upstream.Preview(srv)
-	fmt.Fprintf(c.stdout, "%s %s\n", p.Method, p.URL)
+	fmt.Fprintf(c.stdout, "%s %s\n", p.Method, termSafe(p.URL))
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range p.Headers {
 			if !yield(k) {
@@ -113,7 +117,35 @@ func (c *serversCommand) preview(args []string) error {
 			}
 		}
 	}) {
-		fmt.Fprintf(c.stdout, "%s: %s\n", k, p.Headers.Get(k))
+		fmt.Fprintf(c.stdout, "%s: %s\n", termSafe(k), termSafe(p.Headers.Get(k)))
 	}
 	return nil
+}
+
+// argsAsWritten is a stdio server's arguments as the config file writes
+// them, ${VAR} references unexpanded: an argument is often a credential
+// (--api-key ${KEY}, --token=${TOKEN}), and a preview prints no value the
+// environment supplied. When the file cannot be read again as it was
+// (it changed since), an argument that differs from the file's is masked.
+func argsAsWritten(path, name string, expanded []string) []string {
+	var raw struct {
+		Servers map[string]struct {
+			Args []string `yaml:"args"`
+		} `yaml:"servers"`
+	}
+	out := make([]string, len(expanded))
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = yaml.Unmarshal(data, &raw)
+	}
+	written := raw.Servers[name].Args
+	for i, a := range expanded {
+		switch {
+		case err == nil && len(written) == len(expanded):
+			out[i] = written[i]
+		default:
+			out[i] = upstream.Mask(a)
+		}
+	}
+	return out
 }

@@ -73,8 +73,10 @@ servers:
   notes:
     transport: stdio
     command: ./notes
+    args: [--api-key, "${NOTES_ARG}", "--token=${NOTES_ARG}", --verbose]
     env: {NOTES_TOKEN: n-secret}
 `)
+	t.Setenv("NOTES_ARG", "arg-s3cret-value-123")
 	var out, errb bytes.Buffer
 	if code := run([]string{"servers", "preview", "--config", p, "up"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -93,7 +95,11 @@ servers:
 		}
 	}
 	out.Reset()
-	if code := run([]string{"servers", "preview", "notes", "--config", p}, &out, &errb); code != 0 || strings.Contains(out.String(), "n-secret") || !strings.Contains(out.String(), "env NOTES_TOKEN=****") {
+	// Arguments as the file writes them: a value from the environment
+	// is never printed (issue 22 §9's class: --api-key ${KEY}).
+	if code := run([]string{"servers", "preview", "notes", "--config", p}, &out, &errb); code != 0 || strings.Contains(out.String(), "n-secret") ||
+		strings.Contains(out.String(), "arg-s3cret") || !strings.Contains(out.String(), "env NOTES_TOKEN=****") ||
+		!strings.Contains(out.String(), `/notes "--api-key" "${NOTES_ARG}" "--token=${NOTES_ARG}" "--verbose"`) {
 		t.Errorf("stdio preview (exit %d):\n%s", code, out.String())
 	}
 	if code := run([]string{"servers", "preview", "--config", p, "nope"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `no server "nope"`) {
@@ -142,7 +148,7 @@ servers:
 }
 
 // The preview of a private_key_jwt server names the method and the
-// discovered endpoint; the key never appears.
+// token endpoint or authorization server; the key never appears.
 func TestServersPreviewPrivateKeyJWT(t *testing.T) {
 	dir := t.TempDir()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -158,14 +164,14 @@ servers:
   inline:
     transport: http
     url: https://up.example.com/mcp
-    auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, private_key: "${UP_KEY}"}
+    auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, private_key: "${UP_KEY}", authorization_server: "https://login.example.com/t"}
   file:
     transport: http
     url: https://up.example.com/mcp
     auth: {type: oauth2, token_url: "https://idp.example.com/token", client_id: gw, client_auth: private_key_jwt, private_key_file: up.pem}
 `)
 	for name, want := range map[string]string{
-		"inline": "Authorization: Bearer <minted from the token endpoint discovered from the server with private_key_jwt>\n",
+		"inline": "Authorization: Bearer <minted from the token endpoint of https://login.example.com/t with private_key_jwt>\n",
 		"file":   "Authorization: Bearer <minted from https://idp.example.com/token with private_key_jwt>\n",
 	} {
 		var out, errb bytes.Buffer

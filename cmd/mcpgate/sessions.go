@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,12 +47,11 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 			client += "/" + s.ClientVersion
 		}
 		idle := (time.Duration(s.IdleSeconds) * time.Second).String()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d", s.IDPrefix, cell(client), cell(s.User), cell(s.KeyAlias),
-			cell(s.ClientIP), cell(s.Route), cell(s.Created), idle, s.InFlight)
+		cells := []string{s.IDPrefix, client, s.User, s.KeyAlias, s.ClientIP, s.Route, s.Created, idle, strconv.Itoa(s.InFlight)}
 		if fleet {
-			fmt.Fprintf(tw, "\t%s", cell(strings.Join(s.Replicas, ",")))
+			cells = append(cells, strings.Join(s.Replicas, ","))
 		}
-		fmt.Fprintln(tw)
+		row(tw, cells...)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -59,9 +59,9 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 	summary := fmt.Sprintf("%d session(s)", rep.Total)
 	switch {
 	case fleet:
-		summary += " on replicas " + strings.Join(rep.Replicas, ", ") + " (asked " + rep.Instance + ")"
+		summary += " on replicas " + termSafe(strings.Join(rep.Replicas, ", ")) + " (asked " + termSafe(rep.Instance) + ")"
 	case rep.Instance != "":
-		summary += " on " + rep.Instance
+		summary += " on " + termSafe(rep.Instance)
 	}
 	if len(rep.ByClient) > 0 {
 		summary += "; by client: " + counts(rep.ByClient)
@@ -73,7 +73,7 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 		return err
 	}
 	if rep.Incomplete != "" {
-		_, err := fmt.Fprintln(c.stdout, "incomplete: "+rep.Incomplete)
+		_, err := fmt.Fprintln(c.stdout, "incomplete: "+termText(rep.Incomplete))
 		return err
 	}
 	return nil
@@ -82,7 +82,7 @@ func (c *sessionsCommand) list(ctx context.Context, args []string) error {
 func counts(cs []gateway.Count) string {
 	parts := make([]string, len(cs))
 	for i, c := range cs {
-		parts[i] = fmt.Sprintf("%s %d", c.Label, c.Count)
+		parts[i] = fmt.Sprintf("%s %d", cell(c.Label), c.Count)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -122,12 +122,12 @@ func (c *sessionsCommand) terminate(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "terminated %d session(s)\n", res.Terminated)
 	for _, s := range res.Sessions {
-		line := s.IDPrefix
+		line := cell(s.IDPrefix)
 		if s.User != "" {
-			line += " user=" + s.User
+			line += " user=" + cell(s.User)
 		}
 		if s.ClientName != "" {
-			line += " client=" + s.ClientName
+			line += " client=" + cell(s.ClientName)
 		}
 		fmt.Fprintln(c.stdout, line)
 	}

@@ -58,7 +58,7 @@ func (c *toolsCommand) Run(ctx context.Context, args []string) error {
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "NAME\tSERVER\tDESCRIPTION")
 	for _, t := range list.Tools {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(t.Name), cell(t.Server), truncate(cell(t.Description), descriptionWidth))
+		row(tw, t.Name, t.Server, truncate(cell(t.Description), descriptionWidth))
 	}
 	return tw.Flush()
 }

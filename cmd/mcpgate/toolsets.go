@@ -43,10 +43,10 @@ func (c *toolsetsCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintln(tw, "NAME\tSERVER\tTOOLS")
 	for _, ts := range list.Toolsets {
 		if len(ts.Servers) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\n", ts.Name)
+			row(tw, ts.Name, "", "")
 		}
 		for _, s := range slices.Sorted(maps.Keys(ts.Servers)) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", ts.Name, s, cell(strings.Join(ts.Servers[s], ",")))
+			row(tw, ts.Name, s, strings.Join(ts.Servers[s], ","))
 		}
 	}
 	return tw.Flush()

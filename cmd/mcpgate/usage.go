@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -64,7 +65,7 @@ func (c *usageCommand) Run(ctx context.Context, args []string) error {
 	tw := newTable(c.stdout)
 	fmt.Fprintf(tw, "%s\tCALLS\tCOST\n", map[string]string{"key": "KEY", "user": "USER", "team": "TEAM"}[*by])
 	for _, u := range rep.Usage {
-		fmt.Fprintf(tw, "%s\t%d\t%g\n", cell(u.Group), u.Calls, u.Cost)
+		row(tw, u.Group, strconv.FormatInt(u.Calls, 10), strconv.FormatFloat(u.Cost, 'g', -1, 64))
 	}
 	fmt.Fprintf(tw, "TOTAL\t\t%g\n", rep.Total)
 	return tw.Flush()

@@ -59,9 +59,9 @@ func (c *validateCommand) Run(_ context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("invalid config:\n%w", err)
 	}
-	fmt.Fprintf(c.stdout, "%s: ok (%d servers", *path, len(cfg.Servers))
+	fmt.Fprintf(c.stdout, "%s: ok (%d servers", termSafe(*path), len(cfg.Servers))
 	for _, name := range cfg.ServerNames() {
-		fmt.Fprintf(c.stdout, "; %s: %s", name, cfg.Servers[name].Transport)
+		fmt.Fprintf(c.stdout, "; %s: %s", termSafe(name), termSafe(cfg.Servers[name].Transport))
 	}
 	fmt.Fprintln(c.stdout, ")")
 	return nil

@@ -55,7 +55,7 @@ func (c *vaultCommand) rotate(ctx context.Context, args []string) error {
 		return err
 	}
 	n, err := v.Rotate(ctx)
-	fmt.Fprintf(c.stdout, "re-encrypted %d vault entries under key %s\n", n, v.KeyID())
+	fmt.Fprintf(c.stdout, "re-encrypted %d vault entries under key %s\n", n, termSafe(v.KeyID()))
 	if err != nil {
 		return fmt.Errorf("some entries were not re-encrypted (keep their keys in vault.keys until they are):\n%w", err)
 	}

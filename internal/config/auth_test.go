@@ -243,7 +243,7 @@ func TestParseClientAuth(t *testing.T) {
 	}
 	env := map[string]string{"KEY": keys["ec-pkcs8.pem"], "RSAKEY": keys["rsa-pkcs1.pem"], "BAD": keys["garbage.pem"]}
 	jwt := func(extra string) string {
-		return httpSrv("auth: {type: oauth2, client_id: gw, client_auth: private_key_jwt, " + extra + "}")
+		return httpSrv("auth: {type: oauth2, client_id: gw, authorization_server: 'https://as.example.com', client_auth: private_key_jwt, " + extra + "}")
 	}
 
 	t.Run("accepted", func(t *testing.T) {
@@ -260,9 +260,9 @@ func TestParseClientAuth(t *testing.T) {
 				Auth{ClientAuth: PrivateKeyJWT, PrivateKeyFile: filepath.Join(dir, "rsa-pkcs1.pem"), SigningAlg: AlgRS256}, AlgRS256},
 			{"PKCS#8 RSA", jwt("private_key_file: rsa-pkcs8.pem"),
 				Auth{ClientAuth: PrivateKeyJWT, PrivateKeyFile: filepath.Join(dir, "rsa-pkcs8.pem")}, AlgRS256},
-			{"client_secret_post", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s, client_auth: Client_Secret_Post}"),
+			{"client_secret_post", httpSrv("auth: {type: oauth2, client_id: gw, authorization_server: 'https://as.example.com', client_secret: s, client_auth: Client_Secret_Post}"),
 				Auth{ClientAuth: ClientSecretPost, ClientSecret: "s"}, ""},
-			{"default method", httpSrv("auth: {type: oauth2, client_id: gw, client_secret: s}"),
+			{"default method", httpSrv("auth: {type: oauth2, client_id: gw, authorization_server: 'https://as.example.com', client_secret: s}"),
 				Auth{ClientSecret: "s"}, ""},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
@@ -272,7 +272,7 @@ func TestParseClientAuth(t *testing.T) {
 				}
 				got := c.Servers["up"].Auth
 				want := tt.want
-				want.Type, want.ClientID = AuthOAuth2, "gw"
+				want.Type, want.ClientID, want.AuthorizationServer = AuthOAuth2, "gw", "https://as.example.com"
 				if diff := cmp.Diff(&want, got); diff != "" {
 					t.Errorf("auth (-want +got):\n%s", diff)
 				}

@@ -124,6 +124,8 @@ type Config struct {
 	Telemetry Telemetry `config:"telemetry" doc:"Traces and per-call diagnostics (SPEC S16.2, S16.4)."`
 	// Reload: how a changed config file is applied while serving.
 	Reload Reload `config:"reload" doc:"Applying a changed config file without a restart: SIGHUP, POST /admin/v1/reload, or (opt-in) watching the file."`
+	// RuntimeServers: what servers added through the admin API may reach.
+	RuntimeServers RuntimeServers `config:"runtime_servers" doc:"What servers added through the admin API (runtime servers) may reach. The servers of this file are the operator's and are not restricted."`
 
 	// Dir is the directory of the config file ("" for Parse with an empty
 	// dir); relative cwd and command paths are resolved against it.
@@ -173,6 +175,12 @@ type Server struct {
 	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
 
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
+
+	// DenyLinkLocal is never read from a file: the gateway sets it on a
+	// server added through the admin API unless
+	// runtime_servers.allow_link_local, and the upstream package then
+	// refuses to dial link-local and cloud metadata addresses for it.
+	DenyLinkLocal bool
 }
 
 // OpenAPIOperations selects the operations of an openapi server: an
@@ -250,8 +258,8 @@ type Auth struct {
 	Header string `config:"header,when=user_api_key,expand,trim" doc:"For user_api_key, the same as header_name (either may be used, not both with different values)."`
 
 	// oauth2 client credentials (RFC 6749 section 4.4).
-	TokenURL   string `config:"token_url,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The client-credentials (for oauth2_token_exchange: the token exchange) token endpoint, http or https; called with no redirects. Absent: discovered from the server's protected resource metadata (RFC 9728) and its first authorization server's metadata (RFC 8414 / OpenID Connect), over https (http only when the server's url is http on loopback)."`
-	ClientAuth string `config:"client_auth,when=oauth2|oauth2_token_exchange|enterprise_managed,enum=client_secret_basic|client_secret_post|private_key_jwt,expand,trim,lower" doc:"How the gateway authenticates at the token endpoint (for enterprise_managed: at the server's authorization server): client_secret_basic (HTTP Basic, the default), client_secret_post (client_id and client_secret in the form) or private_key_jwt (a JWT signed with private_key or private_key_file, RFC 7523; its aud is token_url, or the issuer identifier of the discovered authorization server). Every token request also carries resource, the server's canonical URI (RFC 8707)."`
+	TokenURL   string `config:"token_url,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The client-credentials (for oauth2_token_exchange: the token exchange) token endpoint, http or https; called with no redirects. Give token_url or authorization_server: the gateway's client credentials go only to a token endpoint the config names, never to one the server's metadata names."`
+	ClientAuth string `config:"client_auth,when=oauth2|oauth2_token_exchange|enterprise_managed,enum=client_secret_basic|client_secret_post|private_key_jwt,expand,trim,lower" doc:"How the gateway authenticates at the token endpoint (for enterprise_managed: at the server's authorization server): client_secret_basic (HTTP Basic, the default), client_secret_post (client_id and client_secret in the form) or private_key_jwt (a JWT signed with private_key or private_key_file, RFC 7523; its aud is token_url, or the issuer identifier of authorization_server). Every token request also carries resource, the server's canonical URI (RFC 8707)."`
 	ClientID   string `config:"client_id,required=oauth2|oauth2_token_exchange|enterprise_managed,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim" doc:"The gateway's client id at the token endpoint (for enterprise_managed: at the server's authorization server, which redeems the ID-JAG; the IdP puts it in the ID-JAG). For oauth2_user, a client pre-registered at the server's authorization server; absent, the gateway registers itself (a client ID metadata document when the authorization server supports one, else dynamic client registration)."`
 	// ClientSecret is required for the secret methods (validate.go).
 	ClientSecret string `config:"client_secret,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim,secret" doc:"The gateway's client secret: required for client_secret_basic and client_secret_post, not allowed for private_key_jwt. For oauth2_user, the pre-registered client's secret, if it has one (only with client_id)."`
@@ -262,13 +270,18 @@ type Auth struct {
 	Scopes         []string `config:"scopes,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand" doc:"Scopes to request; each one token without spaces or quotes. For oauth2_user, absent: the scopes of the server's challenge or protected resource metadata."`
 	Audience       string   `config:"audience,when=oauth2|oauth2_token_exchange,expand,trim" doc:"The audience parameter of the token request, for servers that need one (oauth2_token_exchange: the logical name of the server at the token service, RFC 8693)."`
 
+	// AuthorizationServer pins the authorization server that may receive
+	// the gateway's client credentials (and, for token exchange, the
+	// caller's token) when the token endpoint is not configured.
+	AuthorizationServer string `config:"authorization_server,when=oauth2|oauth2_user|oauth2_token_exchange|enterprise_managed,expand,trim" doc:"The issuer identifier (RFC 8414) of the server's authorization server, https (http only on a loopback host), without query or fragment: the only authorization server the gateway's client secret, client assertion or a caller's token is sent to when no token_url is given. Its token endpoint is read from its own metadata (RFC 8414, else OpenID Connect discovery), whose issuer must be exactly this value; what the server's protected resource metadata names is not used. oauth2 and oauth2_token_exchange: token_url or authorization_server, one of them. enterprise_managed: required (it is also the ID-JAG's audience). oauth2_user: required with client_secret (a pre-registered confidential client belongs to one authorization server), else optional; when set, the connect flow uses this authorization server instead of the ones the server's metadata names."`
+
 	// oauth2_token_exchange (RFC 8693).
 	Resource         string `config:"resource,when=oauth2_token_exchange,expand,trim" doc:"The resource parameter of the token exchange: an absolute URI without fragment (RFC 8707). Absent: the server's canonical URL."`
 	SubjectTokenType string `config:"subject_token_type,when=oauth2_token_exchange,enum=urn:ietf:params:oauth:token-type:access_token|urn:ietf:params:oauth:token-type:id_token|urn:ietf:params:oauth:token-type:jwt,expand,trim" doc:"What the caller's token is, for the token service: access_token (the default), id_token or jwt, as RFC 8693 URNs."`
 
 	// enterprise_managed: the IdP's side of the exchange (its token
 	// endpoint and the gateway's client there).
-	IdPTokenURL     string `config:"idp_token_url,required,when=enterprise_managed,expand,trim" doc:"The company IdP's token endpoint, where the caller's ID token is exchanged for an ID-JAG (RFC 8693, requested_token_type urn:ietf:params:oauth:token-type:id-jag; audience the server's authorization server issuer, resource the server's canonical URL); http or https, called with no redirects. The server's own token endpoint is discovered from its protected resource metadata."`
+	IdPTokenURL     string `config:"idp_token_url,required,when=enterprise_managed,expand,trim" doc:"The company IdP's token endpoint, where the caller's ID token is exchanged for an ID-JAG (RFC 8693, requested_token_type urn:ietf:params:oauth:token-type:id-jag; audience the server's authorization server issuer, resource the server's canonical URL); http or https, called with no redirects. The server's own token endpoint is read from authorization_server's metadata."`
 	IdPClientID     string `config:"idp_client_id,required,when=enterprise_managed,expand,trim" doc:"The gateway's client id at the IdP."`
 	IdPClientSecret string `config:"idp_client_secret,when=enterprise_managed,expand,trim,secret" doc:"The gateway's client secret at the IdP (HTTP Basic); absent: a public client, idp_client_id goes in the form."`
 

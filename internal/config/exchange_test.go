@@ -25,11 +25,11 @@ func TestParseTokenExchange(t *testing.T) {
 		t.Errorf("default subject_token_type = %q", got)
 	}
 
-	cfg, err = Parse([]byte(oidcDoc("{type: enterprise_managed, idp_token_url: 'https://idp.example.com/token', idp_client_id: gw-at-idp, client_id: gw, client_secret: s3, scopes: [mcp]}")), "", nil)
+	cfg, err = Parse([]byte(oidcDoc("{type: enterprise_managed, idp_token_url: 'https://idp.example.com/token', idp_client_id: gw-at-idp, authorization_server: 'https://as.example.com', client_id: gw, client_secret: s3, scopes: [mcp]}")), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := cfg.Servers["up"].Auth; a.IdPTokenURL != "https://idp.example.com/token" || a.IdPClientID != "gw-at-idp" || a.IdPClientSecret != "" {
+	if a := cfg.Servers["up"].Auth; a.IdPTokenURL != "https://idp.example.com/token" || a.IdPClientID != "gw-at-idp" || a.IdPClientSecret != "" || a.AuthorizationServer != "https://as.example.com" {
 		t.Fatalf("auth = %+v", a)
 	}
 }
@@ -83,5 +83,51 @@ func TestParseTokenExchangeErrors(t *testing.T) {
 				t.Errorf("error echoes the secret: %v", err)
 			}
 		})
+	}
+}
+
+// The gateway's own client credentials go only to a token endpoint the
+// config names: token_url, or a pinned authorization server's.
+func TestAuthorizationServerRequired(t *testing.T) {
+	const secret = "pa55w0rd-Zq9"
+	vault := "vault:\n  keys:\n    - {id: k1, key: " + strings.Repeat("A", 43) + "=}\n"
+	for _, tt := range []struct{ name, doc, want string }{
+		{"oauth2 with neither", httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + "}"),
+			"servers.up.auth.token_url: token_url or authorization_server is required: the gateway sends its client credentials only to a token endpoint the config names"},
+		{"oauth2 with both", httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + ", token_url: 'https://as/token', authorization_server: 'https://as'}"),
+			"servers.up.auth.authorization_server: token_url and authorization_server are both set; give one"},
+		{"exchange with neither", oidcDoc("{type: oauth2_token_exchange, client_id: a, client_secret: " + secret + "}"),
+			"servers.up.auth.token_url: token_url or authorization_server is required"},
+		{"enterprise_managed without it", oidcDoc("{type: enterprise_managed, idp_token_url: 'https://i/t', idp_client_id: c, client_id: a, client_secret: " + secret + "}"),
+			"servers.up.auth.authorization_server: required for enterprise_managed"},
+		{"oauth2_user secret without it", httpSrv("auth: {type: oauth2_user, client_id: a, client_secret: "+secret+"}") + vault,
+			"servers.up.auth.authorization_server: required with client_secret"},
+		{"http issuer beyond loopback", httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + ", authorization_server: 'http://as.example.com'}"),
+			"servers.up.auth.authorization_server: must be an https URL (http only on a loopback host) without query, fragment or user info"},
+		{"issuer with a query", httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + ", authorization_server: 'https://as.example.com/?t=1'}"),
+			"servers.up.auth.authorization_server: must be an https URL"},
+		{"issuer on another auth type", httpSrv("auth: {type: bearer_token, value: " + secret + ", authorization_server: 'https://as.example.com'}"),
+			"servers.up.auth.authorization_server: not allowed for auth type bearer_token"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), "", nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error echoes the secret: %v", err)
+			}
+		})
+	}
+	for _, doc := range []string{
+		httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + ", authorization_server: 'https://as.example.com/tenant'}"),
+		httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + ", authorization_server: 'http://127.0.0.1:9000'}"),
+		httpSrv("auth: {type: oauth2, client_id: a, client_secret: " + secret + ", token_url: 'http://sts.internal/token'}"),
+		httpSrv("auth: {type: oauth2_user}") + vault,
+		httpSrv("auth: {type: oauth2_user, client_id: public-client}") + vault,
+	} {
+		if _, err := Parse([]byte(doc), "", nil); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
 	}
 }

@@ -49,7 +49,7 @@ func TestOpenAPIServerErrors(t *testing.T) {
 		{"bad pattern", "servers:\n  p: {transport: openapi, spec: a.yaml, operations: {include: ['GET pets']}}\n", "servers.p.operations.include[0]: must be an operationId"},
 		{"oauth2_user", "servers:\n  p: {transport: openapi, spec: a.yaml, auth: {type: oauth2_user}}\n", "servers.p.auth.type: oauth2_user is not supported"},
 		{"oauth2 without base_url", "servers:\n  p: {transport: openapi, spec: a.yaml, auth: {type: oauth2, client_id: a, client_secret: b, token_url: 'https://as/token'}}\n", "servers.p.base_url: required with auth oauth2"},
-		{"oauth2 without token_url", "servers:\n  p: {transport: openapi, spec: a.yaml, auth: {type: oauth2, client_id: a, client_secret: b}}\n", "servers.p.auth.token_url: required for transport openapi"},
+		{"oauth2 without token_url", "servers:\n  p: {transport: openapi, spec: a.yaml, auth: {type: oauth2, client_id: a, client_secret: b}}\n", "servers.p.auth.token_url: token_url or authorization_server is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

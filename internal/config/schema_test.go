@@ -204,7 +204,7 @@ func TestSchemaAgreesWithParse(t *testing.T) {
 		{"numeric and boolean strings", srv("args: [--port, 8080, true]\n    env: {N: 1, E: }"), true, true},
 		{"auth type in another case, with spaces", http("auth: {type: ' Bearer_Token ', value: x}"), true, true},
 		{"auth type from a variable", http("auth: {type: '${T}', token_url: 'https://i/t', client_id: a, client_secret: b}"), true, true},
-		{"oauth2 without token_url (discovered)", http("auth: {type: oauth2, client_id: a, client_secret: b, client_auth: client_secret_post}"), true, true},
+		{"oauth2 with a pinned authorization server", http("auth: {type: oauth2, client_id: a, client_secret: b, client_auth: client_secret_post, authorization_server: 'https://as.example.com/tenant'}"), true, true},
 		{"sizes", "max_body_bytes: 0x100\nlimits: {max_upstream_message: 2 kB}\n", true, true},
 		{"durations", srv("timeout: 1h30m") + "sessions: {idle_timeout: 1.5h}\n", true, true},
 		{"unknown_id in capitals", "sessions: {unknown_id: SERVE}\n", true, true},

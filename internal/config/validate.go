@@ -266,9 +266,6 @@ func (s *Server) validateOpenAPI(errs *errorList, p string) {
 		case AuthOAuth2User, AuthTokenExchange, AuthEnterpriseManaged:
 			errs.add(p+".auth.type", 0, "%s is not supported for transport openapi", s.Auth.Type)
 		case AuthOAuth2:
-			if s.Auth.TokenURL == "" {
-				errs.add(p+".auth.token_url", 0, "required for transport openapi (there is no MCP endpoint to discover it from)")
-			}
 			if s.BaseURL == "" {
 				errs.add(p+".base_url", 0, "required with auth oauth2 (the token request's resource)")
 			}
@@ -321,6 +318,7 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 	if a.TokenURL != "" && !validURL(a.TokenURL) {
 		errs.add(p+".token_url", 0, "must be an http or https URL")
 	}
+	a.validateAuthorizationServer(errs, p)
 	if a.Type == AuthOAuth2 || ExchangesCallerToken(a.Type) {
 		a.validateClientAuth(errs, p)
 	}
@@ -365,6 +363,47 @@ func (a *Auth) validate(errs *errorList, p, transport string) {
 	if a.Service != "" && !validAWSName(a.Service) {
 		errs.add(p+".service", 0, "must be an AWS service signing name: lowercase letters, digits and dashes (execute-api)")
 	}
+}
+
+// validateAuthorizationServer checks where the gateway's own client
+// credentials may go. They go only to a token endpoint the config names:
+// token_url, or the one the pinned authorization_server's metadata
+// names. An upstream's protected resource metadata may name any
+// authorization server, which would then receive the client secret or
+// assertion (and, for a token exchange, the caller's token): discovery
+// from it is never used for a credential of the gateway's.
+func (a *Auth) validateAuthorizationServer(errs *errorList, p string) {
+	if as := a.AuthorizationServer; as != "" && !validIssuer(as) {
+		errs.add(p+".authorization_server", 0, "must be an https URL (http only on a loopback host) without query, fragment or user info")
+	}
+	switch a.Type {
+	case AuthOAuth2, AuthTokenExchange:
+		switch {
+		case a.TokenURL == "" && a.AuthorizationServer == "":
+			errs.add(p+".token_url", 0, "token_url or authorization_server is required: the gateway sends its client credentials only to a token endpoint the config names (one discovered from the server's metadata would let the server choose who receives them)")
+		case a.TokenURL != "" && a.AuthorizationServer != "":
+			errs.add(p+".authorization_server", 0, "token_url and authorization_server are both set; give one")
+		}
+	case AuthEnterpriseManaged:
+		if a.AuthorizationServer == "" {
+			errs.add(p+".authorization_server", 0, "required for enterprise_managed: the issuer of the server's authorization server, the ID-JAG's audience and the only one the gateway's client credentials go to")
+		}
+	case AuthOAuth2User:
+		if a.ClientSecret != "" && a.AuthorizationServer == "" {
+			errs.add(p+".authorization_server", 0, "required with client_secret: the pre-registered client's secret goes only to the authorization server the config names")
+		}
+	}
+}
+
+// validIssuer reports whether s is an authorization server issuer
+// identifier the gateway may fetch metadata for: https (RFC 8414 2), or
+// http on a loopback host (test rigs); no query, fragment or user info.
+func validIssuer(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return false
+	}
+	return u.Scheme == "https" || (u.Scheme == "http" && loopbackListen(net.JoinHostPort(u.Hostname(), "0")))
 }
 
 // validAWSName reports whether s is a region or service signing name:

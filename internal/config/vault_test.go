@@ -139,7 +139,7 @@ func TestParseOAuth2User(t *testing.T) {
 	if a := c.Servers["up"].Auth; a.Type != AuthOAuth2User || a.ClientID != "" {
 		t.Errorf("auth %+v", a)
 	}
-	c, err = Parse([]byte(httpSrv("auth: {type: oauth2_user, client_id: gw, client_secret: s3cret, scopes: [read, write]}")+vault), "", nil)
+	c, err = Parse([]byte(httpSrv("auth: {type: oauth2_user, client_id: gw, client_secret: s3cret, authorization_server: 'https://as.example.com', scopes: [read, write]}")+vault), "", nil)
 	if err != nil {
 		t.Fatalf("pre-registered: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth/client"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
@@ -193,7 +194,7 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 	reg, err := g.connectRegistration(r.Context(), server, srv, redirect)
 	if err != nil {
 		g.log.Warn("oauth connect: discovery or registration failed", "server", server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %v", server, err))
+		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	state, err := randomToken()
@@ -214,7 +215,8 @@ func (g *Gateway) beginConnect(w http.ResponseWriter, r *http.Request, person, s
 	}
 	authURL, verifier, err := plan.AuthorizeURL(reg.client, state)
 	if err != nil {
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %v", server, err))
+		g.log.Warn("oauth connect: no authorization request", "server", server, "error", err)
+		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	now := g.now()
@@ -265,7 +267,7 @@ func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *c
 		return reg, nil
 	}
 	cfg := g.connectConfig(srv, redirect)
-	probe := g.probeUnauthenticated(ctx, srv.URL)
+	probe := g.probeUnauthenticated(ctx, srv)
 	if probe != nil {
 		defer probe.Body.Close()
 	}
@@ -283,22 +285,23 @@ func (g *Gateway) connectRegistration(ctx context.Context, server string, srv *c
 	return reg, nil
 }
 
-// probeUnauthenticated sends an initialize without credentials to an MCP
-// endpoint: its 401 names the protected resource metadata. nil when the
-// answer is no 401 (discovery then uses the well-known URIs).
-func (g *Gateway) probeUnauthenticated(ctx context.Context, serverURL string) *http.Response {
+// probeUnauthenticated sends an initialize without credentials to srv's
+// MCP endpoint: its 401 names the protected resource metadata. nil when
+// the answer is no 401 (discovery then uses the well-known URIs). A
+// runtime server's probe has its address guard (upstream.GuardedHTTPClient).
+func (g *Gateway) probeUnauthenticated(ctx context.Context, srv *config.Server) *http.Response {
 	ctx, cancel := context.WithTimeout(ctx, client.FetchTimeout)
 	defer cancel()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcpgate","version":"connect"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(body))
 	if err != nil {
 		return nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	hc := http.DefaultClient
-	if g.httpClient != nil {
-		hc = g.httpClient
+	hc, err := upstream.GuardedHTTPClient(srv, g.httpClient)
+	if err != nil {
+		return nil
 	}
 	nc := *hc
 	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -357,7 +360,7 @@ func (g *Gateway) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 	tok, err := st.reg.plan.Exchange(r.Context(), st.reg.client, q.Get("code"), st.verifier, q.Get("iss"))
 	if err != nil {
 		g.log.Warn("oauth connect: code exchange failed", "server", st.server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %v", st.server, err))
+		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %s. The gateway's log has the details.", st.server, oauthFault(err)))
 		return
 	}
 	e := vault.Entry{Kind: vault.KindOAuth, Issuer: st.reg.plan.AuthServer.Issuer, Person: st.person, Server: st.server,
@@ -382,6 +385,40 @@ func printableParam(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// oauthFault says what went wrong with an upstream's authorization server
+// in words for the person's page: the kind of failure, never the
+// addresses (of the upstream, its metadata, its authorization server or
+// a redirect) that the error itself names for the log.
+func oauthFault(err error) string {
+	var te *client.TokenError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("it refused the request (%s)", te.Error())
+	case errors.Is(err, client.ErrIssuerMismatch):
+		return "its metadata names another issuer"
+	case errors.Is(err, client.ErrNoPKCE):
+		return client.ErrNoPKCE.Error()
+	case errors.Is(err, client.ErrNoRegistration):
+		return "the gateway has no way to register a client there"
+	case errors.Is(err, client.ErrResourceMismatch):
+		return "the server's metadata names another resource"
+	case errors.Is(err, client.ErrCrossOrigin):
+		return "a redirect to another origin was refused"
+	case errors.Is(err, client.ErrBlockedAddress):
+		return "an address it names is not allowed"
+	case errors.Is(err, client.ErrInsecureURL):
+		return "an address it names is not https"
+	case errors.Is(err, client.ErrTooLarge):
+		return "a document it serves is too large"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	case errors.Is(err, client.ErrNoAuthServer):
+		// Last: it wraps the causes above, per authorization server.
+		return "no usable authorization server"
+	}
+	return "discovery or registration failed"
 }
 
 func connectPage(w http.ResponseWriter, status int, title, msg string) {

@@ -21,7 +21,8 @@ import (
 // connectConfig is the OAuth client configuration of srv for redirect.
 func (g *Gateway) connectConfig(srv *config.Server, redirect string) client.Config {
 	cfg := client.Config{ServerURL: srv.URL, ClientID: srv.Auth.ClientID, ClientSecret: srv.Auth.ClientSecret,
-		RedirectURI: redirect, Scopes: srv.Auth.Scopes, HTTPClient: g.httpClient, ClientName: clientMetadataName}
+		RedirectURI: redirect, Scopes: srv.Auth.Scopes, HTTPClient: g.httpClient, ClientName: clientMetadataName,
+		AuthorizationServer: srv.Auth.AuthorizationServer}
 	if redirect == g.connectRedirectURI() {
 		// The document names this redirect URI only.
 		cfg.ClientMetadataURL = g.clientMetadataURL()
@@ -41,10 +42,14 @@ func (c *connector) remember(server string, reg *connReg) {
 
 // fits reports whether reg may serve srv now: made for its URL and (unless
 // redirect is "", as for a refresh, which must use the client its tokens
-// were issued to whatever the redirect) for redirect, and for the client
-// the config names, if it names one.
+// were issued to whatever the redirect) for redirect, at the
+// authorization server the config pins, if it pins one, and for the
+// client the config names, if it names one.
 func (reg *connReg) fits(srv *config.Server, redirect string) bool {
 	if reg.url != srv.URL || (redirect != "" && reg.redirect != redirect) {
+		return false
+	}
+	if pin := srv.Auth.AuthorizationServer; pin != "" && reg.plan.AuthServer.Issuer != pin {
 		return false
 	}
 	if id := srv.Auth.ClientID; id != "" {

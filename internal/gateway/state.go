@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/policy"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // gwState is everything the gateway derives from its configuration. It is
@@ -84,7 +85,11 @@ var ErrServerExists = errors.New("server exists")
 // AddServer serves one more upstream server (or replaces a runtime one of
 // that name): validated like a config file's, connected like one, and
 // announced to connected clients with list_changed. fromFile names the
-// servers of the config file, which the API may not replace.
+// servers of the config file, which the API may not replace. A runtime
+// server is the API caller's word, not the operator's: unless
+// runtime_servers.allow_link_local, it may not reach link-local or cloud
+// metadata addresses (config.Server.DenyLinkLocal, enforced at every
+// dial; a URL naming one literally is refused here).
 func (g *Gateway) AddServer(ctx context.Context, name string, srv *config.Server, fromFile func(string) bool) error {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
@@ -93,6 +98,10 @@ func (g *Gateway) AddServer(ctx context.Context, name string, srv *config.Server
 	}
 	s := *srv
 	s.Name = name
+	s.DenyLinkLocal = !g.conf().RuntimeServers.AllowLinkLocal
+	if err := upstream.RefusedTargets(&s); err != nil {
+		return err
+	}
 	next := *g.conf()
 	next.Servers = maps.Clone(next.Servers)
 	if next.Servers == nil {

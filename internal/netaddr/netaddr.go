@@ -15,7 +15,10 @@
 //     HostAllowed, ListenIsLoopback.
 //   - Questions about a socket judge the address actually bound or
 //     dialled, never the name it came from: IsBoundLoopback (a listener),
-//     IsPublicIP (the SSRF guard, run on the dialled address).
+//     IsPublicIP (the SSRF guard, run on the dialled address), MetadataAddr
+//     (link-local and cloud metadata addresses, refused to runtime servers
+//     and to every address an upstream's documents name). MetadataHost is
+//     its counterpart for a URL's host text, where a proxy resolves.
 //
 // It imports nothing of mcpgate and does no I/O: no resolver, no dial.
 package netaddr
@@ -85,7 +88,9 @@ func IsPublicIP(a netip.Addr) bool {
 			return false
 		}
 	}
-	return true
+	// A cloud metadata address is never public, even where it is a
+	// public unicast one (Azure's).
+	return !MetadataAddr(a)
 }
 
 // blockedPrefixes are ranges that are not the public internet beyond what
@@ -244,4 +249,63 @@ func asciiLower(s string) string {
 		}
 	}
 	return s
+}
+
+// metadataAddrs are the cloud instance metadata services outside the
+// link-local ranges: AWS's IPv6 endpoint (Nitro), Alibaba Cloud's, and
+// Azure's WireServer.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
+	netip.MustParseAddr("168.63.129.16"),
+}
+
+// nat64 is the well-known NAT64 prefix (RFC 6052): a DNS64 resolver
+// answers an IPv4-only name with its address embedded in it.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// MetadataAddr reports whether a is link-local (169.254.0.0/16, where the
+// cloud metadata services answer at 169.254.169.254, and fe80::/10) or
+// another well-known cloud metadata address (fd00:ec2::254,
+// 100.100.100.200, 168.63.129.16), also when mapped into IPv6 or
+// embedded in the NAT64 prefix. No MCP server, nor its authorization
+// server, is there; the metadata services hand out the host's cloud
+// credentials to whoever can make it ask.
+func MetadataAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	if a.Is6() && nat64.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	if a.IsLinkLocalUnicast() {
+		return true
+	}
+	a = a.WithZone("")
+	for _, m := range metadataAddrs {
+		if a == m {
+			return true
+		}
+	}
+	return false
+}
+
+// metadataNames are host names of cloud metadata services that are
+// names, not only addresses (they resolve to 169.254.169.254 inside the
+// cloud, which a check of the dialled address catches too; through an
+// HTTP proxy the proxy resolves them, so the name itself is refused).
+var metadataNames = []string{"metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
+
+// MetadataHost reports whether host (a URL's host name, without port or
+// brackets) names a cloud metadata service: one of the well-known names,
+// or a literal address MetadataAddr refuses. Other names are judged on
+// the address they resolve to, at the dial.
+func MetadataHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, n := range metadataNames {
+		if h == n {
+			return true
+		}
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && MetadataAddr(a)
 }

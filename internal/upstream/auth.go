@@ -279,7 +279,7 @@ func Preview(srv *config.Server) PreviewRequest {
 	switch a.typ {
 	case config.AuthOAuth2:
 		// Where and how it is minted; never the secret or the key.
-		from := "the token endpoint discovered from the server"
+		from := pinnedTokenEndpoint(srv.Auth)
 		if srv.Auth.TokenURL != "" {
 			from = redactURL(srv.Auth.TokenURL)
 		}
@@ -287,7 +287,7 @@ func Preview(srv *config.Server) PreviewRequest {
 	case config.AuthPassthrough:
 		h = with("Bearer <the caller's token>")
 	case config.AuthTokenExchange:
-		from := "the token endpoint discovered from the server"
+		from := pinnedTokenEndpoint(srv.Auth)
 		if srv.Auth.TokenURL != "" {
 			from = redactURL(srv.Auth.TokenURL)
 		}
@@ -399,11 +399,35 @@ func stripCredentialsOnRedirect(slots []string, next func(*http.Request, []*http
 var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
 // tokenHTTPClient is the client that talks to an oauth2 token endpoint:
-// the configured one, or the package's default. The server's tls block is
-// for the MCP server, not for its identity provider.
-func tokenHTTPClient(_ *config.Server, configured *http.Client) *http.Client {
-	if configured != nil {
-		return configured
+// the configured one, or the package's default, guarded for a runtime
+// server (guardedClient). The server's tls block is for the MCP server,
+// not for its identity provider.
+func tokenHTTPClient(srv *config.Server, configured *http.Client) *http.Client {
+	hc := configured
+	if hc == nil {
+		hc = defaultHTTPClient()
 	}
-	return defaultHTTPClient()
+	g, err := guardedClient(srv, hc)
+	if err != nil {
+		// Refused rather than unguarded: every request fails with err.
+		return &http.Client{Transport: failingTransport{err}}
+	}
+	return g
+}
+
+// pinnedTokenEndpoint says, for a preview, where a token is minted
+// without token_url: at the pinned authorization server, or nowhere.
+func pinnedTokenEndpoint(a *config.Auth) string {
+	if a.AuthorizationServer == "" {
+		return "nowhere: no token_url or authorization_server"
+	}
+	return "the token endpoint of " + redactURL(a.AuthorizationServer)
+}
+
+// failingTransport fails every request with err, sending nothing.
+type failingTransport struct{ err error }
+
+func (t failingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	closeBody(req)
+	return nil, t.err
 }

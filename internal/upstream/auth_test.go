@@ -260,11 +260,11 @@ func TestPreview(t *testing.T) {
 	if p.Method != "GET" || p.Headers.Get("Esb-Oauth") != "Bearer <minted from https://idp.example.com/token with client_secret_basic>" {
 		t.Errorf("oauth2 preview %s %v", p.Method, p.Headers)
 	}
-	// private_key_jwt with a discovered endpoint: the key is never shown.
+	// private_key_jwt at a pinned authorization server: the key is never shown.
 	const pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49-not-a-real-key\n-----END PRIVATE KEY-----"
-	o.Auth = &config.Auth{Type: config.AuthOAuth2, ClientID: "id", ClientAuth: config.PrivateKeyJWT, PrivateKey: pem}
+	o.Auth = &config.Auth{Type: config.AuthOAuth2, ClientID: "id", ClientAuth: config.PrivateKeyJWT, PrivateKey: pem, AuthorizationServer: "https://as.example.com/tenant"}
 	p = Preview(o)
-	if got := p.Headers.Get("Authorization"); got != "Bearer <minted from the token endpoint discovered from the server with private_key_jwt>" {
+	if got := p.Headers.Get("Authorization"); got != "Bearer <minted from the token endpoint of https://as.example.com/tenant with private_key_jwt>" {
 		t.Errorf("private_key_jwt preview %v", p.Headers)
 	}
 	for k, v := range p.Headers {

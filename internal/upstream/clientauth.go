@@ -21,7 +21,8 @@ const (
 // clientAssertion is a JWT signed with the configured key, for a token
 // request: iss = sub = the client id, aud = the one value aud, a random
 // jti, iat now and exp 60 s later. aud is the authorization server's issuer
-// identifier when the endpoint was discovered (its metadata named both; the
+// identifier when the endpoint was read from the pinned authorization
+// server's metadata (it named both; the
 // current guidance, draft-ietf-oauth-rfc7523bis, and the MCP conformance
 // suite want the issuer, which an assertion for one server cannot be
 // replayed at another with), else the configured token_url (RFC 7523 3:

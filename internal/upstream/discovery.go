@@ -2,32 +2,43 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
 )
 
-// Token endpoint discovery for oauth2 client credentials without a
-// token_url: the server's protected resource metadata (RFC 9728) names its
-// authorization servers; the first one's metadata (RFC 8414, or OpenID
-// Connect discovery) names its token endpoint. The canonical resource URI,
-// the well-known locations and the HTTP client are internal/oauth/client's,
-// which the authorization code flow for upstreams shares: a public
-// upstream cannot make the gateway fetch a loopback or private address
-// (checked on the address dialled), a loopback or private one may; no
-// redirect leaves the origin; every fetch is bounded in time and size.
-// The token request to the discovered endpoint has the same address guard
-// and follows no redirect (tokenSource.post); a configured token_url is
-// trusted as configured.
+// Where the gateway's own client credentials go (oauth2 client
+// credentials, oauth2_token_exchange, enterprise_managed): only to a token
+// endpoint the config names. That is token_url, or the token_endpoint of
+// the authorization server the config pins (auth.authorization_server),
+// read from that server's own metadata (RFC 8414, or OpenID Connect
+// discovery), whose issuer must be exactly the pinned one. An upstream's
+// protected resource metadata (RFC 9728) is never used for them: it may
+// name any authorization server, which would then receive the client
+// secret or assertion and, for a token exchange, the caller's own token.
+// The config refuses a block with neither (config.Auth validation); the
+// check here holds for a tokenSource built without it.
+//
+// The pinned authorization server is the operator's word, like token_url:
+// it is fetched with the server's token client (the configured one, else
+// the package's), redirects followed within its origin only, https unless
+// the issuer is http on a loopback host; the token request never follows
+// a redirect. Every fetch is bounded in time and size.
+//
+// Errors reach callers (through the gateway's JSON-RPC errors): they name
+// what failed by its role, never an address; the URL and the network
+// cause go to the log (roleError).
 
 const (
 	// maxDiscoveryDocument bounds each metadata document.
@@ -36,25 +47,46 @@ const (
 	discoveryFetchTimeout = 10 * time.Second
 )
 
-// guardable is hc with the net/http transport behind the package's h1
-// transport (same TLS settings), which the address guard can wrap; hc
-// itself otherwise.
-func guardable(hc *http.Client) *http.Client {
-	if t, ok := hc.Transport.(*h1Transport); ok {
-		c := *hc
-		c.Transport = t.fallback
-		return &c
-	}
-	return hc
-}
-
 // canonicalResource is the server url's canonical URI (RFC 8707 2).
 func canonicalResource(raw string) (string, error) { return oauthclient.CanonicalResource(raw) }
 
+// roleError is a token source failure whose message names what failed by
+// its role (the authorization server's metadata, the token endpoint) and
+// no address: callers see it. detail, with the URL and the full cause,
+// is for the log.
+type roleError struct {
+	msg    string
+	detail string
+	cause  error
+}
+
+func (e *roleError) Error() string { return e.msg }
+func (e *roleError) Unwrap() error { return e.cause }
+
+// errorDetail is what the log records of err: a roleError's detail, else
+// the message.
+func errorDetail(err error) string {
+	var re *roleError
+	if errors.As(err, &re) && re.detail != "" {
+		return re.detail
+	}
+	return err.Error()
+}
+
+// failAt is a failure at address u (redacted in the detail only).
+func (s *tokenSource) failAt(kind Kind, status int, u string, cause error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	detail := msg + " (" + redactURL(u) + ")"
+	if cause != nil {
+		detail += ": " + scrubURLError(cause).Error()
+	}
+	return &Error{Server: s.server, Kind: kind, Status: status, Err: &roleError{msg: msg, detail: detail, cause: cause}}
+}
+
 // endpoint is the token endpoint and the audience of a client assertion
-// for it: the configured token_url and that URL, or the endpoint discovered
-// once and its authorization server's issuer identifier (a failed discovery
-// is tried again by the next mint).
+// for it: the configured token_url and that URL, or the pinned
+// authorization server's token endpoint, read once, and its issuer
+// identifier (a failed read is tried again by the next mint).
 func (s *tokenSource) endpoint(ctx context.Context) (ep, aud string, err error) {
 	if s.tokenURL != "" {
 		return s.tokenURL, s.tokenURL, nil
@@ -69,57 +101,39 @@ func (s *tokenSource) endpoint(ctx context.Context) (ep, aud string, err error) 
 	if err != nil {
 		return "", "", err
 	}
-	s.log.Debug("oauth2 token endpoint discovered", "server", s.server, "token_endpoint", redactURL(ep))
+	s.log.Debug("oauth2 token endpoint read from the authorization server's metadata", "server", s.server, "token_endpoint", redactURL(ep))
 	s.mu.Lock()
 	s.discovered, s.issuer = ep, aud
 	s.mu.Unlock()
 	return ep, aud, nil
 }
 
-// discover finds the token endpoint of the server's first authorization
-// server and that server's issuer identifier. Only https is fetched, unless the server url itself is http on
-// a loopback host (tests, local rigs): then http on loopback is too.
+// discover reads the token endpoint from the metadata of the pinned
+// authorization server, whose issuer it returns.
 func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, err error) {
-	res, err := url.Parse(s.resource)
-	if err != nil {
-		return "", "", s.fail(KindInternal, 0, "oauth2 discovery: %v", err)
+	issuer = s.auth.AuthorizationServer
+	if issuer == "" {
+		return "", "", s.fail(KindAuth, 0, "%s: neither token_url nor authorization_server is configured; the gateway sends its client credentials only to a token endpoint the config names, never to one the server's metadata names", s.label)
 	}
-	if s.discoverHC == nil {
-		return "", "", s.fail(KindInternal, 0, "oauth2 discovery: %v", s.discoverErr)
-	}
-	allowHTTP := res.Scheme == "http" && loopbackHost(res.Hostname())
-	prmURLs := oauthclient.ResourceMetadataURLs(res)
-
-	var prm struct {
-		AuthorizationServers []string `json:"authorization_servers"`
-	}
-	from, err := s.fetchFirst(ctx, prmURLs, allowHTTP, &prm)
-	if err != nil {
-		return "", "", err
-	}
-	if len(prm.AuthorizationServers) == 0 {
-		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s names no authorization_servers (%s)", from, s.discoveryHint())
-	}
-	issuer = prm.AuthorizationServers[0]
-	iu, ok := fetchable(issuer, allowHTTP)
+	iu, ok := fetchable(issuer, true)
 	if !ok || iu.RawQuery != "" {
-		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s: the authorization server is not an https URL without query or fragment", from)
+		return "", "", s.fail(KindAuth, 0, "%s: authorization_server is not an https URL without query or fragment (http only on a loopback host)", s.label)
 	}
-
 	var md struct {
 		Issuer        string `json:"issuer"`
 		TokenEndpoint string `json:"token_endpoint"`
 	}
-	from, err = s.fetchFirst(ctx, oauthclient.AuthServerMetadataURLs(iu), allowHTTP, &md)
+	from, err := s.fetchFirst(ctx, oauthclient.AuthServerMetadataURLs(iu), &md)
 	if err != nil {
 		return "", "", err
 	}
 	// RFC 8414 3.3: a document for another issuer is not this one's.
 	if md.Issuer != issuer {
-		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s names issuer %q, not %q", from, clipASCII(sanitizeOAuthText(md.Issuer), 200), redactURL(issuer))
+		return "", "", s.failAt(KindAuth, 0, from, nil, "authorization server metadata names issuer %q, not the configured authorization_server", clipASCII(sanitizeOAuthText(md.Issuer), 200))
 	}
-	if _, ok := fetchable(md.TokenEndpoint, allowHTTP); !ok {
-		return "", "", s.fail(KindAuth, 0, "oauth2 discovery: %s: token_endpoint missing, or not an https URL", from)
+	// The token endpoint is as https as its issuer.
+	if _, ok := fetchable(md.TokenEndpoint, iu.Scheme == "http"); !ok {
+		return "", "", s.failAt(KindAuth, 0, from, nil, "authorization server metadata: token_endpoint missing, or not an https URL")
 	}
 	return md.TokenEndpoint, issuer, nil
 }
@@ -128,49 +142,41 @@ func (s *tokenSource) discover(ctx context.Context) (endpoint, issuer string, er
 // one answers a 4xx status (not there); any other failure (network, 5xx,
 // a redirect to another origin, an oversized or malformed document) ends
 // the search. It returns the URL v came from.
-func (s *tokenSource) fetchFirst(ctx context.Context, candidates []string, allowHTTP bool, v any) (string, error) {
+func (s *tokenSource) fetchFirst(ctx context.Context, candidates []string, v any) (string, error) {
 	var missing []string
 	for _, u := range candidates {
-		found, err := s.fetchJSON(ctx, u, allowHTTP, v)
+		found, err := s.fetchJSON(ctx, u, v)
 		if err != nil {
 			return "", err
 		}
 		if found {
 			return u, nil
 		}
-		missing = append(missing, u)
+		missing = append(missing, redactURL(u))
 	}
-	return "", s.fail(KindAuth, 0, "oauth2 discovery: no metadata at %s (%s)", strings.Join(missing, ", "), s.discoveryHint())
+	return "", &Error{Server: s.server, Kind: KindAuth, Err: &roleError{
+		msg:    "no authorization server metadata at the configured authorization_server (RFC 8414 or OpenID Connect discovery)",
+		detail: "no authorization server metadata at " + strings.Join(missing, ", ")}}
 }
 
 // fetchJSON GETs u into v, within discoveryFetchTimeout and
 // maxDiscoveryDocument; found is false for a 4xx answer.
-func (s *tokenSource) fetchJSON(ctx context.Context, u string, allowHTTP bool, v any) (found bool, err error) {
-	if _, ok := fetchable(u, allowHTTP); !ok {
-		return false, s.fail(KindAuth, 0, "oauth2 discovery: %s is not https", redactURL(u))
-	}
+func (s *tokenSource) fetchJSON(ctx context.Context, u string, v any) (found bool, err error) {
+	const what = "authorization server metadata"
 	ctx, cancel := context.WithTimeout(ctx, discoveryFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return false, s.fail(KindInternal, 0, "oauth2 discovery: invalid URL %s", redactURL(u))
+		return false, s.failAt(KindInternal, 0, u, nil, "%s: invalid URL", what)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := s.discoverHC.Do(req)
+	resp, err := s.metaHC.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.Is(err, oauthclient.ErrCrossOrigin) && errors.As(err, &ue) {
-			to := "elsewhere"
-			if t, perr := url.Parse(ue.URL); perr == nil {
-				to = originOf(t)
-			}
-			return false, s.fail(KindAuth, 0, "oauth2 discovery: %s redirects to another origin (%s); not followed", redactURL(u), to)
+		var rerr *redirectError
+		if errors.As(err, &rerr) {
+			return false, s.failAt(KindAuth, 0, u, err, "%s: redirect to another origin, not followed", what)
 		}
-		if errors.Is(err, oauthclient.ErrBlockedAddress) {
-			return false, s.fail(KindAuth, 0, "oauth2 discovery: %s: %v (a public server's metadata must be on public addresses)", redactURL(u), oauthclient.ErrBlockedAddress)
-		}
-		return false, &Error{Server: s.server, Kind: KindUnreachable,
-			Err: fmt.Errorf("oauth2 discovery: %s: %w", redactURL(u), scrubURLError(err))}
+		return false, s.failAt(KindUnreachable, 0, u, err, "%s: %s", what, netCause(err))
 	}
 	defer resp.Body.Close()
 	switch st := resp.StatusCode; {
@@ -183,33 +189,50 @@ func (s *tokenSource) fetchJSON(ctx context.Context, u string, allowHTTP bool, v
 		if st >= 500 {
 			kind = KindUnreachable
 		}
-		return false, s.fail(kind, st, "oauth2 discovery: %s answered HTTP %d", redactURL(u), st)
+		return false, s.failAt(kind, st, u, nil, "%s answered HTTP %d", what, st)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxDiscoveryDocument+1))
 	if err != nil {
-		return false, &Error{Server: s.server, Kind: KindUnreachable,
-			Err: fmt.Errorf("oauth2 discovery: %s: read: %w", redactURL(u), err)}
+		return false, s.failAt(KindUnreachable, 0, u, err, "%s: read: %s", what, netCause(err))
 	}
 	if len(data) > maxDiscoveryDocument {
-		return false, s.fail(KindInvalidResponse, resp.StatusCode, "oauth2 discovery: %s exceeds %d bytes", redactURL(u), maxDiscoveryDocument)
+		return false, s.failAt(KindInvalidResponse, resp.StatusCode, u, nil, "%s exceeds %d bytes", what, maxDiscoveryDocument)
 	}
 	// A field of an unexpected type is skipped: only a few fields matter.
 	var te *json.UnmarshalTypeError
 	if err := json.Unmarshal(data, v); err != nil && !errors.As(err, &te) {
-		return false, s.fail(KindInvalidResponse, resp.StatusCode, "oauth2 discovery: %s is not a JSON object", redactURL(u))
+		return false, s.failAt(KindInvalidResponse, resp.StatusCode, u, nil, "%s is not a JSON object", what)
 	}
 	return true, nil
 }
 
-// discoveryHint is what a failed discovery's message suggests: token_url
-// where the auth type has one; enterprise_managed has none (the ID-JAG's
-// audience is the issuer that discovery finds), so the server must
-// publish its metadata.
-func (s *tokenSource) discoveryHint() string {
-	if s.auth.Type == config.AuthEnterpriseManaged {
-		return "enterprise_managed needs the server's protected resource metadata and its authorization server's metadata; it has no token_url"
+// netCause says why a request failed in words that name no address: the
+// kind of failure, never the host, IP or port it happened at.
+func netCause(err error) string {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	var sysErr *os.SyscallError
+	var certErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.As(err, &dnsErr):
+		return "the name does not resolve"
+	case errors.As(err, &certErr), errors.As(err, &recErr):
+		return "TLS handshake failed"
+	case errors.Is(err, ErrAddressRefused):
+		return ErrAddressRefused.Error()
+	case errors.As(err, &sysErr):
+		return sysErr.Err.Error() // "connection refused", "connection reset by peer"
+	case errors.As(err, &opErr):
+		return opErr.Op + " failed"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the connection was closed"
 	}
-	return "set token_url"
+	return "the request failed"
 }
 
 // fetchable parses u and reports whether discovery may use it: https, or

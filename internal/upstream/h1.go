@@ -24,9 +24,12 @@ import (
 // connection returns to the pool only once its response body has been read
 // to the end and the server did not ask to close it.
 type h1Transport struct {
-	fallback    http.RoundTripper
-	usesProxy   func(*http.Request) bool
-	dialer      net.Dialer
+	fallback  http.RoundTripper
+	usesProxy func(*http.Request) bool
+	dialer    net.Dialer
+	// dial, when set, dials instead of dialer (the address guard of a
+	// runtime server's transport, dialguard.go).
+	dial        func(ctx context.Context, network, address string) (net.Conn, error)
 	maxIdle     int
 	idleTimeout time.Duration
 
@@ -141,7 +144,11 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 		}
 		pc.nc.Close()
 	}
-	nc, err := t.dialer.DialContext(ctx, "tcp", key)
+	dial := t.dialer.DialContext
+	if t.dial != nil {
+		dial = t.dial
+	}
+	nc, err := dial(ctx, "tcp", key)
 	if err != nil {
 		return nil, false, err
 	}

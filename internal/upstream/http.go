@@ -82,6 +82,9 @@ func httpClientFor(opts *Options) (*http.Client, error) {
 // newHTTPBase is the shared part of the two HTTP transports of c.
 func newHTTPBase(c *conn, opts *Options) (httpBase, error) {
 	client, err := httpClientFor(opts)
+	if err == nil {
+		client, err = guardedClient(opts.Server, client)
+	}
 	if err != nil {
 		return httpBase{}, &Error{Server: c.server, Kind: KindInternal, Err: err}
 	}

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	oauthclient "github.com/mcpgate/mcpgate/internal/oauth/client"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -49,8 +48,8 @@ const (
 // upstream. Safe for concurrent use.
 type tokenSource struct {
 	server     string
-	tokenURL   string // configured; "" means discovered (discovery.go)
-	serverURL  string // the MCP server's url, for discovery
+	tokenURL   string // configured; "" means read from the pinned authorization server (discovery.go)
+	serverURL  string // the MCP server's url
 	resource   string // its canonical URI, the resource parameter (RFC 8707)
 	resErr     error  // why serverURL has no canonical URI
 	clientID   string
@@ -61,20 +60,15 @@ type tokenSource struct {
 	scopes     []string
 	audience   string
 	id         string
-	hc         *http.Client // never follows redirects: for the configured token_url
-	// discoverHC fetches the metadata of discovery (no token_url):
-	// internal/oauth/client's metadata client, with its address guard
-	// and same-origin redirects. tokenHC, on the same transport, posts to
-	// the discovered token endpoint: the same guard, no redirects at all.
-	// discoverErr is why there are none.
-	discoverHC  *http.Client
-	tokenHC     *http.Client
-	discoverErr error
-	log         *slog.Logger
-	now         func() time.Time // injectable for tests
+	hc         *http.Client // never follows redirects: every token request
+	// metaHC fetches the pinned authorization server's metadata (no
+	// token_url): hc's transport, redirects within the origin only.
+	metaHC *http.Client
+	log    *slog.Logger
+	now    func() time.Time // injectable for tests
 
 	mu         sync.Mutex
-	discovered string // the token endpoint found by discovery, once found
+	discovered string // the token endpoint read from the authorization server's metadata, once read
 	issuer     string // its authorization server's issuer identifier
 	token      string
 	refreshAt  time.Time // expiry minus the skew: mint again from here
@@ -93,17 +87,18 @@ type tokenMint struct {
 
 // newTokenSource returns a token source for the oauth2 client a of server,
 // reached at serverURL. hc nil means the package's shared client; either
-// way a copy that does not follow redirects is used for the token
-// request to a configured token_url, so the credentials go nowhere else,
-// and, without a token_url, the guarded ones of internal/oauth/client for
-// discovery and for the token request to the discovered endpoint (which
-// the upstream named, so it is held to the upstream's address class).
+// way a copy that does not follow redirects is used for every token
+// request, so the credentials go to the endpoint the config names
+// (token_url, or the pinned authorization server's) and nowhere else, and
+// a copy that follows redirects within an origin for the pinned
+// authorization server's metadata.
 func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, log *slog.Logger) *tokenSource {
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}
-	noRedirect := *hc
+	noRedirect, meta := *hc, *hc
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	meta.CheckRedirect = sameOriginRedirect
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -119,14 +114,12 @@ func newTokenSource(server, serverURL string, a *config.Auth, hc *http.Client, l
 		scopes:     slices.Clone(a.Scopes),
 		audience:   a.Audience,
 		hc:         &noRedirect,
+		metaHC:     &meta,
 		log:        log,
 		now:        time.Now,
 	}
 	s.auth.Scopes = s.scopes
 	s.resource, s.resErr = canonicalResource(serverURL)
-	if s.tokenURL == "" && s.resErr == nil {
-		s.discoverHC, s.tokenHC, s.discoverErr = oauthclient.UpstreamClients(s.resource, guardable(hc), false)
-	}
 	s.id = clientIdentity(a)
 	return s
 }
@@ -206,8 +199,10 @@ func (s *tokenSource) run(parent context.Context, m *tokenMint) {
 	s.mu.Unlock()
 
 	// Logged before waking the waiters, so the line precedes their use.
+	// The detail (addresses, network causes) is the log's only: the
+	// error's message reaches callers.
 	if err != nil {
-		s.log.Debug("oauth2 token request failed", "server", s.server, "error", err)
+		s.log.Warn("oauth2 token request failed", "server", s.server, "error", errorDetail(err))
 	} else {
 		s.log.Debug("oauth2 token minted", "server", s.server, "expires_in", ttl, "expires", expiry)
 	}
@@ -322,22 +317,9 @@ func (s *tokenSource) post(ctx context.Context, endpoint, aud string, form url.V
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 
-	// A configured token_url is trusted as configured; a discovered one
-	// (no token_url) is only as trusted as the upstream that named it.
-	hc := s.hc
-	if s.tokenURL == "" {
-		if hc = s.tokenHC; hc == nil {
-			return "", 0, s.fail(KindInternal, 0, "%s: no client for a discovered endpoint: %v", s.label, s.discoverErr)
-		}
-	}
-	resp, err := hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
-		if errors.Is(err, oauthclient.ErrBlockedAddress) {
-			return "", 0, s.fail(KindAuth, 0, "%s %s: %v (the endpoint was discovered from a public server's metadata and must be on a public address; nothing was sent)",
-				s.label, redactURL(endpoint), oauthclient.ErrBlockedAddress)
-		}
-		return "", 0, &Error{Server: s.server, Kind: KindUnreachable,
-			Err: fmt.Errorf("%s %s: %w", s.label, redactURL(endpoint), scrubURLError(err))}
+		return "", 0, s.failAt(KindUnreachable, 0, endpoint, err, "%s: %s", s.label, netCause(err))
 	}
 	defer resp.Body.Close()
 
@@ -355,8 +337,7 @@ func (s *tokenSource) post(ctx context.Context, endpoint, aud string, form url.V
 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse+1))
 	if err != nil {
-		return "", 0, &Error{Server: s.server, Kind: KindUnreachable, Status: status,
-			Err: fmt.Errorf("%s: read response: %w", s.label, err)}
+		return "", 0, s.failAt(KindUnreachable, status, endpoint, err, "%s: read response: %s", s.label, netCause(err))
 	}
 	if len(data) > maxTokenResponse {
 		return "", 0, s.fail(KindInvalidResponse, status, "%s: response exceeds %d bytes", s.label, maxTokenResponse)

@@ -449,8 +449,9 @@ func TestOAuth2TokenUnreachable(t *testing.T) {
 	a := testOAuthConfig("http://user:pw-in-url@" + u.Host + "/token?q=query-secret")
 	s := newTokenSource("srv", testServerURL, a, nil, nil)
 	_, err := s.Token(context.Background())
+	// The cause in words; the address is the log's (a caller sees this).
 	checkTokenError(t, err, KindUnreachable, 0,
-		[]string{"oauth2 token endpoint http://" + u.Host + "/token: "}, []string{"pw-in-url", "query-secret"})
+		[]string{"oauth2 token endpoint: connection refused"}, []string{"pw-in-url", "query-secret", u.Host})
 	var op *net.OpError
 	if !errors.As(err, &op) {
 		t.Errorf("error %v does not keep the network cause", err)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
+	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/openapi"
 )
 
@@ -221,6 +223,14 @@ func ServerCertificate(ctx context.Context, srv *config.Server) (*x509.Certifica
 		port = "443"
 	}
 	d := tls.Dialer{Config: conf}
+	if srv.DenyLinkLocal {
+		// A runtime server's certificate is fetched under its address
+		// guard, as its requests are (dialguard.go).
+		if netaddr.MetadataHost(u.Hostname()) {
+			return nil, ErrAddressRefused
+		}
+		d.NetDialer = oauth.RefusingDialer(&net.Dialer{Timeout: guardDialTimeout}, netaddr.MetadataAddr, ErrAddressRefused)
+	}
 	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
 	if err != nil {
 		var ce x509.CertificateInvalidError

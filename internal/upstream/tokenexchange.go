@@ -21,17 +21,18 @@ import (
 // Egress credentials exchanged for the caller's own token (SPEC C3, S9.4):
 //
 //   - oauth2_token_exchange (RFC 8693): the caller's validated token (the
-//     subject token) is exchanged at token_url, or the token endpoint
-//     discovered as for oauth2, for an access token for the server
-//     (audience, resource, scope);
+//     subject token) is exchanged at token_url, or the token endpoint of
+//     the pinned authorization_server as for oauth2, for an access token
+//     for the server (audience, resource, scope);
 //   - enterprise_managed (the MCP enterprise-managed authorization
 //     extension, SEP-990): the caller's IdP ID token is exchanged at the
 //     IdP (idp_token_url) for an identity assertion JWT authorization grant
 //     (ID-JAG: requested_token_type urn:ietf:params:oauth:token-type:id-jag,
 //     audience the issuer of the server's authorization server, resource
 //     the server), which that authorization server's token endpoint,
-//     discovered from the server's protected resource metadata, redeems
-//     with the JWT bearer grant (RFC 7523) for an access token.
+//     read from the metadata of the authorization_server the config pins
+//     (never one the server's metadata names), redeems with the JWT
+//     bearer grant (RFC 7523) for an access token.
 //
 // The subject token reaches egress as the caller token of the request's
 // context (WithCallerTokens), so the Manager keys these servers' sessions
@@ -77,7 +78,7 @@ type exchanger struct {
 	subjectType string
 	// as is the token service (oauth2_token_exchange) or the server's
 	// authorization server (enterprise_managed): its client, its token
-	// endpoint, configured or discovered.
+	// endpoint, configured or the pinned authorization server's.
 	as *tokenSource
 	// idp is enterprise_managed's IdP token endpoint and client.
 	idp *tokenSource
@@ -131,7 +132,7 @@ func newExchanger(server, serverURL string, a *config.Auth, hc *http.Client, log
 		x.as.label = "token exchange endpoint"
 	case config.AuthEnterpriseManaged:
 		x.subjectType = config.TokenTypeIDToken
-		as.TokenURL = "" // always discovered: the ID-JAG's audience is its issuer
+		as.TokenURL = "" // always the pinned authorization server's: the ID-JAG's audience is its issuer
 		x.as = newTokenSource(server, serverURL, &as, hc, log)
 		x.as.label = "authorization server token endpoint (JWT bearer grant)"
 		idp := config.Auth{Type: config.AuthOAuth2, TokenURL: a.IdPTokenURL, ClientID: a.IdPClientID, ClientSecret: a.IdPClientSecret}
@@ -280,7 +281,7 @@ func (x *exchanger) run(parent context.Context, e *exchangeEntry, m *tokenMint, 
 	x.mu.Unlock()
 
 	if err != nil {
-		x.log.Debug("token exchange failed", "server", x.server, "auth", x.typ, "error", err)
+		x.log.Warn("token exchange failed", "server", x.server, "auth", x.typ, "error", errorDetail(err))
 	} else {
 		x.log.Debug("token exchanged", "server", x.server, "auth", x.typ, "expires_in", ttl)
 	}
@@ -327,8 +328,8 @@ func (x *exchanger) exchange(ctx context.Context, subject string) (string, time.
 		return x.as.post(ctx, endpoint, aud, form, "", subject)
 	}
 
-	// enterprise_managed: the ID-JAG, for the authorization server whose
-	// issuer discovery found (aud), then the JWT bearer grant there.
+	// enterprise_managed: the ID-JAG, for the pinned authorization server
+	// (aud, its issuer), then the JWT bearer grant there.
 	form := url.Values{
 		"grant_type":           {grantTokenExchange},
 		"subject_token":        {subject},

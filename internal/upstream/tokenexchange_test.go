@@ -310,7 +310,7 @@ func TestEnterpriseManagedEgress(t *testing.T) {
 	}
 	srv := f.server("up")
 	srv.Auth = &config.Auth{Type: config.AuthEnterpriseManaged, IdPTokenURL: idp.srv.URL + "/token", IdPClientID: "gw-at-idp",
-		ClientID: "gw", ClientSecret: "s3cret", Scopes: []string{"mcp"}}
+		ClientID: "gw", ClientSecret: "s3cret", Scopes: []string{"mcp"}, AuthorizationServer: as.srv.URL}
 	log, logs := newLogger()
 	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{"up": srv}, Logger: log})
 	t.Cleanup(func() { m.Close() })

@@ -20,6 +20,12 @@ type Config struct {
 	// ClientID and ClientSecret are a pre-registered client, optional;
 	// the secret only for a confidential one.
 	ClientID, ClientSecret string
+	// AuthorizationServer, when set, is the issuer identifier of the only
+	// authorization server to use, whatever the upstream's metadata
+	// names: a pre-registered client (and its secret) belongs to one
+	// authorization server, which the operator names, not the upstream.
+	// Its metadata's issuer must be exactly this.
+	AuthorizationServer string
 	// ClientMetadataURL is mcpgate's own client ID metadata document URL
 	// (https, with a path), optional.
 	ClientMetadataURL string
@@ -107,7 +113,9 @@ var (
 // metadata is found (RFC 8414 path inserted, OpenID Connect path
 // inserted, OpenID Connect appended). Without any resource metadata, the
 // 2025-03-26 rules: the server's origin is the authorization server, its
-// RFC 8414 metadata if it has some, else the default endpoints.
+// RFC 8414 metadata if it has some, else the default endpoints. With
+// Config.AuthorizationServer, that authorization server is the one used,
+// whatever the resource metadata names (or without any).
 func Discover(ctx context.Context, cfg Config, challenge *http.Response) (*Plan, error) {
 	su, err := url.Parse(cfg.ServerURL)
 	if err != nil || su.Host == "" || (su.Scheme != "https" && su.Scheme != "http") {
@@ -134,7 +142,20 @@ func Discover(ctx context.Context, cfg Config, challenge *http.Response) (*Plan,
 	if err != nil {
 		return nil, err
 	}
-	if prm == nil {
+	if pin := cfg.AuthorizationServer; pin != "" {
+		// The upstream's metadata still says what the resource and its
+		// scopes are; it does not choose the authorization server.
+		p.Resource = serverResource
+		if prm != nil {
+			p.ResourceMetadata = prm
+			if p.Resource, err = resourceFor(prm.Resource, serverResource); err != nil {
+				return nil, fmt.Errorf("oauth discovery: %s: %w", from, err)
+			}
+		}
+		if err := p.chooseAuthServer(ctx, "the configured authorization_server", []string{pin}); err != nil {
+			return nil, err
+		}
+	} else if prm == nil {
 		if err := p.legacy(ctx, su, serverResource); err != nil {
 			return nil, err
 		}

@@ -17,5 +17,6 @@
 // is bounded in size and time, is https unless the upstream itself is
 // http on loopback, follows redirects only within an origin, and reaches
 // only addresses of the upstream's class: a public upstream cannot make
-// mcpgate dial a loopback or private address.
+// mcpgate dial a loopback or private address, and no upstream can make it
+// dial a link-local or cloud metadata address (netaddr.MetadataAddr).
 package client

@@ -86,7 +86,9 @@ func newFetcher(server *url.URL, hc *http.Client, allowPrivate bool) (*fetcher, 
 		}
 	}
 	if tr != nil {
-		tr.DialContext = (&net.Dialer{Timeout: FetchTimeout}).DialContext
+		// Whatever the upstream's class, an address its documents name is
+		// never link-local or a cloud metadata service's.
+		tr.DialContext = oauth.DialRefusing(&net.Dialer{Timeout: FetchTimeout}, netaddr.MetadataAddr, ErrBlockedAddress)
 		if guard {
 			tr.Proxy = nil
 			tr.DialContext = oauth.DialPublic(FetchTimeout, ErrBlockedAddress)

@@ -56,13 +56,13 @@ func (p *Plan) Save(c Client) Saved {
 		Client: SavedClient(c)}
 }
 
-// ErrStaleRegistration: a saved registration for another server URL or
-// redirect URI than the config's.
-var ErrStaleRegistration = errors.New("the saved registration was made for another server url or redirect uri")
+// ErrStaleRegistration: a saved registration for another server URL,
+// redirect URI or authorization server than the config's.
+var ErrStaleRegistration = errors.New("the saved registration was made for another server url, redirect uri or authorization server")
 
 // Restore rebuilds the plan and client of s for cfg, whose ServerURL and
-// RedirectURI must be the ones s was made for (ErrStaleRegistration
-// otherwise); the rest of cfg (the HTTP client, AllowPrivate) is this
+// RedirectURI (and AuthorizationServer, when set) must be the ones s was
+// made for (ErrStaleRegistration otherwise); the rest of cfg (the HTTP client, AllowPrivate) is this
 // run's. What s names is checked as discovery checks it, so a saved
 // document cannot send the flow where a discovered one could not: the
 // endpoints obey the upstream's URL rules, the resource covers the server.
@@ -80,6 +80,13 @@ func Restore(cfg Config, s Saved) (*Plan, Client, error) {
 	}
 	if r, err := resourceFor(s.Resource, serverResource); err != nil || r != s.Resource {
 		return nil, Client{}, fmt.Errorf("oauth restore: %w", ErrResourceMismatch)
+	}
+	// A registration made at another authorization server than the one
+	// the config now pins is not this config's: its client (and the
+	// pre-registered secret the caller would put back in it) must not go
+	// there.
+	if pin := cfg.AuthorizationServer; pin != "" && s.AuthServer.Issuer != pin {
+		return nil, Client{}, fmt.Errorf("oauth restore: %w", ErrStaleRegistration)
 	}
 	f, err := newFetcher(su, cfg.HTTPClient, cfg.AllowPrivate)
 	if err != nil {
