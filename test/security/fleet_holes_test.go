@@ -19,7 +19,7 @@ func fleetCallers() string {
   master_key: %q
   keys:
     - {alias: alice, key: %q, user: alice, servers: [alpha]}
-    - {alias: frugal, key: %q, user: fru, servers: [alpha, free], budget: {amount: 1, period: day}}
+    - {alias: frugal, key: %q, user: fru, budget: {amount: 1, period: day}}
 `, masterKey, aliceKey, frugalKey)
 }
 

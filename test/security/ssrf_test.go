@@ -131,38 +131,55 @@ func TestOpenAPISpecSSRFHeld(t *testing.T) {
 	}
 }
 
-// TestDiscoveryRedirectHeld: an upstream whose protected resource
-// metadata redirects to another origin does not lead the gateway's token
-// discovery (oauth2 client credentials without token_url) there.
+// TestDiscoveryRedirectHeld: the gateway's client credentials go only to
+// an authorization server the config names, never to one an upstream's
+// metadata names (a config that would discover it is refused at start);
+// and the named server's metadata that redirects to another origin leads
+// nowhere: the redirect is not followed and no secret leaves.
 func TestDiscoveryRedirectHeld(t *testing.T) {
 	b := newRecorder(t, nil)
+	as := newRecorder(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		http.Redirect(w, r, b.srv.URL+r.URL.Path, http.StatusFound)
+	})
 	a := newRecorder(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		if strings.HasPrefix(r.URL.Path, "/.well-known/") {
-			http.Redirect(w, r, b.srv.URL+r.URL.Path, http.StatusFound)
+			// The upstream names another authorization server: b.
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, a0(r), b.srv.URL)
 			return
 		}
-		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+b.srv.URL+`/.well-known/oauth-protected-resource"`)
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+r.Host+`/.well-known/oauth-protected-resource/mcp"`)
 		w.WriteHeader(http.StatusUnauthorized)
 	})
-	g := startGateway(t, fmt.Sprintf(`auth: {master_key: %q}
+	unpinned := fmt.Sprintf(`auth: {master_key: %q}
 servers:
   guarded:
     transport: http
     url: %q
     auth: {type: oauth2, client_id: gw, client_secret: "client-secret-0123456789"}
-`, masterKey, a.srv.URL+"/mcp"))
+`, masterKey, a.srv.URL+"/mcp")
+	if _, err := tryStartGateway(t, unpinned); err == nil || !strings.Contains(err.Error(), "authorization_server") {
+		t.Errorf("oauth2 client credentials without token_url or authorization_server: %v, want refused at start naming authorization_server", err)
+	}
+	g := startGateway(t, strings.Replace(unpinned, `client_secret: "client-secret-0123456789"}`,
+		fmt.Sprintf(`client_secret: "client-secret-0123456789", authorization_server: %q}`, as.srv.URL), 1))
 	c := g.client(t, "/mcp/guarded", masterKey)
 	c.initialize("")
 	res := c.start("l", "tools/list", `{}`).result(t, 15*time.Second)
-	if res.Error == nil || !strings.Contains(string(res.Error.Data), `"fault":"auth"`) || !strings.Contains(res.Error.Message, "not followed") {
-		t.Errorf("tools/list of a server whose token could not be minted: %s, want an auth fault saying the redirect was not followed", describe(res))
+	if res.Error == nil || !strings.Contains(string(res.Error.Data), `"fault":"auth"`) || strings.Contains(res.Error.Message, "127.0.0.1") {
+		t.Errorf("tools/list of a server whose token could not be minted: %s, want an auth fault naming no address", describe(res))
 	}
 	if hits := b.all(); len(hits) != 0 {
-		t.Errorf("another origin received the discovery's requests: %d, first %s %s", len(hits), hits[0].Method, hits[0].Path)
+		t.Errorf("another origin received the gateway's requests: %d, first %s %s", len(hits), hits[0].Method, hits[0].Path)
 	}
-	for _, h := range a.all() {
-		if strings.Contains(h.Body, "client-secret-0123456789") || strings.Contains(fmt.Sprint(h.Header), "Basic ") {
-			t.Errorf("the upstream's own origin received the client secret: %s %s", h.Method, h.Path)
+	for _, rec := range []*recorder{a, as} {
+		for _, h := range rec.all() {
+			if strings.Contains(h.Body, "client-secret-0123456789") || strings.Contains(fmt.Sprint(h.Header), "Basic ") {
+				t.Errorf("the client secret left the gateway: %s %s", h.Method, h.Path)
+			}
 		}
 	}
 }
+
+// a0 is the resource a request's server answers for.
+func a0(r *http.Request) string { return "http://" + r.Host + "/mcp" }
