@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 )
 
 // Sealed session ids (SPEC S15, S8.3). With fleet.session_keys, the id a
@@ -125,6 +126,7 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 			return nil, refusedEnded
 		}
 		if other.owner != id.Owner {
+			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			return nil, refusedForeign
 		}
 		return other, refusedNot

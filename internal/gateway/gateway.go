@@ -744,9 +744,11 @@ func (g *Gateway) readyDetails(r *http.Request) bool {
 // allow-list against DNS rebinding.
 func (g *Gateway) checkOriginHost(r *http.Request) error {
 	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) && !g.sameOrigin(r, origin) {
+		g.metrics.SecurityRefusal(metrics.RefusedOrigin)
 		return errString("Invalid Origin header")
 	}
 	if g.loopback.Load() && !netaddr.HostAllowed(r.Host, g.conf().AllowedHosts) {
+		g.metrics.SecurityRefusal(metrics.RefusedHost)
 		return errString("Invalid Host header")
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -637,6 +638,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 	if sess := g.liveSession(sid, local, sealed); sess != nil {
 		// Ownership first (S4.2): a non-owner cannot end the session.
 		if sess.owner != identityOf(r).Owner {
+			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			writeJSON(w, http.StatusForbidden, bodyForeignSession)
 			return
 		}
@@ -661,6 +663,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		if !mine {
 			// Another replica's session (or one from before a restart):
 			// the id says whose it is, so the same rule holds.
+			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			writeJSON(w, http.StatusForbidden, bodyForeignSession)
 			return
 		}
@@ -862,6 +865,7 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 	fs, local, sealed := g.openSessionID(sid)
 	if sess := g.liveSession(sid, local, sealed); sess != nil {
 		if sess.owner != id.Owner {
+			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			return nil, refusedForeign
 		}
 		// Ended on another replica while this one could not hear it
@@ -872,6 +876,7 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 		return sess, refusedNot
 	}
 	if sealed && fleet.OwnerHash(id.Owner) != fs.Owner {
+		g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 		return nil, refusedForeign
 	}
 	if !sealed {

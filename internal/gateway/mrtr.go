@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 )
 
 // Era bridging, S18.1: an old-era upstream sends a server-initiated
@@ -378,6 +379,7 @@ func (g *Gateway) resumeExchange(method string, params json.RawMessage, by party
 	if foreign {
 		// The caller's own state, on another route than its call's: its
 		// answers are for the call as that route let it run.
+		g.metrics.SecurityRefusal(metrics.RefusedForeignRetry)
 		return nil, nil, errInvalidParams("Invalid params: requestState was not issued on this route; retry where the request was first sent")
 	}
 	if !ok {

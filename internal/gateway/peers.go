@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
@@ -460,6 +461,7 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := g.ring.VerifyPeer(auth, fleet.PeerRequest{Method: r.Method, Target: r.URL.RequestURI(), Client: client, From: peerParty(from), Body: body}, g.now()); err != nil {
 		g.log.Warn("refused a peer request", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
+		g.metrics.SecurityRefusal(metrics.RefusedPeerAuth)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "peer authentication failed"})
 		return
 	}

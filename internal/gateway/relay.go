@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -381,6 +382,7 @@ func (g *Gateway) deliverLocal(by party, m *jsonrpc.Message) bool {
 		return true
 	}
 	if foreign {
+		g.metrics.SecurityRefusal(metrics.RefusedForeignAnswer)
 		g.log.Warn("refused an answer to a server-initiated request from a caller it was not sent to", "id", m.ID.String())
 	} else {
 		g.log.Debug("answer to a request nothing waits for refused", "id", m.ID.String())

@@ -79,6 +79,7 @@ type Metrics struct {
 	sessions    prometheus.Gauge
 	catalog     *prometheus.GaugeVec   // server, kind
 	conflicts   *prometheus.CounterVec // server, kind
+	refusals    *prometheus.CounterVec // kind
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
 	auditUnconf prometheus.Counter
@@ -154,6 +155,11 @@ func New() *Metrics {
 			Name:      "catalog_name_conflicts_total",
 			Help:      "Names (tool or prompt names as exposed, resource URIs) left out of a route and refused because more than one item would have them, by upstream server involved and kind; each name is counted once.",
 		}, []string{"server", "kind"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "security_refusals_total",
+			Help:      "Requests refused because they reached for what is not the sender's, by kind: foreign_answer (an answer to a server request sent to another session or caller), foreign_session (another owner's session id), foreign_retry (requestState on another route), host (a Host the loopback listener does not serve), origin (a foreign browser Origin), peer_auth (a fleet hop whose signature does not verify).",
+		}, []string{"kind"}),
 		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Name:      "audit_queue_depth",
@@ -226,7 +232,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
-		m.sessions, m.catalog, m.conflicts, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
+		m.sessions, m.catalog, m.conflicts, m.refusals, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 		m.guardBlocks, m.guardRedact, m.guardFails,
@@ -340,6 +346,26 @@ func (m *Metrics) NameConflict(server, kind string) {
 		return
 	}
 	m.conflicts.WithLabelValues(server, kind).Inc()
+}
+
+// Kinds of mcpgate_security_refusals_total: a fixed set.
+const (
+	RefusedForeignAnswer  = "foreign_answer"
+	RefusedForeignSession = "foreign_session"
+	RefusedForeignRetry   = "foreign_retry"
+	RefusedHost           = "host"
+	RefusedOrigin         = "origin"
+	RefusedPeerAuth       = "peer_auth"
+)
+
+// SecurityRefusal counts a request refused because it reached for what is
+// not its sender's (kind: one of the Refused* constants). Operators alert
+// on it: a caller probing other callers' state shows here first.
+func (m *Metrics) SecurityRefusal(kind string) {
+	if m == nil {
+		return
+	}
+	m.refusals.WithLabelValues(kind).Inc()
 }
 
 // SetAuditQueueDepth records how many audit records are waiting.

@@ -435,3 +435,22 @@ func eventually(within time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// metric is the value of one series of the gateway's /metrics (name with
+// its labels as exposed, e.g. `mcpgate_security_refusals_total{kind="host"}`),
+// 0 when absent.
+func (g *gateway) metric(t testing.TB, series string) float64 {
+	t.Helper()
+	st, _, body := g.request(t, http.MethodGet, "/metrics", nil, "")
+	if st != http.StatusOK {
+		t.Fatalf("/metrics: HTTP %d", st)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
+}

@@ -273,4 +273,7 @@ servers:
 	if res := legacy.callTool(t, "a2", "echo", `{"text":"alice-legacy"}`); isToolError(res) || toolText(t, res) != "alpha/echo: alice-legacy" {
 		t.Errorf("alice's legacy call after the theft attempts: %s", describe(res))
 	}
+	if n := g.metric(t, `mcpgate_security_refusals_total{kind="foreign_session"}`); n < 5 {
+		t.Errorf("mcpgate_security_refusals_total{kind=\"foreign_session\"} = %v after bob's theft attempts, want at least 5", n)
+	}
 }

@@ -177,6 +177,10 @@ func TestRelayedAnswerFromAnotherCaller(t *testing.T) {
 			victimUntouched(t, f.alpha, alice, cl, req, sr)
 		})
 	}
+	// What an operator sees: each attempt counted (seven per kind).
+	if n := f.g.metric(t, `mcpgate_security_refusals_total{kind="foreign_answer"}`); n < 7*float64(len(serverRequests)) {
+		t.Errorf("mcpgate_security_refusals_total{kind=\"foreign_answer\"} = %v after %d refused answers", n, 7*len(serverRequests))
+	}
 }
 
 // TestRelayedAnswerAnonymous is hole 1 with auth.anonymous: callers
