@@ -281,3 +281,44 @@ func refusedOnStream(t *testing.T, who string, l *legacyStream, id json.RawMessa
 		}
 	}
 }
+
+// TestRelayedAnswerFromJWTCallers is hole 1 with identities from an IdP:
+// alice calls with a JWT; bob, with his own JWT for alice's route (a
+// grant to the same server), and alice's own token without her session,
+// cannot answer what alice's session was asked.
+func TestRelayedAnswerFromJWTCallers(t *testing.T) {
+	is := newJWTIssuer(t)
+	alpha := newUpstream(t, "alpha")
+	g := startGateway(t, fmt.Sprintf(`auth:
+  master_key: %q
+  oidc:
+    - issuer: %q
+  grants:
+    - {user: alice, servers: [alpha]}
+    - {user: bob, servers: [alpha]}
+servers:
+`, masterKey, is.url())+alpha.server())
+	res := g.base + "/mcp/alpha"
+	jwtClient := func(user string) *client {
+		c := g.client(t, "/mcp/alpha", "")
+		c.hdr.Set("Authorization", "Bearer "+is.sign(t, is.claims(user, res)))
+		return c
+	}
+	sr := serverRequests[0]
+	alice := jwtClient("alice")
+	alice.initialize(clientCaps)
+	cl := alice.start("a1", "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, sr.tool, sr.args))
+	req := cl.request(t, 10*time.Second)
+	answer := response(req.ID, sr.attack)
+
+	st, _, body := jwtClient("bob").post(answer)
+	refusedAnswer(t, "bob's JWT on alice's route, without a session", st, body)
+	bob := jwtClient("bob")
+	bob.initialize(clientCaps)
+	st, _, body = bob.post(answer)
+	refusedAnswer(t, "bob's JWT session on alice's route", st, body)
+	st, _, body = jwtClient("alice").post(answer)
+	refusedAnswer(t, "alice's own JWT without her session", st, body)
+
+	victimUntouched(t, alpha, alice, cl, req, sr)
+}
