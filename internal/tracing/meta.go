@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -57,7 +58,7 @@ func MetaLink(params json.RawMessage) (trace.Link, bool) {
 func OutgoingParams(ctx context.Context, params json.RawMessage) json.RawMessage {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
-		if len(params) == 0 || !bytes.Contains(params, []byte(metaBaggage)) {
+		if len(params) == 0 || !mayHoldBaggage(params) {
 			return params
 		}
 		return withMeta(params, nil)
@@ -65,6 +66,45 @@ func OutgoingParams(ctx context.Context, params json.RawMessage) json.RawMessage
 	c := propagation.MapCarrier{}
 	propagator.Inject(ctx, c)
 	return withMeta(params, c)
+}
+
+// mayHoldBaggage reports whether params could carry a baggage member in
+// any spelling a decoder reads as one: "baggage" in any letter case, or
+// any escaped key (\u0062aggage). Cheap, and false for most params.
+func mayHoldBaggage(params []byte) bool {
+	if bytes.IndexByte(params, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+len(metaBaggage) <= len(params); i++ {
+		if params[i]|0x20 == 'b' && bytes.EqualFold(params[i:i+len(metaBaggage)], []byte(metaBaggage)) {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteFolded removes every top-level member of obj whose decoded name
+// equals key ignoring case, except key itself when keepExact: many
+// decoders (encoding/json into a struct, among them) match member names
+// case-insensitively, so "_metA" or "Baggage" reach an upstream as
+// "_meta" or "baggage" do.
+func deleteFolded(obj []byte, key string, keepExact bool) ([]byte, error) {
+	var names []string
+	if err := jsonrpc.Fields(obj, func(k string, _ []byte) bool {
+		if strings.EqualFold(k, key) && !(keepExact && k == key) {
+			names = append(names, k)
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	var err error
+	for _, k := range names {
+		if obj, err = jsonrpc.Delete(obj, k); err != nil {
+			return nil, err
+		}
+	}
+	return obj, nil
 }
 
 // withMeta rewrites params._meta: baggage removed, then the trace context
@@ -80,6 +120,13 @@ func withMeta(params json.RawMessage, c propagation.MapCarrier) json.RawMessage 
 	if params[0] != '{' && bytes.TrimSpace(params)[0] != '{' {
 		return params
 	}
+	// Only one _meta, spelled exactly: another spelling would carry what
+	// the client put there past the rules below.
+	orig := params
+	params, err := deleteFolded(params, metaKey, true)
+	if err != nil {
+		return orig
+	}
 	meta, ok := jsonrpc.Get(params, metaKey)
 	if !ok || len(meta) == 0 || meta[0] != '{' {
 		if c == nil {
@@ -87,16 +134,16 @@ func withMeta(params json.RawMessage, c propagation.MapCarrier) json.RawMessage 
 		}
 		meta = []byte("{}")
 	}
-	out := []byte(meta)
-	var err error
-	if _, has := jsonrpc.Get(out, metaBaggage); has {
-		if out, err = jsonrpc.Delete(out, metaBaggage); err != nil {
-			return params
-		}
+	out, err := deleteFolded([]byte(meta), metaBaggage, false)
+	if err != nil {
+		return params
 	}
 	if c != nil {
-		if out, err = jsonrpc.Delete(out, metaTracestate); err != nil {
-			return params
+		// The gateway's context replaces the client's, in every spelling.
+		for _, k := range []string{metaTraceparent, metaTracestate} {
+			if out, err = deleteFolded(out, k, false); err != nil {
+				return params
+			}
 		}
 		for _, k := range []string{metaTraceparent, metaTracestate} {
 			if v, ok := c[k]; ok && v != "" {

@@ -199,6 +199,12 @@ func TestOutgoingParams(t *testing.T) {
 		{"on replaces the client's", traced, `{"_meta":{"progressToken":"p","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"c=1","baggage":"u=1"}}`,
 			`{"_meta":{"progressToken":"p",` + tp + `}}`},
 		{"not an object", traced, `[1]`, `[1]`},
+		// Decoders that match names case-insensitively (encoding/json into
+		// a struct) read these as _meta, baggage and traceparent: every
+		// spelling goes (found by FuzzMeta).
+		{"off drops another spelling of _meta", context.Background(), `{"_metA":{"baggage":"u=1"},"_meta":{"k":2}}`, `{"_meta":{"k":2}}`},
+		{"off drops Baggage and escaped baggage", context.Background(), `{"_meta":{"Baggage":"u=1","\u0062aggage":"v=2","k":2}}`, `{"_meta":{"k":2}}`},
+		{"on replaces TraceParent", traced, `{"_meta":{"TraceParent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","TRACESTATE":"c=1"}}`, `{"_meta":{` + tp + `}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
