@@ -895,8 +895,10 @@ func exercise(t *testing.T, tg *target) {
 
 // exerciseResources checks resources/list, resources/read of a static
 // document and resources/templates/list. The gateway does not namespace
-// URIs (the first server claiming one serves it), so these run once per
-// client, not per server.
+// URIs, and a URI two servers of a route claim is served by neither
+// (SPEC S6.1: no silent pick): evstdio and evhttp are the same server, so
+// these run on one server's route, and ambiguousResources checks the
+// merged one.
 func exerciseResources(t *testing.T, cs *mcp.ClientSession) {
 	t.Run("resources", func(t *testing.T) {
 		var found *mcp.Resource
@@ -955,6 +957,24 @@ func exerciseResources(t *testing.T, cs *mcp.ClientSession) {
 			t.Errorf("resources/read demo://resource/dynamic/text/7 = %s", jsonOf(rr.Contents))
 		}
 	})
+}
+
+// ambiguousResources: on a route of two servers that both claim a URI
+// (two copies of server-everything), the URI is not listed and reading it
+// is refused as ambiguous, never answered by a silently picked server.
+func ambiguousResources(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	for r, err := range cs.Resources(callCtx(t), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.URI == staticURI {
+			t.Errorf("the merged route lists %s, which both servers claim", staticURI)
+		}
+	}
+	if _, err := cs.ReadResource(callCtx(t), &mcp.ReadResourceParams{URI: staticURI}); err == nil || !strings.Contains(err.Error(), "Ambiguous resource") {
+		t.Errorf("resources/read %s on the merged route: %v, want refused as ambiguous", staticURI, err)
+	}
 }
 
 // checkLogging turns server-everything's simulated logging on (it sends
@@ -1191,7 +1211,11 @@ func TestGatewayModern(t *testing.T) {
 			})
 		})
 	}
-	t.Run("resources", func(t *testing.T) { exerciseResources(t, cs) })
+	t.Run("resources", func(t *testing.T) {
+		one, _ := connectHTTP(t, gw.base+"/mcp/evhttp", "", &seen{tag: "modern-evhttp"})
+		exerciseResources(t, one)
+		ambiguousResources(t, cs)
+	})
 	t.Run("every request was stateless", func(t *testing.T) {
 		checkModernWire(t, wl.snapshot())
 	})
@@ -1230,7 +1254,11 @@ func TestGatewayBothEras(t *testing.T) {
 			})
 		})
 	}
-	t.Run("2025-11-25/resources", func(t *testing.T) { exerciseResources(t, legacy) })
+	t.Run("2025-11-25/resources", func(t *testing.T) {
+		one, _ := connectHTTP(t, gw.base+"/mcp/evstdio", legacyVersion, &seen{tag: "legacy-evstdio"})
+		exerciseResources(t, one)
+		ambiguousResources(t, legacy)
+	})
 
 	// The unpinned client, with the pinned one still connected: each one's
 	// sampling answer goes to its own call.
