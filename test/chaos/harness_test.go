@@ -13,13 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/test/internal/gwproc"
 )
 
 // bins are built once by TestMain.
@@ -41,10 +42,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../cmd/mcpgate", "./internal/chaosup")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
+	if err := gwproc.Build(dir, "../../cmd/mcpgate", "./internal/chaosup"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -128,18 +127,12 @@ func (u *upstream) kill() {
 
 // gateway is a running bin/mcpgate serve.
 type gateway struct {
+	*gwproc.Proc
 	t       testing.TB
-	cmd     *exec.Cmd
 	pid     int
 	base    string // http://127.0.0.1:port
 	dataDir string
 	hc      *http.Client
-
-	logMu sync.Mutex
-	logs  []string
-
-	exited  chan struct{}
-	exitErr error
 }
 
 // gatewayConfig is the YAML of a gateway; servers is the indented body of
@@ -162,8 +155,6 @@ func stdioServer(name, timeout string, args ...string) string {
 		name, bins.up, strings.Join(append([]string{"-transport", "stdio"}, args...), ", "), timeout)
 }
 
-var servingRE = regexp.MustCompile(`"msg":"mcpgate serving".*"addr":"http://([^/"]+)/mcp"`)
-
 // startGateway writes cfg to a temp file and runs the gateway on a free
 // loopback port, waiting until it serves and every server in ready is
 // ready. dataDir must be the data_dir of cfg.
@@ -173,77 +164,27 @@ func startGateway(t testing.TB, cfg, dataDir string, ready ...string) *gateway {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bins.gateway, "serve", "--config", path, "--listen", "127.0.0.1:0", "--log-format", "json")
-	stderr, err := cmd.StderrPipe()
+	p, err := gwproc.Start(bins.gateway, []string{"serve", "--config", path, "--listen", "127.0.0.1:0", "--log-format", "json"}, 15*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{t: t, cmd: cmd, pid: cmd.Process.Pid, dataDir: dataDir, exited: make(chan struct{}),
+	g := &gateway{Proc: p, t: t, pid: p.Cmd.Process.Pid, base: p.Base, dataDir: dataDir,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}}}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.logMu.Lock()
-			g.logs = append(g.logs, line)
-			g.logMu.Unlock()
-			if m := servingRE.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	go func() { g.exitErr = cmd.Wait(); close(g.exited) }()
 	t.Cleanup(func() {
-		select {
-		case <-g.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-g.exited
-		}
+		p.Kill()
 		g.hc.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("gateway log (last 40 lines):\n%s", g.tail(40))
 		}
 	})
-	select {
-	case a := <-addr:
-		g.base = "http://" + a
-	case <-g.exited:
-		t.Fatalf("gateway exited at start: %v\n%s", g.exitErr, g.tail(40))
-	case <-time.After(15 * time.Second):
-		t.Fatalf("gateway did not serve within 15s\n%s", g.tail(40))
-	}
 	g.waitHealth(t, 15*time.Second, "ready", ready...)
 	return g
 }
 
-func (g *gateway) tail(n int) string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	lines := g.logs
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (g *gateway) tail(n int) string { return g.Tail(n) }
 
 // logLines returns the log lines containing s.
-func (g *gateway) logLines(s string) []string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	var out []string
-	for _, l := range g.logs {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+func (g *gateway) logLines(s string) []string { return g.Lines(s) }
 
 // health returns each server's state from /readyz.
 func (g *gateway) health() (map[string]string, error) {
@@ -455,12 +396,12 @@ func (g *gateway) upstreamChildren() (live []int, zombies []int) {
 func (g *gateway) stop(t testing.TB, sig os.Signal, within time.Duration) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
-	if err := g.cmd.Process.Signal(sig); err != nil {
+	if err := g.Cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-g.exited:
-		return time.Since(start), g.exitErr
+	case <-g.Exited:
+		return time.Since(start), g.ExitErr
 	case <-time.After(within):
 		t.Fatalf("gateway did not exit within %v of %v", within, sig)
 		return 0, nil

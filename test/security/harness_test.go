@@ -9,15 +9,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
+	"github.com/mcpgate/mcpgate/test/internal/gwproc"
 )
 
 // bins are built once by TestMain.
@@ -31,10 +30,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../cmd/mcpgate")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
+	if err := gwproc.Build(dir, "../../cmd/mcpgate"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -56,20 +53,12 @@ const (
 
 // gateway is a running mcpgate serve, its log kept for assertions.
 type gateway struct {
+	*gwproc.Proc
 	t       testing.TB
-	cmd     *exec.Cmd
 	base    string // http://127.0.0.1:port
 	dataDir string
 	hc      *http.Client
-
-	logMu sync.Mutex
-	logs  []string
-
-	exited  chan struct{}
-	exitErr error
 }
-
-var servingRE = regexp.MustCompile(`"msg":"mcpgate serving".*"addr":"http://([^/"]+)/mcp"`)
 
 // startGateway runs the gateway with cfg (YAML; "data_dir: <dir>" is
 // added) on a free loopback port and waits until it serves. Extra args go
@@ -95,86 +84,27 @@ func tryStartGateway(t testing.TB, cfg string, args ...string) (*gateway, error)
 		t.Fatal(err)
 	}
 	argv := append([]string{"serve", "--config", path, "--log-format", "json"}, args...)
-	if !slicesContainsPrefix(args, "--listen") {
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen") }) {
 		argv = append(argv, "--listen", "127.0.0.1:0")
 	}
-	cmd := exec.Command(bins.gateway, argv...)
-	stderr, err := cmd.StderrPipe()
+	p, err := gwproc.Start(bins.gateway, argv, 20*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan struct{}),
+	g := &gateway{Proc: p, t: t, base: p.Base, dataDir: dataDir,
 		hc: &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.logMu.Lock()
-			g.logs = append(g.logs, line)
-			g.logMu.Unlock()
-			if m := servingRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	go func() { g.exitErr = cmd.Wait(); close(g.exited) }()
 	t.Cleanup(func() {
-		select {
-		case <-g.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-g.exited
-		}
+		p.Kill()
 		g.hc.CloseIdleConnections()
 		if t.Failed() {
-			t.Logf("gateway log (last 30 lines):\n%s", g.tail(30))
+			t.Logf("gateway log (last 30 lines):\n%s", p.Tail(30))
 		}
 	})
-	select {
-	case a := <-addr:
-		g.base = "http://" + a
-	case <-g.exited:
-		return nil, fmt.Errorf("gateway exited at start: %v\n%s", g.exitErr, g.tail(30))
-	case <-time.After(20 * time.Second):
-		return nil, fmt.Errorf("gateway did not serve within 20s\n%s", g.tail(30))
-	}
 	return g, nil
 }
 
-func slicesContainsPrefix(args []string, prefix string) bool {
-	for _, a := range args {
-		if strings.HasPrefix(a, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-func (g *gateway) tail(n int) string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	lines := g.logs
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // logText is the whole log so far.
-func (g *gateway) logText() string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	return strings.Join(g.logs, "\n")
-}
+func (g *gateway) logText() string { return strings.Join(g.Lines(""), "\n") }
 
 // request sends one HTTP request to the gateway and returns its status,
 // headers and body (at most 1 MiB).
