@@ -278,13 +278,24 @@ func TestJWTAudienceNotFromHost(t *testing.T) {
 // address and stays out of the anonymous answer.
 func TestReadyzAnonymous(t *testing.T) {
 	const master = "mk_readyz_master_key_0123456789abcdef"
-	auth := callers.New(callers.Options{MasterKey: master, Logger: testLogger(t)})
+	// An external issuer whose tokens carry the gateway-wide audience
+	// gw-client (auth.oidc[].audience): good on every MCP route, never on
+	// the admin API, so never the details either.
+	is := newJWTIssuer(t)
+	oidc := []config.OIDCIssuer{{Issuer: is.srv.URL, Audience: "gw-client", Claims: config.ClaimPaths{}.OrDefaults()}}
+	grants := []config.Grant{{User: "root", Admin: true}}
+	verifier := oauth.NewVerifier(oauth.VerifierOptions{Issuers: oidc, Logger: testLogger(t)})
+	auth := callers.New(callers.Options{MasterKey: master, Tokens: verifier, Grants: grants, Logger: testLogger(t)})
 	t.Cleanup(func() { auth.Close() })
-	g, _ := newEdgeGateway(t, &config.Config{Servers: map[string]*config.Server{"gone": httpServer("http://127.0.0.1:1/mcp")}}, auth)
-	gw := httptest.NewServer(g)
-	t.Cleanup(gw.Close)
+	g, _ := newEdgeGateway(t, &config.Config{Auth: &config.CallerAuth{OIDC: oidc, Grants: grants},
+		Servers: map[string]*config.Server{"gone": httpServer("http://127.0.0.1:1/mcp")}}, auth)
+	base := serveOn(t, g, "127.0.0.1:0") // loopback: the gateway knows its own base, the admin API's resource
+	wide := is.token(t, "root")
+	if code, body := hostRequest(t, base+"/mcp/alpha", "", map[string]string{"Authorization": "Bearer " + wide}, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ping","arguments":{}}}`); code != http.StatusOK || !strings.Contains(body, "pong") {
+		t.Fatalf("the gateway-wide token on an MCP route: %d %s, want it served", code, body)
+	}
 	get := func(hdr map[string]string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/readyz", nil)
+		req, _ := http.NewRequest(http.MethodGet, base+"/readyz", nil)
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}
@@ -297,7 +308,7 @@ func TestReadyzAnonymous(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// A call makes the gateway try gone.
-	hostRequest(t, gw.URL+"/mcp/gone", "", map[string]string{"Authorization": "Bearer " + master}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	hostRequest(t, base+"/mcp/gone", "", map[string]string{"Authorization": "Bearer " + master}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	waitFor(t, "gone down", func() bool {
 		_, body := get(map[string]string{"Authorization": "Bearer " + master})
 		return strings.Contains(body, "connection refused")
@@ -306,6 +317,7 @@ func TestReadyzAnonymous(t *testing.T) {
 		"no credential":      nil,
 		"a wrong key":        {"Authorization": "Bearer mk_not_the_master_key_0123456789"},
 		"a wrong header key": {"X-Mcpgate-Api-Key": "nope"},
+		"an administrator's token with the gateway-wide audience": {"Authorization": "Bearer " + wide},
 	} {
 		code, body := get(hdr)
 		if code != http.StatusOK {
@@ -333,6 +345,11 @@ func TestReadyzAnonymous(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"last_error":"upstream gone: POST http://127.0.0.1:1/mcp: dial tcp 127.0.0.1:1: connect: connection refused"`) ||
 		!strings.Contains(body, `"since":`) {
 		t.Errorf("admin: %d %s, want the details", code, body)
+	}
+	// A token naming the admin API itself is an administrator's, as there.
+	code, body = get(map[string]string{"Authorization": "Bearer " + is.signJWT(t, "root", base+"/admin/v1")})
+	if code != http.StatusOK || !strings.Contains(body, `"last_error":`) {
+		t.Errorf("an administrator's token for the admin API: %d %s, want the details", code, body)
 	}
 }
 

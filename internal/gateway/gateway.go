@@ -729,14 +729,17 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
-// readyDetails reports whether r authenticates as an administrator. A
-// request without a credential, or with one that fails, is an anonymous
-// probe: it is not refused, it gets the status alone.
+// readyDetails reports whether r authenticates as an administrator, as
+// the admin API takes one: a bearer token must name the admin API itself
+// (WithAdminResource), so an issuer's gateway-wide audience, good on the
+// MCP routes, gets no details. A request without a credential, or with
+// one that fails, is an anonymous probe: it is not refused, it gets the
+// status alone.
 func (g *Gateway) readyDetails(r *http.Request) bool {
 	if g.auth == nil || (r.Header.Get("Authorization") == "" && !hasKeyHeader(r)) {
 		return false
 	}
-	c, f := g.auth.Authenticate(r.WithContext(callers.WithResource(r.Context(), g.AdminResource(r))))
+	c, f := g.auth.Authenticate(r.WithContext(callers.WithAdminResource(r.Context(), g.AdminResource(r))))
 	return f == nil && c != nil && (c.Master || c.Admin)
 }
 
