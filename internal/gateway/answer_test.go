@@ -545,7 +545,7 @@ func TestAnswerOnlyFromTheAskedSessionAcrossReplicas(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	bobs := peerParty(party{owner: "key:" + hashHex("bob"), route: routeID(&route{path: "/mcp"})})
+	bobs := peerParty(party{owner: "key:" + hashHex("bob"), route: routeID("/mcp", nil)})
 	alices := peerParty(sessionParty(a.g.lookupSession(sid)))
 	if code := hop(bobs, alices); code != http.StatusUnauthorized {
 		t.Errorf("bob's hop relabelled as alice's session: %d, want 401", code)

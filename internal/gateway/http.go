@@ -257,10 +257,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			defer sess.release()
 		}
 	}
-	// Who may answer here: the session, or the caller on this route
-	// (SPEC S24).
-	by := partyOf(sess, id.Owner, &rt)
 	if !hasRequest {
+		// Who may answer here: the session, or the caller on this route
+		// (SPEC S24).
+		by := partyOf(sess, id.Owner, &rt)
 		var lost *peerError // a reply refused, or whose replica is gone (peers.go)
 		for _, m := range msgs {
 			if m.IsResponse() {
@@ -318,7 +318,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	for _, m := range msgs {
 		switch {
 		case m.IsResponse():
-			if e := g.answer(r.Context(), by, m); e != nil {
+			if e := g.answer(r.Context(), sc.party(), m); e != nil {
 				// Beside requests, the batch's replies are the answer:
 				// the refusal is one of them, under the refused reply's
 				// id (peers.go).

@@ -29,7 +29,7 @@ import (
 type party struct {
 	owner   string // Identity.Owner
 	session string // the session's hash (hashHex of its local id); "": none
-	route   string // a stateless caller's route (routeID); "" with a session, whose route is its own
+	route   string // a stateless caller's route (route.id); "" with a session, whose route is its own
 }
 
 // sessionParty is the party of session s: s itself.
@@ -41,17 +41,18 @@ func partyOf(sess *session, owner string, rt *route) party {
 	if sess != nil {
 		return sessionParty(sess)
 	}
-	return party{owner: owner, route: routeID(rt)}
+	if rt == nil {
+		return party{owner: owner}
+	}
+	return party{owner: owner, route: rt.id}
 }
 
-// routeID names rt as the party of a stateless caller knows it: its path
-// and x-mcp-servers header, hashed so that it is short and safe in a
-// header of a fleet hop (peers.go).
-func routeID(rt *route) string {
-	if rt == nil {
-		return ""
-	}
-	return hashHex(rt.path + "\x00" + strings.Join(rt.header, ","))[:32]
+// routeID names a route as the party of a stateless caller knows it: its
+// path and x-mcp-servers header, hashed so that it is short and safe in a
+// header of a fleet hop (peers.go). resolveRoute computes it once per
+// route (route.id).
+func routeID(path string, header []string) string {
+	return hashHex(path + "\x00" + strings.Join(header, ","))[:32]
 }
 
 // randomID is 128 random bits in lower-case hex: the part of a minted id

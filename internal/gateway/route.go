@@ -100,6 +100,11 @@ type route struct {
 	named  []string // the servers the path names; nil: the whole gateway
 	header []string // the x-mcp-servers list; nil: no header
 
+	// id names the route as the party of a stateless caller knows it
+	// (routeID of path and header), computed once when it resolves: the
+	// same route comes back from the cache on every request.
+	id string
+
 	// view is the caller's view of the route (set by narrow): what it may
 	// list and call. nil means everything the route names.
 	view *policy.View
@@ -200,6 +205,7 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 		slices.Sort(narrowed)
 		rt.servers = slices.Compact(narrowed)
 	}
+	rt.id = routeID(rt.path, rt.header)
 	return rt, nil, true
 }
 

@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/policy"
 )
 
 // parseServersTests is the S1.3 table plus edge cases; it seeds the fuzzer.
@@ -100,4 +103,53 @@ func FuzzParseServersInPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A route's id (the party of a stateless caller on it) is computed when
+// it resolves, from its path and x-mcp-servers header, and every copy of
+// it keeps it: the cached route, the caller's narrowed view of it.
+func TestRouteIDResolvedOnce(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), Version: "test", Config: &config.Config{ToolNameSeparator: config.DefaultSeparator,
+		Servers: map[string]*config.Server{"a": httpServer("http://127.0.0.1:1/mcp"), "b": httpServer("http://127.0.0.1:1/mcp")}}})
+	seen := map[string]string{}
+	for _, tc := range []struct{ path, header, base string }{
+		{"/mcp", "", "/mcp"},
+		{"/mcp/sse/messages", "", "/mcp"},
+		{"/mcp", "a", "/mcp"},
+		{"/mcp", "a, b", "/mcp"},
+		{"/mcp/a", "", "/mcp/a"},
+		{"/a/mcp", "", "/a/mcp"},
+		{"/mcp/a,b", "", "/mcp/a,b"},
+	} {
+		rt, _, ok := g.routeFor(tc.path, tc.header)
+		if !ok {
+			t.Fatalf("%s (%q): no route", tc.path, tc.header)
+		}
+		var header []string
+		if tc.header != "" {
+			header = []string{}
+			for _, s := range strings.Split(tc.header, ",") {
+				header = append(header, strings.TrimSpace(s))
+			}
+		}
+		if want := routeID(tc.base, header); rt.id != want {
+			t.Errorf("%s (%q): id %q, want %q", tc.path, tc.header, rt.id, want)
+		}
+		if again, _, _ := g.routeFor(tc.path, tc.header); again.id != rt.id {
+			t.Errorf("%s (%q): the cached route's id %q, want %q", tc.path, tc.header, again.id, rt.id)
+		}
+		narrowed, denied := g.narrow(rt, &policy.Caller{Master: true})
+		if denied != nil {
+			t.Fatalf("%s (%q): %v", tc.path, tc.header, denied)
+		}
+		if got := partyOf(nil, "key:x", &narrowed); got != (party{owner: "key:x", route: rt.id}) {
+			t.Errorf("%s (%q): the stateless party on the narrowed route is %+v, want route %q", tc.path, tc.header, got, rt.id)
+		}
+		// Another path or header is another route.
+		key := tc.base + "\x00" + strings.Join(header, ",")
+		if other, ok := seen[rt.id]; ok && other != key {
+			t.Errorf("%s (%q) and %q share the id %q", tc.path, tc.header, other, rt.id)
+		}
+		seen[rt.id] = key
+	}
 }
