@@ -497,7 +497,8 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 	if !ok || name == "" {
 		return nil, toolRef{}, errInvalidParams("Invalid params: missing %s name", what)
 	}
-	if len(g.candidates(sc.rt, k, name)) == 0 {
+	cands := g.candidates(sc.rt, k, name)
+	if len(cands) == 0 {
 		// A tool the caller may not see fails exactly like an unknown one
 		// (S6.2): no hint that it exists, except to the operator's trace.
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
@@ -508,10 +509,19 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 	// candidate is found are the lists fetched again (a tool added a
 	// moment ago): a renamed tool's other candidate, its display name as
 	// an upstream name, is normally missing.
+	//
+	// While the bus is not heard each candidate's server is re-read once,
+	// whichever pass asks (unheard.go); with it heard, or without a bus,
+	// none of that bookkeeping is done.
+	var gone map[string]bool
+	if !g.heard.Trusted() {
+		gone = map[string]bool{}
+	}
 	var failed string
-	gone := map[string]bool{} // re-read once, whichever pass asks (unheard.go)
-	lookup := func(refresh bool) func(toolRef) (catalog.Item, bool, error) {
-		return func(c toolRef) (it catalog.Item, found bool, err error) {
+	refresh := false
+	lookup := func(c toolRef) (it catalog.Item, found bool, err error) {
+		lctx := ctx
+		if gone != nil {
 			if _, seen := gone[c.server]; !seen {
 				removed, e := g.verifyServer(ctx, c.server)
 				if e != nil && !removed {
@@ -524,24 +534,25 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 				// hear it: as unknown as if it had heard.
 				return catalog.Item{}, false, nil
 			}
-			ctx := withVerified(ctx, c.server)
-			err = g.connecting(ctx, sc, c.server, func() (err error) {
-				if refresh {
-					it, found, err = g.cat.LookupOrRefresh(ctx, c.server, k, c.name)
-				} else {
-					it, found, err = g.cat.Lookup(ctx, c.server, k, c.name)
-				}
-				return err
-			})
-			if err != nil {
-				failed = c.server
-			}
-			return it, found, err
+			lctx = withVerified(ctx, c.server)
 		}
+		err = g.connecting(lctx, sc, c.server, func() (err error) {
+			if refresh {
+				it, found, err = g.cat.LookupOrRefresh(lctx, c.server, k, c.name)
+			} else {
+				it, found, err = g.cat.Lookup(lctx, c.server, k, c.name)
+			}
+			return err
+		})
+		if err != nil {
+			failed = c.server
+		}
+		return it, found, err
 	}
-	it, found, conflict, err := g.resolve(sc.rt, k, name, lookup(false))
+	it, found, conflict, err := g.resolve(cands, k, name, lookup)
 	if err == nil && !found && !conflict {
-		it, found, conflict, err = g.resolve(sc.rt, k, name, lookup(true))
+		refresh = true
+		it, found, conflict, err = g.resolve(cands, k, name, lookup)
 	}
 	var ce *clientError
 	switch {
@@ -557,7 +568,9 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 		return nil, toolRef{}, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	server, upName := it.Server, it.Key
-	ctx = withVerified(ctx, server)
+	if gone != nil {
+		ctx = withVerified(ctx, server)
+	}
 	// A stateless HTTP upstream gets Mcp-Param-* headers made from its own
 	// schema of the tool.
 	ctx = upstream.WithParamHeaders(ctx, it.ParamHeaders)
@@ -785,7 +798,7 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case "ref/prompt":
 		name, _ := jsonrpc.GetString(ref, "name")
 		var failed string
-		it, found, conflict, err := g.resolve(sc.rt, catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
+		it, found, conflict, err := g.resolve(g.candidates(sc.rt, catalog.Prompts, name), catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
 			failed = c.server
 			return g.cat.Lookup(ctx, c.server, catalog.Prompts, c.name)
 		})

@@ -92,14 +92,15 @@ func (g *Gateway) candidates(rt *route, k catalog.Kind, name string) []toolRef {
 	return out
 }
 
-// resolve finds the one item of kind k that rt exposes as name, asking
-// lookup whether each candidate exists. found is false when none does,
-// and when more than one does: such a name is reported (nameConflict)
-// and conflict is true; the caller refuses it. A lookup error ends the
-// search: uniqueness cannot be told without that list.
-func (g *Gateway) resolve(rt *route, k catalog.Kind, name string, lookup func(c toolRef) (catalog.Item, bool, error)) (it catalog.Item, found, conflict bool, err error) {
+// resolve finds the one item of kind k exposed as name among cands (the
+// route's candidates for it), asking lookup whether each exists. found is
+// false when none does, and when more than one does: such a name is
+// reported (nameConflict) and conflict is true; the caller refuses it. A
+// lookup error ends the search: uniqueness cannot be told without that
+// list.
+func (g *Gateway) resolve(cands []toolRef, k catalog.Kind, name string, lookup func(c toolRef) (catalog.Item, bool, error)) (it catalog.Item, found, conflict bool, err error) {
 	var servers []string
-	for _, c := range g.candidates(rt, k, name) {
+	for _, c := range cands {
 		got, ok, err := lookup(c)
 		if err != nil {
 			return catalog.Item{}, false, false, err
