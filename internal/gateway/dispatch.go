@@ -653,8 +653,10 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 	if method == mcpwire.MethodToolsCall {
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
-		chargeCall(ctx, g.callCost(ctx, server, params, res, rpcErr, err))
-		g.recordToolCall(ctx, sc, server, params, res, rpcErr, err, start)
+		// One cost for the budget and the audit record.
+		cost := g.callCost(server, params, res, rpcErr, err)
+		chargeCall(ctx, cost)
+		g.recordToolCall(ctx, sc, server, params, res, rpcErr, err, cost, start)
 	}
 	if err != nil {
 		var rpcErr *jsonrpc.Error

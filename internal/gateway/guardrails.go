@@ -65,24 +65,17 @@ func guardCall(ctx context.Context, server string, params json.RawMessage) guard
 }
 
 // guardNote carries the guardrail that blocked a call to its audit record.
-type guardNote struct{ name, phase string }
+type guardNote struct{ name string }
 
 type guardNoteKey struct{}
 
 func withGuardrail(ctx context.Context, b *guard.Block) context.Context {
-	return context.WithValue(ctx, guardNoteKey{}, guardNote{truncate(b.Guardrail, store.MaxGuardrailName), b.Phase})
+	return context.WithValue(ctx, guardNoteKey{}, guardNote{truncate(b.Guardrail, store.MaxGuardrailName)})
 }
 
 func guardrailOf(ctx context.Context) string {
 	n, _ := ctx.Value(guardNoteKey{}).(guardNote)
 	return n.name
-}
-
-// blockedBefore reports whether a pre check kept the call from going
-// upstream (it costs nothing then).
-func blockedBefore(ctx context.Context) bool {
-	n, _ := ctx.Value(guardNoteKey{}).(guardNote)
-	return n.phase == guard.PhasePre
 }
 
 func truncate(s string, n int) string {
@@ -156,11 +149,11 @@ func blockedResult(ctx context.Context, b *guard.Block) json.RawMessage {
 
 // guardBlocked answers a call the pre checks refused: audited and
 // counted like any tool call, with the guardrail's name; nothing went
-// upstream.
+// upstream, so it cost nothing.
 func (g *Gateway) guardBlocked(ctx context.Context, sc *scope, server string, params json.RawMessage, b *guard.Block, start time.Time) json.RawMessage {
 	ctx = withGuardrail(ctx, b)
 	res := blockedResult(ctx, b)
-	g.recordToolCall(ctx, sc, server, params, res, nil, nil, start)
+	g.recordToolCall(ctx, sc, server, params, res, nil, nil, 0, start)
 	g.logCall(server, mcpwire.MethodToolsCall, params, "blocked", start)
 	return res
 }

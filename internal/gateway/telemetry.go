@@ -41,9 +41,10 @@ type ArgumentsAuditSink interface {
 }
 
 // recordToolCall reports one tools/call to metrics and the audit log:
-// who, where, how it ended, how long, how many bytes; arguments only,
-// redacted, for the exporters of a server with audit.arguments.
-func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error, start time.Time) {
+// who, where, how it ended, how long, how many bytes, what it cost (the
+// cost the caller's budget was charged); arguments only, redacted, for
+// the exporters of a server with audit.arguments.
+func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error, cost float64, start time.Time) {
 	if g.metrics == nil && g.audit == nil {
 		return
 	}
@@ -77,8 +78,7 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 	}
 	rec := store.ToolCall{Time: start, Server: server, Tool: tool, DurationMs: d.Milliseconds(), Outcome: outcome,
 		ErrorClass: fault, RequestBytes: int64(len(params)), ResponseBytes: int64(len(res)),
-		Guardrail: guardrailOf(ctx)}
-	rec.Cost = g.callCost(ctx, server, params, res, rpcErr, err)
+		Guardrail: guardrailOf(ctx), Cost: cost}
 	if c := callers.FromContext(ctx); c != nil {
 		rec.KeyAlias, rec.User, rec.Team = c.Alias, c.User, c.Team
 		if c.Master {
@@ -120,13 +120,14 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 	}
 }
 
-// callCost is what a tools/call cost (S21 cost): priced when the
-// upstream answered; a call a pre guardrail stopped, or that never got an
-// answer, costs nothing. The audit record carries it and the caller's
-// budget is charged it.
-func (g *Gateway) callCost(ctx context.Context, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error) float64 {
+// callCost is what a tools/call that went upstream cost (S21 cost):
+// priced when the upstream answered; one that never got an answer costs
+// nothing, as does one a pre guardrail stopped (guardBlocked, which never
+// asks). The audit record carries it and the caller's budget is charged
+// it.
+func (g *Gateway) callCost(server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error) float64 {
 	srv := g.st().cfg.Servers[server]
-	if srv == nil || srv.Tools == nil || blockedBefore(ctx) || (err != nil && rpcErr == nil) {
+	if srv == nil || srv.Tools == nil || (err != nil && rpcErr == nil) {
 		return 0
 	}
 	tool, _ := jsonrpc.GetString(params, "name")
