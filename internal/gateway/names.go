@@ -149,40 +149,72 @@ func (g *Gateway) distinct(rt *route, k catalog.Kind, items []catalog.Item) []ca
 	if k == catalog.Templates || len(items) < 2 {
 		return items
 	}
-	names := make([]string, len(items))
-	count := make(map[string]int, len(items))
-	own := map[string]bool{}
+	named := make([]toolRef, len(items))
 	for i, it := range items {
-		switch {
-		case it.Server == "":
-			names[i] = it.Key
-			own[it.Key] = true
-		case k == catalog.Resources:
-			names[i] = it.Key
-		default:
-			names[i] = g.exposed(rt, k, it.Server, it.Key)
-		}
-		count[names[i]]++
+		named[i] = toolRef{it.Server, g.listedName(rt, k, it)}
 	}
-	var conflicts map[string][]string
+	clash := g.clashing(k, named)
+	if clash == nil {
+		return items
+	}
 	out := make([]catalog.Item, 0, len(items))
 	for i, it := range items {
-		n := names[i]
-		if count[n] == 1 || (own[n] && it.Server == "") {
+		if !clash[i] {
 			out = append(out, it)
-			continue
 		}
-		if conflicts == nil {
-			conflicts = map[string][]string{}
-		}
-		if it.Server != "" {
-			conflicts[n] = append(conflicts[n], it.Server)
-		}
-	}
-	for n, servers := range conflicts {
-		g.nameConflict(k, n, servers)
 	}
 	return out
+}
+
+// listedName is the name rt lists item it of kind k under: its exposed
+// name; a resource's URI; a gateway tool's own name.
+func (g *Gateway) listedName(rt *route, k catalog.Kind, it catalog.Item) string {
+	if it.Server == "" || k == catalog.Resources {
+		return it.Key
+	}
+	return g.exposed(rt, k, it.Server, it.Key)
+}
+
+// clashing marks the entries of named (each an item of kind k: its server
+// and its listed name) whose name another entry has too, and reports each
+// such name (nameConflict). An entry of server "" is the gateway's own
+// tool (S20): it keeps its name, and a real tool listed under it is
+// marked. nil when none is marked. Every list (distinct) and search
+// (hideConflicts) of a route leaves the marked ones out.
+func (g *Gateway) clashing(k catalog.Kind, named []toolRef) []bool {
+	if len(named) < 2 {
+		return nil
+	}
+	count := make(map[string]int, len(named))
+	var own map[string]bool
+	for _, n := range named {
+		count[n.name]++
+		if n.server == "" {
+			if own == nil {
+				own = map[string]bool{}
+			}
+			own[n.name] = true
+		}
+	}
+	var marked []bool
+	var conflicts map[string][]string
+	for i, n := range named {
+		if count[n.name] == 1 || (n.server == "" && own[n.name]) {
+			continue
+		}
+		if marked == nil {
+			marked = make([]bool, len(named))
+			conflicts = map[string][]string{}
+		}
+		marked[i] = true
+		if n.server != "" {
+			conflicts[n.name] = append(conflicts[n.name], n.server)
+		}
+	}
+	for name, servers := range conflicts {
+		g.nameConflict(k, name, servers)
+	}
+	return marked
 }
 
 // nameConflict reports, once per kind and name, a name the route leaves

@@ -260,32 +260,22 @@ type searchSeg struct {
 
 // hideConflicts takes out of a search every visible tool whose exposed
 // name another visible tool has too: the route serves none of them
-// (names.go), so none may be found.
+// (names.go, clashing: the rule every list follows), so none may be found.
 func (g *Gateway) hideConflicts(rt *route, segs []searchSeg, tsegs []toolsearch.Segment) {
-	count := map[string]int{}
+	var named []toolRef
+	var at [][2]int // named[n] is segs[at[n][0]].items[at[n][1]]
 	for i, sg := range segs {
 		for j, it := range sg.items {
 			if tsegs[i].Visible[j] {
-				count[g.exposed(rt, catalog.Tools, sg.server, it.Key)]++
+				named = append(named, toolRef{sg.server, g.exposed(rt, catalog.Tools, sg.server, it.Key)})
+				at = append(at, [2]int{i, j})
 			}
 		}
 	}
-	var conflicts map[string][]string
-	for i, sg := range segs {
-		for j, it := range sg.items {
-			if tsegs[i].Visible[j] {
-				if n := g.exposed(rt, catalog.Tools, sg.server, it.Key); count[n] > 1 {
-					tsegs[i].Visible[j] = false
-					if conflicts == nil {
-						conflicts = map[string][]string{}
-					}
-					conflicts[n] = append(conflicts[n], sg.server)
-				}
-			}
+	for n, hide := range g.clashing(catalog.Tools, named) {
+		if hide {
+			tsegs[at[n][0]].Visible[at[n][1]] = false
 		}
-	}
-	for n, servers := range conflicts {
-		g.nameConflict(catalog.Tools, n, servers)
 	}
 }
 
