@@ -63,13 +63,6 @@ func WithAdminResource(ctx context.Context, resource string) context.Context {
 	return context.WithValue(ctx, resourceKey{}, resourceValue{url: resource, exact: true})
 }
 
-// ResourceFrom returns the resource set by WithResource or
-// WithAdminResource, or "".
-func ResourceFrom(ctx context.Context) string {
-	v, _ := ctx.Value(resourceKey{}).(resourceValue)
-	return v.url
-}
-
 // verifyToken verifies a JWT bearer for the resource in ctx, exactly when
 // the resource asks for it.
 func (a *Authenticator) verifyToken(ctx context.Context, token string) (*oauth.Identity, error) {

@@ -369,7 +369,7 @@ func TestStdioRefusesAnAnswerNothingWaitsFor(t *testing.T) {
 	id := `"mcpg-` + strings.Repeat("ab", 16) + `"`
 	in := initBody + "\n" + `{"jsonrpc":"2.0","id":` + id + `,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
 	var out strings.Builder
-	if err := g.ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
+	if err := g.ServeStdioAs(context.Background(), "", strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -81,17 +81,6 @@ type budgets struct {
 // flight is only a cache of the store.
 const budgetEntries = 100_000
 
-// spent is what alias has spent in the period starting at start,
-// reservations in flight included.
-func (b *budgets) spent(ctx context.Context, alias string, start, now time.Time) (float64, error) {
-	s, err := b.entry(ctx, alias, start, now)
-	if err != nil {
-		return 0, err
-	}
-	defer b.mu.Unlock()
-	return s.sum(), nil
-}
-
 // entry returns alias's sum for the period at start, read again from the
 // store when stale, with b.mu held (on success only).
 func (b *budgets) entry(ctx context.Context, alias string, start, now time.Time) (*budgetSpent, error) {
@@ -135,16 +124,6 @@ func (b *budgets) entry(ctx context.Context, alias string, start, now time.Time)
 	}
 	s.fetched, s.base, s.local = began, base, kept
 	return s, nil
-}
-
-// add counts a call's cost, settled at at, for alias until a read of the
-// store that began after it.
-func (b *budgets) add(alias string, at time.Time, cost float64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s := b.m[alias]; s != nil && cost != 0 {
-		s.local = append(s.local, localCost{at, cost})
-	}
 }
 
 func (b *budgets) now() time.Time {

@@ -6,33 +6,52 @@ import (
 	"time"
 )
 
+// readSpent is what a call of alias at now finds spent in the period at
+// start: a reservation of nothing, released at once. Safe to call from
+// any goroutine.
+func readSpent(t *testing.T, b *budgets, alias string, start, now time.Time) float64 {
+	t.Helper()
+	r := &reservation{b: b, alias: alias, start: start}
+	spent, ok, err := b.reserve(context.Background(), r, 1e9, now)
+	if err != nil || !ok {
+		t.Errorf("reserve: %v (allowed %v)", err, ok)
+	}
+	r.release(context.Background())
+	return spent
+}
+
 // The spent sum is the store's (read at most every budgetRefresh) plus
 // this replica's costs since; a new period reads again.
 func TestBudgetSpent(t *testing.T) {
 	reads, stored := 0, 10.0
-	b := &budgets{m: map[string]*budgetSpent{}, usage: func(_ context.Context, alias string, since time.Time) (float64, error) {
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := day.Add(time.Hour)
+	b := &budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(_ context.Context, alias string, since time.Time) (float64, error) {
 		reads++
 		return stored, nil
 	}}
 	ctx := context.Background()
-	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	now := day.Add(time.Hour)
-	if v, _ := b.spent(ctx, "k", day, now); v != 10 || reads != 1 {
+	call := &reservation{b: b, alias: "k", start: day, est: 1}
+	if v, ok, _ := b.reserve(ctx, call, 1e9, now); !ok || v != 10 || reads != 1 {
 		t.Fatalf("first read: %v after %d reads", v, reads)
 	}
-	b.add("k", now, 2.5)
+	if v := readSpent(t, b, "k", day, now); v != 11 || reads != 1 {
+		t.Errorf("with a call in flight: %v after %d reads, want its reservation counted", v, reads)
+	}
+	call.settle(ctx, 2.5)
 	stored = 99 // another replica's calls, not seen until the refresh
-	if v, _ := b.spent(ctx, "k", day, now.Add(time.Second)); v != 12.5 || reads != 1 {
+	if v := readSpent(t, b, "k", day, now.Add(time.Second)); v != 12.5 || reads != 1 {
 		t.Errorf("cached: %v after %d reads", v, reads)
 	}
-	if v, _ := b.spent(ctx, "k", day, now.Add(budgetRefresh)); v != 99 || reads != 2 {
+	if v := readSpent(t, b, "k", day, now.Add(budgetRefresh)); v != 99 || reads != 2 {
 		t.Errorf("refreshed: %v after %d reads", v, reads)
 	}
 	stored = 0
-	if v, _ := b.spent(ctx, "k", day.AddDate(0, 0, 1), now.Add(budgetRefresh+time.Second)); v != 0 || reads != 3 {
+	if v := readSpent(t, b, "k", day.AddDate(0, 0, 1), now.Add(budgetRefresh+time.Second)); v != 0 || reads != 3 {
 		t.Errorf("a new period: %v after %d reads", v, reads)
 	}
-	b.add("unknown", now, 1) // no entry: nothing to add to, no panic
+	// No entry: nothing to settle into, no panic.
+	(&reservation{b: b, alias: "unknown", start: day}).settle(ctx, 1)
 }
 
 // A read of the store that began before a call was settled does not
@@ -43,10 +62,11 @@ func TestBudgetSpent(t *testing.T) {
 func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	now := day.Add(time.Hour)
+	clock := now // when a call settles
 	release := make(chan struct{})
 	reading := make(chan struct{}, 1)
 	slow := false
-	b := &budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(context.Context, string, time.Time) (float64, error) {
+	b := &budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return clock }, usage: func(context.Context, string, time.Time) (float64, error) {
 		if slow {
 			reading <- struct{}{}
 			<-release
@@ -54,7 +74,8 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 		return 0, nil
 	}}
 	ctx := context.Background()
-	if v, _ := b.spent(ctx, "k", day, now); v != 0 {
+	call := &reservation{b: b, alias: "k", start: day, est: 1}
+	if v, ok, _ := b.reserve(ctx, call, 1e9, now); !ok || v != 0 {
 		t.Fatalf("first read: %v", v)
 	}
 	// A stale entry's refresh begins, and is slow.
@@ -62,12 +83,12 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	later := now.Add(budgetRefresh)
 	done := make(chan float64)
 	go func() {
-		v, _ := b.spent(ctx, "k", day, later)
-		done <- v
+		done <- readSpent(t, b, "k", day, later)
 	}()
 	<-reading
-	// Meanwhile a call is settled (after the read began).
-	b.add("k", later.Add(time.Millisecond), 1)
+	// Meanwhile the call is settled (after the read began).
+	clock = later.Add(time.Millisecond)
+	call.settle(ctx, 1)
 	close(release)
 	if v := <-done; v != 1 {
 		t.Errorf("a read that began before a settled call: spent %v, want 1 (the call is not in the store's sum yet)", v)
@@ -77,22 +98,22 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	slow, release = true, make(chan struct{})
 	t1 := later.Add(budgetRefresh)
 	go func() {
-		v, _ := b.spent(ctx, "k", day, t1)
-		done <- v
+		done <- readSpent(t, b, "k", day, t1)
 	}()
 	<-reading
 	slow = false
 	t2 := t1.Add(time.Second)
-	if v, _ := b.spent(ctx, "k", day, t2); v != 0 {
+	call = &reservation{b: b, alias: "k", start: day, est: 1}
+	if v, ok, _ := b.reserve(ctx, call, 1e9, t2); !ok || v != 0 {
 		t.Errorf("the newer refresh: spent %v, want 0 (the store has the call by then)", v)
 	}
-	b.add("k", t2.Add(time.Millisecond), 1)
+	clock = t2.Add(time.Millisecond)
+	call.settle(ctx, 1)
 	close(release)
 	if v := <-done; v != 1 {
 		t.Errorf("the older refresh, applied last: spent %v, want 1", v)
 	}
-	if v, _ := b.spent(ctx, "k", day, t2.Add(time.Second)); v != 1 {
+	if v := readSpent(t, b, "k", day, t2.Add(time.Second)); v != 1 {
 		t.Errorf("after both refreshes: spent %v, want 1", v)
 	}
-
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/state/redis"
@@ -148,10 +149,15 @@ func TestBudgetIsSharedByReplicas(t *testing.T) {
 		raw.Tools = &config.ToolPolicy{Costs: map[string]float64{"*": 1}}
 		g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Usage: usage, Spending: sb,
 			Config: &config.Config{Servers: map[string]*config.Server{"raw": raw}}})
-		// Warm: this replica has read the key's spending (0) already.
-		if _, err := g.budgets.spent(context.Background(), "capped", store.PeriodStart(store.BudgetDay, time.Now()), time.Now()); err != nil {
-			t.Fatal(err)
+		// Warm: this replica has read the key's spending (0) already, as
+		// a call of the key does before it runs (then fails, releasing
+		// its reservation).
+		ctx := callers.NewContext(context.Background(), &callers.Caller{Alias: "capped", BudgetAmount: 1, BudgetPeriod: store.BudgetDay})
+		rsv, e := g.reserveBudget(ctx, &scope{g: g}, "raw", json.RawMessage(`{"name":"weird"}`))
+		if e != nil || rsv == nil {
+			t.Fatalf("warm: %v (reservation %v)", e, rsv)
 		}
+		rsv.release(ctx)
 		urls = append(urls, gw.URL)
 	}
 	hdr := func(key string) map[string]string {

@@ -415,7 +415,7 @@ func TestStdioFrontInflightBound(t *testing.T) {
 	}
 	var out bytes.Buffer
 	start := time.Now()
-	if err := g.ServeStdio(context.Background(), strings.NewReader(in.String()), &out); err != nil {
+	if err := g.ServeStdioAs(context.Background(), "", strings.NewReader(in.String()), &out); err != nil {
 		t.Fatal(err)
 	}
 	d := time.Since(start)

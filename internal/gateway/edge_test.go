@@ -145,7 +145,7 @@ func TestHostGuardOnBoundLoopback(t *testing.T) {
 		t.Run(listen, func(t *testing.T) {
 			g, calls := newEdgeGateway(t, &config.Config{Listen: listen, AllowedHosts: []string{"mcp.internal"}}, nil)
 			base := serveOn(t, g, listen)
-			if !g.Loopback() {
+			if !g.loopback.Load() {
 				t.Fatalf("listening on %s (bound %s): not judged loopback", listen, base)
 			}
 			call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__ping","arguments":{}}}`
@@ -172,18 +172,22 @@ func TestHostGuardOnBoundLoopback(t *testing.T) {
 // The guard judges the bound address, not the text: a listen address
 // whose text does not name loopback but which bound loopback turns it on.
 func TestListeningDecidesLoopback(t *testing.T) {
+	const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	g, _ := newEdgeGateway(t, &config.Config{Listen: "gw.internal.example:4000"}, nil)
-	if g.Loopback() {
-		t.Fatal("a DNS name's text was judged loopback")
+	// Served before the gateway is told where it listens: its text alone.
+	unbound := httptest.NewServer(g)
+	t.Cleanup(unbound.Close)
+	if code, body := hostRequest(t, unbound.URL+"/mcp", "attacker.example", nil, ping); code != http.StatusOK {
+		t.Fatalf("a DNS name's text was judged loopback: Host attacker.example got %d %s", code, body)
 	}
 	base := serveOn(t, g, "127.0.0.1:0")
-	code, body := hostRequest(t, base+"/mcp", "attacker.example", nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	code, body := hostRequest(t, base+"/mcp", "attacker.example", nil, ping)
 	if code != http.StatusForbidden || !strings.Contains(body, "Invalid Host header") {
 		t.Errorf("bound loopback, Host attacker.example: %d %s", code, body)
 	}
 	g.Listening(&net.TCPAddr{IP: net.IPv4zero, Port: 4000})
-	if g.Loopback() {
-		t.Error("0.0.0.0 judged loopback")
+	if code, body := hostRequest(t, base+"/mcp", "attacker.example", nil, ping); code != http.StatusOK {
+		t.Errorf("0.0.0.0 judged loopback: Host attacker.example got %d %s", code, body)
 	}
 }
 

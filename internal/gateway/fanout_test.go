@@ -40,7 +40,7 @@ func TestTerminationFanOut(t *testing.T) {
 	if code, _ := send(t, http.MethodPost, urlB+"/mcp", "alice", sid, listBody); code != 200 {
 		t.Fatalf("resume on B: %d", code)
 	}
-	if b.SessionsReport().Total != 1 {
+	if localReport(b).Total != 1 {
 		t.Fatal("B holds no copy")
 	}
 	res, err := a.TerminateSessions(context.Background(), "", "alice-user")
@@ -48,7 +48,7 @@ func TestTerminationFanOut(t *testing.T) {
 		t.Fatalf("terminate on A: %+v %v", res, err)
 	}
 	deadline := time.Now().Add(time.Second)
-	for b.SessionsReport().Total != 0 {
+	for localReport(b).Total != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("B's copy still live 1s after the termination on A")
 		}

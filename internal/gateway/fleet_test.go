@@ -83,7 +83,7 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`); code != 200 || !strings.Contains(body, "f__ok") {
 		t.Errorf("stateless request with the sealed id on B: %d %s", code, body)
 	}
-	if rep := b.SessionsReport(); rep.Total != 0 {
+	if rep := localReport(b); rep.Total != 0 {
 		t.Errorf("a refused id or a stateless request left a session on B: %+v", rep.Sessions)
 	}
 
@@ -105,7 +105,7 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 
 	// Both replicas report the same session by a prefix of its own random
 	// id, never of the token; B's copy has A's owner and creation time.
-	repA, repB := a.SessionsReport(), b.SessionsReport()
+	repA, repB := localReport(a), localReport(b)
 	if repA.Total != 1 || repB.Total != 1 {
 		t.Fatalf("reports: A %+v, B %+v", repA.Sessions, repB.Sessions)
 	}
@@ -179,7 +179,7 @@ func TestSealedSessionAdminAndExpiry(t *testing.T) {
 	sid := initOwned(t, urlA, "alice")
 	other := initOwned(t, urlA, "bob")
 	var prefix string
-	for _, s := range a.SessionsReport().Sessions {
+	for _, s := range localReport(a).Sessions {
 		if s.User == "alice-user" {
 			prefix = s.IDPrefix
 		}
@@ -208,7 +208,7 @@ func TestSealedSessionAdminAndExpiry(t *testing.T) {
 	}
 	clock.add(2 * time.Minute)
 	b.expireIdle()
-	if rep := b.SessionsReport(); rep.Total != 0 {
+	if rep := localReport(b); rep.Total != 0 {
 		t.Fatalf("B's copies did not expire: %+v", rep.Sessions)
 	}
 	// B only dropped its copy: the client may come back to it.

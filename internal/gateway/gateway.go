@@ -441,9 +441,6 @@ func (g *Gateway) Listening(addr net.Addr) {
 	g.loopback.Store(netaddr.IsBoundLoopback(addr))
 }
 
-// Loopback reports whether the gateway serves loopback only (Listening).
-func (g *Gateway) Loopback() bool { return g.loopback.Load() }
-
 // ServeHTTP routes every HTTP request of the gateway.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {

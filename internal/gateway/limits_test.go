@@ -62,7 +62,7 @@ func TestBatchLimit(t *testing.T) {
 		t.Errorf("batch of 3 over 2: %d %s", code, body)
 	}
 	var out bytes.Buffer
-	if err := g2.ServeStdio(context.Background(), strings.NewReader(batchOf(3)+"\n"), &out); err != nil {
+	if err := g2.ServeStdioAs(context.Background(), "", strings.NewReader(batchOf(3)+"\n"), &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.TrimSpace(out.String()); got != want3 {
@@ -84,7 +84,7 @@ func TestNestingTooDeep(t *testing.T) {
 		t.Errorf("deep body: %d %s", code, body)
 	}
 	var out bytes.Buffer
-	if err := g.ServeStdio(context.Background(), strings.NewReader(deep+"\n"), &out); err != nil {
+	if err := g.ServeStdioAs(context.Background(), "", strings.NewReader(deep+"\n"), &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.TrimSpace(out.String()); got != want {

@@ -787,7 +787,7 @@ func TestStdioFrontModern(t *testing.T) {
 	toGateway, clientOut := io.Pipe()
 	clientIn, fromGateway := io.Pipe()
 	served := make(chan error, 1)
-	go func() { served <- g.ServeStdio(ctx, toGateway, fromGateway); fromGateway.Close() }()
+	go func() { served <- g.ServeStdioAs(ctx, "", toGateway, fromGateway); fromGateway.Close() }()
 
 	changed := make(chan struct{}, 4)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, &mcp.ClientOptions{
@@ -833,10 +833,10 @@ func TestStdioFrontModern(t *testing.T) {
 	select {
 	case err := <-served:
 		if err != nil {
-			t.Errorf("ServeStdio: %v", err)
+			t.Errorf("ServeStdioAs: %v", err)
 		}
 	case <-ctx.Done():
-		t.Fatal("ServeStdio did not end with its input")
+		t.Fatal("ServeStdioAs did not end with its input")
 	}
 }
 
@@ -1071,7 +1071,7 @@ func TestStdioFrontModernRefusals(t *testing.T) {
 	var out syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := g.ServeStdio(ctx, strings.NewReader(in), &out); err != nil {
+	if err := g.ServeStdioAs(ctx, "", strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}

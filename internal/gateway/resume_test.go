@@ -560,7 +560,7 @@ func TestClientDeleteEndsCopiesEverywhere(t *testing.T) {
 				if code, _, _ := rpc(t, b.url, map[string]string{mcpwire.HeaderSessionID: sid}, list); code != 200 {
 					t.Fatalf("resume on B: %d", code)
 				}
-				if a.g.SessionsReport().Total != 1 || b.g.SessionsReport().Total != 1 {
+				if localReport(a.g).Total != 1 || localReport(b.g).Total != 1 {
 					t.Fatal("want copies on A and B")
 				}
 				req, _ := http.NewRequest(http.MethodDelete, deleter.url, nil)
@@ -571,9 +571,9 @@ func TestClientDeleteEndsCopiesEverywhere(t *testing.T) {
 				}
 				resp.Body.Close()
 				deadline := time.Now().Add(time.Second)
-				for a.g.SessionsReport().Total+b.g.SessionsReport().Total != 0 {
+				for localReport(a.g).Total+localReport(b.g).Total != 0 {
 					if time.Now().After(deadline) {
-						t.Fatalf("copies still live 1s after the DELETE: A %d, B %d", a.g.SessionsReport().Total, b.g.SessionsReport().Total)
+						t.Fatalf("copies still live 1s after the DELETE: A %d, B %d", localReport(a.g).Total, localReport(b.g).Total)
 					}
 					time.Sleep(5 * time.Millisecond)
 				}

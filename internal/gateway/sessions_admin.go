@@ -107,23 +107,13 @@ func (g *Gateway) infoOf(s *session, now time.Time) SessionInfo {
 	}
 }
 
-// SessionsReport reports every live downstream session this replica
-// holds (S13.1). FleetSessionsReport is the fleet's.
-func (g *Gateway) SessionsReport() SessionsReport {
-	var infos []SessionInfo
-	for _, fs := range g.localSessions(g.now()) {
-		infos = append(infos, fs.info)
-	}
-	return g.report(infos)
-}
-
 // FleetSessionsReport reports every live downstream session of the fleet
 // (S13.1, S15): this replica's from its memory, the others' from their
 // records in the shared state, each naming the replicas holding a copy.
 // A session whose replica stopped is still listed (any replica resumes
 // it). When the shared state does not answer, the report has this
 // replica's sessions and says that it may miss the others'. Outside
-// fleet mode it is SessionsReport.
+// fleet mode it is this replica's sessions.
 func (g *Gateway) FleetSessionsReport(ctx context.Context) SessionsReport {
 	all, incomplete, _ := g.fleetSessions(ctx)
 	infos := make([]SessionInfo, 0, len(all))

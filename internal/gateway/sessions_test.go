@@ -34,6 +34,17 @@ func ownerGateway(t *testing.T, o Options) (*Gateway, string) {
 	return g, ts.URL
 }
 
+// localReport is the sessions report of the copies g itself holds: in a
+// fleet, one replica's part of FleetSessionsReport, as the admin API
+// builds it.
+func localReport(g *Gateway) SessionsReport {
+	var infos []SessionInfo
+	for _, fs := range g.localSessions(g.now()) {
+		infos = append(infos, fs.info)
+	}
+	return g.report(infos)
+}
+
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-client","version":"1"}}}`
 
 func initOwned(t *testing.T, url, owner string) string {
@@ -98,8 +109,8 @@ func TestSessionOwnerBinding(t *testing.T) {
 	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list); code != 200 || !strings.Contains(body, "f__ok") {
 		t.Errorf("owner after the attempts: %d %s", code, body)
 	}
-	if g.SessionsReport().Total != 1 {
-		t.Errorf("sessions: %+v", g.SessionsReport())
+	if localReport(g).Total != 1 {
+		t.Errorf("sessions: %+v", localReport(g))
 	}
 }
 
@@ -143,7 +154,7 @@ func TestSessionCapPerOwner(t *testing.T) {
 	a3 := initOwned(t, url, "alice") // evicts a1, the oldest idle
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 	ids := map[string]bool{}
-	for _, s := range g.SessionsReport().Sessions {
+	for _, s := range localReport(g).Sessions {
 		ids[s.IDPrefix] = true
 	}
 	if ids[a1[:8]] || !ids[a2[:8]] || !ids[a3[:8]] || !ids[b1[:8]] {
@@ -171,7 +182,7 @@ func TestSessionCapPerOwner(t *testing.T) {
 
 func busy(g *Gateway) int {
 	n := 0
-	for _, s := range g.SessionsReport().Sessions {
+	for _, s := range localReport(g).Sessions {
 		n += s.InFlight
 	}
 	return n
@@ -218,7 +229,7 @@ func TestStaleAndTerminatedSessions(t *testing.T) {
 	if _, err := g.TerminateSessions(context.Background(), "", ""); err == nil {
 		t.Error("terminate without a selector succeeded")
 	}
-	rep := g.SessionsReport()
+	rep := localReport(g)
 	if rep.Total != 1 || rep.ByUser[0].Label != "bob-user" || rep.ByClient[0].Label != "test-client" {
 		t.Errorf("report %+v", rep)
 	}
@@ -249,7 +260,7 @@ func TestIdleExpiryRespectsInFlight(t *testing.T) {
 	advance(2 * time.Minute)
 	g.expireIdle()
 	ids := map[string]bool{}
-	for _, s := range g.SessionsReport().Sessions {
+	for _, s := range localReport(g).Sessions {
 		ids[s.IDPrefix] = true
 	}
 	if !ids[busySID[:8]] || ids[idleSID[:8]] {
@@ -257,12 +268,12 @@ func TestIdleExpiryRespectsInFlight(t *testing.T) {
 	}
 	<-done
 	g.expireIdle() // the call just ended: not idle yet
-	if g.SessionsReport().Total != 1 {
+	if localReport(g).Total != 1 {
 		t.Errorf("a session ended right after its call")
 	}
 	advance(2 * time.Minute)
 	g.expireIdle()
-	if n := g.SessionsReport().Total; n != 0 {
+	if n := localReport(g).Total; n != 0 {
 		t.Errorf("%d sessions left after the idle timeout", n)
 	}
 }

@@ -43,22 +43,13 @@ func (lw *lineWriter) send(msg *jsonrpc.Message) error {
 	return err
 }
 
-// ServeStdio is ServeStdioAs with no key: an anonymous caller, where
-// the gateway serves anonymous callers.
-func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
-	return g.ServeStdioAs(ctx, "", r, w)
-}
-
-// ErrStdioCaller is in the chain of the error ServeStdioAs returns, before
-// serving anything, when the key it was given is refused (or none was
-// given where keys are required).
-var ErrStdioCaller = errors.New("the stdio front's caller was refused")
-
 // ServeStdioAs serves one downstream session over newline-delimited
 // JSON-RPC on r and w (the `mcpgate stdio` front), until r ends or ctx is
 // done, as the caller that key identifies: the gateway key of auth.keys,
 // of the admin API, or the master key; "" for an anonymous caller where
-// the gateway serves them (no auth configured, or auth.anonymous).
+// the gateway serves them (no auth configured, or auth.anonymous). A
+// refused caller ends it before anything is served, with an error that
+// says why.
 //
 // The front is a caller like any HTTP client (issue 22 hole 13): the same
 // authentication (the key is judged again for each line, so a revoked
@@ -73,11 +64,11 @@ func (g *Gateway) ServeStdioAs(ctx context.Context, key string, r io.Reader, w i
 	front := &stdioFront{g: g, key: key}
 	base, c, e := front.caller(ctx)
 	if e != nil {
-		return fmt.Errorf("%w: %s", ErrStdioCaller, e.Message)
+		return fmt.Errorf("the stdio front's caller was refused: %s", e.Message)
 	}
 	rt, e := front.route(c)
 	if e != nil {
-		return fmt.Errorf("%w: %s", ErrStdioCaller, e.Message)
+		return fmt.Errorf("the stdio front's caller was refused: %s", e.Message)
 	}
 	sess := g.newSession(rt, IdentityFrom(base), false)
 	defer sess.close()

@@ -67,7 +67,7 @@ func sessionsOf(rep SessionsReport, user string) []SessionInfo {
 func waitClosed(t *testing.T, g *Gateway, user string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
-	for len(sessionsOf(g.SessionsReport(), user)) != 0 {
+	for len(sessionsOf(localReport(g), user)) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s's session still live on replica %s 1s after its termination elsewhere", user, g.instance)
 		}
@@ -118,7 +118,7 @@ func TestFleetTerminationEndsEveryReplicasSessions(t *testing.T) {
 	}
 
 	// By the prefix a report shows, through a replica that never held it.
-	prefix := sessionsOf(b.SessionsReport(), "bob-user")[0].IDPrefix
+	prefix := sessionsOf(localReport(b), "bob-user")[0].IDPrefix
 	if res, err := c.TerminateSessions(context.Background(), prefix, ""); err != nil || res.Terminated != 1 || res.Sessions[0].IDPrefix != prefix {
 		t.Fatalf("terminate bob's by prefix through C: %+v, %v", res, err)
 	}
@@ -304,7 +304,7 @@ func TestHeldSessionRecheckedWhileBusUnheard(t *testing.T) {
 	if code, body := send(t, http.MethodPost, urlB+"/mcp", "alice", alice, callBody); code != http.StatusNotFound || body != bodyEnded {
 		t.Errorf("alice's session on B, deleted on A while B could not hear: %d %s; want 404", code, body)
 	}
-	if len(sessionsOf(b.SessionsReport(), "alice-user")) != 0 {
+	if len(sessionsOf(localReport(b), "alice-user")) != 0 {
 		t.Error("B's copy of the deleted session lives on")
 	}
 	if code, body := send(t, http.MethodPost, urlB+"/mcp", "bob", bob, callBody); code != 200 || !strings.Contains(body, "fine") {
