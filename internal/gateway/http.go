@@ -644,17 +644,16 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		}
 		// It waits for nothing: the session's calls in flight are
 		// cancelled (upstream too), and its id answers 404 from now on
-		// (S8.2, S11).
-		if sess.token == "" {
-			// A local id: ending it here ends it, remembered or not.
-			g.endSessionLogged(r.Context(), sess)
-		} else {
-			// A sealed id opens on any replica: it is ended only once the
-			// store remembers it, else refused (and left as it was).
-			if err := g.endSessionDurably(r.Context(), sess); err != nil {
-				g.refuseUnrecorded(w, err)
-				return
-			}
+		// (S8.2, S11). A sealed id the store does not remember as ended
+		// is refused, and left as it was.
+		switch err := g.endSessionFor(r.Context(), sess); {
+		case errors.Is(err, ErrNotRecorded):
+			g.refuseUnrecorded(w, err)
+			return
+		case err != nil:
+			g.log.Warn("could not remember an ended session", "error", err)
+		}
+		if sess.token != "" {
 			// Its copies on other replicas end at once too (fanout.go).
 			g.announceTerminated(r.Context(), []*session{sess})
 		}

@@ -155,36 +155,32 @@ func (g *Gateway) terminated(ctx context.Context, id string) (bool, error) {
 	return ok, nil
 }
 
-// endSession ends a session its client deleted, that expired or that its
-// owner's cap evicted, and remembers its id for the idle timeout so that a
-// client still using it gets 404 and starts over (S8.2) even when
-// sessions.unknown_id serves unknown ids. The id is remembered before the
-// session ends: a request racing the end must find one or the other.
+// endSessionFor ends session s (its client's DELETE, an administrator's
+// termination, the gateway's own end of it) and remembers its id as ended
+// for the idle timeout, so that a client still using it gets 404 and
+// starts over (S8.2) even when sessions.unknown_id serves unknown ids.
+// The id is remembered before the session ends: a request racing the end
+// must find one or the other. Its copy here ends (its calls in flight
+// are cancelled) and its shared state goes.
 //
-// The session ends either way; the error says its id could not be
-// remembered (an administrator's termination reports it, the other
-// callers log it).
-func (g *Gateway) endSession(ctx context.Context, s *session) error {
-	err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout))
+// When the store does not remember the id, what the id is decides:
+//
+//   - a sealed id opens on any replica, so an end the store does not know
+//     could be undone by the next request anywhere: nothing changes, and
+//     the error wraps ErrNotRecorded (the caller refuses: 503);
+//   - a local id opens on this replica only: ending it here ends it, and
+//     the error (not ErrNotRecorded) says only that its id was not
+//     remembered.
+func (g *Gateway) endSessionFor(ctx context.Context, s *session) error {
+	err := g.terms.MarkTerminated(ctx, s.hash, g.now().Add(g.idleTimeout))
+	if err != nil && s.token != "" {
+		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
+	}
 	s.close()
 	g.dropSessionState(ctx, s.hash)
 	if err != nil {
 		return fmt.Errorf("remember ended session: %w", err)
 	}
-	return nil
-}
-
-// endSessionDurably ends a session for its client's DELETE or an
-// administrator, only once the store remembers its id: a sealed id opens
-// on any replica, so an end the store does not know could be undone by
-// the next request anywhere. When the store fails nothing changes and
-// the error says so (the caller refuses: 503).
-func (g *Gateway) endSessionDurably(ctx context.Context, s *session) error {
-	if err := g.terms.MarkTerminated(ctx, hashHex(s.id), g.now().Add(g.idleTimeout)); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
-	}
-	s.close()
-	g.dropSessionState(ctx, s.hash)
 	return nil
 }
 
@@ -201,10 +197,20 @@ func (g *Gateway) refuseUnrecorded(w http.ResponseWriter, err error) {
 		"Service Unavailable: the session could not be ended now (the gateway's store does not answer); it is unchanged: send the DELETE again shortly"))
 }
 
-// endSessionLogged is endSession for callers with no one to report to.
+// endSessionLogged is endSessionFor for the gateway's own ends of a
+// session (it expired, its owner's cap evicted it, its initialize
+// failed), which have no one to report to and no one to retry: the
+// session ends here whatever the store says, and a failure to remember it
+// is logged.
 func (g *Gateway) endSessionLogged(ctx context.Context, s *session) {
-	if err := g.endSession(ctx, s); err != nil {
-		g.log.Warn("could not remember an ended session", "error", err)
+	err := g.endSessionFor(ctx, s)
+	if err == nil {
+		return
+	}
+	g.log.Warn("could not remember an ended session", "error", err)
+	if errors.Is(err, ErrNotRecorded) {
+		s.close()
+		g.dropSessionState(ctx, s.hash)
 	}
 }
 

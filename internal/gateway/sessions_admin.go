@@ -386,7 +386,9 @@ var ErrFleetUnreachable = errors.New("the shared state did not answer: sessions 
 // transports end and their in-flight calls are cancelled) and the other
 // replicas are told to end theirs (fanout.go). A session whose end the
 // store does not record is not ended: the error wraps ErrNotRecorded,
-// and res has what was ended before. When the other replicas' sessions
+// and res has what was ended before (one of a local id, which opens here
+// only, is ended all the same: it is in res, and the error says that its
+// end was not remembered). When the other replicas' sessions
 // cannot be found, this replica's are ended and the error is
 // ErrFleetUnreachable. res.Terminated counts the sessions ended now,
 // fleet-wide (one already ended is not counted again).
@@ -412,19 +414,16 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 			if fs.local.isClosed() {
 				continue
 			}
-			if err := g.endSessionDurably(ctx, fs.local); err != nil {
-				if fs.local.token == "" {
-					// A local id: ended here is ended, remembered or
-					// not; the operator hears that it was not
-					// remembered.
-					fs.local.close()
-					ended = append(ended, fs.local)
-					res.Sessions = append(res.Sessions, fs.info)
-				}
+			err := g.endSessionFor(ctx, fs.local)
+			if !errors.Is(err, ErrNotRecorded) {
+				// Ended, remembered or not (a local id); the operator
+				// hears when it was not remembered.
+				ended = append(ended, fs.local)
+				res.Sessions = append(res.Sessions, fs.info)
+			}
+			if err != nil {
 				return res, err
 			}
-			ended = append(ended, fs.local)
-			res.Sessions = append(res.Sessions, fs.info)
 			continue
 		}
 		// Held elsewhere, or by no replica now: remembered first, so that

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/state"
 )
 
@@ -513,5 +514,65 @@ func TestStickyFleetSessionsAdmin(t *testing.T) {
 	waitClosed(t, a, "alice-user")
 	if code, body := send(t, http.MethodPost, urlA+"/mcp", "alice", sid, listBody); code != http.StatusNotFound || body != bodyEnded {
 		t.Errorf("alice's terminated session on A: %d %s", code, body)
+	}
+}
+
+// One way to end a session (endSessionFor), whoever ends it: with the
+// store down a sealed id is left as it was (ErrNotRecorded: the caller
+// refuses), a local id, which opens on this replica only, ends all the
+// same and its shared state goes, the error saying only that its end was
+// not remembered; an administrator's termination of a local id reports
+// it ended. The gateway's own end (expiry, eviction) ends a sealed one
+// anyway. With the store up either ends, remembered.
+func TestEndSessionFor(t *testing.T) {
+	terms := &flakyTerms{Terminations: newMemTerminations()}
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	g := New(Options{Logger: testLogger(t), Version: "test", Terminations: terms, Records: mem,
+		Config: &config.Config{ToolNameSeparator: config.DefaultSeparator, Servers: map[string]*config.Server{}}})
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	ctx := context.Background()
+	open := func(sealed bool) *session {
+		t.Helper()
+		s := g.newSession(route{}, nil, false)
+		if sealed {
+			s.token = "sealed:" + s.id // what a ring would have sealed
+		}
+		if err := mem.SetSessionFields(ctx, s.hash, map[string]string{fieldLive: "1"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	hasState := func(s *session) bool {
+		f, err := mem.SessionFields(ctx, s.hash)
+		return err != nil || len(f) > 0
+	}
+
+	terms.down.Store(true)
+	sealed, local := open(true), open(false)
+	if err := g.endSessionFor(ctx, sealed); !errors.Is(err, ErrNotRecorded) || sealed.isClosed() || !hasState(sealed) {
+		t.Errorf("a sealed id with the store down: %v (closed %v, state kept %v); want ErrNotRecorded and the session unchanged", err, sealed.isClosed(), hasState(sealed))
+	}
+	if err := g.endSessionFor(ctx, local); err == nil || errors.Is(err, ErrNotRecorded) || !local.isClosed() || hasState(local) {
+		t.Errorf("a local id with the store down: %v (closed %v, state kept %v); want it ended, its state gone, told it was not remembered", err, local.isClosed(), hasState(local))
+	}
+	byAdmin := open(false)
+	res, err := g.TerminateSessions(ctx, byAdmin.id[:idPrefixLen], "")
+	if err == nil || errors.Is(err, ErrNotRecorded) || res.Terminated != 1 || !byAdmin.isClosed() || hasState(byAdmin) {
+		t.Errorf("an administrator's termination of a local id with the store down: %+v, %v (closed %v, state kept %v); want it ended and reported", res, err, byAdmin.isClosed(), hasState(byAdmin))
+	}
+	g.endSessionLogged(ctx, sealed)
+	if !sealed.isClosed() || hasState(sealed) {
+		t.Errorf("the gateway's own end of a sealed id with the store down: closed %v, state kept %v; want it ended here", sealed.isClosed(), hasState(sealed))
+	}
+
+	terms.down.Store(false)
+	for _, isSealed := range []bool{true, false} {
+		s := open(isSealed)
+		err := g.endSessionFor(ctx, s)
+		ended, _ := terms.IsTerminated(ctx, s.hash, g.now())
+		if err != nil || !s.isClosed() || hasState(s) || !ended {
+			t.Errorf("sealed %v with the store up: %v (closed %v, state kept %v, remembered %v)", isSealed, err, s.isClosed(), hasState(s), ended)
+		}
 	}
 }
