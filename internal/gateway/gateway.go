@@ -149,7 +149,7 @@ type Gateway struct {
 	// a message (unheard.go); nil without a bus.
 	heard *state.Heard
 	// fresh coalesces the store reads made while heard is not trusted.
-	fresh freshReads
+	fresh state.FreshReads[bool]
 	// serverCheck re-reads a runtime server from the store (unheard.go);
 	// nil: the admin API set none.
 	serverCheck atomic.Pointer[ServerCheck]
@@ -271,6 +271,7 @@ func New(o Options) *Gateway {
 		stop:        make(chan struct{}),
 	}
 	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
+	g.fresh.Timeout = freshTimeout
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -31,86 +30,17 @@ import (
 // A sealed session it does not hold is checked against the terminations
 // whatever the bus says (findSession), and refused with 503 when the
 // store does not answer. Keys are re-read per use by the authenticator
-// meanwhile (callers.Authenticator.SetFresh); the admin API re-reads
-// toolsets, grants and vault entries every second.
+// meanwhile (callers.Authenticator.SetFresh), by the same rule; the admin
+// API re-reads toolsets, grants and vault entries every second.
 //
 // The reads are not cached, so a change another replica acknowledged
 // before a request arrived is seen by that request; concurrent uses of
-// one session or server share a read that began after they arrived
-// (freshReads). A bus heard again costs nothing here.
+// one session, server or key share a read that began after they arrived
+// (state.FreshReads), never one that began before. A bus heard again
+// costs nothing here.
 
-// freshTimeout bounds one read of the store made here.
+// freshTimeout bounds one read of the store made here (g.fresh).
 const freshTimeout = 2 * time.Second
-
-// freshReads runs reads of the store for uses that must see every change
-// acknowledged before they arrived. A use that arrives while a read of
-// its key runs waits for the next one, which starts when that one ends;
-// every use arriving meanwhile shares it. So one read of a key runs at a
-// time, and none began before the use it answers. The zero value is ready.
-type freshReads struct {
-	mu sync.Mutex
-	m  map[string]*freshKey
-}
-
-type freshKey struct {
-	running bool
-	next    *freshRound // the round uses arriving now share; nil: none yet
-}
-
-type freshRound struct {
-	done chan struct{}
-	val  bool
-	err  error
-}
-
-// read returns fn's answer from a read of key that began after this call.
-// fn runs detached from ctx (others may share it), bounded by
-// freshTimeout; ctx only bounds the wait.
-func (f *freshReads) read(ctx context.Context, key string, fn func(context.Context) (bool, error)) (bool, error) {
-	f.mu.Lock()
-	if f.m == nil {
-		f.m = map[string]*freshKey{}
-	}
-	k := f.m[key]
-	if k == nil {
-		k = &freshKey{}
-		f.m[key] = k
-	}
-	if k.next == nil {
-		k.next = &freshRound{done: make(chan struct{})}
-	}
-	r := k.next
-	if !k.running {
-		f.startLocked(key, k, fn)
-	}
-	f.mu.Unlock()
-	select {
-	case <-r.done:
-		return r.val, r.err
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
-// startLocked runs k's next round; f.mu is held.
-func (f *freshReads) startLocked(key string, k *freshKey, fn func(context.Context) (bool, error)) {
-	r := k.next
-	k.next, k.running = nil, true
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), freshTimeout)
-		r.val, r.err = fn(ctx)
-		cancel()
-		close(r.done)
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		k.running = false
-		if k.next != nil {
-			f.startLocked(key, k, fn)
-		} else {
-			delete(f.m, key)
-		}
-	}()
-}
 
 // BusHeard is what this replica knows of hearing the bus: the admin API's
 // follower reports to it, and reads it to decide when to re-read what it
@@ -118,9 +48,9 @@ func (f *freshReads) startLocked(key string, k *freshKey, fn func(context.Contex
 func (g *Gateway) BusHeard() *state.Heard { return g.heard }
 
 // endedNow reads whether the session whose id hashes to hash was ended,
-// afresh (freshReads).
+// afresh (g.fresh).
 func (g *Gateway) endedNow(ctx context.Context, hash string) (bool, error) {
-	return g.fresh.read(ctx, "session:"+hash, func(ctx context.Context) (bool, error) {
+	return g.fresh.Read(ctx, "session:"+hash, func(ctx context.Context) (bool, error) {
 		return g.terms.IsTerminated(ctx, hash, g.now())
 	})
 }
@@ -185,7 +115,7 @@ func (g *Gateway) verifyServer(ctx context.Context, server string) (gone bool, e
 	if check == nil || g.file.Load().servers[server] != nil || ctx.Value(verifiedKey{}) == server {
 		return false, nil
 	}
-	_, err := g.fresh.read(ctx, "server:"+server, func(ctx context.Context) (bool, error) {
+	_, err := g.fresh.Read(ctx, "server:"+server, func(ctx context.Context) (bool, error) {
 		return false, (*check)(ctx, server)
 	})
 	if err != nil {

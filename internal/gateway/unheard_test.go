@@ -410,50 +410,6 @@ func TestRuntimeServerRecheckedWhileBusUnheard(t *testing.T) {
 	}
 }
 
-// freshReads: a read never answers a use with what was read before the
-// use arrived; uses arriving while one read runs share the next.
-func TestFreshReadsShareOnlyLaterReads(t *testing.T) {
-	var f freshReads
-	var reads atomic.Int32
-	release := make(chan struct{})
-	fn := func(context.Context) (bool, error) {
-		n := reads.Add(1)
-		if n == 1 {
-			<-release
-		}
-		return n > 1, nil // only a read after the first says true
-	}
-	first := make(chan bool)
-	go func() {
-		v, _ := f.read(context.Background(), "k", fn)
-		first <- v
-	}()
-	for reads.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	// These arrive while the first read runs: they must not get its
-	// answer, and share one read after it.
-	var wg sync.WaitGroup
-	got := make([]bool, 8)
-	for i := range got {
-		wg.Go(func() { got[i], _ = f.read(context.Background(), "k", fn) })
-	}
-	time.Sleep(20 * time.Millisecond)
-	close(release)
-	if <-first {
-		t.Error("the first use got a later read's answer")
-	}
-	wg.Wait()
-	for i, v := range got {
-		if !v {
-			t.Errorf("use %d, arrived during the first read, got its answer", i)
-		}
-	}
-	if n := reads.Load(); n != 2 {
-		t.Errorf("%d reads for 9 uses (1, then 8 during it); want 2", n)
-	}
-}
-
 func jsonOf(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
