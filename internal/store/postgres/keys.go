@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -61,25 +60,6 @@ func (r *keyRow) setArgs(where any) []any {
 		r.tools, r.denyTools, r.toolsets, r.accessGroups,
 		r.cidrs, r.rpm, r.expires, r.admin,
 		r.noMCP, r.disabled, r.updated, r.budget, r.budgetPeriod, where}
-}
-
-// sameSettings reports whether two rows differ only in bookkeeping (id,
-// source, timestamps of creation, update and use).
-func sameSettings(a, b keyRow) bool {
-	return a.alias == b.alias && a.hash == b.hash && a.prefix == b.prefix &&
-		a.user == b.user && a.team == b.team &&
-		eqPtr(a.servers, b.servers, func(x, y string) bool { return x == y }) &&
-		a.tools == b.tools && a.denyTools == b.denyTools && a.toolsets == b.toolsets &&
-		a.accessGroups == b.accessGroups && a.cidrs == b.cidrs && a.rpm == b.rpm &&
-		eqPtr(a.expires, b.expires, time.Time.Equal) &&
-		a.admin == b.admin && a.noMCP == b.noMCP && a.disabled == b.disabled
-}
-
-func eqPtr[T any](a, b *T, eq func(T, T) bool) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return eq(*a, *b)
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -145,12 +125,13 @@ func scanKey(row pgx.Row) (store.Key, error) {
 func prepareKey(k *store.Key) error { return k.PrepareNew(now()) }
 
 // keyConflict turns a uniqueness violation on the keys table into
-// ErrConflict with a message that names the alias, never the hash (the
-// server's detail, which quotes the value, is dropped).
-func keyConflict(op, alias string, err error) error {
+// ErrConflict with a message that says what clashed, never the hash (the
+// server's detail, which quotes the value, is dropped); the caller names
+// the operation and the alias.
+func keyConflict(err error) error {
 	pe, ok := pgError(err)
 	if !ok || pe.Code != codeUniqueViolation {
-		return fmt.Errorf("%s %q: %w", op, alias, classify(err))
+		return classify(err)
 	}
 	what := "alias already in use"
 	switch {
@@ -159,7 +140,7 @@ func keyConflict(op, alias string, err error) error {
 	case strings.Contains(pe.ConstraintName, "pkey"):
 		what = "id already in use"
 	}
-	return fmt.Errorf("%s %q: %s: %w", op, alias, what, store.ErrConflict)
+	return fmt.Errorf("%s: %w", what, store.ErrConflict)
 }
 
 func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
@@ -173,7 +154,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
 	if err := insertKey(ctx, s.pool, &r); err != nil {
-		return store.Key{}, keyConflict("create key", k.Alias, err)
+		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, keyConflict(err))
 	}
 	return r.decode()
 }
@@ -251,7 +232,7 @@ func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
 		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
 	}
 	if err != nil {
-		return store.Key{}, keyConflict("update key", k.Alias, err)
+		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, keyConflict(err))
 	}
 	return got, nil
 }
@@ -288,105 +269,52 @@ func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error 
 const syncLock = `SELECT pg_advisory_xact_lock(hashtextextended('mcpgate.sync_config_keys:' || coalesce(current_schema(), ''), 0))`
 
 func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
-	res, err := s.syncConfigKeys(ctx, keys)
-	if err != nil {
-		return store.SyncResult{}, fmt.Errorf("sync config keys: %w", err)
-	}
-	return res, nil
+	return store.SyncConfigKeys(ctx, keys, func(ctx context.Context, fn func(context.Context, store.KeySyncTx) error) error {
+		ctx, cancel := s.op(ctx)
+		defer cancel()
+		return s.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, syncLock); err != nil {
+				return err
+			}
+			return fn(ctx, syncTx{tx})
+		})
+	})
 }
 
-func (s *Store) syncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
-	var res store.SyncResult
-	stamp := now()
-	want := make(map[string]keyRow, len(keys))
-	for _, k := range keys {
-		k.ID, k.Source, k.CreatedAt, k.UpdatedAt, k.LastUsedAt = "", store.SourceConfig, stamp, stamp, time.Time{}
-		if err := k.Validate(); err != nil {
-			return res, err
-		}
-		if _, dup := want[k.Alias]; dup {
-			return res, fmt.Errorf("key %q listed twice: %w", k.Alias, store.ErrConflict)
-		}
-		r, err := encodeKey(&k)
-		if err != nil {
-			return res, fmt.Errorf("key %q: %w", k.Alias, err)
-		}
-		want[k.Alias] = r
-	}
+// syncTx runs SyncConfigKeys's queries in its transaction.
+type syncTx struct{ tx pgx.Tx }
 
-	ctx, cancel := s.op(ctx)
-	defer cancel()
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		res = store.SyncResult{}
-		if _, err := tx.Exec(ctx, syncLock); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT `+keyCols+` FROM keys`)
-		if err != nil {
-			return err
-		}
-		have := map[string]keyRow{}
-		_, err = collect(rows, func(row pgx.Row) (struct{}, error) {
-			var r keyRow
-			err := row.Scan(r.dest()...)
-			have[r.alias] = r
-			return struct{}{}, err
-		})
-		if err != nil {
-			return err
-		}
-
-		var add, update []keyRow
-		for alias, w := range want {
-			h, ok := have[alias]
-			switch {
-			case !ok:
-				w.id = newID()
-				add = append(add, w)
-			case h.source != store.SourceConfig:
-				return fmt.Errorf("key %q: alias belongs to a key created through the API: %w", alias, store.ErrConflict)
-			case !sameSettings(w, h):
-				w.id, w.created, w.lastUsed = h.id, h.created, h.lastUsed
-				update = append(update, w)
-			}
-		}
-		for alias, h := range have {
-			if _, ok := want[alias]; !ok && h.source == store.SourceConfig {
-				if _, err := tx.Exec(ctx, `DELETE FROM keys WHERE id = $1`, h.id); err != nil {
-					return fmt.Errorf("remove key %q: %w", alias, err)
-				}
-				res.Removed = append(res.Removed, alias)
-			}
-		}
-		// Park changed hashes on the (unique, non-digest) id first, so
-		// secrets that move between listed keys do not collide halfway
-		// through.
-		for _, r := range update {
-			if r.hash != have[r.alias].hash {
-				if _, err := tx.Exec(ctx, `UPDATE keys SET key_hash = id WHERE id = $1`, r.id); err != nil {
-					return fmt.Errorf("update key %q: %w", r.alias, err)
-				}
-			}
-		}
-		for _, r := range update {
-			if _, err := tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $19`, r.setArgs(r.id)...); err != nil {
-				return keyConflict("update key", r.alias, err)
-			}
-			res.Updated = append(res.Updated, r.alias)
-		}
-		for _, r := range add {
-			if err := insertKey(ctx, tx, &r); err != nil {
-				return keyConflict("add key", r.alias, err)
-			}
-			res.Added = append(res.Added, r.alias)
-		}
-		return nil
-	})
+func (t syncTx) AllKeys(ctx context.Context) ([]store.Key, error) {
+	rows, err := t.tx.Query(ctx, `SELECT `+keyCols+` FROM keys`)
 	if err != nil {
-		return store.SyncResult{}, err
+		return nil, err
 	}
-	slices.Sort(res.Added)
-	slices.Sort(res.Updated)
-	slices.Sort(res.Removed)
-	return res, nil
+	return collect(rows, scanKey)
+}
+
+func (t syncTx) InsertKey(ctx context.Context, k store.Key) error {
+	r, err := encodeKey(&k)
+	if err == nil {
+		err = keyConflict(insertKey(ctx, t.tx, &r))
+	}
+	return err
+}
+
+func (t syncTx) UpdateKeyByID(ctx context.Context, k store.Key) error {
+	r, err := encodeKey(&k)
+	if err == nil {
+		_, err = t.tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $19`, r.setArgs(r.id)...)
+		err = keyConflict(err)
+	}
+	return err
+}
+
+func (t syncTx) ParkKeyHash(ctx context.Context, id string) error {
+	_, err := t.tx.Exec(ctx, `UPDATE keys SET key_hash = id WHERE id = $1`, id)
+	return err
+}
+
+func (t syncTx) DeleteKeyByID(ctx context.Context, id string) error {
+	_, err := t.tx.Exec(ctx, `DELETE FROM keys WHERE id = $1`, id)
+	return err
 }

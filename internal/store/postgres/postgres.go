@@ -27,7 +27,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -214,9 +213,6 @@ var (
 	_ querier = (*pgxpool.Pool)(nil)
 	_ querier = (pgx.Tx)(nil)
 )
-
-// newID returns a random record id (26 base32 characters, 130 bits).
-func newID() string { return rand.Text() }
 
 // now is the current time at the store's precision.
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,8 +16,8 @@ const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, too
 	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
 	last_used_at, budget_amount, budget_period`
 
-// keyRow is a Key as stored. Its fields are comparable, so two rows can be
-// compared with ==, which SyncConfigKeys uses to skip unchanged keys.
+// keyRow is a Key as stored: lists and maps as JSON text, times as unix
+// milliseconds, NULL as an invalid sql.Null value.
 type keyRow struct {
 	id, alias, hash, prefix, user, team string
 	servers                             sql.NullString
@@ -60,13 +59,6 @@ func (r *keyRow) setArgs(where any) []any {
 		r.tools, r.denyTools, r.toolsets, r.accessGroups,
 		r.cidrs, r.rpm, r.expires, r.admin,
 		r.noMCP, r.disabled, r.updated, r.budget, r.budgetPeriod, where}
-}
-
-// sameSettings reports whether two rows differ only in bookkeeping (id,
-// source, timestamps of creation, update and use).
-func sameSettings(a, b keyRow) bool {
-	a.id, a.source, a.created, a.updated, a.lastUsed = b.id, b.source, b.created, b.updated, b.lastUsed
-	return a == b
 }
 
 func encodeKey(k *store.Key) (keyRow, error) {
@@ -129,17 +121,18 @@ func scanKey(sc scanner) (store.Key, error) {
 func prepareKey(k *store.Key) error { return k.PrepareNew(now()) }
 
 // keyConflict turns a uniqueness violation on the keys table into
-// ErrConflict with a message that names the alias, never the hash.
-func keyConflict(op, alias string, err error) error {
+// ErrConflict with a message that says what clashed, never the hash; the
+// caller names the operation and the alias.
+func keyConflict(err error) error {
 	msg, ok := uniqueViolation(err)
 	if !ok {
-		return fmt.Errorf("%s %q: %w", op, alias, err)
+		return err
 	}
 	what := "alias already in use"
 	if strings.Contains(msg, "key_hash") {
 		what = "another key has the same secret"
 	}
-	return fmt.Errorf("%s %q: %s: %w", op, alias, what, store.ErrConflict)
+	return fmt.Errorf("%s: %w", what, store.ErrConflict)
 }
 
 func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
@@ -151,7 +144,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
 		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, err)
 	}
 	if err := insertKey(ctx, s.w, &r); err != nil {
-		return store.Key{}, keyConflict("create key", k.Alias, err)
+		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, keyConflict(err))
 	}
 	return r.decode()
 }
@@ -189,7 +182,7 @@ func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error
 }
 
 func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
-	keys, err := listKeys(ctx, s.r)
+	keys, err := listKeys(ctx, s.r, `SELECT `+keyCols+` FROM keys ORDER BY alias`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
@@ -198,8 +191,8 @@ func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
 
 func listKeys(ctx context.Context, db interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) ([]store.Key, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+keyCols+` FROM keys ORDER BY alias`)
+}, query string) ([]store.Key, error) {
+	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +225,7 @@ func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
 		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
 	}
 	if err != nil {
-		return store.Key{}, keyConflict("update key", k.Alias, err)
+		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, keyConflict(err))
 	}
 	return got, nil
 }
@@ -271,104 +264,49 @@ func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error 
 }
 
 func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
-	res, err := s.syncConfigKeys(ctx, keys)
-	if err != nil {
-		return store.SyncResult{}, fmt.Errorf("sync config keys: %w", err)
-	}
-	return res, nil
+	return store.SyncConfigKeys(ctx, keys, func(ctx context.Context, fn func(context.Context, store.KeySyncTx) error) error {
+		tx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := fn(ctx, syncTx{tx}); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
 }
 
-func (s *Store) syncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
-	var res store.SyncResult
-	stamp := now()
-	want := make(map[string]keyRow, len(keys))
-	for _, k := range keys {
-		k.ID, k.Source, k.CreatedAt, k.UpdatedAt, k.LastUsedAt = "", store.SourceConfig, stamp, stamp, time.Time{}
-		if err := k.Validate(); err != nil {
-			return res, err
-		}
-		if _, dup := want[k.Alias]; dup {
-			return res, fmt.Errorf("key %q listed twice: %w", k.Alias, store.ErrConflict)
-		}
-		r, err := encodeKey(&k)
-		if err != nil {
-			return res, fmt.Errorf("key %q: %w", k.Alias, err)
-		}
-		want[k.Alias] = r
-	}
+// syncTx runs SyncConfigKeys's queries in its transaction.
+type syncTx struct{ tx *sql.Tx }
 
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return res, err
-	}
-	defer tx.Rollback()
+func (t syncTx) AllKeys(ctx context.Context) ([]store.Key, error) {
+	return listKeys(ctx, t.tx, `SELECT `+keyCols+` FROM keys`)
+}
 
-	rows, err := tx.QueryContext(ctx, `SELECT `+keyCols+` FROM keys`)
-	if err != nil {
-		return res, err
+func (t syncTx) InsertKey(ctx context.Context, k store.Key) error {
+	r, err := encodeKey(&k)
+	if err == nil {
+		err = keyConflict(insertKey(ctx, t.tx, &r))
 	}
-	have := map[string]keyRow{}
-	for rows.Next() {
-		var r keyRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			rows.Close()
-			return res, err
-		}
-		have[r.alias] = r
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, err
-	}
+	return err
+}
 
-	var add, update []keyRow
-	for alias, w := range want {
-		h, ok := have[alias]
-		switch {
-		case !ok:
-			w.id = newID()
-			add = append(add, w)
-		case h.source != store.SourceConfig:
-			return res, fmt.Errorf("key %q: alias belongs to a key created through the API: %w", alias, store.ErrConflict)
-		case !sameSettings(w, h):
-			w.id, w.created, w.lastUsed = h.id, h.created, h.lastUsed
-			update = append(update, w)
-		}
+func (t syncTx) UpdateKeyByID(ctx context.Context, k store.Key) error {
+	r, err := encodeKey(&k)
+	if err == nil {
+		_, err = t.tx.ExecContext(ctx, `UPDATE keys SET `+keySet+` WHERE id = ?`, r.setArgs(r.id)...)
+		err = keyConflict(err)
 	}
-	for alias, h := range have {
-		if _, ok := want[alias]; !ok && h.source == store.SourceConfig {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM keys WHERE id = ?`, h.id); err != nil {
-				return res, fmt.Errorf("remove key %q: %w", alias, err)
-			}
-			res.Removed = append(res.Removed, alias)
-		}
-	}
-	// Park changed hashes on the (unique, non-digest) id first, so secrets
-	// that move between listed keys do not collide halfway through.
-	for _, r := range update {
-		if r.hash != have[r.alias].hash {
-			if _, err := tx.ExecContext(ctx, `UPDATE keys SET key_hash = id WHERE id = ?`, r.id); err != nil {
-				return res, fmt.Errorf("update key %q: %w", r.alias, err)
-			}
-		}
-	}
-	for _, r := range update {
-		if _, err := tx.ExecContext(ctx, `UPDATE keys SET `+keySet+` WHERE id = ?`, r.setArgs(r.id)...); err != nil {
-			return res, keyConflict("update key", r.alias, err)
-		}
-		res.Updated = append(res.Updated, r.alias)
-	}
-	for _, r := range add {
-		if err := insertKey(ctx, tx, &r); err != nil {
-			return res, keyConflict("add key", r.alias, err)
-		}
-		res.Added = append(res.Added, r.alias)
-	}
-	if err := tx.Commit(); err != nil {
-		return res, err
-	}
-	slices.Sort(res.Added)
-	slices.Sort(res.Updated)
-	slices.Sort(res.Removed)
-	return res, nil
+	return err
+}
+
+func (t syncTx) ParkKeyHash(ctx context.Context, id string) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE keys SET key_hash = id WHERE id = ?`, id)
+	return err
+}
+
+func (t syncTx) DeleteKeyByID(ctx context.Context, id string) error {
+	_, err := t.tx.ExecContext(ctx, `DELETE FROM keys WHERE id = ?`, id)
+	return err
 }

@@ -24,7 +24,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -212,9 +211,6 @@ func (s *Store) Close() error {
 
 // Path is the database file's path.
 func (s *Store) Path() string { return s.path }
-
-// newID returns a random record id (26 base32 characters, 130 bits).
-func newID() string { return rand.Text() }
 
 // Times are stored as unix milliseconds; NULL stands for the zero time.
 

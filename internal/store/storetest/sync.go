@@ -16,6 +16,7 @@ var syncTests = []test{
 	{"RefusesDuplicateAlias", testSyncRefusesDuplicateAlias},
 	{"InvalidChangesNothing", testSyncInvalidChangesNothing},
 	{"SwapSecrets", testSyncSwapSecrets},
+	{"EachSetting", testSyncEachSetting},
 	{"Empty", testSyncEmpty},
 }
 
@@ -189,5 +190,42 @@ func testSyncEmpty(t *testing.T, s store.Store) {
 	mustSync(t, s, []store.Key{}, store.SyncResult{Removed: []string{"a", "b"}})
 	if n := len(keysByAlias(t, s)); n != 0 {
 		t.Errorf("%d keys left after syncing an empty list", n)
+	}
+}
+
+// A change to any one setting alone is an update, and the same list again
+// is none (the PostgreSQL backend once missed a budget-only change).
+func testSyncEachSetting(t *testing.T, s store.Store) {
+	base := configKey("k")
+	mustSync(t, s, []store.Key{base}, store.SyncResult{Added: []string{"k"}})
+	for _, tc := range []struct {
+		name   string
+		change func(k *store.Key)
+	}{
+		{"servers", func(k *store.Key) { k.Servers = []string{"github"} }},
+		{"no servers", func(k *store.Key) { k.Servers = []string{} }},
+		{"tools", func(k *store.Key) { k.Tools = map[string][]string{"github": {"search"}} }},
+		{"deny tools", func(k *store.Key) { k.DenyTools = map[string][]string{"github": {"delete"}} }},
+		{"toolsets", func(k *store.Key) { k.Toolsets = []string{"read"} }},
+		{"access groups", func(k *store.Key) { k.AccessGroups = []string{"eng"} }},
+		{"cidrs", func(k *store.Key) { k.AllowedCIDRs = []string{"10.0.0.0/8"} }},
+		{"user", func(k *store.Key) { k.User = "alice" }},
+		{"team", func(k *store.Key) { k.Team = "eng" }},
+		{"prefix", func(k *store.Key) { k.KeyPrefix = "" }},
+		{"rate limit", func(k *store.Key) { k.RateLimitRPM = 60 }},
+		{"budget", func(k *store.Key) { k.BudgetAmount, k.BudgetPeriod = 3, store.BudgetDay }},
+		{"budget period", func(k *store.Key) { k.BudgetPeriod = store.BudgetWeek }},
+		{"expiry", func(k *store.Key) { k.ExpiresAt = at(5000) }},
+		{"admin", func(k *store.Key) { k.Admin = true }},
+		{"no mcp", func(k *store.Key) { k.NoMCP = true }},
+		{"disabled", func(k *store.Key) { k.Disabled = true }},
+	} {
+		k := base
+		tc.change(&k)
+		t.Run(tc.name, func(t *testing.T) {
+			mustSync(t, s, []store.Key{k}, store.SyncResult{Updated: []string{"k"}})
+			mustSync(t, s, []store.Key{k}, store.SyncResult{})
+			mustSync(t, s, []store.Key{base}, store.SyncResult{Updated: []string{"k"}})
+		})
 	}
 }
