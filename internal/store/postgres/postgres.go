@@ -71,6 +71,8 @@ type Options struct {
 // Store is a store.Store on a PostgreSQL database. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
+	store.PartyDirectory // users and teams, through parties
+
 	pool    *pgxpool.Pool
 	where   string // user@host:port/database, for messages
 	timeout time.Duration
@@ -147,6 +149,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	s := &Store{pool: pool, where: where, timeout: cmp.Or(o.StatementTimeout, DefaultStatementTimeout)}
+	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
 	mctx, cancel := context.WithTimeout(ctx, cmp.Or(o.MigrateTimeout, DefaultMigrateTimeout))
 	defer cancel()
 	if err := migrate(mctx, pool); err != nil {

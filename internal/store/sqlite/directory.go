@@ -4,128 +4,65 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
-// Users and teams have the same shape; these helpers serve both tables.
-// table is one of two constants, never caller input.
+// parties runs store.PartyDirectory's queries on the users and teams
+// tables.
+type parties struct{ s *Store }
 
-type party struct {
-	id, name string
-	created  time.Time
-}
-
-func (s *Store) upsertParty(ctx context.Context, table, what string, p party) (party, error) {
-	if err := store.CheckName(what+" id", p.id); err != nil {
-		return party{}, fmt.Errorf("upsert %s: %w", what, err)
-	}
-	if p.created.IsZero() {
-		p.created = now()
-	}
-	var out party
+func (q parties) UpsertParty(ctx context.Context, table string, p store.Party) (store.Party, error) {
 	var created int64
-	err := s.w.QueryRowContext(ctx, `INSERT INTO `+table+` (id, name, created_at) VALUES (?, ?, ?)
+	err := q.s.w.QueryRowContext(ctx, `INSERT INTO `+table+` (id, name, created_at) VALUES (?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET name = excluded.name
-		RETURNING id, name, created_at`, p.id, p.name, ms(p.created)).Scan(&out.id, &out.name, &created)
+		RETURNING id, name, created_at`, p.ID, p.Name, ms(p.CreatedAt)).Scan(&p.ID, &p.Name, &created)
 	if err != nil {
-		return party{}, fmt.Errorf("upsert %s %q: %w", what, p.id, err)
+		return store.Party{}, err
 	}
-	out.created = fromMS(created)
-	return out, nil
-}
-
-func (s *Store) getParty(ctx context.Context, table, what, id string) (party, error) {
-	var p party
-	var created int64
-	err := s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM `+table+` WHERE id = ?`, id).Scan(&p.id, &p.name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = store.ErrNotFound
-	}
-	if err != nil {
-		return party{}, fmt.Errorf("get %s %q: %w", what, id, err)
-	}
-	p.created = fromMS(created)
+	p.CreatedAt = fromMS(created)
 	return p, nil
 }
 
-func (s *Store) listParties(ctx context.Context, table, what string) ([]party, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM `+table+` ORDER BY id`)
+func (q parties) GetParty(ctx context.Context, table, id string) (store.Party, error) {
+	p, err := scanParty(q.s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM `+table+` WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	return p, err
+}
+
+func (q parties) ListParties(ctx context.Context, table string) ([]store.Party, error) {
+	rows, err := q.s.r.QueryContext(ctx, `SELECT id, name, created_at FROM `+table+` ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("list %ss: %w", what, err)
+		return nil, err
 	}
 	defer rows.Close()
-	var out []party
+	var out []store.Party
 	for rows.Next() {
-		var p party
-		var created int64
-		if err := rows.Scan(&p.id, &p.name, &created); err != nil {
-			return nil, fmt.Errorf("list %ss: %w", what, err)
+		p, err := scanParty(rows)
+		if err != nil {
+			return nil, err
 		}
-		p.created = fromMS(created)
 		out = append(out, p)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list %ss: %w", what, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
-func (s *Store) deleteParty(ctx context.Context, table, what, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = ?`, id)
-	if err == nil {
-		err = rowsChanged(res)
-	}
+func (q parties) DeleteParty(ctx context.Context, table, id string) error {
+	res, err := q.s.w.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = ?`, id)
 	if err != nil {
-		return fmt.Errorf("delete %s %q: %w", what, id, err)
+		return err
 	}
-	return nil
+	return rowsChanged(res)
 }
 
-func (s *Store) UpsertUser(ctx context.Context, u store.User) (store.User, error) {
-	p, err := s.upsertParty(ctx, "users", "user", party{u.ID, u.Name, u.CreatedAt})
-	return store.User{ID: p.id, Name: p.name, CreatedAt: p.created}, err
-}
-
-func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
-	p, err := s.getParty(ctx, "users", "user", id)
-	return store.User{ID: p.id, Name: p.name, CreatedAt: p.created}, err
-}
-
-func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
-	ps, err := s.listParties(ctx, "users", "user")
-	var out []store.User
-	for _, p := range ps {
-		out = append(out, store.User{ID: p.id, Name: p.name, CreatedAt: p.created})
+func scanParty(sc scanner) (store.Party, error) {
+	var p store.Party
+	var created int64
+	if err := sc.Scan(&p.ID, &p.Name, &created); err != nil {
+		return store.Party{}, err
 	}
-	return out, err
-}
-
-func (s *Store) DeleteUser(ctx context.Context, id string) error {
-	return s.deleteParty(ctx, "users", "user", id)
-}
-
-func (s *Store) UpsertTeam(ctx context.Context, t store.Team) (store.Team, error) {
-	p, err := s.upsertParty(ctx, "teams", "team", party{t.ID, t.Name, t.CreatedAt})
-	return store.Team{ID: p.id, Name: p.name, CreatedAt: p.created}, err
-}
-
-func (s *Store) GetTeam(ctx context.Context, id string) (store.Team, error) {
-	p, err := s.getParty(ctx, "teams", "team", id)
-	return store.Team{ID: p.id, Name: p.name, CreatedAt: p.created}, err
-}
-
-func (s *Store) ListTeams(ctx context.Context) ([]store.Team, error) {
-	ps, err := s.listParties(ctx, "teams", "team")
-	var out []store.Team
-	for _, p := range ps {
-		out = append(out, store.Team{ID: p.id, Name: p.name, CreatedAt: p.created})
-	}
-	return out, err
-}
-
-func (s *Store) DeleteTeam(ctx context.Context, id string) error {
-	return s.deleteParty(ctx, "teams", "team", id)
+	p.CreatedAt = fromMS(created)
+	return p, nil
 }

@@ -57,6 +57,8 @@ const pragmas = "_pragma=busy_timeout(5000)" +
 // Store is a store.Store on a SQLite file. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
+	store.PartyDirectory // users and teams, through parties
+
 	path string
 	w    *sql.DB // exactly one connection: all writes
 	r    *sql.DB // read-only connections: lookups and listings
@@ -103,6 +105,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	}
 
 	s := &Store{path: path}
+	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
 	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate")); err != nil {
 		return nil, err
 	}
