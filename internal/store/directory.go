@@ -105,7 +105,7 @@ func (d PartyDirectory) upsert(ctx context.Context, table, what string, p Party)
 		return Party{}, fmt.Errorf("upsert %s: %w", what, err)
 	}
 	if p.CreatedAt.IsZero() {
-		p.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		p.CreatedAt = now()
 	}
 	out, err := d.Tables.UpsertParty(ctx, table, p)
 	if err != nil {

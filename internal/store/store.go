@@ -175,6 +175,9 @@ type AuditLog interface {
 	ListToolCalls(ctx context.Context, f ToolCallFilter) (calls []ToolCall, next *Cursor, err error)
 }
 
+// now is the current time at the store's precision.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
 // HashKey returns the digest a virtual key is stored and looked up by: the
 // lowercase hex sha256 of the secret.
 func HashKey(secret string) string {

@@ -45,7 +45,7 @@ func SyncConfigKeys(ctx context.Context, keys []Key, inTx SyncTxFunc) (SyncResul
 }
 
 func syncConfigKeys(ctx context.Context, keys []Key, inTx SyncTxFunc) (SyncResult, error) {
-	stamp := time.Now().UTC().Truncate(time.Millisecond)
+	stamp := now()
 	want := make(map[string]Key, len(keys))
 	for _, k := range keys {
 		k.ID, k.Source, k.CreatedAt, k.UpdatedAt, k.LastUsedAt = "", SourceConfig, stamp, stamp, time.Time{}

@@ -3,8 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,27 +11,29 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
-func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (int64, error) {
-	if err := e.Validate(); err != nil {
-		return 0, fmt.Errorf("append audit: %w", err)
-	}
-	if e.Time.IsZero() {
-		e.Time = now()
-	}
+// dialect numbers the parameters ($1, $2, ...) and passes times as
+// timestamptz at the store's precision.
+var dialect = store.Dialect{
+	Param: func(n int) string { return "$" + strconv.Itoa(n) },
+	Time:  func(t time.Time) any { return ms(t) },
+}
+
+// auditTables runs store.SQLAudit's statements on audit_log and
+// tool_calls.
+type auditTables struct{ s *Store }
+
+func (a auditTables) InsertAudit(ctx context.Context, e store.AuditEntry) (int64, error) {
 	var detail *string
 	if len(e.Detail) > 0 {
 		d := string(e.Detail)
 		detail = &d
 	}
-	ctx, cancel := s.op(ctx)
+	ctx, cancel := a.s.op(ctx)
 	defer cancel()
 	var id int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO audit_log (ts, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+	err := a.s.pool.QueryRow(ctx, `INSERT INTO audit_log (ts, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
 		ms(e.Time), e.Actor, e.Action, e.Target, detail).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("append audit %s: %w", e.Action, classify(err))
-	}
-	return id, nil
+	return id, classify(err)
 }
 
 func scanAudit(row pgx.Row) (store.AuditEntry, error) {
@@ -48,24 +49,10 @@ func scanAudit(row pgx.Row) (store.AuditEntry, error) {
 	return e, nil
 }
 
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, *store.Cursor, error) {
-	var q page
-	q.where("actor", f.Actor)
-	q.where("action", f.Action)
-	q.window(f.Since, f.Until, f.Before)
-	limit := store.PageSize(f.Limit)
-	ctx, cancel := s.op(ctx)
+func (a auditTables) SelectAudit(ctx context.Context, page string, args []any) ([]store.AuditEntry, error) {
+	ctx, cancel := a.s.op(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT id, ts, actor, action, target, detail FROM audit_log`+q.sql(limit), q.args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list audit: %w", classify(err))
-	}
-	out, err := collect(rows, scanAudit)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list audit: %w", classify(err))
-	}
-	out, next := cut(out, limit, func(e store.AuditEntry) store.Cursor { return store.Cursor{Time: e.Time, ID: e.ID} })
-	return out, next, nil
+	return selectRows(ctx, a.s.pool, `SELECT id, ts, actor, action, target, detail FROM audit_log`+page, args, scanAudit)
 }
 
 const toolCallCols = `id, ts, key_alias, user_id, team_id, server, tool, duration_ms,
@@ -75,61 +62,35 @@ const insertToolCall = `INSERT INTO tool_calls (ts, key_alias, user_id, team_id,
 	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail, cost)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 
-func toolCallArgs(c *store.ToolCall, ts time.Time) []any {
-	return []any{ms(ts), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
+func toolCallArgs(c *store.ToolCall) []any {
+	return []any{ms(c.Time), c.KeyAlias, c.User, c.Team, c.Server, c.Tool, c.DurationMs,
 		c.Outcome, c.ErrorClass, c.SessionIDPrefix, c.RequestBytes, c.ResponseBytes, c.Guardrail, c.Cost}
 }
 
-func (s *Store) AppendToolCall(ctx context.Context, c store.ToolCall) (int64, error) {
-	if err := c.Validate(); err != nil {
-		return 0, fmt.Errorf("append tool call: %w", err)
-	}
-	if c.Time.IsZero() {
-		c.Time = now()
-	}
-	ctx, cancel := s.op(ctx)
+func (a auditTables) InsertToolCall(ctx context.Context, c store.ToolCall) (int64, error) {
+	ctx, cancel := a.s.op(ctx)
 	defer cancel()
 	var id int64
-	if err := s.pool.QueryRow(ctx, insertToolCall+` RETURNING id`, toolCallArgs(&c, c.Time)...).Scan(&id); err != nil {
-		return 0, fmt.Errorf("append tool call: %w", classify(err))
-	}
-	return id, nil
+	err := a.s.pool.QueryRow(ctx, insertToolCall+` RETURNING id`, toolCallArgs(&c)...).Scan(&id)
+	return id, classify(err)
 }
 
-// AppendToolCalls sends the batch's inserts in one round trip, inside one
+// InsertToolCalls sends the batch's inserts in one round trip, inside one
 // transaction: they run in slice order on one connection, so their ids
 // increase in slice order.
-func (s *Store) AppendToolCalls(ctx context.Context, calls []store.ToolCall) error {
-	if len(calls) == 0 {
-		return nil
-	}
-	for i := range calls {
-		if err := calls[i].Validate(); err != nil {
-			return fmt.Errorf("append tool calls: call %d: %w", i, err)
-		}
-	}
-	stamp := now()
+func (a auditTables) InsertToolCalls(ctx context.Context, calls []store.ToolCall) error {
 	var b pgx.Batch
 	for i := range calls {
-		c := &calls[i]
-		ts := stamp
-		if !c.Time.IsZero() {
-			ts = c.Time
-		}
-		b.Queue(insertToolCall, toolCallArgs(c, ts)...)
+		b.Queue(insertToolCall, toolCallArgs(&calls[i])...)
 	}
-	ctx, cancel := s.op(ctx)
+	ctx, cancel := a.s.op(ctx)
 	defer cancel()
 	// One round trip, atomic without BEGIN and COMMIT: the batch's
 	// statements go before a single Sync, which PostgreSQL runs as one
 	// implicit transaction (every row or none). An explicit transaction
 	// would cost two more round trips, paid on the reply's path with
 	// audit.durable.
-	err := s.pool.SendBatch(ctx, &b).Close()
-	if err != nil {
-		return fmt.Errorf("append tool calls: %w", classify(err))
-	}
-	return nil
+	return classify(a.s.pool.SendBatch(ctx, &b).Close())
 }
 
 func scanToolCall(row pgx.Row) (store.ToolCall, error) {
@@ -142,112 +103,20 @@ func scanToolCall(row pgx.Row) (store.ToolCall, error) {
 	return c, nil
 }
 
-func (s *Store) ListToolCalls(ctx context.Context, f store.ToolCallFilter) ([]store.ToolCall, *store.Cursor, error) {
-	var q page
-	q.where("key_alias", f.KeyAlias)
-	q.where("user_id", f.User)
-	q.where("team_id", f.Team)
-	q.where("server", f.Server)
-	q.where("tool", f.Tool)
-	q.where("outcome", f.Outcome)
-	q.window(f.Since, f.Until, f.Before)
-	limit := store.PageSize(f.Limit)
-	ctx, cancel := s.op(ctx)
+func (a auditTables) SelectToolCalls(ctx context.Context, page string, args []any) ([]store.ToolCall, error) {
+	ctx, cancel := a.s.op(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT `+toolCallCols+` FROM tool_calls`+q.sql(limit), q.args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list tool calls: %w", classify(err))
-	}
-	out, err := collect(rows, scanToolCall)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list tool calls: %w", classify(err))
-	}
-	out, next := cut(out, limit, func(c store.ToolCall) store.Cursor { return store.Cursor{Time: c.Time, ID: c.ID} })
-	return out, next, nil
+	return selectRows(ctx, a.s.pool, `SELECT `+toolCallCols+` FROM tool_calls`+page, args, scanToolCall)
 }
 
-var _ store.UsageLog = (*Store)(nil)
-
-func (s *Store) SumUsage(ctx context.Context, f store.UsageFilter) ([]store.Usage, error) {
-	col, ok := store.UsageColumn(f.By)
-	if !ok {
-		return nil, fmt.Errorf("sum usage: by %q: %w", f.By, store.ErrInvalid)
-	}
-	var q page
-	q.where("key_alias", f.Key)
-	q.window(f.Since, f.Until, nil)
-	where := ""
-	if len(q.conds) > 0 {
-		where = " WHERE " + strings.Join(q.conds, " AND ")
-	}
-	ctx, cancel := s.op(ctx)
+func (a auditTables) SumToolCalls(ctx context.Context, col, where string, args []any) ([]store.Usage, error) {
+	ctx, cancel := a.s.op(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT `+col+`, COUNT(*), COALESCE(SUM(cost), 0) FROM tool_calls`+where+
-		` GROUP BY `+col+` ORDER BY COALESCE(SUM(cost), 0) DESC, `+col+` COLLATE "C"`, q.args...)
-	if err != nil {
-		return nil, fmt.Errorf("sum usage: %w", classify(err))
-	}
-	out, err := collect(rows, func(row pgx.Row) (store.Usage, error) {
-		var u store.Usage
-		err := row.Scan(&u.Group, &u.Calls, &u.Cost)
-		return u, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sum usage: %w", classify(err))
-	}
-	return out, nil
-}
-
-// page builds the WHERE, ORDER BY and LIMIT of a newest-first keyset
-// listing over a table with ts and id columns. Column names come from the
-// code, never from the caller.
-type page struct {
-	conds []string
-	args  []any
-}
-
-func (p *page) arg(v any) string {
-	p.args = append(p.args, v)
-	return fmt.Sprintf("$%d", len(p.args))
-}
-
-func (p *page) where(col, v string) {
-	if v != "" {
-		p.conds = append(p.conds, col+" = "+p.arg(v))
-	}
-}
-
-func (p *page) window(since, until time.Time, before *store.Cursor) {
-	if !since.IsZero() {
-		p.conds = append(p.conds, "ts >= "+p.arg(ms(since)))
-	}
-	if !until.IsZero() {
-		p.conds = append(p.conds, "ts < "+p.arg(ms(until)))
-	}
-	if before != nil {
-		p.conds = append(p.conds, "(ts, id) < ("+p.arg(ms(before.Time))+", "+p.arg(before.ID)+")")
-	}
-}
-
-// sql asks for one row more than the page, to learn whether there is a next
-// page without a second query.
-func (p *page) sql(limit int) string {
-	var b strings.Builder
-	if len(p.conds) > 0 {
-		b.WriteString(" WHERE ")
-		b.WriteString(strings.Join(p.conds, " AND "))
-	}
-	fmt.Fprintf(&b, " ORDER BY ts DESC, id DESC LIMIT %d", limit+1)
-	return b.String()
-}
-
-// cut trims the extra row sql asked for and returns the cursor of the last
-// row kept, or nil when there is no next page.
-func cut[T any](rows []T, limit int, cursor func(T) store.Cursor) ([]T, *store.Cursor) {
-	if len(rows) <= limit {
-		return rows, nil
-	}
-	rows = rows[:limit]
-	c := cursor(rows[limit-1])
-	return rows, &c
+	return selectRows(ctx, a.s.pool, `SELECT `+col+`, COUNT(*), COALESCE(SUM(cost), 0) FROM tool_calls`+where+
+		` GROUP BY `+col+` ORDER BY COALESCE(SUM(cost), 0) DESC, `+col+` COLLATE "C"`, args,
+		func(row pgx.Row) (store.Usage, error) {
+			var u store.Usage
+			err := row.Scan(&u.Group, &u.Calls, &u.Cost)
+			return u, err
+		})
 }

@@ -40,12 +40,7 @@ func (q parties) GetParty(ctx context.Context, table, id string) (store.Party, e
 func (q parties) ListParties(ctx context.Context, table string) ([]store.Party, error) {
 	ctx, cancel := q.s.op(ctx)
 	defer cancel()
-	rows, err := q.s.pool.Query(ctx, `SELECT id, name, created_at FROM `+table+` ORDER BY id`)
-	if err != nil {
-		return nil, classify(err)
-	}
-	out, err := collect(rows, scanParty)
-	return out, classify(err)
+	return selectRows(ctx, q.s.pool, `SELECT id, name, created_at FROM `+table+` ORDER BY id`, nil, scanParty)
 }
 
 func (q parties) DeleteParty(ctx context.Context, table, id string) error {

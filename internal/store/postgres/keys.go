@@ -188,29 +188,11 @@ func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error
 func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT `+keyCols+` FROM keys ORDER BY alias`)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	keys, err := collect(rows, scanKey)
+	keys, err := selectRows(ctx, s.pool, `SELECT `+keyCols+` FROM keys ORDER BY alias`, nil, scanKey)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return keys, nil
-}
-
-// collect scans every row with scan; nil when there is none.
-func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
@@ -285,11 +267,7 @@ func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.Syn
 type syncTx struct{ tx pgx.Tx }
 
 func (t syncTx) AllKeys(ctx context.Context) ([]store.Key, error) {
-	rows, err := t.tx.Query(ctx, `SELECT `+keyCols+` FROM keys`)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanKey)
+	return selectRows(ctx, t.tx, `SELECT `+keyCols+` FROM keys`, nil, scanKey)
 }
 
 func (t syncTx) InsertKey(ctx context.Context, k store.Key) error {

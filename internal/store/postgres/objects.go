@@ -66,13 +66,9 @@ func (s *Store) GetObject(ctx context.Context, kind, name string) (store.Object,
 func (s *Store) ListObjects(ctx context.Context, kind string) ([]store.Object, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT `+objectCols+` FROM objects WHERE kind = $1 ORDER BY name`, kind)
+	out, err := selectRows(ctx, s.pool, `SELECT `+objectCols+` FROM objects WHERE kind = $1 ORDER BY name`, []any{kind}, scanObject)
 	if err != nil {
-		return nil, fmt.Errorf("list %ss: %w", kind, classify(err))
-	}
-	out, err := collect(rows, scanObject)
-	if err != nil {
-		return nil, fmt.Errorf("list %ss: %w", kind, classify(err))
+		return nil, fmt.Errorf("list %ss: %w", kind, err)
 	}
 	return out, nil
 }

@@ -72,13 +72,17 @@ type Options struct {
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
 	store.PartyDirectory // users and teams, through parties
+	store.SQLAudit       // audit_log and tool_calls, through auditTables
 
 	pool    *pgxpool.Pool
 	where   string // user@host:port/database, for messages
 	timeout time.Duration
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.UsageLog = (*Store)(nil)
+)
 
 // Open connects to the database dsn names (a postgres:// URL or key=value
 // pairs, as libpq takes them) and migrates it to the newest schema this
@@ -150,6 +154,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 	}
 	s := &Store{pool: pool, where: where, timeout: cmp.Or(o.StatementTimeout, DefaultStatementTimeout)}
 	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
+	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	mctx, cancel := context.WithTimeout(ctx, cmp.Or(o.MigrateTimeout, DefaultMigrateTimeout))
 	defer cancel()
 	if err := migrate(mctx, pool); err != nil {
@@ -281,4 +286,23 @@ func changed(tag pgconn.CommandTag, err error) error {
 		return store.ErrNotFound
 	}
 	return nil
+}
+
+// selectRows runs query on q and scans every row with scan; nil when there
+// is none.
+func selectRows[T any](ctx context.Context, q querier, query string, args []any, scan func(pgx.Row) (T, error)) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, v)
+	}
+	return out, classify(rows.Err())
 }

@@ -33,20 +33,7 @@ func (q parties) GetParty(ctx context.Context, table, id string) (store.Party, e
 }
 
 func (q parties) ListParties(ctx context.Context, table string) ([]store.Party, error) {
-	rows, err := q.s.r.QueryContext(ctx, `SELECT id, name, created_at FROM `+table+` ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Party
-	for rows.Next() {
-		p, err := scanParty(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return selectRows(ctx, q.s.r, `SELECT id, name, created_at FROM `+table+` ORDER BY id`, nil, scanParty)
 }
 
 func (q parties) DeleteParty(ctx context.Context, table, id string) error {

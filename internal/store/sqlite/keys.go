@@ -182,30 +182,11 @@ func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error
 }
 
 func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
-	keys, err := listKeys(ctx, s.r, `SELECT `+keyCols+` FROM keys ORDER BY alias`)
+	keys, err := selectRows(ctx, s.r, `SELECT `+keyCols+` FROM keys ORDER BY alias`, nil, scanKey)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return keys, nil
-}
-
-func listKeys(ctx context.Context, db interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string) ([]store.Key, error) {
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var keys []store.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
 }
 
 func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
@@ -281,7 +262,7 @@ func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.Syn
 type syncTx struct{ tx *sql.Tx }
 
 func (t syncTx) AllKeys(ctx context.Context) ([]store.Key, error) {
-	return listKeys(ctx, t.tx, `SELECT `+keyCols+` FROM keys`)
+	return selectRows(ctx, t.tx, `SELECT `+keyCols+` FROM keys`, nil, scanKey)
 }
 
 func (t syncTx) InsertKey(ctx context.Context, k store.Key) error {

@@ -62,20 +62,8 @@ func (s *Store) GetObject(ctx context.Context, kind, name string) (store.Object,
 }
 
 func (s *Store) ListObjects(ctx context.Context, kind string) ([]store.Object, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+objectCols+` FROM objects WHERE kind = ? ORDER BY name`, kind)
+	out, err := selectRows(ctx, s.r, `SELECT `+objectCols+` FROM objects WHERE kind = ? ORDER BY name`, []any{kind}, scanObject)
 	if err != nil {
-		return nil, fmt.Errorf("list %ss: %w", kind, err)
-	}
-	defer rows.Close()
-	var out []store.Object
-	for rows.Next() {
-		o, err := scanObject(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list %ss: %w", kind, err)
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list %ss: %w", kind, err)
 	}
 	return out, nil

@@ -58,6 +58,7 @@ const pragmas = "_pragma=busy_timeout(5000)" +
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
 	store.PartyDirectory // users and teams, through parties
+	store.SQLAudit       // audit_log and tool_calls, through auditTables
 
 	path string
 	w    *sql.DB // exactly one connection: all writes
@@ -71,7 +72,10 @@ type Store struct {
 	addToolCall  *sql.Stmt // w
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.UsageLog = (*Store)(nil)
+)
 
 // Open opens (creating if needed) dir/mcpgate.db and migrates it to the
 // newest schema this binary knows. It fails with a *store.SchemaVersionError
@@ -106,6 +110,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 
 	s := &Store{path: path}
 	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
+	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate")); err != nil {
 		return nil, err
 	}
@@ -262,3 +267,27 @@ func rowsChanged(res sql.Result) error {
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
+
+// queryer is a *sql.DB or a *sql.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// selectRows runs query on db and scans every row with scan; nil when
+// there is none.
+func selectRows[T any](ctx context.Context, db queryer, query string, args []any, scan func(scanner) (T, error)) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
