@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// KeySyncTx is what SyncConfigKeys asks of a backend: the queries it runs
+// KeySyncTx is what SQLKeys.SyncConfigKeys asks of a backend: the queries it runs
 // on the keys table, all inside the one transaction the backend holds for
 // it. Errors from the writes name no hash; a uniqueness violation is
 // ErrConflict with what clashed ("alias already in use", ...), which
@@ -28,23 +28,9 @@ type KeySyncTx interface {
 	DeleteKeyByID(ctx context.Context, id string) error
 }
 
-// SyncTxFunc runs fn in one transaction and commits when fn returns nil;
-// fn's ctx is the one the transaction's queries run under (the backend may
-// bound it).
-type SyncTxFunc func(ctx context.Context, fn func(ctx context.Context, tx KeySyncTx) error) error
-
-// SyncConfigKeys is Keys.SyncConfigKeys for a backend whose transactions
-// inTx runs. It decides what to add, update and delete; the backend only
-// runs the queries.
-func SyncConfigKeys(ctx context.Context, keys []Key, inTx SyncTxFunc) (SyncResult, error) {
-	res, err := syncConfigKeys(ctx, keys, inTx)
-	if err != nil {
-		return SyncResult{}, fmt.Errorf("sync config keys: %w", err)
-	}
-	return res, nil
-}
-
-func syncConfigKeys(ctx context.Context, keys []Key, inTx SyncTxFunc) (SyncResult, error) {
+// syncConfigKeys decides what SyncConfigKeys adds, updates and deletes
+// and runs it through the backend's queries, in the transaction of inTx.
+func syncConfigKeys(ctx context.Context, keys []Key, inTx func(context.Context, func(context.Context, KeySyncTx) error) error) (SyncResult, error) {
 	stamp := now()
 	want := make(map[string]Key, len(keys))
 	for _, k := range keys {

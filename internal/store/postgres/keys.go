@@ -121,9 +121,6 @@ func scanKey(row pgx.Row) (store.Key, error) {
 	return r.decode()
 }
 
-// prepareKey fills the store-owned fields of k and validates it.
-func prepareKey(k *store.Key) error { return k.PrepareNew(now()) }
-
 // keyConflict turns a uniqueness violation on the keys table into
 // ErrConflict with a message that says what clashed, never the hash (the
 // server's detail, which quotes the value, is dropped); the caller names
@@ -143,18 +140,19 @@ func keyConflict(err error) error {
 	return fmt.Errorf("%s: %w", what, store.ErrConflict)
 }
 
-func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
-	if err := prepareKey(&k); err != nil {
-		return store.Key{}, fmt.Errorf("create key: %w", err)
-	}
+// keyTables runs store.SQLKeys's statements on the keys table, each
+// bounded by the statement timeout.
+type keyTables struct{ s *Store }
+
+func (t keyTables) InsertKey(ctx context.Context, k store.Key) (store.Key, error) {
 	r, err := encodeKey(&k)
 	if err != nil {
-		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, err)
+		return store.Key{}, err
 	}
-	ctx, cancel := s.op(ctx)
+	ctx, cancel := t.s.op(ctx)
 	defer cancel()
-	if err := insertKey(ctx, s.pool, &r); err != nil {
-		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, keyConflict(err))
+	if err := insertKey(ctx, t.s.pool, &r); err != nil {
+		return store.Key{}, keyConflict(err)
 	}
 	return r.decode()
 }
@@ -165,84 +163,69 @@ func insertKey(ctx context.Context, q querier, r *keyRow) error {
 	return err
 }
 
-func (s *Store) GetKeyByAlias(ctx context.Context, alias string) (store.Key, error) {
-	ctx, cancel := s.op(ctx)
-	defer cancel()
-	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE alias = $1`, alias))
-	if err != nil {
-		return store.Key{}, fmt.Errorf("get key %q: %w", alias, notFound(err))
-	}
-	return k, nil
+func (t keyTables) KeyByAlias(ctx context.Context, alias string) (store.Key, error) {
+	return t.oneKey(ctx, `SELECT `+keyCols+` FROM keys WHERE alias = $1`, alias)
 }
 
-func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	ctx, cancel := s.op(ctx)
-	defer cancel()
-	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE key_hash = $1`, hash))
-	if err != nil {
-		return store.Key{}, fmt.Errorf("get key by hash: %w", notFound(err))
-	}
-	return k, nil
+func (t keyTables) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
+	return t.oneKey(ctx, `SELECT `+keyCols+` FROM keys WHERE key_hash = $1`, hash)
 }
 
-func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
-	ctx, cancel := s.op(ctx)
+// oneKey reads the key query selects; no row is store.ErrNotFound.
+func (t keyTables) oneKey(ctx context.Context, query string, arg string) (store.Key, error) {
+	ctx, cancel := t.s.op(ctx)
 	defer cancel()
-	keys, err := selectRows(ctx, s.pool, `SELECT `+keyCols+` FROM keys ORDER BY alias`, nil, scanKey)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return keys, nil
+	k, err := scanKey(t.s.pool.QueryRow(ctx, query, arg))
+	return k, notFound(err)
 }
 
-func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
-	v := k
-	v.Source = store.SourceAPI // kept from the stored key; only validated here
-	if err := v.Validate(); err != nil {
-		return store.Key{}, fmt.Errorf("update key: %w", err)
-	}
-	k.UpdatedAt = now()
+func (t keyTables) ListKeys(ctx context.Context) ([]store.Key, error) {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	return selectRows(ctx, t.s.pool, `SELECT `+keyCols+` FROM keys ORDER BY alias`, nil, scanKey)
+}
+
+func (t keyTables) UpdateKeyByAlias(ctx context.Context, k store.Key) (store.Key, error) {
 	r, err := encodeKey(&k)
 	if err != nil {
-		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, err)
+		return store.Key{}, err
 	}
-	ctx, cancel := s.op(ctx)
+	ctx, cancel := t.s.op(ctx)
 	defer cancel()
-	got, err := scanKey(s.pool.QueryRow(ctx,
+	got, err := scanKey(t.s.pool.QueryRow(ctx,
 		`UPDATE keys SET `+keySet+` WHERE alias = $19 RETURNING `+keyCols, r.setArgs(r.alias)...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
+		return store.Key{}, store.ErrNotFound
 	}
 	if err != nil {
-		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, keyConflict(err))
+		return store.Key{}, keyConflict(err)
 	}
 	return got, nil
 }
 
-func (s *Store) DeleteKey(ctx context.Context, alias string) error {
-	ctx, cancel := s.op(ctx)
+func (t keyTables) DeleteKeyByAlias(ctx context.Context, alias string) error {
+	ctx, cancel := t.s.op(ctx)
 	defer cancel()
-	if err := changed(s.pool.Exec(ctx, `DELETE FROM keys WHERE alias = $1`, alias)); err != nil {
-		return fmt.Errorf("delete key %q: %w", alias, err)
-	}
-	return nil
+	return changed(t.s.pool.Exec(ctx, `DELETE FROM keys WHERE alias = $1`, alias))
 }
 
-func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error {
-	ctx, cancel := s.op(ctx)
+func (t keyTables) TouchKey(ctx context.Context, alias string, at time.Time) (bool, error) {
+	ctx, cancel := t.s.op(ctx)
 	defer cancel()
-	err := changed(s.pool.Exec(ctx, `UPDATE keys SET last_used_at = $1
-		WHERE alias = $2 AND (last_used_at IS NULL OR last_used_at < $1)`, ms(at), alias))
-	if errors.Is(err, store.ErrNotFound) {
-		// Either no such key or it was already used later: tell them apart
-		// (rare, so the common path stays one statement).
-		var one int
-		err = notFound(s.pool.QueryRow(ctx, `SELECT 1 FROM keys WHERE alias = $1`, alias).Scan(&one))
+	tag, err := t.s.pool.Exec(ctx, `UPDATE keys SET last_used_at = $1
+		WHERE alias = $2 AND (last_used_at IS NULL OR last_used_at < $1)`, ms(at), alias)
+	return tag.RowsAffected() > 0, classify(err)
+}
+
+func (t keyTables) KeyExists(ctx context.Context, alias string) (bool, error) {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	var one int
+	err := t.s.pool.QueryRow(ctx, `SELECT 1 FROM keys WHERE alias = $1`, alias).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
 	}
-	if err != nil {
-		return fmt.Errorf("touch key %q: %w", alias, err)
-	}
-	return nil
+	return err == nil, classify(err)
 }
 
 // syncLock serialises SyncConfigKeys across replicas: every replica syncs
@@ -250,16 +233,14 @@ func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error 
 // would both insert it, and one would fail.
 const syncLock = `SELECT pg_advisory_xact_lock(hashtextextended('mcpgate.sync_config_keys:' || coalesce(current_schema(), ''), 0))`
 
-func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
-	return store.SyncConfigKeys(ctx, keys, func(ctx context.Context, fn func(context.Context, store.KeySyncTx) error) error {
-		ctx, cancel := s.op(ctx)
-		defer cancel()
-		return s.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, syncLock); err != nil {
-				return err
-			}
-			return fn(ctx, syncTx{tx})
-		})
+func (t keyTables) InSyncTx(ctx context.Context, fn func(context.Context, store.KeySyncTx) error) error {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	return t.s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, syncLock); err != nil {
+			return err
+		}
+		return fn(ctx, syncTx{tx})
 	})
 }
 

@@ -71,6 +71,7 @@ type Options struct {
 // Store is a store.Store on a PostgreSQL database. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
+	store.SQLKeys        // keys, through keyTables
 	store.PartyDirectory // users and teams, through parties
 	store.SQLAudit       // audit_log and tool_calls, through auditTables
 
@@ -153,6 +154,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	s := &Store{pool: pool, where: where, timeout: cmp.Or(o.StatementTimeout, DefaultStatementTimeout)}
+	s.SQLKeys = store.SQLKeys{Tables: keyTables{s}}
 	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	mctx, cancel := context.WithTimeout(ctx, cmp.Or(o.MigrateTimeout, DefaultMigrateTimeout))

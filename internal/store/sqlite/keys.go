@@ -117,9 +117,6 @@ func scanKey(sc scanner) (store.Key, error) {
 	return r.decode()
 }
 
-// prepareKey fills the store-owned fields of k and validates it.
-func prepareKey(k *store.Key) error { return k.PrepareNew(now()) }
-
 // keyConflict turns a uniqueness violation on the keys table into
 // ErrConflict with a message that says what clashed, never the hash; the
 // caller names the operation and the alias.
@@ -135,16 +132,16 @@ func keyConflict(err error) error {
 	return fmt.Errorf("%s: %w", what, store.ErrConflict)
 }
 
-func (s *Store) CreateKey(ctx context.Context, k store.Key) (store.Key, error) {
-	if err := prepareKey(&k); err != nil {
-		return store.Key{}, fmt.Errorf("create key: %w", err)
-	}
+// keyTables runs store.SQLKeys's statements on the keys table.
+type keyTables struct{ s *Store }
+
+func (t keyTables) InsertKey(ctx context.Context, k store.Key) (store.Key, error) {
 	r, err := encodeKey(&k)
 	if err != nil {
-		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, err)
+		return store.Key{}, err
 	}
-	if err := insertKey(ctx, s.w, &r); err != nil {
-		return store.Key{}, fmt.Errorf("create key %q: %w", k.Alias, keyConflict(err))
+	if err := insertKey(ctx, t.s.w, &r); err != nil {
+		return store.Key{}, keyConflict(err)
 	}
 	return r.decode()
 }
@@ -157,105 +154,83 @@ func insertKey(ctx context.Context, db interface {
 	return err
 }
 
-func (s *Store) GetKeyByAlias(ctx context.Context, alias string) (store.Key, error) {
-	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE alias = ?`, alias))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = store.ErrNotFound
-	}
-	if err != nil {
-		return store.Key{}, fmt.Errorf("get key %q: %w", alias, err)
-	}
-	return k, nil
+func (t keyTables) KeyByAlias(ctx context.Context, alias string) (store.Key, error) {
+	return oneKey(scanKey(t.s.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE alias = ?`, alias)))
 }
 
 const selectKeyByHash = `SELECT ` + keyCols + ` FROM keys WHERE key_hash = ?`
 
-func (s *Store) GetKeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := scanKey(s.keyByHash.QueryRowContext(ctx, hash))
+func (t keyTables) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
+	return oneKey(scanKey(t.s.keyByHash.QueryRowContext(ctx, hash)))
+}
+
+// oneKey maps no row to store.ErrNotFound.
+func oneKey(k store.Key, err error) (store.Key, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return store.Key{}, fmt.Errorf("get key by hash: %w", err)
-	}
-	return k, nil
+	return k, err
 }
 
-func (s *Store) ListKeys(ctx context.Context) ([]store.Key, error) {
-	keys, err := selectRows(ctx, s.r, `SELECT `+keyCols+` FROM keys ORDER BY alias`, nil, scanKey)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return keys, nil
+func (t keyTables) ListKeys(ctx context.Context) ([]store.Key, error) {
+	return selectRows(ctx, t.s.r, `SELECT `+keyCols+` FROM keys ORDER BY alias`, nil, scanKey)
 }
 
-func (s *Store) UpdateKey(ctx context.Context, k store.Key) (store.Key, error) {
-	v := k
-	v.Source = store.SourceAPI // kept from the stored key; only validated here
-	if err := v.Validate(); err != nil {
-		return store.Key{}, fmt.Errorf("update key: %w", err)
-	}
-	k.UpdatedAt = now()
+func (t keyTables) UpdateKeyByAlias(ctx context.Context, k store.Key) (store.Key, error) {
 	r, err := encodeKey(&k)
 	if err != nil {
-		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, err)
+		return store.Key{}, err
 	}
-	got, err := scanKey(s.w.QueryRowContext(ctx,
+	got, err := scanKey(t.s.w.QueryRowContext(ctx,
 		`UPDATE keys SET `+keySet+` WHERE alias = ? RETURNING `+keyCols, r.setArgs(r.alias)...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, store.ErrNotFound)
+		return store.Key{}, store.ErrNotFound
 	}
 	if err != nil {
-		return store.Key{}, fmt.Errorf("update key %q: %w", k.Alias, keyConflict(err))
+		return store.Key{}, keyConflict(err)
 	}
 	return got, nil
 }
 
-func (s *Store) DeleteKey(ctx context.Context, alias string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM keys WHERE alias = ?`, alias)
-	if err == nil {
-		err = rowsChanged(res)
-	}
+func (t keyTables) DeleteKeyByAlias(ctx context.Context, alias string) error {
+	res, err := t.s.w.ExecContext(ctx, `DELETE FROM keys WHERE alias = ?`, alias)
 	if err != nil {
-		return fmt.Errorf("delete key %q: %w", alias, err)
+		return err
 	}
-	return nil
+	return rowsChanged(res)
 }
 
 const updateLastUsed = `UPDATE keys SET last_used_at = ?1
 	WHERE alias = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`
 
-func (s *Store) TouchKey(ctx context.Context, alias string, at time.Time) error {
-	res, err := s.touchKey.ExecContext(ctx, ms(at), alias)
-	if err == nil {
-		if err = rowsChanged(res); errors.Is(err, store.ErrNotFound) {
-			// Either no such key or it was already used later: tell them apart
-			// (rare, so the common path stays one statement).
-			var one int
-			err = s.r.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE alias = ?`, alias).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = store.ErrNotFound
-			}
-		}
-	}
+func (t keyTables) TouchKey(ctx context.Context, alias string, at time.Time) (bool, error) {
+	res, err := t.s.touchKey.ExecContext(ctx, ms(at), alias)
 	if err != nil {
-		return fmt.Errorf("touch key %q: %w", alias, err)
+		return false, err
 	}
-	return nil
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
-func (s *Store) SyncConfigKeys(ctx context.Context, keys []store.Key) (store.SyncResult, error) {
-	return store.SyncConfigKeys(ctx, keys, func(ctx context.Context, fn func(context.Context, store.KeySyncTx) error) error {
-		tx, err := s.w.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if err := fn(ctx, syncTx{tx}); err != nil {
-			return err
-		}
-		return tx.Commit()
-	})
+func (t keyTables) KeyExists(ctx context.Context, alias string) (bool, error) {
+	var one int
+	err := t.s.r.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE alias = ?`, alias).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t keyTables) InSyncTx(ctx context.Context, fn func(context.Context, store.KeySyncTx) error) error {
+	tx, err := t.s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(ctx, syncTx{tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // syncTx runs SyncConfigKeys's queries in its transaction.

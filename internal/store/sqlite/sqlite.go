@@ -57,6 +57,7 @@ const pragmas = "_pragma=busy_timeout(5000)" +
 // Store is a store.Store on a SQLite file. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
+	store.SQLKeys        // keys, through keyTables
 	store.PartyDirectory // users and teams, through parties
 	store.SQLAudit       // audit_log and tool_calls, through auditTables
 
@@ -109,6 +110,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	}
 
 	s := &Store{path: path}
+	s.SQLKeys = store.SQLKeys{Tables: keyTables{s}}
 	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate")); err != nil {
