@@ -73,6 +73,8 @@ type Options struct {
 type Store struct {
 	store.SQLKeys        // keys, through keyTables
 	store.PartyDirectory // users and teams, through parties
+	store.SQLObjects     // objects, through objectTables
+	store.SQLSessions    // terminated_sessions, through sessionTables
 	store.SQLAudit       // audit_log and tool_calls, through auditTables
 
 	pool    *pgxpool.Pool
@@ -156,6 +158,8 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 	s := &Store{pool: pool, where: where, timeout: cmp.Or(o.StatementTimeout, DefaultStatementTimeout)}
 	s.SQLKeys = store.SQLKeys{Tables: keyTables{s}}
 	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
+	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
+	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	mctx, cancel := context.WithTimeout(ctx, cmp.Or(o.MigrateTimeout, DefaultMigrateTimeout))
 	defer cancel()

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -24,58 +24,33 @@ func scanObject(sc scanner) (store.Object, error) {
 	return o, nil
 }
 
-func checkObject(kind, name string) error {
-	if err := store.CheckKind(kind); err != nil {
-		return err
-	}
-	return store.CheckName(kind+" name", name)
-}
+// objectTables runs store.SQLObjects's statements on the objects table.
+type objectTables struct{ s *Store }
 
-func (s *Store) PutObject(ctx context.Context, kind, name string, doc json.RawMessage) (store.Object, error) {
-	if err := checkObject(kind, name); err != nil {
-		return store.Object{}, fmt.Errorf("put object: %w", err)
-	}
-	if !json.Valid(doc) {
-		return store.Object{}, fmt.Errorf("put %s %q: document is not valid JSON: %w", kind, name, store.ErrInvalid)
-	}
-	t := ms(now())
-	o, err := scanObject(s.w.QueryRowContext(ctx, `INSERT INTO objects (`+objectCols+`)
+func (t objectTables) PutObject(ctx context.Context, kind, name string, doc json.RawMessage, at time.Time) (store.Object, error) {
+	return scanObject(t.s.w.QueryRowContext(ctx, `INSERT INTO objects (`+objectCols+`)
 		VALUES (?, ?, ?, 1, ?, ?)
 		ON CONFLICT (kind, name) DO UPDATE SET
 			doc = excluded.doc, version = objects.version + 1, updated_at = excluded.updated_at
-		RETURNING `+objectCols, kind, name, string(doc), t, t))
-	if err != nil {
-		return store.Object{}, fmt.Errorf("put %s %q: %w", kind, name, err)
-	}
-	return o, nil
+		RETURNING `+objectCols, kind, name, string(doc), ms(at), ms(at)))
 }
 
-func (s *Store) GetObject(ctx context.Context, kind, name string) (store.Object, error) {
-	o, err := scanObject(s.r.QueryRowContext(ctx, `SELECT `+objectCols+` FROM objects WHERE kind = ? AND name = ?`, kind, name))
+func (t objectTables) GetObject(ctx context.Context, kind, name string) (store.Object, error) {
+	o, err := scanObject(t.s.r.QueryRowContext(ctx, `SELECT `+objectCols+` FROM objects WHERE kind = ? AND name = ?`, kind, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
-	if err != nil {
-		return store.Object{}, fmt.Errorf("get %s %q: %w", kind, name, err)
-	}
-	return o, nil
+	return o, err
 }
 
-func (s *Store) ListObjects(ctx context.Context, kind string) ([]store.Object, error) {
-	out, err := selectRows(ctx, s.r, `SELECT `+objectCols+` FROM objects WHERE kind = ? ORDER BY name`, []any{kind}, scanObject)
-	if err != nil {
-		return nil, fmt.Errorf("list %ss: %w", kind, err)
-	}
-	return out, nil
+func (t objectTables) ListObjects(ctx context.Context, kind string) ([]store.Object, error) {
+	return selectRows(ctx, t.s.r, `SELECT `+objectCols+` FROM objects WHERE kind = ? ORDER BY name`, []any{kind}, scanObject)
 }
 
-func (s *Store) DeleteObject(ctx context.Context, kind, name string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM objects WHERE kind = ? AND name = ?`, kind, name)
-	if err == nil {
-		err = rowsChanged(res)
-	}
+func (t objectTables) DeleteObject(ctx context.Context, kind, name string) error {
+	res, err := t.s.w.ExecContext(ctx, `DELETE FROM objects WHERE kind = ? AND name = ?`, kind, name)
 	if err != nil {
-		return fmt.Errorf("delete %s %q: %w", kind, name, err)
+		return err
 	}
-	return nil
+	return rowsChanged(res)
 }

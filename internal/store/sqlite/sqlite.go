@@ -59,6 +59,8 @@ const pragmas = "_pragma=busy_timeout(5000)" +
 type Store struct {
 	store.SQLKeys        // keys, through keyTables
 	store.PartyDirectory // users and teams, through parties
+	store.SQLObjects     // objects, through objectTables
+	store.SQLSessions    // terminated_sessions, through sessionTables
 	store.SQLAudit       // audit_log and tool_calls, through auditTables
 
 	path string
@@ -112,6 +114,8 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	s := &Store{path: path}
 	s.SQLKeys = store.SQLKeys{Tables: keyTables{s}}
 	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
+	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
+	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate")); err != nil {
 		return nil, err
