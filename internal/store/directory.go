@@ -80,10 +80,10 @@ type Party struct {
 	CreatedAt time.Time
 }
 
-// PartyTables is what PartyDirectory asks of a backend: the queries on its
+// PartyTables is what SQLDirectory asks of a backend: the queries on its
 // users and teams tables. table is "users" or "teams", a constant, never
 // caller input. GetParty and DeleteParty return ErrNotFound for an unknown
-// id; errors need not name the table or the id (PartyDirectory does).
+// id; errors need not name the table or the id (SQLDirectory does).
 type PartyTables interface {
 	// UpsertParty creates p or renames it, keeping CreatedAt of an
 	// existing row, and returns the row as stored.
@@ -93,14 +93,14 @@ type PartyTables interface {
 	DeleteParty(ctx context.Context, table, id string) error
 }
 
-// PartyDirectory is the Directory of a backend with users and teams
+// SQLDirectory is the Directory of a backend with users and teams
 // tables: the validation, defaults and messages here, the queries in
 // Tables. A backend embeds it.
-type PartyDirectory struct {
+type SQLDirectory struct {
 	Tables PartyTables
 }
 
-func (d PartyDirectory) upsert(ctx context.Context, table, what string, p Party) (Party, error) {
+func (d SQLDirectory) upsert(ctx context.Context, table, what string, p Party) (Party, error) {
 	if err := CheckName(what+" id", p.ID); err != nil {
 		return Party{}, fmt.Errorf("upsert %s: %w", what, err)
 	}
@@ -114,7 +114,7 @@ func (d PartyDirectory) upsert(ctx context.Context, table, what string, p Party)
 	return out, nil
 }
 
-func (d PartyDirectory) get(ctx context.Context, table, what, id string) (Party, error) {
+func (d SQLDirectory) get(ctx context.Context, table, what, id string) (Party, error) {
 	p, err := d.Tables.GetParty(ctx, table, id)
 	if err != nil {
 		return Party{}, fmt.Errorf("get %s %q: %w", what, id, err)
@@ -122,7 +122,7 @@ func (d PartyDirectory) get(ctx context.Context, table, what, id string) (Party,
 	return p, nil
 }
 
-func (d PartyDirectory) list(ctx context.Context, table, what string) ([]Party, error) {
+func (d SQLDirectory) list(ctx context.Context, table, what string) ([]Party, error) {
 	ps, err := d.Tables.ListParties(ctx, table)
 	if err != nil {
 		return nil, fmt.Errorf("list %ss: %w", what, err)
@@ -130,48 +130,48 @@ func (d PartyDirectory) list(ctx context.Context, table, what string) ([]Party, 
 	return ps, nil
 }
 
-func (d PartyDirectory) delete(ctx context.Context, table, what, id string) error {
+func (d SQLDirectory) delete(ctx context.Context, table, what, id string) error {
 	if err := d.Tables.DeleteParty(ctx, table, id); err != nil {
 		return fmt.Errorf("delete %s %q: %w", what, id, err)
 	}
 	return nil
 }
 
-func (d PartyDirectory) UpsertUser(ctx context.Context, u User) (User, error) {
+func (d SQLDirectory) UpsertUser(ctx context.Context, u User) (User, error) {
 	p, err := d.upsert(ctx, "users", "user", Party(u))
 	return User(p), err
 }
 
-func (d PartyDirectory) GetUser(ctx context.Context, id string) (User, error) {
+func (d SQLDirectory) GetUser(ctx context.Context, id string) (User, error) {
 	p, err := d.get(ctx, "users", "user", id)
 	return User(p), err
 }
 
-func (d PartyDirectory) ListUsers(ctx context.Context) ([]User, error) {
+func (d SQLDirectory) ListUsers(ctx context.Context) ([]User, error) {
 	ps, err := d.list(ctx, "users", "user")
 	return convertParties[User](ps), err
 }
 
-func (d PartyDirectory) DeleteUser(ctx context.Context, id string) error {
+func (d SQLDirectory) DeleteUser(ctx context.Context, id string) error {
 	return d.delete(ctx, "users", "user", id)
 }
 
-func (d PartyDirectory) UpsertTeam(ctx context.Context, t Team) (Team, error) {
+func (d SQLDirectory) UpsertTeam(ctx context.Context, t Team) (Team, error) {
 	p, err := d.upsert(ctx, "teams", "team", Party(t))
 	return Team(p), err
 }
 
-func (d PartyDirectory) GetTeam(ctx context.Context, id string) (Team, error) {
+func (d SQLDirectory) GetTeam(ctx context.Context, id string) (Team, error) {
 	p, err := d.get(ctx, "teams", "team", id)
 	return Team(p), err
 }
 
-func (d PartyDirectory) ListTeams(ctx context.Context) ([]Team, error) {
+func (d SQLDirectory) ListTeams(ctx context.Context) ([]Team, error) {
 	ps, err := d.list(ctx, "teams", "team")
 	return convertParties[Team](ps), err
 }
 
-func (d PartyDirectory) DeleteTeam(ctx context.Context, id string) error {
+func (d SQLDirectory) DeleteTeam(ctx context.Context, id string) error {
 	return d.delete(ctx, "teams", "team", id)
 }
 
@@ -184,4 +184,4 @@ func convertParties[T User | Team](ps []Party) []T {
 	return out
 }
 
-var _ Directory = PartyDirectory{}
+var _ Directory = SQLDirectory{}

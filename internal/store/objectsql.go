@@ -68,26 +68,13 @@ func (o SQLObjects) DeleteObject(ctx context.Context, kind, name string) error {
 	return nil
 }
 
-// SessionTables is what SQLSessions asks of a backend: the statements on
-// its terminated_sessions table, handed digests only.
-type SessionTables interface {
-	// MarkTerminated inserts hash or replaces its expiry with until.
-	MarkTerminated(ctx context.Context, hash string, until time.Time) error
-	// IsTerminated reports whether hash is stored with an expiry after now.
-	IsTerminated(ctx context.Context, hash string, now time.Time) (bool, error)
-	// TouchTerminated moves the expiry of a stored hash to until if that is
-	// later.
-	TouchTerminated(ctx context.Context, hash string, until time.Time) error
-	// PurgeTerminated deletes the rows that expire at or before now and
-	// returns how many.
-	PurgeTerminated(ctx context.Context, now time.Time) (int64, error)
-}
-
 // SQLSessions is the TerminatedSessions of a SQL backend: the digest
 // checks and messages here (which never name the hash: it identifies a
 // session), the statements in Tables. A backend embeds it.
 type SQLSessions struct {
-	Tables SessionTables
+	// Tables runs the statements on the terminated_sessions table,
+	// trusting that it is handed digests, and returns bare errors.
+	Tables TerminatedSessions
 }
 
 var _ TerminatedSessions = SQLSessions{}

@@ -8,6 +8,12 @@
 // Backends live in their own packages (store/sqlite, the default, and
 // store/postgres, for fleets) and are wired by main; nothing else imports
 // them. Every backend must pass the conformance suite in store/storetest.
+// What the SQL backends would otherwise each repeat lives here, over
+// narrow interfaces of their statements: [SQLKeys] (with the config key
+// sync), [SQLDirectory], [SQLObjects], [SQLSessions] and [SQLAudit] (its
+// filters and keyset paging) decide what to read and write, and a backend
+// embeds them and keeps only its SQL, its driver calls and its row
+// encoding ([KeyRow], [Dialect]).
 //
 // The store must never see a secret: it is handed [HashKey] digests and
 // display prefixes, refuses a key whose hash is not a sha256 hex digest, and

@@ -3,20 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcpgate/mcpgate/internal/store"
 )
-
-// dialect numbers the parameters ($1, $2, ...) and passes times as
-// timestamptz at the store's precision.
-var dialect = store.Dialect{
-	Param: func(n int) string { return "$" + strconv.Itoa(n) },
-	Time:  func(t time.Time) any { return ms(t) },
-}
 
 // auditTables runs store.SQLAudit's statements on audit_log and
 // tool_calls.

@@ -12,113 +12,25 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
-const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, tools,
-	deny_tools, toolsets, access_groups, allowed_cidrs, rate_limit_rpm,
-	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
-	last_used_at, budget_amount, budget_period`
+// keyRow is a Key as stored, its times as timestamptz.
+type keyRow = store.KeyRow[time.Time]
 
-// keyRow is a Key as stored: lists and maps as JSON text, times at the
-// store's precision in UTC, NULL as nil.
-type keyRow struct {
-	id, alias, hash, prefix, user, team string
-	servers                             *string
-	tools, denyTools                    string
-	toolsets, accessGroups, cidrs       string
-	rpm                                 int64
-	expires                             *time.Time
-	admin, noMCP, disabled              bool
-	source                              string
-	created, updated                    time.Time
-	lastUsed                            *time.Time
-	budget                              float64
-	budgetPeriod                        string
-}
+var keyTimes = store.TimeCodec[time.Time]{Encode: ms, Decode: time.Time.UTC}
 
-func (r *keyRow) args() []any {
-	return []any{r.id, r.alias, r.hash, r.prefix, r.user, r.team, r.servers, r.tools,
-		r.denyTools, r.toolsets, r.accessGroups, r.cidrs, r.rpm,
-		r.expires, r.admin, r.noMCP, r.disabled, r.source, r.created, r.updated,
-		r.lastUsed, r.budget, r.budgetPeriod}
-}
-
-func (r *keyRow) dest() []any {
-	return []any{&r.id, &r.alias, &r.hash, &r.prefix, &r.user, &r.team, &r.servers, &r.tools,
-		&r.denyTools, &r.toolsets, &r.accessGroups, &r.cidrs, &r.rpm,
-		&r.expires, &r.admin, &r.noMCP, &r.disabled, &r.source, &r.created, &r.updated,
-		&r.lastUsed, &r.budget, &r.budgetPeriod}
-}
+const keyCols = store.KeyColumns
 
 // keySet assigns every column a key's owner may change; the arguments are
-// keyRow.setArgs, then the WHERE value as $19.
-const keySet = `key_hash = $1, key_prefix = $2, user_id = $3, team_id = $4, servers = $5,
-	tools = $6, deny_tools = $7, toolsets = $8, access_groups = $9,
-	allowed_cidrs = $10, rate_limit_rpm = $11, expires_at = $12, admin = $13,
-	no_mcp = $14, disabled = $15, updated_at = $16, budget_amount = $17, budget_period = $18`
+// keyRow.SetArgs, then the WHERE value as $19.
+var keySet = store.KeySet(dialect)
 
-func (r *keyRow) setArgs(where any) []any {
-	return []any{r.hash, r.prefix, r.user, r.team, r.servers,
-		r.tools, r.denyTools, r.toolsets, r.accessGroups,
-		r.cidrs, r.rpm, r.expires, r.admin,
-		r.noMCP, r.disabled, r.updated, r.budget, r.budgetPeriod, where}
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = ms(t)
-	return &t
-}
-
-func encodeKey(k *store.Key) (keyRow, error) {
-	r := keyRow{
-		id: k.ID, alias: k.Alias, hash: k.KeyHash, prefix: k.KeyPrefix,
-		user: k.User, team: k.Team,
-		rpm:     int64(k.RateLimitRPM),
-		expires: timePtr(k.ExpiresAt),
-		admin:   k.Admin, noMCP: k.NoMCP, disabled: k.Disabled,
-		source:   k.Source,
-		created:  ms(k.CreatedAt),
-		updated:  ms(k.UpdatedAt),
-		lastUsed: timePtr(k.LastUsedAt),
-		budget:   k.BudgetAmount, budgetPeriod: k.BudgetPeriod,
-	}
-	l, err := store.EncodeKeyLists(k)
-	if err != nil {
-		return r, err
-	}
-	r.servers = l.Servers
-	r.tools, r.denyTools, r.toolsets, r.accessGroups, r.cidrs = l.Tools, l.DenyTools, l.Toolsets, l.AccessGroups, l.AllowedCIDRs
-	return r, nil
-}
-
-func (r *keyRow) decode() (store.Key, error) {
-	k := store.Key{
-		ID: r.id, Alias: r.alias, KeyHash: r.hash, KeyPrefix: r.prefix,
-		User: r.user, Team: r.team,
-		RateLimitRPM: int(r.rpm),
-		ExpiresAt:    fromNull(r.expires),
-		Admin:        r.admin, NoMCP: r.noMCP, Disabled: r.disabled,
-		Source:       r.source,
-		CreatedAt:    r.created.UTC(),
-		UpdatedAt:    r.updated.UTC(),
-		LastUsedAt:   fromNull(r.lastUsed),
-		BudgetAmount: r.budget, BudgetPeriod: r.budgetPeriod,
-	}
-	servers := r.servers
-	l := store.KeyLists{Servers: servers, Tools: r.tools, DenyTools: r.denyTools, Toolsets: r.toolsets, AccessGroups: r.accessGroups, AllowedCIDRs: r.cidrs}
-	if err := l.DecodeInto(&k); err != nil {
-		return k, err
-	}
-	return k, nil
-}
+func encodeKey(k *store.Key) (keyRow, error) { return store.EncodeKeyRow(k, keyTimes) }
 
 func scanKey(row pgx.Row) (store.Key, error) {
 	var r keyRow
-	if err := row.Scan(r.dest()...); err != nil {
+	if err := row.Scan(r.Dest()...); err != nil {
 		return store.Key{}, err
 	}
-	return r.decode()
+	return r.Decode(keyTimes)
 }
 
 // keyConflict turns a uniqueness violation on the keys table into
@@ -154,12 +66,12 @@ func (t keyTables) InsertKey(ctx context.Context, k store.Key) (store.Key, error
 	if err := insertKey(ctx, t.s.pool, &r); err != nil {
 		return store.Key{}, keyConflict(err)
 	}
-	return r.decode()
+	return r.Decode(keyTimes)
 }
 
 func insertKey(ctx context.Context, q querier, r *keyRow) error {
 	_, err := q.Exec(ctx, `INSERT INTO keys (`+keyCols+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)`, r.args()...)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)`, r.Args()...)
 	return err
 }
 
@@ -193,7 +105,7 @@ func (t keyTables) UpdateKeyByAlias(ctx context.Context, k store.Key) (store.Key
 	ctx, cancel := t.s.op(ctx)
 	defer cancel()
 	got, err := scanKey(t.s.pool.QueryRow(ctx,
-		`UPDATE keys SET `+keySet+` WHERE alias = $19 RETURNING `+keyCols, r.setArgs(r.alias)...))
+		`UPDATE keys SET `+keySet+` WHERE alias = $19 RETURNING `+keyCols, r.SetArgs(r.Alias)...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Key{}, store.ErrNotFound
 	}
@@ -262,7 +174,7 @@ func (t syncTx) InsertKey(ctx context.Context, k store.Key) error {
 func (t syncTx) UpdateKeyByID(ctx context.Context, k store.Key) error {
 	r, err := encodeKey(&k)
 	if err == nil {
-		_, err = t.tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $19`, r.setArgs(r.id)...)
+		_, err = t.tx.Exec(ctx, `UPDATE keys SET `+keySet+` WHERE id = $19`, r.SetArgs(r.ID)...)
 		err = keyConflict(err)
 	}
 	return err

@@ -10,6 +10,10 @@
 // deployment do not link pgx: main imports the backend the config names
 // (STYLE.md 4).
 //
+// It keeps only its statements, driver calls and row encoding: Store
+// embeds the store.SQL* types, which decide what to read and write (the
+// validation, the config key sync, the audit paging).
+//
 // Concurrency: a pgxpool.Pool serves any number of goroutines; statements
 // are prepared once per connection (pgx's statement cache), so the lookups
 // on the request path (GetKeyByHash, IsTerminated) are one round trip.
@@ -71,11 +75,11 @@ type Options struct {
 // Store is a store.Store on a PostgreSQL database. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
-	store.SQLKeys        // keys, through keyTables
-	store.PartyDirectory // users and teams, through parties
-	store.SQLObjects     // objects, through objectTables
-	store.SQLSessions    // terminated_sessions, through sessionTables
-	store.SQLAudit       // audit_log and tool_calls, through auditTables
+	store.SQLKeys      // keys, through keyTables
+	store.SQLDirectory // users and teams, through parties
+	store.SQLObjects   // objects, through objectTables
+	store.SQLSessions  // terminated_sessions, through sessionTables
+	store.SQLAudit     // audit_log and tool_calls, through auditTables
 
 	pool    *pgxpool.Pool
 	where   string // user@host:port/database, for messages
@@ -157,7 +161,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 	}
 	s := &Store{pool: pool, where: where, timeout: cmp.Or(o.StatementTimeout, DefaultStatementTimeout)}
 	s.SQLKeys = store.SQLKeys{Tables: keyTables{s}}
-	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
+	s.SQLDirectory = store.SQLDirectory{Tables: parties{s}}
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
@@ -228,19 +232,18 @@ var (
 	_ querier = (pgx.Tx)(nil)
 )
 
+// dialect numbers the parameters ($1, $2, ...) and passes times as
+// timestamptz at the store's precision.
+var dialect = store.Dialect{
+	Param: func(n int) string { return "$" + strconv.Itoa(n) },
+	Time:  func(t time.Time) any { return ms(t) },
+}
+
 // now is the current time at the store's precision.
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // ms brings t to the store's precision, in UTC.
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
-
-// fromNull reads a nullable timestamptz: NULL is the zero time.
-func fromNull(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
 
 // pgError returns the server's error in err, if any.
 func pgError(err error) (*pgconn.PgError, bool) {

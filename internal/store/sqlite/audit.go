@@ -4,17 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store"
 )
-
-// dialect writes every parameter as "?" and passes times as unix
-// milliseconds.
-var dialect = store.Dialect{
-	Param: func(int) string { return "?" },
-	Time:  func(t time.Time) any { return ms(t) },
-}
 
 // auditTables runs store.SQLAudit's statements on audit_log and
 // tool_calls.

@@ -8,7 +8,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
-// parties runs store.PartyDirectory's queries on the users and teams
+// parties runs store.SQLDirectory's queries on the users and teams
 // tables.
 type parties struct{ s *Store }
 

@@ -11,110 +11,25 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
-const keyCols = `id, alias, key_hash, key_prefix, user_id, team_id, servers, tools,
-	deny_tools, toolsets, access_groups, allowed_cidrs, rate_limit_rpm,
-	expires_at, admin, no_mcp, disabled, source, created_at, updated_at,
-	last_used_at, budget_amount, budget_period`
+// keyRow is a Key as stored, its times as unix milliseconds.
+type keyRow = store.KeyRow[int64]
 
-// keyRow is a Key as stored: lists and maps as JSON text, times as unix
-// milliseconds, NULL as an invalid sql.Null value.
-type keyRow struct {
-	id, alias, hash, prefix, user, team string
-	servers                             sql.NullString
-	tools, denyTools                    string
-	toolsets, accessGroups, cidrs       string
-	rpm                                 int64
-	expires                             sql.NullInt64
-	admin, noMCP, disabled              bool
-	source                              string
-	created, updated                    int64
-	lastUsed                            sql.NullInt64
-	budget                              float64
-	budgetPeriod                        string
-}
+var keyTimes = store.TimeCodec[int64]{Encode: ms, Decode: fromMS}
 
-func (r *keyRow) args() []any {
-	return []any{r.id, r.alias, r.hash, r.prefix, r.user, r.team, r.servers, r.tools,
-		r.denyTools, r.toolsets, r.accessGroups, r.cidrs, r.rpm,
-		r.expires, r.admin, r.noMCP, r.disabled, r.source, r.created, r.updated,
-		r.lastUsed, r.budget, r.budgetPeriod}
-}
-
-func (r *keyRow) dest() []any {
-	return []any{&r.id, &r.alias, &r.hash, &r.prefix, &r.user, &r.team, &r.servers, &r.tools,
-		&r.denyTools, &r.toolsets, &r.accessGroups, &r.cidrs, &r.rpm,
-		&r.expires, &r.admin, &r.noMCP, &r.disabled, &r.source, &r.created, &r.updated,
-		&r.lastUsed, &r.budget, &r.budgetPeriod}
-}
+const keyCols = store.KeyColumns
 
 // keySet assigns every column a key's owner may change; the arguments are
-// keyRow.setArgs.
-const keySet = `key_hash = ?, key_prefix = ?, user_id = ?, team_id = ?, servers = ?,
-	tools = ?, deny_tools = ?, toolsets = ?, access_groups = ?,
-	allowed_cidrs = ?, rate_limit_rpm = ?, expires_at = ?, admin = ?,
-	no_mcp = ?, disabled = ?, updated_at = ?, budget_amount = ?, budget_period = ?`
+// keyRow.SetArgs.
+var keySet = store.KeySet(dialect)
 
-func (r *keyRow) setArgs(where any) []any {
-	return []any{r.hash, r.prefix, r.user, r.team, r.servers,
-		r.tools, r.denyTools, r.toolsets, r.accessGroups,
-		r.cidrs, r.rpm, r.expires, r.admin,
-		r.noMCP, r.disabled, r.updated, r.budget, r.budgetPeriod, where}
-}
-
-func encodeKey(k *store.Key) (keyRow, error) {
-	r := keyRow{
-		id: k.ID, alias: k.Alias, hash: k.KeyHash, prefix: k.KeyPrefix,
-		user: k.User, team: k.Team,
-		rpm:     int64(k.RateLimitRPM),
-		expires: nullMS(k.ExpiresAt),
-		admin:   k.Admin, noMCP: k.NoMCP, disabled: k.Disabled,
-		source:   k.Source,
-		created:  ms(k.CreatedAt),
-		updated:  ms(k.UpdatedAt),
-		lastUsed: nullMS(k.LastUsedAt),
-		budget:   k.BudgetAmount, budgetPeriod: k.BudgetPeriod,
-	}
-	l, err := store.EncodeKeyLists(k)
-	if err != nil {
-		return r, err
-	}
-	if l.Servers != nil {
-		r.servers = sql.NullString{String: *l.Servers, Valid: true}
-	}
-	r.tools, r.denyTools, r.toolsets, r.accessGroups, r.cidrs = l.Tools, l.DenyTools, l.Toolsets, l.AccessGroups, l.AllowedCIDRs
-	return r, nil
-}
-
-func (r *keyRow) decode() (store.Key, error) {
-	k := store.Key{
-		ID: r.id, Alias: r.alias, KeyHash: r.hash, KeyPrefix: r.prefix,
-		User: r.user, Team: r.team,
-		RateLimitRPM: int(r.rpm),
-		ExpiresAt:    fromNullMS(r.expires),
-		Admin:        r.admin, NoMCP: r.noMCP, Disabled: r.disabled,
-		Source:       r.source,
-		CreatedAt:    fromMS(r.created),
-		UpdatedAt:    fromMS(r.updated),
-		LastUsedAt:   fromNullMS(r.lastUsed),
-		BudgetAmount: r.budget, BudgetPeriod: r.budgetPeriod,
-	}
-	var servers *string
-	if r.servers.Valid {
-		servers = &r.servers.String
-	}
-	l := store.KeyLists{Servers: servers, Tools: r.tools, DenyTools: r.denyTools, Toolsets: r.toolsets, AccessGroups: r.accessGroups, AllowedCIDRs: r.cidrs}
-	if err := l.DecodeInto(&k); err != nil {
-		return k, err
-	}
-	return k, nil
-}
+func encodeKey(k *store.Key) (keyRow, error) { return store.EncodeKeyRow(k, keyTimes) }
 
 func scanKey(sc scanner) (store.Key, error) {
 	var r keyRow
-	if err := sc.Scan(r.dest()...); err != nil {
+	if err := sc.Scan(r.Dest()...); err != nil {
 		return store.Key{}, err
 	}
-	return r.decode()
+	return r.Decode(keyTimes)
 }
 
 // keyConflict turns a uniqueness violation on the keys table into
@@ -143,14 +58,14 @@ func (t keyTables) InsertKey(ctx context.Context, k store.Key) (store.Key, error
 	if err := insertKey(ctx, t.s.w, &r); err != nil {
 		return store.Key{}, keyConflict(err)
 	}
-	return r.decode()
+	return r.Decode(keyTimes)
 }
 
 func insertKey(ctx context.Context, db interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, r *keyRow) error {
 	_, err := db.ExecContext(ctx, `INSERT INTO keys (`+keyCols+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.args()...)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, r.Args()...)
 	return err
 }
 
@@ -182,7 +97,7 @@ func (t keyTables) UpdateKeyByAlias(ctx context.Context, k store.Key) (store.Key
 		return store.Key{}, err
 	}
 	got, err := scanKey(t.s.w.QueryRowContext(ctx,
-		`UPDATE keys SET `+keySet+` WHERE alias = ? RETURNING `+keyCols, r.setArgs(r.alias)...))
+		`UPDATE keys SET `+keySet+` WHERE alias = ? RETURNING `+keyCols, r.SetArgs(r.Alias)...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Key{}, store.ErrNotFound
 	}
@@ -251,7 +166,7 @@ func (t syncTx) InsertKey(ctx context.Context, k store.Key) error {
 func (t syncTx) UpdateKeyByID(ctx context.Context, k store.Key) error {
 	r, err := encodeKey(&k)
 	if err == nil {
-		_, err = t.tx.ExecContext(ctx, `UPDATE keys SET `+keySet+` WHERE id = ?`, r.setArgs(r.id)...)
+		_, err = t.tx.ExecContext(ctx, `UPDATE keys SET `+keySet+` WHERE id = ?`, r.SetArgs(r.ID)...)
 		err = keyConflict(err)
 	}
 	return err

@@ -17,6 +17,10 @@
 // IsTerminated), which never wait for writes. busy_timeout covers other
 // processes on the same file (the CLI while the gateway runs).
 //
+// It keeps only its statements, driver calls and row encoding: Store
+// embeds the store.SQL* types, which decide what to read and write (the
+// validation, the config key sync, the audit paging).
+//
 // Files: the directory is created 0700 and the database 0600 (SQLite gives
 // its -wal and -shm files the database file's mode). Existing files keep
 // their modes.
@@ -57,11 +61,11 @@ const pragmas = "_pragma=busy_timeout(5000)" +
 // Store is a store.Store on a SQLite file. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
 type Store struct {
-	store.SQLKeys        // keys, through keyTables
-	store.PartyDirectory // users and teams, through parties
-	store.SQLObjects     // objects, through objectTables
-	store.SQLSessions    // terminated_sessions, through sessionTables
-	store.SQLAudit       // audit_log and tool_calls, through auditTables
+	store.SQLKeys      // keys, through keyTables
+	store.SQLDirectory // users and teams, through parties
+	store.SQLObjects   // objects, through objectTables
+	store.SQLSessions  // terminated_sessions, through sessionTables
+	store.SQLAudit     // audit_log and tool_calls, through auditTables
 
 	path string
 	w    *sql.DB // exactly one connection: all writes
@@ -113,7 +117,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 
 	s := &Store{path: path}
 	s.SQLKeys = store.SQLKeys{Tables: keyTables{s}}
-	s.PartyDirectory = store.PartyDirectory{Tables: parties{s}}
+	s.SQLDirectory = store.SQLDirectory{Tables: parties{s}}
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
@@ -230,20 +234,13 @@ func (s *Store) Path() string { return s.path }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-func nullMS(t time.Time) sql.NullInt64 {
-	if t.IsZero() {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
-}
-
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
-func fromNullMS(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return fromMS(v.Int64)
+// dialect writes every parameter as "?" and passes times as unix
+// milliseconds.
+var dialect = store.Dialect{
+	Param: func(int) string { return "?" },
+	Time:  func(t time.Time) any { return ms(t) },
 }
 
 // now is the current time at the store's precision.
