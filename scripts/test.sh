@@ -133,7 +133,9 @@ vet() {
 # (go test -c -fuzz), instrumented as go test -fuzz builds it, and runs its
 # targets one after another in the package's directory, as go test would,
 # with the fuzz cache go test uses; FUZZ_JOBS packages at a time, largest
-# first, each run with one worker.
+# first, each run with one worker. Niced: the steps beside it wait for
+# messages within a second or so (a subscriptions/listen stream is read
+# for 1 s), so they come first when they need a CPU.
 #
 # A fuzz run fails for real when it records a failing input (testdata/fuzz/…),
 # which then also fails every later plain `go test`. The fuzzing engine can
@@ -191,7 +193,7 @@ fuzz_package() {
   shift 2
   local bin cache out
   bin="$logs/$(echo "$dir" | tr -c 'a-zA-Z0-9\n' _).test"
-  if ! out=$(go test -c -fuzz=. -o "$bin" "$dir" 2>&1); then
+  if ! out=$(nice -n 10 go test -c -fuzz=. -o "$bin" "$dir" 2>&1); then
     echo "$out"
     echo "fuzz $dir: building the test binary failed"
     return 1
@@ -208,7 +210,7 @@ fuzz_one() {
   local dir="$1" bin="$2" cache="$3" per="$4" target="$5" out attempt t0
   for attempt in 1 2; do
     t0=$(date +%s)
-    if out=$(cd "$dir" && "$bin" -test.paniconexit0 -test.timeout=10m -test.run='^$' -test.fuzz="^$target\$" \
+    if out=$(cd "$dir" && nice -n 10 "$bin" -test.paniconexit0 -test.timeout=10m -test.run='^$' -test.fuzz="^$target\$" \
       -test.fuzztime="$per" -test.fuzzminimizetime=2s -test.parallel=1 -test.fuzzcachedir="$cache" 2>&1); then
       echo "fuzz $target ($dir): ok ($(($(date +%s) - t0))s)"
       return 0
