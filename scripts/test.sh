@@ -6,25 +6,292 @@
 # the conformance fixture directly and through the gateway (also with a JWT
 # caller), and its client scenarios with mcpgate's egress as the client.
 #
+# Steps that time nothing run side by side, each into its own log, printed
+# whole when it ends: installing the test dependencies beside gofmt and go
+# vet; the fuzz runs beside the interop tests and the conformance server
+# runs. The Go tests, the chaos suite, the race tests and the conformance
+# client scenarios, which time faults and reconnections, run alone. A
+# failure anywhere fails the script, after every step running beside it has
+# ended and shown its output. The time of each step is printed at the end.
+#
 # Usage: bash scripts/test.sh        (the README's test command; .ci/run)
-# Env:   FUZZTIME (default 8s per fuzz target), SKIP_INTEROP=1 for a
-#        Go-only run while developing (CI never sets it).
+# Env:   FUZZ_BUDGET   seconds of fuzzing for all targets together (default
+#                      180), split evenly between them, at least 2s each.
+#        FUZZTIME      fuzz time per target instead (e.g. 30s or 1000x).
+#        FUZZ_JOBS     fuzz runs at a time (default: the number of CPUs),
+#                      each with one worker.
+#        SKIP_INTEROP=1  a Go-only run while developing (CI never sets it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export GOFLAGS="${GOFLAGS:-} -mod=readonly"
-start=$(date +%s)
-step() { printf '\n=== %s (%ss)\n' "$*" "$(( $(date +%s) - start ))"; }
-
-step "install test dependencies"
-bash scripts/install-test-deps.sh >/dev/null
 export PATH="$ROOT/bin:$PATH" # helm (install-test-deps.sh)
+logs="$(mktemp -d)"
 
-step "gofmt and go vet"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
-if [[ -n "$unformatted" ]]; then echo "gofmt would change: $unformatted"; exit 1; fi
-go vet ./...
-go vet -tags interop ./test/interop/modern/ ./test/interop/idp/ ./test/interop/identity/
+start=$(date +%s)
+timings=()
+step_name=""
+step_start=0
+step_cpu=0
+# cpu sets cpu_s to the CPU seconds (user + system) of this shell's
+# children that have ended, all their descendants included: unlike the wall
+# time, it hardly depends on what else the machine runs. It must run in
+# this shell, not in a pipe or $(…): a fresh process has no children yet.
+cpu_s=0
+cpu() {
+  times >"$logs/times"
+  cpu_s=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] } printf "%d", n }' "$logs/times")
+}
+# timing WALL CPU NAME adds a line to the table printed at the end.
+timing() {
+  timings+=("$(printf '%5ss %6ss  %s' "$1" "$2" "$3")")
+}
+# step NAME starts a step and ends the one before it.
+step() {
+  step_end
+  step_name="$*"
+  step_start=$(date +%s)
+  cpu
+  step_cpu=$cpu_s
+  printf '\n=== %s (%ss)\n' "$*" "$((step_start - start))"
+}
+step_end() {
+  if [[ -n "$step_name" ]]; then
+    cpu
+    timing "$(($(date +%s) - step_start))" "$((cpu_s - step_cpu))" "$step_name"
+  fi
+  step_name=""
+}
+report_timings() {
+  step_end
+  printf '\n=== step times (whole run %ss; wall, CPU; steps side by side indented)\n' "$(($(date +%s) - start))"
+  printf '%s\n' "${timings[@]}"
+  rm -rf "$logs"
+}
+trap report_timings EXIT
+
+# side NAME CMD... runs CMD in the background, its output into its own log;
+# sides_wait waits for every one, prints each log whole as it ends, and
+# fails when any failed.
+declare -A side_name=() side_log=() side_start=()
+sides=0
+side() {
+  local name="$1"
+  shift
+  local log="$logs/side-$sides.log"
+  sides=$((sides + 1))
+  "$@" >"$log" 2>&1 &
+  side_name[$!]="$name"
+  side_log[$!]="$log"
+  side_start[$!]=$(date +%s)
+}
+sides_wait() {
+  local failed=() pid rc took used was
+  cpu
+  was=$cpu_s
+  while [[ ${#side_name[@]} -gt 0 ]]; do
+    rc=0
+    wait -n -p pid "${!side_name[@]}" || rc=$?
+    took=$(($(date +%s) - side_start[$pid]))
+    cpu
+    used=$((cpu_s - was))
+    was=$cpu_s
+    if [[ $rc -eq 0 ]]; then
+      printf '\n--- %s: ok (%ss)\n' "${side_name[$pid]}" "$took"
+    else
+      printf '\n--- %s: FAILED (exit %s, %ss)\n' "${side_name[$pid]}" "$rc" "$took"
+      failed+=("${side_name[$pid]}")
+    fi
+    cat "${side_log[$pid]}"
+    timing "$took" "$used" "  ${side_name[$pid]}"
+    unset "side_name[$pid]" "side_log[$pid]" "side_start[$pid]"
+  done
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    echo
+    printf 'failed: %s\n' "${failed[@]}"
+    return 1
+  fi
+}
+
+install_deps() {
+  bash scripts/install-test-deps.sh >/dev/null
+}
+
+vet() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
+  if [[ -n "$unformatted" ]]; then
+    echo "gofmt would change: $unformatted"
+    return 1
+  fi
+  go vet ./...
+  go vet -tags interop ./test/interop/modern/ ./test/interop/idp/ ./test/interop/identity/
+}
+
+# Fuzz targets are found, not listed: every func Fuzz... in a _test.go file,
+# so a new one is never left out. Each package's test binary is built once
+# (go test -c -fuzz), instrumented as go test -fuzz builds it, and runs its
+# targets one after another in the package's directory, as go test would,
+# with the fuzz cache go test uses; FUZZ_JOBS packages at a time, largest
+# first, each run with one worker. Niced: the steps beside it wait for
+# messages within a second or so (a subscriptions/listen stream is read
+# for 1 s), so they come first when they need a CPU.
+#
+# A fuzz run fails for real when it records a failing input (testdata/fuzz/…),
+# which then also fails every later plain `go test`. The fuzzing engine can
+# also give up on its own on a loaded machine ("fuzzing process hung or
+# terminated unexpectedly", a deadline) without any input: that run is
+# retried once, and its output shown. Minimising a new interesting input
+# may take up to a minute by default, beyond a short -fuzztime: it is
+# bounded to 2s.
+fuzz_all() {
+  local -A targets=()
+  local dir name n=0
+  while read -r dir name; do
+    targets[$dir]+="$name "
+    n=$((n + 1))
+  done < <(grep -r --include='*_test.go' --exclude-dir=node_modules --exclude-dir=testdata -o '^func Fuzz[A-Za-z0-9_]*' . |
+    sed -E 's#^(.*)/[^/]*_test\.go:func (Fuzz.*)$#\1/ \2#' | sort -u)
+  [[ $n -gt 0 ]] || { echo "no fuzz targets found"; return 1; }
+  local per
+  if [[ -n "${FUZZTIME:-}" ]]; then
+    per="$FUZZTIME"
+  else
+    local ms=$((${FUZZ_BUDGET:-180} * 1000 / n))
+    if [[ $ms -lt 2000 ]]; then ms=2000; fi
+    per="${ms}ms"
+  fi
+  local jobs="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+  echo "fuzz: $n targets in ${#targets[@]} packages, $per each, $jobs at a time"
+  local pkgs=() failed=0 i=0 pid
+  local -A running=()
+  mapfile -t pkgs < <(for dir in "${!targets[@]}"; do
+    set -- ${targets[$dir]}
+    echo "$# $dir"
+  done | sort -k1,1nr -k2 | cut -d' ' -f2)
+  for dir in "${pkgs[@]}"; do
+    if [[ ${#running[@]} -ge $jobs ]]; then
+      wait -n -p pid "${!running[@]}" || failed=1
+      unset "running[$pid]"
+    fi
+    fuzz_package "$dir" "$per" ${targets[$dir]} >"$logs/fuzz-$i.log" 2>&1 &
+    running[$!]=1
+    i=$((i + 1))
+  done
+  while [[ ${#running[@]} -gt 0 ]]; do
+    wait -n -p pid "${!running[@]}" || failed=1
+    unset "running[$pid]"
+  done
+  for ((i = 0; i < ${#pkgs[@]}; i++)); do cat "$logs/fuzz-$i.log"; done
+  return "$failed"
+}
+
+# fuzz_package DIR FUZZTIME TARGET... builds DIR's test binary and fuzzes
+# each target; it runs them all, and fails if any failed.
+fuzz_package() {
+  local dir="$1" per="$2"
+  shift 2
+  local bin cache out
+  bin="$logs/$(echo "$dir" | tr -c 'a-zA-Z0-9\n' _).test"
+  if ! out=$(nice -n 10 go test -c -fuzz=. -o "$bin" "$dir" 2>&1); then
+    echo "$out"
+    echo "fuzz $dir: building the test binary failed"
+    return 1
+  fi
+  cache="$(go env GOCACHE)/fuzz/$(go list "$dir")"
+  local target failed=0
+  for target in "$@"; do
+    fuzz_one "$dir" "$bin" "$cache" "$per" "$target" || failed=1
+  done
+  return "$failed"
+}
+
+fuzz_one() {
+  local dir="$1" bin="$2" cache="$3" per="$4" target="$5" out attempt t0
+  for attempt in 1 2; do
+    t0=$(date +%s)
+    if out=$(cd "$dir" && nice -n 10 "$bin" -test.paniconexit0 -test.timeout=10m -test.run='^$' -test.fuzz="^$target\$" \
+      -test.fuzztime="$per" -test.fuzzminimizetime=2s -test.parallel=1 -test.fuzzcachedir="$cache" 2>&1); then
+      echo "fuzz $target ($dir): ok ($(($(date +%s) - t0))s)"
+      return 0
+    fi
+    tail -25 <<<"$out"
+    if grep -q "testdata/fuzz/$target/" <<<"$out"; then
+      echo "fuzz $target ($dir): found a failing input (see above; it is in ${dir%/}/testdata/fuzz/$target/)"
+      return 1
+    fi
+    if grep -q "context deadline exceeded" <<<"$out" && ! grep -q "panic:" <<<"$out" &&
+      grep -q "fuzz: elapsed: [0-9]*s, execs: [1-9]" <<<"$out"; then
+      # The engine ran its whole -fuzztime, executing inputs, and then
+      # lost a race ending its workers ("context deadline exceeded" at the
+      # deadline, no failing input written): the run found nothing. Seen
+      # on a loaded 2-core machine for targets that pass on every rerun.
+      echo "fuzz $target ($dir): ok (ran its time; the engine's shutdown reported a deadline; no failing input)"
+      return 0
+    fi
+    echo "fuzz $target ($dir): engine failure without a failing input (attempt $attempt)"
+  done
+  return 1
+}
+
+# The conformance suite's server scenarios, against the fixture directly and
+# through mcpgate; every run goes ahead even if one fails, and the list
+# fails at the end.
+conformance_runs() {
+  local failed=()
+  run() {
+    local what="$1" t0
+    shift
+    printf '\n=== %s\n' "$what"
+    t0=$(date +%s)
+    if env "$@"; then
+      printf -- '--- ok (%ss): %s\n' "$(($(date +%s) - t0))" "$what"
+    else
+      printf -- '--- FAILED (%ss): %s\n' "$(($(date +%s) - t0))" "$what"
+      failed+=("$what")
+    fi
+  }
+  run "conformance suite against the fixture directly" \
+    bash scripts/conformance.sh --fixture
+  run "conformance suite through mcpgate (/mcp/<fixture>, stdio upstream)" \
+    CONFORMANCE_UPSTREAM=stdio bash scripts/conformance.sh --gateway
+  run "conformance suite through mcpgate (/mcp/<fixture>, streamable-HTTP upstream)" \
+    CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
+  # The same, the caller authenticated: mcpgate with the test IdP as its
+  # auth.oidc issuer, every request of the suite carrying a client
+  # credentials JWT for the route (test/fixtures/bearerproxy adds it). Same
+  # results as the run above; then the gateway without a token must say 401.
+  run "conformance suite through mcpgate with a JWT caller (oidc-provider token)" \
+    CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
+
+  # The 2026-07-28 (stateless) server scenarios of the next suite
+  # (conformance-next, 0.2.0-alpha.12): --spec-version 2026-07-28 --suite all
+  # selects all 40 of them and none of the extension scenarios (tasks-*,
+  # sep-2640 skills), which mcpgate does not implement. A few seconds each.
+  local next=(--spec-version 2026-07-28 --suite all)
+  run "conformance 2026-07-28 against the fixture directly (-stateless)" \
+    CONFORMANCE_SUITE=next CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --fixture "${next[@]}"
+  run "conformance 2026-07-28 through mcpgate, old-era streamable-HTTP upstream (bridged)" \
+    CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway "${next[@]}" \
+    --expected-failures test/fixtures/conformance/expected-failures-2026-07-28-legacy-upstream.yml
+  run "conformance 2026-07-28 through mcpgate, 2026-07-28 streamable-HTTP upstream (-stateless)" \
+    CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=http CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway "${next[@]}"
+  # stdio at 2026-07-28: an old-era stdio upstream cannot tie a
+  # server->client request to one of several calls in flight, and the suite
+  # leaves MRTR calls waiting for retries that never come (SCENARIOS.md).
+  run "conformance 2026-07-28 through mcpgate, 2026-07-28 stdio upstream" \
+    CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=stdio CONFORMANCE_UPSTREAM_PROTOCOL=2026-07-28 bash scripts/conformance.sh --gateway "${next[@]}"
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    echo
+    printf 'failed: %s\n' "${failed[@]}"
+    return 1
+  fi
+}
+
+step "install test dependencies; gofmt and go vet"
+side "install test dependencies" install_deps
+side "gofmt and go vet" vet
+sides_wait
 
 step "go test (all packages but the chaos suite)"
 go test -count=1 -timeout 10m $(go list ./... | grep -v '/test/chaos$')
@@ -39,136 +306,29 @@ step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
   ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/... ./internal/state/...
 
-step "fuzz (short runs)"
-FUZZTIME="${FUZZTIME:-8s}"
-# A fuzz run fails for real when it records a failing input (testdata/fuzz/…),
-# which then also fails every later plain `go test`. The fuzzing engine can
-# also give up on its own on a loaded machine ("fuzzing process hung or
-# terminated unexpectedly", a deadline) without any input: that run is
-# retried once, and its output shown. Minimising a new interesting input
-# may take up to a minute by default, beyond a short -fuzztime: it is
-# bounded to 2s.
-fuzz() {
-  local out
-  for attempt in 1 2; do
-    if out=$(go test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$1" 2>&1); then
-      echo "fuzz $2: ok"
-      return 0
-    fi
-    echo "$out" | tail -25
-    if echo "$out" | grep -q "testdata/fuzz/$2/"; then
-      echo "fuzz $2: found a failing input (see above)"
-      return 1
-    fi
-    if echo "$out" | grep -q "context deadline exceeded" && ! echo "$out" | grep -q "panic:" &&
-      echo "$out" | grep -q "fuzz: elapsed: [0-9]*s, execs: [1-9]"; then
-      # The engine ran its whole -fuzztime, executing inputs, and then
-      # lost a race ending its workers ("context deadline exceeded" at the
-      # deadline, no failing input written): the run found nothing. Seen
-      # on a loaded 2-core machine for targets that pass on every rerun.
-      echo "fuzz $2: ok (ran its time; the engine's shutdown reported a deadline; no failing input)"
-      return 0
-    fi
-    echo "fuzz $2: engine failure without a failing input (attempt $attempt)"
-  done
-  return 1
-}
-fuzz ./internal/jsonrpc/ FuzzDecode
-fuzz ./internal/jsonrpc/ FuzzRaw
-fuzz ./internal/jsonrpc/ FuzzSSEReader
-fuzz ./internal/jsonrpc/ FuzzSSERoundTrip
-fuzz ./internal/upstream/ FuzzReadLine
-fuzz ./internal/catalog/ FuzzTemplateRegexp
-fuzz ./internal/toolsearch/ FuzzTokenize
-fuzz ./internal/gateway/ FuzzParseServersInPath
-fuzz ./internal/gateway/ FuzzExposedNames
-fuzz ./internal/gateway/ FuzzClassifyBody
-fuzz ./internal/gateway/ FuzzAskReplica
-fuzz ./internal/mcpwire/ FuzzParamHeaders
-fuzz ./internal/tracing/ FuzzMeta
-fuzz ./internal/config/ FuzzParse
-fuzz ./internal/config/ FuzzClientMetadataPath
-fuzz ./internal/upstream/ FuzzCredentialValue
-fuzz ./internal/callers/ FuzzBearerToken
-fuzz ./internal/upstream/ FuzzOversizedEnds
-fuzz ./internal/mcpwire/ FuzzRequestMeta
-fuzz ./internal/fleet/ FuzzOpenSessionID
-fuzz ./internal/fleet/ FuzzParsePeerAuth
-fuzz ./internal/mcpwire/ FuzzCheckHeaders
-fuzz ./internal/oauth/ FuzzVerify
-fuzz ./internal/upstream/ FuzzExchangeResponse
-fuzz ./cmd/mcpgate/ FuzzTermSafe
-fuzz ./internal/oauth/ FuzzChallenge
-fuzz ./internal/oauth/ FuzzParseChallenges
-fuzz ./internal/oauth/authserver/ FuzzRegister
-fuzz ./internal/openapi/ FuzzParse
-fuzz ./internal/guard/ FuzzRedact
-fuzz ./internal/guard/ FuzzPostResult
-fuzz ./internal/oauth/authserver/ FuzzAuthorize
-fuzz ./internal/oauth/ FuzzCanonicalResource
-fuzz ./internal/oauth/ FuzzDiscoveryDocument
-fuzz ./internal/oauth/ FuzzJWKS
-fuzz ./internal/oauth/authserver/ FuzzMetadataDocument
-fuzz ./internal/oauth/client/ FuzzBearerChallenge
-fuzz ./internal/oauth/client/ FuzzTokenResponse
-fuzz ./internal/netaddr/ FuzzHostHeader
-fuzz ./internal/oauth/client/ FuzzResourceFor
-fuzz ./internal/vault/ FuzzDecodeRecord
-fuzz ./internal/state/ FuzzParseEventID
-fuzz ./internal/config/ FuzzRedisURL
-fuzz ./internal/clientconf/ FuzzImportClientConfig
-
-if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
-  step "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP"
-  bash scripts/interop-ts.sh
-
-  step "conformance suite against the fixture directly"
-  bash scripts/conformance.sh --fixture
-
-  step "conformance suite through mcpgate (/mcp/<fixture>, stdio upstream)"
-  CONFORMANCE_UPSTREAM=stdio bash scripts/conformance.sh --gateway
-
-  step "conformance suite through mcpgate (/mcp/<fixture>, streamable-HTTP upstream)"
-  CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
-
-  # The same, the caller authenticated: mcpgate with the test IdP as its
-  # auth.oidc issuer, every request of the suite carrying a client
-  # credentials JWT for the route (test/fixtures/bearerproxy adds it). Same
-  # results as the run above; then the gateway without a token must say 401.
-  step "conformance suite through mcpgate with a JWT caller (oidc-provider token)"
-  CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway
-
-  # The 2026-07-28 (stateless) server scenarios of the next suite
-  # (conformance-next, 0.2.0-alpha.12): --spec-version 2026-07-28 --suite all
-  # selects all 40 of them and none of the extension scenarios (tasks-*,
-  # sep-2640 skills), which mcpgate does not implement. A few seconds each.
-  # All four runs go ahead even if one fails; the step fails at the end.
-  next=(--spec-version 2026-07-28 --suite all)
-  next_failed=()
-  next_run() { local what="$1"; shift; step "$what"; env "$@" || next_failed+=("$what"); }
-  next_run "conformance 2026-07-28 against the fixture directly (-stateless)" \
-    CONFORMANCE_SUITE=next CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --fixture "${next[@]}"
-  next_run "conformance 2026-07-28 through mcpgate, old-era streamable-HTTP upstream (bridged)" \
-    CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway "${next[@]}" \
-    --expected-failures test/fixtures/conformance/expected-failures-2026-07-28-legacy-upstream.yml
-  next_run "conformance 2026-07-28 through mcpgate, 2026-07-28 streamable-HTTP upstream (-stateless)" \
-    CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=http CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway "${next[@]}"
-  # stdio at 2026-07-28: an old-era stdio upstream cannot tie a
-  # server->client request to one of several calls in flight, and the suite
-  # leaves MRTR calls waiting for retries that never come (SCENARIOS.md).
-  next_run "conformance 2026-07-28 through mcpgate, 2026-07-28 stdio upstream" \
-    CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=stdio CONFORMANCE_UPSTREAM_PROTOCOL=2026-07-28 bash scripts/conformance.sh --gateway "${next[@]}"
-  if [[ ${#next_failed[@]} -gt 0 ]]; then
-    printf 'failed: %s\n' "${next_failed[@]}"
-    exit 1
-  fi
+if [[ "${SKIP_INTEROP:-0}" == "1" ]]; then
+  step "fuzz (short runs)"
+  side "fuzz" fuzz_all
+  sides_wait
+else
+  # The fuzz runs keep both CPUs busy; the interop tests and the
+  # conformance server runs mostly wait on child processes and sockets and
+  # time nothing (their timeouts are tens of seconds), so they run beside
+  # the fuzzing, each in its own order.
+  step "fuzz (short runs), interop, conformance server scenarios"
+  side "fuzz" fuzz_all
+  side "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP" bash scripts/interop-ts.sh
+  side "conformance suite (server scenarios, 0.1.16 and 2026-07-28)" conformance_runs
+  sides_wait
 
   # The other direction: mcpgate's egress is the client under test of the
   # suite's client scenarios (0.1.16: core, auth suite, extensions), driven
   # by test/fixtures/conformance-client. Scenarios that need egress features
-  # mcpgate lacks are in the baseline. About 10 s.
+  # mcpgate lacks are in the baseline. About 10 s. Alone: sse-retry times
+  # the client's reconnection (500 ms, -50/+200 ms).
   step "conformance suite, client scenarios, mcpgate's egress as the client"
   bash scripts/conformance-client.sh
 fi
 
-step "all tests passed"
+step_end
+printf '\n=== all tests passed (%ss)\n' "$(($(date +%s) - start))"
