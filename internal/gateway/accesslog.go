@@ -61,7 +61,7 @@ func noteSession(ctx context.Context, s *session) {
 	noteDebugSession(ctx, s)
 	if e := accessOf(ctx); e != nil && s != nil {
 		e.mu.Lock()
-		e.session = hashHex(s.id)[:idPrefixLen]
+		e.session = hashHex(s.ID())[:idPrefixLen]
 		e.mu.Unlock()
 	}
 }

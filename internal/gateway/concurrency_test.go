@@ -254,7 +254,7 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 	s := g.newSession(route{}, nil, true)
 	got := make(chan bool, 1)
 	go func() {
-		ok, _ := s.acquire(nil)
+		ok, _ := s.Acquire(nil)
 		got <- ok
 	}()
 	select {
@@ -262,7 +262,7 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 		t.Fatal("a request was served before initialize completed")
 	case <-time.After(50 * time.Millisecond):
 	}
-	s.markReady()
+	s.MarkReady()
 	select {
 	case ok := <-got:
 		if !ok {
@@ -271,11 +271,11 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("a request still waits after initialize completed")
 	}
-	s.release()
+	s.Release()
 	// A session that ends first releases its waiters without a slot.
 	s2 := g.newSession(route{}, nil, true)
 	go func() { time.Sleep(20 * time.Millisecond); s2.close() }()
-	if ok, ended := s2.acquire(nil); ok || !ended {
+	if ok, ended := s2.Acquire(nil); ok || !ended {
 		t.Errorf("acquire on a session that ended: ok %v ended %v", ok, ended)
 	}
 }

@@ -73,9 +73,7 @@ func (sc *scope) logLevelName() string {
 	case sc.modern:
 		idx = sc.logLevel
 	case sc.sess != nil:
-		sc.sess.mu.Lock()
-		idx = sc.sess.logLevel
-		sc.sess.mu.Unlock()
+		idx = sc.sess.LogLevel()
 	}
 	if idx < 0 || idx >= len(logLevels) {
 		return ""
@@ -139,9 +137,7 @@ func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *rou
 	switch m.Method {
 	case mcpwire.NotifyInitialized:
 		if sess != nil {
-			sess.mu.Lock()
-			sess.initialized = true
-			sess.mu.Unlock()
+			sess.SetInitialized()
 		}
 	case mcpwire.NotifyCancelled:
 		if sess == nil {
@@ -149,7 +145,7 @@ func (g *Gateway) handleNotification(ctx context.Context, sess *session, rt *rou
 		}
 		if id, ok := jsonrpc.Get(m.Params, "requestId"); ok {
 			if rid, err := jsonrpc.RawID(id); err == nil && rid.IsValid() {
-				sess.cancelCall(rid.Raw())
+				sess.CancelCall(rid.Raw())
 			}
 		}
 	case mcpwire.NotifyRootsListChanged:
@@ -212,12 +208,7 @@ func (g *Gateway) initialize(ctx context.Context, sc *scope, params json.RawMess
 	tracing.NoteProtocol(ctx, rev)
 	caps := mcpwire.ParseClientCaps(p.Capabilities)
 	if sc.sess != nil {
-		sc.sess.mu.Lock()
-		sc.sess.rev = rev
-		sc.sess.caps = caps
-		sc.sess.clientName = p.ClientInfo.Name
-		sc.sess.clientVersion = p.ClientInfo.Version
-		sc.sess.mu.Unlock()
+		sc.sess.Initialize(rev, caps, p.ClientInfo.Name, p.ClientInfo.Version)
 		sc.caps = caps
 	}
 
@@ -859,10 +850,7 @@ func (g *Gateway) setLevel(ctx context.Context, sc *scope, params json.RawMessag
 		return nil, errInvalidParams("Invalid params: unknown log level %q", level)
 	}
 	if sc.sess != nil {
-		sc.sess.mu.Lock()
-		sc.sess.logLevel = idx
-		sc.sess.mu.Unlock()
-		sc.sess.levelPending.Store(false)
+		sc.sess.SetLogLevel(idx)
 		g.saveSessionFields(ctx, sc.sess, map[string]string{fieldLevel: logLevels[idx]})
 	}
 	g.applyLevel(ctx, sc, idx)
@@ -900,18 +888,14 @@ func (g *Gateway) setUpstreamLevel(ctx context.Context, server string, s upstrea
 
 func (g *Gateway) minLogLevel(server string, floor int) int {
 	lvl := floor
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
+	for _, s := range g.sessions.All() {
 		if !s.route.has(server) {
-			return true
+			continue
 		}
-		s.mu.Lock()
-		if s.logLevel >= 0 && s.logLevel < lvl {
-			lvl = s.logLevel
+		if l := s.LogLevel(); l >= 0 && l < lvl {
+			lvl = l
 		}
-		s.mu.Unlock()
-		return true
-	})
+	}
 	return lvl
 }
 

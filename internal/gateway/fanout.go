@@ -41,8 +41,8 @@ func (g *Gateway) announceTerminated(ctx context.Context, victims []*session) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
 	defer cancel()
 	for _, s := range victims {
-		if err := g.bus.Publish(ctx, topicTerminated, []byte(hashHex(s.id))); err != nil {
-			g.log.Warn("could not announce a terminated session to the other replicas", "session", s.id[:8], "error", err)
+		if err := g.bus.Publish(ctx, topicTerminated, []byte(hashHex(s.ID()))); err != nil {
+			g.log.Warn("could not announce a terminated session to the other replicas", "session", s.ID()[:8], "error", err)
 			return
 		}
 	}
@@ -86,7 +86,7 @@ func (g *Gateway) endCopies(hash string) {
 		return
 	}
 	if s := g.sessionByHash(hash); s != nil {
-		g.log.Info("session terminated on another replica", "session", s.id[:8])
+		g.log.Info("session terminated on another replica", "session", s.ID()[:8])
 		s.close()
 	}
 }
@@ -98,21 +98,19 @@ func (g *Gateway) resyncTerminated() error {
 	defer cancel()
 	now := g.now()
 	var failed error
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if s.isClosed() {
-			return true
+	for _, s := range g.sessions.All() {
+		if s.Closed() {
+			continue
 		}
-		ended, err := g.terms.IsTerminated(ctx, hashHex(s.id), now)
+		ended, err := g.terms.IsTerminated(ctx, hashHex(s.ID()), now)
 		if err != nil {
 			failed = fmt.Errorf("terminated-session resync: %w", err)
-			return false
+			break
 		}
 		if ended {
-			g.log.Info("session terminated on another replica", "session", s.id[:8])
+			g.log.Info("session terminated on another replica", "session", s.ID()[:8])
 			s.close()
 		}
-		return true
-	})
+	}
 	return failed
 }

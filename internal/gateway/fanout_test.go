@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"net"
 	"net/http"
 	"runtime"
@@ -23,7 +24,7 @@ import (
 func TestTerminationFanOut(t *testing.T) {
 	srv := redistest.New(t)
 	up := faultyUpstream(t)
-	terms := newMemTerminations() // the fleet's store
+	terms := sessions.NewMemTerminations() // the fleet's store
 	replica := func() (*Gateway, string) {
 		bus, err := redis.Open(redis.Options{URL: srv.URL()})
 		if err != nil {
@@ -65,18 +66,17 @@ func TestTerminationFanOut(t *testing.T) {
 		t.Fatalf("resume bob's on B: %d", code)
 	}
 	var bobs *session
-	b.sessions.Range(func(_, v any) bool {
-		// alice's ended copy may still be in the map.
-		if s := v.(*session); !s.isClosed() && s.owner == "key:"+hashHex("bob") {
+	for _, s := range b.sessions.All() {
+		// alice's ended copy may still be in the table.
+		if !s.Closed() && s.Owner() == "key:"+hashHex("bob") {
 			bobs = s
-			return false
+			break
 		}
-		return true
-	})
+	}
 	if bobs == nil {
 		t.Fatal("B holds no copy of bob's session")
 	}
-	if err := terms.MarkTerminated(context.Background(), hashHex(bobs.id), time.Now().Add(time.Minute)); err != nil {
+	if err := terms.MarkTerminated(context.Background(), hashHex(bobs.ID()), time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	b.resyncTerminated()

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 )
 
 // Sealed session ids (SPEC S15, S8.3). With fleet.session_keys, the id a
@@ -36,42 +37,33 @@ func newRing(cfg *config.Config) (*fleet.Ring, error) {
 	return fleet.NewRing(keys)
 }
 
-// clientID is the session id its client holds: the sealed token, or the
-// local id.
-func (s *session) clientID() string {
-	if s.token != "" {
-		return s.token
-	}
-	return s.id
-}
-
 // newInitSession creates the session of an initialize request. With a
 // ring its id is sealed, with the revision and capabilities initialize
 // will settle on (the same functions decide them there).
 func (g *Gateway) newInitSession(rt route, id *Identity, params json.RawMessage) *session {
-	s := g.buildSession(rt, id, newSessionID())
+	s := g.buildSession(rt, id, sessions.Params{})
 	if g.ring != nil {
 		var p mcpwire.InitializeParams
 		if len(params) > 0 {
 			_ = json.Unmarshal(params, &p) // initialize itself refuses bad params
 		}
 		var raw [fleet.IDLen]byte
-		_, _ = hex.Decode(raw[:], []byte(s.id))
+		_, _ = hex.Decode(raw[:], []byte(s.ID()))
 		tok, err := g.ring.SealSession(fleet.Session{
 			ID:       raw,
-			Owner:    fleet.OwnerHash(s.owner),
+			Owner:    fleet.OwnerHash(s.Owner()),
 			Revision: mcpwire.Negotiate(p.ProtocolVersion),
 			Caps:     capsBits(mcpwire.ParseClientCaps(p.Capabilities)),
 			Route:    rt.path,
 			Servers:  strings.Join(rt.header, ","),
-			Issued:   s.created,
+			Issued:   s.Created(),
 		})
 		if err != nil {
 			// A route too long to seal: the session works, on this
 			// replica only.
-			g.log.Debug("session id not sealed", "session", s.id[:8], "error", err)
+			g.log.Debug("session id not sealed", "session", s.ID()[:8], "error", err)
 		}
-		s.token = tok
+		s.SetToken(tok)
 	}
 	return g.storeSession(s, true)
 }
@@ -110,28 +102,20 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 	if !g.admitSession(id.Owner) {
 		return nil, refusedBusy
 	}
-	s := g.buildSession(rt, id, local)
-	s.token = sid
-	s.resumed = true
-	s.created = fs.Issued
-	s.rev = fs.Revision
-	s.caps = capsOf(fs.Caps)
-	s.initialized = true
-	s.markReady()
-	if v, loaded := g.sessions.LoadOrStore(s.id, s); loaded {
-		other := v.(*session)
-		if other.isClosed() {
+	s := g.buildSession(rt, id, sessions.Params{ID: local, Token: sid, Resumed: true,
+		Created: fs.Issued, Rev: fs.Revision, Caps: capsOf(fs.Caps)})
+	if other, inserted := g.sessions.InsertNew(s); !inserted {
+		if other.Closed() {
 			// Ended while this request looked: what ends a session
 			// remembers its id first, so it is refused from now on.
 			return nil, refusedEnded
 		}
-		if other.owner != id.Owner {
+		if other.CheckOwner(id.Owner) != nil {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			return nil, refusedForeign
 		}
 		return other, refusedNot
 	}
-	g.byHash.Store(s.hash, s)
 	if g.fleetOn() {
 		// Its log level, set on another replica, and where its GET
 		// stream is (fleetbus.go).
@@ -140,7 +124,7 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 		g.findRemoteStream(ctx, s)
 		cancel()
 	}
-	g.log.Debug("session resumed from its sealed id", "session", s.id[:8], "issued", fs.Issued.UTC().Format(time.RFC3339))
+	g.log.Debug("session resumed from its sealed id", "session", s.ID()[:8], "issued", fs.Issued.UTC().Format(time.RFC3339))
 	return s, refusedNot
 }
 
@@ -155,15 +139,13 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 // for a while, and must not end it for the whole fleet. A session idle
 // everywhere expires on every replica anyway (idleEverywhere).
 func (g *Gateway) retire(s *session) {
-	if s.resumed || g.usedElsewhere(s) {
-		s.mu.Lock()
-		held := len(s.subs) > 0
-		s.mu.Unlock()
+	if s.Resumed() || g.usedElsewhere(s) {
+		held := s.HasSubs()
 		s.close()
 		if held {
 			// Its upstream subscriptions end with it; the session's GET
 			// stream, wherever it is, takes them over (fleetbus.go).
-			g.publishNote(busNote{Kind: noteOrphaned, Session: s.hash})
+			g.publishNote(busNote{Kind: noteOrphaned, Session: s.Hash()})
 		}
 		return
 	}
@@ -272,11 +254,11 @@ func (g *Gateway) openState(state, owner string) (id string, round int64, ok boo
 // by use anywhere, has not lapsed. Outside fleet mode, or with the
 // backend unreachable, it is not (the session ends as on one process).
 func (g *Gateway) usedElsewhere(s *session) bool {
-	if !g.fleetOn() || s.token == "" {
+	if !g.fleetOn() || s.Token() == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 	defer cancel()
-	fields, err := g.shared.SessionFields(ctx, s.hash)
+	fields, err := g.shared.SessionFields(ctx, s.Hash())
 	return err == nil && fields[fieldLive] != ""
 }

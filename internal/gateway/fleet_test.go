@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"net/http"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 	// Separate processes in all but the address space: each replica has
 	// its own sessions and upstream sessions; they share the termination
 	// memory, as replicas share a store.
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	replica := func(keys ...byte) (*Gateway, string) {
 		return ownerGateway(t, Options{Config: fleetConfig(up.URL, keys...), Terminations: terms, Now: clock.Now, IdleTimeout: time.Minute})
 	}
@@ -169,7 +170,7 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 func TestSealedSessionAdminAndExpiry(t *testing.T) {
 	up := faultyUpstream(t)
 	clock := &testClock{now: time.Unix(1_800_000_000, 0)}
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	replica := func() (*Gateway, string) {
 		return ownerGateway(t, Options{Config: fleetConfig(up.URL, 1), Terminations: terms, Now: clock.Now, IdleTimeout: time.Minute})
 	}
@@ -284,9 +285,10 @@ func TestSealedRequestState(t *testing.T) {
 
 // innerID is the local id of g's only session.
 func innerID(g *Gateway) string {
-	var id string
-	g.sessions.Range(func(k, _ any) bool { id = k.(string); return false })
-	return id
+	for _, s := range g.sessions.All() {
+		return s.ID()
+	}
+	return ""
 }
 
 // httptestRequest is a request from the loopback address the test

@@ -137,7 +137,7 @@ func (g *Gateway) applyNote(n busNote) {
 	case noteMessage:
 		if s := g.sessionByHash(n.Session); s != nil {
 			if m, err := jsonrpc.Decode(n.Msg); err == nil {
-				s.notify(m)
+				s.Notify(m)
 			}
 		}
 	case noteOrphaned:
@@ -155,29 +155,23 @@ func (g *Gateway) applyNote(n busNote) {
 
 // sessionByHash is the live local session whose id hashes to h.
 func (g *Gateway) sessionByHash(h string) *session {
-	if v, ok := g.byHash.Load(h); ok {
-		if s := v.(*session); !s.isClosed() {
-			return s
-		}
-	}
-	return nil
+	s, _ := g.sessions.ByHash(h)
+	return s
 }
 
 // findRemoteStream learns whether another replica holds s's GET stream,
 // for a copy that missed its claim note (made after it, or after a gap).
 func (g *Gateway) findRemoteStream(ctx context.Context, s *session) {
-	o, ok, err := g.shared.StreamOwnerOf(ctx, s.hash)
+	o, ok, err := g.shared.StreamOwnerOf(ctx, s.Hash())
 	if err != nil {
 		return
 	}
-	s.mu.Lock()
 	switch {
 	case !ok:
-		s.remoteStream = 0
-	case o.Replica != g.instance && o.Version > s.streamVersion:
-		s.remoteStream = o.Version
+		s.ForgetRemoteStream()
+	case o.Replica != g.instance:
+		s.LearnRemoteStream(o.Version)
 	}
-	s.mu.Unlock()
 }
 
 // resyncSessions recovers from missed notes: every sealed local session
@@ -185,21 +179,19 @@ func (g *Gateway) findRemoteStream(ctx context.Context, s *session) {
 func (g *Gateway) resyncSessions() {
 	ctx, cancel := context.WithTimeout(g.bgCtx, 2*busTimeout)
 	defer cancel()
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if s.token == "" || s.isClosed() {
-			return true
+	for _, s := range g.sessions.All() {
+		if s.Token() == "" || s.Closed() {
+			continue
 		}
 		g.loadSessionState(ctx, s)
 		g.findRemoteStream(ctx, s)
-		s.mu.Lock()
-		newer := s.remoteStream
-		s.mu.Unlock()
-		if newer != 0 {
+		if newer := s.RemoteStream(); newer != 0 {
 			s.supersedeStream(newer)
 		}
-		return ctx.Err() == nil
-	})
+		if ctx.Err() != nil {
+			break
+		}
+	}
 }
 
 // listEcho is how close together this replica hearing a server's list
@@ -254,7 +246,7 @@ func (g *Gateway) deliverListChanged(server, method string) {
 		return
 	}
 	n := jsonrpc.NewNotification(method, nil)
-	g.forEachSession(server, func(s *session) { s.notify(n) })
+	g.forEachSession(server, func(s *session) { s.Notify(n) })
 	g.notifyListeners(server, method, nil)
 }
 
@@ -280,38 +272,31 @@ func (g *Gateway) invalidateFor(server, method string) {
 // false when no replica holds it. A request sent so is answered on any
 // replica, and the answer forwarded here (its id names this replica).
 func (g *Gateway) forwardToStream(s *session, msg *jsonrpc.Message) bool {
-	if !g.fleetOn() || s.token == "" {
+	if !g.fleetOn() || s.Token() == "" {
 		return false
 	}
-	s.mu.Lock()
-	remote := s.remoteStream != 0
-	s.mu.Unlock()
+	remote := s.RemoteStream() != 0
 	if !remote {
 		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 		g.findRemoteStream(ctx, s)
 		cancel()
-		s.mu.Lock()
-		remote = s.remoteStream != 0
-		s.mu.Unlock()
+		remote = s.RemoteStream() != 0
 	}
 	if !remote {
 		return false
 	}
-	g.publishNote(busNote{Kind: noteMessage, Session: s.hash, Msg: jsonrpc.Encode(msg)})
+	g.publishNote(busNote{Kind: noteMessage, Session: s.Hash(), Msg: jsonrpc.Encode(msg)})
 	return true
 }
 
 func (g *Gateway) notifyOrForward(s *session, msg *jsonrpc.Message) {
-	if s.notify(msg) || !g.fleetOn() || s.token == "" {
+	if s.Notify(msg) || !g.fleetOn() || s.Token() == "" {
 		return
 	}
-	s.mu.Lock()
-	remote := s.remoteStream != 0
-	s.mu.Unlock()
-	if !remote {
+	if s.RemoteStream() == 0 {
 		return
 	}
-	g.publishNote(busNote{Kind: noteMessage, Session: s.hash, Msg: jsonrpc.Encode(msg)})
+	g.publishNote(busNote{Kind: noteMessage, Session: s.Hash(), Msg: jsonrpc.Encode(msg)})
 }
 
 // openFleetStream claims s's GET stream for st (opened now) and takes it
@@ -319,19 +304,19 @@ func (g *Gateway) notifyOrForward(s *session, msg *jsonrpc.Message) {
 func (g *Gateway) openFleetStream(ctx context.Context, s *session, st *streamSender) (version int64, ok bool) {
 	version = time.Now().UnixNano()
 	cctx, cancel := context.WithTimeout(ctx, busTimeout)
-	_, ok, err := g.shared.ClaimStream(cctx, s.hash, state.StreamOwner{Replica: g.instance, Version: version}, streamClaimTTL)
+	_, ok, err := g.shared.ClaimStream(cctx, s.Hash(), state.StreamOwner{Replica: g.instance, Version: version}, streamClaimTTL)
 	cancel()
 	if err != nil {
 		// The stream still works here; others cannot be told to end
 		// theirs, and this one ends on its next claim check if a newer
 		// one took over.
-		g.log.Warn("cannot claim a session's GET stream in the shared state", "session", s.id[:8], "error", err)
+		g.log.Warn("cannot claim a session's GET stream in the shared state", "session", s.ID()[:8], "error", err)
 		ok = true
 	}
-	if !ok || !s.takeOverStream(st, version) {
+	if !ok || !s.TakeOverStream(st, version) {
 		return 0, false
 	}
-	g.publishNote(busNote{Kind: noteClaim, Session: s.hash, Version: version})
+	g.publishNote(busNote{Kind: noteClaim, Session: s.Hash(), Version: version})
 	return version, true
 }
 
@@ -346,7 +331,7 @@ func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
 			select {
 			case <-st.done:
 				ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-				_ = g.shared.ReleaseStream(ctx, s.hash, o)
+				_ = g.shared.ReleaseStream(ctx, s.Hash(), o)
 				cancel()
 				return
 			case <-t.C:
@@ -354,47 +339,22 @@ func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
 				// shared state must not lapse under it.
 				g.touchSessionState(s)
 				ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-				_, ok, err := g.shared.ClaimStream(ctx, s.hash, o, streamClaimTTL)
+				_, ok, err := g.shared.ClaimStream(ctx, s.Hash(), o, streamClaimTTL)
 				cancel()
 				if err == nil && !ok {
-					g.log.Debug("GET stream superseded by a newer one", "session", s.id[:8])
-					st.finish()
+					g.log.Debug("GET stream superseded by a newer one", "session", s.ID()[:8])
+					st.Finish()
 				}
 			}
 		}
 	}()
 }
 
-// takeOverStream makes st, opened at version, s's GET stream, ending the
-// one it replaces. false: s ended.
-func (s *session) takeOverStream(st streamer, version int64) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	old := s.stream
-	s.stream, s.streamVersion, s.remoteStream = st, version, 0
-	s.mu.Unlock()
-	if old != nil && old != st {
-		old.finish()
-	}
-	return true
-}
-
 // supersedeStream records that another replica holds s's GET stream
 // since version, and ends this replica's if it is older.
 func (s *session) supersedeStream(version int64) {
-	s.mu.Lock()
-	if version > s.remoteStream && version > s.streamVersion {
-		s.remoteStream = version
-	}
-	st := s.stream
-	old := st != nil && s.streamVersion != 0 && s.streamVersion < version
-	s.mu.Unlock()
-	if old {
-		s.g.log.Debug("GET stream superseded on another replica", "session", s.id[:8])
-		st.finish()
+	if s.SupersedeStream(version) {
+		s.g.log.Debug("GET stream superseded on another replica", "session", s.Short())
 	}
 }
 
@@ -418,7 +378,7 @@ const (
 // saveSessionFields writes fields of s's shared state and tells the other
 // replicas' copies. A failure is logged: this copy has it anyway.
 func (g *Gateway) saveSessionFields(ctx context.Context, s *session, set map[string]string, del ...string) {
-	if !g.fleetOn() || s.token == "" {
+	if !g.fleetOn() || s.Token() == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
@@ -426,55 +386,44 @@ func (g *Gateway) saveSessionFields(ctx context.Context, s *session, set map[str
 	var err error
 	if len(set) > 0 {
 		set[fieldLive] = "1"
-		err = g.shared.SetSessionFields(ctx, s.hash, set, g.idleTimeout)
+		err = g.shared.SetSessionFields(ctx, s.Hash(), set, g.idleTimeout)
 	}
 	if err == nil && len(del) > 0 {
-		err = g.shared.DeleteSessionFields(ctx, s.hash, g.idleTimeout, del...)
+		err = g.shared.DeleteSessionFields(ctx, s.Hash(), g.idleTimeout, del...)
 	}
 	if err != nil {
-		g.log.Warn("could not share a session's state with the other replicas", "session", s.id[:8], "error", err)
+		g.log.Warn("could not share a session's state with the other replicas", "session", s.ID()[:8], "error", err)
 		return
 	}
 	s.stateTouched.Store(g.now().UnixNano())
-	g.publishNote(busNote{Kind: noteState, Session: s.hash})
+	g.publishNote(busNote{Kind: noteState, Session: s.Hash()})
 }
 
 // loadSessionState makes s's log level the shared state's, and drops the
 // upstream subscriptions s holds here that the state no longer has (its
 // client unsubscribed through another replica).
 func (g *Gateway) loadSessionState(ctx context.Context, s *session) {
-	fields, err := g.shared.SessionFields(ctx, s.hash)
+	fields, err := g.shared.SessionFields(ctx, s.Hash())
 	if err != nil {
-		g.log.Warn("could not read a session's shared state", "session", s.id[:8], "error", err)
+		g.log.Warn("could not read a session's shared state", "session", s.ID()[:8], "error", err)
 		return
 	}
 	idx := -1
 	if l, ok := fields[fieldLevel]; ok {
 		idx = levelIndex(l)
 	}
+	// The upstreams this replica calls for s hear it before s's next call
+	// (serve).
+	s.AdoptLevel(idx)
 	var dropped map[string]string
-	s.mu.Lock()
-	if idx >= 0 && idx != s.logLevel {
-		s.logLevel = idx
-		// The upstreams this replica calls for s hear it before s's
-		// next call (serve).
-		s.levelPending.Store(true)
+	// Lapsed or never written (the backend was unreachable): no evidence
+	// the client unsubscribed.
+	if fields[fieldLive] != "" {
+		dropped = s.DropSubs(func(uri string) bool {
+			_, ok := fields[fieldSubPrefix+uri]
+			return ok || subField(uri) == ""
+		})
 	}
-	for uri, server := range s.subs {
-		if fields[fieldLive] == "" {
-			// Lapsed or never written (the backend was unreachable):
-			// no evidence the client unsubscribed.
-			break
-		}
-		if _, ok := fields[fieldSubPrefix+uri]; !ok && subField(uri) != "" {
-			if dropped == nil {
-				dropped = map[string]string{}
-			}
-			dropped[uri] = server
-			delete(s.subs, uri)
-		}
-	}
-	s.mu.Unlock()
 	for uri, server := range dropped {
 		g.releaseSubscription(s, server, uri)
 	}
@@ -522,15 +471,15 @@ func (g *Gateway) markSessionLive(ctx context.Context, s *session) {
 // writeLive writes s's record in the shared state: live, what the
 // fleet's report shows of it, and that this replica holds a copy now.
 func (g *Gateway) writeLive(ctx context.Context, s *session) {
-	if s.isClosed() {
+	if s.Closed() {
 		return // an ended session's state is dropped, not renewed
 	}
 	fields, err := g.sessionRecord(s)
 	if err == nil {
-		err = g.records.SetSessionFields(ctx, s.hash, fields, g.idleTimeout)
+		err = g.records.SetSessionFields(ctx, s.Hash(), fields, g.idleTimeout)
 	}
 	if err != nil {
-		g.log.Debug("could not record a session in the shared state", "session", s.id[:8], "error", err)
+		g.log.Debug("could not record a session in the shared state", "session", s.ID()[:8], "error", err)
 		return
 	}
 	s.stateTouched.Store(g.now().UnixNano())
@@ -543,13 +492,13 @@ func (g *Gateway) forgetCopy(s *session) {
 		return
 	}
 	go func() {
-		if g.sessionByHash(s.hash) != nil {
+		if g.sessionByHash(s.Hash()) != nil {
 			return // a new copy took its place here
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
 		defer cancel()
-		if err := g.records.DeleteSessionFields(ctx, s.hash, g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
-			g.log.Debug("could not record a session copy's end in the shared state", "session", s.id[:8], "error", err)
+		if err := g.records.DeleteSessionFields(ctx, s.Hash(), g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
+			g.log.Debug("could not record a session copy's end in the shared state", "session", s.ID()[:8], "error", err)
 		}
 	}()
 }
@@ -618,32 +567,23 @@ func (g *Gateway) shareSubscription(ctx context.Context, s *session, uri, server
 // without the stream leaves them alone, so that only one replica
 // subscribes for s.
 func (g *Gateway) adoptSubscriptions(s *session) {
-	s.mu.Lock()
-	streaming := s.stream != nil && s.streamVersion != 0 && !s.stream.isDone()
-	s.mu.Unlock()
-	if !streaming {
+	if !s.StreamClaimed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(g.bgCtx, 2*busTimeout)
 	defer cancel()
-	fields, err := g.shared.SessionFields(ctx, s.hash)
+	fields, err := g.shared.SessionFields(ctx, s.Hash())
 	if err != nil {
-		g.log.Warn("could not read a session's shared state", "session", s.id[:8], "error", err)
+		g.log.Warn("could not read a session's shared state", "session", s.ID()[:8], "error", err)
 		return
 	}
-	sc := &scope{g: g, sess: s, rt: &s.route, out: sessionOut{s}, caps: s.scopeCaps()}
+	sc := &scope{g: g, sess: s, rt: &s.route, out: sessionOut{s}, caps: s.Caps()}
 	for f, server := range fields {
 		uri, ok := strings.CutPrefix(f, fieldSubPrefix)
 		if !ok || !s.route.has(server) {
 			continue
 		}
-		s.mu.Lock()
-		_, had := s.subs[uri]
-		if !had {
-			s.subs[uri] = server
-		}
-		s.mu.Unlock()
-		if had {
+		if !s.AddSub(uri, server) {
 			continue
 		}
 		var e *jsonrpc.Error
@@ -653,12 +593,10 @@ func (g *Gateway) adoptSubscriptions(s *session) {
 			e = g.subscribeUpstream(ctx, sc, server, uri, uriParams(uri))
 		}
 		if e != nil {
-			s.mu.Lock()
-			delete(s.subs, uri)
-			s.mu.Unlock()
-			g.log.Warn("could not take over a session's resource subscription", "session", s.id[:8], "server", server, "error", e.Message)
+			s.RemoveSub(uri)
+			g.log.Warn("could not take over a session's resource subscription", "session", s.ID()[:8], "server", server, "error", e.Message)
 			continue
 		}
-		g.log.Debug("took over a session's resource subscription", "session", s.id[:8], "server", server)
+		g.log.Debug("took over a session's resource subscription", "session", s.ID()[:8], "server", server)
 	}
 }

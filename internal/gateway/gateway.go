@@ -33,6 +33,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
@@ -192,8 +193,7 @@ type Gateway struct {
 	prms       prmCache  // passthrough upstreams' metadata (S9.2)
 	connect    connector // oauth2_user: registrations and pending connects
 
-	sessions sync.Map // local id -> *session
-	byHash   sync.Map // hashHex(local id) -> *session, for the fleet's notes (fleetbus.go)
+	sessions sessions.Table[*session] // this replica's stateful sessions (session.go)
 	// ring seals session ids and requestState for the fleet
 	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
 	ring      *fleet.Ring
@@ -289,7 +289,7 @@ func New(o Options) *Gateway {
 		g.maxPerOwner = DefaultMaxSessionsPerOwner
 	}
 	if g.terms == nil {
-		g.terms = newMemTerminations()
+		g.terms = sessions.NewMemTerminations()
 	}
 	if g.bus == nil && g.shared != nil {
 		g.bus = g.shared
@@ -303,7 +303,7 @@ func New(o Options) *Gateway {
 	if g.now == nil {
 		g.now = time.Now
 	}
-	g.instance = newSessionID()[:12]
+	g.instance = sessions.NewID()[:12]
 	g.auth = o.Authenticator
 	g.httpClient = o.HTTPClient
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
@@ -355,7 +355,11 @@ func New(o Options) *Gateway {
 // session janitor.
 func (g *Gateway) Start(ctx context.Context) {
 	g.up.Start(ctx)
-	go g.janitor()
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		g.janitor(g.bgCtx)
+	}()
 	if g.peers != nil {
 		g.peers.join()
 	}
@@ -412,10 +416,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 		break
 	}
 	g.bg.Wait()
-	g.sessions.Range(func(_, v any) bool {
-		v.(*session).close()
-		return true
-	})
+	for _, s := range g.sessions.All() {
+		s.close()
+	}
 	return g.up.Close()
 }
 

@@ -176,7 +176,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 		acquired = true
-		defer sess.release()
+		defer sess.Release()
 	}
 	body, ok := g.readRequestBody(w, r)
 	if !ok {
@@ -254,7 +254,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			if !g.acquireSlot(w, r, sess) {
 				return
 			}
-			defer sess.release()
+			defer sess.Release()
 		}
 	}
 	if !hasRequest {
@@ -288,9 +288,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			return
 		}
 		sess = g.newInitSession(rt, id, msgs[0].Params)
-		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
+		w.Header().Set(mcpwire.HeaderSessionID, sess.ClientID())
 	} else if sess != nil {
-		w.Header().Set(mcpwire.HeaderSessionID, sess.clientID())
+		w.Header().Set(mcpwire.HeaderSessionID, sess.ClientID())
 		g.touchSessionState(sess)
 	}
 	noteSession(r.Context(), sess)
@@ -311,7 +311,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	sc := &scope{g: g, sess: sess, rt: &rt, out: ps, owner: id.Owner}
 	if sess != nil {
-		sc.caps = sess.scopeCaps()
+		sc.caps = sess.Caps()
 	}
 
 	var replies, refused []*jsonrpc.Message
@@ -338,13 +338,13 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			// A failed initialize leaves no session behind. A sealed id
 			// already went out in the header, and any replica could
 			// resume it: it is remembered as ended.
-			if sess.token != "" {
+			if sess.Token() != "" {
 				g.endSessionLogged(r.Context(), sess)
 			} else {
 				sess.close()
 			}
 		} else {
-			sess.markReady()
+			sess.MarkReady()
 			g.markSessionLive(r.Context(), sess)
 		}
 	}
@@ -370,13 +370,12 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if sc.sess != nil {
-		defer sc.sess.begin(m.ID, cancel)()
-		if m.Method != mcpwire.MethodLoggingSetLevel && sc.sess.levelPending.CompareAndSwap(true, false) {
+		defer sc.sess.Begin(m.ID, cancel)()
+		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
-			sc.sess.mu.Lock()
-			idx := sc.sess.logLevel
-			sc.sess.mu.Unlock()
-			g.applyLevel(ctx, sc, idx)
+			if idx, ok := sc.sess.PendingLevel(); ok {
+				g.applyLevel(ctx, sc, idx)
+			}
 		}
 	}
 	if sc.done == nil {
@@ -498,7 +497,7 @@ func (ps *postSender) send(msg *jsonrpc.Message) error {
 	ps.mu.Lock()
 	if ps.done || !ps.canSSE {
 		ps.mu.Unlock()
-		if ps.fallback != nil && ps.fallback.notify(msg) {
+		if ps.fallback != nil && ps.fallback.Notify(msg) {
 			return nil
 		}
 		return errStreamDone
@@ -587,7 +586,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noteSession(r.Context(), sess)
-	fleet := g.fleetOn() && sess.token != ""
+	fleet := g.fleetOn() && sess.Token() != ""
 	if last := r.Header.Get("Last-Event-ID"); last != "" && fleet {
 		// Resuming a POST stream (resume.go); without fleet mode no
 		// event has an id, and the header is ignored as before.
@@ -608,22 +607,22 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.keepFleetStream(sess, st, version)
-		defer st.finish()
-	} else if !sess.attachStream(st) {
+		defer st.Finish()
+	} else if !sess.AttachStream(st) {
 		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session"))
 		return
 	}
-	defer sess.detachStream(st)
+	defer sess.DetachStream(st)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set(mcpwire.HeaderSessionID, sess.clientID())
+	h.Set(mcpwire.HeaderSessionID, sess.ClientID())
 	w.WriteHeader(http.StatusOK)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	g.watchCaller(r.Context(), st.done, st.finish)
+	g.watchCaller(r.Context(), st.done, st.Finish)
 	st.run(r.Context(), w, g.stop)
 }
 
@@ -637,7 +636,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 	fs, local, sealed := g.openSessionID(sid)
 	if sess := g.liveSession(sid, local, sealed); sess != nil {
 		// Ownership first (S4.2): a non-owner cannot end the session.
-		if sess.owner != identityOf(r).Owner {
+		if sess.CheckOwner(identityOf(r).Owner) != nil {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			writeJSON(w, http.StatusForbidden, bodyForeignSession)
 			return
@@ -653,7 +652,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			g.log.Warn("could not remember an ended session", "error", err)
 		}
-		if sess.token != "" {
+		if sess.Token() != "" {
 			// Its copies on other replicas end at once too (fanout.go).
 			g.announceTerminated(r.Context(), []*session{sess})
 		}
@@ -697,7 +696,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		return
 	}
 	sess := g.newSession(rt, id, false)
-	sess.attachStream(st)
+	sess.AttachStream(st)
 	defer sess.close()
 	// In a fleet, every replica's administrators see it (fleetbus.go).
 	g.touchSessionState(sess)
@@ -705,12 +704,12 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	endpoint := rt.path + "/sse/messages?session_id=" + sess.id
+	endpoint := rt.path + "/sse/messages?session_id=" + sess.ID()
 	_, _ = w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "endpoint", Data: []byte(endpoint)}))
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	g.watchCaller(r.Context(), st.done, st.finish)
+	g.watchCaller(r.Context(), st.done, st.Finish)
 	st.run(r.Context(), w, g.stop)
 }
 
@@ -743,9 +742,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sess.mu.Lock()
-	st, _ := sess.stream.(*streamSender)
-	sess.mu.Unlock()
+	st, _ := sess.Stream().(*streamSender)
 	if st == nil {
 		refusedUnknown.write(w)
 		return
@@ -782,7 +779,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			if !g.acquireSlot(w, r, sess) {
 				return
 			}
-			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.scopeCaps()}
+			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.Caps()}
 			// The reply travels on the stream, so the call must outlive
 			// this POST; it ends with the session instead. It keeps every
 			// value of the POST's context (the caller, its identity, its
@@ -790,7 +787,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			// is this caller's as on any other transport.
 			callCtx := context.WithoutCancel(r.Context())
 			go func(m *jsonrpc.Message) {
-				defer sess.release()
+				defer sess.Release()
 				ctx, cancel := context.WithCancel(callCtx)
 				defer cancel()
 				go func() {
@@ -863,7 +860,7 @@ const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, resume bool) (*session, refusal) {
 	fs, local, sealed := g.openSessionID(sid)
 	if sess := g.liveSession(sid, local, sealed); sess != nil {
-		if sess.owner != id.Owner {
+		if sess.CheckOwner(id.Owner) != nil {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			return nil, refusedForeign
 		}
@@ -924,7 +921,7 @@ func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity, r
 // session ends first the request is answered 404 (S8.2); when the client
 // goes away, nothing is written. ok is false in both cases.
 func (g *Gateway) acquireSlot(w http.ResponseWriter, r *http.Request, sess *session) bool {
-	ok, ended := sess.acquire(r.Context().Done())
+	ok, ended := sess.Acquire(r.Context().Done())
 	if ended {
 		refusedEnded.write(w)
 	}

@@ -179,9 +179,7 @@ func TestSlowStreamReader(t *testing.T) {
 	sid := initOwned(t, url, "alice")
 	sess := g.lookupSession(sid)
 	streaming := func() bool {
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
-		return sess.stream != nil && !sess.stream.isDone()
+		return sess.Streaming()
 	}
 
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
@@ -203,7 +201,7 @@ func TestSlowStreamReader(t *testing.T) {
 		if time.Since(start) > 10*time.Second {
 			t.Fatalf("the stream of a client that reads nothing is still open after %v (%d events pushed)", time.Since(start), pushed)
 		}
-		if sess.notify(jsonrpc.NewNotification("notifications/message", params)) {
+		if sess.Notify(jsonrpc.NewNotification("notifications/message", params)) {
 			pushed++
 		} else {
 			time.Sleep(time.Millisecond) // the backlog is full

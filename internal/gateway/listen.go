@@ -82,13 +82,13 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 		select {
 		case <-g.stop:
 			_ = st.send(listenEnded(ln.id))
-			st.finish()
+			st.Finish()
 		case <-st.done:
 		}
 	}()
 	g.watchCaller(r.Context(), st.done, func() {
 		_ = st.send(jsonrpc.NewErrorResponse(ln.id, errKeyGone()))
-		st.finish()
+		st.Finish()
 	})
 	st.run(r.Context(), w, nil)
 }

@@ -33,7 +33,7 @@ type party struct {
 }
 
 // sessionParty is the party of session s: s itself.
-func sessionParty(s *session) party { return party{owner: s.owner, session: s.hash} }
+func sessionParty(s *session) party { return party{owner: s.Owner(), session: s.Hash()} }
 
 // partyOf is the party of a request of owner on rt, in session sess (nil
 // for a stateless request).

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"sync"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 )
 
 // Identity is what the gateway knows of the caller of a request, set by
@@ -68,69 +66,9 @@ var (
 	bodyTerminated     = map[string]string{"message": "Session terminated successfully"}
 )
 
-// Terminations remembers the session ids an administrator ended (S8.2),
-// by hash, so that their clients are told to start over rather than being
-// served a new session silently. The store backs it across restarts.
-type Terminations interface {
-	MarkTerminated(ctx context.Context, hash string, until time.Time) error
-	IsTerminated(ctx context.Context, hash string, now time.Time) (bool, error)
-	TouchTerminated(ctx context.Context, hash string, until time.Time) error
-	// PurgeTerminated forgets the ids whose time is up. Every ended
-	// session is remembered (S8.2), so without the janitor's sweep the
-	// ids no client asks about again would pile up for the life of the
-	// process or the store.
-	PurgeTerminated(ctx context.Context, now time.Time) (int64, error)
-}
-
-// memTerminations is the in-process Terminations used when no store is
-// configured.
-type memTerminations struct {
-	mu    sync.Mutex
-	until map[string]time.Time
-}
-
-func newMemTerminations() *memTerminations { return &memTerminations{until: map[string]time.Time{}} }
-
-func (m *memTerminations) MarkTerminated(_ context.Context, hash string, until time.Time) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.until[hash] = until
-	return nil
-}
-
-func (m *memTerminations) IsTerminated(_ context.Context, hash string, now time.Time) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	u, ok := m.until[hash]
-	if ok && !now.Before(u) {
-		delete(m.until, hash)
-		return false, nil
-	}
-	return ok, nil
-}
-
-func (m *memTerminations) TouchTerminated(_ context.Context, hash string, until time.Time) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.until[hash]; ok {
-		m.until[hash] = until
-	}
-	return nil
-}
-
-// PurgeTerminated forgets the ids whose memory has expired.
-func (m *memTerminations) PurgeTerminated(_ context.Context, now time.Time) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var n int64
-	for h, u := range m.until {
-		if !now.Before(u) {
-			delete(m.until, h)
-			n++
-		}
-	}
-	return n, nil
-}
+// Terminations remembers the session ids that were ended (S8.2), by
+// hash; the store backs it across restarts (sessions.Terminations).
+type Terminations = sessions.Terminations
 
 // purgeTerminations sweeps the remembered ids.
 func (g *Gateway) purgeTerminations(ctx context.Context) {
@@ -172,12 +110,12 @@ func (g *Gateway) terminated(ctx context.Context, id string) (bool, error) {
 //     the error (not ErrNotRecorded) says only that its id was not
 //     remembered.
 func (g *Gateway) endSessionFor(ctx context.Context, s *session) error {
-	err := g.terms.MarkTerminated(ctx, s.hash, g.now().Add(g.idleTimeout))
-	if err != nil && s.token != "" {
+	err := g.terms.MarkTerminated(ctx, s.Hash(), g.now().Add(g.idleTimeout))
+	if err != nil && s.Token() != "" {
 		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
 	s.close()
-	g.dropSessionState(ctx, s.hash)
+	g.dropSessionState(ctx, s.Hash())
 	if err != nil {
 		return fmt.Errorf("remember ended session: %w", err)
 	}
@@ -210,7 +148,7 @@ func (g *Gateway) endSessionLogged(ctx context.Context, s *session) {
 	g.log.Warn("could not remember an ended session", "error", err)
 	if errors.Is(err, ErrNotRecorded) {
 		s.close()
-		g.dropSessionState(ctx, s.hash)
+		g.dropSessionState(ctx, s.Hash())
 	}
 }
 
@@ -218,30 +156,8 @@ func (g *Gateway) endSessionLogged(ctx context.Context, s *session) {
 // created (S4.3): the owner's own oldest idle sessions are evicted to make
 // room; other owners are never touched. false: still at the cap.
 func (g *Gateway) admitSession(owner string) bool {
-	if g.maxPerOwner <= 0 {
-		return true
-	}
-	var own []*session
-	g.sessions.Range(func(_, v any) bool {
-		if s := v.(*session); s.owner == owner && !s.isClosed() {
-			own = append(own, s)
-		}
-		return true
+	return g.sessions.Admit(owner, g.maxPerOwner, func(s *session) {
+		g.log.Debug("session evicted for its owner's cap", "session", s.Short())
+		g.retire(s)
 	})
-	if len(own) < g.maxPerOwner {
-		return true
-	}
-	sort.Slice(own, func(i, j int) bool { return own[i].lastUsed.Load() < own[j].lastUsed.Load() })
-	excess := len(own) - g.maxPerOwner + 1
-	for _, s := range own {
-		if excess == 0 {
-			break
-		}
-		if s.inflight.Load() == 0 {
-			g.log.Debug("session evicted for its owner's cap", "session", s.id[:8])
-			g.retire(s)
-			excess--
-		}
-	}
-	return excess == 0
 }

@@ -54,23 +54,13 @@ func sessionBinding(s *session) string { return s.binding.Key }
 func (s *session) boundStarted(ctx context.Context, server string, us upstream.Session) {
 	// The level this session asked for, on its new upstream session: some
 	// servers (go-sdk) log only once asked.
-	s.mu.Lock()
-	idx := s.logLevel
-	s.mu.Unlock()
+	idx := s.LogLevel()
 	if idx >= 0 && us.Info().Caps.Logging {
 		s.g.setUpstreamLevel(ctx, server, us, idx)
 	}
 	// A restarted upstream session (a new process) knows nothing of the
 	// subscriptions made on the one before.
-	s.mu.Lock()
-	var uris []string
-	for uri, sv := range s.subs {
-		if sv == server {
-			uris = append(uris, uri)
-		}
-	}
-	s.mu.Unlock()
-	for _, uri := range uris {
+	for _, uri := range s.SubsOn(server) {
 		params := uriParams(uri)
 		if _, err := us.Call(ctx, mcpwire.MethodResourcesSubscribe, params); err != nil {
 			s.g.log.Debug("resubscribe on a new bound upstream session failed", "server", server, "error", err)
@@ -90,7 +80,7 @@ func (sc *scope) binds() bool {
 // boundFor reports whether the calls of s to server run on s's own
 // upstream session (a 2026-07-28 server has no session to bind).
 func (g *Gateway) boundFor(s *session, server string) bool {
-	return s.scopeCaps().Roots && !g.up.Stateless(server)
+	return s.Caps().Roots && !g.up.Stateless(server)
 }
 
 // bind returns ctx for a call of sc that must reach an upstream session
@@ -164,7 +154,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 				if sc.logLevel >= 0 && idx >= sc.logLevel {
 					_ = sc.out.send(msg)
 				}
-			case sc.sess == nil || sc.sess.wantsLog(idx):
+			case sc.sess == nil || sc.sess.WantsLog(idx):
 				_ = sc.out.send(msg)
 			}
 			return
@@ -172,7 +162,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		g.forEachSession(server, func(s *session) {
 			// A session with upstream sessions of its own hears those;
 			// a pooled session's messages are about the others' calls.
-			if s.wantsLog(idx) && !g.boundFor(s, server) {
+			if s.WantsLog(idx) && !g.boundFor(s, server) {
 				g.notifyOrForward(s, msg)
 			}
 		})
@@ -197,11 +187,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		// stream, whose id means nothing downstream.
 		msg = jsonrpc.NewNotification(msg.Method, mcpwire.WithoutSubscriptionID(msg.Params))
 		uri, _ := jsonrpc.GetString(msg.Params, "uri")
-		subscribed := func(s *session) bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.subs[uri] == server
-		}
+		subscribed := func(s *session) bool { return s.SubServer(uri) == server }
 		if sc != nil && sc.binds() {
 			// From a session bound to one client, which subscribed on it:
 			// that client's alone.
@@ -244,10 +230,10 @@ func (g *Gateway) scopeOf(origin any) *scope {
 	case *scope:
 		return o
 	case *session:
-		if o.isClosed() {
+		if o.Closed() {
 			return nil
 		}
-		return &scope{g: g, sess: o, rt: &o.route, out: sessionOut{o}, caps: o.scopeCaps()}
+		return &scope{g: g, sess: o, rt: &o.route, out: sessionOut{o}, caps: o.Caps()}
 	}
 	return nil
 }
@@ -260,21 +246,13 @@ func (g *Gateway) recoverRelay(server, method string) {
 	}
 }
 
-func (s *session) wantsLog(idx int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logLevel < 0 || idx < 0 || idx >= s.logLevel
-}
-
 // forEachSession calls fn for each live session whose route includes server.
 func (g *Gateway) forEachSession(server string, fn func(*session)) {
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
+	for _, s := range g.sessions.All() {
 		if s.route.has(server) {
 			fn(s)
 		}
-		return true
-	})
+	}
 }
 
 func (g *Gateway) broadcastListChanged(server string, k catalog.Kind) {
@@ -286,7 +264,7 @@ func (g *Gateway) broadcastListChanged(server string, k catalog.Kind) {
 		method = mcpwire.NotifyResourcesListChanged
 	}
 	n := jsonrpc.NewNotification(method, nil)
-	g.forEachSession(server, func(s *session) { s.notify(n) })
+	g.forEachSession(server, func(s *session) { s.Notify(n) })
 	g.notifyListeners(server, method, nil)
 }
 
@@ -419,30 +397,15 @@ func (g *Gateway) subscribe(ctx context.Context, sc *scope, m *jsonrpc.Message) 
 		if _, e := g.forward(ctx, sc, server, m.Method, m.Params); e != nil {
 			return nil, e
 		}
-		sc.sess.mu.Lock()
-		if sub {
-			sc.sess.subs[uri] = server
-		} else {
-			delete(sc.sess.subs, uri)
-		}
-		sc.sess.mu.Unlock()
+		sc.sess.SetSub(uri, server, sub)
 		g.shareSubscription(ctx, sc.sess, uri, server, sub)
 		return json.RawMessage("{}"), nil
 	}
-	sc.sess.mu.Lock()
-	prev, had := sc.sess.subs[uri]
-	if sub {
-		sc.sess.subs[uri] = server
-	} else {
-		delete(sc.sess.subs, uri)
-	}
-	sc.sess.mu.Unlock()
+	prev, had := sc.sess.SetSub(uri, server, sub)
 	switch {
 	case sub && !had:
 		if e := g.subscribeUpstream(ctx, sc, server, uri, m.Params); e != nil {
-			sc.sess.mu.Lock()
-			delete(sc.sess.subs, uri)
-			sc.sess.mu.Unlock()
+			sc.sess.RemoveSub(uri)
 			return nil, e
 		}
 	case !sub && had:
@@ -575,7 +538,7 @@ func (g *Gateway) faultError(server string, err error) *jsonrpc.Error {
 type sessionOut struct{ s *session }
 
 func (o sessionOut) send(msg *jsonrpc.Message) error {
-	if o.s.notify(msg) || o.s.g.forwardToStream(o.s, msg) {
+	if o.s.Notify(msg) || o.s.g.forwardToStream(o.s, msg) {
 		return nil
 	}
 	return errors.New("the client has no open stream for server-initiated requests")

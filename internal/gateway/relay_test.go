@@ -332,16 +332,12 @@ func waitStreams(t testing.TB, g *Gateway) {
 	t.Helper()
 	waitFor(t, "GET streams", func() bool {
 		n, ready := 0, true
-		g.sessions.Range(func(_, v any) bool {
-			s := v.(*session)
-			s.mu.Lock()
-			if s.stream == nil {
+		for _, s := range g.sessions.All() {
+			if s.Stream() == nil {
 				ready = false
 			}
-			s.mu.Unlock()
 			n++
-			return true
-		})
+		}
 		return n > 0 && ready
 	})
 }

@@ -193,15 +193,13 @@ func (g *Gateway) announceViewChange(touched map[string]bool, added, all bool) {
 	for _, k := range viewChangeKinds {
 		notes = append(notes, jsonrpc.NewNotification(listChangedMethod(k), nil))
 	}
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
+	for _, s := range g.sessions.All() {
 		if concerns(&s.route) {
 			for _, n := range notes {
-				s.notify(n)
+				s.Notify(n)
 			}
 		}
-		return true
-	})
+	}
 	g.listen.each(func(ln *listener) {
 		if !concerns(&ln.rt) {
 			return

@@ -82,12 +82,10 @@ type resumable struct {
 // when s's POST streams are not resumable: outside fleet mode, and for a
 // revision before streamable HTTP.
 func (g *Gateway) newResumable(s *session) *resumable {
-	if !g.fleetOn() || s == nil || s.token == "" {
+	if !g.fleetOn() || s == nil || s.Token() == "" {
 		return nil
 	}
-	s.mu.Lock()
-	rev := s.rev
-	s.mu.Unlock()
+	rev := s.Rev()
 	if !mcpwire.IsHandshake(rev) || rev == mcpwire.Rev20241105 {
 		return nil
 	}
@@ -104,7 +102,7 @@ func (g *Gateway) newResumable(s *session) *resumable {
 
 // resumeStreamName is the buffer key of stream key of session s.
 func resumeStreamName(s *session, key string) string {
-	return "resume:" + hashHex(s.id) + ":" + key
+	return "resume:" + hashHex(s.ID()) + ":" + key
 }
 
 // append buffers one event and returns its SSE id.
@@ -252,7 +250,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 	ctx := r.Context()
 	events, complete, err := g.readEvents(ctx, name, after)
 	if err != nil {
-		g.log.Warn("cannot read a stream's buffered events", "session", sess.id[:8], "error", err)
+		g.log.Warn("cannot read a stream's buffered events", "session", sess.ID()[:8], "error", err)
 		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError,
 			"Service Unavailable: the stream's events cannot be read now; try again"))
 		return
@@ -281,11 +279,11 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 	}
 	defer done()
 	g.resumed.Add(1)
-	g.log.Debug("stream resumed", "session", sess.id[:8], "after", after)
+	g.log.Debug("stream resumed", "session", sess.ID()[:8], "after", after)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set(mcpwire.HeaderSessionID, sess.clientID())
+	h.Set(mcpwire.HeaderSessionID, sess.ClientID())
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
@@ -342,7 +340,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 				// The call died with its replica: no final response will
 				// come. The stream ends, and the client's next resume is
 				// told so (410) instead of waiting for resume_ttl.
-				g.log.Info("resumed stream ended: the replica running its call is gone", "session", sess.id[:8])
+				g.log.Info("resumed stream ended: the replica running its call is gone", "session", sess.ID()[:8])
 				g.markProducerGone(ctx, name)
 				return
 			}
@@ -363,7 +361,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 			return
 		case <-revoked:
 			return
-		case <-sess.ended:
+		case <-sess.Ended():
 			return
 		case <-g.stop:
 			return
@@ -379,7 +377,7 @@ func (g *Gateway) serveResume(w http.ResponseWriter, r *http.Request, sess *sess
 		if !complete {
 			// Fell behind the buffer's bound, or the buffer lapsed (the
 			// call's replica is gone): the client's next resume is told.
-			g.log.Info("resumed stream ended: its buffer no longer holds what follows", "session", sess.id[:8])
+			g.log.Info("resumed stream ended: its buffer no longer holds what follows", "session", sess.ID()[:8])
 			return
 		}
 	}

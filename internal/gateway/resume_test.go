@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"io"
 	"log"
 	"net/http"
@@ -119,7 +120,7 @@ func fleetOf(t *testing.T, n int, upURL string, st state.Backend, tune func(*con
 // server process per replica, as with stdio).
 func fleetOn(t *testing.T, upURLs []string, st state.Backend, tune func(*config.Fleet)) []*replicaT {
 	t.Helper()
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	var out []*replicaT
 	for _, upURL := range upURLs {
 		f := &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}
@@ -486,15 +487,10 @@ func testGETStreamMoves(t *testing.T, st state.Backend, shared bool) {
 
 // streamOn reports whether g's only session has a GET stream attached.
 func streamOn(g *Gateway) bool {
-	on := false
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		s.mu.Lock()
-		on = s.stream != nil && !s.stream.isDone()
-		s.mu.Unlock()
-		return false
-	})
-	return on
+	for _, s := range g.sessions.All() {
+		return s.Streaming()
+	}
+	return false
 }
 
 // A session's log level is the fleet's: set on A, it filters what B's
@@ -535,9 +531,7 @@ func TestLogLevelSharedAcrossReplicas(t *testing.T) {
 		if s == nil {
 			return false
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.logLevel == levelIndex("warning")
+		return s.LogLevel() == levelIndex("warning")
 	})
 	if got := logOnB(); len(got) != 1 || got[0] != mcpwire.NotifyMessage {
 		t.Errorf("with level warning set on A, B relayed %v; want one notifications/message", got)
@@ -620,9 +614,7 @@ func TestResourceUpdatesReachStreamOnAnotherReplica(t *testing.T) {
 	waitFor(t, "B's stream attached", func() bool { return streamOn(b.g) })
 	waitFor(t, "A's copy hears of B's stream", func() bool {
 		s := a.g.sessionByHash(innerHash(a.g))
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.remoteStream != 0
+		return s.RemoteStream() != 0
 	})
 	touch := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"s__touch","arguments":{}}}`
 	if code, _, body := rpc(t, a.url, hdr, touch); code != 200 {
@@ -962,18 +954,16 @@ func TestSubscriptionsMoveToTheStream(t *testing.T) {
 		t.Fatalf("subscribe on C: %d %s", code, body)
 	}
 	copyOnC := c.g.sessionByHash(innerHash(c.g))
-	if copyOnC == nil || !copyOnC.resumed {
+	if copyOnC == nil || !copyOnC.Resumed() {
 		t.Fatal("C holds no resumed copy")
 	}
 	c.g.retire(copyOnC) // as its idle expiry does
 	waitFor(t, "B took the subscription over", func() bool {
-		s := b.g.sessionByHash(copyOnC.hash)
+		s := b.g.sessionByHash(copyOnC.Hash())
 		if s == nil {
 			return false
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.subs["mem://stepper/doc"] == "s"
+		return s.SubServer("mem://stepper/doc") == "s"
 	})
 	waitFor(t, "B subscribed upstream", func() bool {
 		b.g.subMu.Lock()
@@ -1011,7 +1001,7 @@ func TestResumeEndsWhenTheCallsReplicaIsGone(t *testing.T) {
 	url := "http://" + srv.Listener.Addr().String()
 	cfg := &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)},
 		Fleet: &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}, Advertise: url}}
-	g, _ := startGatewayWith(t, Options{Config: cfg, State: st, Replicas: st, Terminations: newMemTerminations(), IdleTimeout: time.Minute})
+	g, _ := startGatewayWith(t, Options{Config: cfg, State: st, Replicas: st, Terminations: sessions.NewMemTerminations(), IdleTimeout: time.Minute})
 	srv.Config.Handler = g
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -1063,7 +1053,7 @@ func TestSealedSessionIdleEverywhere(t *testing.T) {
 	for range 2 {
 		cfg := &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)},
 			Fleet: &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}}
-		_, ts := startGatewayWith(t, Options{Config: cfg, State: st, Terminations: newMemTerminations(), IdleTimeout: idle})
+		_, ts := startGatewayWith(t, Options{Config: cfg, State: st, Terminations: sessions.NewMemTerminations(), IdleTimeout: idle})
 		urls = append(urls, ts.URL+"/mcp")
 	}
 	a, b := urls[0], urls[1]

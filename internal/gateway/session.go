@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"sync"
@@ -11,119 +9,58 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
-// session is one stateful downstream session.
+// session is one stateful downstream session: the record the session
+// package owns (its id, owner, lifecycle, calls, subscriptions, level and
+// stream, behind its methods), and what only the gateway knows of it: its
+// route, its gateway and its own upstream sessions. Embedding keeps the
+// record's methods at hand (s.ID(), s.Begin(...)) while every field of
+// it stays behind them.
 type session struct {
-	// id is the session's own random id: the key of g.sessions, what
-	// operators see a prefix of (S13) and what terminations remember.
-	id string
-	// token is the sealed id its client holds (fleet.go); "": the client
-	// holds id. resumed: this replica re-created it from its token.
-	token   string
-	resumed bool
-	// hash is hashHex(id): what terminations, the shared state and the
-	// bus know the session by (fleetbus.go).
-	hash  string
+	*sessions.Session
 	g     *Gateway
 	route route
-	// Who created it (S4): requests of any other owner are refused.
-	owner    string
-	alias    string
-	user     string
-	team     string
-	clientIP string
-	// slots bounds the requests served at once (S11): a token per request
-	// (one per POST, a batch included), limits.max_inflight_per_session
-	// of them; more wait for one.
-	slots chan struct{}
-	// ready is closed once initialize has completed: only then does the
-	// session serve anything else (S11).
-	ready     chan struct{}
-	readyOnce sync.Once
-	// ended is closed by close, releasing every request still waiting.
-	ended chan struct{}
-
-	mu            sync.Mutex
-	initialized   bool
-	rev           string
-	caps          mcpwire.ClientCaps
-	clientName    string
-	clientVersion string
-	stream        streamer                 // GET stream, legacy SSE stream or stdout
-	streamVersion int64                    // fleet mode: when the GET stream was opened (fleetbus.go); 0: not claimed
-	remoteStream  int64                    // fleet mode: version of a newer GET stream on another replica; 0: none known
-	calls         map[string]*inflightCall // in-flight downstream requests by raw id
-	subs          map[string]string        // subscribed uri -> server
-	logLevel      int                      // minimum level relayed; -1: all
-	closed        bool
 	// binding names the session's own upstream sessions, used when it
 	// declared roots (relay.go).
 	binding upstream.Binding
-
-	created  time.Time
-	lastUsed atomic.Int64
-	inflight atomic.Int32
-	// levelPending: the log level came from the shared state and the
-	// upstreams this replica calls have not heard it yet (fleetbus.go).
-	levelPending atomic.Bool
-	// stateTouched is when the shared state was last renewed (Unix ns).
+	// stateTouched is when the shared state was last renewed (Unix ns;
+	// fleetbus.go).
 	stateTouched atomic.Int64
-}
-
-func newSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // newSession creates and stores a session. initializing: the session is
 // created by an initialize request and serves nothing else until
-// markReady is called; otherwise it serves at once.
+// MarkReady is called; otherwise it serves at once.
 func (g *Gateway) newSession(rt route, id *Identity, initializing bool) *session {
-	return g.storeSession(g.buildSession(rt, id, newSessionID()), initializing)
+	return g.storeSession(g.buildSession(rt, id, sessions.Params{}), initializing)
 }
 
-// buildSession makes the session sid for the caller id, not yet stored.
-func (g *Gateway) buildSession(rt route, id *Identity, sid string) *session {
+// buildSession makes a session of p for the caller id on rt, not yet
+// stored.
+func (g *Gateway) buildSession(rt route, id *Identity, p sessions.Params) *session {
 	if id == nil {
 		id = &Identity{Owner: "anonymous"}
 	}
-	s := &session{
-		id:       sid,
-		hash:     hashHex(sid),
-		g:        g,
-		route:    rt,
-		owner:    id.Owner,
-		alias:    id.Alias,
-		user:     id.User,
-		team:     id.Team,
-		clientIP: id.ClientIP,
-		slots:    make(chan struct{}, g.limits().MaxInflightPerSession),
-		ready:    make(chan struct{}),
-		ended:    make(chan struct{}),
-		calls:    map[string]*inflightCall{},
-		subs:     map[string]string{},
-		logLevel: -1,
-		created:  g.now(),
-	}
+	p.Who = sessions.Who{Owner: id.Owner, Alias: id.Alias, User: id.User, Team: id.Team, ClientIP: id.ClientIP}
+	p.MaxInflight = g.limits().MaxInflightPerSession
+	p.Now = g.now
+	s := &session{Session: sessions.New(p), g: g, route: rt}
 	// Made once: every call of a session that declared roots carries it
 	// (relay.go).
-	s.binding = upstream.Binding{Key: "s/" + s.id, Origin: s, Started: s.boundStarted}
-	s.touch()
+	s.binding = upstream.Binding{Key: "s/" + s.ID(), Origin: s, Started: s.boundStarted}
 	return s
 }
 
 // storeSession makes s findable; initializing: it serves nothing but
-// initialize until markReady.
+// initialize until MarkReady.
 func (g *Gateway) storeSession(s *session, initializing bool) *session {
 	if !initializing {
-		s.markReady()
+		s.MarkReady()
 	}
-	g.sessions.Store(s.id, s)
-	g.byHash.Store(s.hash, s)
+	g.sessions.Insert(s)
 	return s
 }
 
@@ -141,186 +78,42 @@ func (g *Gateway) liveSession(sid, local string, sealed bool) *session {
 	if !sealed {
 		local = sid
 	}
-	if v, ok := g.sessions.Load(local); ok {
-		s := v.(*session)
-		if !s.isClosed() && (sealed || s.token == "") {
-			return s
-		}
-	}
-	return nil
-}
-
-func (s *session) touch() { s.lastUsed.Store(s.g.now().UnixNano()) }
-
-func (s *session) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-func (s *session) scopeCaps() mcpwire.ClientCaps {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.caps
-}
-
-// inflightCall is one request in flight, by identity: with requests of
-// a session running concurrently, a client that reuses an id must not
-// make the first request's end forget the second's cancel.
-type inflightCall struct{ cancel context.CancelFunc }
-
-// markReady lets the session serve other requests (S11); called once
-// initialize has completed.
-func (s *session) markReady() {
-	s.readyOnce.Do(func() { close(s.ready) })
-}
-
-// acquire waits until the session may serve one more request: initialize
-// has completed and a slot is free (S11). false when the session ended
-// first (ended: true) or done was closed (the client went away).
-func (s *session) acquire(done <-chan struct{}) (ok, ended bool) {
-	select {
-	case <-s.ready:
-	case <-s.ended:
-		return false, true
-	case <-done:
-		return false, false
-	}
-	select {
-	case s.slots <- struct{}{}:
-	case <-s.ended:
-		return false, true
-	case <-done:
-		return false, false
-	}
-	select {
-	case <-s.ended: // both were ready: the end wins
-		<-s.slots
-		return false, true
-	default:
-	}
-	return true, false
-}
-
-func (s *session) release() { <-s.slots }
-
-// begin marks a request in flight, for idle expiry and cancellation; the
-// returned end must be called when it is done.
-func (s *session) begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
-	s.inflight.Add(1)
-	s.touch()
-	var c *inflightCall
-	if id.IsValid() && cancel != nil {
-		c = &inflightCall{cancel: cancel}
-		s.mu.Lock()
-		if s.closed {
-			// Ended while this request waited: it ends at once too.
-			cancel()
-		} else {
-			s.calls[id.Raw()] = c
-		}
-		s.mu.Unlock()
-	}
-	return func() {
-		if c != nil {
-			s.mu.Lock()
-			if s.calls[id.Raw()] == c {
-				delete(s.calls, id.Raw())
-			}
-			s.mu.Unlock()
-		}
-		s.touch()
-		s.inflight.Add(-1)
-	}
-}
-
-func (s *session) cancelCall(rawID string) {
-	s.mu.Lock()
-	c := s.calls[rawID]
-	s.mu.Unlock()
-	if c != nil {
-		c.cancel()
-	}
-}
-
-// attachStream installs the standalone stream; only one at a time.
-func (s *session) attachStream(st streamer) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || (s.stream != nil && !s.stream.isDone()) {
-		return false
-	}
-	s.stream = st
-	return true
-}
-
-func (s *session) detachStream(st streamer) {
-	s.mu.Lock()
-	if s.stream == st {
-		s.stream = nil
-	}
-	s.mu.Unlock()
-}
-
-// notify sends a message on the session's standalone stream, if any.
-func (s *session) notify(msg *jsonrpc.Message) bool {
-	s.mu.Lock()
-	st := s.stream
-	s.mu.Unlock()
-	if st == nil {
-		return false
-	}
-	return st.send(msg) == nil
+	s, _ := g.sessions.Live(local, sealed)
+	return s
 }
 
 // close ends the session: streams end, in-flight calls are cancelled,
 // upstream subscriptions are released.
 func (s *session) close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	e, ok := s.End()
+	if !ok {
 		return
 	}
-	s.closed = true
-	st := s.stream
-	calls := s.calls
-	s.calls = map[string]*inflightCall{}
-	subs := s.subs
-	s.subs = map[string]string{}
-	bound := s.caps.Roots // only a session that declared roots has upstream sessions of its own
-	s.mu.Unlock()
-	close(s.ended)
-	if st != nil {
-		st.finish()
-	}
-	for _, c := range calls {
-		c.cancel()
-	}
-	for uri, server := range subs {
+	for uri, server := range e.Subs {
 		s.g.releaseSubscription(s, server, uri)
 	}
-	if bound {
+	if e.Roots {
 		s.g.up.Unbind(sessionBinding(s)) // its own upstream sessions (relay.go)
 	}
 	// Only itself: a copy resumed from the same sealed id may already
 	// have taken its place.
-	s.g.sessions.CompareAndDelete(s.id, s)
-	s.g.byHash.CompareAndDelete(s.hash, s)
+	s.g.sessions.Remove(s)
 	s.g.forgetCopy(s)
 }
 
-// janitor ends idle sessions that have nothing in flight (S12).
-func (g *Gateway) janitor() {
+// janitor ends idle sessions that have nothing in flight (S12), until ctx
+// ends.
+func (g *Gateway) janitor(ctx context.Context) {
 	t := time.NewTicker(min(g.idleTimeout/4, time.Minute))
 	defer t.Stop()
 	for {
 		select {
-		case <-g.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		g.expireIdle()
-		g.purgeTerminations(context.Background())
+		g.purgeTerminations(ctx)
 	}
 }
 
@@ -328,33 +121,16 @@ func (g *Gateway) janitor() {
 // a session with a request in flight is never idle (S12). Their ids are
 // remembered, so their clients are told to start over (S8.2).
 func (g *Gateway) expireIdle() {
-	cutoff := g.now().Add(-g.idleTimeout).UnixNano()
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if s.inflight.Load() == 0 && s.lastUsed.Load() < cutoff {
-			s.mu.Lock()
-			streaming := s.stream != nil && !s.stream.isDone()
-			s.mu.Unlock()
-			if !streaming {
-				g.log.Debug("session expired", "session", s.id[:8])
-				g.retire(s)
-			}
-		}
-		return true
-	})
+	for _, s := range g.sessions.Idle(g.now().Add(-g.idleTimeout)) {
+		g.log.Debug("session expired", "session", s.Short())
+		g.retire(s)
+	}
 }
 
 // sender delivers messages related to one request (or one session) to the
 // downstream.
 type sender interface {
 	send(msg *jsonrpc.Message) error
-}
-
-// streamer is a session's standalone channel to its downstream.
-type streamer interface {
-	sender
-	finish()
-	isDone() bool
 }
 
 var errStreamDone = errors.New("stream closed")
@@ -393,6 +169,9 @@ const (
 func newStreamSender(legacy bool, writeTimeout time.Duration) *streamSender {
 	return &streamSender{wake: make(chan struct{}, 1), done: make(chan struct{}), legacy: legacy, writeTimeout: writeTimeout}
 }
+
+// Send is send, for the session that holds st as its stream.
+func (st *streamSender) Send(msg *jsonrpc.Message) error { return st.send(msg) }
 
 func (st *streamSender) send(msg *jsonrpc.Message) error {
 	ev := &jsonrpc.Event{Data: jsonrpc.Encode(msg)}
@@ -447,9 +226,11 @@ func (st *streamSender) takeAll() [][]byte {
 	return all
 }
 
-func (st *streamSender) finish() { st.once.Do(func() { close(st.done) }) }
+// Finish ends the stream: what is queued is written, then it closes.
+func (st *streamSender) Finish() { st.once.Do(func() { close(st.done) }) }
 
-func (st *streamSender) isDone() bool {
+// Done reports whether the stream ended.
+func (st *streamSender) Done() bool {
 	select {
 	case <-st.done:
 		return true
@@ -476,7 +257,7 @@ func (st *streamSender) run(ctx context.Context, w http.ResponseWriter, stop <-c
 	}
 	t := time.NewTicker(keepAliveInterval)
 	defer t.Stop()
-	defer st.finish()
+	defer st.Finish()
 	for {
 		select {
 		case <-st.wake:

@@ -78,9 +78,7 @@ type TerminateResult struct {
 const idPrefixLen = 8
 
 func (g *Gateway) infoOf(s *session, now time.Time) SessionInfo {
-	s.mu.Lock()
-	name, version := s.clientName, s.clientVersion
-	s.mu.Unlock()
+	name, version := s.Client()
 	health := g.up.Health()
 	up := 0
 	for _, srv := range s.route.servers {
@@ -91,18 +89,18 @@ func (g *Gateway) infoOf(s *session, now time.Time) SessionInfo {
 		path = "/mcp"
 	}
 	return SessionInfo{
-		IDPrefix:         s.id[:idPrefixLen],
+		IDPrefix:         s.ID()[:idPrefixLen],
 		ClientName:       name,
 		ClientVersion:    version,
-		User:             s.user,
-		KeyAlias:         s.alias,
-		Team:             s.team,
-		ClientIP:         s.clientIP,
+		User:             s.Who().User,
+		KeyAlias:         s.Who().Alias,
+		Team:             s.Who().Team,
+		ClientIP:         s.Who().ClientIP,
 		Route:            path,
 		Servers:          append([]string{}, s.route.servers...),
-		Created:          s.created.UTC().Format(time.RFC3339),
-		IdleSeconds:      max(0, now.Sub(time.Unix(0, s.lastUsed.Load())).Seconds()),
-		InFlight:         int(s.inflight.Load()),
+		Created:          s.Created().UTC().Format(time.RFC3339),
+		IdleSeconds:      max(0, now.Sub(s.LastUsed()).Seconds()),
+		InFlight:         s.InFlight(),
 		UpstreamSessions: up,
 	}
 }
@@ -166,18 +164,16 @@ type fleetSession struct {
 // localSessions is every live session this replica holds.
 func (g *Gateway) localSessions(now time.Time) []fleetSession {
 	var out []fleetSession
-	g.sessions.Range(func(_, v any) bool {
-		s := v.(*session)
-		if s.isClosed() {
-			return true
+	for _, s := range g.sessions.All() {
+		if s.Closed() {
+			continue
 		}
 		info := g.infoOf(s, now)
 		if g.records != nil {
 			info.Replicas = []string{g.instance}
 		}
-		out = append(out, fleetSession{info: info, hash: s.hash, idPrefix: s.id, local: s})
-		return true
-	})
+		out = append(out, fleetSession{info: info, hash: s.Hash(), idPrefix: s.ID(), local: s})
+	}
 	return out
 }
 
@@ -216,7 +212,7 @@ const maxRecordedClient = 256
 // idleness.
 func (g *Gateway) sessionRecord(s *session) (map[string]string, error) {
 	info := g.infoOf(s, g.now())
-	r := sessionRecord{Prefix: s.id[:min(recordPrefixLen, len(s.id))], User: info.User, Alias: info.KeyAlias,
+	r := sessionRecord{Prefix: s.ID()[:min(recordPrefixLen, len(s.ID()))], User: info.User, Alias: info.KeyAlias,
 		Team: info.Team, ClientIP: info.ClientIP, Route: info.Route, Servers: info.Servers, Created: info.Created}
 	rec, err := json.Marshal(r)
 	if err == nil && len(rec) > state.MaxFieldLen {
@@ -411,7 +407,7 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 			continue
 		}
 		if fs.local != nil {
-			if fs.local.isClosed() {
+			if fs.local.Closed() {
 				continue
 			}
 			err := g.endSessionFor(ctx, fs.local)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -406,7 +407,7 @@ func TestRememberedIDsAreForgotten(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute, Terminations: terms})
 	for range 3 {
 		sid := initOwned(t, url, "alice")
@@ -414,7 +415,7 @@ func TestRememberedIDsAreForgotten(t *testing.T) {
 			t.Fatalf("DELETE: %d", code)
 		}
 	}
-	count := func() int { terms.mu.Lock(); defer terms.mu.Unlock(); return len(terms.until) }
+	count := terms.Len
 	if n := count(); n != 3 {
 		t.Fatalf("%d ids remembered, want 3", n)
 	}
@@ -441,7 +442,7 @@ func TestRememberedIDRefreshedWhileUsed(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	g, url := ownerGateway(t, Options{Now: clock, IdleTimeout: time.Minute, Terminations: terms})
 	sid := initOwned(t, url, "alice")
 	if code, _ := send(t, http.MethodDelete, url+"/mcp", "alice", sid, ""); code != 200 {

@@ -23,8 +23,11 @@ type lineWriter struct {
 	w  io.Writer
 }
 
-func (lw *lineWriter) finish()      {}
-func (lw *lineWriter) isDone() bool { return false }
+// Finish and Done: stdout is the session's stream for the life of the
+// process. Send is send, for the session that holds it.
+func (lw *lineWriter) Finish()                         {}
+func (lw *lineWriter) Done() bool                      { return false }
+func (lw *lineWriter) Send(msg *jsonrpc.Message) error { return lw.send(msg) }
 
 func (lw *lineWriter) send(msg *jsonrpc.Message) error {
 	b := jsonrpc.Encode(msg)
@@ -252,21 +255,21 @@ func (g *Gateway) serveLine(ctx context.Context, front *stdioFront, sess *sessio
 			// client has a session: a 2026-07-28 client, which never
 			// initializes, hears of changes only on its listen requests.
 			if reply.Error == nil {
-				sess.attachStream(out)
+				sess.AttachStream(out)
 			}
 			_ = out.send(reply)
 		default:
-			sc := &scope{g: g, sess: sess, rt: rt, out: out, caps: sess.scopeCaps()}
+			sc := &scope{g: g, sess: sess, rt: rt, out: out, caps: sess.Caps()}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				// The session's in-flight bound (S11): the request waits
 				// for a slot here, never in the read loop, which must go
 				// on reading the responses calls in flight wait for.
-				if ok, _ := sess.acquire(ctx.Done()); !ok {
+				if ok, _ := sess.Acquire(ctx.Done()); !ok {
 					return
 				}
-				defer sess.release()
+				defer sess.Release()
 				if reply := g.serve(ctx, sc, m); reply != nil {
 					_ = out.send(reply)
 				}
@@ -296,7 +299,7 @@ func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, 
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	end := sess.begin(m.ID, cancel)
+	end := sess.Begin(m.ID, cancel)
 	wg.Go(func() {
 		defer cancel()
 		defer end()
@@ -304,7 +307,7 @@ func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, 
 			g.serveListenStdio(ctx, rt, out, m)
 			return
 		}
-		if reply, _ := g.modernReply(ctx, &rt, m, info, out, sess.owner); reply != nil {
+		if reply, _ := g.modernReply(ctx, &rt, m, info, out, sess.Owner()); reply != nil {
 			_ = out.send(reply)
 		}
 	})

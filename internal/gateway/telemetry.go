@@ -86,7 +86,7 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 		}
 	}
 	if sc != nil && sc.sess != nil {
-		rec.SessionIDPrefix = sc.sess.id[:idPrefixLen]
+		rec.SessionIDPrefix = sc.sess.ID()[:idPrefixLen]
 	}
 	args := g.auditArguments(server, params)
 	as, _ := g.audit.(ArgumentsAuditSink)
@@ -162,12 +162,11 @@ func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		g.metrics.SetUpstreamHealth(name, h.State)
 	}
 	n := 0
-	g.sessions.Range(func(_, v any) bool {
-		if !v.(*session).isClosed() {
+	for _, s := range g.sessions.All() {
+		if !s.Closed() {
 			n++
 		}
-		return true
-	})
+	}
 	g.metrics.SetSessions(n)
 	for _, name := range g.st().names {
 		for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {

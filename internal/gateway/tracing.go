@@ -38,10 +38,8 @@ func (g *Gateway) startMessageSpan(ctx context.Context, sc *scope, m *jsonrpc.Me
 			tm.Route = sc.rt.path
 		}
 		if sc.sess != nil {
-			tm.SessionHash = hashHex(sc.sess.id)[:idPrefixLen]
-			sc.sess.mu.Lock()
-			tm.Protocol = sc.sess.rev
-			sc.sess.mu.Unlock()
+			tm.SessionHash = hashHex(sc.sess.ID())[:idPrefixLen]
+			tm.Protocol = sc.sess.Rev()
 		} else if rev, ok := mcpwire.StatelessVersion(m.Params); ok {
 			tm.Protocol = rev
 		}

@@ -63,13 +63,13 @@ func (g *Gateway) checkHeld(ctx context.Context, s *session) refusal {
 	if g.heard.Trusted() {
 		return refusedNot
 	}
-	ended, err := g.endedNow(ctx, s.hash)
+	ended, err := g.endedNow(ctx, s.Hash())
 	switch {
 	case err != nil:
-		g.log.Warn("cannot check whether a session was ended on another replica (the bus is not heard and the store does not answer): refused", "session", s.id[:8], "error", err)
+		g.log.Warn("cannot check whether a session was ended on another replica (the bus is not heard and the store does not answer): refused", "session", s.ID()[:8], "error", err)
 		return refusedUnverified
 	case ended:
-		g.log.Info("session ended on another replica, found while the bus is not heard", "session", s.id[:8])
+		g.log.Info("session ended on another replica, found while the bus is not heard", "session", s.ID()[:8])
 		s.close()
 		return refusedEnded
 	}

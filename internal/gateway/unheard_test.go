@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"net/http"
 	"slices"
 	"strings"
@@ -85,7 +86,7 @@ func TestFleetTerminationEndsEveryReplicasSessions(t *testing.T) {
 	up := faultyUpstream(t)
 	mem := state.NewMemory(state.MemoryOptions{}) // the fleet's Redis
 	t.Cleanup(func() { mem.Close() })
-	terms := newMemTerminations() // the fleet's store
+	terms := sessions.NewMemTerminations() // the fleet's store
 	replica := func() (*Gateway, string) {
 		return ownerGateway(t, Options{Config: fleetConfig(up.URL, 1), Terminations: terms, State: mem, IdleTimeout: time.Minute})
 	}
@@ -138,7 +139,7 @@ func TestFleetSessionsReport(t *testing.T) {
 	up := faultyUpstream(t)
 	mem := state.NewMemory(state.MemoryOptions{})
 	t.Cleanup(func() { mem.Close() })
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	shared := &unlisted{Backend: mem}
 	replica := func() (*Gateway, string) {
 		return ownerGateway(t, Options{Config: fleetConfig(up.URL, 1), Terminations: terms, State: shared, IdleTimeout: time.Minute})
@@ -199,12 +200,12 @@ func TestFleetSessionsReport(t *testing.T) {
 
 func innerIDOf(g *Gateway, user string) string {
 	var id string
-	g.sessions.Range(func(_, v any) bool {
-		if s := v.(*session); s.user == user {
-			id = s.id
+	for _, s := range g.sessions.All() {
+		if s.Who().User == user {
+			id = s.ID()
+			break
 		}
-		return id == ""
-	})
+	}
 	return id
 }
 
@@ -217,7 +218,7 @@ func innerIDOf(g *Gateway, user string) string {
 // every replica.
 func TestSessionEndIsDurableOrRefused(t *testing.T) {
 	up := faultyUpstream(t)
-	terms := &flakyTerms{Terminations: newMemTerminations()}
+	terms := &flakyTerms{Terminations: sessions.NewMemTerminations()}
 	replica := func() (*Gateway, string) {
 		return ownerGateway(t, Options{Config: fleetConfig(up.URL, 1), Terminations: terms, IdleTimeout: time.Minute})
 	}
@@ -267,7 +268,7 @@ func TestSessionEndIsDurableOrRefused(t *testing.T) {
 // read per request.
 func TestHeldSessionRecheckedWhileBusUnheard(t *testing.T) {
 	up := faultyUpstream(t)
-	terms := &flakyTerms{Terminations: newMemTerminations()}
+	terms := &flakyTerms{Terminations: sessions.NewMemTerminations()}
 	mem := state.NewMemory(state.MemoryOptions{})
 	t.Cleanup(func() { mem.Close() })
 	probe := &fakeState{}
@@ -453,7 +454,7 @@ func TestSessionRecordBounded(t *testing.T) {
 func TestStickyFleetSessionsAdmin(t *testing.T) {
 	mem := state.NewMemory(state.MemoryOptions{})
 	t.Cleanup(func() { mem.Close() })
-	terms := newMemTerminations()
+	terms := sessions.NewMemTerminations()
 	a, urlA := ownerGateway(t, Options{Terminations: terms, Bus: mem, Records: mem, IdleTimeout: time.Minute})
 	b, _ := ownerGateway(t, Options{Terminations: terms, Bus: mem, Records: mem, IdleTimeout: time.Minute})
 	sid := initOwned(t, urlA, "alice")
@@ -481,7 +482,7 @@ func TestStickyFleetSessionsAdmin(t *testing.T) {
 // it ended. The gateway's own end (expiry, eviction) ends a sealed one
 // anyway. With the store up either ends, remembered.
 func TestEndSessionFor(t *testing.T) {
-	terms := &flakyTerms{Terminations: newMemTerminations()}
+	terms := &flakyTerms{Terminations: sessions.NewMemTerminations()}
 	mem := state.NewMemory(state.MemoryOptions{})
 	t.Cleanup(func() { mem.Close() })
 	g := New(Options{Logger: testLogger(t), Version: "test", Terminations: terms, Records: mem,
@@ -490,45 +491,46 @@ func TestEndSessionFor(t *testing.T) {
 	ctx := context.Background()
 	open := func(sealed bool) *session {
 		t.Helper()
-		s := g.newSession(route{}, nil, false)
+		p := sessions.Params{ID: sessions.NewID()}
 		if sealed {
-			s.token = "sealed:" + s.id // what a ring would have sealed
+			p.Token = "sealed:" + p.ID // what a ring would have sealed
 		}
-		if err := mem.SetSessionFields(ctx, s.hash, map[string]string{fieldLive: "1"}, time.Minute); err != nil {
+		s := g.storeSession(g.buildSession(route{}, nil, p), false)
+		if err := mem.SetSessionFields(ctx, s.Hash(), map[string]string{fieldLive: "1"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	hasState := func(s *session) bool {
-		f, err := mem.SessionFields(ctx, s.hash)
+		f, err := mem.SessionFields(ctx, s.Hash())
 		return err != nil || len(f) > 0
 	}
 
 	terms.down.Store(true)
 	sealed, local := open(true), open(false)
-	if err := g.endSessionFor(ctx, sealed); !errors.Is(err, ErrNotRecorded) || sealed.isClosed() || !hasState(sealed) {
-		t.Errorf("a sealed id with the store down: %v (closed %v, state kept %v); want ErrNotRecorded and the session unchanged", err, sealed.isClosed(), hasState(sealed))
+	if err := g.endSessionFor(ctx, sealed); !errors.Is(err, ErrNotRecorded) || sealed.Closed() || !hasState(sealed) {
+		t.Errorf("a sealed id with the store down: %v (closed %v, state kept %v); want ErrNotRecorded and the session unchanged", err, sealed.Closed(), hasState(sealed))
 	}
-	if err := g.endSessionFor(ctx, local); err == nil || errors.Is(err, ErrNotRecorded) || !local.isClosed() || hasState(local) {
-		t.Errorf("a local id with the store down: %v (closed %v, state kept %v); want it ended, its state gone, told it was not remembered", err, local.isClosed(), hasState(local))
+	if err := g.endSessionFor(ctx, local); err == nil || errors.Is(err, ErrNotRecorded) || !local.Closed() || hasState(local) {
+		t.Errorf("a local id with the store down: %v (closed %v, state kept %v); want it ended, its state gone, told it was not remembered", err, local.Closed(), hasState(local))
 	}
 	byAdmin := open(false)
-	res, err := g.TerminateSessions(ctx, byAdmin.id[:idPrefixLen], "")
-	if err == nil || errors.Is(err, ErrNotRecorded) || res.Terminated != 1 || !byAdmin.isClosed() || hasState(byAdmin) {
-		t.Errorf("an administrator's termination of a local id with the store down: %+v, %v (closed %v, state kept %v); want it ended and reported", res, err, byAdmin.isClosed(), hasState(byAdmin))
+	res, err := g.TerminateSessions(ctx, byAdmin.ID()[:idPrefixLen], "")
+	if err == nil || errors.Is(err, ErrNotRecorded) || res.Terminated != 1 || !byAdmin.Closed() || hasState(byAdmin) {
+		t.Errorf("an administrator's termination of a local id with the store down: %+v, %v (closed %v, state kept %v); want it ended and reported", res, err, byAdmin.Closed(), hasState(byAdmin))
 	}
 	g.endSessionLogged(ctx, sealed)
-	if !sealed.isClosed() || hasState(sealed) {
-		t.Errorf("the gateway's own end of a sealed id with the store down: closed %v, state kept %v; want it ended here", sealed.isClosed(), hasState(sealed))
+	if !sealed.Closed() || hasState(sealed) {
+		t.Errorf("the gateway's own end of a sealed id with the store down: closed %v, state kept %v; want it ended here", sealed.Closed(), hasState(sealed))
 	}
 
 	terms.down.Store(false)
 	for _, isSealed := range []bool{true, false} {
 		s := open(isSealed)
 		err := g.endSessionFor(ctx, s)
-		ended, _ := terms.IsTerminated(ctx, s.hash, g.now())
-		if err != nil || !s.isClosed() || hasState(s) || !ended {
-			t.Errorf("sealed %v with the store up: %v (closed %v, state kept %v, remembered %v)", isSealed, err, s.isClosed(), hasState(s), ended)
+		ended, _ := terms.IsTerminated(ctx, s.Hash(), g.now())
+		if err != nil || !s.Closed() || hasState(s) || !ended {
+			t.Errorf("sealed %v with the store up: %v (closed %v, state kept %v, remembered %v)", isSealed, err, s.Closed(), hasState(s), ended)
 		}
 	}
 }
