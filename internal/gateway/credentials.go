@@ -2,14 +2,13 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/vault"
+	"github.com/mcpgate/mcpgate/internal/connect"
 )
 
 // isPersonalAlias reports whether path is one of the admin API's /me
@@ -82,9 +81,9 @@ func (t *callerTokenSet) get(server string) string {
 		t.stored = map[string]string{}
 	}
 	if srv.Auth.Type == config.AuthOAuth2User {
-		t.stored[server] = g.oauthCredential(t.ctx, t.person, server)
+		t.stored[server] = g.connect.OAuthCredential(t.ctx, t.person, server)
 	} else {
-		t.stored[server] = g.storedCredential(t.ctx, t.person, server)
+		t.stored[server] = g.connect.StoredCredential(t.ctx, t.person, server)
 	}
 	return t.stored[server]
 }
@@ -104,26 +103,6 @@ func forgetCallerToken(ctx context.Context, server string) {
 	if t, ok := ctx.Value(callerTokenSetKey{}).(*callerTokenSet); ok {
 		t.forget(server)
 	}
-}
-
-// storedCredential reads person's static credential for server and
-// records its use. Errors are logged by kind and server, never with the
-// entry.
-func (g *Gateway) storedCredential(ctx context.Context, person, server string) string {
-	e, err := g.vault.Get(ctx, person, server)
-	switch {
-	case errors.Is(err, vault.ErrNotFound):
-		return ""
-	case err != nil:
-		g.log.Warn("vault read failed; the call goes without a credential and fails", "server", server, "error", err)
-		return ""
-	case e.Kind != vault.KindStatic:
-		return ""
-	}
-	if err := g.vault.Touch(context.WithoutCancel(ctx), person, server); err != nil && !errors.Is(err, vault.ErrNotFound) {
-		g.log.Debug("vault last-use write failed", "server", server, "error", err)
-	}
-	return e.AccessToken
 }
 
 // AuthType is the auth type of server's egress credentials: "" for an
@@ -149,5 +128,5 @@ func (g *Gateway) connectURL(ctx context.Context, server string) string {
 	if base == "" {
 		base = strings.TrimRight(g.conf().PublicURL, "/")
 	}
-	return base + ConnectPath(server)
+	return base + connect.Path(server)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/connect"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -185,13 +186,11 @@ type Gateway struct {
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
 	admin         http.Handler
-	console       http.Handler    // the web console at /ui; nil: none
-	authServer    http.Handler    // mcpgate's OAuth authorization server; nil: none
-	confirmer     PersonConfirmer // proves a browser's oidc: person (elicitconnect.go); nil: none
-	// httpClient fetches passthrough upstreams' metadata (nil: default).
-	httpClient *http.Client
-	prms       prmCache  // passthrough upstreams' metadata (S9.2)
-	connect    connector // oauth2_user: registrations and pending connects
+	console       http.Handler // the web console at /ui; nil: none
+	authServer    http.Handler // mcpgate's OAuth authorization server; nil: none
+	// connect owns the person-credential flows: connect pages, pending
+	// connects, registrations, passthrough metadata (elicitconnect.go).
+	connect *connect.Flows
 
 	sessions sessions.Table[*session] // this replica's stateful sessions (session.go)
 	// ring seals session ids and requestState for the fleet
@@ -275,7 +274,6 @@ func New(o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
-	g.connect.shared, g.connect.log = o.Tickets, g.log
 	if g.sep == "" {
 		g.sep = config.DefaultSeparator
 	}
@@ -305,7 +303,7 @@ func New(o Options) *Gateway {
 	}
 	g.instance = sessions.NewID()[:12]
 	g.auth = o.Authenticator
-	g.httpClient = o.HTTPClient
+	g.connect = g.newConnect(o)
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
 	if o.Usage != nil {
@@ -416,6 +414,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 		break
 	}
 	g.bg.Wait()
+	g.connect.Close()
 	for _, s := range g.sessions.All() {
 		s.close()
 	}
@@ -505,12 +504,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveProtectedResource(w, r)
 		return
 	}
-	if g.isClientMetadataPath(r.URL.Path) {
-		g.serveClientMetadata(w, r)
-		return
-	}
-	if isConnectPath(r.URL.Path) {
-		g.serveConnect(w, r)
+	if g.connect.Serves(r.URL.Path) {
+		g.connect.ServeHTTP(w, r)
 		return
 	}
 	if isAuthServerPath(r.URL.Path) {

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/oauth"
-	"github.com/mcpgate/mcpgate/internal/oauth/client"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -55,27 +52,6 @@ import (
 // X-Mcp-<server>-Authorization, and a missing or refused one is the
 // JSON-RPC error of the merged route. A caller with a gateway key in
 // X-Mcpgate-Api-Key keeps Authorization for its upstream token.
-
-// Bounds of the mirrored upstream metadata.
-const (
-	prmCacheTTL     = 5 * time.Minute
-	prmNegativeTTL  = 30 * time.Second
-	prmCacheEntries = 256
-)
-
-// prmEntry is one upstream's metadata, fetched at at: md nil when it has
-// none; err when the fetch failed.
-type prmEntry struct {
-	at  time.Time
-	md  *oauth.ProtectedResourceMetadata
-	err error
-}
-
-// prmCache holds upstream metadata documents by server URL.
-type prmCache struct {
-	mu sync.Mutex
-	m  map[string]prmEntry
-}
 
 // isPassthrough reports whether server forwards the caller's own token.
 func (g *Gateway) isPassthrough(server string) bool {
@@ -235,61 +211,9 @@ func (g *Gateway) passthroughMetadata(w http.ResponseWriter, r *http.Request, pa
 	if !ok {
 		return false
 	}
-	srv := g.conf().Servers[server]
-	up, err := g.upstreamPRM(r.Context(), srv.URL)
-	switch {
-	case err != nil:
-		g.log.Warn("could not fetch a passthrough upstream's protected resource metadata", "server", server, "error", err)
-		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "Bad Gateway", "details": "the protected resource metadata of upstream " + server + " could not be fetched"})
-		return true
-	case up == nil:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "upstream " + server + " publishes no protected resource metadata"})
-		return true
-	}
-	md := oauth.ProtectedResourceMetadata{
-		Resource:               g.linkBase(r) + resourcePath(path),
-		AuthorizationServers:   up.AuthorizationServers,
-		ScopesSupported:        up.ScopesSupported,
-		BearerMethodsSupported: []string{"header"},
-		ResourceName:           "mcpgate: " + server,
-	}
-	w.Header().Set("Cache-Control", "max-age=300")
-	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, md)
+	// The upstream's document, mirrored (connect.ServeResourceMetadata).
+	g.connect.ServeResourceMetadata(w, r, server, g.linkBase(r)+resourcePath(path))
 	return true
-}
-
-// upstreamPRM is the upstream's own protected resource metadata, cached
-// for prmCacheTTL (a failure or its absence for prmNegativeTTL).
-func (g *Gateway) upstreamPRM(ctx context.Context, serverURL string) (*oauth.ProtectedResourceMetadata, error) {
-	c := &g.prms
-	now := g.now()
-	c.mu.Lock()
-	if e, ok := c.m[serverURL]; ok {
-		ttl := prmCacheTTL
-		if e.md == nil {
-			ttl = prmNegativeTTL
-		}
-		if now.Sub(e.at) < ttl {
-			c.mu.Unlock()
-			return e.md, e.err
-		}
-	}
-	c.mu.Unlock()
-	// The upstream is the operator's: its own origin may be private. The
-	// fetch is bounded (1 MiB, 10 s, same-origin redirects only) and
-	// finishes for the cache even when this client goes away.
-	md, err := client.FetchResourceMetadata(context.WithoutCancel(ctx), serverURL, g.httpClient, true)
-	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
-		return nil, err
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= prmCacheEntries {
-		c.m = map[string]prmEntry{}
-	}
-	c.m[serverURL] = prmEntry{at: now, md: md, err: err}
-	c.mu.Unlock()
-	return md, err
 }
 
 // refusedByUpstream is the message of a passthrough server's 401/403 on

@@ -1,4 +1,4 @@
-package gateway
+package connect
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // The connect flow in a fleet (SPEC S15, S19). Behind a round-robin
-// balancer, the call that asks a person to connect (elicitConnect), the
+// balancer, the call that asks a person to connect (NewTicket), the
 // link's confirmation page, the redirect to the authorization server and
 // its callback each land on any replica. With Options.Tickets (a fleet's
 // Redis) the pending connects live there:
@@ -22,7 +22,7 @@ import (
 //   - an authorization request (state -> person, verifier, browser
 //     binding) is taken once, atomically, by whichever replica the
 //     callback reaches; the client registration it used is read back
-//     from the vault (connectreg.go).
+//     from the vault (registration.go).
 //
 // Keys in the shared store are digests of the ids: a copy of Redis does
 // not hold a link or a state that would answer the callback.
@@ -63,12 +63,17 @@ type sharedState struct {
 	Expires  time.Time `json:"expires"`
 }
 
-func (c *connector) shareCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), busTimeout)
+// sharedTimeout bounds each call of the shared store.
+const sharedTimeout = 2 * time.Second
+
+// shareCtx bounds a call of the shared store; it also ends with
+// Flows.Close.
+func (c *pending) shareCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, sharedTimeout)
 }
 
 // put stores v under key until expires; false when the store failed.
-func (c *connector) put(key string, v any, expires time.Time, now time.Time) bool {
+func (c *pending) put(key string, v any, expires time.Time, now time.Time) bool {
 	ttl := expires.Sub(now)
 	if ttl <= 0 {
 		return false
@@ -83,7 +88,7 @@ func (c *connector) put(key string, v any, expires time.Time, now time.Time) boo
 }
 
 // get reads (or takes) key into v.
-func (c *connector) get(key string, v any, take bool) bool {
+func (c *pending) get(key string, v any, take bool) bool {
 	ctx, cancel := c.shareCtx()
 	defer cancel()
 	ok, err := state.TicketJSON(ctx, c.shared, key, v, take)
@@ -94,56 +99,62 @@ func (c *connector) get(key string, v any, take bool) bool {
 }
 
 // shareTicket makes ticket id readable on every replica.
-func (c *connector) shareTicket(id string, t *connTicket, now time.Time) bool {
+func (c *pending) shareTicket(id string, t *ticket, now time.Time) bool {
 	return c.put(ticketKey(ticketConnect, id), sharedTicket{Person: t.person, Server: t.server, Scopes: t.scopes, Expires: t.expires}, t.expires, now)
 }
 
 // sharedTicketOf is ticket id as another replica made it (no channel: the
 // call waits there).
-func (c *connector) sharedTicketOf(id string, now time.Time) *connTicket {
+func (c *pending) sharedTicketOf(id string, now time.Time) *ticket {
 	var st sharedTicket
 	if !c.get(ticketKey(ticketConnect, id), &st, false) || now.After(st.Expires) {
 		return nil
 	}
-	return &connTicket{person: st.Person, server: st.Server, scopes: st.Scopes, expires: st.Expires}
+	return &ticket{person: st.Person, server: st.Server, scopes: st.Scopes, expires: st.Expires}
 }
 
-// awaitTicket is closed once ticket t (id) is complete: here, or, in a
-// fleet, on the replica the callback reached. It stops with ctx.
-func (c *connector) awaitTicket(ctx context.Context, id string, t *connTicket) <-chan struct{} {
+// Await is closed once ticket t is complete: here, or, in a fleet, on
+// the replica the callback reached. It stops with ctx, and with Close.
+func (f *Flows) Await(ctx context.Context, t *Ticket) <-chan struct{} {
+	c := &f.pending
 	if c.shared == nil {
-		return t.done
+		return t.t.done
 	}
 	out := make(chan struct{})
-	go func() {
+	started := f.goTracked(func() {
 		tick := time.NewTicker(donePoll)
 		defer tick.Stop()
 		for {
 			select {
-			case <-t.done:
+			case <-t.t.done:
 				close(out)
 				return
 			case <-ctx.Done():
 				return
+			case <-f.ctx.Done():
+				return
 			case <-tick.C:
 				var done bool
-				if c.get(ticketKey(ticketDone, id), &done, false) {
+				if c.get(ticketKey(ticketDone, t.id), &done, false) {
 					close(out)
 					return
 				}
 			}
 		}
-	}()
+	})
+	if !started {
+		return t.t.done // closed: this process's completions only
+	}
 	return out
 }
 
 // markDone records in the shared store that ticket id is complete.
-func (c *connector) markDone(id string, now time.Time) {
+func (c *pending) markDone(id string, now time.Time) {
 	c.put(ticketKey(ticketDone, id), true, now.Add(connectStateTTL), now)
 }
 
 // forgetShared drops ticket id's shared records.
-func (c *connector) forgetShared(id string) {
+func (c *pending) forgetShared(id string) {
 	var v json.RawMessage
 	c.get(ticketKey(ticketConnect, id), &v, true)
 	c.get(ticketKey(ticketDone, id), &v, true)
@@ -151,7 +162,7 @@ func (c *connector) forgetShared(id string) {
 
 // shareState stores a pending authorization request for any replica's
 // callback.
-func (c *connector) shareState(state string, st *connState, now time.Time) bool {
+func (c *pending) shareState(state string, st *connState, now time.Time) bool {
 	return c.put(ticketKey(ticketState, state), sharedState{Person: st.person, Server: st.server, Verifier: st.verifier,
 		Binding: st.binding, Redirect: st.reg.redirect, Scopes: st.scopes, Ticket: st.ticket, Expires: st.expires}, st.expires, now)
 }
@@ -159,7 +170,7 @@ func (c *connector) shareState(state string, st *connState, now time.Time) bool 
 // takeState takes a pending authorization request once, fleet-wide. The
 // registration is found again by the caller (it may be this replica's
 // or one kept in the vault).
-func (c *connector) takeState(state string) (*connState, string, bool) {
+func (c *pending) takeState(state string) (*connState, string, bool) {
 	var s sharedState
 	if !c.get(ticketKey(ticketState, state), &s, true) {
 		return nil, "", false
@@ -170,7 +181,7 @@ func (c *connector) takeState(state string) (*connState, string, bool) {
 
 // putBackState returns a request taken by a browser it does not belong
 // to, for its owner.
-func (c *connector) putBackState(state string, st *connState, redirect string, now time.Time) {
+func (c *pending) putBackState(state string, st *connState, redirect string, now time.Time) {
 	c.put(ticketKey(ticketState, state), sharedState{Person: st.person, Server: st.server, Verifier: st.verifier,
 		Binding: st.binding, Redirect: redirect, Scopes: st.scopes, Ticket: st.ticket, Expires: st.expires}, st.expires, now)
 }

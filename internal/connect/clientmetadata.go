@@ -1,6 +1,7 @@
-package gateway
+package connect
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -22,8 +23,8 @@ const clientMetadataName = "mcpgate"
 
 // clientMetadataURL is the document's URL, "" when the gateway publishes
 // none (public_url is not https).
-func (g *Gateway) clientMetadataURL() string {
-	u, _, ok := g.conf().ClientMetadataDocument()
+func (f *Flows) clientMetadataURL() string {
+	u, _, ok := f.conf().ClientMetadataDocument()
 	if !ok {
 		return ""
 	}
@@ -31,17 +32,17 @@ func (g *Gateway) clientMetadataURL() string {
 }
 
 // isClientMetadataPath reports whether path is the document's.
-func (g *Gateway) isClientMetadataPath(path string) bool {
-	_, p, ok := g.conf().ClientMetadataDocument()
+func (f *Flows) isClientMetadataPath(path string) bool {
+	_, p, ok := f.conf().ClientMetadataDocument()
 	return ok && path == p
 }
 
 // clientMetadata is the document: its client_id is its own URL.
-func (g *Gateway) clientMetadata(docURL string) oauth.ClientMetadata {
+func (f *Flows) clientMetadata(docURL string) oauth.ClientMetadata {
 	return oauth.ClientMetadata{
 		ClientID:                docURL,
 		ClientName:              clientMetadataName,
-		RedirectURIs:            []string{g.connectRedirectURI()},
+		RedirectURIs:            []string{f.connectRedirectURI()},
 		GrantTypes:              []string{"authorization_code", "refresh_token"},
 		ResponseTypes:           []string{"code"},
 		TokenEndpointAuthMethod: "none",
@@ -50,20 +51,27 @@ func (g *Gateway) clientMetadata(docURL string) oauth.ClientMetadata {
 }
 
 // connectRedirectURI is the connect callback under public_url.
-func (g *Gateway) connectRedirectURI() string {
-	return strings.TrimRight(g.conf().PublicURL, "/") + ConnectCallbackPath
+func (f *Flows) connectRedirectURI() string {
+	return strings.TrimRight(f.conf().PublicURL, "/") + CallbackPath
 }
 
 // serveClientMetadata answers GET and HEAD of the document, cacheable for
 // five minutes (authorization servers cache it; a changed public_url
 // reaches them within that).
-func (g *Gateway) serveClientMetadata(w http.ResponseWriter, r *http.Request) {
+func (f *Flows) serveClientMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"})
 		return
 	}
-	docURL := g.clientMetadataURL()
+	docURL := f.clientMetadataURL()
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeJSON(w, http.StatusOK, g.clientMetadata(docURL))
+	writeJSON(w, http.StatusOK, f.clientMetadata(docURL))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
