@@ -79,65 +79,6 @@ func (f *Flows) CanConfirm(person string) bool {
 	return false
 }
 
-// ticket is a pending connect asked for by a URL elicitation.
-type ticket struct {
-	person, server string
-	scopes         []string // the scopes to ask for (nil: the plan's)
-	expires        time.Time
-	done           chan struct{} // closed once the callback stored tokens
-}
-
-// newTicket registers a ticket and returns its id.
-func (c *pending) newTicket(t *ticket, now time.Time) (string, error) {
-	id, err := randomToken()
-	if err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.tickets == nil {
-		c.tickets = map[string]*ticket{}
-	}
-	for k, o := range c.tickets {
-		if now.After(o.expires) {
-			delete(c.tickets, k)
-		}
-	}
-	if len(c.tickets) >= maxPendingStates {
-		return "", errTooMany
-	}
-	c.tickets[id] = t
-	if c.shared != nil {
-		// A fleet: the link may be opened on any replica.
-		c.shareTicket(id, t, now)
-	}
-	return id, nil
-}
-
-func (c *pending) lookup(id string, now time.Time) *ticket {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.tickets[id]
-	if t == nil && c.shared != nil {
-		c.mu.Unlock()
-		t = c.sharedTicketOf(id, now) // made on another replica
-		c.mu.Lock()
-	}
-	if t == nil || now.After(t.expires) {
-		return nil
-	}
-	return t
-}
-
-func (c *pending) dropTicket(id string) {
-	c.mu.Lock()
-	delete(c.tickets, id)
-	c.mu.Unlock()
-	if c.shared != nil {
-		c.forgetShared(id)
-	}
-}
-
 // Ticket is a connect asked for by a URL elicitation, as the call that
 // asked for it holds it.
 type Ticket struct {
@@ -309,24 +250,6 @@ func (f *Flows) checkCSRF(r *http.Request) bool {
 	}
 	r.Body = http.MaxBytesReader(nil, r.Body, 8<<10)
 	return subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue(csrfField))) == 1
-}
-
-// completeTicket tells the call waiting on elicitation id that the
-// person's tokens are stored.
-func (c *pending) completeTicket(id string) {
-	if id == "" {
-		return
-	}
-	c.mu.Lock()
-	t := c.tickets[id]
-	delete(c.tickets, id)
-	c.mu.Unlock()
-	if t != nil {
-		close(t.done)
-	} else if c.shared != nil {
-		// The call waits on another replica: it polls for this.
-		c.markDone(id, time.Now())
-	}
 }
 
 // entryScopes is what the person's connection was granted: the token

@@ -41,6 +41,68 @@ type connState struct {
 	redirect       string // taken from the shared store: reg's redirect URI (reg is nil)
 }
 
+// ticket is a pending connect asked for by a URL elicitation.
+type ticket struct {
+	person, server string
+	scopes         []string // the scopes to ask for (nil: the plan's)
+	expires        time.Time
+	done           chan struct{} // closed once the callback stored tokens
+}
+
+// newTicket registers a ticket and returns its id.
+func (c *pending) newTicket(t *ticket, now time.Time) (string, error) {
+	id, err := randomToken()
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tickets == nil {
+		c.tickets = map[string]*ticket{}
+	}
+	for k, o := range c.tickets {
+		if now.After(o.expires) {
+			delete(c.tickets, k)
+		}
+	}
+	if len(c.tickets) >= maxPendingStates {
+		return "", errTooMany
+	}
+	c.tickets[id] = t
+	if c.shared != nil {
+		// A fleet: the link may be opened on any replica.
+		c.shareTicket(id, t, now)
+	}
+	return id, nil
+}
+
+// lookup is ticket id, made here or, in a fleet, on another replica;
+// nil when it is unknown or expired.
+func (c *pending) lookup(id string, now time.Time) *ticket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tickets[id]
+	if t == nil && c.shared != nil {
+		c.mu.Unlock()
+		t = c.sharedTicketOf(id, now) // made on another replica
+		c.mu.Lock()
+	}
+	if t == nil || now.After(t.expires) {
+		return nil
+	}
+	return t
+}
+
+// dropTicket forgets ticket id, here and in the shared store.
+func (c *pending) dropTicket(id string) {
+	c.mu.Lock()
+	delete(c.tickets, id)
+	c.mu.Unlock()
+	if c.shared != nil {
+		c.forgetShared(id)
+	}
+}
+
 // Outcomes of takeRequest.
 const (
 	requestTaken = iota
@@ -111,3 +173,21 @@ func (c *pending) putRequest(state string, pend *connState, now time.Time) error
 
 // errShared: the fleet's shared store failed.
 var errShared = errors.New("the shared store is unavailable")
+
+// completeTicket tells the call waiting on elicitation id that the
+// person's tokens are stored.
+func (c *pending) completeTicket(id string) {
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	t := c.tickets[id]
+	delete(c.tickets, id)
+	c.mu.Unlock()
+	if t != nil {
+		close(t.done)
+	} else if c.shared != nil {
+		// The call waits on another replica: it polls for this.
+		c.markDone(id, time.Now())
+	}
+}
