@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,9 +221,28 @@ const listTwice = 250 * time.Millisecond
 // another replica.
 type listHeard struct{ local, remote atomic.Int64 }
 
-func (g *Gateway) listHeardFor(server, method string) *listHeard {
-	v, _ := g.listSeen.LoadOrStore(server+"\x00"+method, &listHeard{})
-	return v.(*listHeard)
+// listSeen holds when each server's list changes were last told to this
+// replica's streams, by server and method.
+type listSeen struct {
+	mu sync.Mutex // mu guards the fields below
+	m  map[listKey]*listHeard
+}
+
+type listKey struct{ server, method string }
+
+func (ls *listSeen) heard(server, method string) *listHeard {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	k := listKey{server, method}
+	h := ls.m[k]
+	if h == nil {
+		if ls.m == nil {
+			ls.m = map[listKey]*listHeard{}
+		}
+		h = &listHeard{}
+		ls.m[k] = h
+	}
+	return h
 }
 
 // shareListChanged tells the other replicas that server's list changed.
@@ -233,7 +253,7 @@ func (g *Gateway) shareListChanged(server, method string) bool {
 	if !g.fleetOn() {
 		return true
 	}
-	h := g.listHeardFor(server, method)
+	h := g.listSeen.heard(server, method)
 	now := time.Now().UnixNano()
 	prev := h.local.Swap(now)
 	if now-h.remote.Load() < int64(listEcho) || now-prev < int64(listTwice) {
@@ -247,7 +267,7 @@ func (g *Gateway) shareListChanged(server, method string) bool {
 // see server that its list changed (another replica heard it), unless
 // this replica heard the same change itself moments ago.
 func (g *Gateway) deliverListChanged(server, method string) {
-	h := g.listHeardFor(server, method)
+	h := g.listSeen.heard(server, method)
 	now := time.Now().UnixNano()
 	h.remote.Store(now)
 	if now-h.local.Load() < int64(listEcho) {

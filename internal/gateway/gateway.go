@@ -200,12 +200,11 @@ type Gateway struct {
 	advertise string // fleet.advertise: where other replicas reach this one
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
-	routes     sync.Map  // routeKey -> route (read-only once stored)
-	badNames   onceSet   // exposed tool names already warned about
-	conflicts  onceSet   // names left out as ambiguous, already reported (names.go)
-	searchIdx  sync.Map  // server -> *serverIndexes (S20)
-	usage      toolUsage // tool calls per hybrid route (S20)
-	routeCount atomic.Int64
+	routes    routeCache
+	badNames  onceSet   // exposed tool names already warned about
+	conflicts onceSet   // names left out as ambiguous, already reported (names.go)
+	searchIdx sync.Map  // server -> *serverIndexes (S20)
+	usage     toolUsage // tool calls per hybrid route (S20)
 
 	// pending server-initiated requests relayed to downstreams, by the id
 	// the gateway gave them, owned by the party they were sent to: only
@@ -224,11 +223,11 @@ type Gateway struct {
 	exchanges ownedTable[party, *exchange] // exchange id ->
 	// resumables are the resumable POST streams whose calls run here, by
 	// stream key (resume.go).
-	resumables sync.Map
+	resumables resumables
 	resumed    atomic.Int64 // streams resumed with Last-Event-ID here
 	// listSeen: when each server's list changes were last told to this
 	// replica's streams, by server and method (fleetbus.go).
-	listSeen sync.Map
+	listSeen listSeen
 
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
