@@ -99,9 +99,8 @@ func (g *Gateway) publishNote(n busNote) {
 }
 
 // followSessions applies the other replicas' notes until Shutdown. It
-// runs in its own goroutine.
+// runs in its own goroutine, in g.bg.
 func (g *Gateway) followSessions() {
-	defer g.bg.Done()
 	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
 		Topics:  []string{topicSessions},
 		What:    followSessionsName,
@@ -359,7 +358,9 @@ func (g *Gateway) openFleetStream(ctx context.Context, s *session, st *streamSen
 // stream took over; the claim is released at the end.
 func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
 	o := state.StreamOwner{Replica: g.instance, Version: version}
-	go func() {
+	// A task, not the request's: the stream ends on Shutdown (or a
+	// newer claim), and the release goes on after its request returned.
+	started := g.tasks.start(func() {
 		t := time.NewTicker(streamClaimTTL / 3)
 		defer t.Stop()
 		for {
@@ -382,7 +383,10 @@ func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
 				}
 			}
 		}
-	}()
+	})
+	if !started {
+		st.finish() // the gateway closed: no claim is kept
+	}
 }
 
 // takeOverStream makes st, opened at version, s's GET stream, ending the
@@ -513,13 +517,13 @@ func (g *Gateway) touchSessionState(s *session) {
 	if now-last < int64(min(g.idleTimeout/4, sessionSeenEvery)) || !s.stateTouched.CompareAndSwap(last, now) {
 		return
 	}
-	go func() {
+	g.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 		defer cancel()
 		// Never written (the backend was down at initialize) or lapsed
 		// while this copy was in use: in use it is, so it is written.
 		g.writeLive(ctx, s)
-	}()
+	})
 }
 
 // sessionSeenEvery is how often a copy in use says so in the shared
@@ -562,16 +566,18 @@ func (g *Gateway) forgetCopy(s *session) {
 	if g.records == nil {
 		return
 	}
-	go func() {
+	g.tasks.start(func() {
 		if g.sessionByHash(s.hash) != nil {
 			return // a new copy took its place here
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		// Detached: Close ends every session after Shutdown, and each
+		// copy's end is still recorded.
+		ctx, cancel := g.detached(busTimeout)
 		defer cancel()
 		if err := g.records.DeleteSessionFields(ctx, s.hash, g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
 			g.log.Debug("could not record a session copy's end in the shared state", "session", s.id[:8], "error", err)
 		}
-	}()
+	})
 }
 
 // idleEverywhere reports whether the sealed session local, which this

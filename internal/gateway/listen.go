@@ -104,7 +104,11 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 	w.WriteHeader(http.StatusOK)
 	_ = st.send(ack)
 	g.listen.add(ln)
-	go func() {
+	// The request's own: st.run finishes st when it returns, and the
+	// request waits for this before it does.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		// On the gateway's own teardown the listen request is answered,
 		// so the client knows the stream ended on purpose.
 		select {
@@ -113,7 +117,7 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 			st.finish()
 		case <-st.done:
 		}
-	}()
+	})
 	g.watchCaller(r.Context(), st.done, func() {
 		_ = st.send(jsonrpc.NewErrorResponse(ln.id, errKeyGone()))
 		st.finish()

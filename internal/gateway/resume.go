@@ -201,7 +201,9 @@ func (g *Gateway) outliveClient(req context.Context, ps *postSender) (ctx contex
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req))
 	done := make(chan struct{})
 	g.resumables.put(res)
-	go func() {
+	// A task: it outlives the POST by the resume window, and ends with
+	// the call (done), with the gateway's teardown (stop) or the window.
+	started := g.tasks.start(func() {
 		defer g.resumables.remove(res.key)
 		select {
 		case <-done:
@@ -238,7 +240,12 @@ func (g *Gateway) outliveClient(req context.Context, ps *postSender) (ctx contex
 				t.Reset(window - idle)
 			}
 		}
-	}()
+	})
+	if !started {
+		// The gateway closed: the call would not outlive its client.
+		g.resumables.remove(res.key)
+		cancel()
+	}
 	return ctx, func() {
 		close(done)
 		cancel()
