@@ -62,9 +62,9 @@ func (g *Gateway) announceEnded(ctx context.Context, hash string) {
 }
 
 // followTerminations ends this replica's copies of the sessions other
-// replicas terminate, until Shutdown. It runs in its own goroutine.
+// replicas terminate, until Shutdown. It runs in its own goroutine, in
+// g.bg.
 func (g *Gateway) followTerminations() {
-	defer g.bg.Done()
 	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
 		Topics:  []string{topicTerminated},
 		What:    followTerminationsName,

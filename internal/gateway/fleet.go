@@ -119,7 +119,7 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 	if g.fleetOn() {
 		// Its log level, set on another replica, and where its GET
 		// stream is (fleetbus.go).
-		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 		g.loadSessionState(ctx, s)
 		g.findRemoteStream(ctx, s)
 		cancel()
@@ -149,7 +149,9 @@ func (g *Gateway) retire(s *session) {
 		}
 		return
 	}
-	g.endSessionLogged(context.Background(), s)
+	// Detached from Shutdown: an expiry the janitor began is remembered
+	// even when Shutdown comes meanwhile (Close waits for the janitor, bg).
+	g.endSessionLogged(context.WithoutCancel(g.bgCtx), s)
 }
 
 // deleteSealed ends, for its owner, a session this replica does not hold

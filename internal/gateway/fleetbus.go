@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,9 +99,8 @@ func (g *Gateway) publishNote(n busNote) {
 }
 
 // followSessions applies the other replicas' notes until Shutdown. It
-// runs in its own goroutine.
+// runs in its own goroutine, in g.bg.
 func (g *Gateway) followSessions() {
-	defer g.bg.Done()
 	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
 		Topics:  []string{topicSessions},
 		What:    followSessionsName,
@@ -212,9 +212,28 @@ const listTwice = 250 * time.Millisecond
 // another replica.
 type listHeard struct{ local, remote atomic.Int64 }
 
-func (g *Gateway) listHeardFor(server, method string) *listHeard {
-	v, _ := g.listSeen.LoadOrStore(server+"\x00"+method, &listHeard{})
-	return v.(*listHeard)
+// listSeen holds when each server's list changes were last told to this
+// replica's streams, by server and method.
+type listSeen struct {
+	mu sync.Mutex // mu guards the fields below
+	m  map[listKey]*listHeard
+}
+
+type listKey struct{ server, method string }
+
+func (ls *listSeen) heard(server, method string) *listHeard {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	k := listKey{server, method}
+	h := ls.m[k]
+	if h == nil {
+		if ls.m == nil {
+			ls.m = map[listKey]*listHeard{}
+		}
+		h = &listHeard{}
+		ls.m[k] = h
+	}
+	return h
 }
 
 // shareListChanged tells the other replicas that server's list changed.
@@ -225,7 +244,7 @@ func (g *Gateway) shareListChanged(server, method string) bool {
 	if !g.fleetOn() {
 		return true
 	}
-	h := g.listHeardFor(server, method)
+	h := g.listSeen.heard(server, method)
 	now := time.Now().UnixNano()
 	prev := h.local.Swap(now)
 	if now-h.remote.Load() < int64(listEcho) || now-prev < int64(listTwice) {
@@ -239,7 +258,7 @@ func (g *Gateway) shareListChanged(server, method string) bool {
 // see server that its list changed (another replica heard it), unless
 // this replica heard the same change itself moments ago.
 func (g *Gateway) deliverListChanged(server, method string) {
-	h := g.listHeardFor(server, method)
+	h := g.listSeen.heard(server, method)
 	now := time.Now().UnixNano()
 	h.remote.Store(now)
 	if now-h.local.Load() < int64(listEcho) {
@@ -324,7 +343,9 @@ func (g *Gateway) openFleetStream(ctx context.Context, s *session, st *streamSen
 // stream took over; the claim is released at the end.
 func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
 	o := state.StreamOwner{Replica: g.instance, Version: version}
-	go func() {
+	// A task, not the request's: the stream ends on Shutdown (or a
+	// newer claim), and the release goes on after its request returned.
+	started := g.tasks.start(func() {
 		t := time.NewTicker(streamClaimTTL / 3)
 		defer t.Stop()
 		for {
@@ -347,7 +368,10 @@ func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
 				}
 			}
 		}
-	}()
+	})
+	if !started {
+		st.Finish() // the gateway closed: no claim is kept
+	}
 }
 
 // supersedeStream records that another replica holds s's GET stream
@@ -442,13 +466,13 @@ func (g *Gateway) touchSessionState(s *session) {
 	if now-last < int64(min(g.idleTimeout/4, sessionSeenEvery)) || !s.stateTouched.CompareAndSwap(last, now) {
 		return
 	}
-	go func() {
+	g.tasks.start(func() {
 		ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
 		defer cancel()
 		// Never written (the backend was down at initialize) or lapsed
 		// while this copy was in use: in use it is, so it is written.
 		g.writeLive(ctx, s)
-	}()
+	})
 }
 
 // sessionSeenEvery is how often a copy in use says so in the shared
@@ -491,16 +515,18 @@ func (g *Gateway) forgetCopy(s *session) {
 	if g.records == nil {
 		return
 	}
-	go func() {
+	g.tasks.start(func() {
 		if g.sessionByHash(s.Hash()) != nil {
 			return // a new copy took its place here
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		// Detached: Close ends every session after Shutdown, and each
+		// copy's end is still recorded.
+		ctx, cancel := g.detached(busTimeout)
 		defer cancel()
 		if err := g.records.DeleteSessionFields(ctx, s.Hash(), g.idleTimeout, fieldHeldPrefix+g.instance); err != nil {
 			g.log.Debug("could not record a session copy's end in the shared state", "session", s.ID()[:8], "error", err)
 		}
-	}()
+	})
 }
 
 // idleEverywhere reports whether the sealed session local, which this

@@ -199,12 +199,11 @@ type Gateway struct {
 	advertise string // fleet.advertise: where other replicas reach this one
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
-	routes     sync.Map  // routeKey -> route (read-only once stored)
-	badNames   onceSet   // exposed tool names already warned about
-	conflicts  onceSet   // names left out as ambiguous, already reported (names.go)
-	searchIdx  sync.Map  // server -> *serverIndexes (S20)
-	usage      toolUsage // tool calls per hybrid route (S20)
-	routeCount atomic.Int64
+	routes    routeCache
+	badNames  onceSet   // exposed tool names already warned about
+	conflicts onceSet   // names left out as ambiguous, already reported (names.go)
+	searchIdx sync.Map  // server -> *serverIndexes (S20)
+	usage     toolUsage // tool calls per hybrid route (S20)
 
 	// pending server-initiated requests relayed to downstreams, by the id
 	// the gateway gave them, owned by the party they were sent to: only
@@ -223,11 +222,11 @@ type Gateway struct {
 	exchanges ownedTable[party, *exchange] // exchange id ->
 	// resumables are the resumable POST streams whose calls run here, by
 	// stream key (resume.go).
-	resumables sync.Map
+	resumables resumables
 	resumed    atomic.Int64 // streams resumed with Last-Event-ID here
 	// listSeen: when each server's list changes were last told to this
 	// replica's streams, by server and method (fleetbus.go).
-	listSeen sync.Map
+	listSeen listSeen
 
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
@@ -240,11 +239,20 @@ type Gateway struct {
 	draining atomic.Bool // Drain: /readyz says 503, everything else is served
 	stop     chan struct{}
 	stopOnce sync.Once
-	// bgCtx ends with Shutdown; bg counts the goroutines that follow it
-	// (the termination follower), which Close waits for.
+	// bgCtx ends with Shutdown: every goroutine the gateway starts
+	// beside a request runs under it (or, where its work must outlive
+	// Shutdown, under context.WithoutCancel(bgCtx) with a bound of its
+	// own: detached). bg counts the loops Start starts (janitor,
+	// followers, state watch, replica heartbeat), which Close waits for
+	// before it ends the sessions; tasks counts the shorter work started
+	// on the way (session bookkeeping, upstream subscriptions, calls
+	// outliving their request), which Close waits for last. Goroutines of
+	// a request's own (stdio requests, a listen stream's teardown) end
+	// with it and say so where they start.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
+	tasks    workers
 }
 
 // New builds a gateway and its upstream manager and catalog. Call Start to
@@ -353,11 +361,7 @@ func New(o Options) *Gateway {
 // session janitor.
 func (g *Gateway) Start(ctx context.Context) {
 	g.up.Start(ctx)
-	g.bg.Add(1)
-	go func() {
-		defer g.bg.Done()
-		g.janitor(g.bgCtx)
-	}()
+	g.bg.Go(func() { g.janitor(g.bgCtx) })
 	if g.peers != nil {
 		g.peers.join()
 	}
@@ -365,19 +369,16 @@ func (g *Gateway) Start(ctx context.Context) {
 		// Tracked before serving: until each follower resynchronised,
 		// what it keeps in step is checked against the store (unheard.go).
 		g.heard.Track(followTerminationsName)
-		g.bg.Add(1)
-		go g.followTerminations()
+		g.bg.Go(g.followTerminations)
 		if g.fleetOn() {
 			g.heard.Track(followSessionsName)
-			g.bg.Add(1)
-			go g.followSessions()
+			g.bg.Go(g.followSessions)
 		}
 	}
 	if g.stateCheck != nil {
 		// The first answer before serving, so /readyz never guesses.
 		g.probeState(g.bgCtx)
-		g.bg.Add(1)
-		go g.watchState()
+		g.bg.Go(g.watchState)
 	}
 }
 
@@ -418,7 +419,51 @@ func (g *Gateway) Close(ctx context.Context) error {
 	for _, s := range g.sessions.All() {
 		s.close()
 	}
-	return g.up.Close()
+	err := g.up.Close()
+	// Last: the sessions just ended started some (their copies' end in
+	// the shared state), and a task still waiting on an upstream ended
+	// with it.
+	g.tasks.wait()
+	return err
+}
+
+// workers counts goroutines that Close waits for and that may be started
+// while it waits (by a request still in flight, by a session it ends): a
+// sync.WaitGroup alone forbids an Add once Wait may have begun. Once
+// wait has begun, start runs nothing: nothing of the gateway's runs after
+// Close.
+type workers struct {
+	mu     sync.Mutex // mu guards the fields below
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start runs f in a goroutine wait waits for. false: wait has begun, and f
+// was not run (the caller undoes what f would have undone).
+func (w *workers) start(f func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.wg.Go(f)
+	return true
+}
+
+// wait stops new goroutines and waits for those started.
+func (w *workers) wait() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+// detached is the context of work started beside a request that must
+// finish even when it began as the gateway shuts down (a copy's end
+// recorded, the replica registry left): Shutdown does not end it, d
+// bounds it, and Close waits for it (tasks or bg).
+func (g *Gateway) detached(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(g.bgCtx), d)
 }
 
 // onUpstreamSession runs when an upstream session (re)starts: its lists may
@@ -431,7 +476,7 @@ func (g *Gateway) onUpstreamSession(server string, info *upstream.InitInfo) {
 		g.broadcastListChanged(server, k)
 	}
 	if info != nil && info.Caps.Tools {
-		go g.checkToolNames(server)
+		g.tasks.start(func() { g.checkToolNames(server) })
 	}
 }
 

@@ -786,7 +786,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 			// credentials, the trace), only not its cancellation: the call
 			// is this caller's as on any other transport.
 			callCtx := context.WithoutCancel(r.Context())
-			go func(m *jsonrpc.Message) {
+			// A task Close waits for; its inner goroutine ends with it.
+			started := g.tasks.start(func() {
 				defer sess.Release()
 				ctx, cancel := context.WithCancel(callCtx)
 				defer cancel()
@@ -800,7 +801,10 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 				if reply := g.serve(ctx, sc, m); reply != nil {
 					_ = st.send(reply)
 				}
-			}(m)
+			})
+			if !started {
+				sess.Release() // the gateway closed: the call is not run
+			}
 		}
 	}
 	w.WriteHeader(http.StatusAccepted)

@@ -26,11 +26,39 @@ type listener struct {
 	subs   map[string]string // subscribed uri -> server
 }
 
-// listeners are the open streams (a sync.Map of *listener -> struct{}).
-type listeners struct{ m sync.Map }
+// listeners are the open streams.
+type listeners struct {
+	mu sync.Mutex // mu guards the fields below
+	m  map[*listener]struct{}
+}
 
+func (l *listeners) add(ln *listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[*listener]struct{}{}
+	}
+	l.m[ln] = struct{}{}
+}
+
+func (l *listeners) remove(ln *listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, ln)
+}
+
+// each calls fn for every open stream, outside the lock: fn writes to
+// the stream, which may wait for its client.
 func (l *listeners) each(fn func(*listener)) {
-	l.m.Range(func(k, _ any) bool { fn(k.(*listener)); return true })
+	l.mu.Lock()
+	lns := make([]*listener, 0, len(l.m))
+	for ln := range l.m {
+		lns = append(lns, ln)
+	}
+	l.mu.Unlock()
+	for _, ln := range lns {
+		fn(ln)
+	}
 }
 
 // notify sends method to the listener when it asked for it and may see
@@ -75,8 +103,12 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	_ = st.send(ack)
-	g.listen.m.Store(ln, struct{}{})
-	go func() {
+	g.listen.add(ln)
+	// The request's own: st.run finishes st when it returns, and the
+	// request waits for this before it does.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		// On the gateway's own teardown the listen request is answered,
 		// so the client knows the stream ended on purpose.
 		select {
@@ -85,7 +117,7 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 			st.Finish()
 		case <-st.done:
 		}
-	}()
+	})
 	g.watchCaller(r.Context(), st.done, func() {
 		_ = st.send(jsonrpc.NewErrorResponse(ln.id, errKeyGone()))
 		st.Finish()
@@ -106,7 +138,7 @@ func (g *Gateway) serveListenStdio(ctx context.Context, rt route, out sender, m 
 	ln, ack := g.openListener(ctx, rt, m.ID, filter, out)
 	defer g.closeListener(ln)
 	_ = out.send(ack)
-	g.listen.m.Store(ln, struct{}{})
+	g.listen.add(ln)
 	select {
 	case <-ctx.Done():
 	case <-g.stop:
@@ -160,7 +192,7 @@ func (g *Gateway) openListener(ctx context.Context, rt route, id jsonrpc.ID, fil
 }
 
 func (g *Gateway) closeListener(ln *listener) {
-	g.listen.m.Delete(ln)
+	g.listen.remove(ln)
 	for uri, server := range ln.subs {
 		g.unsubscribeUpstream(server, uri)
 	}

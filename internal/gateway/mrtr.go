@@ -249,7 +249,9 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	// the upstream's timeout and by exchangeWait for each question.
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ex.cancel = cancel
-	go func() {
+	// A task: Close waits for it, after the upstreams it may wait on
+	// closed.
+	started := g.tasks.start(func() {
 		defer cancel()
 		// The call's own upstream sessions (relay.go) end with it.
 		defer g.up.Unbind(exchangeBinding(ex))
@@ -264,7 +266,11 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 		if ex.seq.Load() > 0 {
 			time.AfterFunc(exchangeWait, forget)
 		}
-	}()
+	})
+	if !started {
+		cancel()
+		ex.done <- jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+	}
 	return ex
 }
 

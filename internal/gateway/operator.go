@@ -141,7 +141,7 @@ func (discardSender) send(*jsonrpc.Message) error {
 // a toolset, an allow list or an override naming a tool that does not exist
 // is almost always a typo, and would otherwise silently grant nothing.
 func (g *Gateway) checkToolNames(server string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(g.bgCtx, 30*time.Second)
 	defer cancel()
 	items, err := g.cat.List(ctx, server, catalog.Tools)
 	if err != nil {

@@ -68,9 +68,10 @@ func randomID() string {
 // given to). What a caller's message reaches (get, take) names who sent
 // it, and only the owner gets the entry; an entry whose owner is the zero
 // value is no one's. The gateway's own bookkeeping (has, drop, each) names
-// no one. Safe for concurrent use.
+// no one. Safe for concurrent use; the zero value is an empty table.
 type ownedTable[O comparable, V any] struct {
-	m sync.Map // id -> *ownedEntry[O, V]
+	mu sync.Mutex // mu guards the fields below
+	m  map[string]*ownedEntry[O, V]
 }
 
 type ownedEntry[O comparable, V any] struct {
@@ -82,18 +83,28 @@ type ownedEntry[O comparable, V any] struct {
 // entry (a later one under the same id stays).
 func (t *ownedTable[O, V]) put(id string, owner O, v V) (remove func()) {
 	e := &ownedEntry[O, V]{owner: owner, v: v}
-	t.m.Store(id, e)
-	return func() { t.m.CompareAndDelete(id, e) }
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]*ownedEntry[O, V]{}
+	}
+	t.m[id] = e
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.m[id] == e {
+			delete(t.m, id)
+		}
+	}
 }
 
-// lookup is the entry id if by owns it. foreign: there is one, another's
-// (for the gateway's log only: whoever asked is told nothing).
-func (t *ownedTable[O, V]) lookup(id string, by O) (e *ownedEntry[O, V], foreign bool) {
-	v, ok := t.m.Load(id)
+// lookupLocked is the entry id if by owns it. foreign: there is one,
+// another's (for the gateway's log only: whoever asked is told nothing).
+func (t *ownedTable[O, V]) lookupLocked(id string, by O) (e *ownedEntry[O, V], foreign bool) {
+	e, ok := t.m[id]
 	if !ok {
 		return nil, false
 	}
-	e = v.(*ownedEntry[O, V])
 	var none O
 	if e.owner == none || e.owner != by {
 		return nil, true
@@ -103,7 +114,9 @@ func (t *ownedTable[O, V]) lookup(id string, by O) (e *ownedEntry[O, V], foreign
 
 // get returns the value under id when by owns it.
 func (t *ownedTable[O, V]) get(id string, by O) (v V, ok, foreign bool) {
-	e, foreign := t.lookup(id, by)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, foreign := t.lookupLocked(id, by)
 	if e == nil {
 		return v, false, foreign
 	}
@@ -113,10 +126,13 @@ func (t *ownedTable[O, V]) get(id string, by O) (v V, ok, foreign bool) {
 // take removes and returns the value under id when by owns it; once only,
 // however many ask at the same time.
 func (t *ownedTable[O, V]) take(id string, by O) (v V, ok, foreign bool) {
-	e, foreign := t.lookup(id, by)
-	if e == nil || !t.m.CompareAndDelete(id, e) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, foreign := t.lookupLocked(id, by)
+	if e == nil {
 		return v, false, foreign
 	}
+	delete(t.m, id)
 	return e.v, true, false
 }
 
@@ -124,17 +140,29 @@ func (t *ownedTable[O, V]) take(id string, by O) (v V, ok, foreign bool) {
 // the gateway's own routing (which replica runs what), never an answer
 // to a caller.
 func (t *ownedTable[O, V]) has(id string) bool {
-	_, ok := t.m.Load(id)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.m[id]
 	return ok
 }
 
 // drop removes the entry under id, whoever owns it.
-func (t *ownedTable[O, V]) drop(id string) { t.m.Delete(id) }
+func (t *ownedTable[O, V]) drop(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, id)
+}
 
-// each calls fn for every entry's value.
+// each calls fn for every entry's value, outside the lock: fn may use the
+// table (an exchange that ends drops itself).
 func (t *ownedTable[O, V]) each(fn func(V)) {
-	t.m.Range(func(_, v any) bool {
-		fn(v.(*ownedEntry[O, V]).v)
-		return true
-	})
+	t.mu.Lock()
+	vs := make([]V, 0, len(t.m))
+	for _, e := range t.m {
+		vs = append(vs, e.v)
+	}
+	t.mu.Unlock()
+	for _, v := range vs {
+		fn(v)
+	}
 }

@@ -143,9 +143,7 @@ func (p *peers) join() {
 	ctx, cancel := context.WithTimeout(p.g.bgCtx, peerTimeout)
 	p.beat(ctx)
 	cancel()
-	p.g.bg.Add(1)
-	go func() {
-		defer p.g.bg.Done()
+	p.g.bg.Go(func() {
 		t := time.NewTicker(HeartbeatInterval)
 		defer t.Stop()
 		for {
@@ -159,7 +157,7 @@ func (p *peers) join() {
 				cancel()
 			}
 		}
-	}()
+	})
 }
 
 // beat renews this replica and reads who else is live.
@@ -195,7 +193,8 @@ func (p *peers) beat(ctx context.Context) {
 // leave removes this replica from the registry (a clean shutdown), so the
 // others tell its clients it is gone instead of trying to reach it.
 func (p *peers) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+	// Detached: it runs because the gateway is shutting down.
+	ctx, cancel := p.g.detached(peerTimeout)
 	defer cancel()
 	if err := p.reg.Deregister(ctx, p.self.ID); err != nil {
 		p.g.log.Warn("could not leave the replica registry; the entry lapses by itself", "error", err, "ttl", HeartbeatTTL)

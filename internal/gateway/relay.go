@@ -455,14 +455,16 @@ func (g *Gateway) unsubscribeUpstream(server, uri string) {
 	if !last {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Under bgCtx: on shutdown the upstream sessions end, and their
+	// subscriptions with them.
+	g.tasks.start(func() {
+		ctx, cancel := context.WithTimeout(g.bgCtx, 5*time.Second)
 		defer cancel()
 		if s, err := g.up.Session(ctx, server); err == nil {
 			params := uriParams(uri)
 			_, _ = s.Call(ctx, mcpwire.MethodResourcesUnsubscribe, params)
 		}
-	}()
+	})
 }
 
 // resubscribe renews upstream subscriptions on a new upstream session.
@@ -478,8 +480,8 @@ func (g *Gateway) resubscribe(server string) {
 	if len(uris) == 0 {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	g.tasks.start(func() {
+		ctx, cancel := context.WithTimeout(g.bgCtx, 10*time.Second)
 		defer cancel()
 		s, err := g.up.Session(ctx, server)
 		if err != nil {
@@ -489,7 +491,7 @@ func (g *Gateway) resubscribe(server string) {
 			params := uriParams(uri)
 			_, _ = s.Call(ctx, mcpwire.MethodResourcesSubscribe, params)
 		}
-	}()
+	})
 }
 
 // faultError maps an egress failure to the JSON-RPC error the downstream

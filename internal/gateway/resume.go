@@ -78,6 +78,36 @@ type resumable struct {
 	gap bool
 }
 
+// resumables are the resumable streams whose calls run on this replica,
+// by stream key: a resumed GET anywhere in the fleet tells the call its
+// client still reads (sawReader).
+type resumables struct {
+	mu sync.Mutex // mu guards the fields below
+	m  map[string]*resumable
+}
+
+func (rs *resumables) put(res *resumable) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[string]*resumable{}
+	}
+	rs.m[res.key] = res
+}
+
+func (rs *resumables) remove(key string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.m, key)
+}
+
+// get is the stream under key, nil when its call does not run here.
+func (rs *resumables) get(key string) *resumable {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.m[key]
+}
+
 // newResumable starts the buffer of a POST stream of s, or returns nil
 // when s's POST streams are not resumable: outside fleet mode, and for a
 // revision before streamable HTTP.
@@ -168,9 +198,11 @@ func (g *Gateway) outliveClient(req context.Context, ps *postSender) (ctx contex
 	res := ps.res
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req))
 	done := make(chan struct{})
-	g.resumables.Store(res.key, res)
-	go func() {
-		defer g.resumables.Delete(res.key)
+	g.resumables.put(res)
+	// A task: it outlives the POST by the resume window, and ends with
+	// the call (done), with the gateway's teardown (stop) or the window.
+	started := g.tasks.start(func() {
+		defer g.resumables.remove(res.key)
 		select {
 		case <-done:
 			return
@@ -206,7 +238,12 @@ func (g *Gateway) outliveClient(req context.Context, ps *postSender) (ctx contex
 				t.Reset(window - idle)
 			}
 		}
-	}()
+	})
+	if !started {
+		// The gateway closed: the call would not outlive its client.
+		g.resumables.remove(res.key)
+		cancel()
+	}
 	return ctx, func() {
 		close(done)
 		cancel()
@@ -216,8 +253,8 @@ func (g *Gateway) outliveClient(req context.Context, ps *postSender) (ctx contex
 // sawReader records a sign of a reader of the stream key, if this replica
 // runs its call.
 func (g *Gateway) sawReader(key string) {
-	if v, ok := g.resumables.Load(key); ok {
-		v.(*resumable).lastReader.Store(time.Now().UnixNano())
+	if res := g.resumables.get(key); res != nil {
+		res.lastReader.Store(time.Now().UnixNano())
 	}
 }
 

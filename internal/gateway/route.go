@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/policy"
@@ -120,18 +121,51 @@ const routeCacheMax = 1024
 
 type routeKey struct{ path, header string }
 
+// routeCache holds the routes that resolved, at most routeCacheMax of
+// them; a configuration change clears it (they were resolved against the
+// state it replaced). Read on every request, so readers share the lock.
+type routeCache struct {
+	mu sync.RWMutex // mu guards the fields below
+	m  map[routeKey]route
+}
+
+func (c *routeCache) get(k routeKey) (route, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	rt, ok := c.m[k]
+	return rt, ok
+}
+
+// add keeps rt under k unless the cache is full or holds k already (a
+// route, once stored, is read-only).
+func (c *routeCache) add(k routeKey, rt route) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[routeKey]route{}
+	}
+	if _, ok := c.m[k]; ok || len(c.m) >= routeCacheMax {
+		return
+	}
+	c.m[k] = rt
+}
+
+func (c *routeCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
 // routeFor is resolveRoute with a cache of the routes that resolved: the
 // same few paths come back on every request.
 func (g *Gateway) routeFor(path, header string) (route, []string, bool) {
 	k := routeKey{path, header}
-	if v, ok := g.routes.Load(k); ok {
-		return v.(route), nil, true
+	if rt, ok := g.routes.get(k); ok {
+		return rt, nil, true
 	}
 	rt, unknown, ok := g.resolveRoute(path, header)
-	if ok && g.routeCount.Load() < routeCacheMax {
-		if _, loaded := g.routes.LoadOrStore(k, rt); !loaded {
-			g.routeCount.Add(1)
-		}
+	if ok {
+		g.routes.add(k, rt)
 	}
 	return rt, unknown, ok
 }

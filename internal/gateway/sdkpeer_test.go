@@ -249,7 +249,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	runLeakChecked(m)
 }
 
 // upstreamConfig returns the config of a go-sdk upstream named name reached

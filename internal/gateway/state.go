@@ -149,11 +149,7 @@ func (g *Gateway) swap(cfg *config.Config, changed string) {
 // clearRoutes forgets the resolved routes: they were resolved against
 // the state just replaced.
 func (g *Gateway) clearRoutes() {
-	g.routes.Range(func(k, _ any) bool {
-		g.routes.Delete(k)
-		g.routeCount.Add(-1)
-		return true
-	})
+	g.routes.clear()
 }
 
 // Config is the configuration served now (the file's, with the runtime

@@ -68,9 +68,9 @@ func (g *Gateway) probeState(ctx context.Context) {
 	g.metrics.SetStateUp(up)
 }
 
-// watchState probes the backend every stateProbeInterval until Shutdown.
+// watchState probes the backend every stateProbeInterval until Shutdown,
+// in a goroutine of g.bg.
 func (g *Gateway) watchState() {
-	defer g.bg.Done()
 	t := time.NewTicker(stateProbeInterval)
 	defer t.Stop()
 	for {

@@ -80,6 +80,8 @@ func (g *Gateway) ServeStdioAs(ctx context.Context, key string, r io.Reader, w i
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	br := bufio.NewReaderSize(r, 64<<10)
+	// The requests' goroutines are this session's own: it waits for them
+	// before it ends (and ctx, which they run under, ends first).
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	limit := int(g.maxBody())
@@ -260,9 +262,7 @@ func (g *Gateway) serveLine(ctx context.Context, front *stdioFront, sess *sessio
 			_ = out.send(reply)
 		default:
 			sc := &scope{g: g, sess: sess, rt: rt, out: out, caps: sess.Caps()}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				// The session's in-flight bound (S11): the request waits
 				// for a slot here, never in the read loop, which must go
 				// on reading the responses calls in flight wait for.
@@ -273,7 +273,7 @@ func (g *Gateway) serveLine(ctx context.Context, front *stdioFront, sess *sessio
 				if reply := g.serve(ctx, sc, m); reply != nil {
 					_ = out.send(reply)
 				}
-			}()
+			})
 		}
 	}
 }
