@@ -145,7 +145,7 @@ type Gateway struct {
 	pageSize    int
 	idleTimeout time.Duration
 	maxPerOwner int
-	terms       Terminations
+	terms       sessions.Ends // the ended sessions' ids (S8.2); never nil once New returns
 	bus         state.PubSub
 	// heard says whether this replica's followers of bus may have missed
 	// a message (unheard.go); nil without a bus.
@@ -267,7 +267,6 @@ func New(o Options) *Gateway {
 		pageSize:    o.PageSize,
 		idleTimeout: o.IdleTimeout,
 		maxPerOwner: o.MaxSessionsPerOwner,
-		terms:       o.Terminations,
 		bus:         o.Bus,
 		stateCheck:  o.StateHealth,
 		shared:      o.State,
@@ -294,9 +293,6 @@ func New(o Options) *Gateway {
 	if g.maxPerOwner == 0 {
 		g.maxPerOwner = DefaultMaxSessionsPerOwner
 	}
-	if g.terms == nil {
-		g.terms = sessions.NewMemTerminations()
-	}
 	if g.bus == nil && g.shared != nil {
 		g.bus = g.shared
 	}
@@ -308,6 +304,10 @@ func New(o Options) *Gateway {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	g.terms = sessions.Ends{Terminations: o.Terminations, Now: g.now, For: g.idleTimeout}
+	if g.terms.Terminations == nil {
+		g.terms.Terminations = sessions.NewMemTerminations()
 	}
 	g.instance = sessions.NewID()[:12]
 	g.auth = o.Authenticator

@@ -634,7 +634,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fs, local, sealed := g.openSessionID(sid)
-	if sess := g.liveSession(sid, local, sealed); sess != nil {
+	if sess, ok := g.sessions.Live(sid, local, sealed); ok {
 		// Ownership first (S4.2): a non-owner cannot end the session.
 		if sess.CheckOwner(identityOf(r).Owner) != nil {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
@@ -863,7 +863,7 @@ const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 // treats it as unknown instead.
 func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, resume bool) (*session, refusal) {
 	fs, local, sealed := g.openSessionID(sid)
-	if sess := g.liveSession(sid, local, sealed); sess != nil {
+	if sess, ok := g.sessions.Live(sid, local, sealed); ok {
 		if sess.CheckOwner(id.Owner) != nil {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
 			return nil, refusedForeign
@@ -882,7 +882,7 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 	if !sealed {
 		local = sid
 	}
-	ended, err := g.terminated(ctx, local)
+	ended, err := g.terms.Ended(ctx, local)
 	switch {
 	case err != nil && sealed:
 		// Any replica may have ended it: resuming it unchecked could

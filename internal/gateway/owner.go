@@ -70,29 +70,6 @@ var (
 // hash; the store backs it across restarts (sessions.Terminations).
 type Terminations = sessions.Terminations
 
-// purgeTerminations sweeps the remembered ids.
-func (g *Gateway) purgeTerminations(ctx context.Context) {
-	if _, err := g.terms.PurgeTerminated(ctx, g.now()); err != nil {
-		g.log.Warn("could not forget expired session ids", "error", err)
-	}
-}
-
-// terminated reports whether id was ended by an administrator, and keeps
-// remembering it while its client keeps using it (S8.2). An error: the
-// store could not say (the caller decides what that means for the id).
-func (g *Gateway) terminated(ctx context.Context, id string) (bool, error) {
-	h := hashHex(id)
-	now := g.now()
-	ok, err := g.terms.IsTerminated(ctx, h, now)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		_ = g.terms.TouchTerminated(ctx, h, now.Add(g.idleTimeout))
-	}
-	return ok, nil
-}
-
 // endSessionFor ends session s (its client's DELETE, an administrator's
 // termination, the gateway's own end of it) and remembers its id as ended
 // for the idle timeout, so that a client still using it gets 404 and
@@ -110,7 +87,7 @@ func (g *Gateway) terminated(ctx context.Context, id string) (bool, error) {
 //     the error (not ErrNotRecorded) says only that its id was not
 //     remembered.
 func (g *Gateway) endSessionFor(ctx context.Context, s *session) error {
-	err := g.terms.MarkTerminated(ctx, s.Hash(), g.now().Add(g.idleTimeout))
+	err := g.terms.Mark(ctx, s.Hash())
 	if err != nil && s.Token() != "" {
 		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}

@@ -64,24 +64,6 @@ func (g *Gateway) storeSession(s *session, initializing bool) *session {
 	return s
 }
 
-// lookupSession finds the live session whose client holds sid: by its
-// local id, or by the one a sealed id names. A sealed session is found
-// by its token only: the local id inside is not a credential.
-func (g *Gateway) lookupSession(sid string) *session {
-	_, local, sealed := g.openSessionID(sid)
-	return g.liveSession(sid, local, sealed)
-}
-
-// liveSession is lookupSession for an id already opened: local is the id
-// a sealed sid names.
-func (g *Gateway) liveSession(sid, local string, sealed bool) *session {
-	if !sealed {
-		local = sid
-	}
-	s, _ := g.sessions.Live(local, sealed)
-	return s
-}
-
 // close ends the session: streams end, in-flight calls are cancelled,
 // upstream subscriptions are released.
 func (s *session) close() {
@@ -113,7 +95,9 @@ func (g *Gateway) janitor(ctx context.Context) {
 		case <-t.C:
 		}
 		g.expireIdle()
-		g.purgeTerminations(ctx)
+		if err := g.terms.Purge(ctx); err != nil {
+			g.log.Warn("could not forget expired session ids", "error", err)
+		}
 	}
 }
 

@@ -430,7 +430,7 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 		} else if already {
 			continue // ended before: its record is only stale
 		}
-		if err := g.terms.MarkTerminated(ctx, fs.hash, now.Add(g.idleTimeout)); err != nil {
+		if err := g.terms.Mark(ctx, fs.hash); err != nil {
 			return res, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 		}
 		g.announceEnded(ctx, fs.hash)

@@ -419,14 +419,14 @@ func TestRememberedIDsAreForgotten(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("%d ids remembered, want 3", n)
 	}
-	g.purgeTerminations(context.Background())
+	_ = g.terms.Purge(context.Background())
 	if n := count(); n != 3 {
 		t.Errorf("%d ids remembered before their time is up, want 3", n)
 	}
 	mu.Lock()
 	now = now.Add(time.Minute)
 	mu.Unlock()
-	g.purgeTerminations(context.Background())
+	_ = g.terms.Purge(context.Background())
 	if n := count(); n != 0 {
 		t.Errorf("%d ids still remembered after the idle timeout", n)
 	}
@@ -451,7 +451,7 @@ func TestRememberedIDRefreshedWhileUsed(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 	for i := range 4 { // 4 x 40s: well past the 1 minute after the DELETE
 		advance(40 * time.Second)
-		g.purgeTerminations(context.Background())
+		_ = g.terms.Purge(context.Background())
 		code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list)
 		if code != http.StatusNotFound || !strings.Contains(body, "terminated or has expired") {
 			t.Fatalf("use %d of the ended id, %ds after the DELETE: %d %s", i+1, 40*(i+1), code, body)
@@ -459,8 +459,16 @@ func TestRememberedIDRefreshedWhileUsed(t *testing.T) {
 	}
 	// Left alone for the idle timeout, it is forgotten.
 	advance(61 * time.Second)
-	g.purgeTerminations(context.Background())
+	_ = g.terms.Purge(context.Background())
 	if code, body := send(t, http.MethodPost, url+"/mcp", "alice", sid, list); code != http.StatusNotFound || !strings.Contains(body, "did not issue") {
 		t.Errorf("the ended id after a minute unused: %d %s, want the never-issued 404", code, body)
 	}
+}
+
+// lookupSession finds the live session whose client holds sid, as a
+// request with it would.
+func (g *Gateway) lookupSession(sid string) *session {
+	_, local, sealed := g.openSessionID(sid)
+	s, _ := g.sessions.Live(sid, local, sealed)
+	return s
 }

@@ -109,11 +109,14 @@ func (t *Table[T]) get(m func() map[string]T, key string) (T, bool) {
 	return e, true
 }
 
-// Live finds the live session whose client holds an id naming local: by
-// its local id, or (sealed) by the local id its sealed token names. A
-// session with a sealed token is found by that token only (sealed): the
-// local id inside is not a credential.
-func (t *Table[T]) Live(local string, sealed bool) (T, bool) {
+// Live finds the live session whose client holds sid: by its local id,
+// or (sealed) by the local id local that the sealed sid names. A session
+// with a sealed token is found by that token only: the local id inside is
+// not a credential.
+func (t *Table[T]) Live(sid, local string, sealed bool) (T, bool) {
+	if !sealed {
+		local = sid
+	}
 	e, ok := t.get(func() map[string]T { return t.byID }, local)
 	if ok && (sealed || e.Base().token == "") {
 		return e, true

@@ -64,22 +64,22 @@ func TestLookups(t *testing.T) {
 	sealed := &entry{Session: New(Params{Token: "sealed-token", Who: Who{Owner: "key:a"}, MaxInflight: 1, Now: c.Now})}
 	tab.Insert(local)
 	tab.Insert(sealed)
-	if e, ok := tab.Live(local.ID(), false); !ok || e != local {
+	if e, ok := tab.Live(local.ID(), local.ID(), false); !ok || e != local {
 		t.Errorf("local id: %v %v", e, ok)
 	}
 	// A sealed session is found by its token only: its local id is not a
 	// credential.
-	if _, ok := tab.Live(sealed.ID(), false); ok {
+	if _, ok := tab.Live(sealed.ID(), sealed.ID(), false); ok {
 		t.Error("a sealed session was found by its bare local id")
 	}
-	if e, ok := tab.Live(sealed.ID(), true); !ok || e != sealed {
+	if e, ok := tab.Live("sealed-token", sealed.ID(), true); !ok || e != sealed {
 		t.Errorf("sealed: %v %v", e, ok)
 	}
 	if e, ok := tab.ByHash(Hash(local.ID())); !ok || e != local {
 		t.Errorf("by hash: %v %v", e, ok)
 	}
 	local.End()
-	if _, ok := tab.Live(local.ID(), false); ok {
+	if _, ok := tab.Live(local.ID(), local.ID(), false); ok {
 		t.Error("an ended session was found by id")
 	}
 	if _, ok := tab.ByHash(local.Hash()); ok {
@@ -339,7 +339,7 @@ func TestTableConcurrent(t *testing.T) {
 				end := e.Begin(jsonrpc.Int64ID(1), func() {})
 				e.SetSub("u", "s", true)
 				e.AdoptLevel(2)
-				if got, ok := tab.Live(e.ID(), false); ok && got != e {
+				if got, ok := tab.Live(e.ID(), e.ID(), false); ok && got != e {
 					t.Errorf("Live found another session")
 				}
 				tab.ByHash(e.Hash())

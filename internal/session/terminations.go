@@ -83,3 +83,40 @@ func (m *MemTerminations) Len() int {
 	defer m.mu.Unlock()
 	return len(m.until)
 }
+
+// Ends is what a replica remembers of ended sessions: its Terminations,
+// read and written on the gateway's clock, each id remembered for as long
+// as a session may sit idle (a client still using one is told to start
+// over, S8.2, not served a new session silently).
+type Ends struct {
+	Terminations
+	Now func() time.Time
+	For time.Duration
+}
+
+// Mark remembers the session of hash as ended.
+func (e Ends) Mark(ctx context.Context, hash string) error {
+	return e.MarkTerminated(ctx, hash, e.Now().Add(e.For))
+}
+
+// Ended reports whether the session of local id id was ended, and keeps
+// remembering it while its client keeps using it (S8.2). An error: the
+// store could not say (the caller decides what that means for the id).
+func (e Ends) Ended(ctx context.Context, id string) (bool, error) {
+	h := Hash(id)
+	now := e.Now()
+	ok, err := e.IsTerminated(ctx, h, now)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		_ = e.TouchTerminated(ctx, h, now.Add(e.For))
+	}
+	return ok, nil
+}
+
+// Purge forgets the ids whose time is up.
+func (e Ends) Purge(ctx context.Context) error {
+	_, err := e.PurgeTerminated(ctx, e.Now())
+	return err
+}
