@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// KeySyncTx is what SQLKeys.SyncConfigKeys asks of a backend: the queries it runs
-// on the keys table, all inside the one transaction the backend holds for
-// it. Errors from the writes name no hash; a uniqueness violation is
-// ErrConflict with what clashed ("alias already in use", ...), which
-// SyncConfigKeys prefixes with the operation and the alias.
+// KeySyncTx is what SQLKeys.SyncConfigKeys asks of a backend: the queries
+// it runs on the keys table, all inside the one transaction the backend
+// holds for it (KeyTables.InSyncTx). Errors from the writes name no hash;
+// a uniqueness violation is ErrConflict with what clashed ("alias already
+// in use", ...), which SyncConfigKeys prefixes with the operation and the
+// alias.
 type KeySyncTx interface {
 	// AllKeys returns every key, config and api alike, in any order.
 	AllKeys(ctx context.Context) ([]Key, error)
