@@ -41,9 +41,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata instead of comparing with them")
 
-// modernHeaders are the headers a 2026-07-28 client sends with method
+// trStatelessHeaders are the headers a 2026-07-28 client sends with method
 // (and name, for tools/call).
-func modernHeaders(method, name string) map[string]string {
+func trStatelessHeaders(method, name string) map[string]string {
 	h := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
 	if name != "" {
 		h["Mcp-Name"] = name
@@ -116,8 +116,8 @@ the gateway calls the old-era upstream in the session it holds with it,
 without the revision's _meta keys.`,
 			func(tr *transcript, a, b *wireUpstream) {
 				tr.started(a, b)
-				tr.post("/mcp", modernHeaders("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+modernMeta+`}}`)
-				s := tr.open("/mcp", modernHeaders("tools/call", "b__echo"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b__echo","arguments":{"say":"hi"},`+modernMeta+`}}`)
+				tr.post("/mcp", trStatelessHeaders("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+modernMeta+`}}`)
+				s := tr.open("/mcp", trStatelessHeaders("tools/call", "b__echo"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b__echo","arguments":{"say":"hi"},`+modernMeta+`}}`)
 				tr.upstream(b, `"tools/call"`)
 				s.rest()
 			}},
@@ -152,18 +152,18 @@ while the first session's own answer completes its call.`,
 			_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{
 				"a": httpServer(a.ts.URL + "/mcp"), "b": httpServer(b.ts.URL + "/mcp"),
 			}})
-			tr := &transcript{t: t, url: gw.URL, ups: []*wireUpstream{a, b}, norm: newNormalizer()}
+			tr := &transcript{t: t, url: gw.URL, ups: []*wireUpstream{a, b}, norm: newTrNormalizer()}
 			tc.flow(tr, a, b)
 			tr.settle()
 			got := tr.archive(tc.about)
-			checkGolden(t, filepath.Join("testdata", "transcripts", tc.name+".txtar"), got)
+			checkTranscript(t, filepath.Join("testdata", "transcripts", tc.name+".txtar"), got)
 		})
 	}
 }
 
-// checkGolden compares got with the file at path, or rewrites the file
+// checkTranscript compares got with the file at path, or rewrites the file
 // with -update.
-func checkGolden(t *testing.T, path string, got []byte) {
+func checkTranscript(t *testing.T, path string, got []byte) {
 	t.Helper()
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -188,7 +188,7 @@ type transcript struct {
 	t     *testing.T
 	url   string
 	ups   []*wireUpstream
-	norm  *normalizer
+	norm  *trNormalizer
 	files []txtar.File
 	quiet bool // while set, client exchanges are made but not recorded
 }
@@ -214,9 +214,11 @@ func (tr *transcript) archive(about string) []byte {
 	return txtar.Format(ar)
 }
 
-// mcpHeaders renders h's MCP headers (Mcp-*, MCP-Protocol-Version) and,
-// when withType, its Content-Type, one "Name: value" a line, sorted.
-func mcpHeaders(h http.Header, withType bool) string {
+// trHeaders renders the headers of h a transcript keeps (Mcp-*, which
+// includes MCP-Protocol-Version, Allow, WWW-Authenticate and, when
+// withType, Content-Type), one "Name: value" a line, sorted; the others
+// (Date, Content-Length, User-Agent) vary or say nothing of the protocol.
+func trHeaders(h http.Header, withType bool) string {
 	var lines []string
 	for k, vs := range h {
 		if strings.HasPrefix(k, "Mcp-") || (withType && k == "Content-Type") || k == "Allow" || k == "Www-Authenticate" {
@@ -229,7 +231,8 @@ func mcpHeaders(h http.Header, withType bool) string {
 	return strings.Join(lines, "\n")
 }
 
-func section(head, body string) string {
+// trSection is a section's text: headers, a blank line, the body.
+func trSection(head, body string) string {
 	if head == "" {
 		return "\n" + body
 	}
@@ -243,7 +246,7 @@ func (tr *transcript) initialize(path, caps string, record bool) string {
 	tr.t.Helper()
 	tr.quiet = !record
 	defer func() { tr.quiet = false }()
-	h, _ := tr.post(path, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"raw","version":"1"}}}`)
+	h := tr.post(path, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"raw","version":"1"}}}`)
 	sid := h.Get(mcpwire.HeaderSessionID)
 	if sid == "" {
 		tr.t.Fatal("initialize returned no session id")
@@ -253,11 +256,11 @@ func (tr *transcript) initialize(path, caps string, record bool) string {
 }
 
 // post sends body to path and records the exchange to its end.
-func (tr *transcript) post(path string, hdr map[string]string, body string) (http.Header, *trStream) {
+func (tr *transcript) post(path string, hdr map[string]string, body string) http.Header {
 	tr.t.Helper()
 	s := tr.open(path, hdr, body)
 	s.rest()
-	return s.resp.Header, s
+	return s.resp.Header
 }
 
 // trStream is the gateway's answer to one POST, read as it comes.
@@ -284,7 +287,7 @@ func (tr *transcript) open(path string, hdr map[string]string, body string) *trS
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	tr.add("client → gateway: POST "+path, section(mcpHeaders(req.Header, false), body))
+	tr.add("client → gateway: POST "+path, trSection(trHeaders(req.Header, false), body))
 	s := &trStream{tr: tr, path: path, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
@@ -321,7 +324,7 @@ func (s *trStream) begin() {
 	s.br = bufio.NewReader(s.resp.Body)
 	s.sse = strings.HasPrefix(s.resp.Header.Get("Content-Type"), "text/event-stream")
 	if s.sse {
-		s.tr.add(fmt.Sprintf("gateway → client: %d (stream opens)", s.resp.StatusCode), mcpHeaders(s.resp.Header, true))
+		s.tr.add(fmt.Sprintf("gateway → client: %d (stream opens)", s.resp.StatusCode), trHeaders(s.resp.Header, true))
 	}
 }
 
@@ -388,7 +391,7 @@ func (s *trStream) rest() {
 	s.begin()
 	if !s.sse {
 		b, _ := io.ReadAll(s.br)
-		s.tr.add(fmt.Sprintf("gateway → client: %d", s.resp.StatusCode), section(mcpHeaders(s.resp.Header, true), string(b)))
+		s.tr.add(fmt.Sprintf("gateway → client: %d", s.resp.StatusCode), trSection(trHeaders(s.resp.Header, true), string(b)))
 		return
 	}
 	for {
@@ -418,7 +421,7 @@ func (tr *transcript) started(ups ...*wireUpstream) {
 func (tr *transcript) upstream(u *wireUpstream, until string) {
 	tr.t.Helper()
 	for _, r := range u.await(tr.t, until) {
-		tr.add("gateway → upstream "+u.name+": "+r.method, section(r.head, r.body))
+		tr.add("gateway → upstream "+u.name+": "+r.method, trSection(r.head, r.body))
 	}
 }
 
@@ -426,7 +429,7 @@ func (tr *transcript) upstream(u *wireUpstream, until string) {
 func (tr *transcript) settle() {
 	for _, u := range tr.ups {
 		for _, r := range u.take() {
-			tr.add("gateway → upstream "+u.name+": "+r.method, section(r.head, r.body))
+			tr.add("gateway → upstream "+u.name+": "+r.method, trSection(r.head, r.body))
 		}
 	}
 }
@@ -444,12 +447,12 @@ type wireUpstream struct {
 	done    chan struct{}         // closed at cleanup: ends held streams
 
 	mu     sync.Mutex // guards the fields below
-	got    []received
+	got    []trReceived
 	taken  int           // got[:taken] are in the transcript
 	change chan struct{} // closed and replaced when got grows
 }
 
-type received struct {
+type trReceived struct {
 	method     string // POST or GET
 	head, body string
 }
@@ -464,7 +467,7 @@ func newWireUpstream(t *testing.T, name string) *wireUpstream {
 	return u
 }
 
-func (u *wireUpstream) record(r received) {
+func (u *wireUpstream) record(r trReceived) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.got = append(u.got, r)
@@ -474,7 +477,7 @@ func (u *wireUpstream) record(r received) {
 
 // await waits until a request containing until arrives after the ones
 // already taken, and takes the requests up to it.
-func (u *wireUpstream) await(t *testing.T, until string) []received {
+func (u *wireUpstream) await(t *testing.T, until string) []trReceived {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -492,13 +495,13 @@ func (u *wireUpstream) await(t *testing.T, until string) []received {
 		select {
 		case <-change:
 		case <-deadline:
-			t.Fatalf("upstream %s received no %s within 10s", u.name, until)
+			t.Fatalf("upstream %s trReceived no %s within 10s", u.name, until)
 		}
 	}
 }
 
 // take takes what arrived and was not taken.
-func (u *wireUpstream) take() []received {
+func (u *wireUpstream) take() []trReceived {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	out := u.got[u.taken:]
@@ -508,7 +511,7 @@ func (u *wireUpstream) take() []received {
 
 func (u *wireUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	u.record(received{method: r.Method, head: mcpHeaders(r.Header, false), body: string(body)})
+	u.record(trReceived{method: r.Method, head: trHeaders(r.Header, false), body: string(body)})
 	if r.Method == http.MethodGet {
 		// The standalone stream: held open, silent, until the end.
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -602,9 +605,9 @@ func (u *wireUpstream) call(w http.ResponseWriter, r *http.Request, m *jsonrpc.M
 	}
 }
 
-// normalizer replaces what varies between runs with numbered
+// trNormalizer replaces what varies between runs with numbered
 // placeholders, numbered in the order they first appear.
-type normalizer struct {
+type trNormalizer struct {
 	literals map[string]string // value → placeholder
 	kinds    []struct {
 		re   *regexp.Regexp
@@ -614,8 +617,8 @@ type normalizer struct {
 	count map[string]int    // kind → placeholders handed out
 }
 
-func newNormalizer() *normalizer {
-	n := &normalizer{literals: map[string]string{}, seen: map[string]string{}, count: map[string]int{}}
+func newTrNormalizer() *trNormalizer {
+	n := &trNormalizer{literals: map[string]string{}, seen: map[string]string{}, count: map[string]int{}}
 	for _, k := range []struct{ re, kind string }{
 		{`mcpg-p-[0-9a-f]+`, "progress-token"},
 		{`mcpg-[0-9a-z]+-[0-9a-f]{16,}|mcpg-[0-9a-f]{16,}`, "relayed-id"},
@@ -630,7 +633,7 @@ func newNormalizer() *normalizer {
 }
 
 // literal marks value, seen on the wire, as one of kind.
-func (n *normalizer) literal(value, kind string) {
+func (n *trNormalizer) literal(value, kind string) {
 	if _, ok := n.literals[value]; ok {
 		return
 	}
@@ -638,7 +641,7 @@ func (n *normalizer) literal(value, kind string) {
 	n.literals[value] = fmt.Sprintf("<%s-%d>", kind, n.count[kind])
 }
 
-func (n *normalizer) apply(s string) string {
+func (n *trNormalizer) apply(s string) string {
 	for v, p := range n.literals {
 		s = strings.ReplaceAll(s, v, p)
 	}
