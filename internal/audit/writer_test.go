@@ -1,109 +1,24 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mcpgate/mcpgate/internal/store"
-	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
-
-// openStore opens a real SQLite store in a temporary directory.
-func openStore(t testing.TB) *sqlite.Store {
-	t.Helper()
-	s, err := sqlite.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return s
-}
-
-// listAll reads every tool call, following cursors.
-func listAll(t testing.TB, s store.AuditLog) []store.ToolCall {
-	t.Helper()
-	var all []store.ToolCall
-	f := store.ToolCallFilter{Limit: 300}
-	for {
-		page, next, err := s.ListToolCalls(context.Background(), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, page...)
-		if next == nil {
-			return all
-		}
-		f.Before = next
-	}
-}
-
-// newWriter starts a Writer and makes sure, at the end of the test, that
-// it was closed and its goroutine is gone.
-func newWriter(t testing.TB, s store.AuditLog, opts Options) *Writer {
-	t.Helper()
-	w := NewWriter(s, opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		w.Close(ctx)
-		select {
-		case <-w.done:
-		case <-ctx.Done():
-			t.Error("writer goroutine still running at the end of the test")
-		}
-		checkNoWriterGoroutine(t)
-	})
-	return w
-}
-
-// checkNoWriterGoroutine fails if a Writer's goroutine outlives its test.
-func checkNoWriterGoroutine(t testing.TB) {
-	t.Helper()
-	var stacks []byte
-	for range 100 {
-		buf := make([]byte, 1<<20)
-		stacks = buf[:runtime.Stack(buf, true)]
-		if !bytes.Contains(stacks, []byte("audit.(*Writer).run")) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("leaked writer goroutine:\n%s", stacks)
-}
-
-func call(i int) store.ToolCall {
-	return store.ToolCall{
-		Time:            time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond),
-		KeyAlias:        fmt.Sprintf("key-%d", i%8),
-		User:            []string{"alice", "bob", ""}[i%3],
-		Team:            []string{"eng", "ops"}[i%2],
-		Server:          []string{"github", "jira"}[i%2],
-		Tool:            []string{"search", "get", "create_issue"}[i%3],
-		DurationMs:      int64(i % 977),
-		Outcome:         []string{"ok", "ok", "error", "denied"}[i%4],
-		SessionIDPrefix: "3f2a9c1b",
-		RequestBytes:    int64(i), // identifies the record
-		ResponseBytes:   int64(i) * 3,
-	}
-}
 
 func TestConcurrentRecordsAllWritten(t *testing.T) {
 	s := openStore(t)
@@ -171,54 +86,6 @@ func (b *blockingLog) AppendToolCalls(ctx context.Context, calls []store.ToolCal
 		<-b.release
 	}
 	return b.AuditLog.AppendToolCalls(ctx, calls)
-}
-
-// logs is a slog handler that keeps what it is given.
-type logs struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r.Clone())
-	return nil
-}
-func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logs) WithGroup(string) slog.Handler      { return l }
-
-// text renders every record, attributes included.
-func (l *logs) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	h := slog.NewTextHandler(&b, nil)
-	for _, r := range l.recs {
-		h.Handle(context.Background(), r)
-	}
-	return b.String()
-}
-
-// counts returns the "count" attribute of every record whose message
-// contains msg.
-func (l *logs) counts(msg string) []int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []int64
-	for _, r := range l.recs {
-		if !strings.Contains(r.Message, msg) {
-			continue
-		}
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == logCount {
-				out = append(out, a.Value.Int64())
-			}
-			return true
-		})
-	}
-	return out
 }
 
 // recordAll calls Record for each call in its own goroutine and fails the
@@ -347,16 +214,6 @@ func TestCloseExpiredContext(t *testing.T) {
 	}
 }
 
-// fakeLog is a store.AuditLog made of function fields.
-type fakeLog struct {
-	store.AuditLog // nil: other methods panic
-	appendCalls    func(ctx context.Context, calls []store.ToolCall) error
-}
-
-func (f *fakeLog) AppendToolCalls(ctx context.Context, calls []store.ToolCall) error {
-	return f.appendCalls(ctx, calls)
-}
-
 func TestStoreErrors(t *testing.T) {
 	secretish := store.ToolCall{
 		KeyAlias: "alias-4f9e2c", User: "user-8d1a", Team: "team-77c3",
@@ -374,65 +231,79 @@ func TestStoreErrors(t *testing.T) {
 		{"repeated", 6, 3, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var mu sync.Mutex
-			attempts, written := 0, 0
-			f := &fakeLog{appendCalls: func(_ context.Context, calls []store.ToolCall) error {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				attempts, written := 0, 0
+				f := &fakeLog{appendCalls: func(_ context.Context, calls []store.ToolCall) error {
+					mu.Lock()
+					defer mu.Unlock()
+					attempts++
+					if attempts <= tt.failures {
+						return errors.New("disk I/O error")
+					}
+					written += len(calls)
+					return nil
+				}}
+				l := &logs{}
+				var onDrop atomic.Int64
+				w := newWriter(t, f, Options{BatchSize: 3, FlushInterval: time.Millisecond, Logger: slog.New(l), OnDrop: func(n int) { onDrop.Add(int64(n)) }})
+				for range 3 {
+					w.Record(secretish)
+				}
+				// Wait for the batch to be written or given up on before
+				// Close, so the retry happens in normal running (the clock is
+				// synctest's: the backoff takes no time).
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					mu.Lock()
+					settled := written+int(w.Dropped()) == 3
+					mu.Unlock()
+					if settled {
+						break
+					}
+				}
+				if err := w.Close(t.Context()); err != nil {
+					t.Errorf("Close = %v", err)
+				}
 				mu.Lock()
 				defer mu.Unlock()
-				attempts++
-				if attempts <= tt.failures {
-					return errors.New("disk I/O error")
+				if written != tt.written || w.Dropped() != tt.dropped || onDrop.Load() != tt.dropped {
+					t.Errorf("written %d, Dropped %d, OnDrop %d; want %d, %d, %d", written, w.Dropped(), onDrop.Load(), tt.written, tt.dropped, tt.dropped)
 				}
-				written += len(calls)
-				return nil
-			}}
-			l := &logs{}
-			var onDrop atomic.Int64
-			w := newWriter(t, f, Options{BatchSize: 3, FlushInterval: time.Millisecond, Logger: slog.New(l), OnDrop: func(n int) { onDrop.Add(int64(n)) }})
-			for range 3 {
-				w.Record(secretish)
-			}
-			// Wait for the batch to be written or given up on before
-			// Close, so the retry happens in normal running.
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				mu.Lock()
-				settled := written+int(w.Dropped()) == 3
-				mu.Unlock()
-				if settled {
-					break
+				if attempts != tt.failures+1 {
+					t.Errorf("%d store attempts, want %d (a retry after each failure)", attempts, tt.failures+1)
 				}
-			}
-			if err := w.Close(t.Context()); err != nil {
-				t.Errorf("Close = %v", err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if written != tt.written || w.Dropped() != tt.dropped || onDrop.Load() != tt.dropped {
-				t.Errorf("written %d, Dropped %d, OnDrop %d; want %d, %d, %d", written, w.Dropped(), onDrop.Load(), tt.written, tt.dropped, tt.dropped)
-			}
-			if attempts != tt.failures+1 {
-				t.Errorf("%d store attempts, want %d (a retry after each failure)", attempts, tt.failures+1)
-			}
-			text := l.text()
-			if !strings.Contains(text, "disk I/O error") || !strings.Contains(text, "github") {
-				t.Errorf("log lacks the error or the server:\n%s", text)
-			}
-			for _, s := range []string{secretish.KeyAlias, secretish.User, secretish.Team, secretish.SessionIDPrefix} {
-				if strings.Contains(text, s) {
-					t.Errorf("log holds record contents %q:\n%s", s, text)
+				text := l.text()
+				if !strings.Contains(text, "disk I/O error") || !strings.Contains(text, "github") {
+					t.Errorf("log lacks the error or the server:\n%s", text)
 				}
-			}
+				for _, s := range []string{secretish.KeyAlias, secretish.User, secretish.Team, secretish.SessionIDPrefix} {
+					if strings.Contains(text, s) {
+						t.Errorf("log holds record contents %q:\n%s", s, text)
+					}
+				}
+			})
 		})
 	}
 }
 
 // TestStoreFailsUntilClose: while the store keeps failing, the refused
-// batch and what queues behind it show in the depth gauge; Close with a
-// deadline then gives them up, each counted as dropped.
+// batch is retried, the pause doubling from FlushInterval, and it and what
+// queues behind it show in the depth gauge; Close with a deadline then
+// gives them up, each counted as dropped. The clock is synctest's, so the
+// pauses are exact.
 func TestStoreFailsUntilClose(t *testing.T) {
+	synctest.Test(t, testStoreFailsUntilClose)
+}
+
+func testStoreFailsUntilClose(t *testing.T) {
 	var attempts atomic.Int64
+	var mu sync.Mutex
+	var at []time.Time
 	f := &fakeLog{appendCalls: func(context.Context, []store.ToolCall) error {
 		attempts.Add(1)
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
 		return errors.New("database or disk is full")
 	}}
 	var depth, maxDepth atomic.Int64
@@ -445,10 +316,20 @@ func TestStoreFailsUntilClose(t *testing.T) {
 	for i := range 10 {
 		w.Record(call(i))
 	}
-	for deadline := time.Now().Add(10 * time.Second); attempts.Load() < 4 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	// The first attempt, then retries after 1, 2 and 4 FlushIntervals.
+	synctest.Wait()
+	time.Sleep(7*time.Millisecond + time.Millisecond/2)
+	if attempts.Load() != 4 {
+		t.Fatalf("%d store attempts, want 4 (the first and three retries)", attempts.Load())
 	}
-	if attempts.Load() < 4 {
-		t.Fatalf("%d store attempts, want retries", attempts.Load())
+	mu.Lock()
+	var pauses []time.Duration
+	for i := 1; i < len(at); i++ {
+		pauses = append(pauses, at[i].Sub(at[i-1]))
+	}
+	mu.Unlock()
+	if diff := cmp.Diff(pauses, []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}); diff != "" {
+		t.Errorf("pauses between store attempts (-got +want):\n%s", diff)
 	}
 	if got := maxDepth.Load(); got != 10 {
 		t.Errorf("max depth %d while the store fails, want 10 (the refused batch and the queue behind it)", got)
@@ -470,7 +351,14 @@ func TestStoreFailsUntilClose(t *testing.T) {
 	checkNoWriterGoroutine(t)
 }
 
+// TestBatching: full batches are written at once, the rest at Close, and
+// a partial batch when FlushInterval has passed, not before. The clock is
+// synctest's, so "at once" and "when the interval passed" are exact.
 func TestBatching(t *testing.T) {
+	synctest.Test(t, testBatching)
+}
+
+func testBatching(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	f := &fakeLog{appendCalls: func(_ context.Context, calls []store.ToolCall) error {
@@ -479,19 +367,16 @@ func TestBatching(t *testing.T) {
 		sizes = append(sizes, len(calls))
 		return nil
 	}}
-	got := func() []int {
+	// check lets the writer run until it waits, then compares the batches
+	// written so far; no time passes.
+	check := func(when string, want []int) {
+		t.Helper()
+		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.Clone(sizes)
-	}
-	waitFor := func(want []int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if slices.Equal(got(), want) {
-				return
-			}
+		if !slices.Equal(sizes, want) {
+			t.Errorf("%s: batches %v, want %v", when, sizes, want)
 		}
-		t.Errorf("batches %v, want %v", got(), want)
 	}
 
 	// Full batches are written without waiting for the interval.
@@ -499,21 +384,25 @@ func TestBatching(t *testing.T) {
 	for i := range 25 {
 		w.Record(call(i))
 	}
-	waitFor([]int{10, 10})
+	check("at once", []int{10, 10})
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor([]int{10, 10, 5}) // the rest at Close
+	check("after Close", []int{10, 10, 5}) // the rest at Close
 
 	// A partial batch goes out when the interval passes, without Close.
 	mu.Lock()
 	sizes = nil
 	mu.Unlock()
-	w = newWriter(t, f, Options{BatchSize: 1000, FlushInterval: 20 * time.Millisecond})
+	const interval = 20 * time.Millisecond
+	w = newWriter(t, f, Options{BatchSize: 1000, FlushInterval: interval})
 	for i := range 3 {
 		w.Record(call(i))
 	}
-	waitFor([]int{3})
+	time.Sleep(interval - time.Millisecond)
+	check("before the interval", nil)
+	time.Sleep(time.Millisecond)
+	check("when the interval passed", []int{3})
 }
 
 func TestRecordValidatesAndStamps(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -183,6 +184,10 @@ func TestCapabilityAndMethodNotFound(t *testing.T) {
 
 // Concurrent readers share one fetch.
 func TestConcurrentReadersShareOneFetch(t *testing.T) {
+	synctest.Test(t, testConcurrentReadersShareOneFetch)
+}
+
+func testConcurrentReadersShareOneFetch(t *testing.T) {
 	release := make(chan struct{})
 	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: func(string, json.RawMessage) (json.RawMessage, error) {
 		<-release
@@ -197,7 +202,7 @@ func TestConcurrentReadersShareOneFetch(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait() // every reader waits on the fetch
 	close(release)
 	wg.Wait()
 	if n := f.calls.Load(); n != 1 {

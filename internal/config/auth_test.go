@@ -18,10 +18,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func httpSrv(extra string) string {
-	return "servers:\n  up:\n    transport: http\n    url: https://up.example.com/mcp\n    " + extra + "\n"
-}
-
 func TestParseAuthAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"ca.pem", "client.pem", "client.key"} {

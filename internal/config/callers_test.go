@@ -203,8 +203,6 @@ func TestParseCallerDefaults(t *testing.T) {
 	}
 }
 
-func sessions(c *Config) any { return c.Sessions }
-
 // TestParseNilVersusEmpty checks the lists where omitted means "all" and
 // empty means "none": the distinction must survive decoding.
 func TestParseNilVersusEmpty(t *testing.T) {
@@ -243,8 +241,6 @@ func TestParseNilVersusEmpty(t *testing.T) {
 }
 
 func keyServers(c *Config) any { return c.Auth.Keys[0].Servers }
-func allow(c *Config) any      { return c.Servers["s"].Tools.Allow }
-
 func TestParseCallerValues(t *testing.T) {
 	key := func(fields string) string {
 		return "auth:\n  keys:\n    - {alias: a, key: " + testKey + ", " + fields + "}\n"
@@ -294,21 +290,6 @@ func TestParseCallerValues(t *testing.T) {
 			}
 		})
 	}
-}
-
-// callers returns doc followed by two valid servers, calc and notes.
-func callers(doc string) string {
-	return doc + "servers:\n  calc: {transport: http, url: 'http://127.0.0.1:1/mcp'}\n  notes: {transport: stdio, command: x}\n"
-}
-
-// keyDoc returns a document with one key, at line 3, carrying fields.
-func keyDoc(fields string) string {
-	return callers("auth:\n  keys:\n    - {alias: bot, key: " + testKey + fields + "}\n")
-}
-
-// toolsDoc returns a document whose server calc has the given tool policy.
-func toolsDoc(policy string) string {
-	return "servers:\n  calc: {transport: http, url: 'http://x', tools: " + policy + "}\n"
 }
 
 func TestParseCallerErrors(t *testing.T) {

@@ -12,35 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// envOf returns a lookupEnv backed by m.
-func envOf(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
-	}
-}
-
-// fieldErrors flattens a joined error into its parts, failing the test if
-// a part is not a *FieldError.
-func fieldErrors(tb testing.TB, err error) []*FieldError {
-	tb.Helper()
-	var parts []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		parts = j.Unwrap()
-	} else if err != nil {
-		parts = []error{err}
-	}
-	var out []*FieldError
-	for _, p := range parts {
-		var fe *FieldError
-		if !errors.As(p, &fe) {
-			tb.Fatalf("error %q (%T) is not a *FieldError", p, p)
-		}
-		out = append(out, fe)
-	}
-	return out
-}
-
 const fullExample = `
 listen: 127.0.0.1:4001
 allowed_origins: ["https://App.example.com/", "*"]
@@ -214,14 +185,6 @@ func TestParseValues(t *testing.T) {
 }
 
 func maxBody(c *Config) any { return c.MaxBodyBytes }
-func timeout(c *Config) any { return c.Servers["s"].Timeout }
-
-// srv returns a document with one valid stdio server "s" plus extra lines,
-// each indented to the server's field level by the caller.
-func srv(extra string) string {
-	return "servers:\n  s:\n    transport: stdio\n    command: x\n    " + extra + "\n"
-}
-
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string

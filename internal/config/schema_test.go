@@ -28,30 +28,6 @@ var resolvedSchema = sync.OnceValues(func() (*jsonschema.Resolved, error) {
 	return s.Resolve(nil)
 })
 
-func schemaOf(tb testing.TB) *jsonschema.Resolved {
-	tb.Helper()
-	r, err := resolvedSchema()
-	if err != nil {
-		tb.Fatalf("the generated schema does not resolve: %v", err)
-	}
-	return r
-}
-
-// yamlValue turns a YAML document into the JSON-like value an editor's
-// YAML language server validates: mappings to objects (keys as written),
-// !!int, !!float and !!bool to numbers and booleans, null to nil, every
-// other scalar (timestamps included) to its text.
-func yamlValue(data []byte) (any, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, nil
-	}
-	return nodeValue(doc.Content[0], 0)
-}
-
 func nodeValue(n *yaml.Node, depth int) (any, error) {
 	if depth > 100 {
 		return nil, errors.New("too deep")

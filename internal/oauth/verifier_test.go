@@ -309,8 +309,6 @@ func TestLooksLikeJWT(t *testing.T) {
 	}
 }
 
-func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
-
 // TestVerifyNeverTrustsHMAC allows HS256 and publishes an "oct" key, as a
 // careless configuration or a hostile JWKS might: the token still fails.
 func TestVerifyNeverTrustsHMAC(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -13,6 +14,10 @@ import (
 // FreshReads: a read never answers a use with what was read before the
 // use arrived; uses arriving while one read runs share the next.
 func TestFreshReadsShareOnlyLaterReads(t *testing.T) {
+	synctest.Test(t, testFreshReadsShareOnlyLaterReads)
+}
+
+func testFreshReadsShareOnlyLaterReads(t *testing.T) {
 	var f state.FreshReads[bool]
 	var reads atomic.Int32
 	release := make(chan struct{})
@@ -28,8 +33,9 @@ func TestFreshReadsShareOnlyLaterReads(t *testing.T) {
 		v, _ := f.Read(context.Background(), "k", fn)
 		first <- v
 	}()
-	for reads.Load() == 0 {
-		time.Sleep(time.Millisecond)
+	synctest.Wait() // the first read runs
+	if reads.Load() != 1 {
+		t.Fatalf("%d reads began, want the first", reads.Load())
 	}
 	// These arrive while the first read runs: they must not get its
 	// answer, and share one read after it.
@@ -38,7 +44,7 @@ func TestFreshReadsShareOnlyLaterReads(t *testing.T) {
 	for i := range got {
 		wg.Go(func() { got[i], _ = f.Read(context.Background(), "k", fn) })
 	}
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait() // every use waits
 	close(release)
 	if <-first {
 		t.Error("the first use got a later read's answer")
@@ -56,13 +62,21 @@ func TestFreshReadsShareOnlyLaterReads(t *testing.T) {
 
 // A read runs detached from the uses waiting for it, bounded by Timeout;
 // a use that gives up gets its own context's error, the read goes on for
-// the others.
+// the others. The clock is synctest's: the read ends at Timeout exactly.
 func TestFreshReadsTimeout(t *testing.T) {
-	f := state.FreshReads[int]{Timeout: 20 * time.Millisecond}
+	synctest.Test(t, testFreshReadsTimeout)
+}
+
+func testFreshReadsTimeout(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	f := state.FreshReads[int]{Timeout: timeout}
 	started := make(chan struct{})
+	var ranFor time.Duration
 	fn := func(ctx context.Context) (int, error) {
+		begin := time.Now()
 		close(started)
 		<-ctx.Done()
+		ranFor = time.Since(begin)
 		return 0, ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,5 +97,8 @@ func TestFreshReadsTimeout(t *testing.T) {
 	}
 	if err := <-other; err != nil {
 		t.Errorf("a use that arrived during the first read: %v, want the next read's answer", err)
+	}
+	if ranFor != timeout {
+		t.Errorf("the read ran %v, want Timeout (%v)", ranFor, timeout)
 	}
 }

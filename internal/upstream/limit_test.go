@@ -42,11 +42,6 @@ var limitCases = []limitCase{
 	{"sse", func(t *testing.T) *config.Server { return newSSEFake(t).server("up") }, false},
 }
 
-// caller is what flood calls: a Session, or the Manager (managerCaller).
-type caller interface {
-	Call(context.Context, string, json.RawMessage) (json.RawMessage, error)
-}
-
 func flood(ctx context.Context, s caller, size int, mode string) (string, error) {
 	res, err := s.Call(ctx, mcpwire.MethodToolsCall, []byte(fmt.Sprintf(`{"name":"flood","arguments":{"size":%d,"text":%q}}`, size, mode)))
 	if err != nil {

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -33,98 +31,6 @@ const (
 	testResource  = "https://up.example.com/mcp"
 )
 
-// fakeClock is the injectable clock of tokenSource.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// tokenReq is what the fake token endpoint saw.
-type tokenReq struct {
-	Method, Path, RawQuery     string
-	ContentType, Accept, Authz string
-	Body                       string
-	Form                       url.Values
-}
-
-// tokenEndpoint is a real HTTP token endpoint that records requests.
-type tokenEndpoint struct {
-	*httptest.Server
-	hits atomic.Int64
-	mu   sync.Mutex
-	reqs []tokenReq
-}
-
-// newTokenEndpoint serves respond(w, n) for the n-th request (1-based);
-// nil issues "tok-n" valid for an hour.
-func newTokenEndpoint(t *testing.T, respond func(w http.ResponseWriter, n int64)) *tokenEndpoint {
-	t.Helper()
-	if respond == nil {
-		respond = func(w http.ResponseWriter, n int64) { issueToken(w, fmt.Sprintf("tok-%d", n), 3600) }
-	}
-	ep := &tokenEndpoint{}
-	ep.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		form, _ := url.ParseQuery(string(body))
-		ep.mu.Lock()
-		ep.reqs = append(ep.reqs, tokenReq{
-			Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-			ContentType: r.Header.Get("Content-Type"), Accept: r.Header.Get("Accept"),
-			Authz: r.Header.Get("Authorization"), Body: string(body), Form: form,
-		})
-		ep.mu.Unlock()
-		respond(w, ep.hits.Add(1))
-	}))
-	t.Cleanup(ep.Close)
-	return ep
-}
-
-func (ep *tokenEndpoint) requests() []tokenReq {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	return append([]tokenReq(nil), ep.reqs...)
-}
-
-// issueToken answers a successful token request; expiresIn nil omits it.
-func issueToken(w http.ResponseWriter, tok string, expiresIn any) {
-	m := map[string]any{"access_token": tok, "token_type": "Bearer"}
-	if expiresIn != nil {
-		m["expires_in"] = expiresIn
-	}
-	writeJSON(w, http.StatusOK, m)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func testOAuthConfig(tokenURL string) *config.Auth {
-	return &config.Auth{
-		Type:         config.AuthOAuth2,
-		TokenURL:     tokenURL,
-		ClientID:     "client-1",
-		ClientSecret: testClientSecret,
-	}
-}
-
 // newTestTokenSource points a token source with a fake clock at ep.
 func newTestTokenSource(t *testing.T, ep *tokenEndpoint, mutate func(*config.Auth)) (*tokenSource, *fakeClock) {
 	t.Helper()
@@ -136,15 +42,6 @@ func newTestTokenSource(t *testing.T, ep *tokenEndpoint, mutate func(*config.Aut
 	clk := newFakeClock()
 	s.now = clk.Now
 	return s, clk
-}
-
-func mustToken(t *testing.T, s *tokenSource) string {
-	t.Helper()
-	tok, err := s.Token(context.Background())
-	if err != nil {
-		t.Fatalf("Token: %v", err)
-	}
-	return tok
 }
 
 func wantToken(t *testing.T, s *tokenSource, ep *tokenEndpoint, tok string, hits int64) {
@@ -340,31 +237,6 @@ func TestOAuth2TokenInvalidate(t *testing.T) {
 	}
 	if n := ep.hits.Load(); n != 3 {
 		t.Errorf("token requests = %d, want 3", n)
-	}
-}
-
-// checkTokenError checks err is an *Error of kind and status whose message
-// contains every want and none of the secrets.
-func checkTokenError(t *testing.T, err error, kind Kind, status int, want, not []string) {
-	t.Helper()
-	var ue *Error
-	if !errors.As(err, &ue) {
-		t.Fatalf("error %v (%T) is not an *Error", err, err)
-	}
-	if ue.Server != "srv" || ue.Kind != kind || ue.Status != status {
-		t.Errorf("error = {server %q, kind %s, status %d}, want {srv, %s, %d}: %v",
-			ue.Server, ue.Kind, ue.Status, kind, status, err)
-	}
-	msg := err.Error()
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("message %q does not contain %q", msg, w)
-		}
-	}
-	for _, n := range append([]string{testClientSecret, "tok-"}, not...) {
-		if strings.Contains(msg, n) {
-			t.Errorf("message %q contains %q", msg, n)
-		}
 	}
 }
 

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,46 +18,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
-
-func countMethod(seen []seenRequest, method string) int {
-	n := 0
-	for _, r := range seen {
-		if r.Method == method {
-			n++
-		}
-	}
-	return n
-}
-
-func managerFor(t *testing.T, servers ...*config.Server) *Manager {
-	t.Helper()
-	all := map[string]*config.Server{}
-	for _, s := range servers {
-		all[s.Name] = s
-	}
-	m := NewManager(ManagerOptions{Servers: all})
-	t.Cleanup(func() { m.Close() })
-	return m
-}
-
-func callEcho(ctx context.Context, m *Manager, server, text string) (string, error) {
-	res, err := m.Call(ctx, server, mcpwire.MethodToolsCall, []byte(`{"name":"echo","arguments":{"text":`+string(jsonrpc.String(text))+`}}`))
-	if err != nil {
-		return "", err
-	}
-	return resultText(res)
-}
-
-// resultText is the text of the first content block of a tool result.
-func resultText(res []byte) (string, error) {
-	var out struct {
-		Content []struct{ Text string } `json:"content"`
-	}
-	if err := json.Unmarshal(res, &out); err != nil || len(out.Content) == 0 {
-		return "", fmt.Errorf("not a tool result with text: %.200s", res)
-	}
-	return out.Content[0].Text, nil
-}
 
 // 1,000 calls through the Manager reuse one upstream session: the upstream
 // sees one initialize, not one per call (C11.2).

@@ -42,23 +42,6 @@ func (h *harness) refresh(clientID, rt string) tokenReply {
 	return h.token(url.Values{"grant_type": {"refresh_token"}, "client_id": {clientID}, "refresh_token": {rt}})
 }
 
-func wantTokens(t *testing.T, r tokenReply) {
-	t.Helper()
-	if r.status != http.StatusOK || r.AccessToken == "" || r.RefreshToken == "" || r.TokenType != "Bearer" {
-		t.Fatalf("token response: status %d, %+v", r.status, r)
-	}
-	if got := r.header.Get("Cache-Control"); got != "no-store" {
-		t.Errorf("Cache-Control = %q, want no-store", got)
-	}
-}
-
-func wantError(t *testing.T, r tokenReply, status int, code string) {
-	t.Helper()
-	if r.status != status || r.Error != code {
-		t.Errorf("got status %d error %q (%s), want %d %q", r.status, r.Error, r.Description, status, code)
-	}
-}
-
 // TestIdPFlow is the whole journey of an MCP client that registers by
 // DCR: authorize with PKCE, the IdP round trip, consent, the code, the
 // token, and two refreshes; then a second authorization that skips

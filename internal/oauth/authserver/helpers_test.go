@@ -532,3 +532,42 @@ func addKey(t testing.TB, s store.Keys, alias, user, team string) string {
 	}
 	return secret
 }
+
+func wantTokens(t *testing.T, r tokenReply) {
+	t.Helper()
+	if r.status != http.StatusOK || r.AccessToken == "" || r.RefreshToken == "" || r.TokenType != "Bearer" {
+		t.Fatalf("token response: status %d, %+v", r.status, r)
+	}
+	if got := r.header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", got)
+	}
+}
+
+func wantError(t *testing.T, r tokenReply, status int, code string) {
+	t.Helper()
+	if r.status != status || r.Error != code {
+		t.Errorf("got status %d error %q (%s), want %d %q", r.status, r.Error, r.Description, status, code)
+	}
+}
+
+// wantRedirectError checks an error sent back to the client's redirect
+// URI, with state and iss.
+func wantRedirectError(t *testing.T, h *harness, p *page, state, code string) {
+	t.Helper()
+	if p.Location == nil {
+		t.Fatalf("not redirected to the client (status %d):\n%s", p.Status, p.Body)
+	}
+	if !strings.HasPrefix(p.Location.String(), redirect+"?") {
+		t.Errorf("redirected to %s", p.Location)
+	}
+	q := p.Location.Query()
+	if q.Get("error") != code || q.Get("state") != state || q.Get("iss") != h.url || q.Get("code") != "" {
+		t.Errorf("redirect query %v, want error=%s state=%s iss=%s", q, code, state, h.url)
+	}
+}
+
+func audience(t *testing.T, h *harness, tok string) []string {
+	t.Helper()
+	std, _ := h.verifyAccess(tok)
+	return std.Audience
+}

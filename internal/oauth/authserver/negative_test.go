@@ -31,22 +31,6 @@ func wantErrorPage(t *testing.T, p *page, status int, code string) {
 	}
 }
 
-// wantRedirectError checks an error sent back to the client's redirect
-// URI, with state and iss.
-func wantRedirectError(t *testing.T, h *harness, p *page, state, code string) {
-	t.Helper()
-	if p.Location == nil {
-		t.Fatalf("not redirected to the client (status %d):\n%s", p.Status, p.Body)
-	}
-	if !strings.HasPrefix(p.Location.String(), redirect+"?") {
-		t.Errorf("redirected to %s", p.Location)
-	}
-	q := p.Location.Query()
-	if q.Get("error") != code || q.Get("state") != state || q.Get("iss") != h.url || q.Get("code") != "" {
-		t.Errorf("redirect query %v, want error=%s state=%s iss=%s", q, code, state, h.url)
-	}
-}
-
 // TestAuthorizeErrors: a bad client or redirect URI gets an error page
 // (never a redirect: that would be an open redirector); everything else
 // goes back to the client as error=.

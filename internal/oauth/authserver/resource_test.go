@@ -69,12 +69,6 @@ func wantConsentFor(t *testing.T, p *page, words, resource string) {
 	}
 }
 
-func audience(t *testing.T, h *harness, tok string) []string {
-	t.Helper()
-	std, _ := h.verifyAccess(tok)
-	return std.Audience
-}
-
 // TestAuthorizeWithoutResource: a request that names no resource is bound
 // to the gateway's /mcp, and its tokens to that one route: never to the
 // issuer, whose audience the verifier used to take on every route and

@@ -240,15 +240,6 @@ func audience(t *testing.T, u *asUpstream, tok string) []string {
 	return c.Audience
 }
 
-func mustParse(t *testing.T, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 // The test browser is astest's, stopping at the client's callback.
 type browser = astest.Browser
 

@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -311,3 +312,5 @@ func countLines(log, s string) int {
 	}
 	return n
 }
+
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
