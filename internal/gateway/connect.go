@@ -165,8 +165,9 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 	server := strings.TrimPrefix(r.URL.Path, connectPrefix)
-	r, ok := g.authenticate(w, r)
-	if !ok {
+	r, err := g.authenticate(r)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	person := callers.PersonID(callers.FromContext(r.Context()))

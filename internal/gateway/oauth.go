@@ -18,7 +18,7 @@ import (
 // spec, RFC 9728): every route has its own resource identifier and
 // metadata document, a request without a valid credential gets a 401 whose
 // challenge names that document, and mcpgate's own authorization server
-// (mounted with MountAuthServer) sits beside it on the same origin.
+// (which the binary mounts) sits beside it on the same origin.
 
 const (
 	wellKnownPRM = "/.well-known/oauth-protected-resource"
@@ -26,20 +26,6 @@ const (
 	// MCP access.
 	scopeMCP = "mcp"
 )
-
-// MountAuthServer serves h (mcpgate's authorization server) for /oauth/
-// and the authorization server metadata paths. cmd/mcpgate wires it; the
-// gateway does not know its insides.
-func (g *Gateway) MountAuthServer(h http.Handler) { g.authServer = h }
-
-// isAuthServerPath reports whether path belongs to the authorization
-// server: its endpoints and its RFC 8414 / OIDC discovery documents (with
-// a path suffix for an issuer with a path prefix).
-func isAuthServerPath(path string) bool {
-	return strings.HasPrefix(path, "/oauth/") ||
-		path == "/.well-known/oauth-authorization-server" || strings.HasPrefix(path, "/.well-known/oauth-authorization-server/") ||
-		path == "/.well-known/openid-configuration" || strings.HasPrefix(path, "/.well-known/openid-configuration/")
-}
 
 // oauthEnabled reports whether callers may present JWTs: an issuer is
 // configured or mcpgate's own authorization server is on.
@@ -140,7 +126,7 @@ func (g *Gateway) resourceOf(r *http.Request) string {
 // resource of an MCP route this gateway has: the authorization server
 // then issues no token for it. The admin API is not an MCP route.
 func (g *Gateway) NameRoute(path string) (string, bool) {
-	if path == "" || resourcePath(path) != path || strings.HasPrefix(path+"/", AdminPrefix) {
+	if path == "" || resourcePath(path) != path || g.isAdminPath(path+"/") {
 		return "", false // a legacy SSE suffix, a trailing slash, the admin API
 	}
 	if name, ok := toolsetOf(path); ok {

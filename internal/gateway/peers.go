@@ -450,8 +450,9 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "peer authentication required"})
 		return
 	}
-	body, ok := g.readRequestBody(w, r)
-	if !ok {
+	body, err := g.readRequestBody(w, r)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	client := r.Header.Get(peerClientHeader)
