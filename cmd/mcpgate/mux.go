@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/console"
@@ -58,9 +57,9 @@ func routes(g *gateway.Gateway, m mounts) []gateway.Route {
 	return rs
 }
 
-// authServerHandler is m's authorization server, named after the
-// gateway's own base URL when there is no public_url: the Host it sees is
-// the gateway's (BaseURL), never the one a client sent.
+// authServerHandler is m's authorization server. Without public_url it
+// names its issuer after the gateway's own base URL (its Options.Issuer),
+// so a request the gateway has none for is refused here.
 func authServerHandler(g *gateway.Gateway, m mounts) http.Handler {
 	if m.authServer == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,13 +70,10 @@ func authServerHandler(g *gateway.Gateway, m mounts) http.Handler {
 		return m.authServer
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		base := g.BaseURL(r)
-		if base == "" {
+		if g.BaseURL(r) == "" {
 			answerJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "public_url is not set"})
 			return
 		}
-		r = r.WithContext(r.Context()) // a copy whose Host may change
-		r.Host = base[strings.Index(base, "://")+3:]
 		m.authServer.ServeHTTP(w, r)
 	})
 }

@@ -74,8 +74,6 @@ func TestMuxDispatch(t *testing.T) {
 		{"/me/connections/x", "localhost", 200, "admin /admin/v1/me/connections/x"},
 		{"/ui/", "localhost", 200, "console /ui/"},
 		{"/ui", "localhost", 200, "console /ui"},
-		// Without public_url the authorization server sees the gateway's
-		// own base URL's host (ownBase).
 		{"/oauth/token", "localhost:9999", 200, "as /oauth/token localhost:9999"},
 		{"/oauth/connect", "localhost", 200, "as /oauth/connect"},
 		{"/oauth/connect/", "localhost", 200, "as /oauth/connect/"},

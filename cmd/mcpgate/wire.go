@@ -202,7 +202,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Shared: shared, Logger: log,
 			// A token is for one route the gateway has, or its admin API,
 			// and the consent page names it (SPEC S22).
-			Routes: routeNamer{&gw}, Admins: personAdmins{st, grants}})
+			Routes: routeNamer{&gw}, Admins: personAdmins{st, grants},
+			// Without public_url the issuer is the gateway's own base URL,
+			// never a Host a client sent (newMux refuses a request
+			// without one).
+			Issuer: func(r *http.Request) string {
+				if g := gw.Load(); g != nil {
+					return g.BaseURL(r)
+				}
+				return ""
+			}})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)

@@ -49,7 +49,7 @@ func (g *Gateway) Routes() []Route {
 		// Else /metrics is an MCP path like any other (a 404).
 		rs = append(rs, Route{"/metrics", g.MetricsHandler()})
 	}
-	prm := g.Guard(http.HandlerFunc(g.serveProtectedResource))
+	prm := g.Guard(errorHandler{g, g.serveProtectedResource})
 	rs = append(rs, Route{wellKnownPRM, prm}, Route{wellKnownPRM + "/", prm})
 	// public_url and client_metadata_url need a restart: the path is
 	// fixed for the gateway's life.
@@ -60,7 +60,7 @@ func (g *Gateway) Routes() []Route {
 		if !isConnectPath(r.URL.Path) {
 			// The prefix itself is no connect page (the binary mounts
 			// the authorization server there).
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+			g.writeError(w, r, notFound(""))
 			return
 		}
 		g.serveConnect(w, r)
@@ -297,7 +297,6 @@ func (g *Gateway) serveStreamable(w http.ResponseWriter, r *http.Request, rt rou
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		g.writeError(w, r, rpcRefusal(http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed")).
-			withHeader("Allow", "GET, POST, DELETE"))
+		g.writeError(w, r, methodNotAllowed("GET, POST, DELETE"))
 	}
 }

@@ -143,7 +143,7 @@ func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byt
 
 func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if g.closing.Load() {
-		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+		g.writeError(w, r, shuttingDown())
 		return
 	}
 	id := identityOf(r)
@@ -192,8 +192,8 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if batch {
 		for _, m := range msgs {
 			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
-				writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-					"Invalid Request: JSON-RPC batches are not part of MCP %s; send one request per POST", mcpwire.Rev20260728))
+				g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+					"Invalid Request: JSON-RPC batches are not part of MCP %s; send one request per POST", mcpwire.Rev20260728)))
 				return
 			}
 		}
@@ -236,8 +236,8 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if isInit && (batch || !msgs[0].IsRequest()) {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Invalid Request: initialize must be sent alone"))
+		g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Invalid Request: initialize must be sent alone")))
 		return
 	}
 	if sess != nil {
@@ -284,7 +284,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	if isInit {
 		if !g.admitSession(id.Owner) {
-			writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+			g.writeError(w, r, refusedBusy.err())
 			return
 		}
 		sess = g.newInitSession(rt, id, msgs[0].Params)
@@ -571,14 +571,14 @@ func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
 
 func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 	if !acceptsSSE(r) {
-		writeRPCError(w, http.StatusNotAcceptable, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Not Acceptable: client must accept text/event-stream"))
+		g.writeError(w, r, rpcRefusal(http.StatusNotAcceptable, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: client must accept text/event-stream")))
 		return
 	}
 	sid := r.Header.Get(mcpwire.HeaderSessionID)
 	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Bad Request: Mcp-Session-Id header is required"))
+		g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required")))
 		return
 	}
 	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r), true)
@@ -603,15 +603,15 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		// Any replica, the newest stream wins (fleetbus.go).
 		version, ok := g.openFleetStream(r.Context(), sess, st)
 		if !ok {
-			writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-				"Conflict: a newer GET stream of this session is open"))
+			g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+				"Conflict: a newer GET stream of this session is open")))
 			return
 		}
 		g.keepFleetStream(sess, st, version)
 		defer st.finish()
 	} else if !sess.attachStream(st) {
-		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Conflict: only one GET stream per session"))
+		g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Conflict: only one GET stream per session")))
 		return
 	}
 	defer sess.detachStream(st)
@@ -630,8 +630,8 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(mcpwire.HeaderSessionID)
 	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Bad Request: Mcp-Session-Id header is required"))
+		g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required")))
 		return
 	}
 	fs, local, sealed := g.openSessionID(sid)
@@ -639,7 +639,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		// Ownership first (S4.2): a non-owner cannot end the session.
 		if sess.owner != identityOf(r).Owner {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
-			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			g.writeError(w, r, refusedForeign.err())
 			return
 		}
 		// It waits for nothing: the session's calls in flight are
@@ -663,7 +663,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 			// Another replica's session (or one from before a restart):
 			// the id says whose it is, so the same rule holds.
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
-			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			g.writeError(w, r, refusedForeign.err())
 			return
 		}
 		if err != nil {
@@ -678,12 +678,11 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 // serveLegacySSE serves the 2024-11-05 HTTP+SSE transport's GET stream.
 func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt route) {
 	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		g.writeError(w, r, methodNotAllowed("GET"))
 		return
 	}
 	if g.closing.Load() {
-		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+		g.writeError(w, r, shuttingDown())
 		return
 	}
 	st, done := g.openStream(w, jsonrpc.ID{}, true)
@@ -693,7 +692,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	defer done()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
-		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+		g.writeError(w, r, refusedBusy.err())
 		return
 	}
 	sess := g.newSession(rt, id, false)
@@ -718,8 +717,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 // out on that session's stream.
 func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		g.writeError(w, r, methodNotAllowed("POST"))
 		return
 	}
 	sid := r.URL.Query().Get("session_id")

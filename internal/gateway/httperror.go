@@ -140,3 +140,24 @@ func (h errorHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 	}
 }
+
+// methodNotAllowed is the 405 of a transport endpoint, naming the
+// methods it takes.
+func methodNotAllowed(allow string) *httpError {
+	return rpcRefusal(http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed")).
+		withHeader("Allow", allow)
+}
+
+// shuttingDown refuses new work once Shutdown began.
+func shuttingDown() *httpError {
+	return rpcRefusal(http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+}
+
+// notFound is the plain JSON 404 of the gateway's own documents, with
+// details when there are any.
+func notFound(details string) *httpError {
+	if details == "" {
+		return jsonRefusal(http.StatusNotFound, map[string]string{"error": "Not Found"})
+	}
+	return jsonRefusal(http.StatusNotFound, map[string]string{"error": "Not Found", "details": details})
+}

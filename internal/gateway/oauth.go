@@ -179,8 +179,9 @@ func scopesOf(cfg *config.Config) []string {
 }
 
 // serveProtectedResource answers the metadata of the route named by the
-// path after the well-known prefix (the root document is /mcp's).
-func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) {
+// path after the well-known prefix (the root document is /mcp's), or
+// returns its refusal.
+func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) error {
 	cfg := g.conf()
 	path := strings.TrimPrefix(r.URL.Path, wellKnownPRM)
 	if path == "" || path == "/" {
@@ -188,36 +189,31 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 	}
 	mirrored := !oauthEnabled(cfg) && g.st().passthrough
 	if !oauthEnabled(cfg) && !mirrored {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
-		return
+		return notFound("")
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"})
-		return
+		return jsonRefusal(http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"}).withHeader("Allow", "GET, HEAD")
 	}
 	if mirrored {
 		// A single-server passthrough route mirrors its upstream's
 		// metadata (S9.2); the gateway has none of its own for others.
 		if !g.passthroughMetadata(w, r, path) {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+			return notFound("")
 		}
-		return
+		return nil
 	}
 	_, _, ok := g.routeFor(path, "")
 	if name, isToolset := toolsetOf(resourcePath(path)); isToolset {
 		_, ok = cfg.Toolsets[name]
 	}
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "no MCP route at " + path})
-		return
+		return notFound("no MCP route at " + path)
 	}
 	base := g.ownBase(r)
 	if base == "" {
 		// Beyond loopback without public_url (a Config that skipped
 		// validation): no resource to name.
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "public_url is not set"})
-		return
+		return notFound("public_url is not set")
 	}
 	md := oauth.ProtectedResourceMetadata{
 		Resource:               base + resourcePath(path),
@@ -235,6 +231,7 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 	// Clients in a browser read it cross-origin (RFC 9728 section 3).
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	writeJSON(w, http.StatusOK, md)
+	return nil
 }
 
 // challenge adds the WWW-Authenticate header of an OAuth-enabled gateway
