@@ -9,6 +9,11 @@
 //	           <- relay (progress, logs, list_changed, sampling, elicitation,
 //	              roots, cancellation) back to the downstream that caused it
 //
+// Over HTTP it offers handlers, not a router: the binary's one mux
+// (cmd/mcpgate) mounts its Routes (handlers.go) beside the admin API, the
+// console and the authorization server, whose paths it does not serve.
+// Gates return their refusal; one adapter writes it (httperror.go).
+//
 // The gateway rewrites only what it must (names, ids, cursors, progress
 // tokens); everything else passes through as raw bytes. It must not log
 // tool arguments, cursors or credentials.

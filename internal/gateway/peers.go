@@ -424,7 +424,7 @@ type peerHopKey struct{}
 
 func isPeerHop(r *http.Request) bool { return r.Context().Value(peerHopKey{}) != nil }
 
-// isPeerRequest reports whether ServeHTTP hands r to servePeer: an
+// isPeerRequest reports whether Middleware hands r to servePeer: an
 // internal endpoint, or a request marked as another replica's.
 func (g *Gateway) isPeerRequest(r *http.Request) bool {
 	return g.peers != nil && (strings.HasPrefix(r.URL.Path, peerPrefix) || r.Header.Get(peerHeader) != "")
