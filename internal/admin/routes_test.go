@@ -54,7 +54,7 @@ const oauthInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"prot
 // mounted is g with h mounted as the admin API, as the binary serves
 // them (cmd/mcpgate newMux).
 func mounted(g *gateway.Gateway, h http.Handler) http.Handler {
-	return g.Middleware(gateway.NewMux(append(Routes(h, g), g.Routes()...)))
+	return g.Middleware(gateway.NewMux(append(g.Routes(), Routes(h, g)...)))
 }
 
 // rpc posts one JSON-RPC body with hdr and returns the status and body.
