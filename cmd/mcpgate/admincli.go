@@ -16,8 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
 // The commands that talk to a running gateway (keys, servers status,
@@ -136,7 +136,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+gateway.AdminPrefix+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+admin.Prefix+"/"+path, body)
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)
 	}

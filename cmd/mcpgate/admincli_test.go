@@ -767,7 +767,7 @@ func TestAdminCLIAgainstGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stk.close(context.Background())
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 	t.Setenv("MCPGATE_URL", hs.URL)
 	t.Setenv("MCPGATE_MASTER_KEY", master)

@@ -42,7 +42,7 @@ func TestKeyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stk.close(context.Background())
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 
 	call := func(key string) (int, http.Header, string) {

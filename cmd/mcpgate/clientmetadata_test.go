@@ -73,7 +73,7 @@ func connectStart(t *testing.T, up *cimdUpstream, publicURL, docURL string) (*ht
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stk.close(context.Background()) })
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	t.Cleanup(hs.Close)
 	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/oauth/connect/up", nil)
 	req.Header.Set("X-Mcpgate-Api-Key", key)

@@ -54,7 +54,7 @@ func gatewayAt(t *testing.T, cfg *config.Config, log *slog.Logger, addr string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(stk.gw)
+	hs := httptest.NewUnstartedServer(stk.handler)
 	if addr != "" {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {

@@ -123,7 +123,7 @@ func TestUserAPIKeyEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stk.close(context.Background())
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 	me := hs.URL + "/admin/v1/me/credentials"
 

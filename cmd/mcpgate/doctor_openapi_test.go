@@ -87,7 +87,7 @@ func TestServerTestEndpointOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stk.close(context.Background())
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 	code, body := rest(t, "POST", hs.URL+"/admin/v1/servers/pets/test", master, "")
 	var ch serverCheck

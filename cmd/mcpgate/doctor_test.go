@@ -405,7 +405,7 @@ func TestServerTestEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stk.close(context.Background())
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 	code, body := rest(t, "POST", hs.URL+"/admin/v1/servers/down/test", master, "")
 	var ch serverCheck

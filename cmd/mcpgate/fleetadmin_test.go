@@ -36,7 +36,7 @@ func TestBuildFleetAdminChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := httptest.NewServer(stk.gw)
+		hs := httptest.NewServer(stk.handler)
 		t.Cleanup(func() {
 			hs.CloseClientConnections()
 			hs.Close()

@@ -111,7 +111,7 @@ func TestOAuth2UserConfirmOIDCPerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stk.close(context.Background()) })
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	t.Cleanup(hs.Close)
 	callback := hs.URL + "/oauth/connect/callback"
 	alice, bob := "oidc:"+idp.URL+"|alice", "oidc:"+idp.URL+"|bob"

@@ -163,10 +163,10 @@ func testURLElicitation(t *testing.T, version string, fleet bool) {
 		}
 		stk.gw.Start(context.Background()) // heartbeats, followers
 		t.Cleanup(func() { stk.close(context.Background()) })
-		own.Config.Handler = stk.gw
+		own.Config.Handler = stk.handler
 		own.Start()
 		t.Cleanup(own.Close)
-		replicas = append(replicas, stk.gw)
+		replicas = append(replicas, stk.handler)
 	}
 	hs.Config.Handler = roundRobin(replicas...)
 	hs.Start()

@@ -326,7 +326,7 @@ func TestOAuth2UserEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stk.close(context.Background())
-	hs := httptest.NewServer(stk.gw)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 	callback := hs.URL + "/oauth/connect/callback"
 	call := func(key string) (int, string) {

@@ -19,8 +19,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver/astest"
@@ -38,8 +38,8 @@ import (
 // happened: no key was created.
 func TestOwnTokensAreBoundToOneResource(t *testing.T) {
 	clearAdminEnv(t)
-	if authserver.AdminPath != strings.TrimSuffix(gateway.AdminPrefix, "/") {
-		t.Fatalf("the admin API's path differs: %q, %q", authserver.AdminPath, gateway.AdminPrefix)
+	if authserver.AdminPath != admin.Prefix {
+		t.Fatalf("the admin API's path differs: %q, %q", authserver.AdminPath, admin.Prefix)
 	}
 	const (
 		master   = "mk-own-as-test-0123456789abcdef"
@@ -96,7 +96,7 @@ func TestOwnTokensAreBoundToOneResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stk.close(t.Context()) })
-	hs.Config.Handler = stk.gw
+	hs.Config.Handler = stk.handler
 	hs.Start()
 	t.Cleanup(hs.Close)
 

@@ -83,7 +83,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		}
 	})
 	reloads.Go(func() { rl.watch(rctx) })
-	srv := newHTTPServer(g, cfg.Limits)
+	srv := newHTTPServer(stk.handler, cfg.Limits)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var msrv *http.Server

@@ -201,7 +201,7 @@ func TestServersStatus(t *testing.T) {
 	}
 	defer stk.close(context.Background())
 	g := stk.gw
-	hs := httptest.NewServer(g)
+	hs := httptest.NewServer(stk.handler)
 	defer hs.Close()
 	// Make the gateway try the upstream so that there is a last error.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

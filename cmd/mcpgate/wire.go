@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,8 @@ type stack struct {
 	grants *callers.GrantSet
 	// reload is the reloader once serve made one (POST /admin/v1/reload).
 	reload *reloadRef
+	// handler is the one router (newMux) over all of the above.
+	handler http.Handler
 }
 
 // reloadRef lets the admin API, built before the reloader, call it.
@@ -199,7 +202,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		as, err = authserver.New(ctx, authserver.Options{Login: cfg.Auth.Login, PublicURL: cfg.PublicURL, Store: st, Keys: keys, DataDir: cfg.DataDir, SealKey: seal, Shared: shared, Logger: log,
 			// A token is for one route the gateway has, or its admin API,
 			// and the consent page names it (SPEC S22).
-			Routes: routeNamer{&gw}, Admins: personAdmins{st, grants}})
+			Routes: routeNamer{&gw}, Admins: personAdmins{st, grants},
+			// Without public_url the issuer is the gateway's own base URL,
+			// never a Host a client sent (newMux refuses a request
+			// without one).
+			Issuer: func(r *http.Request) string {
+				if g := gw.Load(); g != nil {
+					return g.BaseURL(r)
+				}
+				return ""
+			}})
 		if err != nil {
 			st.Close()
 			return nil, fmt.Errorf("auth.login: %w", err)
@@ -267,6 +279,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		AccessLog:           access,
 		Metrics:             m,
 		MetricsOnMain:       cfg.MetricsListen == "",
+		AdminPath:           admin.Prefix,
 		Audit:               aw,
 		Config:              cfg,
 		Logger:              log,
@@ -289,7 +302,6 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	// (its bus not heard) reads keys from the store per use meanwhile.
 	auth.SetFresh(func() bool { return !g.BusHeard().Trusted() })
 	if as != nil {
-		g.MountAuthServer(as.Handler())
 		g.SetPersonConfirmer(personConfirmer{as})
 	}
 	ref := &reloadRef{}
@@ -326,8 +338,6 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	if err := api.ReloadGrants(ctx); err != nil {
 		log.Warn("could not load runtime grants", "error", err)
 	}
-	g.MountAdmin(api)
-	g.MountConsole(console.Handler())
 	// Servers added through the admin API come back after a restart; the
 	// config file wins a name both define.
 	if err := api.SyncServers(ctx); err != nil {
@@ -338,8 +348,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 	}
 	// With a bus, the other replicas' admin changes apply here too.
 	api.Start()
+	mnt := mounts{admin: api, console: console.Handler(), publicURL: cfg.PublicURL}
+	if as != nil {
+		mnt.authServer = as.Handler()
+	}
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer, grants: grants, reload: ref}, nil
+	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer, grants: grants, reload: ref,
+		handler: newMux(g, mnt)}, nil
 }
 
 // routeNamer names the gateway's MCP routes for the authorization

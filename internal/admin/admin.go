@@ -5,7 +5,10 @@
 // the master key or a key with admin rights; anything else gets 401 or a
 // bare 403 that reveals nothing about what exists. The exception is /me,
 // where every person (a key or JWT caller) manages their own upstream
-// credentials and connections (credentials.go, connections.go).
+// credentials and connections (credentials.go, connections.go). Its URL
+// space on the gateway's origin, /me aliases and resource identifier
+// included, is its own (routes.go): the binary mounts it, the gateway
+// serves none of it.
 //
 // It decides nothing about MCP traffic itself: it reads and changes the
 // store, asks the gateway for its live state, and tells the authenticator

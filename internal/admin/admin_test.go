@@ -85,9 +85,9 @@ func newRig(t *testing.T) *rig {
 	}
 	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
-	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, Grants: callers.NewGrantSet(cfg.Auth.Grants),
-		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return []string{"readonly"} }}))
-	ts := httptest.NewServer(g)
+	api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, Grants: callers.NewGrantSet(cfg.Auth.Grants),
+		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return []string{"readonly"} }})
+	ts := httptest.NewServer(mounted(g, api))
 	t.Cleanup(func() {
 		ts.Close()
 		g.Close(context.Background())
@@ -491,9 +491,9 @@ func TestCallAsKeyCountsAgainstItsLimits(t *testing.T) {
 	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st, Usage: usage})
-	g.MountAdmin(New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate,
-		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return nil }}))
-	ts := httptest.NewServer(g)
+	api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate,
+		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return nil }})
+	ts := httptest.NewServer(mounted(g, api))
 	t.Cleanup(func() {
 		ts.Close()
 		_ = g.Close(context.Background())

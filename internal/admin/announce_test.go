@@ -92,7 +92,6 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 		auth.SetFresh(func() bool { return !g.BusHeard().Trusted() })
 		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, KeysFlushed: auth.Flush,
 			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
-		g.MountAdmin(api)
 		if err := api.SyncServers(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +99,7 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 		if o.probe || o.sessions {
 			g.Start(context.Background()) // the probe, the followers
 		}
-		ts := httptest.NewServer(g)
+		ts := httptest.NewServer(mounted(g, api))
 		t.Cleanup(func() {
 			ts.CloseClientConnections()
 			ts.Close()

@@ -43,6 +43,9 @@ import (
 
 const (
 	connectPrefix = "/oauth/connect/"
+	// PagePrefix is the subtree the connect pages live under (the
+	// binary's mux mounts them there; the prefix itself is no page).
+	PagePrefix = connectPrefix
 	// CallbackPath is the redirect URI's path: the gateway's, not the
 	// authorization server's /oauth/callback.
 	CallbackPath    = connectPrefix + "callback"

@@ -103,7 +103,7 @@ func (g *Gateway) startAccess(sw *statusWriter, r *http.Request) (http.ResponseW
 		e.mu.Lock()
 		attrs := []slog.Attr{
 			slog.String("method", r.Method),
-			slog.String("route", routeKind(r.URL.Path)),
+			slog.String("route", g.routeKind(r.URL.Path)),
 			slog.String("path", r.URL.Path),
 			slog.Int("status", status),
 			slog.Int64("bytes", e.bytes),

@@ -2,40 +2,21 @@ package gateway
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
-// AdminPrefix is where the admin API is served (by the handler given to
-// MountAdmin, behind the same Origin and Host gates as MCP).
-const AdminPrefix = "/admin/v1/"
-
-// MountAdmin installs the admin API handler. Call it before serving.
-func (g *Gateway) MountAdmin(h http.Handler) { g.admin = h }
-
-// AdminResource is the admin API's OAuth resource identifier (RFC 8707)
-// for requests like r: the gateway's base URL and /admin/v1.
-func (g *Gateway) AdminResource(r *http.Request) string {
+// adminResource is the admin API's OAuth resource identifier (RFC 8707)
+// for requests like r: the gateway's base URL and Options.AdminPath. ""
+// (no token matches) without either.
+func (g *Gateway) adminResource(r *http.Request) string {
 	base := g.ownBase(r)
-	if base == "" {
-		return "" // no own base URL: no admin token matches
+	if base == "" || g.adminPath == "" {
+		return ""
 	}
-	return base + strings.TrimSuffix(AdminPrefix, "/")
-}
-
-// ConsolePrefix is where the web console is served.
-const ConsolePrefix = "/ui"
-
-// MountConsole serves the web console (package console, wired by the
-// binary: the gateway never imports it) at /ui.
-func (g *Gateway) MountConsole(h http.Handler) { g.console = h }
-
-// isConsolePath reports whether path is the console's.
-func isConsolePath(path string) bool {
-	return path == ConsolePrefix || strings.HasPrefix(path, ConsolePrefix+"/")
+	return base + g.adminPath
 }
 
 // PreviewServer is the request the gateway would send to server (C3.8).

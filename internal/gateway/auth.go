@@ -26,22 +26,20 @@ var internalHeaders = []string{"X-Mcp-Toolset-Id", "X-Mcpgate-Caller", "X-Mcpgat
 // authenticate runs the caller gates of S2.3 and S2.4: the caller's key,
 // the client-application allowlist, and the stripping of internal and
 // gateway-credential headers. The request that comes back carries the
-// caller and its identity.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+// caller and its identity; a refusal is returned for writeError.
+func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	var c *callers.Caller
 	if tokenInQuery(r) && oauthEnabled(g.conf()) {
 		f := callers.InvalidRequest("access tokens are not accepted in the query string; send Authorization: Bearer")
 		g.challenge(f, r)
-		f.Write(w)
-		return r, false
+		return r, failureRefusal(f)
 	}
 	if g.auth != nil {
 		var f *callers.Failure
 		r = r.WithContext(callers.WithResource(r.Context(), g.resourceOf(r)))
 		if c, f = g.auth.Authenticate(r); f != nil {
 			g.challenge(f, r)
-			f.Write(w)
-			return r, false
+			return r, failureRefusal(f)
 		}
 	} else {
 		c = &callers.Caller{Anonymous: true}
@@ -55,8 +53,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 			f = callers.ClientNotAllowed()
 		}
 		if f != nil {
-			f.Write(w)
-			return r, false
+			return r, failureRefusal(f)
 		}
 	}
 	for _, h := range internalHeaders {
@@ -85,7 +82,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		// request this HTTP request carries is paid for (limits.go).
 		ctx = withCallTicket(ctx)
 	}
-	return r.WithContext(ctx), true
+	return r.WithContext(ctx), nil
 }
 
 // callerChecker re-checks a caller's key; *callers.Authenticator
@@ -147,14 +144,13 @@ func policyCaller(c *callers.Caller) *policy.Caller {
 		Servers: c.Servers, Tools: c.Tools, DenyTools: c.DenyTools, Toolsets: c.Toolsets, AccessGroups: c.AccessGroups}
 }
 
-// narrowFor applies the request's caller to rt; on refusal it answers.
-func (g *Gateway) narrowFor(w http.ResponseWriter, r *http.Request, rt route) (route, bool) {
+// narrowFor applies the request's caller to rt, or returns its refusal.
+func (g *Gateway) narrowFor(r *http.Request, rt route) (route, error) {
 	rt, denied := g.narrow(rt, policyCaller(callers.FromContext(r.Context())))
 	if denied != nil {
-		writeRPCError(w, denied.Status, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message))
-		return rt, false
+		return rt, rpcRefusal(denied.Status, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message))
 	}
-	return rt, true
+	return rt, nil
 }
 
 // RulesOf compiles the policy inputs of a config: per-server tool lists,

@@ -11,17 +11,11 @@ import (
 	"github.com/mcpgate/mcpgate/internal/connect"
 )
 
-// isPersonalAlias reports whether path is one of the admin API's /me
-// paths for a person's own credentials and connections, at the root.
-func isPersonalAlias(path string) bool {
-	return strings.HasPrefix(path, "/me/credentials/") || path == "/me/credentials" ||
-		path == "/me/connections" || strings.HasPrefix(path, "/me/connections/")
-}
-
 // CredentialsPath is where a person stores their own credential for a
-// user_api_key server (the admin API's /me/credentials/{server}).
+// user_api_key server: the admin API's /me/credentials/{server}, which
+// the binary serves (the gateway only names it in its error).
 func CredentialsPath(server string) string {
-	return AdminPrefix + "me/credentials/" + server
+	return "/admin/v1/me/credentials/" + server
 }
 
 // callerTokens is the caller's own upstream credential for each server of

@@ -96,7 +96,9 @@ func newEdgeGateway(t *testing.T, cfg *config.Config, auth Authenticator) (*Gate
 	for name, s := range cfg.Servers {
 		s.Name, s.Timeout, s.ProtocolVersion = name, 20*time.Second, config.ProtocolVersionAuto
 	}
-	g := New(Options{Config: cfg, Logger: testLogger(t), Version: "test", Authenticator: auth})
+	// The admin API where the binary mounts it: /readyz's details ask for
+	// its resource.
+	g := New(Options{Config: cfg, Logger: testLogger(t), Version: "test", Authenticator: auth, AdminPath: "/admin/v1"})
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Start(ctx)
 	t.Cleanup(func() {

@@ -50,10 +50,21 @@ func (g *Gateway) SetPersonConfirmer(c PersonConfirmer) { g.connect.SetConfirmer
 // client ID metadata document).
 func (g *Gateway) Connect() *connect.Flows { return g.connect }
 
+// authenticateOrRefuse is authenticate for the connect pages, which
+// answer nothing themselves when it fails: the refusal is written here.
+func (g *Gateway) authenticateOrRefuse(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	r2, err := g.authenticate(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return nil, false
+	}
+	return r2, true
+}
+
 // newConnect builds the flows over what g knows of callers and links.
 func (g *Gateway) newConnect(o Options) *connect.Flows {
 	co := connect.Options{Config: g.conf, Vault: g.vault, Tickets: o.Tickets, HTTPClient: o.HTTPClient,
-		Logger: g.log, Now: g.now, LinkBase: g.linkBase, Authenticate: g.authenticate}
+		Logger: g.log, Now: g.now, LinkBase: g.linkBase, Authenticate: g.authenticateOrRefuse}
 	if g.auth != nil {
 		co.Identify = func(r *http.Request) *callers.Caller {
 			r = r.WithContext(callers.WithResource(r.Context(), g.resourceOf(r)))

@@ -9,6 +9,11 @@
 //	           <- relay (progress, logs, list_changed, sampling, elicitation,
 //	              roots, cancellation) back to the downstream that caused it
 //
+// Over HTTP it offers handlers, not a router: the binary's one mux
+// (cmd/mcpgate) mounts its Routes (handlers.go) beside the admin API, the
+// console and the authorization server, whose paths it does not serve.
+// Gates return their refusal; one adapter writes it (httperror.go).
+//
 // The gateway rewrites only what it must (names, ids, cursors, progress
 // tokens); everything else passes through as raw bytes. It must not log
 // tool arguments, cursors or credentials.
@@ -104,6 +109,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// MetricsOnMain serves /metrics on the gateway's own listener.
 	MetricsOnMain bool
+	// AdminPath is where the binary serves its admin API ("/admin/v1";
+	// "": none). The gateway serves nothing there, but names it: the
+	// route label of its requests' metrics and spans, the resource an
+	// administrator's token must name for /readyz's details, and no MCP
+	// route of its own.
+	AdminPath string
 	// Audit receives one record per tool call; nil records nothing.
 	Audit AuditSink
 	// AccessLog receives one line per HTTP request (accesslog.go); nil
@@ -185,9 +196,15 @@ type Gateway struct {
 	auditWarnAt  atomic.Int64
 	// metricsOnMain: /metrics is served here (not on a listener of its own).
 	metricsOnMain bool
-	admin         http.Handler
-	console       http.Handler // the web console at /ui; nil: none
-	authServer    http.Handler // mcpgate's OAuth authorization server; nil: none
+	// adminPath is where the binary serves its admin API (Options);
+	// the gateway serves nothing there.
+	adminPath string
+	// alone is ServeHTTP's handler: the gateway's Routes on a mux of
+	// their own (handlers.go), built on first use.
+	alone struct {
+		once sync.Once
+		h    http.Handler
+	}
 	// connect owns the person-credential flows: connect pages, pending
 	// connects, registrations, passthrough metadata (elicitconnect.go).
 	connect *connect.Flows
@@ -314,6 +331,7 @@ func New(o Options) *Gateway {
 	g.connect = g.newConnect(o)
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
+	g.adminPath = strings.TrimSuffix(o.AdminPath, "/")
 	if o.Usage != nil {
 		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, clock: g.now, m: map[string]*budgetSpent{}}
 	}
@@ -489,223 +507,15 @@ func (g *Gateway) Listening(addr net.Addr) {
 	g.loopback.Store(netaddr.IsBoundLoopback(addr))
 }
 
-// ServeHTTP routes every HTTP request of the gateway.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				panic(p)
-			}
-			g.log.Error("panic in handler", "panic", p, "path", r.URL.Path)
-			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "MCP request failed", "details": "internal error"})
-		}
-	}()
-	if g.isPeerRequest(r) {
-		// Before the metrics: a forwarded request is counted once, as
-		// the request it carries.
-		g.servePeer(w, r)
-		return
-	}
-	// One status recorder serves the metrics and the access log.
-	logged := g.access != nil && logsAccess(r.URL.Path)
-	if g.metrics != nil || logged || g.tracer != nil {
-		sw := &statusWriter{ResponseWriter: w}
-		w = sw
-		if g.tracer != nil && logsAccess(r.URL.Path) { // probes and scrapes: no trace
-			var end func()
-			r, end = g.startHTTPSpan(sw, r)
-			defer end()
-		}
-		if g.metrics != nil {
-			defer func() { g.metrics.ObserveRequest(routeKind(r.URL.Path), r.Method, sw.status) }()
-		}
-		if logged {
-			var done func()
-			w, r, done = g.startAccess(sw, r)
-			defer done()
-		}
-	}
-	switch r.URL.Path {
-	case "/metrics":
-		if g.metrics != nil && g.metricsOnMain {
-			g.serveMetrics(w, r)
-			return
-		}
-	case "/healthz":
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		return
-	case "/readyz":
-		g.serveReady(w, r)
-		return
-	case "/enabled":
-		writeJSON(w, http.StatusOK, map[string]bool{"enabled": true})
-		return
-	}
-	if err := g.checkOriginHost(r); err != nil {
-		writeRPCError(w, http.StatusForbidden, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()})
-		return
-	}
-	if r.URL.Path == wellKnownPRM || strings.HasPrefix(r.URL.Path, wellKnownPRM+"/") {
-		g.serveProtectedResource(w, r)
-		return
-	}
-	if g.connect.Serves(r.URL.Path) {
-		g.connect.ServeHTTP(w, r)
-		return
-	}
-	if isAuthServerPath(r.URL.Path) {
-		if g.authServer == nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
-			return
-		}
-		if g.conf().PublicURL == "" {
-			// The authorization server names its issuer after the
-			// request's Host when there is no public_url: it gets the
-			// gateway's own (ownBase), never the one a client sent.
-			base := g.ownBase(r)
-			if base == "" {
-				writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "public_url is not set"})
-				return
-			}
-			r = r.WithContext(r.Context()) // a copy whose Host may change
-			r.Host = base[strings.Index(base, "://")+3:]
-		}
-		g.authServer.ServeHTTP(w, r)
-		return
-	}
-	if isPersonalAlias(r.URL.Path) {
-		// /me/credentials/<server> and /me/connections[/<server>]: the
-		// person's own entries, also at the root (the admin API's /me).
-		r = r.Clone(r.Context())
-		r.URL.Path = AdminPrefix + strings.TrimPrefix(r.URL.Path, "/")
-		r.URL.RawPath = ""
-	}
-	if isConsolePath(r.URL.Path) && g.console != nil {
-		g.console.ServeHTTP(w, r)
-		return
-	}
-	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
-		if g.admin == nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
-			return
-		}
-		// A bearer token for the admin API names it as its resource
-		// (RFC 8707): the console's sign-in asks mcpgate's authorization
-		// server for exactly that audience, so no MCP route's token is
-		// an admin token, nor the other way round. An issuer's
-		// gateway-wide audience (auth.oidc[].audience) does not count
-		// here: only a token naming the admin API opens it (S22.4).
-		r = r.WithContext(callers.WithAdminResource(r.Context(), g.AdminResource(r)))
-		g.admin.ServeHTTP(w, r)
-		return
-	}
-	if origin := r.Header.Get("Origin"); origin != "" && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-		// A CORS preflight of an allowed origin (checkOriginHost passed):
-		// browsers send it without credentials and it does nothing, so it
-		// is answered before authentication, else no browser client of a
-		// gateway with keys could ever send its real request.
-		setCORS(w.Header(), origin, r.Header.Values("Access-Control-Request-Headers"))
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	r, ok := g.authenticate(w, r)
-	if !ok {
-		return
-	}
-	if origin := r.Header.Get("Origin"); origin != "" {
-		// An allowed browser origin (the Inspector, a web client) gets CORS
-		// headers, so the browser lets it read replies and session ids.
-		setCORS(w.Header(), origin, r.Header.Values("Access-Control-Request-Headers"))
-		if r.Method == http.MethodOptions {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-	}
-	// A POST's body may be a 2026-07-28 request, whose unsupported
-	// version is answered -32022 with the supported list (servePost
-	// decides); other requests are checked here.
-	if r.Method != http.MethodPost && !versionHeaderKnown(w, r) {
-		return
-	}
-	rt, unknown, ok := g.routeFor(r.URL.Path, r.Header.Get("X-Mcp-Servers"))
-	if !ok {
-		if len(unknown) > 0 {
-			writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unknown MCP server %q", unknown[0]))
-			return
-		}
-		http.NotFound(w, r)
-		return
-	}
-	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
-		// The route the path names decides where a caller's Authorization
-		// may go (S9.2): to the server of a single-server route only.
-		ts := g.callerTokens(r, singleServer(&rt))
-		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
-		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
-	}
-	if g.wantsDebug(r) {
-		var done func()
-		w, r, done = g.startDebug(w, r, rt)
-		defer done()
-	}
-	_, kind := splitEndpoint(r.URL.Path)
-	if kind != epSSEMessages {
-		// A session's requests are narrowed with the session's route, once
-		// the session is known; everything else here.
-		if rt, ok = g.narrowFor(w, r, rt); !ok {
-			return
-		}
-		// Pass-through servers: challenge, probe, or leave out (S9.2, S10).
-		if rt, ok = g.passthroughGate(w, r, rt); !ok {
-			return
-		}
-		if !g.exchangeGate(w, r, rt) {
-			return
-		}
-	}
-	switch kind {
-	case epSSE:
-		g.serveLegacySSE(w, r, rt)
-	case epSSEMessages:
-		g.serveLegacyMessage(w, r)
-	default:
-		switch r.Method {
-		case http.MethodPost:
-			g.servePost(w, r, rt)
-		case http.MethodGet, http.MethodDelete:
-			if r.Header.Get(mcpwire.HeaderSessionID) == "" && mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
-				// The stateless era has no GET stream and no session to
-				// end (transports: a server of only that era answers 405).
-				w.Header().Set("Allow", "POST")
-				writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-					"Method not allowed: MCP %s has no %s; use POST (subscriptions/listen for notifications)", r.Header.Get(mcpwire.HeaderProtocolVersion), r.Method))
-				return
-			}
-			if r.Method == http.MethodGet {
-				g.serveGet(w, r)
-			} else {
-				g.serveDelete(w, r)
-			}
-		case http.MethodOptions:
-			w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			w.Header().Set("Allow", "GET, POST, DELETE")
-			writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
-		}
-	}
-}
-
 // versionHeaderKnown rejects a session-era request whose
 // MCP-Protocol-Version header names a revision the gateway does not speak
 // (S2.2).
-func versionHeaderKnown(w http.ResponseWriter, r *http.Request) bool {
+func versionHeaderKnown(r *http.Request) error {
 	if v := r.Header.Get(mcpwire.HeaderProtocolVersion); v != "" && !mcpwire.IsKnown(v) {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+		return rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Unsupported MCP-Protocol-Version %s; supported: %s", v, mcpwire.SupportedList()))
-		return false
 	}
-	return true
+	return nil
 }
 
 // corsHeaders are the request headers a browser client may send.
@@ -780,7 +590,7 @@ func (g *Gateway) readyDetails(r *http.Request) bool {
 	if g.auth == nil || (r.Header.Get("Authorization") == "" && !hasKeyHeader(r)) {
 		return false
 	}
-	c, f := g.auth.Authenticate(r.WithContext(callers.WithAdminResource(r.Context(), g.AdminResource(r))))
+	c, f := g.auth.Authenticate(r.WithContext(callers.WithAdminResource(r.Context(), g.adminResource(r))))
 	return f == nil && c != nil && (c.Master || c.Admin)
 }
 

@@ -65,38 +65,33 @@ func (g *Gateway) maxBody() int64 {
 	return 4 << 20
 }
 
-// decodeBody parses one message or a batch of at most maxBatch messages.
-// On failure it writes the JSON-RPC error and returns ok=false.
-func decodeBody(w http.ResponseWriter, body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch, ok bool) {
+// decodeBody parses one message or a batch of at most maxBatch messages,
+// or returns the JSON-RPC error that refuses the body.
+func decodeBody(body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool, err error) {
 	if jsonrpc.IsBatch(body) {
 		ms, errs, err := jsonrpc.DecodeBatch(body)
 		if err != nil {
-			writeDecodeError(w, err)
-			return nil, true, false
+			return nil, true, decodeError(err)
 		}
 		if e := batchTooLarge(len(ms), maxBatch); e != nil {
 			// Refused whole, before any element runs: each one would be
 			// an upstream call (S23).
-			writeRPCError(w, http.StatusBadRequest, e)
-			return nil, true, false
+			return nil, true, rpcRefusal(http.StatusBadRequest, e)
 		}
-		for i, e := range errs {
+		for _, e := range errs {
 			if e != nil {
 				// One bad element fails the batch: answering part of it
 				// would leave the client guessing.
-				_ = i
-				writeDecodeError(w, e)
-				return nil, true, false
+				return nil, true, decodeError(e)
 			}
 		}
-		return ms, true, true
+		return ms, true, nil
 	}
 	m, err := jsonrpc.Decode(body)
 	if err != nil {
-		writeDecodeError(w, err)
-		return nil, false, false
+		return nil, false, decodeError(err)
 	}
-	return []*jsonrpc.Message{m}, false, true
+	return []*jsonrpc.Message{m}, false, nil
 }
 
 // batchTooLarge is the one error of a batch over limits.max_batch, or nil.
@@ -107,14 +102,14 @@ func batchTooLarge(n, limit int) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Invalid Request: batch of %d requests exceeds limits.max_batch (%d)", n, limit)
 }
 
-func writeDecodeError(w http.ResponseWriter, err error) {
+// decodeError is the 400 of a body that does not decode, answering the
+// id the decoder could read.
+func decodeError(err error) *httpError {
 	var de *jsonrpc.DecodeError
 	if !errors.As(err, &de) {
 		de = &jsonrpc.DecodeError{Code: jsonrpc.CodeParseError, Reason: "Parse error"}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write(jsonrpc.Encode(jsonrpc.NewErrorResponse(de.ID, de.RPCError())))
+	return &httpError{status: http.StatusBadRequest, id: de.ID, rpc: de.RPCError()}
 }
 
 func acceptsSSE(r *http.Request) bool {
@@ -126,9 +121,10 @@ func acceptsJSON(r *http.Request) bool {
 	return a == "" || strings.Contains(a, "application/json") || strings.Contains(a, "*/*")
 }
 
-// readRequestBody reads a POST body within the configured limit; on
-// failure it answers (413 over the limit) and returns ok=false.
-func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readRequestBody reads a POST body within the configured limit, or
+// returns its refusal (413 over the limit). w is only for the body's read
+// deadline.
+func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	// The server has no overall read timeout (streams are long-lived), so
 	// a body that trickles in is bounded here.
 	rc := http.NewResponseController(w)
@@ -136,20 +132,18 @@ func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byt
 	body, err := readBody(r, g.maxBody())
 	_ = rc.SetReadDeadline(time.Time{})
 	if err == nil {
-		return body, true
+		return body, nil
 	}
 	if errors.Is(err, errTooLarge) {
-		writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+		return nil, rpcRefusal(http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Request body exceeds %d bytes", g.maxBody()))
-		return nil, false
 	}
-	writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
-	return nil, false
+	return nil, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
 }
 
 func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if g.closing.Load() {
-		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+		g.writeError(w, r, shuttingDown())
 		return
 	}
 	id := identityOf(r)
@@ -172,18 +166,21 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	r.Body = readCloser{br, r.Body}
 	acquired := false
 	if sess != nil && !modernHeader && classifyBody(peek) == bodyRequest {
-		if !g.acquireSlot(w, r, sess) {
+		if err := acquireSlot(r, sess); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
 		acquired = true
 		defer sess.Release()
 	}
-	body, ok := g.readRequestBody(w, r)
-	if !ok {
+	body, err := g.readRequestBody(w, r)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
-	msgs, batch, ok := decodeBody(w, body, g.limits().MaxBatch)
-	if !ok {
+	msgs, batch, err := decodeBody(body, g.limits().MaxBatch)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	if len(msgs) == 1 && !batch {
@@ -195,8 +192,8 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	if batch {
 		for _, m := range msgs {
 			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
-				writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-					"Invalid Request: JSON-RPC batches are not part of MCP %s; send one request per POST", mcpwire.Rev20260728))
+				g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+					"Invalid Request: JSON-RPC batches are not part of MCP %s; send one request per POST", mcpwire.Rev20260728)))
 				return
 			}
 		}
@@ -221,10 +218,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		// and which era a body speaks is known once it is read. An
 		// initialize that still carries its ended session's id is what
 		// the 404 asks for: it starts a new session.
-		refuse.write(w)
+		g.writeError(w, r, refuse.err())
 		return
 	}
-	if !versionHeaderKnown(w, r) {
+	if err := versionHeaderKnown(r); err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	isInit := false
@@ -238,20 +236,22 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if isInit && (batch || !msgs[0].IsRequest()) {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Invalid Request: initialize must be sent alone"))
+		g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Invalid Request: initialize must be sent alone")))
 		return
 	}
 	if sess != nil {
 		// The caller's view is computed again on every request: a key
 		// changed or revoked since initialize takes effect at once.
-		if rt, ok = g.narrowFor(w, r, sess.route); !ok {
+		if rt, err = g.narrowFor(r, sess.route); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
 		rt = g.withoutTokenless(r, rt)
 		if !acquired && needsSlot(msgs) {
 			// The scan could not see the method in the first bytes.
-			if !g.acquireSlot(w, r, sess) {
+			if err := acquireSlot(r, sess); err != nil {
+				g.writeError(w, r, err)
 				return
 			}
 			defer sess.Release()
@@ -284,7 +284,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	if isInit {
 		if !g.admitSession(id.Owner) {
-			writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+			g.writeError(w, r, refusedBusy.err())
 			return
 		}
 		sess = g.newInitSession(rt, id, msgs[0].Params)
@@ -570,19 +570,19 @@ func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
 
 func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 	if !acceptsSSE(r) {
-		writeRPCError(w, http.StatusNotAcceptable, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Not Acceptable: client must accept text/event-stream"))
+		g.writeError(w, r, rpcRefusal(http.StatusNotAcceptable, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: client must accept text/event-stream")))
 		return
 	}
 	sid := r.Header.Get(mcpwire.HeaderSessionID)
 	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Bad Request: Mcp-Session-Id header is required"))
+		g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required")))
 		return
 	}
 	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r), true)
 	if refuse != refusedNot {
-		refuse.write(w)
+		g.writeError(w, r, refuse.err())
 		return
 	}
 	noteSession(r.Context(), sess)
@@ -602,15 +602,15 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		// Any replica, the newest stream wins (fleetbus.go).
 		version, ok := g.openFleetStream(r.Context(), sess, st)
 		if !ok {
-			writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-				"Conflict: a newer GET stream of this session is open"))
+			g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+				"Conflict: a newer GET stream of this session is open")))
 			return
 		}
 		g.keepFleetStream(sess, st, version)
 		defer st.Finish()
 	} else if !sess.AttachStream(st) {
-		writeRPCError(w, http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Conflict: only one GET stream per session"))
+		g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Conflict: only one GET stream per session")))
 		return
 	}
 	defer sess.DetachStream(st)
@@ -629,8 +629,8 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(mcpwire.HeaderSessionID)
 	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
-			"Bad Request: Mcp-Session-Id header is required"))
+		g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"Bad Request: Mcp-Session-Id header is required")))
 		return
 	}
 	fs, local, sealed := g.openSessionID(sid)
@@ -638,7 +638,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 		// Ownership first (S4.2): a non-owner cannot end the session.
 		if sess.CheckOwner(identityOf(r).Owner) != nil {
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
-			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			g.writeError(w, r, refusedForeign.err())
 			return
 		}
 		// It waits for nothing: the session's calls in flight are
@@ -662,7 +662,7 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 			// Another replica's session (or one from before a restart):
 			// the id says whose it is, so the same rule holds.
 			g.metrics.SecurityRefusal(metrics.RefusedForeignSession)
-			writeJSON(w, http.StatusForbidden, bodyForeignSession)
+			g.writeError(w, r, refusedForeign.err())
 			return
 		}
 		if err != nil {
@@ -677,12 +677,11 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 // serveLegacySSE serves the 2024-11-05 HTTP+SSE transport's GET stream.
 func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt route) {
 	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		g.writeError(w, r, methodNotAllowed("GET"))
 		return
 	}
 	if g.closing.Load() {
-		writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "Gateway is shutting down"))
+		g.writeError(w, r, shuttingDown())
 		return
 	}
 	st, done := g.openStream(w, jsonrpc.ID{}, true)
@@ -692,7 +691,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	defer done()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
-		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+		g.writeError(w, r, refusedBusy.err())
 		return
 	}
 	sess := g.newSession(rt, id, false)
@@ -717,8 +716,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 // out on that session's stream.
 func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeRPCError(w, http.StatusMethodNotAllowed, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed"))
+		g.writeError(w, r, methodNotAllowed("POST"))
 		return
 	}
 	sid := r.URL.Query().Get("session_id")
@@ -730,25 +728,28 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	// an unknown id cannot be served as a stateless request: 404.
 	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r), false)
 	if refuse != refusedNot {
-		refuse.write(w)
+		g.writeError(w, r, refuse.err())
 		return
 	}
 	g.touchSessionState(sess)
-	body, ok := g.readRequestBody(w, r)
-	if !ok {
+	body, err := g.readRequestBody(w, r)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
-	msgs, _, ok := decodeBody(w, body, g.limits().MaxBatch)
-	if !ok {
+	msgs, _, err := decodeBody(body, g.limits().MaxBatch)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	st, _ := sess.Stream().(*streamSender)
 	if st == nil {
-		refusedUnknown.write(w)
+		g.writeError(w, r, refusedUnknown.err())
 		return
 	}
-	rt, ok := g.narrowFor(w, r, sess.route)
-	if !ok {
+	rt, err := g.narrowFor(r, sess.route)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	// Answers to server-initiated requests first: a call in flight may be
@@ -776,7 +777,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		case m.IsNotification():
 			g.handleNotification(context.WithoutCancel(r.Context()), sess, &rt, m)
 		default:
-			if !g.acquireSlot(w, r, sess) {
+			if err := acquireSlot(r, sess); err != nil {
+				g.writeError(w, r, err)
 				return
 			}
 			sc := &scope{g: g, sess: sess, rt: &rt, out: st, caps: sess.Caps()}
@@ -826,22 +828,29 @@ const (
 	refusedUnverified
 )
 
-func (rf refusal) write(w http.ResponseWriter) {
+// err is the answer to a refused session id.
+func (rf refusal) err() *httpError {
 	switch rf {
 	case refusedForeign:
-		writeJSON(w, http.StatusForbidden, bodyForeignSession)
+		return jsonRefusal(http.StatusForbidden, bodyForeignSession)
 	case refusedBusy:
-		writeJSON(w, http.StatusTooManyRequests, bodyTooManySession)
+		return jsonRefusal(http.StatusTooManyRequests, bodyTooManySession)
 	case refusedUnverified:
-		writeUnverified(w)
+		return rpcRefusal(http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msgUnverified)).
+			withHeader("Retry-After", "1")
 	case refusedEnded:
-		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
+		return rpcRefusal(http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
 			"Session not found: it was terminated or has expired; send initialize to start a new session"))
-	default:
-		writeRPCError(w, http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
-			"Session not found: this gateway did not issue it or can no longer open it; send initialize to start a new session"))
 	}
+	return rpcRefusal(http.StatusNotFound, jsonrpc.NewError(codeSessionNotFound,
+		"Session not found: this gateway did not issue it or can no longer open it; send initialize to start a new session"))
 }
+
+// write answers rf on w (where no request is at hand for writeError).
+func (rf refusal) write(w http.ResponseWriter) { rf.err().write(w) }
+
+// msgUnverified is the 503 of refusedUnverified, to try again.
+const msgUnverified = "Service Unavailable: this gateway cannot check now whether the session was ended (its store does not answer); try again shortly"
 
 // codeSessionNotFound is the JSON-RPC code of the 404 for a session id
 // that is gone. The MCP transport defines only the status; the gateway
@@ -922,14 +931,17 @@ func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity, r
 }
 
 // acquireSlot waits for one of the session's slots (S11). When the
-// session ends first the request is answered 404 (S8.2); when the client
-// goes away, nothing is written. ok is false in both cases.
-func (g *Gateway) acquireSlot(w http.ResponseWriter, r *http.Request, sess *session) bool {
+// session ends first the request is refused 404 (S8.2); when the client
+// goes away, errClientGone: nothing is written.
+func acquireSlot(r *http.Request, sess *session) error {
 	ok, ended := sess.Acquire(r.Context().Done())
-	if ended {
-		refusedEnded.write(w)
+	switch {
+	case ended:
+		return refusedEnded.err()
+	case !ok:
+		return errClientGone
 	}
-	return ok
+	return nil
 }
 
 // needsSlot reports whether decoded messages include one that must wait

@@ -31,9 +31,10 @@ func (g *Gateway) openStream(w http.ResponseWriter, id jsonrpc.ID, legacy bool) 
 	l := g.limits()
 	if g.streams.Add(1) > int64(l.MaxStreams) {
 		g.streams.Add(-1)
-		w.Header().Set("Retry-After", "5")
-		writeRPCErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.NewError(codeOverLimit,
+		e := rpcRefusal(http.StatusServiceUnavailable, jsonrpc.NewError(codeOverLimit,
 			"Service Unavailable: too many open streams (limits.max_streams %d); try again later", l.MaxStreams))
+		e.id = id
+		e.withHeader("Retry-After", "5").write(w)
 		return nil, nil
 	}
 	return newStreamSender(legacy, l.SSEWriteTimeout), func() { g.streams.Add(-1) }

@@ -18,7 +18,7 @@ import (
 // spec, RFC 9728): every route has its own resource identifier and
 // metadata document, a request without a valid credential gets a 401 whose
 // challenge names that document, and mcpgate's own authorization server
-// (mounted with MountAuthServer) sits beside it on the same origin.
+// (which the binary mounts) sits beside it on the same origin.
 
 const (
 	wellKnownPRM = "/.well-known/oauth-protected-resource"
@@ -26,20 +26,6 @@ const (
 	// MCP access.
 	scopeMCP = "mcp"
 )
-
-// MountAuthServer serves h (mcpgate's authorization server) for /oauth/
-// and the authorization server metadata paths. cmd/mcpgate wires it; the
-// gateway does not know its insides.
-func (g *Gateway) MountAuthServer(h http.Handler) { g.authServer = h }
-
-// isAuthServerPath reports whether path belongs to the authorization
-// server: its endpoints and its RFC 8414 / OIDC discovery documents (with
-// a path suffix for an issuer with a path prefix).
-func isAuthServerPath(path string) bool {
-	return strings.HasPrefix(path, "/oauth/") ||
-		path == "/.well-known/oauth-authorization-server" || strings.HasPrefix(path, "/.well-known/oauth-authorization-server/") ||
-		path == "/.well-known/openid-configuration" || strings.HasPrefix(path, "/.well-known/openid-configuration/")
-}
 
 // oauthEnabled reports whether callers may present JWTs: an issuer is
 // configured or mcpgate's own authorization server is on.
@@ -140,7 +126,7 @@ func (g *Gateway) resourceOf(r *http.Request) string {
 // resource of an MCP route this gateway has: the authorization server
 // then issues no token for it. The admin API is not an MCP route.
 func (g *Gateway) NameRoute(path string) (string, bool) {
-	if path == "" || resourcePath(path) != path || strings.HasPrefix(path+"/", AdminPrefix) {
+	if path == "" || resourcePath(path) != path || g.isAdminPath(path+"/") {
 		return "", false // a legacy SSE suffix, a trailing slash, the admin API
 	}
 	if name, ok := toolsetOf(path); ok {
@@ -193,8 +179,9 @@ func scopesOf(cfg *config.Config) []string {
 }
 
 // serveProtectedResource answers the metadata of the route named by the
-// path after the well-known prefix (the root document is /mcp's).
-func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) {
+// path after the well-known prefix (the root document is /mcp's), or
+// returns its refusal.
+func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) error {
 	cfg := g.conf()
 	path := strings.TrimPrefix(r.URL.Path, wellKnownPRM)
 	if path == "" || path == "/" {
@@ -202,36 +189,31 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 	}
 	mirrored := !oauthEnabled(cfg) && g.st().passthrough
 	if !oauthEnabled(cfg) && !mirrored {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
-		return
+		return notFound("")
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"})
-		return
+		return jsonRefusal(http.StatusMethodNotAllowed, map[string]string{"error": "Method Not Allowed"}).withHeader("Allow", "GET, HEAD")
 	}
 	if mirrored {
 		// A single-server passthrough route mirrors its upstream's
 		// metadata (S9.2); the gateway has none of its own for others.
 		if !g.passthroughMetadata(w, r, path) {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found"})
+			return notFound("")
 		}
-		return
+		return nil
 	}
 	_, _, ok := g.routeFor(path, "")
 	if name, isToolset := toolsetOf(resourcePath(path)); isToolset {
 		_, ok = cfg.Toolsets[name]
 	}
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "no MCP route at " + path})
-		return
+		return notFound("no MCP route at " + path)
 	}
 	base := g.ownBase(r)
 	if base == "" {
 		// Beyond loopback without public_url (a Config that skipped
 		// validation): no resource to name.
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not Found", "details": "public_url is not set"})
-		return
+		return notFound("public_url is not set")
 	}
 	md := oauth.ProtectedResourceMetadata{
 		Resource:               base + resourcePath(path),
@@ -249,6 +231,7 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 	// Clients in a browser read it cross-origin (RFC 9728 section 3).
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	writeJSON(w, http.StatusOK, md)
+	return nil
 }
 
 // challenge adds the WWW-Authenticate header of an OAuth-enabled gateway

@@ -423,7 +423,7 @@ type peerHopKey struct{}
 
 func isPeerHop(r *http.Request) bool { return r.Context().Value(peerHopKey{}) != nil }
 
-// isPeerRequest reports whether ServeHTTP hands r to servePeer: an
+// isPeerRequest reports whether Middleware hands r to servePeer: an
 // internal endpoint, or a request marked as another replica's.
 func (g *Gateway) isPeerRequest(r *http.Request) bool {
 	return g.peers != nil && (strings.HasPrefix(r.URL.Path, peerPrefix) || r.Header.Get(peerHeader) != "")
@@ -449,8 +449,9 @@ func (g *Gateway) servePeer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "peer authentication required"})
 		return
 	}
-	body, ok := g.readRequestBody(w, r)
-	if !ok {
+	body, err := g.readRequestBody(w, r)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	client := r.Header.Get(peerClientHeader)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -181,6 +182,20 @@ func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
 // MetricsHandler serves /metrics for a separate listener (metrics_listen).
 func (g *Gateway) MetricsHandler() http.Handler { return http.HandlerFunc(g.serveMetrics) }
 
+// isAdminPath reports whether path is below the admin API's
+// (Options.AdminPath).
+func (g *Gateway) isAdminPath(path string) bool {
+	return g.adminPath != "" && strings.HasPrefix(path, g.adminPath+"/")
+}
+
+// routeKind is routeKind with the admin API's paths labelled "admin".
+func (g *Gateway) routeKind(path string) string {
+	if g.isAdminPath(path) {
+		return "admin"
+	}
+	return routeKind(path)
+}
+
 // routeKind is the bounded route label of a request path.
 func routeKind(path string) string {
 	switch {
@@ -188,8 +203,6 @@ func routeKind(path string) string {
 		return "health"
 	case path == "/metrics":
 		return "metrics"
-	case len(path) >= len(AdminPrefix) && path[:len(AdminPrefix)] == AdminPrefix:
-		return "admin"
 	}
 	_, kind := splitEndpoint(path)
 	switch kind {

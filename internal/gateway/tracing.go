@@ -20,7 +20,11 @@ import (
 
 // startHTTPSpan starts r's span; end ends it with the response's status.
 func (g *Gateway) startHTTPSpan(sw *statusWriter, r *http.Request) (*http.Request, func()) {
-	r, sp := g.tracer.StartHTTP(r, httpRoute(r.URL.Path))
+	route := httpRoute(r.URL.Path)
+	if g.isAdminPath(r.URL.Path) {
+		route = g.adminPath + "/*"
+	}
+	r, sp := g.tracer.StartHTTP(r, route)
 	return r, func() { tracing.EndHTTP(sp, sw.status) }
 }
 
@@ -56,8 +60,6 @@ func httpRoute(path string) string {
 	switch {
 	case path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/enabled":
 		return path
-	case strings.HasPrefix(path, AdminPrefix):
-		return AdminPrefix + "*"
 	case strings.HasPrefix(path, "/.well-known/"):
 		return "/.well-known/*"
 	}

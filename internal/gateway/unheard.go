@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -74,13 +73,6 @@ func (g *Gateway) checkHeld(ctx context.Context, s *session) refusal {
 		return refusedEnded
 	}
 	return refusedNot
-}
-
-// writeUnverified answers refusedUnverified: 503, to try again.
-func writeUnverified(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "1")
-	writeRPCError(w, http.StatusServiceUnavailable, jsonrpc.NewError(jsonrpc.CodeInternalError,
-		"Service Unavailable: this gateway cannot check now whether the session was ended (its store does not answer); try again shortly"))
 }
 
 // ServerCheck brings this replica in line with runtime server name as the

@@ -18,8 +18,8 @@ import (
 // admin API's is asked for every time.
 
 // AdminPath is the admin API's path below the gateway's base URL (the
-// gateway serves it at AdminPrefix, the same without the trailing
-// slash): its resource is the issuer followed by AdminPath.
+// binary serves it at admin.Prefix, the same path): its resource is the
+// issuer followed by AdminPath.
 const AdminPath = "/admin/v1"
 
 // DefaultResourcePath is the route an authorization request that names

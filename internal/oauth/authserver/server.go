@@ -69,9 +69,14 @@ type Options struct {
 	// PublicURL is the gateway's external base URL (config public_url),
 	// which is the issuer; "" derives the issuer from each request: https
 	// when the request came over TLS (r.TLS, never X-Forwarded-Proto,
-	// which any client can send), and the Host header.
+	// which any client can send), and the Host header, unless Issuer
+	// names it.
 	PublicURL string
-	Store     store.Objects
+	// Issuer, without a PublicURL, names the issuer (a base URL) for a
+	// request instead of its scheme and Host: the gateway's own base URL,
+	// which no request header chooses. nil: the request's.
+	Issuer func(*http.Request) string
+	Store  store.Objects
 	// Keys checks pasted virtual keys; required when Login.Keys.
 	Keys KeyAuthenticator
 	// HTTPClient talks to the IdP (discovery, JWKS, token). The IdP is
@@ -113,8 +118,9 @@ type Options struct {
 // Close stops its background sweeper.
 type Server struct {
 	login   config.Login
-	public  string // PublicURL without a trailing slash; "" = per request
-	prefix  string // the path of public, "" or "/p"
+	public  string                     // PublicURL without a trailing slash; "" = per request
+	issuer  func(*http.Request) string // per request without public; nil: its scheme and Host
+	prefix  string                     // the path of public, "" or "/p"
 	store   store.Objects
 	keyAuth KeyAuthenticator
 	namer   RouteNamer   // nil: any MCP-shaped resource
@@ -174,6 +180,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		login:   *o.Login,
 		store:   o.Store,
 		keyAuth: o.Keys,
+		issuer:  o.Issuer,
 		namer:   o.Routes,
 		admins:  o.Admins,
 		now:     o.Now,
@@ -272,11 +279,14 @@ func (s *Server) Close() error {
 // path prefix, so that it works whether or not a proxy in front strips it.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Issuer returns the issuer identifier for a request: the public URL, or
-// the request's own scheme and host.
+// Issuer returns the issuer identifier for a request: the public URL,
+// else Options.Issuer's, else the request's own scheme and host.
 func (s *Server) Issuer(r *http.Request) string {
 	if s.public != "" {
 		return s.public
+	}
+	if s.issuer != nil {
+		return s.issuer(r)
 	}
 	scheme := "http"
 	if r.TLS != nil {

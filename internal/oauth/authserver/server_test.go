@@ -3,6 +3,7 @@ package authserver
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -129,6 +130,25 @@ func TestDerivedIssuer(t *testing.T) {
 		if got := h.srv.MatchIssuer(iss); got != want {
 			t.Errorf("MatchIssuer(%q) = %v, want %v", iss, got, want)
 		}
+	}
+}
+
+// TestIssuerFunc: without a public URL, Options.Issuer names the issuer
+// (the gateway's own base URL), whatever Host the request sent.
+func TestIssuerFunc(t *testing.T) {
+	st := openStore(t)
+	s, err := New(t.Context(), Options{Login: &config.Login{Keys: true}, Keys: storeKeys{st}, Store: st, DataDir: t.TempDir(),
+		Issuer: func(*http.Request) string { return "http://127.0.0.1:4000" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := httptest.NewRequest(http.MethodGet, "http://evil.example:4000/.well-known/oauth-authorization-server", nil)
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	var md oauth.AuthServerMetadata
+	if err := json.Unmarshal(w.Body.Bytes(), &md); err != nil || md.Issuer != "http://127.0.0.1:4000" {
+		t.Errorf("issuer = %q (%v, %s), want the function's", md.Issuer, err, w.Body)
 	}
 }
 
