@@ -108,7 +108,7 @@ func NewMux(routes []Route) http.Handler {
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "" || p[0] != '/' || !isCleanPath(p) {
+		if p := r.URL.EscapedPath(); p == "" || p[0] != '/' || !isCleanPath(p) {
 			root.ServeHTTP(w, r)
 			return
 		}
@@ -116,8 +116,10 @@ func NewMux(routes []Route) http.Handler {
 	})
 }
 
-// isCleanPath reports whether p is its own path.Clean form, a trailing
-// slash allowed: the paths a ServeMux matches without redirecting.
+// isCleanPath reports whether the escaped path p is its own path.Clean
+// form, a trailing slash allowed: the paths a ServeMux matches without
+// redirecting (it cleans the escaped path, so an escaped slash inside a
+// segment, as in a person id, is no "//").
 func isCleanPath(p string) bool {
 	c := path.Clean(p)
 	return c == p || (strings.HasSuffix(p, "/") && c+"/" == p)
