@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/fleet"
+	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
@@ -174,7 +175,7 @@ type Gateway struct {
 	metrics *metrics.Metrics
 	audit   AuditSink
 	access  *slog.Logger      // nil: no access log
-	budgets *budgets          // keys' budgets (budget.go); nil: not enforced
+	budgets *guard.Budgets    // keys' budgets (budget.go); nil: not enforced
 	tracer  *tracing.Provider // nil: no tracing
 	// durableAudit, with audit.durable, is audit: answers wait for their
 	// record's commit, at most auditWait (telemetry.go).
@@ -206,6 +207,10 @@ type Gateway struct {
 	searchIdx  sync.Map  // server -> *serverIndexes (S20)
 	usage      toolUsage // tool calls per hybrid route (S20)
 	routeCount atomic.Int64
+
+	// stageSeen, set by tests, hears each stage a call enters
+	// (pipeline.go); nil in production.
+	stageSeen atomic.Pointer[func(method, stage string)]
 
 	// pending server-initiated requests relayed to downstreams, by the id
 	// the gateway gave them, owned by the party they were sent to: only
@@ -309,7 +314,7 @@ func New(o Options) *Gateway {
 	g.metrics, g.audit, g.metricsOnMain = o.Metrics, o.Audit, o.MetricsOnMain
 	g.access = o.AccessLog
 	if o.Usage != nil {
-		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, clock: g.now, m: map[string]*budgetSpent{}}
+		g.budgets = guard.NewBudgets(o.Usage, o.Spending, g.now)
 	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {

@@ -7,9 +7,9 @@ package gateway
 //	tools/list   -> [search_tools, call_tool] (+ top used, hybrid)
 //	search_tools -> per-server BM25 index (rebuilt when the catalog's list
 //	                changes) searched over the caller's visible tools only
-//	call_tool    -> the params rewritten to {name, arguments} -> callNamed,
-//	                the one path of tools/call (policy, audit, metrics,
-//	                progress, elicitation, cancellation)
+//	call_tool    -> the params rewritten to {name, arguments} -> toolsCall,
+//	                the one path of tools/call (pipeline.go: policy, budget,
+//	                guardrails, upstream, cost, audit, trace)
 //
 // The route's config is read from the current snapshot on every request,
 // so a reload changes a route's mode for the next request.
@@ -123,10 +123,10 @@ func (g *Gateway) callTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	return g.callRealTool(ctx, sc, &call)
 }
 
-// callRealTool is tools/call of a real tool: callNamed, and on success the
+// callRealTool is tools/call of a real tool: toolsCall, and on success the
 // tool's use counted for hybrid routes.
 func (g *Gateway) callRealTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	res, ref, e := g.callByName(ctx, sc, m, catalog.Tools)
+	res, ref, e := g.toolsCall(ctx, sc, m)
 	if e == nil {
 		if mode, _ := g.toolsMode(sc.rt); mode == config.ToolsHybrid {
 			g.usage.add(sc.rt.path, ref.server, ref.name)
