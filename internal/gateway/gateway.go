@@ -35,6 +35,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/toolsearch"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/mcpgate/mcpgate/internal/vault"
@@ -201,13 +202,13 @@ type Gateway struct {
 	advertise string // fleet.advertise: where other replicas reach this one
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
-	routes     sync.Map  // routeKey -> route (read-only once stored)
-	badNames   onceSet   // exposed tool names already warned about
-	conflicts  onceSet   // names left out as ambiguous, already reported (names.go)
-	searchIdx  sync.Map  // server -> *serverIndexes (S20)
-	usage      toolUsage // tool calls per hybrid route (S20)
+	routes     sync.Map // routeKey -> route (read-only once stored)
+	badNames   onceSet  // exposed tool names already warned about
+	conflicts  onceSet  // names left out as ambiguous, already reported (names.go)
 	routeCount atomic.Int64
 
+	searchIdx toolsearch.Indexes[searchList] // by server (S20, toolsearch.go)
+	usage     toolsearch.Usage               // tool calls per hybrid route (S20)
 	// stageSeen, set by tests, hears each stage a call enters
 	// (pipeline.go); nil in production.
 	stageSeen atomic.Pointer[func(method, stage string)]
