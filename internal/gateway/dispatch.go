@@ -483,22 +483,23 @@ func (g *Gateway) checkToolName(server, name string) {
 // the name and progress token rewritten (tools/call has its own stages:
 // pipeline.go).
 func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, *jsonrpc.Error) {
-	ctx, ref, params, e := g.resolveName(ctx, sc, m, k)
+	ctx, ref, params, e := g.resolveName(ctx, sc, m.Params, k)
 	if e != nil {
 		return nil, e
 	}
 	return g.forward(ctx, sc, ref.server, m.Method, params)
 }
 
-// resolveName finds the item a tools/call or prompts/get names among
-// those the caller may call on the route: the context the call goes
-// upstream with, the item, and the params with its upstream name.
-func (g *Gateway) resolveName(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (context.Context, toolRef, json.RawMessage, *jsonrpc.Error) {
+// resolveName finds the item the params of a tools/call or prompts/get
+// name among those the caller may call on the route: the context the
+// call goes upstream with, the item, and the params with its upstream
+// name.
+func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMessage, k catalog.Kind) (context.Context, toolRef, json.RawMessage, *jsonrpc.Error) {
 	what := "tool"
 	if k == catalog.Prompts {
 		what = "prompt"
 	}
-	name, ok := jsonrpc.GetString(m.Params, "name")
+	name, ok := jsonrpc.GetString(params, "name")
 	if !ok || name == "" {
 		return ctx, toolRef{}, nil, errInvalidParams("Invalid params: missing %s name", what)
 	}
@@ -582,7 +583,7 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, m *jsonrpc.Message
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
 	// than the one this gateway checked.
-	params, err := jsonrpc.Set(m.Params, "name", jsonrpc.String(upName))
+	params, err = jsonrpc.Set(params, "name", jsonrpc.String(upName))
 	if err != nil {
 		return ctx, toolRef{}, nil, errInvalidParams("Invalid params")
 	}

@@ -88,7 +88,7 @@ func truncate(s string, n int) string {
 // arguments as they go upstream, or blocked is why the call is refused.
 func (c *call) preChecks(params json.RawMessage) (json.RawMessage, *guard.Block) {
 	args, _ := jsonrpc.Get(params, "arguments")
-	out, rep := c.guards.Pre(c.ctx, c.gcall, args)
+	out, rep := c.guards.Pre(c.ctx, *c.gcall, args)
 	c.guardReport(guard.PhasePre, rep)
 	if rep.Block != nil {
 		return params, rep.Block
@@ -111,7 +111,7 @@ func (c *call) postChecks(res json.RawMessage) (json.RawMessage, *guard.Block) {
 		// passes here then.
 		return res, nil
 	}
-	out, rep := c.guards.Post(c.ctx, c.gcall, res)
+	out, rep := c.guards.Post(c.ctx, *c.gcall, res)
 	c.guardReport(guard.PhasePost, rep)
 	if rep.Block != nil {
 		return nil, rep.Block

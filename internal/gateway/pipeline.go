@@ -76,7 +76,6 @@ type call struct {
 	g      *Gateway
 	ctx    context.Context // what each stage added: verified server, origin, guardrail note
 	sc     *scope
-	m      *jsonrpc.Message // as the client sent it
 	method string
 	server string          // policy: the item's server
 	upName string          // policy: the item's upstream name
@@ -85,8 +84,8 @@ type call struct {
 	rsv     *guard.Reservation // budget: the claim to settle; nil: none
 	forget  func()             // upstream: drops the mapped progress token
 	guards  guard.Chain        // guard_pre: the chain, for guard_post too
-	gcall   guard.Call
-	blocked *guard.Block // guard_pre: the call was blocked, never sent
+	gcall   *guard.Call        // guard_pre: the checks' view of the call
+	blocked *guard.Block       // guard_pre: the call was blocked, never sent
 
 	start time.Time       // the audited call's start: upstream, or guard_pre for a blocked one
 	res   json.RawMessage // the result the client gets
@@ -126,7 +125,7 @@ func (c *call) cleanup() {
 // toolsCall runs a tools/call of a real tool through every stage, also
 // saying which item its name resolved to.
 func (g *Gateway) toolsCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, toolRef, *jsonrpc.Error) {
-	c := &call{g: g, ctx: ctx, sc: sc, m: m, method: m.Method, params: m.Params}
+	c := &call{g: g, ctx: ctx, sc: sc, method: m.Method, params: m.Params}
 	res, e := c.run(toolCallStages)
 	return res, toolRef{c.server, c.upName}, e
 }
@@ -142,7 +141,7 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 // call on the route (resolveName); a name it may not see fails as an
 // unknown one.
 func (c *call) checkPolicy() {
-	ctx, ref, params, e := c.g.resolveName(c.ctx, c.sc, c.m, catalog.Tools)
+	ctx, ref, params, e := c.g.resolveName(c.ctx, c.sc, c.params, catalog.Tools)
 	if e != nil {
 		c.fail = e
 		return
@@ -172,7 +171,8 @@ func (c *call) guardBefore() {
 	if ch.Empty() {
 		return
 	}
-	c.guards, c.gcall = ch, guardCall(c.ctx, c.server, c.params)
+	gcall := guardCall(c.ctx, c.server, c.params)
+	c.guards, c.gcall = ch, &gcall
 	start := time.Now()
 	p, blocked := c.preChecks(c.params)
 	if blocked != nil {

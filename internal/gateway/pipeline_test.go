@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -18,7 +19,7 @@ import (
 
 // Every front runs a tools/call through the one pipeline, stage by stage
 // in the documented order: streamable HTTP, legacy HTTP+SSE, the stdio
-// front and a 2026-07-28 request. A call the budget refuses stops there:
+// front, a 2026-07-28 request and an operator's call as a key. A call the budget refuses stops there:
 // nothing after it runs (and nothing is audited).
 func TestEveryFrontRunsTheCallPipeline(t *testing.T) {
 	up := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
@@ -41,7 +42,8 @@ servers:
 `, up.URL))
 	keys := &memKeys{}
 	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
-	g, gw := startGatewayWith(t, Options{Config: cfg, Authenticator: newAuth(t, keys, nil), Usage: usage})
+	auth := newAuth(t, keys, nil)
+	g, gw := startGatewayWith(t, Options{Config: cfg, Authenticator: auth, Usage: usage})
 	var mu sync.Mutex
 	var seen []string
 	hook := func(method, stage string) {
@@ -92,6 +94,22 @@ servers:
 			_, _, b := rpc(t, gw.URL+"/mcp", map[string]string{callers.HeaderAPIKey: key, mcpwire.HeaderProtocolVersion: mcpwire.Rev20260728,
 				mcpwire.HeaderMethod: "tools/call", mcpwire.HeaderName: "per__whoami"}, body)
 			return decode(t, b)
+		}},
+		{"call-as", func(t *testing.T, key string, id int) *jsonrpc.Message {
+			r := httptest.NewRequest(http.MethodPost, "/admin/v1/tools/call", nil)
+			r.Header.Set(callers.HeaderAPIKey, key)
+			c, f := auth.Authenticate(r)
+			if f != nil {
+				t.Fatalf("the key: %s", f.Body)
+			}
+			res, rpcErr, err := g.CallAs(context.Background(), c, "/mcp", "per__whoami", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rpcErr != nil {
+				return jsonrpc.NewErrorResponse(jsonrpc.Int64ID(int64(id)), rpcErr)
+			}
+			return jsonrpc.NewResult(jsonrpc.Int64ID(int64(id)), res)
 		}},
 	}
 	for _, fr := range fronts {
