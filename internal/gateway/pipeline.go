@@ -42,24 +42,27 @@ import (
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
-// callStage is one step of a call: run reads and updates the call, and
-// sets c.fail to refuse it.
-type callStage struct {
-	name string
-	run  func(*call)
+// callStage is one step of a call: each reads and updates the call, and
+// sets c.fail to refuse it (runStage says which method runs it).
+type callStage uint8
+
+const (
+	stagePolicy callStage = iota
+	stageBudget
+	stageGuardPre
+	stageUpstream
+	stageGuardPost
+	stageCost
+	stageAudit
+	stageTrace
+)
+
+var stageNames = [...]string{
+	stagePolicy: "policy", stageBudget: "budget", stageGuardPre: "guard_pre", stageUpstream: "upstream",
+	stageGuardPost: "guard_post", stageCost: "cost", stageAudit: "audit", stageTrace: "trace",
 }
 
-// The stages, each once; the lists below put them in order.
-var (
-	stagePolicy    = callStage{"policy", (*call).checkPolicy}
-	stageBudget    = callStage{"budget", (*call).reserve}
-	stageGuardPre  = callStage{"guard_pre", (*call).guardBefore}
-	stageUpstream  = callStage{"upstream", (*call).send}
-	stageGuardPost = callStage{"guard_post", (*call).guardAfter}
-	stageCost      = callStage{"cost", (*call).charge}
-	stageAudit     = callStage{"audit", (*call).record}
-	stageTrace     = callStage{"trace", (*call).trace}
-)
+func (s callStage) String() string { return stageNames[s] }
 
 // toolCallStages is the order every tools/call passes.
 var toolCallStages = []callStage{
@@ -70,6 +73,29 @@ var toolCallStages = []callStage{
 // forwardStages is what another method's call passes once its server is
 // known (forward).
 var forwardStages = []callStage{stageUpstream, stageTrace}
+
+// runStage runs stage s of c. A switch rather than a table of functions:
+// the call then stays on its caller's stack.
+func (c *call) runStage(s callStage) {
+	switch s {
+	case stagePolicy:
+		c.checkPolicy()
+	case stageBudget:
+		c.reserve()
+	case stageGuardPre:
+		c.guardBefore()
+	case stageUpstream:
+		c.send()
+	case stageGuardPost:
+		c.guardAfter()
+	case stageCost:
+		c.charge()
+	case stageAudit:
+		c.record()
+	case stageTrace:
+		c.trace()
+	}
+}
 
 // call is one request on its way through the stages.
 type call struct {
@@ -100,9 +126,9 @@ func (c *call) run(stages []callStage) (json.RawMessage, *jsonrpc.Error) {
 	defer c.cleanup()
 	for _, s := range stages {
 		if seen := c.g.stageSeen.Load(); seen != nil {
-			(*seen)(c.method, s.name)
+			(*seen)(c.method, s.String())
 		}
-		s.run(c)
+		c.runStage(s)
 		if c.fail != nil {
 			return nil, c.fail
 		}
@@ -125,7 +151,7 @@ func (c *call) cleanup() {
 // toolsCall runs a tools/call of a real tool through every stage, also
 // saying which item its name resolved to.
 func (g *Gateway) toolsCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, toolRef, *jsonrpc.Error) {
-	c := &call{g: g, ctx: ctx, sc: sc, method: m.Method, params: m.Params}
+	c := call{g: g, ctx: ctx, sc: sc, method: m.Method, params: m.Params}
 	res, e := c.run(toolCallStages)
 	return res, toolRef{c.server, c.upName}, e
 }
@@ -133,7 +159,7 @@ func (g *Gateway) toolsCall(ctx context.Context, sc *scope, m *jsonrpc.Message) 
 // forward sends a request of another method upstream to server, with
 // progress-token mapping and the request's scope as origin.
 func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	c := &call{g: g, ctx: ctx, sc: sc, method: method, server: server, params: params}
+	c := call{g: g, ctx: ctx, sc: sc, method: method, server: server, params: params}
 	return c.run(forwardStages)
 }
 
@@ -254,6 +280,9 @@ func (c *call) charge() {
 // upstreamRPCError is the JSON-RPC error the upstream (or the client,
 // answering the upstream's question) answered the call with, or nil.
 func (c *call) upstreamRPCError() *jsonrpc.Error {
+	if c.err == nil {
+		return nil // and nothing escapes to errors.As
+	}
 	var rpcErr *jsonrpc.Error
 	errors.As(c.err, &rpcErr)
 	return rpcErr

@@ -65,7 +65,7 @@ servers:
 
 	var want []string
 	for _, s := range toolCallStages {
-		want = append(want, s.name)
+		want = append(want, s.String())
 	}
 	if documented := []string{"policy", "budget", "guard_pre", "upstream", "guard_post", "cost", "audit", "trace"}; !slices.Equal(want, documented) {
 		t.Fatalf("the pipeline's stages: %v, want %v", want, documented)
