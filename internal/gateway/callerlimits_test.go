@@ -153,11 +153,11 @@ func TestBudgetIsSharedByReplicas(t *testing.T) {
 		// a call of the key does before it runs (then fails, releasing
 		// its reservation).
 		ctx := callers.NewContext(context.Background(), &callers.Caller{Alias: "capped", BudgetAmount: 1, BudgetPeriod: store.BudgetDay})
-		rsv, e := g.reserveBudget(ctx, &scope{g: g}, "raw", json.RawMessage(`{"name":"weird"}`))
+		rsv, e := (&call{g: g, ctx: ctx, sc: &scope{g: g}, server: "raw", params: json.RawMessage(`{"name":"weird"}`)}).reserveBudget()
 		if e != nil || rsv == nil {
 			t.Fatalf("warm: %v (reservation %v)", e, rsv)
 		}
-		rsv.release(ctx)
+		rsv.Release(ctx)
 		urls = append(urls, gw.URL)
 	}
 	hdr := func(key string) map[string]string {

@@ -18,7 +18,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/tracing"
@@ -471,29 +470,36 @@ func (g *Gateway) checkToolName(server, name string) {
 	}
 }
 
-// callNamed forwards tools/call or prompts/get to the server that owns the
-// name, with the name and progress token rewritten.
+// callNamed forwards prompts/get to the server that owns the name, with
+// the name and progress token rewritten (tools/call has its own stages:
+// pipeline.go).
 func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, *jsonrpc.Error) {
-	res, _, e := g.callByName(ctx, sc, m, k)
-	return res, e
+	ctx, ref, params, e := g.resolveName(ctx, sc, m.Params, k)
+	if e != nil {
+		return nil, e
+	}
+	return g.forward(ctx, sc, ref.server, m.Method, params)
 }
 
-// callByName is callNamed, also saying which item the name resolved to.
-func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, toolRef, *jsonrpc.Error) {
+// resolveName finds the item the params of a tools/call or prompts/get
+// name among those the caller may call on the route: the context the
+// call goes upstream with, the item, and the params with its upstream
+// name.
+func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMessage, k catalog.Kind) (context.Context, toolRef, json.RawMessage, *jsonrpc.Error) {
 	what := "tool"
 	if k == catalog.Prompts {
 		what = "prompt"
 	}
-	name, ok := jsonrpc.GetString(m.Params, "name")
+	name, ok := jsonrpc.GetString(params, "name")
 	if !ok || name == "" {
-		return nil, toolRef{}, errInvalidParams("Invalid params: missing %s name", what)
+		return ctx, toolRef{}, nil, errInvalidParams("Invalid params: missing %s name", what)
 	}
 	cands := g.candidates(sc.rt, k, name)
 	if len(cands) == 0 {
 		// A tool the caller may not see fails exactly like an unknown one
 		// (S6.2): no hint that it exists, except to the operator's trace.
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
-		return nil, toolRef{}, errInvalidParams("Unknown %s: %s", what, name)
+		return ctx, toolRef{}, nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	// The name as exposed is looked up exactly (names.go); each
 	// candidate's list may need the person's account first. Only when no
@@ -548,15 +554,15 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 	var ce *clientError
 	switch {
 	case errors.As(err, &ce):
-		return nil, toolRef{}, ce.rpc
+		return ctx, toolRef{}, nil, ce.rpc
 	case err != nil:
-		return nil, toolRef{}, g.upstreamFault(ctx, sc, failed, err)
+		return ctx, toolRef{}, nil, g.upstreamFault(ctx, sc, failed, err)
 	case conflict:
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "name_conflict")
-		return nil, toolRef{}, errAmbiguous(what, name)
+		return ctx, toolRef{}, nil, errAmbiguous(what, name)
 	case !found:
 		// The same answer whether the server exists or not (no leak).
-		return nil, toolRef{}, errInvalidParams("Unknown %s: %s", what, name)
+		return ctx, toolRef{}, nil, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	server, upName := it.Server, it.Key
 	if gone != nil {
@@ -568,112 +574,11 @@ func (g *Gateway) callByName(ctx context.Context, sc *scope, m *jsonrpc.Message,
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
 	// than the one this gateway checked.
-	params, err := jsonrpc.Set(m.Params, "name", jsonrpc.String(upName))
+	params, err = jsonrpc.Set(params, "name", jsonrpc.String(upName))
 	if err != nil {
-		return nil, toolRef{}, errInvalidParams("Invalid params")
+		return ctx, toolRef{}, nil, errInvalidParams("Invalid params")
 	}
-	res, e := g.forward(ctx, sc, server, m.Method, params)
-	return res, toolRef{server, upName}, e
-}
-
-// forward sends a request upstream with progress-token mapping and the
-// request's scope as origin.
-func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	if method == mcpwire.MethodToolsCall {
-		// The caller's budget, before anything else runs for the call
-		// (budget.go): a spent budget refuses it, else its expected cost
-		// is reserved until the call's actual cost is known.
-		rsv, e := g.reserveBudget(ctx, sc, server, params)
-		if e != nil {
-			tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "budget")
-			return nil, e
-		}
-		if rsv != nil {
-			ctx = context.WithValue(ctx, reservationKey{}, rsv)
-			defer rsv.release(ctx)
-		}
-	}
-	// Guardrails (S21): pre checks before anything goes upstream.
-	var guards guard.Chain
-	var gcall guard.Call
-	if method == mcpwire.MethodToolsCall {
-		if ch := g.guardChain(sc, server); !ch.Empty() {
-			guards, gcall = ch, guardCall(ctx, server, params)
-			start := time.Now()
-			p, blocked := g.guardPre(ctx, guards, gcall, params)
-			if blocked != nil {
-				return g.guardBlocked(ctx, sc, server, params, blocked, start), nil
-			}
-			params = p
-		}
-	}
-	if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok && len(tok) > 0 && string(tok) != "null" {
-		upTok, forget := g.mintProgress(sc, server, tok, tracing.MessageSpan(ctx))
-		defer forget()
-		p, err := jsonrpc.SetPath(params, []byte(upTok), "_meta", "progressToken")
-		if err != nil {
-			return nil, errInvalidParams("Invalid params")
-		}
-		params = p
-	}
-	if sc.modern {
-		params = stripModernMeta(params)
-	}
-	start := time.Now()
-	tracing.NoteServer(ctx, server)
-	ctx = upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
-	res, err := g.callConnecting(ctx, sc, server, method, params)
-	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
-		// S18.2: a stateless upstream's questions, asked of this old-era
-		// client on its session; it sees one ordinary result.
-		res, err = g.answerInputs(ctx, sc, server, method, params, res)
-	}
-	if err == nil && g.up.Stateless(server) {
-		res = g.ownResult(sc, res)
-	}
-	if err == nil && guards != nil {
-		// Post checks on the final result, streamed or not: it goes to
-		// the client from here.
-		out, blocked := g.guardPost(ctx, guards, gcall, res)
-		if blocked != nil {
-			ctx = withGuardrail(ctx, blocked)
-			out = blockedResult(ctx, blocked)
-		}
-		res = out
-	}
-	if method == mcpwire.MethodToolsCall {
-		var rpcErr *jsonrpc.Error
-		errors.As(err, &rpcErr)
-		// One cost for the budget and the audit record.
-		cost := g.callCost(server, params, res, rpcErr, err)
-		chargeCall(ctx, cost)
-		g.recordToolCall(ctx, sc, server, params, res, rpcErr, err, cost, start)
-	}
-	if err != nil {
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
-			// The upstream's own error (or the client's, answering the
-			// upstream's question) is relayed as it is.
-			outcome := "upstream_error"
-			if ce := (*clientError)(nil); errors.As(err, &ce) {
-				outcome = "client_error"
-			}
-			tracing.NoteOutcome(ctx, tracing.OutcomeError, outcome)
-			g.logCall(server, method, params, outcome, start)
-			return nil, rpcErr
-		}
-		if errors.Is(err, context.Canceled) {
-			g.logCall(server, method, params, "cancelled", start)
-		} else {
-			// Strict: the caller gets the error, so the log line is debug
-			// (C7.2); a read timeout was already warned about with its
-			// target and budget (C7.3).
-			g.log.Debug("upstream call failed", "server", server, "method", method, "fault", upstream.Classify(err).Class, "error", err, "elapsed", time.Since(start))
-		}
-		return nil, g.upstreamFault(ctx, sc, server, err)
-	}
-	g.logCall(server, method, params, "ok", start)
-	return res, nil
+	return ctx, toolRef{server, upName}, params, nil
 }
 
 // ownResult takes out of a 2026-07-28 upstream's result what speaks for
@@ -693,14 +598,14 @@ func (g *Gateway) ownResult(sc *scope, res json.RawMessage) json.RawMessage {
 	return res
 }
 
-// logCall writes one debug line per forwarded call: the method, server
+// logLine writes one debug line per forwarded call: the method, server
 // and tool or prompt name, never arguments.
-func (g *Gateway) logCall(server, method string, params json.RawMessage, outcome string, start time.Time) {
-	if !g.log.Enabled(context.Background(), slog.LevelDebug) {
+func (c *call) logLine(outcome string) {
+	if !c.g.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	name, _ := jsonrpc.GetString(params, "name")
-	g.log.Debug("forwarded", "server", server, "method", method, "name", name, "outcome", outcome, "elapsed", time.Since(start))
+	name, _ := jsonrpc.GetString(c.params, "name")
+	c.g.log.Debug("forwarded", "server", c.server, "method", c.method, "name", name, "outcome", outcome, "elapsed", time.Since(c.start))
 }
 
 // routeURI finds the server for a resource URI (claimURI); ok is false

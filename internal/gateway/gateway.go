@@ -35,12 +35,14 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/connect"
 	"github.com/mcpgate/mcpgate/internal/fleet"
+	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/toolsearch"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 	"github.com/mcpgate/mcpgate/internal/vault"
@@ -187,7 +189,7 @@ type Gateway struct {
 	metrics *metrics.Metrics
 	audit   AuditSink
 	access  *slog.Logger      // nil: no access log
-	budgets *budgets          // keys' budgets (budget.go); nil: not enforced
+	budgets *guard.Budgets    // keys' budgets (budget.go); nil: not enforced
 	tracer  *tracing.Provider // nil: no tracing
 	// durableAudit, with audit.durable, is audit: answers wait for their
 	// record's commit, at most auditWait (telemetry.go).
@@ -217,10 +219,14 @@ type Gateway struct {
 	peers     *peers // the fleet's other replicas (peers.go); nil: none
 
 	routes    routeCache
-	badNames  onceSet   // exposed tool names already warned about
-	conflicts onceSet   // names left out as ambiguous, already reported (names.go)
-	searchIdx sync.Map  // server -> *serverIndexes (S20)
-	usage     toolUsage // tool calls per hybrid route (S20)
+	badNames  onceSet // exposed tool names already warned about
+	conflicts onceSet // names left out as ambiguous, already reported (names.go)
+
+	searchIdx toolsearch.Indexes[searchList] // by server (S20, toolsearch.go)
+	usage     toolsearch.Usage               // tool calls per hybrid route (S20)
+	// stageSeen, set by tests, hears each stage a call enters
+	// (pipeline.go); nil in production.
+	stageSeen atomic.Pointer[func(method, stage string)]
 
 	// pending server-initiated requests relayed to downstreams, by the id
 	// the gateway gave them, owned by the party they were sent to: only
@@ -333,7 +339,7 @@ func New(o Options) *Gateway {
 	g.access = o.AccessLog
 	g.adminPath = strings.TrimSuffix(o.AdminPath, "/")
 	if o.Usage != nil {
-		g.budgets = &budgets{usage: o.Usage, shared: o.Spending, clock: g.now, m: map[string]*budgetSpent{}}
+		g.budgets = guard.NewBudgets(o.Usage, o.Spending, g.now)
 	}
 	g.tracer = o.Tracer
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -85,13 +84,12 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// guardPre runs the pre checks of a tools/call: params comes back with
-// the arguments as they go upstream, or blocked is the tool error result
-// the client gets instead.
-func (g *Gateway) guardPre(ctx context.Context, ch guard.Chain, call guard.Call, params json.RawMessage) (json.RawMessage, *guard.Block) {
+// preChecks runs the pre checks of c's chain: params comes back with the
+// arguments as they go upstream, or blocked is why the call is refused.
+func (c *call) preChecks(params json.RawMessage) (json.RawMessage, *guard.Block) {
 	args, _ := jsonrpc.Get(params, "arguments")
-	out, rep := ch.Pre(ctx, call, args)
-	g.guardReport(call.Server, guard.PhasePre, rep)
+	out, rep := c.guards.Pre(c.ctx, *c.gcall, args)
+	c.guardReport(guard.PhasePre, rep)
 	if rep.Block != nil {
 		return params, rep.Block
 	}
@@ -106,33 +104,35 @@ func (g *Gateway) guardPre(ctx context.Context, ch guard.Chain, call guard.Call,
 	return params, nil
 }
 
-// guardPost runs the post checks on a final tools/call result.
-func (g *Gateway) guardPost(ctx context.Context, ch guard.Chain, call guard.Call, res json.RawMessage) (json.RawMessage, *guard.Block) {
+// postChecks runs the post checks of c's chain on a final result.
+func (c *call) postChecks(res json.RawMessage) (json.RawMessage, *guard.Block) {
 	if mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// Not the result yet: the call's final answer comes later and
 		// passes here then.
 		return res, nil
 	}
-	out, rep := ch.Post(ctx, call, res)
-	g.guardReport(call.Server, guard.PhasePost, rep)
+	out, rep := c.guards.Post(c.ctx, *c.gcall, res)
+	c.guardReport(guard.PhasePost, rep)
 	if rep.Block != nil {
 		return nil, rep.Block
 	}
 	return out, nil
 }
 
-func (g *Gateway) guardReport(server, phase string, rep guard.Report) {
-	if g.metrics == nil {
+func (c *call) guardReport(phase string, rep guard.Report) {
+	m := c.g.metrics
+	if m == nil {
 		return
 	}
+	server := c.gcall.Server
 	if rep.Block != nil {
-		g.metrics.GuardrailBlock(server, rep.Block.Guardrail, phase)
+		m.GuardrailBlock(server, rep.Block.Guardrail, phase)
 	}
 	for name, n := range rep.Redactions {
-		g.metrics.GuardrailRedactions(server, name, phase, n)
+		m.GuardrailRedactions(server, name, phase, n)
 	}
 	for _, name := range rep.Failed {
-		g.metrics.GuardrailWebhookFailure(server, name)
+		m.GuardrailWebhookFailure(server, name)
 	}
 }
 
@@ -144,16 +144,5 @@ func blockedResult(ctx context.Context, b *guard.Block) json.RawMessage {
 		"content": []map[string]any{{"type": "text", "text": b.Message()}},
 		"isError": true,
 	})
-	return res
-}
-
-// guardBlocked answers a call the pre checks refused: audited and
-// counted like any tool call, with the guardrail's name; nothing went
-// upstream, so it cost nothing.
-func (g *Gateway) guardBlocked(ctx context.Context, sc *scope, server string, params json.RawMessage, b *guard.Block, start time.Time) json.RawMessage {
-	ctx = withGuardrail(ctx, b)
-	res := blockedResult(ctx, b)
-	g.recordToolCall(ctx, sc, server, params, res, nil, nil, 0, start)
-	g.logCall(server, mcpwire.MethodToolsCall, params, "blocked", start)
 	return res
 }

@@ -50,7 +50,7 @@ func (g *Gateway) OpenStreams() int { return int(g.streams.Load()) }
 // callTicket), and every further one (the rest of a batch) takes its own.
 // Requests no HTTP request of the caller carried (the stdio front, an
 // operator's call as a key) take one each. Budgets are reserved per
-// tools/call in forward (budget.go).
+// tools/call in its budget stage (pipeline.go).
 
 // callLimiter takes one request from a caller's rate limit;
 // *callers.Authenticator implements it. ctx of a request another replica

@@ -41,14 +41,18 @@ type ArgumentsAuditSink interface {
 	RecordDurableWithArguments(context.Context, store.ToolCall, json.RawMessage) error
 }
 
-// recordToolCall reports one tools/call to metrics and the audit log:
-// who, where, how it ended, how long, how many bytes, what it cost (the
-// cost the caller's budget was charged); arguments only, redacted, for
-// the exporters of a server with audit.arguments.
-func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error, cost float64, start time.Time) {
+// record reports one tools/call to metrics and the audit log: who,
+// where, how it ended, how long, how many bytes, what it cost (the cost
+// the caller's budget was charged); arguments only, redacted, for the
+// exporters of a server with audit.arguments. A call a pre guardrail
+// blocked is recorded with its guardrail's name and cost 0.
+func (c *call) record() {
+	g := c.g
 	if g.metrics == nil && g.audit == nil {
 		return
 	}
+	ctx, sc, server, params, res, err, cost, start := c.ctx, c.sc, c.server, c.params, c.res, c.err, c.cost, c.start
+	rpcErr := c.upstreamRPCError()
 	d := time.Since(start)
 	tool, _ := jsonrpc.GetString(params, "name")
 	outcome, fault := "ok", ""
@@ -123,16 +127,16 @@ func (g *Gateway) recordToolCall(ctx context.Context, sc *scope, server string, 
 
 // callCost is what a tools/call that went upstream cost (S21 cost):
 // priced when the upstream answered; one that never got an answer costs
-// nothing, as does one a pre guardrail stopped (guardBlocked, which never
+// nothing, as does one a pre guardrail stopped (the cost stage never
 // asks). The audit record carries it and the caller's budget is charged
 // it.
-func (g *Gateway) callCost(server string, params, res json.RawMessage, rpcErr *jsonrpc.Error, err error) float64 {
-	srv := g.st().cfg.Servers[server]
-	if srv == nil || srv.Tools == nil || (err != nil && rpcErr == nil) {
+func (c *call) callCost() float64 {
+	srv := c.g.st().cfg.Servers[c.server]
+	if srv == nil || srv.Tools == nil || (c.err != nil && c.upstreamRPCError() == nil) {
 		return 0
 	}
-	tool, _ := jsonrpc.GetString(params, "name")
-	return srv.Tools.CallCost(tool, int64(len(res)))
+	tool, _ := jsonrpc.GetString(c.params, "name")
+	return srv.Tools.CallCost(tool, int64(len(c.res)))
 }
 
 // auditArguments returns the call's arguments, redacted, when server's

@@ -7,9 +7,9 @@ package gateway
 //	tools/list   -> [search_tools, call_tool] (+ top used, hybrid)
 //	search_tools -> per-server BM25 index (rebuilt when the catalog's list
 //	                changes) searched over the caller's visible tools only
-//	call_tool    -> the params rewritten to {name, arguments} -> callNamed,
-//	                the one path of tools/call (policy, audit, metrics,
-//	                progress, elicitation, cancellation)
+//	call_tool    -> the params rewritten to {name, arguments} -> toolsCall,
+//	                the one path of tools/call (pipeline.go: policy, budget,
+//	                guardrails, upstream, cost, audit, trace)
 //
 // The route's config is read from the current snapshot on every request,
 // so a reload changes a route's mode for the next request.
@@ -19,10 +19,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
@@ -123,45 +121,16 @@ func (g *Gateway) callTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	return g.callRealTool(ctx, sc, &call)
 }
 
-// callRealTool is tools/call of a real tool: callNamed, and on success the
+// callRealTool is tools/call of a real tool: toolsCall, and on success the
 // tool's use counted for hybrid routes.
 func (g *Gateway) callRealTool(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	res, ref, e := g.callByName(ctx, sc, m, catalog.Tools)
+	res, ref, e := g.toolsCall(ctx, sc, m)
 	if e == nil {
 		if mode, _ := g.toolsMode(sc.rt); mode == config.ToolsHybrid {
-			g.usage.add(sc.rt.path, ref.server, ref.name)
+			g.usage.Add(sc.rt.path, ref.server, ref.name)
 		}
 	}
 	return res, e
-}
-
-// toolUsage counts successful tool calls per route path, in this
-// replica's memory (reset by a restart), for hybrid routes only: the
-// paths are configured routes and the tools catalog tools, so it is
-// bounded.
-type toolUsage struct {
-	mu     sync.Mutex
-	counts map[string]map[toolRef]int64
-}
-
-func (u *toolUsage) add(path, server, name string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.counts == nil {
-		u.counts = map[string]map[toolRef]int64{}
-	}
-	m := u.counts[path]
-	if m == nil {
-		m = map[toolRef]int64{}
-		u.counts[path] = m
-	}
-	m[toolRef{server, name}]++
-}
-
-func (u *toolUsage) get(path string) map[toolRef]int64 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return maps.Clone(u.counts[path])
 }
 
 // virtualList is the tool list of a search or hybrid route: in hybrid
@@ -171,7 +140,7 @@ func (u *toolUsage) get(path string) map[toolRef]int64 {
 func (g *Gateway) virtualList(ctx context.Context, sc *scope, mode string, rc *config.RouteConfig) ([]catalog.Item, error) {
 	var out []catalog.Item
 	if mode == config.ToolsHybrid && len(sc.rt.servers) > 0 {
-		counts := g.usage.get(sc.rt.path)
+		counts := g.usage.Counts(sc.rt.path)
 		if len(counts) > 0 {
 			items, err := g.mergedList(ctx, sc.rt, catalog.Tools)
 			if err != nil {
@@ -179,12 +148,12 @@ func (g *Gateway) virtualList(ctx context.Context, sc *scope, mode string, rc *c
 			}
 			var used []catalog.Item
 			for _, it := range items {
-				if counts[toolRef{it.Server, it.Key}] > 0 {
+				if counts[toolsearch.ToolID{Server: it.Server, Name: it.Key}] > 0 {
 					used = append(used, it)
 				}
 			}
 			slices.SortStableFunc(used, func(a, b catalog.Item) int {
-				return cmp.Compare(counts[toolRef{b.Server, b.Key}], counts[toolRef{a.Server, a.Key}])
+				return cmp.Compare(counts[toolsearch.ToolID{Server: b.Server, Name: b.Key}], counts[toolsearch.ToolID{Server: a.Server, Name: a.Key}])
 			})
 			out = used[:min(len(used), rc.HybridTopOrDefault())]
 		}
@@ -198,58 +167,30 @@ func (g *Gateway) virtualList(ctx context.Context, sc *scope, mode string, rc *c
 	return g.distinct(sc.rt, catalog.Tools, out), nil
 }
 
-// searchIndex is the index of one tool list of a server, valid while
-// the catalog returns that same list and the gateway state (display
-// overrides) is the same.
-type searchIndex struct {
+// searchList says which list a search index was built from: the same
+// slice (a list_changed or TTL refetch gives a new one) under the same
+// gateway state (display overrides).
+type searchList struct {
 	first *catalog.Item
 	n     int
 	st    *gwState
-	ix    *toolsearch.Index
 }
-
-// serverIndexes are the indexes of one server's recent tool lists: a
-// server reached with each caller's own credentials has one list per
-// credential in the catalog, and callers take turns.
-type serverIndexes struct {
-	mu   sync.Mutex
-	list [indexesPerServer]*searchIndex
-	next int // the slot replaced next
-}
-
-// indexesPerServer bounds serverIndexes.
-const indexesPerServer = 4
 
 // indexFor returns the index of server's tools items, building it when
-// the list is new (a list_changed or TTL refetch gives a new slice).
+// the list is new.
 func (g *Gateway) indexFor(server string, items []catalog.Item) *toolsearch.Index {
 	st := g.st()
-	v, _ := g.searchIdx.LoadOrStore(server, &serverIndexes{})
-	si := v.(*serverIndexes)
-	si.mu.Lock()
-	for _, e := range si.list {
-		if e != nil && e.n == len(items) && e.first == &items[0] && e.st == st {
-			si.mu.Unlock()
-			return e.ix
+	return g.searchIdx.For(server, searchList{&items[0], len(items), st}, func() []toolsearch.Doc {
+		docs := make([]toolsearch.Doc, len(items))
+		for i, it := range items {
+			name, desc := it.Key, ""
+			if o, ok := st.overrides[server][it.Key]; ok {
+				name, desc = cmp.Or(o.Name, name), o.Description
+			}
+			docs[i] = toolsearch.DocFromTool(server, name, desc, it.Raw)
 		}
-	}
-	si.mu.Unlock()
-	// Built outside the lock: concurrent first searches may build one
-	// each, which costs time, not correctness.
-	docs := make([]toolsearch.Doc, len(items))
-	for i, it := range items {
-		name, desc := it.Key, ""
-		if o, ok := st.overrides[server][it.Key]; ok {
-			name, desc = cmp.Or(o.Name, name), o.Description
-		}
-		docs[i] = toolsearch.DocFromTool(server, name, desc, it.Raw)
-	}
-	ix := toolsearch.NewIndex(docs)
-	si.mu.Lock()
-	si.list[si.next] = &searchIndex{first: &items[0], n: len(items), st: st, ix: ix}
-	si.next = (si.next + 1) % indexesPerServer
-	si.mu.Unlock()
-	return ix
+		return docs
+	})
 }
 
 // searchSeg is one server's tools in a search.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/toolsearch"
 )
 
 // ghServer is a go-sdk upstream with a few GitHub-like tools.
@@ -448,7 +449,7 @@ func TestToolSearchHybridPages(t *testing.T) {
 func TestToolSearchIndexCache(t *testing.T) {
 	g := &Gateway{}
 	g.state.Store(&gwState{})
-	lists := make([][]catalog.Item, indexesPerServer+1)
+	lists := make([][]catalog.Item, toolsearch.ListsPerServer+1)
 	for i := range lists {
 		lists[i] = []catalog.Item{{Server: "s", Key: "t", Raw: json.RawMessage(`{"name":"t"}`)}}
 	}
@@ -463,7 +464,7 @@ func TestToolSearchIndexCache(t *testing.T) {
 		g.indexFor("s", l)
 	}
 	if g.indexFor("s", lists[0]) == first {
-		t.Errorf("more than %d lists kept", indexesPerServer)
+		t.Errorf("more than %d lists kept", toolsearch.ListsPerServer)
 	}
 	last := lists[len(lists)-1]
 	before := g.indexFor("s", last)

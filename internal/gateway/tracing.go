@@ -14,9 +14,9 @@ import (
 
 // The gateway's tracing hooks (SPEC S16.2; the rules are internal/tracing's):
 // ServeHTTP starts the HTTP request's span, serve and handleNotification
-// one span per MCP message under it, and forward, callNamed and
-// upstreamFault note the server, outcome and fault class on the message's
-// span. With g.tracer nil (the default) each hook is one nil check.
+// one span per MCP message under it, and the call's stages (pipeline.go:
+// policy, budget, the guardrails, upstream, trace) and upstreamFault note
+// the server, outcome and fault class on the message's span. With g.tracer nil (the default) each hook is one nil check.
 
 // startHTTPSpan starts r's span; end ends it with the response's status.
 func (g *Gateway) startHTTPSpan(sw *statusWriter, r *http.Request) (*http.Request, func()) {

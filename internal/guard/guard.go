@@ -1,6 +1,6 @@
-// Package guard owns the guardrails of tool calls (SPEC S21): the checks a
+// Package guard owns the guardrails of tool calls (SPEC S21), the checks a
 // call passes before it goes upstream (pre) and its result passes before
-// the client gets it (post).
+// the client gets it (post), and the keys' budgets their calls spend.
 //
 //	config.Guardrails -> Compile -> *Set (immutable, one per server and route)
 //	gateway: Chain{server set, route set}.Pre(call, arguments) -> upstream
@@ -12,8 +12,14 @@
 // Checks run in order, the server's then the route's; the first that
 // blocks ends the call and is named in the Block, never what it matched.
 //
-// The package does no I/O except the webhook's POST, and never logs:
-// matched text, arguments and results stay out of every error and report.
+// Budgets (budget.go) own what keys spend on tool calls: a call reserves
+// its expected cost before it runs and settles its actual cost after.
+//
+// The package does no I/O except the webhook's POST and the budgets'
+// reads and writes of spending through the UsageFunc and state.Spending
+// it is given, and never logs: matched text, arguments and results stay
+// out of every error and report; the gateway says what a refusal or a
+// failure looks like to the client and the operator.
 package guard
 
 import (

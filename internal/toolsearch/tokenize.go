@@ -7,6 +7,10 @@
 //
 // Flow: catalog items -> DocFromTool -> NewIndex (once per catalog
 // version) -> Search(segments with visibility, query, limit) -> hits.
+//
+// It also owns the search state a replica keeps (state.go): Indexes, the
+// indexes of each server's recent lists, and Usage, the successful calls
+// per route a hybrid route lists its most used tools by.
 package toolsearch
 
 import (

@@ -1,4 +1,4 @@
-package gateway
+package guard
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 // readSpent is what a call of alias at now finds spent in the period at
 // start: a reservation of nothing, released at once. Safe to call from
 // any goroutine.
-func readSpent(t *testing.T, b *budgets, alias string, start, now time.Time) float64 {
+func readSpent(t *testing.T, b *Budgets, alias string, start, now time.Time) float64 {
 	t.Helper()
-	r := &reservation{b: b, alias: alias, start: start}
+	r := &Reservation{b: b, alias: alias, start: start}
 	spent, ok, err := b.reserve(context.Background(), r, 1e9, now)
 	if err != nil || !ok {
 		t.Errorf("reserve: %v (allowed %v)", err, ok)
 	}
-	r.release(context.Background())
+	r.Release(context.Background())
 	return spent
 }
 
@@ -26,19 +26,19 @@ func TestBudgetSpent(t *testing.T) {
 	reads, stored := 0, 10.0
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	now := day.Add(time.Hour)
-	b := &budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(_ context.Context, alias string, since time.Time) (float64, error) {
+	b := &Budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(_ context.Context, alias string, since time.Time) (float64, error) {
 		reads++
 		return stored, nil
 	}}
 	ctx := context.Background()
-	call := &reservation{b: b, alias: "k", start: day, est: 1}
+	call := &Reservation{b: b, alias: "k", start: day, est: 1}
 	if v, ok, _ := b.reserve(ctx, call, 1e9, now); !ok || v != 10 || reads != 1 {
 		t.Fatalf("first read: %v after %d reads", v, reads)
 	}
 	if v := readSpent(t, b, "k", day, now); v != 11 || reads != 1 {
 		t.Errorf("with a call in flight: %v after %d reads, want its reservation counted", v, reads)
 	}
-	call.settle(ctx, 2.5)
+	call.Settle(ctx, 2.5)
 	stored = 99 // another replica's calls, not seen until the refresh
 	if v := readSpent(t, b, "k", day, now.Add(time.Second)); v != 12.5 || reads != 1 {
 		t.Errorf("cached: %v after %d reads", v, reads)
@@ -51,7 +51,7 @@ func TestBudgetSpent(t *testing.T) {
 		t.Errorf("a new period: %v after %d reads", v, reads)
 	}
 	// No entry: nothing to settle into, no panic.
-	(&reservation{b: b, alias: "unknown", start: day}).settle(ctx, 1)
+	(&Reservation{b: b, alias: "unknown", start: day}).Settle(ctx, 1)
 }
 
 // A read of the store that began before a call was settled does not
@@ -66,7 +66,7 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	release := make(chan struct{})
 	reading := make(chan struct{}, 1)
 	slow := false
-	b := &budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return clock }, usage: func(context.Context, string, time.Time) (float64, error) {
+	b := &Budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return clock }, usage: func(context.Context, string, time.Time) (float64, error) {
 		if slow {
 			reading <- struct{}{}
 			<-release
@@ -74,7 +74,7 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 		return 0, nil
 	}}
 	ctx := context.Background()
-	call := &reservation{b: b, alias: "k", start: day, est: 1}
+	call := &Reservation{b: b, alias: "k", start: day, est: 1}
 	if v, ok, _ := b.reserve(ctx, call, 1e9, now); !ok || v != 0 {
 		t.Fatalf("first read: %v", v)
 	}
@@ -88,7 +88,7 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	<-reading
 	// Meanwhile the call is settled (after the read began).
 	clock = later.Add(time.Millisecond)
-	call.settle(ctx, 1)
+	call.Settle(ctx, 1)
 	close(release)
 	if v := <-done; v != 1 {
 		t.Errorf("a read that began before a settled call: spent %v, want 1 (the call is not in the store's sum yet)", v)
@@ -103,12 +103,12 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	<-reading
 	slow = false
 	t2 := t1.Add(time.Second)
-	call = &reservation{b: b, alias: "k", start: day, est: 1}
+	call = &Reservation{b: b, alias: "k", start: day, est: 1}
 	if v, ok, _ := b.reserve(ctx, call, 1e9, t2); !ok || v != 0 {
 		t.Errorf("the newer refresh: spent %v, want 0 (the store has the call by then)", v)
 	}
 	clock = t2.Add(time.Millisecond)
-	call.settle(ctx, 1)
+	call.Settle(ctx, 1)
 	close(release)
 	if v := <-done; v != 1 {
 		t.Errorf("the older refresh, applied last: spent %v, want 1", v)
