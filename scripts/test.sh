@@ -304,7 +304,8 @@ go test -count=1 -timeout 5m ./test/chaos/
 
 step "go test -race (packages with concurrency)"
 go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/... ./internal/state/...
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/... ./internal/state/... \
+  ./internal/session/ ./internal/connect/ ./internal/guard/ ./internal/toolsearch/
 
 if [[ "${SKIP_INTEROP:-0}" == "1" ]]; then
   step "fuzz (short runs)"
