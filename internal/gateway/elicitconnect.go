@@ -217,30 +217,29 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 // account and whose client cannot be asked during the session (no
 // elicitation.url) gets 401 before any session starts, with a challenge
 // whose authorization_uri is the gateway's connect link for the server.
-// false: it answered. On a route of several servers the others still
-// serve: the call of that server says where to connect instead.
-func (g *Gateway) connectGate(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message) bool {
+// On a route of several servers the others still serve: the call of
+// that server says where to connect instead.
+func (g *Gateway) connectGate(r *http.Request, rt route, m *jsonrpc.Message) error {
 	server := rt.single
 	if rt.prefixed || server == "" || !rt.has(server) || g.AuthType(server) != config.AuthOAuth2User || g.vault == nil {
-		return true
+		return nil
 	}
 	person := callers.PersonID(callers.FromContext(r.Context()))
 	if person == "" {
-		return true // no one's account to connect: the calls say so
+		return nil // no one's account to connect: the calls say so
 	}
 	var ip mcpwire.InitializeParams
 	_ = json.Unmarshal(m.Params, &ip)
 	if mcpwire.ParseClientCaps(ip.Capabilities).ElicitationURL && g.connect.CanConfirm(person) {
-		return true
+		return nil
 	}
 	if callerTokenFrom(r.Context(), server) != "" {
-		return true
+		return nil
 	}
 	link := g.connectURL(r.Context(), server)
 	msg := "connect your account for " + server + " at " + link
-	w.Header().Set("WWW-Authenticate", oauth.Challenge{Error: "invalid_token", ErrorDescription: msg, AuthorizationURI: link}.String())
-	writeRPCError(w, http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "Unauthorized: %s", msg))
-	return false
+	return rpcRefusal(http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "Unauthorized: %s", msg)).
+		withHeader("WWW-Authenticate", oauth.Challenge{Error: "invalid_token", ErrorDescription: msg, AuthorizationURI: link}.String())
 }
 
 // callerTokenFrom is the caller's credential for server from ctx's

@@ -85,21 +85,20 @@ func (g *Gateway) exchangesToken(server string) bool {
 	return srv != nil && srv.Auth != nil && config.ExchangesCallerToken(srv.Auth.Type)
 }
 
-// exchangeGate answers 401 with the route's challenge for a request on a
+// exchangeGate refuses 401, with the route's challenge, a request on a
 // single-server route of an exchanging server from a caller without a
-// subject token (S9.4): false when it answered.
-func (g *Gateway) exchangeGate(w http.ResponseWriter, r *http.Request, rt route) bool {
+// subject token (S9.4).
+func (g *Gateway) exchangeGate(r *http.Request, rt route) error {
 	if !g.st().exchange || rt.prefixed || rt.single == "" || !rt.has(rt.single) || !g.exchangesToken(rt.single) {
-		return true
+		return nil
 	}
 	if (r.Method != http.MethodPost && r.Method != http.MethodGet) || subjectFrom(r.Context()) != "" {
-		return true
+		return nil
 	}
 	cfg := g.conf()
 	c := oauth.Challenge{ResourceMetadata: g.prmURL(r), Scope: strings.Join(scopesOf(cfg), " ")}
-	w.Header().Set("WWW-Authenticate", c.String())
-	writeRPCError(w, http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "%s", noSubjectMessage(rt.single)))
-	return false
+	return rpcRefusal(http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "%s", noSubjectMessage(rt.single))).
+		withHeader("WWW-Authenticate", c.String())
 }
 
 // noSubjectMessage says why a server is refused to a caller without a

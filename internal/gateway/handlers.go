@@ -264,11 +264,12 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Pass-through servers: challenge, probe, or leave out (S9.2, S10).
-		var ok bool
-		if rt, ok = g.passthroughGate(w, r, rt); !ok {
+		if rt, err = g.passthroughGate(r, rt); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
-		if !g.exchangeGate(w, r, rt) {
+		if err := g.exchangeGate(r, rt); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
 	}

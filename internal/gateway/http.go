@@ -279,8 +279,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 
-	if isInit && !g.connectGate(w, r, rt, msgs[0]) {
-		return
+	if isInit {
+		if err := g.connectGate(r, rt, msgs[0]); err != nil {
+			g.writeError(w, r, err)
+			return
+		}
 	}
 	if isInit {
 		if !g.admitSession(id.Owner) {

@@ -92,38 +92,36 @@ func (g *Gateway) withoutTokenless(r *http.Request, rt route) route {
 	return rt
 }
 
-// passthroughGate runs S9.2 and S10 for a request on rt: false when it
-// answered.
-func (g *Gateway) passthroughGate(w http.ResponseWriter, r *http.Request, rt route) (route, bool) {
+// passthroughGate runs S9.2 and S10 for a request on rt: the route to
+// serve, or the refusal.
+func (g *Gateway) passthroughGate(r *http.Request, rt route) (route, error) {
 	if !g.st().passthrough {
-		return rt, true
+		return rt, nil
 	}
 	rt = g.withoutTokenless(r, rt)
 	server, ok := g.passthroughChallenges(&rt)
 	if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
-		return rt, true
+		return rt, nil
 	}
 	if headerTokens(r.Header, server)(server) == "" {
-		g.writePassthroughRefusal(w, r, server, http.StatusUnauthorized, false)
-		return rt, false
+		return rt, g.passthroughRefusal(r, server, http.StatusUnauthorized, false)
 	}
 	if g.up.PerCall(server) {
 		// No pooled session to probe: every call opens its own, and its
 		// refusal is answered as the call's (noteRefusal).
-		return rt, true
+		return rt, nil
 	}
 	_, release, err := g.up.Acquire(r.Context(), server)
 	if err == nil {
 		release()
-		return rt, true
+		return rt, nil
 	}
 	if f := upstream.Classify(err); f.Class == upstream.FaultAuth {
 		g.log.Info("passthrough upstream refused the caller's token", "server", server, "status", f.Status)
-		g.writePassthroughRefusal(w, r, server, f.Status, true)
-		return rt, false
+		return rt, g.passthroughRefusal(r, server, f.Status, true)
 	}
 	// Unreachable, timed out, ...: the request itself meets it (S10).
-	return rt, true
+	return rt, nil
 }
 
 // passthroughChallenge is the WWW-Authenticate value of a 401 for the
@@ -136,19 +134,18 @@ func (g *Gateway) passthroughChallenge(r *http.Request, invalid bool) string {
 	return c.String()
 }
 
-// writePassthroughRefusal answers 401 (with the challenge; invalid: the
+// passthroughRefusal is the 401 (with the challenge; invalid: the
 // token was refused) or 403 for server.
-func (g *Gateway) writePassthroughRefusal(w http.ResponseWriter, r *http.Request, server string, status int, invalid bool) {
+func (g *Gateway) passthroughRefusal(r *http.Request, server string, status int, invalid bool) *httpError {
 	if status == http.StatusForbidden {
-		writeRPCError(w, http.StatusForbidden, jsonrpc.NewError(callers.CodeForbidden, "Forbidden"))
-		return
+		return rpcRefusal(http.StatusForbidden, jsonrpc.NewError(callers.CodeForbidden, "Forbidden"))
 	}
-	w.Header().Set("WWW-Authenticate", g.passthroughChallenge(r, invalid))
 	msg := "Unauthorized: upstream " + server + " needs the caller's own token (Authorization: Bearer, or X-Mcp-" + server + "-Authorization)"
 	if invalid {
 		msg = "Unauthorized: upstream " + server + " refused the caller's token"
 	}
-	writeRPCError(w, http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "%s", msg))
+	return rpcRefusal(http.StatusUnauthorized, jsonrpc.NewError(callers.CodeUnauthorized, "%s", msg)).
+		withHeader("WWW-Authenticate", g.passthroughChallenge(r, invalid))
 }
 
 // refusal is an upstream's 401/403 to a passthrough call, answered as an
