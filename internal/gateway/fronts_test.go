@@ -294,6 +294,11 @@ func stdioCaller(g *Gateway) frontCall {
 			t.Cleanup(func() {
 				inW.Close()
 				cancel()
+				// Drain what the front still writes (a list_changed
+				// notification no call read): a write nobody reads
+				// blocks, and the front would never return. The copy
+				// ends when the front closes its output.
+				go func() { _, _ = io.Copy(io.Discard, outR) }()
 				if err := <-done; err != nil {
 					t.Errorf("stdio front: %v", err)
 				}
