@@ -22,14 +22,8 @@ import (
 // refreshed). A refresh refused with invalid_grant deletes the entry: the
 // person has to connect again.
 func (f *Flows) OAuthCredential(ctx context.Context, person, server string) string {
-	e, err := f.vault.Get(ctx, person, server)
-	switch {
-	case errors.Is(err, vault.ErrNotFound):
-		return ""
-	case err != nil:
-		f.log.Warn("vault read failed; the call goes without a credential and fails", "server", server, "error", err)
-		return ""
-	case e.Kind != vault.KindOAuth:
+	e, ok := f.entryOfKind(ctx, person, server, vault.KindOAuth)
+	if !ok {
 		return ""
 	}
 	now := f.now()
@@ -106,14 +100,8 @@ func (f *Flows) refreshConnected(ctx context.Context, person, server string) (va
 // records its use. Errors are logged by kind and server, never with the
 // entry.
 func (f *Flows) StoredCredential(ctx context.Context, person, server string) string {
-	e, err := f.vault.Get(ctx, person, server)
-	switch {
-	case errors.Is(err, vault.ErrNotFound):
-		return ""
-	case err != nil:
-		f.log.Warn("vault read failed; the call goes without a credential and fails", "server", server, "error", err)
-		return ""
-	case e.Kind != vault.KindStatic:
+	e, ok := f.entryOfKind(ctx, person, server, vault.KindStatic)
+	if !ok {
 		return ""
 	}
 	if err := f.vault.Touch(context.WithoutCancel(ctx), person, server); err != nil && !errors.Is(err, vault.ErrNotFound) {
@@ -167,4 +155,21 @@ func (f *Flows) authType(server string) string {
 		return config.AuthNone
 	}
 	return srv.Auth.Type
+}
+
+// entryOfKind reads person's vault entry for server when it is of kind; a
+// read failure is logged by server, never with the entry, and the call
+// goes without a credential (and fails upstream).
+func (f *Flows) entryOfKind(ctx context.Context, person, server, kind string) (vault.Entry, bool) {
+	e, err := f.vault.Get(ctx, person, server)
+	switch {
+	case errors.Is(err, vault.ErrNotFound):
+		return vault.Entry{}, false
+	case err != nil:
+		f.log.Warn("vault read failed; the call goes without a credential and fails", "server", server, "error", err)
+		return vault.Entry{}, false
+	case e.Kind != kind:
+		return vault.Entry{}, false
+	}
+	return e, true
 }
