@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"debug/elf"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -258,11 +259,11 @@ func TestDockerfile(t *testing.T) {
 	if len(final.all("VOLUME")) == 0 {
 		t.Error("final stage declares no data VOLUME")
 	}
-	if h := final.all("HEALTHCHECK"); len(h) != 0 {
-		t.Errorf("HEALTHCHECK %v: distroless has no shell or curl to run it", h)
-	}
+	// distroless has no shell or curl: the health check is the binary's
+	// own `health` command, in exec form.
+	checkHealthcheck(t, final)
 	if !strings.Contains(comments, "HEALTHCHECK") {
-		t.Error("no comment explaining the missing HEALTHCHECK")
+		t.Error("no comment explaining the HEALTHCHECK")
 	}
 	ep := final.all("ENTRYPOINT")
 	if len(ep) != 1 || !strings.HasPrefix(ep[0], "[") {
@@ -311,6 +312,108 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !slices.Contains(lines, ".git") {
 		t.Error(".dockerignore does not exclude .git")
+	}
+}
+
+// checkHealthcheck: one HEALTHCHECK, in exec form (no shell needed), that
+// runs `mcpgate health` against the address the image serves on.
+func checkHealthcheck(t *testing.T, s stage) {
+	t.Helper()
+	h := s.all("HEALTHCHECK")
+	if len(h) != 1 {
+		t.Errorf("stage %s: HEALTHCHECK %v, want one", s.name, h)
+		return
+	}
+	_, cmd, ok := strings.Cut(h[0], "CMD ")
+	var argv []string
+	if !ok || json.Unmarshal([]byte(strings.TrimSpace(cmd)), &argv) != nil {
+		t.Errorf("stage %s: HEALTHCHECK %q, want CMD in exec form (a JSON array)", s.name, h[0])
+		return
+	}
+	if len(argv) < 2 || argv[0] != "/usr/local/bin/mcpgate" || argv[1] != "health" {
+		t.Errorf("stage %s: HEALTHCHECK runs %v, want /usr/local/bin/mcpgate health", s.name, argv)
+	}
+	if i := slices.Index(argv, "--url"); i >= 0 && (i+1 >= len(argv) || argv[i+1] != "http://127.0.0.1:4000") {
+		t.Errorf("stage %s: HEALTHCHECK %v does not probe the listen address 0.0.0.0:4000 of CMD", s.name, argv)
+	}
+	for _, opt := range []string{"--interval=", "--timeout="} {
+		if !strings.Contains(h[0], opt) {
+			t.Errorf("stage %s: HEALTHCHECK lacks %s", s.name, opt)
+		}
+	}
+}
+
+// TestDockerfileRuntimes: the second gateway image, for configs whose
+// stdio servers are started with npx or uvx, has node, npx, python3, uv
+// and uvx beside the same binary, runs as the same non-root user with the
+// same entry point, and is a named target, never the default.
+func TestDockerfileRuntimes(t *testing.T) {
+	stages, comments := readDockerfile(t)
+	byName := map[string]stage{}
+	for _, s := range stages {
+		byName[s.name] = s
+	}
+	rt, ok := byName["runtimes"]
+	if !ok {
+		t.Fatal("no runtimes stage")
+	}
+	final := stages[len(stages)-1]
+	if final.name == "runtimes" {
+		t.Error("runtimes is the default (last) stage; the default must stay the small distroless image")
+	}
+	if !strings.HasPrefix(rt.from, "node:") {
+		t.Errorf("runtimes FROM %s, want an official node image (node, npm, npx)", rt.from)
+	}
+	runs := strings.Join(rt.all("RUN"), "\n")
+	if !regexp.MustCompile(`apt-get install[^&]*\bpython3\b`).MatchString(runs) {
+		t.Errorf("runtimes does not install python3: %s", runs)
+	}
+	if !strings.Contains(runs, "rm -rf /var/lib/apt/lists") {
+		t.Error("runtimes keeps the apt lists in the image")
+	}
+	copies := rt.all("COPY")
+	hasCopy := func(from string, files ...string) bool {
+		for _, c := range copies {
+			if !strings.Contains(c, "--from="+from+" ") {
+				continue
+			}
+			all := true
+			for _, f := range files {
+				all = all && slices.Contains(strings.Fields(c), f)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
+	uv, ok := byName["uv"]
+	if !ok || !strings.HasPrefix(uv.from, "ghcr.io/astral-sh/uv:") {
+		t.Errorf("no uv stage from ghcr.io/astral-sh/uv (got %q)", uv.from)
+	}
+	if !hasCopy("uv", "/uv", "/uvx") {
+		t.Errorf("runtimes does not copy /uv and /uvx from the uv stage: %v", copies)
+	}
+	if !hasCopy("build", "/out/mcpgate", "/usr/local/bin/mcpgate") {
+		t.Errorf("runtimes does not copy the gateway binary from the build stage: %v", copies)
+	}
+	users := rt.all("USER")
+	if len(users) == 0 || users[len(users)-1] != "65532:65532" {
+		t.Errorf("runtimes USER %v, want 65532:65532 as the default image", users)
+	}
+	if !regexp.MustCompile(`useradd[^&]*--uid 65532[^&]*--create-home`).MatchString(runs) {
+		t.Error("runtimes creates no user 65532 with a home (npm and uv write their caches there)")
+	}
+	for _, instr := range []string{"ENTRYPOINT", "CMD", "EXPOSE", "VOLUME", "WORKDIR"} {
+		if !slices.Equal(rt.all(instr), final.all(instr)) {
+			t.Errorf("runtimes %s %v, want the default image's %v", instr, rt.all(instr), final.all(instr))
+		}
+	}
+	checkHealthcheck(t, rt)
+	for _, want := range []string{"--target runtimes", "npx", "uvx"} {
+		if !strings.Contains(comments, want) {
+			t.Errorf("the Dockerfile's comments do not say %q (which image runs npx/uvx servers)", want)
+		}
 	}
 }
 
