@@ -1,8 +1,11 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -25,9 +29,23 @@ func TestChartDefault(t *testing.T) {
 		t.Errorf("fullname for release mcpgate = %q, want mcpgate", r.fullname)
 	}
 	checkChart(t, r)
-	wantKinds(t, r, []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service"})
+	wantKinds(t, r, []string{"ConfigMap", "Deployment", "PersistentVolumeClaim", "Pod", "PodDisruptionBudget", "Service"})
 	if got := get(r.one(t, "Deployment"), "spec", "replicas"); got != 1 {
 		t.Errorf("Deployment replicas = %v, want 1", got)
+	}
+	// The SQLite store persists: on the chart's own claim, one pod at a time.
+	pvc := r.one(t, "PersistentVolumeClaim")
+	if !slices.Equal(listAt(pvc, "spec", "accessModes"), []any{"ReadWriteOnce"}) || str(pvc, "spec", "resources", "requests", "storage") != "1Gi" {
+		t.Errorf("PVC spec = %v, want ReadWriteOnce 1Gi", get(pvc, "spec"))
+	}
+	if _, ok := mapAt(pvc, "spec")["storageClassName"]; ok {
+		t.Errorf("PVC names storageClassName %v; want the cluster's default (none named)", get(pvc, "spec", "storageClassName"))
+	}
+	if v := dataVolume(t, r); str(v, "persistentVolumeClaim", "claimName") != str(pvc, "metadata", "name") {
+		t.Errorf("data volume = %v, want the claim %s", v, str(pvc, "metadata", "name"))
+	}
+	if got := str(r.one(t, "Deployment"), "spec", "strategy", "type"); got != "Recreate" {
+		t.Errorf("strategy = %q with a ReadWriteOnce volume, want Recreate", got)
 	}
 	pdb := r.one(t, "PodDisruptionBudget")
 	if got := get(pdb, "spec", "maxUnavailable"); got != 1 {
@@ -44,11 +62,18 @@ func TestChartFleet(t *testing.T) {
 		t.Errorf("fullname for release prod = %q, want prod-mcpgate", r.fullname)
 	}
 	checkChart(t, r)
-	wantKinds(t, r, []string{"ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Ingress", "PodDisruptionBudget", "Service", "ServiceMonitor"})
+	wantKinds(t, r, []string{"ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Ingress", "Pod", "PodDisruptionBudget", "Service", "ServiceMonitor"})
 
 	dep := r.one(t, "Deployment")
 	if got := get(dep, "spec", "replicas"); got != nil {
 		t.Errorf("Deployment replicas = %v with autoscaling on; want none (the HPA owns it)", got)
+	}
+	// The data is in PostgreSQL: no claim, and pods roll one by one.
+	if v := dataVolume(t, r); mapAt(v, "emptyDir") == nil {
+		t.Errorf("fleet data volume = %v, want an emptyDir", v)
+	}
+	if got := str(dep, "spec", "strategy", "type"); got == "Recreate" {
+		t.Error("fleet strategy is Recreate: every upgrade would stop all replicas at once")
 	}
 	hpa := r.one(t, "HorizontalPodAutoscaler")
 	if str(hpa, "apiVersion") != "autoscaling/v2" {
@@ -119,6 +144,10 @@ func checkChart(t *testing.T, r *rendered) {
 		"app.kubernetes.io/instance": r.release,
 	}
 	for _, d := range r.docs {
+		if hook := str(d.obj, "metadata", "annotations", "helm.sh/hook"); hook != "" {
+			checkTestHook(t, r, d)
+			continue
+		}
 		if d.name() != r.fullname {
 			t.Errorf("%s %s: name %q, want %q", d.source, d.kind(), d.name(), r.fullname)
 		}
@@ -263,6 +292,312 @@ func checkChart(t *testing.T, r *rendered) {
 	}
 	if !strings.Contains(r.notes, r.fullname) {
 		t.Errorf("NOTES.txt does not name the release:\n%s", r.notes)
+	}
+}
+
+// checkTestHook: the chart's one hook is the helm test pod, which runs the
+// chart's own image's `mcpgate health` against the Service, and which the
+// Service and the PodDisruptionBudget never select.
+func checkTestHook(t *testing.T, r *rendered, d manifest) {
+	t.Helper()
+	if d.kind() != "Pod" || str(d.obj, "metadata", "annotations", "helm.sh/hook") != "test" {
+		t.Errorf("%s: hook %s %q, want the one helm test Pod", d.source, d.kind(), str(d.obj, "metadata", "annotations", "helm.sh/hook"))
+		return
+	}
+	if d.name() != r.fullname+"-test" {
+		t.Errorf("test pod name %q, want %s-test", d.name(), r.fullname)
+	}
+	labels := mapAt(d.obj, "metadata", "labels")
+	if labels["app.kubernetes.io/instance"] != r.release || labels["app.kubernetes.io/managed-by"] != "Helm" {
+		t.Errorf("test pod labels %v lack the release's", labels)
+	}
+	if labels["app.kubernetes.io/name"] == "mcpgate" {
+		t.Errorf("test pod labels %v match the Service selector: it would receive traffic", labels)
+	}
+	spec := mapAt(d.obj, "spec")
+	if spec["restartPolicy"] != "Never" || spec["automountServiceAccountToken"] != false {
+		t.Errorf("test pod restartPolicy %v, automountServiceAccountToken %v; want Never, false", spec["restartPolicy"], spec["automountServiceAccountToken"])
+	}
+	if get(spec, "securityContext", "runAsNonRoot") != true || get(spec, "containers", 0, "securityContext", "readOnlyRootFilesystem") != true {
+		t.Error("test pod is not non-root with a read-only root filesystem")
+	}
+	dep := r.one(t, "Deployment")
+	if img := str(spec, "containers", 0, "image"); img != str(dep, "spec", "template", "spec", "containers", 0, "image") {
+		t.Errorf("test pod image %q, want the gateway's own (it has mcpgate health)", img)
+	}
+	svc := r.one(t, "Service")
+	wantURL := fmt.Sprintf("http://%s:%v", str(svc, "metadata", "name"), get(svc, "spec", "ports", 0, "port"))
+	args := stringsOf(listAt(spec, "containers", 0, "args"))
+	if !slices.Equal(args, []string{"health", "--url", wantURL}) {
+		t.Errorf("test pod args %q, want health --url %s", args, wantURL)
+	}
+}
+
+// dataVolume is the Deployment's data volume (data_dir).
+func dataVolume(t *testing.T, r *rendered) map[string]any {
+	t.Helper()
+	for _, v := range listAt(r.one(t, "Deployment"), "spec", "template", "spec", "volumes") {
+		if str(v, "name") == "data" {
+			return v.(map[string]any)
+		}
+	}
+	t.Fatal("no data volume")
+	return nil
+}
+
+// TestChartPersistence: the persistence block's other shapes: a claim of
+// the operator's, a storage class (or none, "-"), and no persistence.
+func TestChartPersistence(t *testing.T) {
+	render := func(p map[string]any) *rendered {
+		t.Helper()
+		r, err := renderChartSet(t, "mcpgate", map[string]any{"persistence": p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkChart(t, r)
+		return r
+	}
+
+	r := render(map[string]any{"existingClaim": "keep-me"})
+	if n := len(r.byKind("PersistentVolumeClaim")); n != 0 {
+		t.Errorf("existingClaim: the chart creates %d claims, want none", n)
+	}
+	if v := dataVolume(t, r); str(v, "persistentVolumeClaim", "claimName") != "keep-me" {
+		t.Errorf("existingClaim: data volume %v, want claim keep-me", v)
+	}
+	if got := str(r.one(t, "Deployment"), "spec", "strategy", "type"); got != "Recreate" {
+		t.Errorf("existingClaim: strategy %q, want Recreate", got)
+	}
+
+	r = render(map[string]any{"storageClass": "fast-ssd", "size": "20Gi", "accessModes": []any{"ReadWriteOncePod"},
+		"annotations": map[string]any{"helm.sh/resource-policy": "keep"}})
+	pvc := r.one(t, "PersistentVolumeClaim")
+	if str(pvc, "spec", "storageClassName") != "fast-ssd" || str(pvc, "spec", "resources", "requests", "storage") != "20Gi" ||
+		!slices.Equal(listAt(pvc, "spec", "accessModes"), []any{"ReadWriteOncePod"}) {
+		t.Errorf("PVC spec = %v, want fast-ssd 20Gi ReadWriteOncePod", get(pvc, "spec"))
+	}
+	if str(pvc, "metadata", "annotations", "helm.sh/resource-policy") != "keep" {
+		t.Errorf("PVC annotations = %v", get(pvc, "metadata", "annotations"))
+	}
+
+	r = render(map[string]any{"size": "512Mi"})
+	if got := str(r.one(t, "PersistentVolumeClaim"), "spec", "resources", "requests", "storage"); got != "512Mi" {
+		t.Errorf("size 512Mi: storage %q", got)
+	}
+	if err := valuesSchema(t).Validate(chartValues(t, map[string]any{"persistence": map[string]any{"size": "512Mi"}})); err != nil {
+		t.Errorf("size 512Mi refused by the schema: %v", err)
+	}
+
+	r = render(map[string]any{"storageClass": "-"})
+	sc, ok := mapAt(r.one(t, "PersistentVolumeClaim"), "spec")["storageClassName"]
+	if !ok || sc != "" {
+		t.Errorf(`storageClass "-": storageClassName = %v (set %v), want "" (no class: a pre-made PV)`, sc, ok)
+	}
+
+	r = render(map[string]any{"enabled": false})
+	if n := len(r.byKind("PersistentVolumeClaim")); n != 0 {
+		t.Errorf("persistence off: %d claims", n)
+	}
+	if v := dataVolume(t, r); mapAt(v, "emptyDir") == nil {
+		t.Errorf("persistence off: data volume %v, want dataVolume's emptyDir", v)
+	}
+	if s := get(r.one(t, "Deployment"), "spec", "strategy"); s != nil {
+		t.Errorf("persistence off: strategy %v, want the default rolling update", s)
+	}
+}
+
+// TestChartRefusesReplicasOnSQLite: several replicas on the embedded SQLite
+// store (each pod its own keys and audit, or two processes on one file)
+// do not render; on PostgreSQL they do.
+func TestChartRefusesReplicasOnSQLite(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  map[string]any
+		ok   bool
+	}{
+		{"two replicas", map[string]any{"replicaCount": 2}, false},
+		{"autoscaling", map[string]any{"autoscaling": map[string]any{"enabled": true}}, false},
+		{"sqlite named", map[string]any{"replicaCount": 3, "config": map[string]any{"store": map[string]any{"driver": "sqlite"}}}, false},
+		{"store without driver", map[string]any{"replicaCount": 2, "config": map[string]any{"store": map[string]any{}}}, false},
+		{"one replica", map[string]any{"replicaCount": 1}, true},
+		{"postgres", map[string]any{"replicaCount": 3, "persistence": map[string]any{"enabled": false},
+			"config":    map[string]any{"store": map[string]any{"driver": "postgres", "dsn": "${MCPGATE_PG_DSN}"}},
+			"secretEnv": map[string]any{"MCPGATE_PG_DSN": map[string]any{"key": "pg-dsn"}}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := renderChartSet(t, "mcpgate", c.set)
+			if c.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				checkChart(t, r)
+				return
+			}
+			if err == nil {
+				t.Fatal("rendered; want a failure naming fleet mode")
+			}
+			if !strings.Contains(err.Error(), "config.store.driver: postgres") || !strings.Contains(err.Error(), "SQLite") {
+				t.Errorf("error %q does not say what to do (config.store.driver: postgres) and why (SQLite)", err)
+			}
+		})
+	}
+	// The fleet values raise the replica count on PostgreSQL: they render.
+	if _, err := renderChartSet(t, "prod", nil, fleetValues); err != nil {
+		t.Errorf("values-fleet.yaml: %v", err)
+	}
+}
+
+// TestChartTestHook: helm test's pod is there by default, with the service
+// port it is given, and gone when tests are off.
+func TestChartTestHook(t *testing.T) {
+	r, err := renderChartSet(t, "mcpgate", map[string]any{"service": map[string]any{"port": 8080}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, r)
+	pod := r.one(t, "Pod")
+	if args := stringsOf(listAt(pod, "spec", "containers", 0, "args")); !slices.Contains(args, "http://mcpgate:8080") {
+		t.Errorf("test pod args %q, want the Service on port 8080", args)
+	}
+	r, err = renderChartSet(t, "mcpgate", map[string]any{"tests": map[string]any{"enabled": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.byKind("Pod")); n != 0 {
+		t.Errorf("tests.enabled false: %d test pods", n)
+	}
+}
+
+// valuesSchema is the chart's values.schema.json, resolved.
+func valuesSchema(t *testing.T) *jsonschema.Resolved {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	if s.Schema != "http://json-schema.org/draft-07/schema#" {
+		t.Errorf("values.schema.json $schema %q, want draft-07 (what every helm 3 validates)", s.Schema)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	return rs
+}
+
+// chartValues is values.yaml with the overrides merged, in JSON types.
+func chartValues(t *testing.T, set map[string]any, overrides ...string) map[string]any {
+	t.Helper()
+	v := map[string]any{}
+	readYAML(t, filepath.Join(chartDir, "values.yaml"), &v)
+	for _, f := range overrides {
+		var o map[string]any
+		readYAML(t, f, &o)
+		mergeValues(v, o)
+	}
+	v = jsonTypes(t, v).(map[string]any)
+	if set != nil {
+		mergeValues(v, jsonTypes(t, set).(map[string]any))
+	}
+	return v
+}
+
+// TestChartValuesSchema: the chart's own values files pass its schema,
+// every key they have is in it, and values helm would otherwise render
+// into a broken manifest are refused before rendering.
+func TestChartValuesSchema(t *testing.T) {
+	rs := valuesSchema(t)
+	for _, files := range [][]string{nil, {fleetValues}} {
+		if err := rs.Validate(chartValues(t, nil, files...)); err != nil {
+			t.Errorf("values.yaml %v: %v", files, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		set  map[string]any
+	}{
+		{"replicaCount a string", map[string]any{"replicaCount": "two"}},
+		{"negative replicas", map[string]any{"replicaCount": -1}},
+		{"unknown top-level key", map[string]any{"replicas": 2}},
+		{"unknown persistence key", map[string]any{"persistence": map[string]any{"sise": "1Gi"}}},
+		{"size not a quantity", map[string]any{"persistence": map[string]any{"size": "lots"}}},
+		{"size in bytes' spelling", map[string]any{"persistence": map[string]any{"size": "5GB"}}},
+		{"access mode misspelt", map[string]any{"persistence": map[string]any{"accessModes": []any{"RWO"}}}},
+		{"pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}},
+		{"empty repository", map[string]any{"image": map[string]any{"repository": ""}}},
+		{"service port", map[string]any{"service": map[string]any{"port": 70000}}},
+		{"secretEnv without key", map[string]any{"secretEnv": map[string]any{"X": map[string]any{"secretName": "s"}}}},
+		{"secretEnv with a value", map[string]any{"secretEnv": map[string]any{"X": map[string]any{"key": "k", "value": "hunter2"}}}},
+		{"store driver", map[string]any{"config": map[string]any{"store": map[string]any{"driver": "mysql"}}}},
+		{"tests not a bool", map[string]any{"tests": map[string]any{"enabled": "yes"}}},
+	} {
+		if err := rs.Validate(chartValues(t, c.set)); err == nil {
+			t.Errorf("%s: %v accepted", c.name, c.set)
+		}
+	}
+
+	// Every value the templates read is a key of the schema, so a new
+	// value cannot be added without saying what it takes.
+	var top struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	b, _ := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	filepath.WalkDir(filepath.Join(chartDir, "templates"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		tb, _ := os.ReadFile(path)
+		for _, m := range regexp.MustCompile(`\.Values\.([A-Za-z]+)`).FindAllStringSubmatch(string(tb), -1) {
+			used[m[1]] = true
+		}
+		return nil
+	})
+	if len(used) < 10 {
+		t.Fatalf("found only %d values used by the templates", len(used))
+	}
+	for k := range used {
+		if top.Properties[k] == nil {
+			t.Errorf("templates read .Values.%s, which values.schema.json does not describe", k)
+		}
+	}
+}
+
+// TestChartImageExplained: values.yaml says which image the chart runs by
+// default, that it cannot start npx/uvx stdio servers, and which target
+// of the Dockerfile can; the target it names exists.
+func TestChartImageExplained(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The comment block right above and inside image:.
+	text := string(b)
+	i := strings.Index(text, "\nimage:\n")
+	j := strings.Index(text, "\nimagePullSecrets:")
+	if i < 0 || j < i {
+		t.Fatal("no image block in values.yaml")
+	}
+	block := text[i:j]
+	for _, want := range []string{"deploy/Dockerfile", "distroless", "npx", "uvx", "--target runtimes", "repository"} {
+		if !strings.Contains(block, want) {
+			t.Errorf("values.yaml's image comments do not mention %q", want)
+		}
+	}
+	stages, _ := readDockerfile(t)
+	found := false
+	for _, s := range stages {
+		found = found || s.name == "runtimes"
+	}
+	if !found {
+		t.Error("values.yaml names the Dockerfile target runtimes, which the Dockerfile does not have")
 	}
 }
 
@@ -467,5 +802,31 @@ func TestHelmCLI(t *testing.T) {
 		slices.Sort(helmKinds)
 		r := renderChart(t, c.release, c.overrides...)
 		wantKinds(t, r, helmKinds)
+	}
+
+	// What helm itself refuses: several replicas on SQLite (the chart's
+	// fail) and values the schema rejects.
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"replicaCount=2"}, "config.store.driver: postgres"},
+		{[]string{"autoscaling.enabled=true"}, "config.store.driver: postgres"},
+		{[]string{"replicaCount=two"}, "replicaCount"},
+		{[]string{"persistence.sise=1Gi"}, "sise"},
+	} {
+		args := []string{"template", "mcpgate", chartDir}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		out, err := exec.Command(helm, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("helm %v: err %v, want a failure naming %q:\n%s", args, err, c.want, out)
+		}
+	}
+	// helm test's pod is part of the release (helm template renders hooks).
+	out, err := exec.Command(helm, "template", "mcpgate", chartDir, "--show-only", "templates/tests/test-connection.yaml").Output()
+	if err != nil || !strings.Contains(string(out), "helm.sh/hook: test") {
+		t.Errorf("helm template --show-only the test pod: %v\n%s", err, out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -73,6 +74,18 @@ func (r *rendered) one(t *testing.T, kind string) map[string]any {
 // `helm template release chart -f override...`.
 func renderChart(t *testing.T, release string, overrides ...string) *rendered {
 	t.Helper()
+	r, err := renderChartSet(t, release, nil, overrides...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// renderChartSet renders as renderChart with set merged last, like
+// `helm template release chart -f override... --set ...`, and returns the
+// error a template's fail (or any execution error) gives.
+func renderChartSet(t *testing.T, release string, set map[string]any, overrides ...string) (*rendered, error) {
+	t.Helper()
 	var chart map[string]any
 	readYAML(t, filepath.Join(chartDir, "Chart.yaml"), &chart)
 	values := map[string]any{}
@@ -82,23 +95,36 @@ func renderChart(t *testing.T, release string, overrides ...string) *rendered {
 		readYAML(t, f, &o)
 		mergeValues(values, o)
 	}
+	if set != nil {
+		mergeValues(values, jsonTypes(t, set).(map[string]any))
+	}
 	// Helm's values have JSON types (numbers are float64): so do these,
 	// so that a comparison that would fail under helm fails here.
 	values = jsonTypes(t, values).(map[string]any)
 
 	root := template.New("chart").Option("missingkey=zero")
 	root.Funcs(chartFuncs(root))
-	files, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	// Every file under templates/, subdirectories (tests/) included, named
+	// by its path there as helm names it.
+	var files []string
+	tdir := filepath.Join(chartDir, "templates")
+	err := filepath.WalkDir(tdir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(tdir, path)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no templates in %s: %v", chartDir, err)
 	}
 	chartName := chart["name"].(string)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(tdir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := root.New(chartName + "/templates/" + filepath.Base(f)).Parse(string(b)); err != nil {
+		if _, err := root.New(chartName + "/templates/" + f).Parse(string(b)); err != nil {
 			t.Fatalf("parse %s: %v", f, err)
 		}
 	}
@@ -114,15 +140,15 @@ func renderChart(t *testing.T, release string, overrides ...string) *rendered {
 	}
 	r := &rendered{release: release, values: values}
 	for _, f := range files {
-		base := filepath.Base(f)
-		if strings.HasPrefix(base, "_") {
+		base := f
+		if strings.HasPrefix(filepath.Base(f), "_") {
 			continue
 		}
 		name := chartName + "/templates/" + base
 		data["Template"].(map[string]any)["Name"] = name
 		var buf bytes.Buffer
 		if err := root.ExecuteTemplate(&buf, name, data); err != nil {
-			t.Fatalf("render %s: %v", base, err)
+			return nil, fmt.Errorf("render %s: %w", base, err)
 		}
 		out := buf.String()
 		// helm would print "" here; a value path that does not exist is a
@@ -154,7 +180,7 @@ func renderChart(t *testing.T, release string, overrides ...string) *rendered {
 		t.Fatal(err)
 	}
 	r.fullname = fn.String()
-	return r
+	return r, nil
 }
 
 // chartFuncs are the Sprig functions the chart uses, with Sprig's
@@ -206,6 +232,7 @@ func chartFuncs(root *template.Template) template.FuncMap {
 			}
 			return s
 		},
+		"fail":       func(msg string) (string, error) { return "", errors.New(msg) },
 		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
 		"replace":    func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
 		"sha256sum": func(s string) string {

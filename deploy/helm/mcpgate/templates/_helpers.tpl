@@ -35,3 +35,39 @@ helm.sh/chart: {{ include "mcpgate.chart" . }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
+
+{{/* The store config.store names: sqlite unless it says postgres. */}}
+{{- define "mcpgate.storeDriver" -}}
+{{- $driver := "sqlite" }}
+{{- with .Values.config.store }}
+{{- $driver = .driver | default "sqlite" }}
+{{- end }}
+{{- $driver }}
+{{- end }}
+
+{{/*
+Values the chart refuses to render. SQLite is one process's file: two
+replicas would each hold their own keys and audit, and two pods on one
+volume would corrupt it. Several replicas need fleet mode.
+*/}}
+{{- define "mcpgate.checkValues" -}}
+{{- if and (ne (include "mcpgate.storeDriver" .) "postgres") (or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1)) }}
+{{- fail "replicaCount > 1 or autoscaling.enabled needs config.store.driver: postgres (fleet mode, values-fleet.yaml): the embedded SQLite store serves one replica" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of the helm test pod: the release's, but not the selector's, so the
+Service never routes to it and the PodDisruptionBudget never counts it.
+*/}}
+{{- define "mcpgate.testLabels" -}}
+helm.sh/chart: {{ include "mcpgate.chart" . }}
+app.kubernetes.io/name: {{ include "mcpgate.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The image reference: repository:tag, the tag defaulting to appVersion. */}}
+{{- define "mcpgate.image" -}}
+{{- printf "%s:%s" (required "image.repository is required" .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
