@@ -120,7 +120,7 @@ func (g *Gateway) followSessions() {
 
 func (g *Gateway) applyNote(n busNote) {
 	if n.Kind == noteReader {
-		g.sawReader(n.Stream)
+		g.resumables.SawReader(n.Stream)
 		return
 	}
 	if n.From == g.instance {

@@ -40,6 +40,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/toolsearch"
@@ -215,8 +216,8 @@ type Gateway struct {
 	// ring seals session ids and requestState for the fleet
 	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
 	ring      *fleet.Ring
-	advertise string // fleet.advertise: where other replicas reach this one
-	peers     *peers // the fleet's other replicas (peers.go); nil: none
+	advertise string            // fleet.advertise: where other replicas reach this one
+	peers     *fleetrelay.Peers // the fleet's other replicas (peers.go); nil: none
 
 	routes    routeCache
 	badNames  onceSet // exposed tool names already warned about
@@ -243,10 +244,9 @@ type Gateway struct {
 	// exchanges are the 2026-07-28 calls waiting for their client's
 	// retry (S18.1), owned by the caller on the route that made them.
 	exchanges ownedTable[party, *exchange] // exchange id ->
-	// resumables are the resumable POST streams whose calls run here, by
-	// stream key (resume.go).
-	resumables resumables
-	resumed    atomic.Int64 // streams resumed with Last-Event-ID here
+	// resumables are the resumable POST streams whose calls run here and
+	// the resumed GETs served here (resume.go).
+	resumables *fleetrelay.Resumables
 	// listSeen: when each server's list changes were last told to this
 	// replica's streams, by server and method (fleetbus.go).
 	listSeen listSeen
@@ -358,6 +358,7 @@ func New(o Options) *Gateway {
 		g.advertise = cfg.Fleet.Advertise
 	}
 	g.peers = newPeers(g, o.Replicas)
+	g.resumables = g.newResumables()
 	if g.version == "" {
 		g.version = "dev"
 	}
@@ -387,7 +388,7 @@ func (g *Gateway) Start(ctx context.Context) {
 	g.up.Start(ctx)
 	g.bg.Go(func() { g.janitor(g.bgCtx) })
 	if g.peers != nil {
-		g.peers.join()
+		g.peers.Start(g.bgCtx)
 	}
 	if g.bus != nil {
 		// Tracked before serving: until each follower resynchronised,
@@ -415,6 +416,7 @@ func (g *Gateway) Shutdown() {
 	g.closing.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
 	g.bgCancel()
+	g.resumables.Stop()
 	g.endExchanges()
 }
 
@@ -439,6 +441,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 		break
 	}
 	g.bg.Wait()
+	g.peers.Close()
 	g.connect.Close()
 	for _, s := range g.sessions.All() {
 		s.close()
