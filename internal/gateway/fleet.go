@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -145,7 +146,7 @@ func (g *Gateway) retire(s *session) {
 		if held {
 			// Its upstream subscriptions end with it; the session's GET
 			// stream, wherever it is, takes them over (fleetbus.go).
-			g.publishNote(busNote{Kind: noteOrphaned, Session: s.Hash()})
+			g.fleetBus.Publish(fleetrelay.Note{Kind: fleetrelay.NoteOrphaned, Session: s.Hash()})
 		}
 		return
 	}
@@ -259,8 +260,5 @@ func (g *Gateway) usedElsewhere(s *session) bool {
 	if !g.fleetOn() || s.Token() == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-	defer cancel()
-	fields, err := g.shared.SessionFields(ctx, s.Hash())
-	return err == nil && fields[fieldLive] != ""
+	return g.fleetBus.Live(g.bgCtx, s.Hash())
 }

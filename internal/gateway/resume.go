@@ -131,7 +131,7 @@ func (g *Gateway) newResumables() *fleetrelay.Resumables {
 		Events:    g.shared,
 		Instance:  g.instance,
 		Fleet:     func() *config.Fleet { return g.conf().Fleet },
-		Tell:      func(key string) { g.publishNote(busNote{Kind: noteReader, Stream: key}) },
+		Tell:      func(key string) { g.fleetBus.Publish(fleetrelay.Note{Kind: fleetrelay.NoteReader, Stream: key}) },
 		KeepAlive: keepAliveInterval,
 		Logger:    g.log,
 	}

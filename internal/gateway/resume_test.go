@@ -861,8 +861,8 @@ func TestFleetGoroutinesEnd(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		leaked := ""
-		for _, fn := range []string{"followSessions", "keepFleetStream", "outliveClient"} {
-			if strings.Contains(stacks, "gateway.(*Gateway)."+fn) {
+		for _, fn := range []string{"relay.(*Bus).followSessions", "gateway.(*Gateway).keepFleetStream", "gateway.(*Gateway).outliveClient"} {
+			if strings.Contains(stacks, fn) {
 				leaked = fn
 			}
 		}

@@ -3,8 +3,12 @@
 // replicas (Peers), the notes about sessions and list changes on the bus
 // (Bus), the fan-out of terminated sessions (Bus), and the buffers of
 // resumable POST streams with their replay (Resumables). Each is a small
-// type that owns its lock and its goroutines: they are started from the
-// owner's context and waited for by its Close.
+// type that owns its lock. The loops that outlive a request are started
+// from the owner's context and waited for by the type's Close: the
+// registry heartbeat (Peers.Start, Peers.Close) and the two bus followers
+// (Bus.Start, Bus.Close). Work tied to one stream (Resumables.Outlive,
+// Bus.KeepStream, Resume.Replay) blocks in a goroutine its caller owns
+// and waits for; Resumables.Stop and the bus's context make it return.
 //
 // It must not import internal/gateway, and it holds no downstream
 // session: what a note means for a local session (end it, deliver a
