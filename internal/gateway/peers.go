@@ -177,13 +177,10 @@ func (g *Gateway) forwardRetry(w http.ResponseWriter, r *http.Request, m *jsonrp
 		return false
 	}
 	raw, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState)
-	tok, sealed := strings.CutPrefix(raw, sealedStatePrefix)
-	if !sealed {
+	st, _, ok := fleetrelay.OpenState(g.ring, raw, identityOf(r).Owner)
+	if !ok {
+		// Not sealed, or refused where it is served, as any bad state.
 		return false
-	}
-	st, err := g.ring.OpenState(tok, identityOf(r).Owner)
-	if err != nil {
-		return false // refused where it is served, as any bad state
 	}
 	if g.exchanges.has(st.Exchange) || st.Origin == "" || strings.TrimRight(st.Origin, "/") == g.peers.Self().URL {
 		return false
