@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -532,12 +533,12 @@ func TestAnswerOnlyFromTheAskedSessionAcrossReplicas(t *testing.T) {
 	// session on the way: A refuses it before it looks at the reply.
 	hop := func(signed, sent fleet.PeerParty) int {
 		body := []byte(theirs)
-		req, _ := http.NewRequest(http.MethodPost, a.url+deliverPath, strings.NewReader(theirs))
+		req, _ := http.NewRequest(http.MethodPost, a.url+fleetrelay.DeliverPath, strings.NewReader(theirs))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(peerOwnerHeader, sent.Owner)
-		req.Header.Set(peerSessionHeader, sent.Session)
-		req.Header.Set(peerRouteHeader, sent.Route)
-		req.Header.Set(peerHeader, b.g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: deliverPath, From: signed, Body: body}, time.Now()))
+		req.Header.Set(fleetrelay.HeaderPeerOwner, sent.Owner)
+		req.Header.Set(fleetrelay.HeaderPeerSession, sent.Session)
+		req.Header.Set(fleetrelay.HeaderPeerRoute, sent.Route)
+		req.Header.Set(fleetrelay.HeaderPeer, b.g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: fleetrelay.DeliverPath, From: signed, Body: body}, time.Now()))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"net"
 	"net/http"
@@ -79,7 +80,7 @@ func TestTerminationFanOut(t *testing.T) {
 	if err := terms.MarkTerminated(context.Background(), hashHex(bobs.ID()), time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	b.resyncTerminated()
+	_ = (*terminations)(b).Resync(context.Background())
 	if code, body := send(t, http.MethodPost, urlB+"/mcp", "bob", other, listBody); code != http.StatusNotFound || body != bodyEnded {
 		t.Errorf("B after the resync: %d %s", code, body)
 	}
@@ -124,7 +125,7 @@ func TestTerminationFollowerOutage(t *testing.T) {
 // (PUBSUB NUMSUB, spoken on the server's socket).
 func waitSubscribed(t *testing.T, srv *redistest.Server, n int) {
 	t.Helper()
-	channel := redis.DefaultPrefix + "topic:" + topicTerminated
+	channel := redis.DefaultPrefix + "topic:" + fleetrelay.TopicTerminated
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got := -1

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -25,8 +26,10 @@ import (
 // are established lazily, as for a new session. Legacy SSE and stdio
 // sessions live with their stream, so their ids stay local.
 //
-// Operators (S13) see and terminate sessions by the random id: the token
-// is never logged or reported. Without keys nothing here runs.
+// Sealing and opening the ids and requestState is relay's (sealed.go);
+// what this file keeps is what an opened id means for this replica's
+// sessions. Operators (S13) see and terminate sessions by the random id:
+// the token is never logged or reported. Without keys nothing here runs.
 
 // newRing builds the ring of cfg's fleet.session_keys; nil without keys.
 func newRing(cfg *config.Config) (*fleet.Ring, error) {
@@ -53,7 +56,7 @@ func (g *Gateway) newInitSession(rt route, id *Identity, params json.RawMessage)
 			ID:       raw,
 			Owner:    fleet.OwnerHash(s.Owner()),
 			Revision: mcpwire.Negotiate(p.ProtocolVersion),
-			Caps:     capsBits(mcpwire.ParseClientCaps(p.Capabilities)),
+			Caps:     fleetrelay.CapsBits(mcpwire.ParseClientCaps(p.Capabilities)),
 			Route:    rt.path,
 			Servers:  strings.Join(rt.header, ","),
 			Issued:   s.Created(),
@@ -73,14 +76,7 @@ func (g *Gateway) newInitSession(rt route, id *Identity, params json.RawMessage)
 // token the ring sealed (a local id, a forged or tampered one, one of a
 // removed key).
 func (g *Gateway) openSessionID(sid string) (fs fleet.Session, local string, ok bool) {
-	if g.ring == nil {
-		return fs, "", false
-	}
-	fs, err := g.ring.OpenSession(sid)
-	if err != nil {
-		return fs, "", false
-	}
-	return fs, hex.EncodeToString(fs.ID[:]), true
+	return fleetrelay.OpenSessionID(g.ring, sid)
 }
 
 // maxClockSkew is how far in the future a sealed id's issue time may be:
@@ -103,7 +99,7 @@ func (g *Gateway) resumeSession(sid string, fs fleet.Session, local string, id *
 		return nil, refusedBusy
 	}
 	s := g.buildSession(rt, id, sessions.Params{ID: local, Token: sid, Resumed: true,
-		Created: fs.Issued, Rev: fs.Revision, Caps: capsOf(fs.Caps)})
+		Created: fs.Issued, Rev: fs.Revision, Caps: fleetrelay.CapsOf(fs.Caps)})
 	if other, inserted := g.sessions.InsertNew(s); !inserted {
 		if other.Closed() {
 			// Ended while this request looked: what ends a session
@@ -145,7 +141,7 @@ func (g *Gateway) retire(s *session) {
 		if held {
 			// Its upstream subscriptions end with it; the session's GET
 			// stream, wherever it is, takes them over (fleetbus.go).
-			g.publishNote(busNote{Kind: noteOrphaned, Session: s.Hash()})
+			g.fleetBus.Publish(fleetrelay.Note{Kind: fleetrelay.NoteOrphaned, Session: s.Hash()})
 		}
 		return
 	}
@@ -173,45 +169,9 @@ func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local stri
 	return true, nil
 }
 
-// Client capabilities as a sealed id carries them.
-const (
-	capSampling uint8 = 1 << iota
-	capElicitation
-	capElicitationForm
-	capElicitationURL
-	capRoots
-	capRootsListChanged
-)
-
-func capsBits(c mcpwire.ClientCaps) uint8 {
-	var b uint8
-	for _, f := range []struct {
-		on  bool
-		bit uint8
-	}{{c.Sampling, capSampling}, {c.Elicitation, capElicitation}, {c.ElicitationForm, capElicitationForm},
-		{c.ElicitationURL, capElicitationURL}, {c.Roots, capRoots}, {c.RootsListChanged, capRootsListChanged}} {
-		if f.on {
-			b |= f.bit
-		}
-	}
-	return b
-}
-
-func capsOf(b uint8) mcpwire.ClientCaps {
-	return mcpwire.ClientCaps{
-		Sampling:         b&capSampling != 0,
-		Elicitation:      b&capElicitation != 0,
-		ElicitationForm:  b&capElicitationForm != 0,
-		ElicitationURL:   b&capElicitationURL != 0,
-		Roots:            b&capRoots != 0,
-		RootsListChanged: b&capRootsListChanged != 0,
-	}
-}
-
-// sealedStatePrefix marks a requestState sealed under the ring: any
-// replica of the fleet opens it (the call itself runs on the replica
-// named in it).
-const sealedStatePrefix = "mcpg2."
+// sealedStatePrefix marks a requestState sealed under the ring
+// (relay.SealState).
+const sealedStatePrefix = fleetrelay.SealedStatePrefix
 
 // isGatewayState reports whether a requestState is one the gateway
 // minted (else it is an upstream's, passed through: bridge.go).
@@ -225,13 +185,13 @@ func (g *Gateway) mintState(ex *exchange) string {
 	if g.ring == nil {
 		return mintState(ex)
 	}
-	tok, err := g.ring.SealState(fleet.State{Exchange: ex.id, Round: ex.round.Add(1), Origin: g.advertise}, ex.owner)
-	if err != nil {
+	st, ok := fleetrelay.SealState(g.ring, ex.id, ex.round.Add(1), g.advertise, ex.owner)
+	if !ok {
 		// An exchange id is 24 characters and a round at least 1: not
 		// reached; the local form still resumes the call here.
 		return mintState(ex)
 	}
-	return sealedStatePrefix + tok
+	return st
 }
 
 // openState verifies a requestState for owner: a sealed one with the
@@ -240,12 +200,11 @@ func (g *Gateway) openState(state, owner string) (id string, round int64, ok boo
 	if g.ring == nil {
 		return openState(state, owner)
 	}
-	tok, sealed := strings.CutPrefix(state, sealedStatePrefix)
+	st, sealed, ok := fleetrelay.OpenState(g.ring, state, owner)
 	if !sealed {
 		return openState(state, owner)
 	}
-	st, err := g.ring.OpenState(tok, owner)
-	if err != nil {
+	if !ok {
 		return "", 0, false
 	}
 	return st.Exchange, st.Round, true
@@ -259,8 +218,5 @@ func (g *Gateway) usedElsewhere(s *session) bool {
 	if !g.fleetOn() || s.Token() == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-	defer cancel()
-	fields, err := g.shared.SessionFields(ctx, s.Hash())
-	return err == nil && fields[fieldLive] != ""
+	return g.fleetBus.Live(g.bgCtx, s.Hash())
 }

@@ -2,181 +2,94 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
-	"github.com/mcpgate/mcpgate/internal/state"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 )
 
-// Sessions across the fleet (SPEC S15). In fleet mode (fleet.session_keys
-// and a shared state backend) a session's copies on several replicas act
-// as one session to its client:
-//
-//   - its standalone GET stream may be opened on any replica, and the
-//     newest one takes over: it is claimed in the shared state with its
-//     open time as version (StreamOwners), announced on the bus, and the
-//     replica holding an older one ends it (on the announcement, or when
-//     renewing its claim finds a newer one);
-//   - a server-to-client message outside any call that one replica cannot
-//     deliver to a local GET stream (resources/updated of a subscription
-//     it holds upstream, a log message) goes on the bus, and the replica
-//     holding the stream delivers it; list_changed of a server is told to
-//     every replica, which tells its local streams. A replica ignores its
-//     own notes, so the replica that produced a message delivers it once;
-//   - its log level and resource subscriptions are fields of the shared
-//     Sessions state (ttl: the idle timeout, renewed while it is used), so
-//     a copy resumed anywhere has its level, and a change on one replica
-//     is announced and reloaded by the others' copies (an unsubscribe
-//     through any replica ends the upstream subscription where it is
-//     held). A subscription is held upstream by the copy that made it;
-//     when that copy idles out, the replica holding the GET stream takes
-//     it over. One that stops takes its subscriptions with it;
-//   - resumed POST streams tell the replica running their call that a
-//     client reads them (resume.go).
-//
-// Notes carry the hash of the session's local id (as the terminations
-// key it), never the id or its token. Delivery is at most once: after a
-// gap every copy reloads its state and checks its stream's claim. Without
-// fleet mode nothing here runs.
+// Sessions across the fleet (SPEC S15): what the replicas tell each
+// other about a session (its GET stream's claim, messages for that
+// stream, list changes, its shared log level and subscriptions, resumed
+// streams' readers) and when, is relay.Bus's. What stays here is what a
+// note does to this replica's copy of a session (busNotes below), and
+// the session records the fleet's session report reads (records).
+// Without fleet mode nothing here runs.
 
-// topicSessions is the bus topic of the notes below.
-const topicSessions = "gateway:sessions"
-
-// followSessionsName names the notes' follower in logs and in g.heard.
-const followSessionsName = "session notes"
-
-// Kinds of notes.
+// Fields of a session's shared state (relay.Bus).
 const (
-	noteClaim   = "claim"  // a GET stream of Session was opened, Version
-	noteList    = "list"   // Server's list changed: Method
-	noteMessage = "msg"    // Msg for Session's GET stream
-	noteState   = "state"  // Session's shared state changed
-	noteReader  = "reader" // a client reads resumable Stream
-	// noteOrphaned: a copy of Session that held upstream subscriptions
-	// ended without the session (idle here, used elsewhere).
-	noteOrphaned = "orphaned"
+	fieldLive       = fleetrelay.FieldLive
+	fieldLevel      = fleetrelay.FieldLevel
+	fieldSubPrefix  = fleetrelay.FieldSubPrefix
+	fieldInfo       = fleetrelay.FieldInfo
+	fieldClient     = fleetrelay.FieldClient
+	fieldHeldPrefix = fleetrelay.FieldHeldPrefix
 )
 
-// busNote is one note between replicas.
-type busNote struct {
-	Kind    string          `json:"k"`
-	From    string          `json:"o"`
-	Session string          `json:"s,omitempty"`
-	Version int64           `json:"v,omitempty"`
-	Server  string          `json:"sv,omitempty"`
-	Method  string          `json:"m,omitempty"`
-	Stream  string          `json:"st,omitempty"`
-	Msg     json.RawMessage `json:"msg,omitempty"`
-}
-
-// streamClaimTTL is how long a GET stream's claim lives unrenewed: a
-// replica that dies leaves a claim that lapses by itself.
-const streamClaimTTL = time.Minute
+// busTimeout bounds one publish, subscribe or read of the shared state.
+const busTimeout = fleetrelay.Timeout
 
 // fleetOn reports whether sessions are the fleet's (see above).
 func (g *Gateway) fleetOn() bool { return g.shared != nil && g.ring != nil }
 
-// publishNote tells the other replicas n. A failure is logged: what it
-// says is recovered on the others' next resynchronisation, or lost.
-func (g *Gateway) publishNote(n busNote) {
-	if g.bus == nil || !g.fleetOn() {
-		return
-	}
-	n.From = g.instance
-	b, _ := json.Marshal(n)
-	ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-	defer cancel()
-	if err := g.bus.Publish(ctx, topicSessions, b); err != nil {
-		g.log.Warn("could not tell the other replicas about a session", "kind", n.Kind, "error", err)
+// newBus builds g's side of the bus; Start starts its followers.
+func (g *Gateway) newBus() *fleetrelay.Bus {
+	return fleetrelay.NewBus(g.bgCtx, fleetrelay.BusOptions{PubSub: g.bus, Shared: g.shared, Fleet: g.fleetOn(),
+		Instance: g.instance, Heard: g.heard, Logger: g.log})
+}
+
+// busNotes is the gateway as the bus's follower sees it: what a note of
+// another replica does to this replica's sessions (relay.SessionNotes,
+// relay.Terminations).
+type busNotes Gateway
+
+func (b *busNotes) g() *Gateway { return (*Gateway)(b) }
+
+func (b *busNotes) ReaderSeen(key string) { b.g().resumables.SawReader(key) }
+
+func (b *busNotes) InvalidateLists(server, method string) { b.g().invalidateFor(server, method) }
+
+// DeliverListChanged tells this replica's sessions and listeners that
+// can see server that its list changed (another replica heard it).
+func (b *busNotes) DeliverListChanged(server, method string) {
+	g := b.g()
+	n := jsonrpc.NewNotification(method, nil)
+	g.forEachSession(server, func(s *session) { s.Notify(n) })
+	g.notifyListeners(server, method, nil)
+}
+
+func (b *busNotes) StreamClaimed(hash string, version int64) {
+	if s := b.g().sessionByHash(hash); s != nil {
+		s.supersedeStream(version)
 	}
 }
 
-// followSessions applies the other replicas' notes until Shutdown. It
-// runs in its own goroutine, in g.bg.
-func (g *Gateway) followSessions() {
-	state.Follow(g.bgCtx, g.bus, state.FollowOptions{
-		Topics:  []string{topicSessions},
-		What:    followSessionsName,
-		Heard:   g.heard,
-		Logger:  g.log,
-		Timeout: busTimeout,
-		Handle: func(_ context.Context, m state.Message) {
-			var n busNote
-			if json.Unmarshal(m.Data, &n) == nil {
-				g.applyNote(n)
-			}
-		},
-		// Notes before a subscription, or in a gap, were missed.
-		Resync: func(context.Context) error { g.resyncSessions(); return nil },
-	})
-}
-
-func (g *Gateway) applyNote(n busNote) {
-	if n.Kind == noteReader {
-		g.sawReader(n.Stream)
-		return
-	}
-	if n.From == g.instance {
-		return // done here already
-	}
-	switch n.Kind {
-	case noteList:
-		g.invalidateFor(n.Server, n.Method)
-		g.deliverListChanged(n.Server, n.Method)
-	case noteClaim:
-		if s := g.sessionByHash(n.Session); s != nil {
-			s.supersedeStream(n.Version)
-		}
-	case noteMessage:
-		if s := g.sessionByHash(n.Session); s != nil {
-			if m, err := jsonrpc.Decode(n.Msg); err == nil {
-				s.Notify(m)
-			}
-		}
-	case noteOrphaned:
-		if s := g.sessionByHash(n.Session); s != nil {
-			g.adoptSubscriptions(s)
-		}
-	case noteState:
-		if s := g.sessionByHash(n.Session); s != nil {
-			ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-			g.loadSessionState(ctx, s)
-			cancel()
-		}
+func (b *busNotes) Message(hash string, m *jsonrpc.Message) {
+	if s := b.g().sessionByHash(hash); s != nil {
+		s.Notify(m)
 	}
 }
 
-// sessionByHash is the live local session whose id hashes to h.
-func (g *Gateway) sessionByHash(h string) *session {
-	s, _ := g.sessions.ByHash(h)
-	return s
-}
-
-// findRemoteStream learns whether another replica holds s's GET stream,
-// for a copy that missed its claim note (made after it, or after a gap).
-func (g *Gateway) findRemoteStream(ctx context.Context, s *session) {
-	o, ok, err := g.shared.StreamOwnerOf(ctx, s.Hash())
-	if err != nil {
-		return
-	}
-	switch {
-	case !ok:
-		s.ForgetRemoteStream()
-	case o.Replica != g.instance:
-		s.LearnRemoteStream(o.Version)
+func (b *busNotes) Orphaned(hash string) {
+	if s := b.g().sessionByHash(hash); s != nil {
+		b.g().adoptSubscriptions(s)
 	}
 }
 
-// resyncSessions recovers from missed notes: every sealed local session
-// reloads its state, and a GET stream whose claim a newer one took ends.
-func (g *Gateway) resyncSessions() {
+func (b *busNotes) StateChanged(ctx context.Context, hash string) {
+	if s := b.g().sessionByHash(hash); s != nil {
+		b.g().loadSessionState(ctx, s)
+	}
+}
+
+// Resync recovers from missed notes: every sealed local session reloads
+// its state, and a GET stream whose claim a newer one took ends.
+func (b *busNotes) Resync(context.Context) {
+	g := b.g()
 	ctx, cancel := context.WithTimeout(g.bgCtx, 2*busTimeout)
 	defer cancel()
 	for _, s := range g.sessions.All() {
@@ -194,46 +107,23 @@ func (g *Gateway) resyncSessions() {
 	}
 }
 
-// listEcho is how close together this replica hearing a server's list
-// change itself and hearing it from another replica count as one change.
-// Every replica connected to a shared upstream usually hears its
-// list_changed on its own upstream session as well: one change, told
-// once to a stream.
-const listEcho = time.Second
-
-// listTwice is how close together this replica hearing the same list
-// change twice counts as one: with several upstream sessions of a server
-// in its pool, each tells it. Shorter than listEcho, as a second real
-// change so soon after the first is likelier than across replicas.
-const listTwice = 250 * time.Millisecond
-
-// listHeard is when a list change of one server and method was last told
-// to this replica's streams, by this replica's upstream session or by
-// another replica.
-type listHeard struct{ local, remote atomic.Int64 }
-
-// listSeen holds when each server's list changes were last told to this
-// replica's streams, by server and method.
-type listSeen struct {
-	mu sync.Mutex // mu guards the fields below
-	m  map[listKey]*listHeard
+// sessionByHash is the live local session whose id hashes to h.
+func (g *Gateway) sessionByHash(h string) *session {
+	s, _ := g.sessions.ByHash(h)
+	return s
 }
 
-type listKey struct{ server, method string }
-
-func (ls *listSeen) heard(server, method string) *listHeard {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	k := listKey{server, method}
-	h := ls.m[k]
-	if h == nil {
-		if ls.m == nil {
-			ls.m = map[listKey]*listHeard{}
-		}
-		h = &listHeard{}
-		ls.m[k] = h
+// findRemoteStream learns whether another replica holds s's GET stream,
+// for a copy that missed its claim note (made after it, or after a gap).
+func (g *Gateway) findRemoteStream(ctx context.Context, s *session) {
+	version, ok := g.fleetBus.StreamElsewhere(ctx, s.Hash())
+	switch {
+	case !ok:
+	case version == 0:
+		s.ForgetRemoteStream()
+	default:
+		s.LearnRemoteStream(version)
 	}
-	return h
 }
 
 // shareListChanged tells the other replicas that server's list changed.
@@ -241,32 +131,7 @@ func (ls *listSeen) heard(server, method string) *listHeard {
 // another replica or another upstream session of the server (the caller
 // does not tell them again).
 func (g *Gateway) shareListChanged(server, method string) bool {
-	if !g.fleetOn() {
-		return true
-	}
-	h := g.listSeen.heard(server, method)
-	now := time.Now().UnixNano()
-	prev := h.local.Swap(now)
-	if now-h.remote.Load() < int64(listEcho) || now-prev < int64(listTwice) {
-		return false
-	}
-	g.publishNote(busNote{Kind: noteList, Server: server, Method: method})
-	return true
-}
-
-// deliverListChanged tells this replica's sessions and listeners that can
-// see server that its list changed (another replica heard it), unless
-// this replica heard the same change itself moments ago.
-func (g *Gateway) deliverListChanged(server, method string) {
-	h := g.listSeen.heard(server, method)
-	now := time.Now().UnixNano()
-	h.remote.Store(now)
-	if now-h.local.Load() < int64(listEcho) {
-		return
-	}
-	n := jsonrpc.NewNotification(method, nil)
-	g.forEachSession(server, func(s *session) { s.Notify(n) })
-	g.notifyListeners(server, method, nil)
+	return g.fleetBus.ShareListChanged(server, method)
 }
 
 // invalidateFor drops the cached lists a list_changed method is about.
@@ -282,10 +147,6 @@ func (g *Gateway) invalidateFor(server, method string) {
 	}
 }
 
-// notifyOrForward sends msg on s's GET stream; when this replica holds
-// none and another does, that one gets it through the bus. (Only then: a
-// pooled upstream's message outside calls goes to every session of the
-// server, most of which have no stream anywhere.)
 // forwardToStream hands msg to the replica holding s's GET stream (fleet
 // mode), asking the shared state when this copy has not heard of one;
 // false when no replica holds it. A request sent so is answered on any
@@ -304,10 +165,14 @@ func (g *Gateway) forwardToStream(s *session, msg *jsonrpc.Message) bool {
 	if !remote {
 		return false
 	}
-	g.publishNote(busNote{Kind: noteMessage, Session: s.Hash(), Msg: jsonrpc.Encode(msg)})
+	g.fleetBus.Publish(fleetrelay.Note{Kind: fleetrelay.NoteMessage, Session: s.Hash(), Msg: jsonrpc.Encode(msg)})
 	return true
 }
 
+// notifyOrForward sends msg on s's GET stream; when this replica holds
+// none and another does, that one gets it through the bus. (Only then: a
+// pooled upstream's message outside calls goes to every session of the
+// server, most of which have no stream anywhere.)
 func (g *Gateway) notifyOrForward(s *session, msg *jsonrpc.Message) {
 	if s.Notify(msg) || !g.fleetOn() || s.Token() == "" {
 		return
@@ -315,59 +180,24 @@ func (g *Gateway) notifyOrForward(s *session, msg *jsonrpc.Message) {
 	if s.RemoteStream() == 0 {
 		return
 	}
-	g.publishNote(busNote{Kind: noteMessage, Session: s.Hash(), Msg: jsonrpc.Encode(msg)})
+	g.fleetBus.Publish(fleetrelay.Note{Kind: fleetrelay.NoteMessage, Session: s.Hash(), Msg: jsonrpc.Encode(msg)})
 }
 
 // openFleetStream claims s's GET stream for st (opened now) and takes it
 // over locally. false: a newer stream holds the claim, or s ended.
 func (g *Gateway) openFleetStream(ctx context.Context, s *session, st *streamSender) (version int64, ok bool) {
-	version = time.Now().UnixNano()
-	cctx, cancel := context.WithTimeout(ctx, busTimeout)
-	_, ok, err := g.shared.ClaimStream(cctx, s.Hash(), state.StreamOwner{Replica: g.instance, Version: version}, streamClaimTTL)
-	cancel()
-	if err != nil {
-		// The stream still works here; others cannot be told to end
-		// theirs, and this one ends on its next claim check if a newer
-		// one took over.
-		g.log.Warn("cannot claim a session's GET stream in the shared state", "session", s.ID()[:8], "error", err)
-		ok = true
-	}
-	if !ok || !s.TakeOverStream(st, version) {
-		return 0, false
-	}
-	g.publishNote(busNote{Kind: noteClaim, Session: s.Hash(), Version: version})
-	return version, true
+	return g.fleetBus.ClaimStream(ctx, s.Hash(), s.ID()[:8], func(v int64) bool { return s.TakeOverStream(st, v) })
 }
 
 // keepFleetStream renews st's claim until it ends, ending it when a newer
 // stream took over; the claim is released at the end.
 func (g *Gateway) keepFleetStream(s *session, st *streamSender, version int64) {
-	o := state.StreamOwner{Replica: g.instance, Version: version}
 	// A task, not the request's: the stream ends on Shutdown (or a
 	// newer claim), and the release goes on after its request returned.
 	started := g.tasks.start(func() {
-		t := time.NewTicker(streamClaimTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-st.done:
-				ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-				_ = g.shared.ReleaseStream(ctx, s.Hash(), o)
-				cancel()
-				return
-			case <-t.C:
-				// A session with only a stream open is in use: its
-				// shared state must not lapse under it.
-				g.touchSessionState(s)
-				ctx, cancel := context.WithTimeout(g.bgCtx, busTimeout)
-				_, ok, err := g.shared.ClaimStream(ctx, s.Hash(), o, streamClaimTTL)
-				cancel()
-				if err == nil && !ok {
-					g.log.Debug("GET stream superseded by a newer one", "session", s.ID()[:8])
-					st.Finish()
-				}
-			}
-		}
+		// A session with only a stream open is in use: its shared state
+		// must not lapse under it.
+		g.fleetBus.KeepStream(s.Hash(), s.ID()[:8], version, st.done, func() { g.touchSessionState(s) }, st.Finish)
 	})
 	if !started {
 		st.Finish() // the gateway closed: no claim is kept
@@ -382,52 +212,24 @@ func (s *session) supersedeStream(version int64) {
 	}
 }
 
-// Fields of a session's shared state. fieldLive is in every write, so
-// that state with no level and no subscription left is told apart from
-// state that lapsed.
-const (
-	fieldLive      = "live"
-	fieldLevel     = "level"
-	fieldSubPrefix = "sub:" // + uri = server
-	// What the fleet's session report shows of it (sessions_admin.go):
-	// fieldInfo the session's identity and route, fieldClient its
-	// client's name and version (written by the copy that saw its
-	// initialize), fieldHeldPrefix + a replica id the time (Unix ms)
-	// that replica last used its copy.
-	fieldInfo       = "info"
-	fieldClient     = "client"
-	fieldHeldPrefix = "at:"
-)
-
 // saveSessionFields writes fields of s's shared state and tells the other
 // replicas' copies. A failure is logged: this copy has it anyway.
 func (g *Gateway) saveSessionFields(ctx context.Context, s *session, set map[string]string, del ...string) {
 	if !g.fleetOn() || s.Token() == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
-	defer cancel()
-	var err error
-	if len(set) > 0 {
-		set[fieldLive] = "1"
-		err = g.shared.SetSessionFields(ctx, s.Hash(), set, g.idleTimeout)
-	}
-	if err == nil && len(del) > 0 {
-		err = g.shared.DeleteSessionFields(ctx, s.Hash(), g.idleTimeout, del...)
-	}
-	if err != nil {
+	if err := g.fleetBus.SaveFields(ctx, s.Hash(), g.idleTimeout, set, del...); err != nil {
 		g.log.Warn("could not share a session's state with the other replicas", "session", s.ID()[:8], "error", err)
 		return
 	}
 	s.stateTouched.Store(g.now().UnixNano())
-	g.publishNote(busNote{Kind: noteState, Session: s.Hash()})
 }
 
 // loadSessionState makes s's log level the shared state's, and drops the
 // upstream subscriptions s holds here that the state no longer has (its
 // client unsubscribed through another replica).
 func (g *Gateway) loadSessionState(ctx context.Context, s *session) {
-	fields, err := g.shared.SessionFields(ctx, s.Hash())
+	fields, err := g.fleetBus.Fields(ctx, s.Hash())
 	if err != nil {
 		g.log.Warn("could not read a session's shared state", "session", s.ID()[:8], "error", err)
 		return
@@ -539,10 +341,7 @@ func (g *Gateway) idleEverywhere(ctx context.Context, fs fleet.Session, local st
 	if !g.fleetOn() || g.now().Sub(fs.Issued) <= g.idleTimeout {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, busTimeout)
-	defer cancel()
-	fields, err := g.shared.SessionFields(ctx, hashHex(local))
-	if err != nil || fields[fieldLive] != "" {
+	if !g.fleetBus.Lapsed(ctx, hashHex(local)) {
 		return false
 	}
 	g.log.Debug("sealed session expired: idle on every replica", "session", local[:8])
@@ -564,13 +363,7 @@ func (g *Gateway) dropSessionState(ctx context.Context, hash string) {
 
 // subField is the state field of a subscription to uri; "" when the uri
 // is too long to be one (the subscription then stays this copy's alone).
-func subField(uri string) string {
-	f := fieldSubPrefix + uri
-	if len(f) > state.MaxFieldLen || strings.ContainsRune(uri, 0) {
-		return ""
-	}
-	return f
-}
+func subField(uri string) string { return fleetrelay.SubField(uri) }
 
 // shareSubscription records s's subscription to uri (on: made; else
 // ended) in its shared state: an unsubscribe through another replica then
@@ -589,8 +382,8 @@ func (g *Gateway) shareSubscription(ctx context.Context, s *session, uri, server
 
 // adoptSubscriptions makes the subscriptions of s's shared state this
 // replica's upstream subscriptions, when it holds s's GET stream (where
-// the updates go): the copy that held them ended (noteOrphaned). A copy
-// without the stream leaves them alone, so that only one replica
+// the updates go): the copy that held them ended (relay.NoteOrphaned). A
+// copy without the stream leaves them alone, so that only one replica
 // subscribes for s.
 func (g *Gateway) adoptSubscriptions(s *session) {
 	if !s.StreamClaimed() {
@@ -598,7 +391,7 @@ func (g *Gateway) adoptSubscriptions(s *session) {
 	}
 	ctx, cancel := context.WithTimeout(g.bgCtx, 2*busTimeout)
 	defer cancel()
-	fields, err := g.shared.SessionFields(ctx, s.Hash())
+	fields, err := g.fleetBus.Fields(ctx, s.Hash())
 	if err != nil {
 		g.log.Warn("could not read a session's shared state", "session", s.ID()[:8], "error", err)
 		return

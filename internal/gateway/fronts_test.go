@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
@@ -138,8 +139,8 @@ servers:
 			// the client's own credentials beside.
 			body := callBody(id)
 			hdr := oldEra(key)
-			hdr[peerClientHeader] = "127.0.0.1:5555"
-			hdr[peerHeader] = g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: "127.0.0.1:5555", Body: []byte(body)}, time.Now())
+			hdr[fleetrelay.HeaderPeerClient] = "127.0.0.1:5555"
+			hdr[fleetrelay.HeaderPeer] = g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: "127.0.0.1:5555", Body: []byte(body)}, time.Now())
 			_, _, b := rpc(t, gw.URL+"/mcp", hdr, body)
 			return decode(t, b)
 		}},

@@ -40,6 +40,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/toolsearch"
@@ -215,8 +216,8 @@ type Gateway struct {
 	// ring seals session ids and requestState for the fleet
 	// (fleet.session_keys; fleet.go); nil: ids are local to the process.
 	ring      *fleet.Ring
-	advertise string // fleet.advertise: where other replicas reach this one
-	peers     *peers // the fleet's other replicas (peers.go); nil: none
+	advertise string            // fleet.advertise: where other replicas reach this one
+	peers     *fleetrelay.Peers // the fleet's other replicas (peers.go); nil: none
 
 	routes    routeCache
 	badNames  onceSet // exposed tool names already warned about
@@ -243,13 +244,12 @@ type Gateway struct {
 	// exchanges are the 2026-07-28 calls waiting for their client's
 	// retry (S18.1), owned by the caller on the route that made them.
 	exchanges ownedTable[party, *exchange] // exchange id ->
-	// resumables are the resumable POST streams whose calls run here, by
-	// stream key (resume.go).
-	resumables resumables
-	resumed    atomic.Int64 // streams resumed with Last-Event-ID here
-	// listSeen: when each server's list changes were last told to this
-	// replica's streams, by server and method (fleetbus.go).
-	listSeen listSeen
+	// resumables are the resumable POST streams whose calls run here and
+	// the resumed GETs served here (resume.go).
+	resumables *fleetrelay.Resumables
+	// fleetBus tells the other replicas about sessions, list changes and
+	// terminations, and follows what they tell (fleetbus.go, fanout.go).
+	fleetBus *fleetrelay.Bus
 
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
@@ -265,11 +265,13 @@ type Gateway struct {
 	// bgCtx ends with Shutdown: every goroutine the gateway starts
 	// beside a request runs under it (or, where its work must outlive
 	// Shutdown, under context.WithoutCancel(bgCtx) with a bound of its
-	// own: detached). bg counts the loops Start starts (janitor,
-	// followers, state watch, replica heartbeat), which Close waits for
-	// before it ends the sessions; tasks counts the shorter work started
-	// on the way (session bookkeeping, upstream subscriptions, calls
-	// outliving their request), which Close waits for last. Goroutines of
+	// own: detached). bg counts the loops Start starts (janitor, state
+	// watch), which Close waits for before it ends the sessions, as it
+	// waits for the fleet's (peers: the registry heartbeat; fleetBus:
+	// the note followers), which their owners start from bgCtx. tasks
+	// counts the shorter work started on the way (session bookkeeping,
+	// upstream subscriptions, calls outliving their request, stream
+	// claims kept), which Close waits for last. Goroutines of
 	// a request's own (stdio requests, a listen stream's teardown) end
 	// with it and say so where they start.
 	bgCtx    context.Context
@@ -358,6 +360,8 @@ func New(o Options) *Gateway {
 		g.advertise = cfg.Fleet.Advertise
 	}
 	g.peers = newPeers(g, o.Replicas)
+	g.fleetBus = g.newBus()
+	g.resumables = g.newResumables()
 	if g.version == "" {
 		g.version = "dev"
 	}
@@ -387,18 +391,12 @@ func (g *Gateway) Start(ctx context.Context) {
 	g.up.Start(ctx)
 	g.bg.Go(func() { g.janitor(g.bgCtx) })
 	if g.peers != nil {
-		g.peers.join()
+		g.peers.Start(g.bgCtx)
 	}
-	if g.bus != nil {
-		// Tracked before serving: until each follower resynchronised,
-		// what it keeps in step is checked against the store (unheard.go).
-		g.heard.Track(followTerminationsName)
-		g.bg.Go(g.followTerminations)
-		if g.fleetOn() {
-			g.heard.Track(followSessionsName)
-			g.bg.Go(g.followSessions)
-		}
-	}
+	// Its followers are tracked before serving: until each
+	// resynchronised, what it keeps in step is checked against the store
+	// (unheard.go).
+	g.fleetBus.Start((*busNotes)(g), (*terminations)(g))
 	if g.stateCheck != nil {
 		// The first answer before serving, so /readyz never guesses.
 		g.probeState(g.bgCtx)
@@ -415,6 +413,7 @@ func (g *Gateway) Shutdown() {
 	g.closing.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
 	g.bgCancel()
+	g.resumables.Stop()
 	g.endExchanges()
 }
 
@@ -439,6 +438,8 @@ func (g *Gateway) Close(ctx context.Context) error {
 		break
 	}
 	g.bg.Wait()
+	g.peers.Close()
+	g.fleetBus.Close()
 	g.connect.Close()
 	for _, s := range g.sessions.All() {
 		s.close()

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -443,7 +444,7 @@ type postSender struct {
 	// res buffers the stream's events for resumption (fleet mode,
 	// resume.go); nil: not resumable. gone: the client went away, events
 	// are only buffered.
-	res  *resumable
+	res  *fleetrelay.Stream
 	gone bool
 	log  *slog.Logger
 }
@@ -463,7 +464,7 @@ func (ps *postSender) writeEvent(msg *jsonrpc.Message, final bool) error {
 	ev := &jsonrpc.Event{Data: jsonrpc.Encode(msg)}
 	buffered := false
 	if ps.res != nil {
-		id, err := ps.res.append(ev.Data, final)
+		id, err := ps.res.Append(ev.Data, final)
 		if err != nil {
 			// Sent without an id: a client that resumes after this
 			// point misses it, and is told so (an incomplete buffer).

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
@@ -475,7 +476,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, a.url+path, bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
 		if hdr != "" {
-			req.Header.Set(peerHeader, hdr)
+			req.Header.Set(fleetrelay.HeaderPeer, hdr)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -488,7 +489,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 	sign := func(r *fleet.Ring, target string, body []byte, at time.Time) string {
 		return r.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: target, Body: body}, at)
 	}
-	good := sign(a.g.ring, deliverPath, body, now)
+	good := sign(a.g.ring, fleetrelay.DeliverPath, body, now)
 	otherID := []byte(`{"jsonrpc":"2.0","id":` + askIDOn("0123456789ab") + `,"result":{}}`)
 	pa, _ := fleet.ParsePeerAuth(good)
 	pa.MAC[3] ^= 0x40
@@ -497,19 +498,19 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		body      []byte
 		want      int
 	}{
-		"absent":                  {deliverPath, "", body, http.StatusUnauthorized},
-		"garbage":                 {deliverPath, "Bearer abc", body, http.StatusUnauthorized},
-		"forged MAC":              {deliverPath, pa.String(), body, http.StatusUnauthorized},
-		"stale":                   {deliverPath, sign(a.g.ring, deliverPath, body, now.Add(-2*time.Minute)), body, http.StatusUnauthorized},
-		"another fleet's key":     {deliverPath, sign(other, deliverPath, body, now), body, http.StatusUnauthorized},
-		"another body":            {deliverPath, good, []byte(`{"jsonrpc":"2.0","id":"mcpg-x-2","result":{}}`), http.StatusUnauthorized},
-		"signed for another path": {deliverPath, sign(a.g.ring, "/mcp", body, now), body, http.StatusUnauthorized},
+		"absent":                  {fleetrelay.DeliverPath, "", body, http.StatusUnauthorized},
+		"garbage":                 {fleetrelay.DeliverPath, "Bearer abc", body, http.StatusUnauthorized},
+		"forged MAC":              {fleetrelay.DeliverPath, pa.String(), body, http.StatusUnauthorized},
+		"stale":                   {fleetrelay.DeliverPath, sign(a.g.ring, fleetrelay.DeliverPath, body, now.Add(-2*time.Minute)), body, http.StatusUnauthorized},
+		"another fleet's key":     {fleetrelay.DeliverPath, sign(other, fleetrelay.DeliverPath, body, now), body, http.StatusUnauthorized},
+		"another body":            {fleetrelay.DeliverPath, good, []byte(`{"jsonrpc":"2.0","id":"mcpg-x-2","result":{}}`), http.StatusUnauthorized},
+		"signed for another path": {fleetrelay.DeliverPath, sign(a.g.ring, "/mcp", body, now), body, http.StatusUnauthorized},
 		"forged on a public path": {"/mcp", pa.String(), []byte(callBody), http.StatusUnauthorized},
 		"unknown internal path":   {"/fleet/v1/other", good, body, http.StatusNotFound},
 		// Authenticated: nothing waits for that id (from no one).
-		"valid": {deliverPath, good, body, http.StatusNotFound},
+		"valid": {fleetrelay.DeliverPath, good, body, http.StatusNotFound},
 		// Authenticated, but for another replica (two advertising one URL).
-		"valid, another replica's id": {deliverPath, sign(a.g.ring, deliverPath, otherID, now), otherID, http.StatusMisdirectedRequest},
+		"valid, another replica's id": {fleetrelay.DeliverPath, sign(a.g.ring, fleetrelay.DeliverPath, otherID, now), otherID, http.StatusMisdirectedRequest},
 	} {
 		if code, out := post(c.path, c.hdr, c.body); code != c.want {
 			t.Errorf("%s: %d %s, want %d", name, code, out, c.want)
@@ -524,8 +525,8 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, a.url+"/mcp", bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(peerClientHeader, client)
-		req.Header.Set(peerHeader, a.g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: signed, Body: b}, now))
+		req.Header.Set(fleetrelay.HeaderPeerClient, client)
+		req.Header.Set(fleetrelay.HeaderPeer, a.g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: signed, Body: b}, now))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -543,7 +544,7 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		t.Errorf("the forwarded session's client: %+v", rep.Sessions)
 	}
 
-	req, _ := http.NewRequest(http.MethodGet, a.url+deliverPath, nil)
+	req, _ := http.NewRequest(http.MethodGet, a.url+fleetrelay.DeliverPath, nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %v %v", resp, err)
 	} else {
@@ -561,8 +562,8 @@ func TestPeerEndpointRefusesUnauthenticated(t *testing.T) {
 		}(), Replicas: reg},
 	} {
 		_, gw := startGatewayWith(t, o)
-		req, _ := http.NewRequest(http.MethodPost, gw.URL+deliverPath, bytes.NewReader(body))
-		req.Header.Set(peerHeader, good)
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+fleetrelay.DeliverPath, bytes.NewReader(body))
+		req.Header.Set(fleetrelay.HeaderPeer, good)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -630,7 +631,7 @@ func TestFleetSizeFollowsTheRegistry(t *testing.T) {
 	reg.set(false, 4)
 	waitFor(t, "the count to follow", func() bool { return g.FleetSize() == 4 })
 	reg.set(true, 0)
-	time.Sleep(2 * HeartbeatInterval)
+	time.Sleep(2 * fleetrelay.HeartbeatInterval)
 	if n := g.FleetSize(); n != 4 {
 		t.Errorf("registry down: %d, want the last known 4", n)
 	}
@@ -650,7 +651,7 @@ func TestFleetSizeFollowsTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 1<<20)
-	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "gateway.(*peers)") {
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "relay.(*Peers)") {
 		t.Errorf("a peers goroutine outlived Close:\n%s", stacks)
 	}
 
@@ -666,59 +667,6 @@ func askIDOn(replica string) string { return `"mcpg-` + replica + `-` + randomID
 func jsonEscape(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
-}
-
-func TestAskReplica(t *testing.T) {
-	const r = "0123456789abcdef0123456789abcdef" // randomID's form
-	for raw, want := range map[string]string{
-		`"mcpg-0a1b2c3d4e5f-` + r + `"`:         "0a1b2c3d4e5f",
-		`"mcpg-` + r + `"`:                      "", // one replica's form names none
-		`"mcpg--` + r + `"`:                     "",
-		`"mcpg-abc-"`:                           "",
-		`"mcpg-abc-` + r[1:] + `"`:              "", // too short
-		`"mcpg-abc-` + r + `0"`:                 "", // too long
-		`"mcpg-abc-` + strings.ToUpper(r) + `"`: "",
-		`"mcpg-abc-` + r[1:] + `x"`:             "",
-		`"mcpg-p-` + r + `"`:                    "", // a progress token
-		`"mcpg-abc-` + r + `"`:                  "abc",
-		`"mcpg-abc-12"`:                         "", // the old counter form
-		`"mcpg-\u0061-` + r + `"`:               "",
-		`12`:                                    "",
-		`"other-abc-` + r + `"`:                 "",
-	} {
-		id, err := jsonrpc.RawID([]byte(raw))
-		if err != nil {
-			t.Fatal(raw, err)
-		}
-		got, ok := askReplica(id)
-		if got != want || ok != (want != "") {
-			t.Errorf("%s: %q %v, want %q", raw, got, ok, want)
-		}
-	}
-}
-
-// FuzzAskReplica: whatever id a client's reply carries, the replica it
-// names is read without panicking, and only from an id of askID's form.
-func FuzzAskReplica(f *testing.F) {
-	const r = "0123456789abcdef0123456789abcdef"
-	for _, s := range []string{`"mcpg-0a1b2c3d4e5f-` + r + `"`, `"mcpg-0a1b2c3d4e5f-12"`, `"mcpg-` + r + `"`, `7`, `"mcpg-\u0061-` + r + `"`, `"mcpg-a-1-` + r + `"`, `""`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		id, err := jsonrpc.RawID([]byte(raw))
-		if err != nil {
-			return
-		}
-		replica, ok := askReplica(id)
-		if !ok {
-			return
-		}
-		n, found := strings.CutPrefix(raw, `"mcpg-`+replica+`-`)
-		random, quoted := strings.CutSuffix(n, `"`)
-		if !found || !quoted || replica == "" || strings.Trim(replica, "0123456789abcdef") != "" || len(random) != 32 || strings.Trim(random, "0123456789abcdef") != "" {
-			t.Fatalf("%s named replica %q", raw, replica)
-		}
-	})
 }
 
 // BenchmarkReplyDelivery: what a reply costs when it lands on the replica

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"io"
 	"log"
@@ -860,8 +861,8 @@ func TestFleetGoroutinesEnd(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		leaked := ""
-		for _, fn := range []string{"followSessions", "keepFleetStream", "outliveClient"} {
-			if strings.Contains(stacks, "gateway.(*Gateway)."+fn) {
+		for _, fn := range []string{"relay.(*Bus).followSessions", "gateway.(*Gateway).keepFleetStream", "gateway.(*Gateway).outliveClient"} {
+			if strings.Contains(stacks, fn) {
 				leaked = fn
 			}
 		}
@@ -991,7 +992,7 @@ func TestSubscriptionsMoveToTheStream(t *testing.T) {
 
 // A resumed GET whose call ran on a replica that is gone (the event ids
 // name it, and the registry no longer lists it): the stream ends after
-// producerCheck without news, not after resume_ttl, and the client's next
+// fleetrelay.ProducerCheck without news, not after resume_ttl, and the client's next
 // resume is told the outcome is lost (410), not kept waiting.
 func TestResumeEndsWhenTheCallsReplicaIsGone(t *testing.T) {
 	up := newStepper(t)
@@ -1028,8 +1029,8 @@ func TestResumeEndsWhenTheCallsReplicaIsGone(t *testing.T) {
 	if len(events) != 1 || events[0].id != key+"-2" {
 		t.Errorf("replayed %v, want event 2 alone", events)
 	}
-	if took < producerCheck || took > producerCheck+3*time.Second {
-		t.Errorf("the stream ended after %s, want about producerCheck (%s)", took, producerCheck)
+	if took < fleetrelay.ProducerCheck || took > fleetrelay.ProducerCheck+3*time.Second {
+		t.Errorf("the stream ended after %s, want about fleetrelay.ProducerCheck (%s)", took, fleetrelay.ProducerCheck)
 	}
 	t.Logf("a resume of a dead replica's call ended after %s", took.Round(time.Millisecond))
 	again := openSSE(t, http.MethodGet, url+"/mcp", sid, map[string]string{"Last-Event-ID": key + "-2"}, "")

@@ -120,7 +120,7 @@ func (g *Gateway) FleetSessionsReport(ctx context.Context) SessionsReport {
 	}
 	rep := g.report(infos)
 	rep.Incomplete = incomplete
-	if live := g.peers.liveIDs(); g.records != nil && live != nil {
+	if live := g.peers.LiveIDs(); g.records != nil && live != nil {
 		rep.Replicas = slices.Sorted(maps.Keys(live))
 	}
 	return rep
@@ -268,7 +268,7 @@ func (g *Gateway) fleetSessions(ctx context.Context) (all []fleetSession, incomp
 	if !complete {
 		incomplete = fmt.Sprintf("the shared state holds more sessions than a report lists (%d)", state.MaxListSessions)
 	}
-	live := g.peers.liveIDs()
+	live := g.peers.LiveIDs()
 	here := make(map[string]int, len(all))
 	for i, fs := range all {
 		here[fs.hash] = i
