@@ -8,7 +8,9 @@
 // credentials and connections (credentials.go, connections.go). Its URL
 // space on the gateway's origin, /me aliases and resource identifier
 // included, is its own (routes.go): the binary mounts it, the gateway
-// serves none of it.
+// serves none of it. A handler never writes a refusal itself: it returns
+// it, and one adapter (errors.go) writes the status, the JSON error and
+// one log line, which never carries a request body or a secret.
 //
 // It decides nothing about MCP traffic itself: it reads and changes the
 // store, asks the gateway for its live state, and tells the authenticator
