@@ -115,9 +115,10 @@ type API struct {
 	// reload's (SetConfig).
 	cfg atomic.Pointer[config.Config]
 
-	stop   func() // ends the follower; nil: not started
-	bg     sync.WaitGroup
-	synced atomic.Bool // the follower resynced once (following)
+	stop       func() // ends the follower; nil: not started
+	bg         sync.WaitGroup
+	synced     chan struct{} // closed once the follower resynced (following)
+	syncedOnce sync.Once
 }
 
 // New builds the API.
@@ -133,7 +134,7 @@ func New(o Options) *API {
 			*f = func() []string { return nil }
 		}
 	}
-	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID()}
+	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID(), synced: make(chan struct{})}
 	a.cfg.Store(o.Config)
 	a.servers = &runtimeObjects{kind: store.KindServer, fromFile: a.fromFile, load: a.loadServer,
 		unload: func(name string) bool { return a.o.Gateway.RemoveServer(name) }, applied: map[string]json.RawMessage{}}
