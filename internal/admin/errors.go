@@ -134,6 +134,14 @@ func storeError(err error, alias string) *apiError {
 	return storeUnavailable("admin store error", err)
 }
 
+// The attributes of the adapter's log line (STYLE: constant keys).
+const (
+	attrMethod = "method"
+	attrPath   = "path"
+	attrStatus = "status"
+	attrError  = "error"
+)
+
 // writeError is the adapter: it answers err on w and logs one line. An
 // error that is no *apiError is a bug's: 500 with no detail, the cause in
 // the log. A refusal with a cause logs it; one without is the caller's
@@ -144,13 +152,13 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = refusal(http.StatusInternalServerError, "").logged(slog.LevelError, "admin request failed", err)
 	}
-	args := []any{"method", r.Method, "path", r.URL.Path, "status", e.status}
+	args := []any{attrMethod, r.Method, attrPath, r.URL.Path, attrStatus, e.status}
 	switch {
 	case e.cause != nil:
-		args = append(append(args, e.attrs...), "error", e.cause)
+		args = append(append(args, e.attrs...), attrError, e.cause)
 		a.log.Log(r.Context(), e.level, e.msg, args...)
 	case e.status >= 500:
-		a.log.Log(r.Context(), slog.LevelWarn, "admin request failed", append(args, "error", e.Error())...)
+		a.log.Log(r.Context(), slog.LevelWarn, "admin request failed", append(args, attrError, e.Error())...)
 	default:
 		a.log.Log(r.Context(), slog.LevelDebug, "admin request refused", args...)
 	}

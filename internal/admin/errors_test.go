@@ -177,9 +177,9 @@ func TestEveryRouteRefusesThroughTheAdapter(t *testing.T) {
 			if strings.Contains(line(rec), secretMarker) {
 				t.Errorf("%s: a log line carries the request body: %s", name, line(rec))
 			}
-			if a := attrs(rec); a["status"] != "" {
+			if a := attrs(rec); a[attrStatus] != "" {
 				mine = append(mine, rec)
-				if a["status"] != fmt.Sprint(tc.status) || a["path"] != strings.SplitN(Prefix+tc.path, "?", 2)[0] || a["method"] != tc.method {
+				if a[attrStatus] != fmt.Sprint(tc.status) || a[attrPath] != strings.SplitN(Prefix+tc.path, "?", 2)[0] || a[attrMethod] != tc.method {
 					t.Errorf("%s: log line %s", name, line(rec))
 				}
 			}
@@ -230,7 +230,7 @@ func TestAdapterHidesAnUnexpectedError(t *testing.T) {
 		t.Errorf("answer %d %s", w.Code, w.Body)
 	}
 	recs := logs.take()
-	if len(recs) != 1 || recs[0].Level != slog.LevelError || !strings.Contains(line(recs[0]), "key k1 mismatch") || attrs(recs[0])["status"] != "500" {
+	if len(recs) != 1 || recs[0].Level != slog.LevelError || !strings.Contains(line(recs[0]), "key k1 mismatch") || attrs(recs[0])[attrStatus] != "500" {
 		t.Errorf("log %v", recs)
 	}
 
