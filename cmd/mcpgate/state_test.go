@@ -35,7 +35,7 @@ func TestBuildState(t *testing.T) {
 		{"redis down", config.State{Driver: config.StateRedis, URL: down}, "redis", "shared state unreachable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs bytes.Buffer
+			var logs lockedBuffer // the admin follower started by build logs while the test reads
 			cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), ToolNameSeparator: "__", State: tc.state}
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)

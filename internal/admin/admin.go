@@ -8,7 +8,9 @@
 // credentials and connections (credentials.go, connections.go). Its URL
 // space on the gateway's origin, /me aliases and resource identifier
 // included, is its own (routes.go): the binary mounts it, the gateway
-// serves none of it.
+// serves none of it. A handler never writes a refusal itself: it returns
+// it, and one adapter (errors.go) writes the status, the JSON error and
+// one log line, which never carries a request body or a secret.
 //
 // It decides nothing about MCP traffic itself: it reads and changes the
 // store, asks the gateway for its live state, and tells the authenticator
@@ -113,9 +115,10 @@ type API struct {
 	// reload's (SetConfig).
 	cfg atomic.Pointer[config.Config]
 
-	stop   func() // ends the follower; nil: not started
-	bg     sync.WaitGroup
-	synced atomic.Bool // the follower resynced once (following)
+	stop       func() // ends the follower; nil: not started
+	bg         sync.WaitGroup
+	synced     chan struct{} // closed once the follower resynced (following)
+	syncedOnce sync.Once
 }
 
 // New builds the API.
@@ -131,15 +134,14 @@ func New(o Options) *API {
 			*f = func() []string { return nil }
 		}
 	}
-	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID()}
+	a := &API{o: o, mux: http.NewServeMux(), log: o.Logger, id: newInstanceID(), synced: make(chan struct{})}
 	a.cfg.Store(o.Config)
 	a.servers = &runtimeObjects{kind: store.KindServer, fromFile: a.fromFile, load: a.loadServer,
 		unload: func(name string) bool { return a.o.Gateway.RemoveServer(name) }, applied: map[string]json.RawMessage{}}
 	a.toolsets = &runtimeObjects{kind: store.KindToolset, fromFile: a.toolsetFromFile, load: a.loadToolset,
 		unload: func(name string) bool { return a.o.Gateway.RemoveToolset(name) }, applied: map[string]json.RawMessage{}}
 	for _, r := range routes {
-		h := r.handler(a)
-		a.mux.HandleFunc(r.method+" "+Prefix+r.path, h)
+		a.mux.HandleFunc(r.method+" "+Prefix+r.path, a.handle(r.handler(a)))
 	}
 	if o.Vault != nil && o.Bus != nil {
 		// Every vault write of this process (a credential or connection
@@ -154,92 +156,97 @@ func New(o Options) *API {
 // table by a test, so the two cannot drift apart.
 type route struct {
 	method, path string
-	handler      func(*API) http.HandlerFunc
+	handler      func(*API) handlerFunc
 }
 
 var routes = []route{
-	{"GET", "/openapi.json", func(a *API) http.HandlerFunc { return a.openAPI }},
-	{"POST", "/reload", func(a *API) http.HandlerFunc { return a.reload }},
-	{"GET", "/keys", func(a *API) http.HandlerFunc { return a.listKeys }},
-	{"POST", "/keys", func(a *API) http.HandlerFunc { return a.createKey }},
-	{"GET", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.getKey }},
-	{"PATCH", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.updateKey }},
-	{"DELETE", "/keys/{alias}", func(a *API) http.HandlerFunc { return a.deleteKey }},
-	{"GET", "/grants", func(a *API) http.HandlerFunc { return a.listGrants }},
-	{"PUT", "/grants/{kind}/{value}", func(a *API) http.HandlerFunc { return a.putGrant }},
-	{"DELETE", "/grants/{kind}/{value}", func(a *API) http.HandlerFunc { return a.deleteGrant }},
-	{"GET", "/servers", func(a *API) http.HandlerFunc { return a.listServers }},
-	{"POST", "/servers", func(a *API) http.HandlerFunc { return a.addServer }},
-	{"DELETE", "/servers/{name}", func(a *API) http.HandlerFunc { return a.removeServer }},
-	{"PATCH", "/servers/{name}", func(a *API) http.HandlerFunc { return a.patchServer }},
-	{"GET", "/servers/{name}/preview", func(a *API) http.HandlerFunc { return a.previewServer }},
-	{"GET", "/servers/{name}/tools", func(a *API) http.HandlerFunc { return a.serverTools }},
-	{"POST", "/servers/{name}/test", func(a *API) http.HandlerFunc { return a.testServer }},
-	{"PUT", "/servers/{name}/tools", func(a *API) http.HandlerFunc { return a.putServerTools }},
-	{"GET", "/stats", func(a *API) http.HandlerFunc { return a.stats }},
-	{"GET", "/sessions", func(a *API) http.HandlerFunc { return a.listSessions }},
-	{"POST", "/sessions/terminate", func(a *API) http.HandlerFunc { return a.terminateSessions }},
-	{"GET", "/toolsets", func(a *API) http.HandlerFunc { return a.listToolsets }},
-	{"PUT", "/toolsets/{name}", func(a *API) http.HandlerFunc { return a.putToolset }},
-	{"DELETE", "/toolsets/{name}", func(a *API) http.HandlerFunc { return a.deleteToolset }},
-	{"GET", "/tools", func(a *API) http.HandlerFunc { return a.listTools }},
-	{"POST", "/tools/call", func(a *API) http.HandlerFunc { return a.callTool }},
-	{"GET", "/explain", func(a *API) http.HandlerFunc { return a.explain }},
-	{"GET", "/audit", func(a *API) http.HandlerFunc { return a.listToolCalls }},
-	{"GET", "/audit/events", func(a *API) http.HandlerFunc { return a.listEvents }},
-	{"GET", "/usage", func(a *API) http.HandlerFunc { return a.usage }},
-	{"PUT", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.putCredential }},
-	{"GET", "/me/credentials", func(a *API) http.HandlerFunc { return a.listCredentials }},
-	{"DELETE", "/me/credentials/{server}", func(a *API) http.HandlerFunc { return a.deleteCredential }},
-	{"GET", "/connections", func(a *API) http.HandlerFunc { return a.listConnections }},
-	{"DELETE", "/connections/{person}", func(a *API) http.HandlerFunc { return a.revokePersonConnections }},
-	{"DELETE", "/connections/{person}/{server}", func(a *API) http.HandlerFunc { return a.revokeConnection }},
-	{"GET", "/me/connections", func(a *API) http.HandlerFunc { return a.listMyConnections }},
-	{"GET", "/me/servers", func(a *API) http.HandlerFunc { return a.listMyServers }},
-	{"DELETE", "/me/connections/{server}", func(a *API) http.HandlerFunc { return a.revokeMyConnection }},
+	{"GET", "/openapi.json", func(a *API) handlerFunc { return a.openAPI }},
+	{"POST", "/reload", func(a *API) handlerFunc { return a.reload }},
+	{"GET", "/keys", func(a *API) handlerFunc { return a.listKeys }},
+	{"POST", "/keys", func(a *API) handlerFunc { return a.createKey }},
+	{"GET", "/keys/{alias}", func(a *API) handlerFunc { return a.getKey }},
+	{"PATCH", "/keys/{alias}", func(a *API) handlerFunc { return a.updateKey }},
+	{"DELETE", "/keys/{alias}", func(a *API) handlerFunc { return a.deleteKey }},
+	{"GET", "/grants", func(a *API) handlerFunc { return a.listGrants }},
+	{"PUT", "/grants/{kind}/{value}", func(a *API) handlerFunc { return a.putGrant }},
+	{"DELETE", "/grants/{kind}/{value}", func(a *API) handlerFunc { return a.deleteGrant }},
+	{"GET", "/servers", func(a *API) handlerFunc { return a.listServers }},
+	{"POST", "/servers", func(a *API) handlerFunc { return a.addServer }},
+	{"DELETE", "/servers/{name}", func(a *API) handlerFunc { return a.removeServer }},
+	{"PATCH", "/servers/{name}", func(a *API) handlerFunc { return a.patchServer }},
+	{"GET", "/servers/{name}/preview", func(a *API) handlerFunc { return a.previewServer }},
+	{"GET", "/servers/{name}/tools", func(a *API) handlerFunc { return a.serverTools }},
+	{"POST", "/servers/{name}/test", func(a *API) handlerFunc { return a.testServer }},
+	{"PUT", "/servers/{name}/tools", func(a *API) handlerFunc { return a.putServerTools }},
+	{"GET", "/stats", func(a *API) handlerFunc { return a.stats }},
+	{"GET", "/sessions", func(a *API) handlerFunc { return a.listSessions }},
+	{"POST", "/sessions/terminate", func(a *API) handlerFunc { return a.terminateSessions }},
+	{"GET", "/toolsets", func(a *API) handlerFunc { return a.listToolsets }},
+	{"PUT", "/toolsets/{name}", func(a *API) handlerFunc { return a.putToolset }},
+	{"DELETE", "/toolsets/{name}", func(a *API) handlerFunc { return a.deleteToolset }},
+	{"GET", "/tools", func(a *API) handlerFunc { return a.listTools }},
+	{"POST", "/tools/call", func(a *API) handlerFunc { return a.callTool }},
+	{"GET", "/explain", func(a *API) handlerFunc { return a.explain }},
+	{"GET", "/audit", func(a *API) handlerFunc { return a.listToolCalls }},
+	{"GET", "/audit/events", func(a *API) handlerFunc { return a.listEvents }},
+	{"GET", "/usage", func(a *API) handlerFunc { return a.usage }},
+	{"PUT", "/me/credentials/{server}", func(a *API) handlerFunc { return a.putCredential }},
+	{"GET", "/me/credentials", func(a *API) handlerFunc { return a.listCredentials }},
+	{"DELETE", "/me/credentials/{server}", func(a *API) handlerFunc { return a.deleteCredential }},
+	{"GET", "/connections", func(a *API) handlerFunc { return a.listConnections }},
+	{"DELETE", "/connections/{person}", func(a *API) handlerFunc { return a.revokePersonConnections }},
+	{"DELETE", "/connections/{person}/{server}", func(a *API) handlerFunc { return a.revokeConnection }},
+	{"GET", "/me/connections", func(a *API) handlerFunc { return a.listMyConnections }},
+	{"GET", "/me/servers", func(a *API) handlerFunc { return a.listMyServers }},
+	{"DELETE", "/me/connections/{server}", func(a *API) handlerFunc { return a.revokeMyConnection }},
 }
 
-// ServeHTTP authenticates the caller, then routes.
+// ServeHTTP authenticates the caller, then routes; a refusal is written
+// by the one adapter, as every handler's.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := a.serve(w, r); err != nil {
+		a.writeError(w, r, err)
+	}
+}
+
+func (a *API) serve(w http.ResponseWriter, r *http.Request) error {
 	_, pattern := a.mux.Handler(r)
 	admit := a.admit
 	if selfRoutes[pattern] {
 		admit = a.admitPerson // a person's own entries: every person
 	}
-	caller, ok := admit(w, r)
-	if !ok {
-		return
+	caller, err := admit(r)
+	if err != nil {
+		return err
 	}
 	r = r.WithContext(callers.NewContext(r.Context(), caller))
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if pattern == "" {
 		// Unknown path or method: the same answer for both, no hint.
-		writeError(w, http.StatusNotFound, "Not Found", "no such admin endpoint")
-		return
+		return notFound("no such admin endpoint")
 	}
 	a.mux.ServeHTTP(w, r) // sets the path values the handlers read
+	return nil
 }
 
 // admit lets the master key and admin keys in (and anonymous callers on an
 // open, loopback-only gateway).
-func (a *API) admit(w http.ResponseWriter, r *http.Request) (*callers.Caller, bool) {
+func (a *API) admit(r *http.Request) (*callers.Caller, error) {
 	var c *callers.Caller
 	if a.o.Authenticate != nil {
 		var f *callers.Failure
 		c, f = a.o.Authenticate(r)
 		if f != nil {
-			f.Write(w)
-			return nil, false
+			return nil, failed(f)
 		}
 	}
 	switch {
 	case c != nil && (c.Master || c.Admin):
-		return c, true
+		return c, nil
 	case (c == nil || c.Anonymous) && a.o.OpenAccess:
-		return &callers.Caller{Anonymous: true, Admin: true}, true
+		return &callers.Caller{Anonymous: true, Admin: true}, nil
 	}
-	writeError(w, http.StatusForbidden, "Forbidden", "")
-	return nil, false
+	return nil, refusal(http.StatusForbidden, "")
 }
 
 // actor names the caller in the audit log.
@@ -271,15 +278,6 @@ func (a *API) auditAs(ctx context.Context, who, action, target string, detail an
 	}
 }
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Details string `json:"details,omitempty"`
-}
-
-func writeError(w http.ResponseWriter, status int, title, details string) {
-	writeJSON(w, status, errorBody{Error: title, Details: details})
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -297,26 +295,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decode reads a JSON body strictly: unknown fields are errors that name
 // the field.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			writeError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large", fmt.Sprintf("body exceeds %d bytes", maxBody))
+			return refusal(http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes", maxBody))
 		case errors.Is(err, io.EOF):
-			writeError(w, http.StatusBadRequest, "Bad Request", "a JSON body is required")
-		default:
-			writeError(w, http.StatusBadRequest, "Bad Request", "invalid JSON: "+jsonErr(err))
+			return badRequest("a JSON body is required")
 		}
-		return false
+		return badRequest("invalid JSON: " + jsonErr(err))
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, "Bad Request", "invalid JSON: more than one value")
-		return false
+		return badRequest("invalid JSON: more than one value")
 	}
-	return true
+	return nil
 }
 
 // jsonErr describes a decoding error without echoing values.
@@ -336,12 +331,14 @@ func jsonErr(err error) string {
 	return "malformed body"
 }
 
-func (a *API) listServers(w http.ResponseWriter, r *http.Request) {
+func (a *API) listServers(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, a.o.Gateway.ServersStatus())
+	return nil
 }
 
-func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, a.o.Gateway.FleetSessionsReport(r.Context()))
+	return nil
 }
 
 // terminateRefused is a termination's 503: what was ended before it
@@ -357,15 +354,14 @@ type terminateRequest struct {
 	User            string `json:"user"`
 }
 
-func (a *API) terminateSessions(w http.ResponseWriter, r *http.Request) {
+func (a *API) terminateSessions(w http.ResponseWriter, r *http.Request) error {
 	var req terminateRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(r, &req); err != nil {
+		return err
 	}
 	res, err := a.o.Gateway.TerminateSessions(r.Context(), req.SessionIDPrefix, req.User)
 	if errors.Is(err, gateway.ErrNoSelector) {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	if res.Terminated > 0 || err == nil {
 		a.audit(r.Context(), "session.terminate", req.SessionIDPrefix, map[string]any{"user": req.User, "terminated": res.Terminated})
@@ -374,18 +370,19 @@ func (a *API) terminateSessions(w http.ResponseWriter, r *http.Request) {
 		// Not every matching session was ended: the operator is told,
 		// with those that were, and may send it again (ended ones are
 		// not counted twice).
-		a.log.Error("terminate sessions: not every matching session was ended", "terminated", res.Terminated, "error", err)
 		details := fmt.Sprintf("%d sessions were ended; ", res.Terminated)
 		if errors.Is(err, gateway.ErrFleetUnreachable) {
 			details += err.Error()
 		} else {
 			details += "the store did not record the end of the next one, which was not ended, nor any after it"
 		}
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, terminateRefused{TerminateResult: res, Error: "Service Unavailable", Details: details + ": try again shortly"})
-		return
+		return refusal(http.StatusServiceUnavailable, "").
+			withBody(terminateRefused{TerminateResult: res, Error: "Service Unavailable", Details: details + ": try again shortly"}).
+			withHeader("Retry-After", "1").
+			logged(slog.LevelError, "terminate sessions: not every matching session was ended", err, "terminated", res.Terminated)
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // pageParams reads limit and the before cursor ("<unix ms>.<id>").
@@ -447,24 +444,20 @@ type ToolCallPage struct {
 	Next  string           `json:"next,omitempty"`
 }
 
-func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
+func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	limit, before, err := pageParams(q)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	f := store.ToolCallFilter{KeyAlias: q.Get("key"), User: q.Get("user"), Team: q.Get("team"),
 		Server: q.Get("server"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Limit: limit, Before: before}
 	if f.Since, err = timeParam(q.Get("since")); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "since: "+err.Error())
-		return
+		return badRequest("since: " + err.Error())
 	}
 	calls, next, err := a.o.Store.ListToolCalls(r.Context(), f)
 	if err != nil {
-		a.log.Error("list tool calls", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list tool calls", err)
 	}
 	page := ToolCallPage{Calls: make([]ToolCallRecord, 0, len(calls)), Next: cursorString(next)}
 	for _, c := range calls {
@@ -473,6 +466,7 @@ func (a *API) listToolCalls(w http.ResponseWriter, r *http.Request) {
 			Session: c.SessionIDPrefix, RequestBytes: c.RequestBytes, ResponseBytes: c.ResponseBytes, Guardrail: c.Guardrail, Cost: c.Cost})
 	}
 	writeJSON(w, http.StatusOK, page)
+	return nil
 }
 
 // UsageRow is one key, user or team of GET /admin/v1/usage.
@@ -492,35 +486,29 @@ type UsageReport struct {
 	Usage []UsageRow `json:"usage"`
 }
 
-func (a *API) usage(w http.ResponseWriter, r *http.Request) {
+func (a *API) usage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.UsageFilter{By: q.Get("by")}
 	if f.By == "" {
 		f.By = store.UsageByKey
 	}
 	if _, ok := store.UsageColumn(f.By); !ok {
-		writeError(w, http.StatusBadRequest, "Bad Request", "by: must be key, user or team")
-		return
+		return badRequest("by: must be key, user or team")
 	}
 	var err error
 	if f.Since, err = timeParam(q.Get("since")); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "since: "+err.Error())
-		return
+		return badRequest("since: " + err.Error())
 	}
 	if f.Until, err = timeParam(q.Get("until")); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "until: "+err.Error())
-		return
+		return badRequest("until: " + err.Error())
 	}
 	ul, ok := a.o.Store.(store.UsageLog)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "Not Implemented", "this store cannot sum usage")
-		return
+		return refusal(http.StatusNotImplemented, "this store cannot sum usage")
 	}
 	rows, err := ul.SumUsage(r.Context(), f)
 	if err != nil {
-		a.log.Error("sum usage", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("sum usage", err)
 	}
 	rep := UsageReport{By: f.By, Since: q.Get("since"), Until: q.Get("until"), Usage: make([]UsageRow, 0, len(rows))}
 	for _, u := range rows {
@@ -528,6 +516,7 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request) {
 		rep.Total += u.Cost
 	}
 	writeJSON(w, http.StatusOK, rep)
+	return nil
 }
 
 func timeParam(s string) (time.Time, error) {
@@ -550,18 +539,15 @@ type EventRecord struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
+func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	limit, before, err := pageParams(q)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	entries, next, err := a.o.Store.ListAudit(r.Context(), store.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Limit: limit, Before: before})
 	if err != nil {
-		a.log.Error("list audit events", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list audit events", err)
 	}
 	out := struct {
 		Events []EventRecord `json:"events"`
@@ -571,35 +557,38 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 		out.Events = append(out.Events, EventRecord{Time: e.Time.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Action: e.Action, Target: e.Target, Detail: e.Detail})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) previewServer(w http.ResponseWriter, r *http.Request) {
+func (a *API) previewServer(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	p, ok := a.o.Gateway.PreviewServer(name)
 	if !ok {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
-		return
+		return notFound(fmt.Sprintf("no server %q", name))
 	}
 	writeJSON(w, http.StatusOK, p)
+	return nil
 }
 
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // stats answers each server's tool-call totals since start and latency
 // quantiles; a reader's rates are the differences of two reads.
-func (a *API) stats(w http.ResponseWriter, r *http.Request) {
+func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Servers []metrics.ServerStat `json:"servers"`
 	}{Servers: []metrics.ServerStat{}}
 	if a.o.Stats != nil {
 		st, err := a.o.Stats()
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "Could not read the metrics", err.Error())
-			return
+			e := refusal(http.StatusInternalServerError, err.Error())
+			e.title = "Could not read the metrics"
+			return e.logged(slog.LevelError, "read the metrics", err)
 		}
 		if st != nil {
 			out.Servers = st
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -66,6 +66,14 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	r, _ := newRigWith(t, nil)
+	return r
+}
+
+// newRigWith is newRig with its API's options changed by opt first (when
+// not nil); it returns the API too.
+func newRigWith(t *testing.T, opt func(*Options)) (*rig, *API) {
+	t.Helper()
 	cfg := &config.Config{
 		Listen: "127.0.0.1:0", ToolNameSeparator: "__",
 		Servers: map[string]*config.Server{
@@ -85,8 +93,12 @@ func newRig(t *testing.T) *rig {
 	}
 	auth := callers.New(callers.Options{Keys: st, MasterKey: master})
 	g := gateway.New(gateway.Options{Config: cfg, Authenticator: auth, Terminations: st})
-	api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, Grants: callers.NewGrantSet(cfg.Auth.Grants),
-		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return []string{"readonly"} }})
+	o := Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, Grants: callers.NewGrantSet(cfg.Auth.Grants),
+		Servers: cfg.ServerNames, Toolsets: g.ToolsetNames, AccessGroups: func() []string { return []string{"readonly"} }}
+	if opt != nil {
+		opt(&o)
+	}
+	api := New(o)
 	ts := httptest.NewServer(mounted(g, api))
 	t.Cleanup(func() {
 		ts.Close()
@@ -94,7 +106,7 @@ func newRig(t *testing.T) *rig {
 		auth.Close()
 		st.Close()
 	})
-	return &rig{url: ts.URL, store: st, gw: g}
+	return &rig{url: ts.URL, store: st, gw: g}, api
 }
 
 func (r *rig) do(t *testing.T, method, path, key, body string) (int, string) {

@@ -233,7 +233,7 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 // one was not listening: every cached key and vault entry, the runtime
 // servers and toolsets, the grants.
 func (a *API) resync(ctx context.Context) error {
-	defer a.synced.Store(true)
+	defer a.syncedOnce.Do(func() { close(a.synced) })
 	if a.o.KeysFlushed != nil {
 		a.o.KeysFlushed()
 	}
@@ -246,9 +246,9 @@ func (a *API) resync(ctx context.Context) error {
 	return errors.Join(a.SyncServers(ctx), a.SyncToolsets(ctx), a.ReloadGrants(ctx))
 }
 
-// following reports whether the follower has subscribed (and resynced)
-// at least once.
-func (a *API) following() bool { return a.synced.Load() }
+// followed is closed once the follower has subscribed and resynced: a
+// change announced after that is applied here as it is heard.
+func (a *API) followed() <-chan struct{} { return a.synced }
 
 // keyChanged forgets the key alias on this replica and makes its open
 // streams re-check it, so that a revocation ends them at once.

@@ -40,6 +40,27 @@ type replica struct {
 	*rig
 	api   *API
 	vault *vault.Vault
+	// keyChanged has each alias the API told the authenticator about,
+	// here or from another replica's announcement (waitKeyChanged).
+	keyChanged chan string
+}
+
+// waitKeyChanged waits, 5s at most, until r's API told its authenticator
+// that alias changed.
+func (r *replica) waitKeyChanged(t *testing.T, alias string) {
+	t.Helper()
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case a := <-r.keyChanged:
+			if a == alias {
+				return
+			}
+		case <-timeout.C:
+			t.Fatalf("key %q not changed on this replica within 5s", alias)
+		}
+	}
 }
 
 // fleetRig starts n replicas on one store (each opens its own) and one
@@ -90,7 +111,15 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 		g := gateway.New(gopts)
 		// As cmd/mcpgate wires it.
 		auth.SetFresh(func() bool { return !g.BusHeard().Trusted() })
-		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: auth.Invalidate, KeysFlushed: auth.Flush,
+		keyChanged := make(chan string, 64)
+		invalidate := func(alias string) {
+			auth.Invalidate(alias)
+			select {
+			case keyChanged <- alias:
+			default: // no test is waiting for so many
+			}
+		}
+		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: invalidate, KeysFlushed: auth.Flush,
 			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
 		if err := api.SyncServers(context.Background()); err != nil {
 			t.Fatal(err)
@@ -108,7 +137,7 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 			auth.Close()
 			st.Close()
 		})
-		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api, vault: vlt}
+		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api, vault: vlt, keyChanged: keyChanged}
 	}
 	return out
 }
@@ -392,11 +421,15 @@ func TestFleetAdminResyncAfterRedisRestart(t *testing.T) {
 func TestFleetAdminResyncOnLost(t *testing.T) {
 	mem := state.NewMemory(state.MemoryOptions{})
 	t.Cleanup(func() { mem.Close() })
-	gap := &gapBus{PubSub: mem}
+	gap := &gapBus{PubSub: mem, lost: make(chan struct{}, 1)}
 	rs := fleetRig(t, 2, sqliteStores(t), gap)
 	a, b := rs[0], rs[1]
 	waitFollowing(t, rs)
 	secret := a.createKey(t, `{"alias":"doomed"}`)
+	// B handles the creation's announcement first: handled after B's
+	// lookup below, it would empty B's cache and B would see the
+	// revocation in the store, not through the bus (seen once).
+	b.waitKeyChanged(t, "doomed")
 	if code, _ := b.do(t, "POST", "/mcp", secret, listBody); code != 200 {
 		t.Fatalf("the new key on B: %d", code)
 	}
@@ -408,7 +441,9 @@ func TestFleetAdminResyncOnLost(t *testing.T) {
 	if code, body := a.do(t, "POST", "/admin/v1/servers", master, `{"name":"extra","transport":"http","url":"`+url+`","timeout":"5s"}`); code != http.StatusCreated {
 		t.Fatalf("add on A: %d %s", code, body)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Both announcements reached every follower's subscription and were
+	// lost there (waited for, not slept on).
+	gap.waitDropped(t, 2)
 	if code, _ := b.do(t, "POST", "/mcp", secret, listBody); code != 200 {
 		t.Fatalf("B heard of the revocation through a gap (the test proves nothing): %d", code)
 	}
@@ -449,13 +484,24 @@ func TestFleetAdminBadAnnouncements(t *testing.T) {
 // announced before would be applied only by its first resync.
 func waitFollowing(t *testing.T, rs []*replica) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for _, r := range rs {
-		for !r.api.following() {
-			if time.Now().After(deadline) {
-				t.Fatal("a follower did not subscribe")
-			}
-			time.Sleep(2 * time.Millisecond)
+	apis := make([]*API, len(rs))
+	for i, r := range rs {
+		apis[i] = r.api
+	}
+	waitFollowed(t, apis...)
+}
+
+// waitFollowed waits, 5s at most, until each API's follower subscribed
+// and resynced.
+func waitFollowed(t *testing.T, apis ...*API) {
+	t.Helper()
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for _, a := range apis {
+		select {
+		case <-a.followed():
+		case <-timeout.C:
+			t.Fatal("a follower did not subscribe")
 		}
 	}
 }
@@ -507,15 +553,18 @@ func openStream(t *testing.T, url, secret string) <-chan struct{} {
 // after a backend reconnect.
 type gapBus struct {
 	state.PubSub
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below and each gapSub's
 	dropping bool
 	subs     []*gapSub
+	// lost has a value after a message was dropped (waitDropped).
+	lost chan struct{}
 }
 
 type gapSub struct {
-	inner  state.Subscription
-	c      chan state.Message
-	closed bool // c is closed; guarded by gapBus.mu
+	inner   state.Subscription
+	c       chan state.Message
+	closed  bool // c is closed
+	dropped int  // messages dropped while the bus was dropping
 }
 
 func (b *gapBus) Subscribe(ctx context.Context, topics ...string) (state.Subscription, error) {
@@ -534,6 +583,12 @@ func (b *gapBus) Subscribe(ctx context.Context, topics ...string) (state.Subscri
 				select {
 				case s.c <- m:
 				default: // a reader this far behind has lost messages anyway
+				}
+			} else {
+				s.dropped++
+				select {
+				case b.lost <- struct{}{}:
+				default: // the waiter has yet to look
 				}
 			}
 			b.mu.Unlock()
@@ -555,6 +610,29 @@ func (b *gapBus) drop(on bool) {
 			if !s.closed {
 				s.c <- state.Message{Lost: true}
 			}
+		}
+	}
+}
+
+// waitDropped waits, 5s at most, until every subscriber lost n messages.
+func (b *gapBus) waitDropped(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		b.mu.Lock()
+		done := len(b.subs) > 0
+		for _, s := range b.subs {
+			done = done && s.dropped >= n
+		}
+		b.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-b.lost:
+		case <-timeout.C:
+			t.Fatalf("the subscribers did not each lose %d messages", n)
 		}
 	}
 }

@@ -13,16 +13,15 @@ import (
 
 // callerFor is the caller an operator asks about: the key named by alias,
 // or (no alias) the master key's view of everything.
-func (a *API) callerFor(w http.ResponseWriter, r *http.Request, alias string) (*callers.Caller, bool) {
+func (a *API) callerFor(r *http.Request, alias string) (*callers.Caller, error) {
 	if alias == "" {
-		return &callers.Caller{Master: true, Admin: true}, true
+		return &callers.Caller{Master: true, Admin: true}, nil
 	}
 	k, err := a.o.Store.GetKeyByAlias(r.Context(), alias)
 	if err != nil {
-		a.storeError(w, err, alias)
-		return nil, false
+		return nil, storeError(err, alias)
 	}
-	return CallerOfKey(k), true
+	return CallerOfKey(k), nil
 }
 
 // CallerOfKey is the caller a key makes (what the authenticator would
@@ -44,7 +43,7 @@ type ToolsetView struct {
 
 // listToolsets lists the toolsets served now: the config file's and the
 // runtime ones (toolsets.go).
-func (a *API) listToolsets(w http.ResponseWriter, r *http.Request) {
+func (a *API) listToolsets(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Toolsets []ToolsetView `json:"toolsets"`
 	}{Toolsets: []ToolsetView{}}
@@ -58,30 +57,33 @@ func (a *API) listToolsets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) listTools(w http.ResponseWriter, r *http.Request) {
+func (a *API) listTools(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	c, ok := a.callerFor(w, r, q.Get("key"))
-	if !ok {
-		return
+	c, err := a.callerFor(r, q.Get("key"))
+	if err != nil {
+		return err
 	}
 	tools, err := a.o.Gateway.ToolsAs(r.Context(), c, q.Get("route"))
 	if err != nil {
-		a.routeError(w, err)
-		return
+		return routeError(err)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Tools []gateway.ToolInfo `json:"tools"`
 	}{tools})
+	return nil
 }
 
-func (a *API) routeError(w http.ResponseWriter, err error) {
+// routeError is the refusal of the gateway's answer to a request made as
+// a caller: an unknown route is the operator's mistake, anything else
+// went wrong upstream.
+func routeError(err error) *apiError {
 	if errors.Is(err, gateway.ErrRoute) {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
-	writeError(w, http.StatusBadGateway, "Bad Gateway", err.Error())
+	return refusal(http.StatusBadGateway, err.Error())
 }
 
 // ExplainView is GET /admin/v1/explain.
@@ -96,12 +98,11 @@ type ExplainView struct {
 	Steps   any    `json:"steps"`
 }
 
-func (a *API) explain(w http.ResponseWriter, r *http.Request) {
+func (a *API) explain(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	tool := q.Get("tool")
 	if tool == "" {
-		writeError(w, http.StatusBadRequest, "Bad Request", "tool: required")
-		return
+		return badRequest("tool: required")
 	}
 	var c *callers.Caller
 	if s := (callers.Subject{User: q.Get("user"), Teams: q["team"], Roles: q["role"]}); q.Get("key") == "" && (s.User != "" || len(s.Teams) > 0 || len(s.Roles) > 0) {
@@ -115,9 +116,9 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		jc.User = s.User
 		c = &jc
 	} else {
-		var ok bool
-		if c, ok = a.callerFor(w, r, q.Get("key")); !ok {
-			return
+		var err error
+		if c, err = a.callerFor(r, q.Get("key")); err != nil {
+			return err
 		}
 	}
 	route := q.Get("route")
@@ -126,14 +127,14 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 	}
 	ex, err := a.o.Gateway.ExplainAs(c, route, tool)
 	if err != nil {
-		a.routeError(w, err)
-		return
+		return routeError(err)
 	}
 	v := ExplainView{Allowed: ex.Decision.Allowed, Rule: ex.Decision.Rule, Key: q.Get("key"), User: q.Get("user"), Route: route, Server: ex.Server, Tool: tool, Steps: ex.Steps}
 	if ex.Denied != nil {
 		v.Allowed, v.Rule = false, ex.Denied.Rule
 	}
 	writeJSON(w, http.StatusOK, v)
+	return nil
 }
 
 type callRequest struct {
@@ -145,30 +146,27 @@ type callRequest struct {
 
 // callTool makes a tools/call as a key (or as the master key) and answers
 // the tool result; the audit log records who made it.
-func (a *API) callTool(w http.ResponseWriter, r *http.Request) {
+func (a *API) callTool(w http.ResponseWriter, r *http.Request) error {
 	var req callRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(r, &req); err != nil {
+		return err
 	}
 	if req.Name == "" {
-		writeError(w, http.StatusBadRequest, "Bad Request", "name: required")
-		return
+		return badRequest("name: required")
 	}
 	if len(req.Arguments) > 0 && req.Arguments[0] != '{' && string(req.Arguments) != "null" {
-		writeError(w, http.StatusBadRequest, "Bad Request", "arguments: must be a JSON object")
-		return
+		return badRequest("arguments: must be a JSON object")
 	}
 	if string(req.Arguments) == "null" {
 		req.Arguments = nil
 	}
-	c, ok := a.callerFor(w, r, req.Key)
-	if !ok {
-		return
+	c, err := a.callerFor(r, req.Key)
+	if err != nil {
+		return err
 	}
 	res, rpcErr, err := a.o.Gateway.CallAs(r.Context(), c, req.Route, req.Name, req.Arguments)
 	if err != nil {
-		a.routeError(w, err)
-		return
+		return routeError(err)
 	}
 	a.audit(r.Context(), "tool.call", req.Name, map[string]any{"as": req.Key, "route": req.Route})
 	if rpcErr != nil {
@@ -183,14 +181,14 @@ func (a *API) callTool(w http.ResponseWriter, r *http.Request) {
 			// against both, as the key's own calls do.
 			status = http.StatusTooManyRequests
 		}
-		writeJSON(w, status, struct {
+		return refusal(status, "").withBody(struct {
 			Error   string `json:"error"`
 			Details string `json:"details"`
 			Code    int64  `json:"code"`
 		}{"Tool call failed", rpcErr.Message, rpcErr.Code})
-		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(res)
+	return nil
 }

@@ -3,12 +3,13 @@ package admin
 import (
 	"errors"
 	"fmt"
-	"github.com/mcpgate/mcpgate/internal/config"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/vault"
 )
 
@@ -56,13 +57,12 @@ func connectionOf(m vault.Meta) ConnectionInfo {
 		ExpiresAt: timeString(m.Expiry), Refreshable: m.HasRefreshToken, UpdatedAt: timeString(m.UpdatedAt), LastUsed: timeString(m.LastUsed)}
 }
 
-// needVault answers 400 when no vault is configured.
-func (a *API) needVault(w http.ResponseWriter) bool {
+// needVault refuses with 400 when no vault is configured.
+func (a *API) needVault() error {
 	if a.o.Vault == nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "the gateway has no vault configured")
-		return false
+		return badRequest("the gateway has no vault configured")
 	}
-	return true
+	return nil
 }
 
 // myEntries lists the caller's own entries: read by name for each known
@@ -79,19 +79,18 @@ func (a *API) myEntries(r *http.Request) ([]vault.Meta, error) {
 	return a.o.Vault.List(r.Context(), vault.Filter{Person: callers.PersonID(callers.FromContext(r.Context())), Servers: servers})
 }
 
-func (a *API) listConnections(w http.ResponseWriter, r *http.Request) {
-	if !a.needVault(w) {
-		return
+func (a *API) listConnections(w http.ResponseWriter, r *http.Request) error {
+	if err := a.needVault(); err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	// The names do not say whose an entry is: this opens every record.
 	ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: q.Get("person"), Server: q.Get("server")})
 	if err != nil {
-		a.log.Error("list connections", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list connections", err)
 	}
 	writeConnections(w, ms)
+	return nil
 }
 
 func writeConnections(w http.ResponseWriter, ms []vault.Meta) {
@@ -102,91 +101,85 @@ func writeConnections(w http.ResponseWriter, ms []vault.Meta) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *API) revokeConnection(w http.ResponseWriter, r *http.Request) {
-	if !a.needVault(w) {
-		return
+func (a *API) revokeConnection(w http.ResponseWriter, r *http.Request) error {
+	if err := a.needVault(); err != nil {
+		return err
 	}
 	person, server := r.PathValue("person"), r.PathValue("server")
-	if !a.deleteEntry(w, r, person, server, fmt.Sprintf("%q has no connection to %q", person, server)) {
-		return
+	if err := a.deleteEntry(r, person, server, fmt.Sprintf("%q has no connection to %q", person, server)); err != nil {
+		return err
 	}
 	a.audit(r.Context(), "connection.revoke", server, map[string]string{"person": person})
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-// deleteEntry deletes person's entry for server, answering the error
-// itself (404 with notFound) when it fails.
-func (a *API) deleteEntry(w http.ResponseWriter, r *http.Request, person, server, notFound string) bool {
+// deleteEntry deletes person's entry for server; the error is the
+// refusal to answer (404 with missing when there is none).
+func (a *API) deleteEntry(r *http.Request, person, server, missing string) error {
 	err := a.o.Vault.Delete(r.Context(), person, server)
 	switch {
 	case errors.Is(err, vault.ErrNotFound):
-		writeError(w, http.StatusNotFound, "Not Found", notFound)
-		return false
+		return notFound(missing)
 	case errors.Is(err, vault.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "Bad Request", "not a person and server the vault can hold")
-		return false
+		return badRequest("not a person and server the vault can hold")
 	case err != nil:
-		a.log.Error("revoke a connection", "server", server, "error", err)
-		storeUnavailable(w)
-		return false
+		return storeUnavailable("revoke a connection", err, "server", server)
 	}
-	return true
+	return nil
 }
 
-func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) {
-	if !a.needVault(w) {
-		return
+func (a *API) revokePersonConnections(w http.ResponseWriter, r *http.Request) error {
+	if err := a.needVault(); err != nil {
+		return err
 	}
 	person := r.PathValue("person")
 	ms, err := a.o.Vault.List(r.Context(), vault.Filter{Person: person})
 	if err != nil {
-		a.log.Error("list a person's connections", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list a person's connections", err)
 	}
 	out := RevokedConnections{Person: person, Servers: []string{}}
 	for _, m := range ms {
 		err := a.o.Vault.Delete(r.Context(), person, m.Server)
 		if err != nil && !errors.Is(err, vault.ErrNotFound) {
-			a.log.Error("revoke a connection", "server", m.Server, "error", err)
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "Service Unavailable", fmt.Sprintf("the store did not answer: revoked %d of %d (%v); try again shortly", len(out.Servers), len(ms), out.Servers))
-			return
+			return refusal(http.StatusServiceUnavailable, fmt.Sprintf("the store did not answer: revoked %d of %d (%v); try again shortly", len(out.Servers), len(ms), out.Servers)).
+				withHeader("Retry-After", "1").
+				logged(slog.LevelError, "revoke a connection", err, "server", m.Server)
 		}
 		if err == nil {
 			out.Servers = append(out.Servers, m.Server)
 		}
 	}
 	if len(out.Servers) == 0 {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("%q has no connections", person))
-		return
+		return notFound(fmt.Sprintf("%q has no connections", person))
 	}
 	slices.Sort(out.Servers)
 	a.audit(r.Context(), "connection.revoke_all", person, map[string]any{"servers": out.Servers})
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) listMyConnections(w http.ResponseWriter, r *http.Request) {
+func (a *API) listMyConnections(w http.ResponseWriter, r *http.Request) error {
 	ms, err := a.myEntries(r)
 	if err != nil {
-		a.log.Error("list connections", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list connections", err)
 	}
 	writeConnections(w, ms)
+	return nil
 }
 
-func (a *API) revokeMyConnection(w http.ResponseWriter, r *http.Request) {
-	if !a.needVault(w) {
-		return
+func (a *API) revokeMyConnection(w http.ResponseWriter, r *http.Request) error {
+	if err := a.needVault(); err != nil {
+		return err
 	}
 	server := r.PathValue("server")
 	person := callers.PersonID(callers.FromContext(r.Context()))
-	if !a.deleteEntry(w, r, person, server, fmt.Sprintf("you have no connection to %q", server)) {
-		return
+	if err := a.deleteEntry(r, person, server, fmt.Sprintf("you have no connection to %q", server)); err != nil {
+		return err
 	}
 	a.audit(r.Context(), "connection.revoke", server, nil)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // MyServer is a server the caller may use that needs their own account or
@@ -201,12 +194,10 @@ type MyServer struct {
 
 // listMyServers answers the servers that need the caller's own account
 // (oauth2_user) or credential (user_api_key), connected or not.
-func (a *API) listMyServers(w http.ResponseWriter, r *http.Request) {
+func (a *API) listMyServers(w http.ResponseWriter, r *http.Request) error {
 	ms, err := a.myEntries(r)
 	if err != nil {
-		a.log.Error("list my servers", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list my servers", err)
 	}
 	have := map[string]bool{}
 	for _, m := range ms {
@@ -223,4 +214,5 @@ func (a *API) listMyServers(w http.ResponseWriter, r *http.Request) {
 		out.Servers = append(out.Servers, m)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

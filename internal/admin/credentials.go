@@ -32,21 +32,19 @@ var selfRoutes = map[string]bool{
 }
 
 // admitPerson lets in any caller who is a person.
-func (a *API) admitPerson(w http.ResponseWriter, r *http.Request) (*callers.Caller, bool) {
+func (a *API) admitPerson(r *http.Request) (*callers.Caller, error) {
 	var c *callers.Caller
 	if a.o.Authenticate != nil {
 		var f *callers.Failure
 		c, f = a.o.Authenticate(r)
 		if f != nil {
-			f.Write(w)
-			return nil, false
+			return nil, failed(f)
 		}
 	}
 	if callers.PersonID(c) == "" {
-		writeError(w, http.StatusForbidden, "Forbidden", "your own credentials are stored with a personal key or token (not the master key, not anonymously)")
-		return nil, false
+		return nil, refusal(http.StatusForbidden, "your own credentials are stored with a personal key or token (not the master key, not anonymously)")
 	}
-	return c, true
+	return c, nil
 }
 
 // CredentialRequest is the body of PUT /me/credentials/{server}.
@@ -78,76 +76,66 @@ func timeString(t time.Time) string {
 }
 
 // userKeyServer checks that server takes each person's own credential.
-func (a *API) userKeyServer(w http.ResponseWriter, server string) bool {
+func (a *API) userKeyServer(server string) error {
 	if a.o.Gateway.AuthType(server) != config.AuthUserAPIKey {
-		writeError(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("server %q does not take a credential of your own (its auth type is not user_api_key)", server))
-		return false
+		return badRequest(fmt.Sprintf("server %q does not take a credential of your own (its auth type is not user_api_key)", server))
 	}
-	if a.o.Vault == nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "the gateway has no vault configured")
-		return false
-	}
-	return true
+	return a.needVault()
 }
 
-func (a *API) putCredential(w http.ResponseWriter, r *http.Request) {
+func (a *API) putCredential(w http.ResponseWriter, r *http.Request) error {
 	server := r.PathValue("server")
-	if !a.userKeyServer(w, server) {
-		return
+	if err := a.userKeyServer(server); err != nil {
+		return err
 	}
 	var req CredentialRequest
-	if !decode(w, r, &req) {
-		return
+	if err := decode(r, &req); err != nil {
+		return err
 	}
 	v := strings.TrimSpace(req.Value)
 	switch {
 	case v == "":
-		writeError(w, http.StatusBadRequest, "Bad Request", "value: required")
-		return
+		return badRequest("value: required")
 	case len(v) > MaxCredentialBytes:
-		writeError(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("value: longer than %d bytes", MaxCredentialBytes))
-		return
+		return badRequest(fmt.Sprintf("value: longer than %d bytes", MaxCredentialBytes))
 	case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		writeError(w, http.StatusBadRequest, "Bad Request", "value: must not contain control characters")
-		return
+		return badRequest("value: must not contain control characters")
 	}
 	person := callers.PersonID(callers.FromContext(r.Context()))
 	e := vault.Entry{Person: person, Server: server, Kind: vault.KindStatic, AccessToken: v}
 	if err := a.o.Vault.Put(r.Context(), e); err != nil {
 		if errors.Is(err, vault.ErrInvalid) {
-			writeError(w, http.StatusBadRequest, "Bad Request", "the credential cannot be stored as given")
-			return
+			return badRequest("the credential cannot be stored as given")
 		}
-		a.log.Error("store a credential", "server", server, "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("store a credential", err, "server", server)
 	}
 	a.audit(r.Context(), "credential.put", server, nil)
 	writeJSON(w, http.StatusOK, CredentialInfo{Server: server, UpdatedAt: timeString(a.o.Now())})
+	return nil
 }
 
-func (a *API) listCredentials(w http.ResponseWriter, r *http.Request) {
+func (a *API) listCredentials(w http.ResponseWriter, r *http.Request) error {
 	ms, err := a.myEntries(r)
 	if err != nil {
-		a.log.Error("list credentials", "error", err)
-		storeUnavailable(w)
-		return
+		return storeUnavailable("list credentials", err)
 	}
 	out := CredentialList{Credentials: []CredentialInfo{}}
 	for _, m := range ms {
 		out.Credentials = append(out.Credentials, infoOf(m))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteCredential(w http.ResponseWriter, r *http.Request) error {
 	server := r.PathValue("server")
-	if !a.userKeyServer(w, server) {
-		return
+	if err := a.userKeyServer(server); err != nil {
+		return err
 	}
-	if !a.deleteEntry(w, r, callers.PersonID(callers.FromContext(r.Context())), server, fmt.Sprintf("you have no credential stored for %q", server)) {
-		return
+	if err := a.deleteEntry(r, callers.PersonID(callers.FromContext(r.Context())), server, fmt.Sprintf("you have no credential stored for %q", server)); err != nil {
+		return err
 	}
 	a.audit(r.Context(), "credential.delete", server, nil)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

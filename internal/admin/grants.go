@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"unicode"
@@ -37,7 +38,7 @@ func grantView(g config.Grant, source string) GrantView {
 		Toolsets: g.Toolsets, AccessGroups: g.AccessGroups, Admin: g.Admin, RateLimitRPM: g.RateLimitRPM}
 }
 
-func (a *API) listGrants(w http.ResponseWriter, r *http.Request) {
+func (a *API) listGrants(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Grants []GrantView `json:"grants"`
 	}{Grants: []GrantView{}}
@@ -48,6 +49,7 @@ func (a *API) listGrants(w http.ResponseWriter, r *http.Request) {
 		out.Grants = append(out.Grants, grantView(g, store.SourceAPI))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // grantSubject reads {kind}/{value} of the path.
@@ -65,25 +67,22 @@ func grantSubject(r *http.Request) (kind, value string, err error) {
 // putGrant creates or replaces the runtime grant of a user, team or role.
 // The body has a key's access fields: servers, tools, deny_tools,
 // toolsets, access_groups, admin, rate_limit_rpm.
-func (a *API) putGrant(w http.ResponseWriter, r *http.Request) {
+func (a *API) putGrant(w http.ResponseWriter, r *http.Request) error {
 	kind, value, err := grantSubject(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	var in KeyAttributes
-	if !decode(w, r, &in) {
-		return
+	if err := decode(r, &in); err != nil {
+		return err
 	}
 	switch {
 	case in.Alias != nil, in.User != nil, in.Team != nil, in.AllowedCIDRs != nil, in.Expires != nil, in.NoMCP != nil, in.Disabled != nil, in.AllServers != nil:
-		writeError(w, http.StatusBadRequest, "Bad Request", "a grant takes servers, tools, deny_tools, toolsets, access_groups, admin and rate_limit_rpm only")
-		return
+		return badRequest("a grant takes servers, tools, deny_tools, toolsets, access_groups, admin and rate_limit_rpm only")
 	}
 	var k store.Key
 	if err := a.apply(&k, &in); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	g := config.Grant{Servers: k.Servers, Tools: k.Tools, DenyTools: k.DenyTools, Toolsets: k.Toolsets, AccessGroups: k.AccessGroups,
 		Admin: k.Admin, RateLimitRPM: k.RateLimitRPM}
@@ -97,37 +96,36 @@ func (a *API) putGrant(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, _ := json.Marshal(grantView(g, store.SourceAPI))
 	if _, err := a.o.Store.PutObject(r.Context(), store.KindGrant, kind+":"+value, doc); err != nil {
-		a.storeError(w, err, kind+":"+value)
-		return
+		return storeError(err, kind+":"+value)
 	}
 	// Committed: the other replicas apply it even if this one cannot.
 	a.announce(r.Context(), changeGrant, kind+":"+value)
 	if err := a.ReloadGrants(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "Service Unavailable", "stored, but the grants could not be reloaded: "+err.Error())
-		return
+		return refusal(http.StatusServiceUnavailable, "stored, but the grants could not be reloaded: "+err.Error()).
+			logged(slog.LevelError, "reload grants after a change", err)
 	}
 	a.audit(r.Context(), "grant.put", kind+":"+value, nil)
 	writeJSON(w, http.StatusOK, grantView(g, store.SourceAPI))
+	return nil
 }
 
-func (a *API) deleteGrant(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteGrant(w http.ResponseWriter, r *http.Request) error {
 	kind, value, err := grantSubject(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	if err := a.o.Store.DeleteObject(r.Context(), store.KindGrant, kind+":"+value); err != nil {
-		a.storeError(w, err, kind+":"+value)
-		return
+		return storeError(err, kind+":"+value)
 	}
 	// Committed: the other replicas apply it even if this one cannot.
 	a.announce(r.Context(), changeGrant, kind+":"+value)
 	if err := a.ReloadGrants(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "Service Unavailable", "deleted, but the grants could not be reloaded: "+err.Error())
-		return
+		return refusal(http.StatusServiceUnavailable, "deleted, but the grants could not be reloaded: "+err.Error()).
+			logged(slog.LevelError, "reload grants after a change", err)
 	}
 	a.audit(r.Context(), "grant.delete", kind+":"+value, nil)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // ReloadGrants reads the runtime grants from the store into the GrantSet;

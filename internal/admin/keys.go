@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -219,40 +220,37 @@ func (a *API) apply(k *store.Key, in *KeyAttributes) error {
 	return nil
 }
 
-func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	var in KeyAttributes
-	if !decode(w, r, &in) {
-		return
+	if err := decode(r, &in); err != nil {
+		return err
 	}
 	if in.Alias == nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "alias: required")
-		return
+		return badRequest("alias: required")
 	}
 	k := store.Key{Source: store.SourceAPI}
 	if err := a.apply(&k, &in); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	secret, err := callers.NewSecret()
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "could not generate a key")
-		return
+		return refusal(http.StatusInternalServerError, "could not generate a key").
+			logged(slog.LevelError, "generate a key", err)
 	}
 	k.KeyHash, k.KeyPrefix = store.HashKey(secret), store.KeyPrefix(secret)
 	if _, err := a.o.Store.CreateKey(r.Context(), k); err != nil {
-		a.storeError(w, err, k.Alias)
-		return
+		return storeError(err, k.Alias)
 	}
 	a.changed(r.Context(), k.Alias)
 	a.audit(r.Context(), "key.create", k.Alias, nil)
 	writeJSON(w, http.StatusCreated, CreatedKey{Alias: k.Alias, Key: secret})
+	return nil
 }
 
-func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 	keys, err := a.o.Store.ListKeys(r.Context())
 	if err != nil {
-		a.storeError(w, err, "")
-		return
+		return storeError(err, "")
 	}
 	out := struct {
 		Keys []KeyView `json:"keys"`
@@ -261,68 +259,63 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 		out.Keys = append(out.Keys, viewOf(k))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
+func (a *API) getKey(w http.ResponseWriter, r *http.Request) error {
 	k, err := a.o.Store.GetKeyByAlias(r.Context(), r.PathValue("alias"))
 	if err != nil {
-		a.storeError(w, err, r.PathValue("alias"))
-		return
+		return storeError(err, r.PathValue("alias"))
 	}
 	writeJSON(w, http.StatusOK, viewOf(k))
+	return nil
 }
 
-func (a *API) updateKey(w http.ResponseWriter, r *http.Request) {
+func (a *API) updateKey(w http.ResponseWriter, r *http.Request) error {
 	alias := r.PathValue("alias")
 	var in KeyAttributes
-	if !decode(w, r, &in) {
-		return
+	if err := decode(r, &in); err != nil {
+		return err
 	}
 	k, err := a.o.Store.GetKeyByAlias(r.Context(), alias)
 	if err != nil {
-		a.storeError(w, err, alias)
-		return
+		return storeError(err, alias)
 	}
 	if k.Source == store.SourceConfig {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("key %q is defined in the config file; change it there", alias))
-		return
+		return conflict(fmt.Sprintf("key %q is defined in the config file; change it there", alias))
 	}
 	if in.Alias != nil && *in.Alias != alias {
-		writeError(w, http.StatusBadRequest, "Bad Request", "alias: cannot be changed; create a new key")
-		return
+		return badRequest("alias: cannot be changed; create a new key")
 	}
 	if err := a.apply(&k, &in); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	k, err = a.o.Store.UpdateKey(r.Context(), k)
 	if err != nil {
-		a.storeError(w, err, alias)
-		return
+		return storeError(err, alias)
 	}
 	a.changed(r.Context(), alias)
 	a.audit(r.Context(), "key.update", alias, changedFields(&in))
 	writeJSON(w, http.StatusOK, viewOf(k))
+	return nil
 }
 
-func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	alias := r.PathValue("alias")
 	k, err := a.o.Store.GetKeyByAlias(r.Context(), alias)
 	if err != nil {
-		a.storeError(w, err, alias)
-		return
+		return storeError(err, alias)
 	}
 	if k.Source == store.SourceConfig {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("key %q is defined in the config file; remove it there", alias))
-		return
+		return conflict(fmt.Sprintf("key %q is defined in the config file; remove it there", alias))
 	}
 	if err := a.o.Store.DeleteKey(r.Context(), alias); err != nil {
-		a.storeError(w, err, alias)
-		return
+		return storeError(err, alias)
 	}
 	a.changed(r.Context(), alias)
 	a.audit(r.Context(), "key.revoke", alias, nil)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // changed applies a committed key change here and announces it to the
@@ -356,27 +349,4 @@ func changedFields(in *KeyAttributes) map[string]any {
 	add("disabled", in.Disabled != nil)
 	slices.Sort(f)
 	return map[string]any{"fields": f}
-}
-
-func (a *API) storeError(w http.ResponseWriter, err error, alias string) {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no key %q", alias))
-	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("a key with alias %q already exists", alias))
-	case errors.Is(err, store.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-	default:
-		// Unreachable, timed out, or failing: nothing it was asked was
-		// done, and nothing is acknowledged that is not durable.
-		a.log.Error("admin store error", "error", err)
-		storeUnavailable(w)
-	}
-}
-
-// storeUnavailable answers a request the store did not serve: 503, and
-// nothing was read or changed.
-func storeUnavailable(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not answer; nothing was changed: try again shortly")
 }

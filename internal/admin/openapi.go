@@ -241,6 +241,7 @@ func atoi(s string) int {
 	return n
 }
 
-func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
+func (a *API) openAPI(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, document())
+	return nil
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -82,28 +83,26 @@ type reloadBody struct {
 	Problems []ConfigProblem `json:"problems,omitempty"`
 }
 
-func (a *API) reload(w http.ResponseWriter, r *http.Request) {
+func (a *API) reload(w http.ResponseWriter, r *http.Request) error {
 	if a.o.Reload == nil {
-		writeError(w, http.StatusNotImplemented, "Not Implemented", "this gateway has no config file to reload")
-		return
+		return refusal(http.StatusNotImplemented, "this gateway has no config file to reload")
 	}
 	by := actor(r.Context())
 	rep, err := a.o.Reload(r.Context(), by)
 	var invalid *InvalidConfigError
 	switch {
 	case errors.As(err, &invalid):
-		writeJSON(w, http.StatusUnprocessableEntity, reloadBody{Error: "Unprocessable Entity",
+		return refusal(http.StatusUnprocessableEntity, "").withBody(reloadBody{Error: "Unprocessable Entity",
 			Details: "the config file is invalid; nothing changed", Problems: invalid.Problems})
-		return
 	case err != nil:
-		a.log.Error("config reload failed", "by", by, "error", err)
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "reload failed: "+err.Error())
-		return
+		return refusal(http.StatusInternalServerError, "reload failed: "+err.Error()).
+			logged(slog.LevelError, "config reload failed", err, "by", by)
 	}
 	// Each replica reads its own file: the others reload theirs, so that
 	// one request through a load balancer reloads the fleet.
 	a.announce(r.Context(), changeReload, by)
 	writeJSON(w, http.StatusOK, rep)
+	return nil
 }
 
 // followReload reloads this replica's file because another replica was

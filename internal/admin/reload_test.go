@@ -61,7 +61,7 @@ func TestReloadEndpoint(t *testing.T) {
 		t.Cleanup(a.Close)
 		apis, recs = append(apis, a), append(recs, rec)
 	}
-	within(t, "followers subscribed", func() bool { return apis[0].following() && apis[1].following() })
+	waitFollowed(t, apis...)
 
 	post := func(as string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()

@@ -83,37 +83,37 @@ type serverRequest struct {
 	Name string `json:"name"`
 }
 
-func (a *API) addServer(w http.ResponseWriter, r *http.Request) {
+func (a *API) addServer(w http.ResponseWriter, r *http.Request) error {
 	var raw json.RawMessage
-	if !decode(w, r, &raw) {
-		return
+	if err := decode(r, &raw); err != nil {
+		return err
 	}
 	var req serverRequest
 	_ = json.Unmarshal(raw, &req)
 	a.servers.mu.Lock()
 	defer a.servers.mu.Unlock()
-	if srv, ok := a.putServer(w, r, req.Name, raw, "server.add"); ok {
-		writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
+	srv, err := a.putServer(r, req.Name, raw, "server.add")
+	if err != nil {
+		return err
 	}
+	writeJSON(w, http.StatusCreated, map[string]string{"name": req.Name, "transport": srv.Transport})
+	return nil
 }
 
 // putServer validates, serves and stores the runtime server name as doc
 // (the fields of a config-file entry), announces it and records action;
-// on failure it has answered w. The caller holds a.servers.mu.
-func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc json.RawMessage, action string) (*config.Server, bool) {
+// the error is the refusal to answer. The caller holds a.servers.mu.
+func (a *API) putServer(r *http.Request, name string, doc json.RawMessage, action string) (*config.Server, error) {
 	srv, err := ParseServer(name, doc, a.separator())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return nil, false
+		return nil, badRequest(err.Error())
 	}
 	prev, replacing := a.servers.applied[name]
 	if err := a.o.Gateway.AddServer(r.Context(), name, srv, a.fromFile); err != nil {
 		if errors.Is(err, gateway.ErrServerExists) {
-			writeError(w, http.StatusConflict, "Conflict", err.Error())
-			return nil, false
+			return nil, conflict(err.Error())
 		}
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return nil, false
+		return nil, badRequest(err.Error())
 	}
 	o, err := a.o.Store.PutObject(r.Context(), store.KindServer, name, doc)
 	if err != nil {
@@ -128,27 +128,24 @@ func (a *API) putServer(w http.ResponseWriter, r *http.Request, name string, doc
 				a.servers.applied[name] = prev
 			}
 		}
-		a.storeError(w, err, name)
-		return nil, false
+		return nil, storeError(err, name)
 	}
 	a.servers.applied[name] = o.Doc
 	a.announce(r.Context(), changeServer, name)
 	a.audit(r.Context(), action, name, map[string]any{"transport": srv.Transport})
-	return srv, true
+	return srv, nil
 }
 
 // serverTools lists what a server offers before its tool policy, with the
 // policy and whether the API may change it (runtime servers only).
-func (a *API) serverTools(w http.ResponseWriter, r *http.Request) {
+func (a *API) serverTools(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	tools, policy, err := a.o.Gateway.ServerTools(r.Context(), name)
 	if errors.Is(err, gateway.ErrRoute) {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
-		return
+		return notFound(fmt.Sprintf("no server %q", name))
 	}
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "Bad Gateway", err.Error())
-		return
+		return refusal(http.StatusBadGateway, err.Error())
 	}
 	if policy == nil {
 		policy = &config.ToolPolicy{}
@@ -158,6 +155,7 @@ func (a *API) serverTools(w http.ResponseWriter, r *http.Request) {
 		source = store.SourceConfig
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"server": name, "source": source, "policy": toolPolicyView(policy), "tools": tools})
+	return nil
 }
 
 // toolPolicyView is a tool policy as the API's JSON: allow null (all) or
@@ -180,15 +178,14 @@ func toolPolicyView(p *config.ToolPolicy) map[string]any {
 
 // putServerTools replaces a runtime server's tool policy (allow, deny,
 // overrides), keeping every other field as stored.
-func (a *API) putServerTools(w http.ResponseWriter, r *http.Request) {
+func (a *API) putServerTools(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	var body map[string]any
-	if !decode(w, r, &body) {
-		return
+	if err := decode(r, &body); err != nil {
+		return err
 	}
 	if body == nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object of tool policy fields (allow, deny, overrides, costs, cost_per_kb)")
-		return
+		return badRequest("body: must be a JSON object of tool policy fields (allow, deny, overrides, costs, cost_per_kb)")
 	}
 	// A merge patch of the entry's tools: the editor's three fields are
 	// replaced (absent means none: null removes them), the rest of the
@@ -198,31 +195,29 @@ func (a *API) putServerTools(w http.ResponseWriter, r *http.Request) {
 			body[k] = nil
 		}
 	}
-	if _, ok := a.patchStored(w, r, name, map[string]any{"tools": body}, "server.tools", "change its tools there"); ok {
-		a.serverTools(w, r)
+	if _, err := a.patchStored(r, name, map[string]any{"tools": body}, "server.tools", "change its tools there"); err != nil {
+		return err
 	}
+	return a.serverTools(w, r)
 }
 
-func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {
+func (a *API) removeServer(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if a.fromFile(name) {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; remove it there", name))
-		return
+		return conflict(fmt.Sprintf("server %q is defined in the config file; remove it there", name))
 	}
 	// A toolset naming a server that is gone would make every later
 	// change fail validation, here and on every replica.
 	for _, ts := range a.o.Gateway.ToolsetNames() {
 		if t, ok := a.o.Gateway.Toolset(ts); ok && t.Servers[name] != nil {
-			writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is in toolset %q; change or remove the toolset first", name, ts))
-			return
+			return conflict(fmt.Sprintf("server %q is in toolset %q; change or remove the toolset first", name, ts))
 		}
 	}
 	a.servers.mu.Lock()
 	defer a.servers.mu.Unlock()
 	err := a.o.Store.DeleteObject(r.Context(), store.KindServer, name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		a.storeError(w, err, name)
-		return
+		return storeError(err, name)
 	}
 	if err == nil {
 		// Deleted here: every replica must stop serving it, whether or
@@ -233,11 +228,11 @@ func (a *API) removeServer(w http.ResponseWriter, r *http.Request) {
 	// Stored but not served here (this replica missed its addition) is
 	// still removed.
 	if !a.o.Gateway.RemoveServer(name) && err != nil {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
-		return
+		return notFound(fmt.Sprintf("no server %q", name))
 	}
 	a.audit(r.Context(), "server.remove", name, nil)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // fromFile reports whether the config file defines server name.
@@ -264,67 +259,64 @@ func (a *API) loadServer(ctx context.Context, name string, doc json.RawMessage) 
 // testServer connects to a server afresh and reports the verdict, as
 // mcpgate doctor does for one server (its upstream sessions in service
 // are not touched).
-func (a *API) testServer(w http.ResponseWriter, r *http.Request) {
+func (a *API) testServer(w http.ResponseWriter, r *http.Request) error {
 	if a.o.CheckServer == nil {
-		writeError(w, http.StatusNotImplemented, "Not Implemented", "this gateway cannot test servers")
-		return
+		return refusal(http.StatusNotImplemented, "this gateway cannot test servers")
 	}
 	name := r.PathValue("name")
 	res, ok := a.o.CheckServer(r.Context(), name)
 	if !ok {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no server %q", name))
-		return
+		return notFound(fmt.Sprintf("no server %q", name))
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // patchServer changes a runtime server with a JSON merge patch (RFC 7396)
 // of its entry: the members present replace the stored ones, null removes
 // one, and the rest (its credentials among them) stays as stored.
-func (a *API) patchServer(w http.ResponseWriter, r *http.Request) {
+func (a *API) patchServer(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	var patch any
-	if !decode(w, r, &patch) {
-		return
+	if err := decode(r, &patch); err != nil {
+		return err
 	}
 	if _, isObj := patch.(map[string]any); !isObj {
-		writeError(w, http.StatusBadRequest, "Bad Request", "body: must be a JSON object (a merge patch of the server's fields)")
-		return
+		return badRequest("body: must be a JSON object (a merge patch of the server's fields)")
 	}
-	if srv, ok := a.patchStored(w, r, name, patch, "server.update", "change it there"); ok {
-		writeJSON(w, http.StatusOK, map[string]string{"name": name, "transport": srv.Transport})
+	srv, err := a.patchStored(r, name, patch, "server.update", "change it there")
+	if err != nil {
+		return err
 	}
+	writeJSON(w, http.StatusOK, map[string]string{"name": name, "transport": srv.Transport})
+	return nil
 }
 
 // patchStored applies a merge patch to the runtime server name's stored
 // entry and serves the result (putServer); a config-file server is
-// refused (where says where to change it instead). On failure it has
-// answered w.
-func (a *API) patchStored(w http.ResponseWriter, r *http.Request, name string, patch any, action, where string) (*config.Server, bool) {
+// refused (where says where to change it instead). The error is the
+// refusal to answer.
+func (a *API) patchStored(r *http.Request, name string, patch any, action, where string) (*config.Server, error) {
 	if a.fromFile(name) {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("server %q is defined in the config file; %s", name, where))
-		return nil, false
+		return nil, conflict(fmt.Sprintf("server %q is defined in the config file; %s", name, where))
 	}
 	a.servers.mu.Lock()
 	defer a.servers.mu.Unlock()
 	stored, ok := a.servers.applied[name]
 	if !ok {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no runtime server %q", name))
-		return nil, false
+		return nil, notFound(fmt.Sprintf("no runtime server %q", name))
 	}
 	var doc any
 	if json.Unmarshal(stored, &doc) != nil {
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
-		return nil, false
+		return nil, refusal(http.StatusInternalServerError, "the stored server is not a JSON object")
 	}
 	merged, ok := mergePatch(doc, patch).(map[string]any)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, "Internal Server Error", "the stored server is not a JSON object")
-		return nil, false
+		return nil, refusal(http.StatusInternalServerError, "the stored server is not a JSON object")
 	}
 	delete(merged, "name")
 	next, _ := json.Marshal(merged)
-	return a.putServer(w, r, name, next, action)
+	return a.putServer(r, name, next, action)
 }
 
 // mergePatch applies an RFC 7396 merge patch to target.

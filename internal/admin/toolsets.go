@@ -37,32 +37,28 @@ func parseToolset(doc json.RawMessage) (*config.Toolset, error) {
 	return &config.Toolset{Servers: d.Servers}, nil
 }
 
-func (a *API) putToolset(w http.ResponseWriter, r *http.Request) {
+func (a *API) putToolset(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if !serverNameRE.MatchString(name) {
-		writeError(w, http.StatusBadRequest, "Bad Request", "name: must match [a-z0-9][a-z0-9_-]*")
-		return
+		return badRequest("name: must match [a-z0-9][a-z0-9_-]*")
 	}
 	if a.toolsetFromFile(name) {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("toolset %q is defined in the config file; change it there", name))
-		return
+		return conflict(fmt.Sprintf("toolset %q is defined in the config file; change it there", name))
 	}
 	var d toolsetDoc
-	if !decode(w, r, &d) {
-		return
+	if err := decode(r, &d); err != nil {
+		return err
 	}
 	doc, _ := json.Marshal(d)
 	ts, err := parseToolset(doc)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	a.toolsets.mu.Lock()
 	defer a.toolsets.mu.Unlock()
 	before, existed := a.o.Gateway.Toolset(name)
 	if err := a.o.Gateway.SetToolset(name, ts); err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+		return badRequest(err.Error())
 	}
 	o, err := a.o.Store.PutObject(r.Context(), store.KindToolset, name, doc)
 	if err != nil {
@@ -71,38 +67,36 @@ func (a *API) putToolset(w http.ResponseWriter, r *http.Request) {
 		} else {
 			a.o.Gateway.RemoveToolset(name)
 		}
-		a.storeError(w, err, name)
-		return
+		return storeError(err, name)
 	}
 	a.toolsets.applied[name] = o.Doc
 	a.announce(r.Context(), changeToolset, name)
 	a.audit(r.Context(), "toolset.put", name, nil)
 	writeJSON(w, http.StatusOK, ToolsetView{Name: name, Servers: ts.Servers, Source: store.SourceAPI})
+	return nil
 }
 
-func (a *API) deleteToolset(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteToolset(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if a.toolsetFromFile(name) {
-		writeError(w, http.StatusConflict, "Conflict", fmt.Sprintf("toolset %q is defined in the config file; remove it there", name))
-		return
+		return conflict(fmt.Sprintf("toolset %q is defined in the config file; remove it there", name))
 	}
 	a.toolsets.mu.Lock()
 	defer a.toolsets.mu.Unlock()
 	err := a.o.Store.DeleteObject(r.Context(), store.KindToolset, name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		a.storeError(w, err, name)
-		return
+		return storeError(err, name)
 	}
 	if err == nil {
 		a.announce(r.Context(), changeToolset, name)
 	}
 	delete(a.toolsets.applied, name)
 	if !a.o.Gateway.RemoveToolset(name) && err != nil {
-		writeError(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no toolset %q", name))
-		return
+		return notFound(fmt.Sprintf("no toolset %q", name))
 	}
 	a.audit(r.Context(), "toolset.delete", name, nil)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // loadToolset serves a stored toolset document (runtimeObjects.load).
