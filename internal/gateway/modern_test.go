@@ -222,9 +222,17 @@ func TestModernEdge(t *testing.T) {
 // for its list-changed handler, and a tool added upstream reaches it; a
 // raw listener gets the acknowledgement and the change, each with its
 // subscription id.
+// openListeners is how many subscriptions/listen streams g holds open: a
+// test that needs a client listening waits for its stream with it.
+func openListeners(g *Gateway) int {
+	g.listen.mu.Lock()
+	defer g.listen.mu.Unlock()
+	return len(g.listen.m)
+}
+
 func TestModernListen(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -249,7 +257,7 @@ func TestModernListen(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the client's listen stream is open
+	waitFor(t, "the client's listen stream", func() bool { return openListeners(g) == 2 }) // the raw one and the client's
 	mcp.AddTool(alpha.server, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return textResult("new"), nil, nil
 	})
@@ -808,7 +816,7 @@ func TestStdioFrontModern(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the client's listen request is open
+	waitFor(t, "the client's listen request", func() bool { return openListeners(g) == 1 })
 	mcp.AddTool(alpha.server, &mcp.Tool{Name: "late"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return textResult("late"), nil, nil
 	})
