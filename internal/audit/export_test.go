@@ -490,10 +490,7 @@ func TestExportBackPressure(t *testing.T) {
 	// The first request returns; the exporter reports its backlog (the
 	// full queue) before it sends the next batch, which stalls.
 	openFirst()
-	deadline := time.Now().Add(10 * time.Second)
-	for depth.Load() < queue/2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(func() bool { return depth.Load() >= queue/2 })
 	if d := depth.Load(); d < queue/2 {
 		t.Errorf("queue depth gauge %d, want the queue about full (%d)", d, queue)
 	}
