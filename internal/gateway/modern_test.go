@@ -222,6 +222,26 @@ func TestModernEdge(t *testing.T) {
 // for its list-changed handler, and a tool added upstream reaches it; a
 // raw listener gets the acknowledgement and the change, each with its
 // subscription id.
+// pendingQuestions is how many upstream questions g's 2026-07-28 calls
+// hold for their clients' next retry.
+func pendingQuestions(g *Gateway) int {
+	n := 0
+	g.exchanges.each(func(ex *exchange) {
+		ex.mu.Lock()
+		n += len(ex.pending)
+		ex.mu.Unlock()
+	})
+	return n
+}
+
+// callsOver is how many of g's 2026-07-28 calls have their reply, waiting
+// for the client's retry to take it.
+func callsOver(g *Gateway) int {
+	n := 0
+	g.exchanges.each(func(ex *exchange) { n += len(ex.done) })
+	return n
+}
+
 // openListeners is how many subscriptions/listen streams g holds open: a
 // test that needs a client listening waits for its stream with it.
 func openListeners(g *Gateway) int {
@@ -1116,7 +1136,12 @@ func TestStdioFrontModernRefusals(t *testing.T) {
 // for its answer (server-everything's own roots/list beside the tool's):
 // the client already holds that round's requestState, and its retry gets
 // the call's result, not "expired or already used".
+//
+// The order is waited for, not paused for: the tool returns once the
+// gateway holds its second question for the client (pendingQuestions),
+// and the retry comes once the call's reply is in (callsOver).
 func TestRetryAfterTheCallFinishedGetsItsResult(t *testing.T) {
+	var g *Gateway // set before the first call
 	srv := mcp.NewServer(&mcp.Implementation{Name: "ask-twice", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object"}})
@@ -1130,10 +1155,12 @@ func TestRetryAfterTheCallFinishedGetsItsResult(t *testing.T) {
 			defer cancel()
 			_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Again?", RequestedSchema: map[string]any{"type": "object"}})
 		}()
-		time.Sleep(300 * time.Millisecond)
+		for deadline := time.Now().Add(10 * time.Second); pendingQuestions(g) == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		return textResult("hello " + fmt.Sprint(r.Content["name"])), nil
 	})
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}})
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}})
 	call := func(extra string) string {
 		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__ask"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
@@ -1158,7 +1185,7 @@ func TestRetryAfterTheCallFinishedGetsItsResult(t *testing.T) {
 		return extra
 	}
 	second := call(answer(call("")))
-	time.Sleep(500 * time.Millisecond) // the call is over before the retry
+	waitFor(t, "the call to be over before the retry", func() bool { return callsOver(g) == 1 })
 	if body := call(answer(second)); !strings.Contains(body, `"text":"hello Lin"`) {
 		t.Fatalf("the retry of a round whose call had finished: %s", body)
 	}
