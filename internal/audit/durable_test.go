@@ -67,21 +67,13 @@ func TestRecordDurable(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	wg.Go(func() { errs[0] = w.RecordDurable(t.Context(), call(100)) })
-	deadline := time.Now().Add(5 * time.Second)
-	for cl.hold.Load() != nil { // the first commit has started, and waits
-		if time.Now().After(deadline) {
-			t.Fatal("the first durable record was not written")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// The first commit has started, and waits.
+	waitFor(t, "the first durable record's commit", func() bool { return cl.hold.Load() == nil })
 	for i := 1; i < n; i++ {
 		wg.Go(func() { errs[i] = w.RecordDurable(t.Context(), call(100+i)) })
 	}
-	for len(w.queue) < n-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d durable records queued behind the slow commit", len(w.queue), n-1)
-		}
-		time.Sleep(time.Millisecond)
+	if !eventually(func() bool { return len(w.queue) >= n-1 }) {
+		t.Fatalf("%d of %d durable records queued behind the slow commit", len(w.queue), n-1)
 	}
 	close(release)
 	wg.Wait()
@@ -114,13 +106,7 @@ func TestRecordDurableStoreDown(t *testing.T) {
 		t.Fatalf("store down: %v, want the context's deadline", err)
 	}
 	cl.fail.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(listAll(t, s)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the record was not written once the store recovered")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "the record written once the store recovered", func() bool { return len(listAll(t, s)) == 1 })
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}

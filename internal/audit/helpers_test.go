@@ -17,6 +17,26 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
 
+// waitFor polls cond until it holds and fails the test after 10s: the
+// wait for an event the test is not told of directly, instead of a pause.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// eventually polls cond until it holds or 10s pass and returns its last
+// answer, for a test that reports the failure itself.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return cond()
+		}
+	}
+	return true
+}
+
 // openStore opens a real SQLite store in a temporary directory.
 func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()

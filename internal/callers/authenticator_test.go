@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -284,7 +285,16 @@ func TestCacheCoalescesLookups(t *testing.T) {
 // TestConcurrentMissesShareOneLookup: requests that arrive while the
 // lookup of their key is in flight wait for it instead of starting their
 // own, so a burst of one wrong key costs one store read even when cold.
+//
+// The test runs in a synctest bubble: synctest.Wait returns once every
+// follower is blocked, that is, waiting on the lookup in flight (a pause
+// could end before a slow follower got there, and then the cached miss
+// would hide whether it would have shared the lookup).
 func TestConcurrentMissesShareOneLookup(t *testing.T) {
+	synctest.Test(t, testConcurrentMissesShareOneLookup)
+}
+
+func testConcurrentMissesShareOneLookup(t *testing.T) {
 	s := openStore(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	spy := &spyKeys{next: s}
@@ -308,7 +318,7 @@ func TestConcurrentMissesShareOneLookup(t *testing.T) {
 	for range 20 {
 		wg.Go(try)
 	}
-	time.Sleep(50 * time.Millisecond) // let the followers find the lookup in flight
+	synctest.Wait() // every follower waits on the lookup in flight
 	close(release)
 	wg.Wait()
 	close(statuses)

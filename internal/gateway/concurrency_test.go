@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -70,7 +71,7 @@ func newBusyUpstream(t *testing.T) *busyUpstream {
 				u.running.Add(-1)
 				return
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // the call's duration, which the tests measure
 			u.running.Add(-1)
 			result = `{"content":[{"type":"text","text":"waited"}]}`
 		}
@@ -157,14 +158,14 @@ func TestSessionInflightLimitWaits(t *testing.T) {
 // S11: JSON-RPC responses and notifications/cancelled never wait for a
 // slot: a call in flight may be waiting for exactly that message.
 func TestResponsesPassFullSession(t *testing.T) {
-	_, url, _ := busyGateway(t, config.Limits{MaxInflightPerSession: 1})
+	_, url, up := busyGateway(t, config.Limits{MaxInflightPerSession: 1})
 	sid := initOwned(t, url, "alice")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		callsAtOnce(t, url, sid, "wait", 1)
 	}()
-	time.Sleep(100 * time.Millisecond) // the call holds the only slot
+	waitFor(t, "the call to hold the only slot", func() bool { return up.running.Load() == 1 })
 	for body, want := range map[string]int{
 		// Answered at once: refused, as nothing waits for "x" (S24).
 		`{"jsonrpc":"2.0","id":"x","result":{}}`:                                             http.StatusBadRequest,
@@ -211,7 +212,10 @@ func TestDeleteEndsCallsInFlight(t *testing.T) {
 		}()
 	}
 	waitFor(t, "three calls upstream", func() bool { return up.running.Load() == 3 })
-	time.Sleep(100 * time.Millisecond) // the fourth is waiting by now
+	// The fourth is waiting for a slot by now. Nothing outside the session
+	// shows a waiter, and a fourth that came after the DELETE gets the
+	// same 404: the pause only makes the waiting path the one taken.
+	time.Sleep(100 * time.Millisecond)
 
 	t0 := time.Now()
 	code, body := send(t, http.MethodDelete, url+"/mcp", "alice", sid, "")
@@ -247,8 +251,14 @@ func TestDeleteEndsCallsInFlight(t *testing.T) {
 }
 
 // S11: a session created by initialize serves nothing else until the
-// initialize has completed.
+// initialize has completed. In a synctest bubble, "still waiting" is
+// exact: synctest.Wait returns once the request blocks, no pause guesses
+// when it has.
 func TestSessionWaitsForInitialize(t *testing.T) {
+	synctest.Test(t, testSessionWaitsForInitialize)
+}
+
+func testSessionWaitsForInitialize(t *testing.T) {
 	g := New(Options{Config: &config.Config{}})
 	t.Cleanup(func() { _ = g.Close(context.Background()) })
 	s := g.newSession(route{}, nil, true)
@@ -257,10 +267,11 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 		ok, _ := s.Acquire(nil)
 		got <- ok
 	}()
+	synctest.Wait()
 	select {
 	case <-got:
 		t.Fatal("a request was served before initialize completed")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	s.MarkReady()
 	select {
@@ -274,9 +285,16 @@ func TestSessionWaitsForInitialize(t *testing.T) {
 	s.Release()
 	// A session that ends first releases its waiters without a slot.
 	s2 := g.newSession(route{}, nil, true)
-	go func() { time.Sleep(20 * time.Millisecond); s2.close() }()
-	if ok, ended := s2.Acquire(nil); ok || !ended {
-		t.Errorf("acquire on a session that ended: ok %v ended %v", ok, ended)
+	type acquired struct{ ok, ended bool }
+	got2 := make(chan acquired, 1)
+	go func() {
+		ok, ended := s2.Acquire(nil)
+		got2 <- acquired{ok, ended}
+	}()
+	synctest.Wait() // the request waits for initialize
+	s2.close()
+	if a := <-got2; a.ok || !a.ended {
+		t.Errorf("acquire on a session that ended: ok %v ended %v", a.ok, a.ended)
 	}
 }
 
@@ -361,6 +379,8 @@ func TestLegacySSEBatchLimit(t *testing.T) {
 	if code != http.StatusBadRequest || strings.TrimSpace(body) != want {
 		t.Errorf("legacy batch of 3 over 2: %d %s\nwant 400 %s", code, body, want)
 	}
+	// Something that did not happen: a call dispatched in the background
+	// would have reached the loopback upstream within this pause.
 	time.Sleep(50 * time.Millisecond)
 	if n := up.most.Load(); n != 0 {
 		t.Errorf("a refused batch reached the upstream (%d calls at once)", n)
@@ -370,7 +390,7 @@ func TestLegacySSEBatchLimit(t *testing.T) {
 // S23: one caller at its limits never slows another. With session A's
 // slots all held by calls that do not end, session B's calls run at once.
 func TestSessionAtItsLimitDoesNotSlowAnother(t *testing.T) {
-	_, url, _ := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
+	_, url, up := busyGateway(t, config.Limits{MaxInflightPerSession: 2})
 	a := initOwned(t, url, "alice")
 	b := initOwned(t, url, "bob")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -392,7 +412,7 @@ func TestSessionAtItsLimitDoesNotSlowAnother(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond) // A is at its limit
+	waitFor(t, "A at its limit", func() bool { return up.running.Load() == 2 })
 	start := time.Now()
 	for i := range 2 {
 		code, got := send(t, http.MethodPost, url+"/mcp", "bob", b, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"b__wait","arguments":{}}}`, 60+i))

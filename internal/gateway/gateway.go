@@ -146,6 +146,9 @@ type Options struct {
 type Gateway struct {
 	recheck  time.Duration // how often streams re-check their key
 	rechecks recheckSignal // RecheckStreams: re-check them now
+	// gather is how long an input_required round waits for an upstream's
+	// other questions (gatherWindow; tests on a loaded machine widen it).
+	gather time.Duration
 	// state is what the configuration says, swapped as a whole when
 	// servers are added or removed at runtime.
 	state   atomic.Pointer[gwState]
@@ -286,6 +289,7 @@ func New(o Options) *Gateway {
 	cfg := o.Config
 	g := &Gateway{
 		recheck:     streamRecheck,
+		gather:      gatherWindow,
 		log:         o.Logger,
 		version:     o.Version,
 		sep:         cfg.ToolNameSeparator,

@@ -286,15 +286,20 @@ func (g *Gateway) awaitExchange(ctx context.Context, ex *exchange, id jsonrpc.ID
 	case q := <-ex.asks:
 		// An upstream often asks several things at once (go-sdk sends an
 		// input_required result's requests concurrently): gather what
-		// arrives within gatherWindow, so that the client answers them in
-		// one round.
+		// arrives within gatherWindow (g.gather), so that the client
+		// answers them in one round.
 		qs := []*question{q}
-		gather := time.NewTimer(gatherWindow)
+		gather := time.NewTimer(g.gather)
+		defer gather.Stop()
 	more:
 		for {
 			select {
 			case q := <-ex.asks:
 				qs = append(qs, q)
+			case capability := <-ex.missing:
+				// Something undeclared decides the round (below) whatever
+				// else comes: no need to wait out the window for it.
+				return g.missingCapability(ex, id, capability)
 			case <-gather.C:
 				break more
 			}

@@ -453,10 +453,19 @@ func TestCloseDrainsInFlight(t *testing.T) {
 
 // TestIdleSessionsExpire: an idle session is ended after the idle timeout;
 // one with a request in flight is not.
+//
+// The busy session's call lasts until the test has seen the idle one go
+// (it was a 1200ms nap: a sweep seen later than that, on a loaded
+// machine, found both sessions idle).
 func TestIdleSessionsExpire(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
+	napping, wake := make(chan struct{}, 1), make(chan struct{})
+	var woken sync.Once
+	rouse := func() { woken.Do(func() { close(wake) }) }
+	t.Cleanup(rouse) // before the upstream's Close waits for the call
 	mcp.AddTool(srv, &mcp.Tool{Name: "nap"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		time.Sleep(1200 * time.Millisecond)
+		napping <- struct{}{}
+		<-wake
 		return textResult("rested"), nil, nil
 	})
 	up := serveSDK(t, srv)
@@ -470,10 +479,18 @@ func TestIdleSessionsExpire(t *testing.T) {
 		_, _, body := rpc(t, url, map[string]string{"Mcp-Session-Id": busy}, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nap"}}`)
 		done <- string(body)
 	}()
+	select {
+	case <-napping:
+	case body := <-done:
+		t.Fatalf("the busy session's call ended before its nap: %s", body)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the busy session's call never reached the upstream")
+	}
 	waitFor(t, "the idle session to expire", func() bool { return g.lookupSession(idle) == nil })
 	if g.lookupSession(busy) == nil {
 		t.Error("a session with a request in flight was expired")
 	}
+	rouse()
 	if body := <-done; !strings.Contains(body, "rested") {
 		t.Errorf("call on the busy session: %s", body)
 	}

@@ -21,7 +21,8 @@ import (
 // not answer, while down is set.
 type flakyTerms struct {
 	Terminations
-	down atomic.Bool
+	down    atomic.Bool
+	refused atomic.Int64 // IsTerminated calls answered errStoreDown
 }
 
 var errStoreDown = errors.New("store: connection refused")
@@ -35,6 +36,7 @@ func (f *flakyTerms) MarkTerminated(ctx context.Context, hash string, until time
 
 func (f *flakyTerms) IsTerminated(ctx context.Context, hash string, now time.Time) (bool, error) {
 	if f.down.Load() {
+		f.refused.Add(1)
 		return false, errStoreDown
 	}
 	return f.Terminations.IsTerminated(ctx, hash, now)
@@ -320,8 +322,11 @@ func TestHeldSessionRecheckedWhileBusUnheard(t *testing.T) {
 	// The bus back but not the store: the resynchronisation cannot check
 	// what it missed, so B goes on checking (and refusing).
 	probe.down.Store(false)
+	tried := terms.refused.Load()
 	b.probeState(context.Background())
-	time.Sleep(50 * time.Millisecond)
+	// Once the resynchronisation's read of the store was refused, B
+	// still does not trust its bus.
+	waitFor(t, "B's resynchronisation to read the store", func() bool { return terms.refused.Load() > tried })
 	if b.heard.Trusted() {
 		t.Error("B trusts its bus after a resynchronisation that could not read the store")
 	}

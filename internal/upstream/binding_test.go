@@ -87,7 +87,7 @@ func TestBoundSessionDefaultOrigin(t *testing.T) {
 	}
 	// The bound session is the only one: its GET stream carries this.
 	f.get <- jsonrpc.Encode(jsonrpc.NewRequest(jsonrpc.StringID("outside-1"), mcpwire.MethodRootsList, json.RawMessage(`{}`)))
-	waitUntil(t, "the roots/list on the GET stream", func() bool { _, reqs := h.got(); return len(reqs) == 1 })
+	waitFor(t, "the roots/list on the GET stream", func() bool { _, reqs := h.got(); return len(reqs) == 1 })
 	if _, reqs := h.got(); reqs[0].origin != "party-A" || reqs[0].method != mcpwire.MethodRootsList {
 		t.Errorf("delivered %+v, want roots/list with origin party-A", reqs[0])
 	}
@@ -223,16 +223,5 @@ func TestBindingIgnoredForStatelessUpstream(t *testing.T) {
 	m.mu.Unlock()
 	if n != 0 {
 		t.Errorf("bound entries of a 2026-07-28 server = %d, want 0", n)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

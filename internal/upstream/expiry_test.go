@@ -250,10 +250,7 @@ func TestExpiryFailsCallsAwaitingTheGETStream(t *testing.T) {
 		_, err := callEcho(ctx, m, "up", "later")
 		errc <- err
 	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for taken.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return taken.Load() != 0 })
 	start := time.Now()
 	if got, err := callEcho(ctx, m, "up", "expire"); err != nil || got != "expire" {
 		t.Fatalf("call meeting the expiry: %q, %v", got, err)

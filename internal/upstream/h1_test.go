@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -117,9 +118,15 @@ func TestH1RetriesIdleConnectionClosedByServer(t *testing.T) {
 		}
 	}
 	get()
-	// The server drops its idle keep-alive connections.
+	// The server drops its idle keep-alive connections; the pooled one
+	// sees the close before the next call.
 	ts.CloseClientConnections()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the pooled connection to see the close", func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		idle := tr.idle[ts.Listener.Addr().String()]
+		return len(idle) == 1 && !connAlive(idle[0].nc)
+	})
 	get()
 	if n := conns.Load(); n != 2 {
 		t.Errorf("connections = %d, want 2 (one retried after the server closed the idle one)", n)
@@ -185,8 +192,13 @@ func TestH1HTTPSGoesToFallback(t *testing.T) {
 }
 
 // Expired idle connections are closed when another one is pooled, not
-// kept until that upstream is called again.
+// kept until that upstream is called again. The connections are pipes and
+// the clock synctest's: the idle timeout passes exactly, in no time.
 func TestH1PutPrunesExpiredIdle(t *testing.T) {
+	synctest.Test(t, testH1PutPrunesExpiredIdle)
+}
+
+func testH1PutPrunesExpiredIdle(t *testing.T) {
 	tr := newTestH1()
 	tr.idleTimeout = 50 * time.Millisecond
 	a1, a2 := net.Pipe()
@@ -205,14 +217,15 @@ func TestH1PutPrunesExpiredIdle(t *testing.T) {
 	}
 }
 
-// A server with a real 5 s keep-alive (uvicorn's and node's default) closes
-// the pooled connections of a burst while they sit idle: the calls after
-// the pause must not fail on them (issue 10, defect 3). Each dead
-// connection is found before use and none is reused, so the 8 calls need
-// one new connection between them.
+// A server with a real keep-alive (5 s is uvicorn's and node's default;
+// 2 s here) closes the pooled connections of a burst while they sit idle:
+// the calls after the pause must not fail on them (issue 10, defect 3).
+// Each dead connection is found before use and none is reused, so the 8
+// calls need one new connection between them. The test waits for the
+// server to have closed all 20, not for a fixed 7 s.
 func TestH1IdleConnectionsPastServerKeepAlive(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits out a 5 s keep-alive")
+		t.Skip("waits out a 2 s keep-alive")
 	}
 	var inflight atomic.Int64
 	burst := make(chan struct{})
@@ -229,11 +242,14 @@ func TestH1IdleConnectionsPastServerKeepAlive(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)
 	}))
-	ts.Config.IdleTimeout = 5 * time.Second
-	var conns atomic.Int64
+	ts.Config.IdleTimeout = 2 * time.Second
+	var conns, closed atomic.Int64
 	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			conns.Add(1)
+		case http.StateClosed: // after the server closed it
+			closed.Add(1)
 		}
 	}
 	ts.Start()
@@ -266,7 +282,7 @@ func TestH1IdleConnectionsPastServerKeepAlive(t *testing.T) {
 	if n := conns.Load(); n != 20 {
 		t.Fatalf("burst used %d connections, want 20", n)
 	}
-	time.Sleep(7 * time.Second)
+	waitFor(t, "the server to close the idle connections", func() bool { return closed.Load() == 20 })
 	for i := range 8 {
 		if err := post(100 + i); err != nil {
 			t.Errorf("call %d after the idle pause: %v", i+1, err)
@@ -443,8 +459,7 @@ func TestH1ConnAlive(t *testing.T) {
 		t.Fatal("open idle connection reported dead")
 	}
 	srv.Write([]byte("x"))
-	time.Sleep(50 * time.Millisecond)
-	if connAlive(nc) {
+	if eventually(func() bool { return !connAlive(nc) }); connAlive(nc) {
 		t.Error("connection with unasked-for data reported alive")
 	}
 	// The peek consumed nothing.
@@ -453,8 +468,7 @@ func TestH1ConnAlive(t *testing.T) {
 		t.Errorf("read %q after the check, want x", b[:n])
 	}
 	srv.Close()
-	time.Sleep(50 * time.Millisecond)
-	if connAlive(nc) {
+	if eventually(func() bool { return !connAlive(nc) }); connAlive(nc) {
 		t.Error("connection the server closed reported alive")
 	}
 }

@@ -22,6 +22,42 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
 
+// waitFor polls cond until it holds and fails the test after 10s: the
+// wait for an event the test is not told of directly (a request reaching
+// a fake, a process dying), instead of a pause that guesses how long the
+// event takes, too short on a loaded machine and too long elsewhere.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// eventually polls cond until it holds or 10s pass and returns its last
+// answer, for a test that reports the failure itself.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return cond()
+		}
+	}
+	return true
+}
+
+// inFlight is how many calls of s wait for their reply: a test that needs
+// a call in flight waits for it to be registered (waitFor), which is what
+// attributes an upstream's messages and what a dying session fails.
+func inFlight(t testing.TB, s Session) int {
+	t.Helper()
+	c, ok := s.(*conn)
+	if !ok {
+		t.Fatalf("session %T is not a *conn", s)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}
+
 func countMethod(seen []seenRequest, method string) int {
 	n := 0
 	for _, r := range seen {

@@ -138,7 +138,7 @@ func TestStdioOversizedLineFailsOnlyItsCall(t *testing.T) {
 				}
 				other <- err
 			}()
-			time.Sleep(50 * time.Millisecond) // the other call is in flight
+			waitFor(t, "the other call in flight", func() bool { return inFlight(t, s) == 1 })
 			got, err := flood(ctx, s, 3*limit, mode)
 			if mode == "notify" {
 				if err != nil || got != "after" {

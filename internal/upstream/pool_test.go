@@ -172,10 +172,7 @@ func TestPerCallCancellationSendsDeletes(t *testing.T) {
 		})
 	}
 	// Wait until all n calls reached the upstream.
-	deadline := time.Now().Add(5 * time.Second)
-	for countMethod(f.seen(), mcpwire.MethodToolsCall) < n && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return countMethod(f.seen(), mcpwire.MethodToolsCall) >= n })
 	start := time.Now()
 	cancel()
 	wg.Wait()
@@ -287,10 +284,7 @@ func TestStdioKilledIsRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for m.Health()[srv.Name].State == HealthReady && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return m.Health()[srv.Name].State != HealthReady })
 	if h := m.Health()[srv.Name]; h.State != HealthDegraded || h.LastError == "" {
 		t.Errorf("health after kill: %+v", h)
 	}
@@ -337,10 +331,7 @@ func TestStdioProcessGroupStoppedOnClose(t *testing.T) {
 	// The helper was the server's child: it must not run on. Once
 	// orphaned, its reaping is init's job, so a zombie under another
 	// parent is acceptable; a running process is not.
-	deadline := time.Now().Add(3 * time.Second)
-	for processRunning(helper) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(func() bool { return !processRunning(helper) })
 	if processRunning(helper) {
 		t.Errorf("helper process %d of the server survived Close (orphan)", helper)
 		syscall.Kill(helper, syscall.SIGKILL)

@@ -33,17 +33,6 @@ func gatedFake(t *testing.T) (f *streamableFake, entered chan struct{}, release 
 	return f, entered, release
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestRetireServerDrains: removing or replacing a server while calls are in
 // flight on it lets those calls finish; only then is the old session
 // closed, and new calls go to the new configuration (or fail as unknown).

@@ -251,10 +251,7 @@ func TestSigV4StreamableThroughManager(t *testing.T) {
 		t.Fatalf("tools/call: %q %v", got, err)
 	}
 	// The GET stream is opened after the handshake; wait for it.
-	deadline := time.Now().Add(5 * time.Second)
-	for !hasMethod(v.verdicts(), http.MethodGet) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(func() bool { return hasMethod(v.verdicts(), http.MethodGet) })
 	m.Close()
 
 	vs := v.verdicts()

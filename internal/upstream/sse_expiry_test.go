@@ -137,9 +137,7 @@ func TestLegacySSEExpiryDoesNotRunCallsTwice(t *testing.T) {
 	}
 	slow := make(chan error, 1)
 	go func() { _, err := call("slow"); slow <- err }()
-	for up.ran["slow"].Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the slow call upstream", func() bool { return up.ran["slow"].Load() != 0 })
 	// "end" is refused with a 404 and the session ends; the Manager sends
 	// it again on a new session, where it runs.
 	if res, err := call("end"); err != nil || !strings.Contains(string(res), "end") {

@@ -243,7 +243,7 @@ func TestStreamableOriginIsExact(t *testing.T) {
 	wg.Go(func() {
 		_, errA = callTool(WithOrigin(ctx, "A"), s, "notify", `{"delay_ms":300}`)
 	})
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "A in flight", func() bool { return inFlight(t, s) == 1 })
 	wg.Go(func() {
 		_, errB = callTool(WithOrigin(ctx, "B"), s, "notify", `{"delay_ms":700}`)
 	})
@@ -290,10 +290,12 @@ func TestOriginAttributionWithoutStreams(t *testing.T) {
 					t.Error(err)
 				}
 			})
-			time.Sleep(50 * time.Millisecond)
+			waitFor(t, "the tokened call in flight", func() bool { return inFlight(t, s) == 1 })
 			slowCtx, cancel := context.WithCancel(WithOrigin(ctx, "recent"))
 			wg.Go(func() { callTool(slowCtx, s, "slow", "") })
-			time.Sleep(400 * time.Millisecond)
+			// The tokened call's two notifications (its fake sends them
+			// 300ms in), while the recent one is still in flight.
+			eventually(func() bool { notes, _ := h.got(); return len(notes) >= 3 })
 			cancel()
 			wg.Wait()
 			notes, _ := h.got()
@@ -357,14 +359,8 @@ func TestCancellation(t *testing.T) {
 			}
 			// The upstream hears about it, and the session still works.
 			want := `"reason":"request cancelled by the client"`
-			deadline := time.Now().Add(3 * time.Second)
 			var got string
-			for time.Now().Before(deadline) {
-				if got = cancelled(s); strings.Contains(got, want) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			eventually(func() bool { got = cancelled(s); return strings.Contains(got, want) })
 			if !strings.Contains(got, `{"requestId":`) || !strings.Contains(got, want) {
 				t.Errorf("cancellations seen upstream = %q", got)
 			}
@@ -402,10 +398,7 @@ func TestTimeout(t *testing.T) {
 				!strings.Contains(l, "server="+srv.Name) || !strings.Contains(l, "target=") {
 				t.Errorf("no warning naming server, target and budget in logs:\n%s", l)
 			}
-			deadline := time.Now().Add(3 * time.Second)
-			for time.Now().Before(deadline) && !strings.Contains(cancelled(s), "timed out after 0.2s") {
-				time.Sleep(20 * time.Millisecond)
-			}
+			eventually(func() bool { return strings.Contains(cancelled(s), "timed out after 0.2s") })
 			if got := cancelled(s); !strings.Contains(got, "timed out after 0.2s") {
 				t.Errorf("cancellations seen upstream = %q", got)
 			}
@@ -473,7 +466,7 @@ func TestStdioProcessDeath(t *testing.T) {
 		_, err := callTool(ctx, s, "slow", "")
 		slowErr <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the slow call in flight", func() bool { return inFlight(t, s) == 1 })
 	start := time.Now()
 	_, err = callTool(ctx, s, "die", "")
 	if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "connection was closed") {
@@ -512,9 +505,7 @@ func TestStdioProcessDeath(t *testing.T) {
 	}
 	// OnSessionStart may run just after Session returns: wait for it.
 	count := func() int { mu.Lock(); defer mu.Unlock(); return startCount }
-	for deadline := time.Now().Add(2 * time.Second); count() != 2 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return count() == 2 })
 	if n := count(); n != 2 {
 		t.Errorf("OnSessionStart called %d times, want 2", n)
 	}
@@ -865,19 +856,9 @@ func TestStandaloneGETStreamAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.get <- []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		notes, _ := h.got()
-		if len(notes) == 1 {
-			if notes[0].method != mcpwire.NotifyToolsListChanged || notes[0].origin != nil {
-				t.Errorf("GET stream notification = %+v", notes[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no notification from the GET stream")
-		}
-		time.Sleep(10 * time.Millisecond)
+	waitFor(t, "a notification from the GET stream", func() bool { notes, _ := h.got(); return len(notes) == 1 })
+	if notes, _ := h.got(); notes[0].method != mcpwire.NotifyToolsListChanged || notes[0].origin != nil {
+		t.Errorf("GET stream notification = %+v", notes[0])
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -1006,7 +987,7 @@ func TestSSEStreamEndFailsPendingCalls(t *testing.T) {
 		_, err := callTool(context.Background(), s, "slow", "")
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the slow call in flight", func() bool { return inFlight(t, s) == 1 })
 	f.dropStream()
 	select {
 	case err := <-errc:
@@ -1121,12 +1102,8 @@ func TestManager(t *testing.T) {
 	f.mu.Unlock()
 	// Start brings up the rest.
 	m.Start(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for m.Health()["proc"].State != HealthReady {
-		if time.Now().After(deadline) {
-			t.Fatalf("proc never ready: %+v", m.Health())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !eventually(func() bool { return m.Health()["proc"].State == HealthReady }) {
+		t.Fatalf("proc never ready: %+v", m.Health())
 	}
 	s, err := m.Session(context.Background(), "proc")
 	if err != nil {
@@ -1247,16 +1224,7 @@ func TestGETStreamReconnectsWithLastEventID(t *testing.T) {
 	}
 	h := &recorder{}
 	connect(t, Options{Server: f.server("http"), Handler: h})
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if notes, _ := h.got(); len(notes) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no notification after the GET stream reconnected")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "a notification after the GET stream reconnected", func() bool { notes, _ := h.got(); return len(notes) == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if diff := cmp.Diff(lastIDs, []string{"", "g-1"}); diff != "" {

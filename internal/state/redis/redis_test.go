@@ -134,6 +134,9 @@ local t0 = t[1] * 1000000 + t[2]
 repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - t0 > 700000
 return 1`, nil).Err()
 	}()
+	// A real server's script: nothing tells the test it has begun, so
+	// the pause stays (the script spins 700ms; 100ms in, it holds the
+	// server, and a 100ms deadline still ends well before it finishes).
 	time.Sleep(100 * time.Millisecond)
 	dctx, dcancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer dcancel()

@@ -72,11 +72,22 @@ func TestCloseConcurrent(t *testing.T) {
 			}
 		}
 	})
+	// Close comes once the reader has had a few hundred messages: pushes
+	// and reads are under way (a wait on the event, not a pause).
+	flowing := make(chan struct{})
 	wg.Go(func() {
+		n := 0
 		for range q.C() {
+			if n++; n == 300 {
+				close(flowing)
+			}
 		}
 	})
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-flowing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no messages delivered")
+	}
 	q.Close()
 	q.Close()
 	close(stop)
