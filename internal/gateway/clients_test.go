@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+)
+
+// Defects found with real clients (issue 24 section 2).
+
+// tsSDKNoSession is, byte for byte, what the TypeScript SDK's example
+// servers (and server-everything) answer, with HTTP 400, a request whose
+// session id they do not know: res.status(400).json(...) in Express.
+const tsSDKNoSession = `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`
+
+// forgetfulUpstream is a streamable-HTTP upstream that keeps its sessions
+// in memory, as those servers do: restart forgets them all, and forgetAll
+// makes it forget every session as soon as it is made (an upstream that
+// cannot keep one). An unknown session id gets 400 and tsSDKNoSession.
+type forgetfulUpstream struct {
+	*httptest.Server
+	mu        sync.Mutex
+	sessions  map[string]bool
+	next      int
+	forgetAll bool
+	inits     atomic.Int32
+	runs      atomic.Int32
+}
+
+func newForgetfulUpstream(t *testing.T) *forgetfulUpstream {
+	u := &forgetfulUpstream{sessions: map[string]bool{}}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Decode(body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		sid := r.Header.Get(mcpwire.HeaderSessionID)
+		u.mu.Lock()
+		if m.Method == mcpwire.MethodInitialize && sid == "" {
+			u.next++
+			sid = fmt.Sprint("s", u.next)
+			u.sessions[sid] = !u.forgetAll
+			u.inits.Add(1)
+			u.mu.Unlock()
+			w.Header().Set(mcpwire.HeaderSessionID, sid)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"forgetful","version":"0"}}}`, m.ID.Raw())
+			return
+		}
+		known := u.sessions[sid]
+		u.mu.Unlock()
+		if !known {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, tsSDKNoSession)
+			return
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch m.Method {
+		case mcpwire.MethodToolsList:
+			result = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`
+		case mcpwire.MethodToolsCall:
+			u.runs.Add(1)
+			result = `{"content":[{"type":"text","text":"ok"}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID.Raw(), result)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// restart is the upstream process starting again: every session is gone.
+func (u *forgetfulUpstream) restart(forgetAll bool) {
+	u.mu.Lock()
+	u.sessions = map[string]bool{}
+	u.forgetAll = forgetAll
+	u.mu.Unlock()
+}
+
+// readyState is the state /readyz gives server.
+func readyState(t *testing.T, gw *httptest.Server, server string) string {
+	t.Helper()
+	resp, err := http.Get(gw.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Servers map[string]struct {
+			State string `json:"state"`
+		} `json:"servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Servers[server].State
+}
+
+// Issue 24 §2.2: an upstream that answers 400 "No valid session ID
+// provided" to the session of its previous life is an expiry: the
+// gateway initializes a new session and sends the call again, once, so a
+// restart of the upstream costs callers nothing. An upstream that forgets
+// every session shows as not ready, and the error names the server. (The
+// 400 was relayed as it was, for every call, for good, /readyz saying
+// ready.)
+func TestUpstreamAnswering400ToAStaleSession(t *testing.T) {
+	up := newForgetfulUpstream(t)
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"everything": httpServer(up.URL + "/mcp")}})
+	const callBody = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"everything__echo","arguments":{}}}`
+	want := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"ok"}]}}`, id)
+	}
+	call := func(id int) (int, string) {
+		code, _, body := rpc(t, gw.URL+"/mcp", nil, fmt.Sprintf(callBody, id))
+		return code, strings.TrimSpace(string(body))
+	}
+	if code, body := call(1); code != 200 || body != want(1) {
+		t.Fatalf("first call: %d %s", code, body)
+	}
+	inits := up.inits.Load()
+	up.restart(false)
+	for id := 2; id <= 4; id++ {
+		if code, body := call(id); code != 200 || body != want(id) {
+			t.Fatalf("call %d after the upstream restarted: %d %s", id, code, body)
+		}
+	}
+	if n := up.inits.Load() - inits; n != 1 {
+		t.Errorf("%d new upstream sessions after the restart, want 1", n)
+	}
+	if n := up.runs.Load(); n != 4 {
+		t.Errorf("the tool ran %d times for 4 calls", n)
+	}
+	if st := readyState(t, gw, "everything"); st != "ready" {
+		t.Errorf("/readyz: everything is %q after it came back, want ready", st)
+	}
+
+	// Now it keeps no session at all: calls fail, saying which server,
+	// and health says so.
+	up.restart(true)
+	code, body := call(5)
+	e := rpcError(t, []byte(body))
+	if code != 200 || e == nil || !strings.Contains(e.Message, "everything") {
+		t.Errorf("a call to an upstream that keeps no session: %d %s; want an error naming everything", code, body)
+	}
+	t.Logf("a call to an upstream that keeps no session: %s", e.Message)
+	if st := readyState(t, gw, "everything"); st == "ready" {
+		t.Errorf("/readyz: everything is %q while it keeps no session", st)
+	}
+	if n := up.runs.Load(); n != 4 {
+		t.Errorf("the tool ran %d times", n)
+	}
+}
