@@ -1,15 +1,19 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -169,5 +173,64 @@ func TestUpstreamAnswering400ToAStaleSession(t *testing.T) {
 	}
 	if n := up.runs.Load(); n != 4 {
 		t.Errorf("the tool ran %d times", n)
+	}
+}
+
+// Issue 24 §2.4: a 2026-07-28 client retries an input_required call with a
+// progress token of its own; the progress the call makes after the
+// answer carries the retry's token, the one the client is waiting on. A
+// retry without one gets no progress. (It carried the first request's
+// token, which the client had forgotten, so the client dropped it.)
+func TestProgressAfterInputRoundCarriesTheRetrysToken(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "chatty", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "chatty", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tok := req.Params.GetProgressToken()
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "before-question"})
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, err
+		}
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Message: "after-answer"})
+		return textResult("done:" + res.Action), nil
+	})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"c": httpServer(serveSDK(t, srv).URL)}})
+	call := func(token, extra string) string {
+		meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`
+		if token != "" {
+			meta = `"progressToken":"` + token + `",` + meta
+		}
+		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "c__chatty"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"c__chatty","arguments":{}`+extra+`,"_meta":{`+meta+`}}}`)
+		return body
+	}
+	firstRound := func() (state, key string) {
+		first := call("p-first", "")
+		if !strings.Contains(first, `"progressToken":"p-first"`) || !strings.Contains(first, "before-question") {
+			t.Fatalf("first round: %s", first)
+		}
+		s := regexp.MustCompile(`"requestState":"([^"]+)"`).FindStringSubmatch(first)
+		k := regexp.MustCompile(`"inputRequests":\{"([^"]+)"`).FindStringSubmatch(first)
+		if s == nil || k == nil {
+			t.Fatalf("first round: %s", first)
+		}
+		return s[1], k[1]
+	}
+	answer := func(state, key string) string {
+		return `,"inputResponses":{"` + key + `":{"action":"accept","content":{}}},"requestState":"` + state + `"`
+	}
+
+	state, key := firstRound()
+	second := call("p-retry", answer(state, key))
+	if !strings.Contains(second, "done:accept") || !strings.Contains(second, "after-answer") {
+		t.Fatalf("retry: %s", second)
+	}
+	if !strings.Contains(second, `"progressToken":"p-retry"`) || strings.Contains(second, "p-first") {
+		t.Errorf("progress on the retry does not carry the retry's token p-retry:\n%s", second)
+	}
+
+	state, key = firstRound()
+	second = call("", answer(state, key))
+	if !strings.Contains(second, "done:accept") || strings.Contains(second, "notifications/progress") {
+		t.Errorf("a retry without a progress token: %s", second)
 	}
 }
