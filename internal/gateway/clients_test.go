@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -232,5 +233,47 @@ func TestProgressAfterInputRoundCarriesTheRetrysToken(t *testing.T) {
 	second = call("", answer(state, key))
 	if !strings.Contains(second, "done:accept") || strings.Contains(second, "notifications/progress") {
 		t.Errorf("a retry without a progress token: %s", second)
+	}
+}
+
+// Issue 24 §2.3: an old-era client that sent no logging/setLevel is sent
+// every log message, so a 2026-07-28 upstream (which logs only for
+// requests naming a level) is asked for all of them: debug. (It was asked
+// for none, and sent none.)
+func TestLogsOfStatelessUpstreamWithoutSetLevel(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "talker", Version: "1"}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}})
+	srv.AddTool(&mcp.Tool{Name: "talk", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: "debug-line"})
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: "warning-line"})
+		return textResult("said"), nil
+	})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"t": statelessUpstream(t, srv)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logs := make(chan string, 4)
+	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(req.Params.Data) },
+	}, oldEra)
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "t__talk"}); got != "said" {
+		t.Fatalf("call: %q", got)
+	}
+	var heard []string
+	for len(heard) < 2 {
+		select {
+		case l := <-logs:
+			heard = append(heard, l)
+		case <-ctx.Done():
+			t.Fatalf("a client that set no level heard %v, want debug-line and warning-line", heard)
+		}
+	}
+	if heard[0] != "debug-line" || heard[1] != "warning-line" {
+		t.Errorf("a client that set no level heard %v", heard)
+	}
+
+	// A stateless old-era request (no session) is sent every message too.
+	var events []string
+	rpcEvents(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t__talk","arguments":{}}}`, func(ev []byte) { events = append(events, string(ev)) })
+	if all := strings.Join(events, "\n"); !strings.Contains(all, "debug-line") || !strings.Contains(all, "warning-line") {
+		t.Errorf("a request without a session: %s", all)
 	}
 }
