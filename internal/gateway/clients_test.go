@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/oauth"
 )
 
 // Defects found with real clients (issue 24 section 2).
@@ -275,5 +277,129 @@ func TestLogsOfStatelessUpstreamWithoutSetLevel(t *testing.T) {
 	rpcEvents(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t__talk","arguments":{}}}`, func(ev []byte) { events = append(events, string(ev)) })
 	if all := strings.Join(events, "\n"); !strings.Contains(all, "debug-line") || !strings.Contains(all, "warning-line") {
 		t.Errorf("a request without a session: %s", all)
+	}
+}
+
+// sdkResourceAllowed is the TypeScript SDK's checkResourceAllowed
+// (src/shared/auth-utils.ts), which mcp-remote and the Inspector apply to
+// the resource of the protected resource metadata before they authorize:
+// the same origin, and the requested URL's path under the resource's.
+func sdkResourceAllowed(requested, configured string) bool {
+	req, err1 := url.Parse(requested)
+	conf, err2 := url.Parse(configured)
+	if err1 != nil || err2 != nil || req.Scheme != conf.Scheme || req.Host != conf.Host {
+		return false
+	}
+	rp, cp := req.EscapedPath(), conf.EscapedPath()
+	if rp == "" {
+		rp = "/"
+	}
+	if cp == "" {
+		cp = "/"
+	}
+	if len(rp) < len(cp) {
+		return false
+	}
+	if !strings.HasSuffix(rp, "/") {
+		rp += "/"
+	}
+	if !strings.HasSuffix(cp, "/") {
+		cp += "/"
+	}
+	return strings.HasPrefix(rp, cp)
+}
+
+// Issue 24 §2.1 (SPEC S22.4): a client that checks the resource as the
+// TypeScript SDK does finds, on every documented OAuth endpoint (through
+// the challenge's resource_metadata and through the path-inserted
+// well-known URI it falls back to), a resource its URL starts with, and
+// never the whole gateway. A token for /sse serves the legacy transport
+// at /sse and its message endpoint, and nothing else; a token for /mcp
+// does not serve /sse (a token names one resource). (/sse and /messages
+// announced /mcp, and mcp-remote stopped with "Protected resource …/mcp
+// does not match expected …/sse".)
+func TestEveryEndpointNamesAResourceItsURLStartsWith(t *testing.T) {
+	tokens, gw, _ := oauthGateway(t)
+	for _, ep := range []struct{ method, path string }{
+		{http.MethodPost, "/mcp"},
+		{http.MethodPost, "/mcp/alpha"},
+		{http.MethodPost, "/alpha/mcp"},
+		{http.MethodPost, "/mcp/alpha,beta"},
+		{http.MethodPost, "/toolset/ts/mcp"},
+		{http.MethodGet, "/sse"},
+		{http.MethodGet, "/mcp/sse"},
+		{http.MethodGet, "/mcp/alpha/sse"},
+		{http.MethodGet, "/alpha/mcp/sse"},
+	} {
+		req, _ := http.NewRequest(ep.method, gw.URL+ep.path, strings.NewReader(oauthInit))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var prm string
+		for _, c := range oauth.ParseChallenges(resp.Header.Get("WWW-Authenticate")) {
+			if strings.EqualFold(c.Scheme, "Bearer") {
+				prm = c.Params["resource_metadata"]
+			}
+		}
+		if resp.StatusCode != http.StatusUnauthorized || prm == "" {
+			t.Errorf("%s %s: %d, challenge %q", ep.method, ep.path, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			continue
+		}
+		// The challenge's document, and the one the SDK finds without it.
+		for _, doc := range []string{prm, gw.URL + "/.well-known/oauth-protected-resource" + ep.path} {
+			resp, err := http.Get(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var md oauth.ProtectedResourceMetadata
+			err = json.NewDecoder(resp.Body).Decode(&md)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
+				t.Errorf("%s: %d %v", doc, resp.StatusCode, err)
+				continue
+			}
+			if !sdkResourceAllowed(gw.URL+ep.path, md.Resource) || md.Resource == gw.URL {
+				t.Errorf("%s %s: %s names the resource %s, which a client connecting to %s refuses", ep.method, ep.path, doc, md.Resource, gw.URL+ep.path)
+			}
+		}
+	}
+
+	alice := &oauth.Identity{Issuer: "https://idp.example", Subject: "a-1", User: "alice", Teams: []string{"platform"}}
+	sseTok, mcpTok := fakeJWT("alice-sse"), fakeJWT("alice-mcp")
+	tokens.ids[sseTok], tokens.aud[sseTok] = alice, gw.URL+"/sse"
+	tokens.ids[mcpTok], tokens.aud[mcpTok] = alice, gw.URL+"/mcp"
+	// The whole legacy exchange (GET /sse, initialize and a call posted to
+	// the endpoint it names) with the /sse token.
+	endpoint, msgs := openLegacyAs(t, gw.URL, "", bearer(sseTok))
+	if code, body := post(t, endpoint, bearer(sseTok), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__ping","arguments":{}}}`); code != http.StatusAccepted {
+		t.Fatalf("a call posted to %s with the /sse token: %d %s", endpoint, code, body)
+	}
+	if got := resultText(t, nextMessage(t, msgs, "the call's result", isResponseTo("2"))); got != "pong" {
+		t.Errorf("the call over /sse returned %q", got)
+	}
+	for _, c := range []struct {
+		method, path, tok, what string
+	}{
+		{http.MethodGet, "/sse", mcpTok, "the /mcp token on GET /sse"},
+		{http.MethodPost, strings.TrimPrefix(endpoint, gw.URL), mcpTok, "the /mcp token on the /sse message endpoint"},
+		{http.MethodPost, "/mcp", sseTok, "the /sse token on /mcp"},
+		{http.MethodGet, "/mcp/sse", sseTok, "the /sse token on /mcp/sse"},
+	} {
+		req, _ := http.NewRequest(c.method, gw.URL+c.path, strings.NewReader(oauthInit))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", c.what, resp.StatusCode)
+		}
 	}
 }
