@@ -226,18 +226,18 @@ func (f *Flows) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 func (f *Flows) beginConnect(w http.ResponseWriter, r *http.Request, person, server string, scopes []string, ticket string) {
 	srv := f.conf().Servers[server]
 	if srv == nil || srv.Auth == nil || srv.Auth.Type != config.AuthOAuth2User {
-		connectPage(w, http.StatusNotFound, "No such server", fmt.Sprintf("There is no server %q whose auth type is oauth2_user.", server))
+		f.failPage(w, ticket, http.StatusNotFound, "No such server", fmt.Sprintf("There is no server %q whose auth type is oauth2_user.", server))
 		return
 	}
 	if f.vault == nil {
-		connectPage(w, http.StatusServiceUnavailable, "No vault", "The gateway has no vault to keep your tokens in.")
+		f.failPage(w, ticket, http.StatusServiceUnavailable, "No vault", "The gateway has no vault to keep your tokens in.")
 		return
 	}
 	redirect := f.linkBase(r) + CallbackPath
 	reg, err := f.connectRegistration(r.Context(), server, srv, redirect)
 	if err != nil {
 		f.log.Warn("oauth connect: discovery or registration failed", "server", server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %s. The gateway's log has the details.", server, oauthFault(err)))
+		f.failPage(w, ticket, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	state, err := randomToken()
@@ -259,7 +259,7 @@ func (f *Flows) beginConnect(w http.ResponseWriter, r *http.Request, person, ser
 	authURL, verifier, err := plan.AuthorizeURL(reg.client, state)
 	if err != nil {
 		f.log.Warn("oauth connect: no authorization request", "server", server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %s. The gateway's log has the details.", server, oauthFault(err)))
+		f.failPage(w, ticket, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	now := f.now()
@@ -310,7 +310,7 @@ func (f *Flows) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 			st.reg = f.registration(r.Context(), st.server, srv, st.redirect)
 		}
 		if st.reg == nil {
-			connectPage(w, http.StatusBadRequest, "Not connected", fmt.Sprintf("The client registration for %s is gone (the server's configuration changed). Start again from the connect link.", st.server))
+			f.failPage(w, st.ticket, http.StatusBadRequest, "Not connected", fmt.Sprintf("The client registration for %s is gone (the server's configuration changed). Start again from the connect link.", st.server))
 			return
 		}
 	}
@@ -319,20 +319,20 @@ func (f *Flows) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := q.Get("error"); e != "" {
-		connectPage(w, http.StatusBadRequest, "Not connected", fmt.Sprintf("The authorization server of %s answered %s.", st.server, printableParam(e)))
+		f.failPage(w, st.ticket, http.StatusBadRequest, "Not connected", fmt.Sprintf("The authorization server of %s answered %s.", st.server, printableParam(e)))
 		return
 	}
 	tok, err := st.reg.plan.Exchange(r.Context(), st.reg.client, q.Get("code"), st.verifier, q.Get("iss"))
 	if err != nil {
 		f.log.Warn("oauth connect: code exchange failed", "server", st.server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %s. The gateway's log has the details.", st.server, oauthFault(err)))
+		f.failPage(w, st.ticket, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %s. The gateway's log has the details.", st.server, oauthFault(err)))
 		return
 	}
 	e := vault.Entry{Kind: vault.KindOAuth, Issuer: st.reg.plan.AuthServer.Issuer, Person: st.person, Server: st.server,
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: entryScopes(tok.Scope, st.scopes)}
 	if err := f.vault.Put(r.Context(), e); err != nil {
 		f.log.Warn("oauth connect: vault write failed", "server", st.server, "error", err)
-		connectPage(w, http.StatusInternalServerError, "Not connected", "Your tokens could not be stored.")
+		f.failPage(w, st.ticket, http.StatusInternalServerError, "Not connected", "Your tokens could not be stored.")
 		return
 	}
 	f.log.Info("oauth connect: account connected", "server", st.server, "issuer", e.Issuer)
@@ -384,6 +384,17 @@ func oauthFault(err error) string {
 		return "no usable authorization server"
 	}
 	return "discovery or registration failed"
+}
+
+// failPage answers the person's browser with the page of a connect that
+// failed, and ends the call waiting on it through a URL elicitation
+// (ticket; "": none) with the same words at once: no one is going to
+// finish this connect, and the call would otherwise wait for its
+// client's timeout. Refusals the person can mend in the browser (a stale
+// form, a wrong key, a busy shared store) are plain connectPages.
+func (f *Flows) failPage(w http.ResponseWriter, ticket string, status int, title, msg string) {
+	f.pending.failTicket(ticket, msg)
+	connectPage(w, status, title, msg)
 }
 
 func connectPage(w http.ResponseWriter, status int, title, msg string) {
