@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +85,73 @@ func TestFailedConnectEndsTheElicitingCall(t *testing.T) {
 		t.Logf("the call ended %v after the page failed: %v", time.Since(failed).Round(time.Millisecond), err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call still waits 5s after its connect page failed")
+	}
+}
+
+// Issue 24 §2: a person who connects by hand (their client cannot be
+// asked) and calls a tool whose upstream answers 403 insufficient_scope
+// is told the connect link that asks for the wider scope, and that link
+// asks the upstream's authorization server for it; once connected again,
+// the tool works. (The error was a plain 403, and the plain link asked
+// for the old scope again, so reconnecting never helped.)
+func TestStepUpByHandAsksForTheWiderScope(t *testing.T) {
+	clearAdminEnv(t)
+	up := newOAuthUpstream(t, time.Hour)
+	const aliceKey = "alice-gateway-key-0123456789"
+	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), ToolNameSeparator: "__",
+		Auth:  &config.CallerAuth{Keys: []config.KeyConfig{{Alias: "alice", Key: aliceKey}}},
+		Vault: &config.Vault{Keys: []config.VaultKey{{ID: "k1", Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}},
+		Servers: map[string]*config.Server{
+			"up": {Name: "up", Transport: config.TransportHTTP, URL: up.mcp, Timeout: 5 * time.Second, ProtocolVersion: "2025-06-18", Auth: &config.Auth{Type: config.AuthOAuth2User}},
+		}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stk, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stk.close(context.Background()) })
+	hs := httptest.NewServer(stk.handler)
+	t.Cleanup(hs.Close)
+	callback := hs.URL + "/oauth/connect/callback"
+	call := func(tool string) string {
+		_, body := rest(t, "POST", hs.URL+"/mcp", aliceKey, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__`+tool+`","arguments":{}}}`)
+		return body
+	}
+	connectVia := func(alice *testBrowser, link string) *browserPage {
+		t.Helper()
+		start := alice.get(link, aliceKey)
+		cb := alice.authorize(up, start)
+		if p := alice.get(cb.String(), ""); p.Status != http.StatusOK {
+			t.Fatalf("callback: %d %s", p.Status, p.Body)
+		}
+		return start
+	}
+
+	alice := newTestBrowser(t, callback)
+	connectVia(alice, hs.URL+"/oauth/connect/up")
+	if got := call("whoami"); !strings.Contains(got, "tool=whoami") {
+		t.Fatalf("whoami after connecting: %s", got)
+	}
+	got := call("admin_op")
+	m := regexp.MustCompile(`connect your account for up again at (` + regexp.QuoteMeta(hs.URL+"/oauth/connect/up?") + `[^"]+)"`).FindStringSubmatch(got)
+	if m == nil {
+		t.Fatalf("admin_op without the admin scope: %s; want the step-up link", got)
+	}
+	link := m[1]
+	if u, err := url.Parse(link); err != nil || !slices.Contains(strings.Fields(u.Query().Get("scope")), "admin") {
+		t.Fatalf("the step-up link %s does not ask for admin", link)
+	}
+	start := connectVia(alice, link)
+	if scope := strings.Fields(start.Location.Query().Get("scope")); !slices.Contains(scope, "admin") || !slices.Contains(scope, "mcp") {
+		t.Errorf("the step-up link asked the authorization server for %q", scope)
+	}
+	if got := call("admin_op"); !strings.Contains(got, "tool=admin_op") {
+		t.Errorf("admin_op after connecting with the wider scope: %s", got)
+	}
+	// A link whose scope is not a list of scopes is refused.
+	if p := newTestBrowser(t, callback).get(hs.URL+"/oauth/connect/up?scope=%22x%22", aliceKey); p.Status != http.StatusBadRequest {
+		t.Errorf("a link with a bad scope: %d", p.Status)
 	}
 }

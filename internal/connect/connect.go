@@ -23,6 +23,7 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -217,7 +218,58 @@ func (f *Flows) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 		connectPage(w, http.StatusForbidden, "Not a person", "Connect with your own key or login: the master key and anonymous callers have no account of their own.")
 		return
 	}
-	f.beginConnect(w, r, person, server, nil, "")
+	scopes, ok := scopeParam(r.URL.Query().Get(scopeParamName))
+	if !ok {
+		connectPage(w, http.StatusBadRequest, "Bad scope", "The scope of this link is not a list of OAuth scopes.")
+		return
+	}
+	f.beginConnect(w, r, person, server, scopes, "")
+}
+
+// scopeParamName is the connect link's query parameter naming the scopes
+// to ask for (StepUpLink); without it the server's plan's are asked for.
+const scopeParamName = "scope"
+
+// Bounds of a connect link's scope parameter.
+const (
+	maxScopeParam  = 1024
+	maxScopeTokens = 32
+)
+
+// StepUpLink is the connect link connectURL asking for scopes: what an
+// error names after a 403 insufficient_scope, so that connecting again
+// by hand asks for the wider scopes and not the old ones.
+func StepUpLink(connectURL string, scopes []string) string {
+	if len(scopes) == 0 {
+		return connectURL
+	}
+	return connectURL + "?" + url.Values{scopeParamName: {strings.Join(scopes, " ")}}.Encode()
+}
+
+// scopeParam reads a connect link's scope parameter: space-separated
+// RFC 6749 scope tokens, bounded. nil, true when there is none. The
+// person's own authorization server shows them what they approve; the
+// parameter only spares them a connect that asks for too little.
+func scopeParam(v string) ([]string, bool) {
+	if v == "" {
+		return nil, true
+	}
+	if len(v) > maxScopeParam {
+		return nil, false
+	}
+	scopes := strings.Fields(v)
+	if len(scopes) > maxScopeTokens {
+		return nil, false
+	}
+	for _, sc := range scopes {
+		for i := 0; i < len(sc); i++ {
+			// scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+			if c := sc[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return nil, false
+			}
+		}
+	}
+	return scopes, true
 }
 
 // beginConnect sends person's browser to server's authorization server,
