@@ -23,6 +23,7 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -217,7 +218,58 @@ func (f *Flows) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 		connectPage(w, http.StatusForbidden, "Not a person", "Connect with your own key or login: the master key and anonymous callers have no account of their own.")
 		return
 	}
-	f.beginConnect(w, r, person, server, nil, "")
+	scopes, ok := scopeParam(r.URL.Query().Get(scopeParamName))
+	if !ok {
+		connectPage(w, http.StatusBadRequest, "Bad scope", "The scope of this link is not a list of OAuth scopes.")
+		return
+	}
+	f.beginConnect(w, r, person, server, scopes, "")
+}
+
+// scopeParamName is the connect link's query parameter naming the scopes
+// to ask for (StepUpLink); without it the server's plan's are asked for.
+const scopeParamName = "scope"
+
+// Bounds of a connect link's scope parameter.
+const (
+	maxScopeParam  = 1024
+	maxScopeTokens = 32
+)
+
+// StepUpLink is the connect link connectURL asking for scopes: what an
+// error names after a 403 insufficient_scope, so that connecting again
+// by hand asks for the wider scopes and not the old ones.
+func StepUpLink(connectURL string, scopes []string) string {
+	if len(scopes) == 0 {
+		return connectURL
+	}
+	return connectURL + "?" + url.Values{scopeParamName: {strings.Join(scopes, " ")}}.Encode()
+}
+
+// scopeParam reads a connect link's scope parameter: space-separated
+// RFC 6749 scope tokens, bounded. nil, true when there is none. The
+// person's own authorization server shows them what they approve; the
+// parameter only spares them a connect that asks for too little.
+func scopeParam(v string) ([]string, bool) {
+	if v == "" {
+		return nil, true
+	}
+	if len(v) > maxScopeParam {
+		return nil, false
+	}
+	scopes := strings.Fields(v)
+	if len(scopes) > maxScopeTokens {
+		return nil, false
+	}
+	for _, sc := range scopes {
+		for i := 0; i < len(sc); i++ {
+			// scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+			if c := sc[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return nil, false
+			}
+		}
+	}
+	return scopes, true
 }
 
 // beginConnect sends person's browser to server's authorization server,
@@ -226,18 +278,18 @@ func (f *Flows) serveConnectStart(w http.ResponseWriter, r *http.Request) {
 func (f *Flows) beginConnect(w http.ResponseWriter, r *http.Request, person, server string, scopes []string, ticket string) {
 	srv := f.conf().Servers[server]
 	if srv == nil || srv.Auth == nil || srv.Auth.Type != config.AuthOAuth2User {
-		connectPage(w, http.StatusNotFound, "No such server", fmt.Sprintf("There is no server %q whose auth type is oauth2_user.", server))
+		f.failPage(w, ticket, http.StatusNotFound, "No such server", fmt.Sprintf("There is no server %q whose auth type is oauth2_user.", server))
 		return
 	}
 	if f.vault == nil {
-		connectPage(w, http.StatusServiceUnavailable, "No vault", "The gateway has no vault to keep your tokens in.")
+		f.failPage(w, ticket, http.StatusServiceUnavailable, "No vault", "The gateway has no vault to keep your tokens in.")
 		return
 	}
 	redirect := f.linkBase(r) + CallbackPath
 	reg, err := f.connectRegistration(r.Context(), server, srv, redirect)
 	if err != nil {
 		f.log.Warn("oauth connect: discovery or registration failed", "server", server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %s. The gateway's log has the details.", server, oauthFault(err)))
+		f.failPage(w, ticket, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("The authorization server of %s could not be used: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	state, err := randomToken()
@@ -259,7 +311,7 @@ func (f *Flows) beginConnect(w http.ResponseWriter, r *http.Request, person, ser
 	authURL, verifier, err := plan.AuthorizeURL(reg.client, state)
 	if err != nil {
 		f.log.Warn("oauth connect: no authorization request", "server", server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %s. The gateway's log has the details.", server, oauthFault(err)))
+		f.failPage(w, ticket, http.StatusBadGateway, "Cannot connect", fmt.Sprintf("No authorization request for %s: %s. The gateway's log has the details.", server, oauthFault(err)))
 		return
 	}
 	now := f.now()
@@ -310,7 +362,7 @@ func (f *Flows) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 			st.reg = f.registration(r.Context(), st.server, srv, st.redirect)
 		}
 		if st.reg == nil {
-			connectPage(w, http.StatusBadRequest, "Not connected", fmt.Sprintf("The client registration for %s is gone (the server's configuration changed). Start again from the connect link.", st.server))
+			f.failPage(w, st.ticket, http.StatusBadRequest, "Not connected", fmt.Sprintf("The client registration for %s is gone (the server's configuration changed). Start again from the connect link.", st.server))
 			return
 		}
 	}
@@ -319,20 +371,20 @@ func (f *Flows) serveConnectCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := q.Get("error"); e != "" {
-		connectPage(w, http.StatusBadRequest, "Not connected", fmt.Sprintf("The authorization server of %s answered %s.", st.server, printableParam(e)))
+		f.failPage(w, st.ticket, http.StatusBadRequest, "Not connected", fmt.Sprintf("The authorization server of %s answered %s.", st.server, printableParam(e)))
 		return
 	}
 	tok, err := st.reg.plan.Exchange(r.Context(), st.reg.client, q.Get("code"), st.verifier, q.Get("iss"))
 	if err != nil {
 		f.log.Warn("oauth connect: code exchange failed", "server", st.server, "error", err)
-		connectPage(w, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %s. The gateway's log has the details.", st.server, oauthFault(err)))
+		f.failPage(w, st.ticket, http.StatusBadGateway, "Not connected", fmt.Sprintf("The code could not be exchanged at the authorization server of %s: %s. The gateway's log has the details.", st.server, oauthFault(err)))
 		return
 	}
 	e := vault.Entry{Kind: vault.KindOAuth, Issuer: st.reg.plan.AuthServer.Issuer, Person: st.person, Server: st.server,
 		AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Scopes: entryScopes(tok.Scope, st.scopes)}
 	if err := f.vault.Put(r.Context(), e); err != nil {
 		f.log.Warn("oauth connect: vault write failed", "server", st.server, "error", err)
-		connectPage(w, http.StatusInternalServerError, "Not connected", "Your tokens could not be stored.")
+		f.failPage(w, st.ticket, http.StatusInternalServerError, "Not connected", "Your tokens could not be stored.")
 		return
 	}
 	f.log.Info("oauth connect: account connected", "server", st.server, "issuer", e.Issuer)
@@ -384,6 +436,17 @@ func oauthFault(err error) string {
 		return "no usable authorization server"
 	}
 	return "discovery or registration failed"
+}
+
+// failPage answers the person's browser with the page of a connect that
+// failed, and ends the call waiting on it through a URL elicitation
+// (ticket; "": none) with the same words at once: no one is going to
+// finish this connect, and the call would otherwise wait for its
+// client's timeout. Refusals the person can mend in the browser (a stale
+// form, a wrong key, a busy shared store) are plain connectPages.
+func (f *Flows) failPage(w http.ResponseWriter, ticket string, status int, title, msg string) {
+	f.pending.failTicket(ticket, msg)
+	connectPage(w, status, title, msg)
 }
 
 func connectPage(w http.ResponseWriter, status int, title, msg string) {

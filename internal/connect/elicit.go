@@ -89,6 +89,15 @@ type Ticket struct {
 // ID is the elicitation id the link carries.
 func (t *Ticket) ID() string { return t.id }
 
+// Failure says why the connect failed once Await is closed ("": it
+// completed).
+func (t *Ticket) Failure() string {
+	if p := t.t.failure.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Expires is when the connect stops being awaited.
 func (t *Ticket) Expires() time.Time { return t.t.expires }
 

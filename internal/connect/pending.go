@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/state"
@@ -46,7 +47,11 @@ type ticket struct {
 	person, server string
 	scopes         []string // the scopes to ask for (nil: the plan's)
 	expires        time.Time
-	done           chan struct{} // closed once the callback stored tokens
+	done           chan struct{} // closed once the callback stored tokens, or the connect failed
+	// failure says why the connect failed, set before done is closed
+	// (or, in a fleet, before Await's channel is): the call waiting on
+	// it ends with it at once instead of at its client's timeout.
+	failure atomic.Pointer[string]
 }
 
 // newTicket registers a ticket and returns its id.
@@ -176,7 +181,19 @@ var errShared = errors.New("the shared store is unavailable")
 
 // completeTicket tells the call waiting on elicitation id that the
 // person's tokens are stored.
-func (c *pending) completeTicket(id string) {
+func (c *pending) completeTicket(id string) { c.endTicket(id, "") }
+
+// failTicket tells the call waiting on elicitation id that its connect
+// failed, and why (words for the caller: no address, no secret).
+func (c *pending) failTicket(id, why string) {
+	if why == "" {
+		why = "the connect failed"
+	}
+	c.endTicket(id, why)
+}
+
+// endTicket ends ticket id: completed when failure is "", else failed.
+func (c *pending) endTicket(id, failure string) {
 	if id == "" {
 		return
 	}
@@ -185,9 +202,12 @@ func (c *pending) completeTicket(id string) {
 	delete(c.tickets, id)
 	c.mu.Unlock()
 	if t != nil {
+		if failure != "" {
+			t.failure.Store(&failure)
+		}
 		close(t.done)
 	} else if c.shared != nil {
 		// The call waits on another replica: it polls for this.
-		c.markDone(id, time.Now())
+		c.markDone(id, failure, time.Now())
 	}
 }

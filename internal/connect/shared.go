@@ -113,8 +113,9 @@ func (c *pending) sharedTicketOf(id string, now time.Time) *ticket {
 	return &ticket{person: st.Person, server: st.Server, scopes: st.Scopes, expires: st.Expires}
 }
 
-// Await is closed once ticket t is complete: here, or, in a fleet, on
-// the replica the callback reached. It stops with ctx, and with Close.
+// Await is closed once ticket t is complete or failed (Failure says
+// which): here, or, in a fleet, on the replica the callback reached. It
+// stops with ctx, and with Close.
 func (f *Flows) Await(ctx context.Context, t *Ticket) <-chan struct{} {
 	c := &f.pending
 	if c.shared == nil {
@@ -134,8 +135,16 @@ func (f *Flows) Await(ctx context.Context, t *Ticket) <-chan struct{} {
 			case <-f.ctx.Done():
 				return
 			case <-tick.C:
-				var done bool
+				// true: completed; a string: failed, and why.
+				var done json.RawMessage
 				if c.get(ticketKey(ticketDone, t.id), &done, false) {
+					var why string
+					if json.Unmarshal(done, &why) == nil {
+						if why == "" {
+							why = "the connect failed"
+						}
+						t.t.failure.Store(&why)
+					}
 					close(out)
 					return
 				}
@@ -148,9 +157,14 @@ func (f *Flows) Await(ctx context.Context, t *Ticket) <-chan struct{} {
 	return out
 }
 
-// markDone records in the shared store that ticket id is complete.
-func (c *pending) markDone(id string, now time.Time) {
-	c.put(ticketKey(ticketDone, id), true, now.Add(connectStateTTL), now)
+// markDone records in the shared store that ticket id is complete
+// (failure "": true), or failed (failure).
+func (c *pending) markDone(id, failure string, now time.Time) {
+	var v any = true
+	if failure != "" {
+		v = failure
+	}
+	c.put(ticketKey(ticketDone, id), v, now.Add(connectStateTTL), now)
 }
 
 // forgetShared drops ticket id's shared records.

@@ -63,15 +63,19 @@ var _ upstream.OriginKeyer = (*scope)(nil)
 // party is who may answer what sc's request is asked (owned.go).
 func (sc *scope) party() party { return partyOf(sc.sess, sc.owner, sc.rt) }
 
-// logLevelName is the least severe log level this request's client asked
-// for: its own (2026-07-28) or its session's (logging/setLevel); "" when
-// it asked for none.
+// logLevelName is the least severe log level the gateway relays to this
+// request's client, what a 2026-07-28 upstream is asked for
+// (io.modelcontextprotocol/logLevel): a 2026-07-28 client's own, "" when
+// it asked for none (it gets none); else its session's
+// (logging/setLevel), and "debug" when it set none, since an old-era
+// client that set no level is sent every message (a stateless upstream
+// sends none to a request that names no level).
 func (sc *scope) logLevelName() string {
-	idx := -1
+	idx := 0
 	switch {
 	case sc.modern:
 		idx = sc.logLevel
-	case sc.sess != nil:
+	case sc.sess != nil && sc.sess.LogLevel() >= 0:
 		idx = sc.sess.LogLevel()
 	}
 	if idx < 0 || idx >= len(logLevels) {

@@ -189,6 +189,12 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 	defer stop()
 	select {
 	case <-g.connect.Await(wctx, t):
+		if why := t.Failure(); why != "" {
+			// The connect page failed (the upstream's metadata names
+			// another resource, its authorization server refused, ...):
+			// nobody will finish this connect, so the call ends now.
+			return notConnected("the connect failed: " + why)
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-sc.done:

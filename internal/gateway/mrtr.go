@@ -97,16 +97,51 @@ const maxHeld = 64
 // first request's stream ends with its input_required answer, and the
 // retry's stream takes over. Messages sent between rounds wait for the
 // retry, the newest maxHeld of them.
+//
+// Progress carries the progress token of the request the client is
+// waiting on: a retry may bring a token of its own (clients make one per
+// request), and the client drops progress with the first request's
+// token once that request is answered. The token is put in when the
+// message goes out, so held progress takes the retry's.
 type roundSender struct {
 	mu   sync.Mutex
 	cur  sender
 	held []*jsonrpc.Message
+	// token is the current round's request's progressToken; nil: it
+	// asked for no progress, and none is sent on it.
+	token json.RawMessage
+}
+
+// progressTokenOf is the progressToken of a request's params, nil for
+// none.
+func progressTokenOf(params json.RawMessage) json.RawMessage {
+	tok, ok := jsonrpc.GetPath(params, mcpwire.FieldMeta, "progressToken")
+	if !ok || len(tok) == 0 || string(tok) == "null" {
+		return nil
+	}
+	return append(json.RawMessage(nil), tok...)
+}
+
+// deliver sends msg on s as the current round's request would have it.
+// rs.mu is held.
+func (rs *roundSender) deliver(s sender, msg *jsonrpc.Message) error {
+	if msg.Method == mcpwire.NotifyProgress {
+		if rs.token == nil {
+			return nil // this round's request asked for no progress
+		}
+		params, err := jsonrpc.Set(msg.Params, "progressToken", rs.token)
+		if err != nil {
+			return nil
+		}
+		msg = jsonrpc.NewNotification(msg.Method, params)
+	}
+	return s.send(msg)
 }
 
 func (rs *roundSender) send(msg *jsonrpc.Message) error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.cur != nil && rs.cur.send(msg) == nil {
+	if rs.cur != nil && rs.deliver(rs.cur, msg) == nil {
 		return nil
 	}
 	if len(rs.held) == maxHeld {
@@ -116,15 +151,16 @@ func (rs *roundSender) send(msg *jsonrpc.Message) error {
 	return nil
 }
 
-// attach makes s the current round's stream and hands it what was held.
-func (rs *roundSender) attach(s sender) {
+// attach makes s the current round's stream, for a request with progress
+// token token (nil: none), and hands it what was held.
+func (rs *roundSender) attach(s sender, token json.RawMessage) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	rs.cur = s
+	rs.cur, rs.token = s, token
 	held := rs.held
 	rs.held = nil
 	for i, msg := range held {
-		if s.send(msg) != nil {
+		if rs.deliver(s, msg) != nil {
 			rs.held = held[i:]
 			return
 		}
@@ -243,7 +279,7 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 	ex.method, ex.params = m.Method, m.Params
 	forget := g.exchanges.put(ex.id, sc.party(), ex)
 	sc.exchange = ex
-	ex.out = &roundSender{cur: sc.out}
+	ex.out = &roundSender{cur: sc.out, token: progressTokenOf(m.Params)}
 	sc.out = ex.out
 	// The call must not end with the first HTTP request; it is bounded by
 	// the upstream's timeout and by exchangeWait for each question.
@@ -422,6 +458,6 @@ func (g *Gateway) resumeExchange(method string, params json.RawMessage, by party
 	// Questions the retry left unanswered are asked again (mrtr.md: a
 	// missing answer is another input_required, not an error).
 	sort.Slice(unanswered, func(i, j int) bool { return unanswered[i].key < unanswered[j].key })
-	ex.out.attach(out)
+	ex.out.attach(out, progressTokenOf(params))
 	return ex, unanswered, nil
 }

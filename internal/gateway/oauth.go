@@ -95,14 +95,26 @@ func (g *Gateway) linkBase(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// resourcePath is the path part of a route's resource identifier: the
-// request path without a legacy-SSE suffix or trailing slash, so that
+// resourcePath is the path part of an endpoint's resource identifier:
+// the request path without a legacy-SSE suffix or trailing slash, so that
 // /mcp, /mcp/calc, /calc/mcp and /toolset/x/mcp are distinct resources
-// and /mcp/sse shares /mcp's. The root legacy endpoints (/sse, /messages)
-// are the /mcp route.
+// and /mcp/sse shares /mcp's.
+//
+// Clients (the TypeScript SDK, so mcp-remote and the Inspector) refuse a
+// resource that is not a prefix of the URL they were given, so every
+// endpoint's resource is one (SPEC S22.4): the root legacy endpoints
+// (GET /sse, POST /sse/messages and /messages) are the resource /sse, a
+// resource of its own beside /mcp, since the only prefix the two share
+// is the whole gateway, the issuer, which no token names. A token still
+// names one resource and works on its endpoints only. The root path /
+// serves /mcp's route with /mcp's resource: a client that checks the
+// prefix connects with OAuth at /mcp (docs/security.md).
 func resourcePath(path string) string {
-	base, _ := splitEndpoint(path)
-	if base == "" {
+	base, kind := splitEndpoint(path)
+	switch {
+	case base == "" && kind != epStreamable:
+		return "/sse"
+	case base == "":
 		return "/mcp"
 	}
 	return base
@@ -139,6 +151,8 @@ func (g *Gateway) NameRoute(path string) (string, bool) {
 	switch {
 	case !ok:
 		return "", false
+	case path == "/sse":
+		return "every MCP server of mcpgate (legacy HTTP+SSE)", true
 	case rt.proxy:
 		return "the tools of every MCP server of mcpgate", true
 	case rt.named == nil:
@@ -178,9 +192,9 @@ func scopesOf(cfg *config.Config) []string {
 	return out
 }
 
-// serveProtectedResource answers the metadata of the route named by the
-// path after the well-known prefix (the root document is /mcp's), or
-// returns its refusal.
+// serveProtectedResource answers the metadata of the endpoint named by the
+// path after the well-known prefix (the root document is /mcp's; /sse's
+// names the resource /sse), or returns its refusal.
 func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request) error {
 	cfg := g.conf()
 	path := strings.TrimPrefix(r.URL.Path, wellKnownPRM)

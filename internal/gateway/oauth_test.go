@@ -105,9 +105,9 @@ func TestOAuthChallenges(t *testing.T) {
 		{http.MethodPost, "/toolset/ts/mcp", "/toolset/ts/mcp"},
 		{http.MethodGet, "/mcp", "/mcp"},
 		{http.MethodDelete, "/mcp", "/mcp"},
-		{http.MethodGet, "/sse", "/mcp"},
+		{http.MethodGet, "/sse", "/sse"}, // issue 24 §2.1: a resource its URL starts with
 		{http.MethodGet, "/mcp/alpha/sse", "/mcp/alpha"},
-		{http.MethodPost, "/messages?sessionId=x", "/mcp"},
+		{http.MethodPost, "/messages?sessionId=x", "/sse"},
 	} {
 		req, _ := http.NewRequest(tc.method, gw.URL+tc.path, strings.NewReader(oauthInit))
 		req.Header.Set("Content-Type", "application/json")
@@ -303,7 +303,7 @@ func TestNameRoute(t *testing.T) {
 		{"/mcp/alpha,gamma", ""},
 		{"/mcp/alpha/sse", ""},
 		{"/mcp/alpha/", ""},
-		{"/sse", ""},
+		{"/sse", "every MCP server of mcpgate (legacy HTTP+SSE)"}, // issue 24 §2.1: a resource of its own
 		{"/messages", ""},
 		{"/admin/v1", ""},
 		{"/admin/v1/keys", ""},

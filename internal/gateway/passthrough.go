@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/connect"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/tracing"
@@ -190,7 +192,33 @@ func (g *Gateway) upstreamFault(ctx context.Context, sc *scope, server string, e
 		rpcErr.Message = fmt.Sprintf("connect your account for %s at %s", server, g.connectURL(ctx, server))
 		return rpcErr
 	}
+	if scopes, ok := g.stepUpScopes(ctx, server, err); ok {
+		// A 403 insufficient_scope to a person who connects by hand (a
+		// client that can be asked is sent the link, elicitconnect.go):
+		// the link asks for the wider scopes; the plain one would ask
+		// for the old ones again.
+		rpcErr := g.faultError(server, err)
+		rpcErr.Message = fmt.Sprintf("%s needs more access (%s): connect your account for %s again at %s", server, strings.Join(scopes, " "), server, connect.StepUpLink(g.connectURL(ctx, server), scopes))
+		return rpcErr
+	}
 	return g.faultError(server, err)
+}
+
+// stepUpScopes are the scopes a person's connection to server needs
+// when err is its upstream's 403 insufficient_scope: what was granted
+// and what the challenge asks for. false: err is no such refusal of an
+// oauth2_user server, or there is no person.
+func (g *Gateway) stepUpScopes(ctx context.Context, server string, err error) ([]string, bool) {
+	var ue *upstream.Error
+	if !errors.As(err, &ue) || ue.Kind != upstream.KindAuth || ue.Status != http.StatusForbidden || g.AuthType(server) != config.AuthOAuth2User {
+		return nil, false
+	}
+	person := callers.PersonID(callers.FromContext(ctx))
+	if person == "" {
+		return nil, false
+	}
+	scopes, need := g.connect.Need(ctx, person, server, err)
+	return scopes, need && len(scopes) > 0
 }
 
 // passthroughMetadata serves the protected resource metadata of a

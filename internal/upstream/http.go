@@ -339,11 +339,41 @@ const maxErrorBody = 64 << 10
 func (b *httpBase) statusError(resp *http.Response, withSession bool) *Error {
 	status := resp.StatusCode
 	var rpc *jsonrpc.Error
-	if mediaType(resp) == "application/json" {
+	var text string // a plain-text body of a 400 on a session, bounded
+	switch mt := mediaType(resp); {
+	case mt == "application/json":
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		if m, err := jsonrpc.Decode(data); err == nil && m.Error != nil {
 			rpc = m.Error
 		}
+	case status == http.StatusBadRequest && withSession && (mt == "" || mt == "text/plain" || mt == "text/html"):
+		// Older Python SDK servers say it in plain text.
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxStaleText))
+		text = string(data)
+	}
+	if status == http.StatusBadRequest && withSession && (rpc != nil && staleSession(rpc.Message) || rpc == nil && staleSession(text)) {
+		// Many servers answer a session id they do not know (after a
+		// restart) 400 instead of the transport's 404: the TypeScript
+		// SDK's examples and server-everything ("Bad Request: No valid
+		// session ID provided"), Python SDK servers before late 2025,
+		// supergateway before 4.0. Taken for a 400 on anything else,
+		// every later call on the session fails the same way for good;
+		// it is an expiry (re-initialize once, send again once), named
+		// with its server since the upstream's words name none.
+		said := "Bad Request"
+		if rpc != nil {
+			said = rpc.Message
+		} else if t := strings.TrimSpace(text); t != "" {
+			said = t
+		}
+		said = printable(said, 200)
+		code := int64(jsonrpc.CodeInvalidRequest)
+		if rpc != nil {
+			code = rpc.Code
+		}
+		return &Error{Server: b.c.server, Status: status, Kind: KindUpstreamError,
+			Err: fmt.Errorf("%w (HTTP 400): %w", ErrSessionExpired,
+				&jsonrpc.Error{Code: code, Message: fmt.Sprintf("upstream %s no longer knows the gateway's session (HTTP 400: %s)", b.c.server, said)})}
 	}
 	e := &Error{Server: b.c.server, Status: status}
 	httpErr := fmt.Errorf("HTTP %d %s", status, http.StatusText(status))
@@ -374,6 +404,43 @@ func (b *httpBase) statusError(resp *http.Response, withSession bool) *Error {
 		e.Kind, e.Err = KindInvalidResponse, fmt.Errorf("invalid MCP response: unexpected HTTP status %d", status)
 	}
 	return e
+}
+
+// maxStaleText bounds the plain-text body of a 400 read to tell a stale
+// session from another bad request.
+const maxStaleText = 1 << 10
+
+// staleSession reports whether the message of a 400 answer to a request
+// that carried a session id says the upstream does not know that session:
+// it names the session and says it is unknown, invalid, missing or over
+// ("Bad Request: No valid session ID provided", "Invalid or expired
+// session ID", "Session not found"). Other 400s stay errors of the call.
+func staleSession(msg string) bool {
+	m := strings.ToLower(msg)
+	if !strings.Contains(m, "session") {
+		return false
+	}
+	for _, w := range []string{"no valid", "invalid", "unknown", "not found", "expired", "terminated", "does not exist", "no such"} {
+		if strings.Contains(m, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// printable is s without control characters, cut at max bytes: an
+// upstream's words put in an error message.
+func printable(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = s[:max]
+	}
+	return strings.ToValidUTF8(s, "")
 }
 
 // maxChallenge bounds the WWW-Authenticate kept on an *Error.

@@ -313,7 +313,8 @@ var ErrRetired = errors.New("upstream session retired: its server was removed or
 
 // ErrSessionExpired is in the chain of the error returned when a
 // streamable-HTTP upstream answers 404 to a request carrying its session id
-// (C6.4). The session is then Done (calls sent on it before still get their
+// (C6.4), or 400 with words saying it does not know the session (the
+// TypeScript SDK's examples, older Python SDK servers). The session is then Done (calls sent on it before still get their
 // own answers), and the Manager initializes a new one on the next call;
 // Manager.Call and the Call of an Acquired session send the request again
 // on it. The same error also carries the relayed *jsonrpc.Error (the
