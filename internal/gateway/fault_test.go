@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 )
 
 // faultyUpstream is a streamable-HTTP upstream whose tools fail in every
@@ -174,5 +176,119 @@ func TestListingStrictAndLenient(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), `level=DEBUG msg="upstream list failed" server=gone`) {
 		t.Errorf("a strict failure must be logged at debug only:\n%s", logs.String())
+	}
+}
+
+// Issue 24 §1: a server a listing leaves out is counted, lenient (merged
+// route) or strict (its own route), by server, kind and fault class; a
+// listing the servers gave counts nothing.
+func TestListFailuresAreCounted(t *testing.T) {
+	up := faultyUpstream(t)
+	m := metrics.New()
+	_, gw := startGatewayWith(t, Options{Metrics: m, Config: &config.Config{Servers: map[string]*config.Server{
+		"f":    httpServer(up.URL + "/mcp"),
+		"gone": httpServer("http://127.0.0.1:1/mcp"),
+	}}})
+	count := func(server string) float64 {
+		t.Helper()
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, f := range fams {
+			if f.GetName() != "mcpgate_upstream_list_failures_total" {
+				continue
+			}
+			for _, mt := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range mt.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["server"] == server && labels["kind"] == "tools" && labels["fault"] == "unreachable" {
+					n += mt.GetCounter().GetValue()
+				} else if labels["server"] == server {
+					t.Errorf("a list failure of %s counted as %v", server, labels)
+				}
+			}
+		}
+		return n
+	}
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	if _, _, body := rpc(t, gw.URL+"/mcp", nil, list); !strings.Contains(string(body), `"f__ok"`) {
+		t.Fatalf("merged list: %s", body)
+	}
+	if n := count("gone"); n != 1 {
+		t.Errorf("after a merged list leaving gone out: %v failures counted, want 1", n)
+	}
+	if _, _, body := rpc(t, gw.URL+"/mcp/gone", nil, list); !strings.Contains(string(body), `"fault":"unreachable"`) {
+		t.Fatalf("single-server list: %s", body)
+	}
+	if n := count("gone"); n != 2 {
+		t.Errorf("after gone's own list failed: %v failures counted, want 2", n)
+	}
+	if n := count("f"); n != 0 {
+		t.Errorf("f listed fine, yet %v failures counted", n)
+	}
+}
+
+// Issue 24 §1: a server that is down shows as down, since when, and why
+// in a word (its fault class), to an administrator on /readyz and in the
+// admin API's server status; calls failing on it again do not move the
+// time it went down.
+func TestDownServerShowsSinceAndFault(t *testing.T) {
+	const master = "mk_down_since_master_key_0123456789abcdef"
+	auth := callers.New(callers.Options{MasterKey: master, Logger: testLogger(t)})
+	t.Cleanup(func() { auth.Close() })
+	g, gw := startGatewayWith(t, Options{Authenticator: auth, Config: &config.Config{Servers: map[string]*config.Server{
+		"gone": httpServer("http://127.0.0.1:1/mcp"),
+	}}})
+	hdr := map[string]string{"Authorization": "Bearer " + master}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gone__x","arguments":{}}}`
+	type entry struct {
+		State, Since, Fault, LastError string
+	}
+	ready := func() entry {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+master)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc struct {
+			Servers map[string]map[string]string `json:"servers"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		s := doc.Servers["gone"]
+		return entry{s["state"], s["since"], s["fault"], s["last_error"]}
+	}
+	status := func() entry {
+		for _, s := range g.ServersStatus().Servers {
+			if s.Name == "gone" {
+				return entry{s.State, s.Since, s.Fault, s.LastError}
+			}
+		}
+		t.Fatal("gone is not in the server status")
+		return entry{}
+	}
+	rpc(t, gw.URL+"/mcp", hdr, call)
+	first := ready()
+	if first.State != "down" || first.Fault != "unreachable" || first.Since == "" {
+		t.Fatalf("/readyz after a failed call: %+v, want down since a time, fault unreachable", first)
+	}
+	if st := status(); st != first {
+		t.Errorf("admin server status %+v, /readyz %+v: want the same", st, first)
+	}
+	// Fail again past the first reconnect backoff (a new dial), and in a
+	// later second: since shows seconds.
+	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+	rpc(t, gw.URL+"/mcp", hdr, call)
+	if again := ready(); again.State != "down" || again.Since != first.Since || again.Fault != "unreachable" {
+		t.Errorf("/readyz after failing again: %+v, want down since %s (the first failure)", again, first.Since)
 	}
 }
