@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
 
 // faultyUpstream is a streamable-HTTP upstream whose tools fail in every
@@ -290,5 +294,50 @@ func TestDownServerShowsSinceAndFault(t *testing.T) {
 	rpc(t, gw.URL+"/mcp", hdr, call)
 	if again := ready(); again.State != "down" || again.Since != first.Since || again.Fault != "unreachable" {
 		t.Errorf("/readyz after failing again: %+v, want down since %s (the first failure)", again, first.Since)
+	}
+}
+
+// Issue 24 §1: the records of failed calls go through the same audit
+// writer to the store; with audit.durable each is committed before its
+// answer (none acknowledged and lost), denied ones included, and none
+// holds an argument.
+func TestFailedCallsReachTheStore(t *testing.T) {
+	up := faultyUpstream(t)
+	st, err := sqlite.Open(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w := audit.NewWriter(st, audit.Options{})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	_, gw := startGatewayWith(t, Options{Audit: w, Config: &config.Config{
+		Audit: config.Audit{Durable: new(true)},
+		Servers: map[string]*config.Server{
+			"f":    httpServer(up.URL + "/mcp"),
+			"gone": httpServer("http://127.0.0.1:1/mcp"),
+		}}})
+	const secret = "s3cr3t-argument-value"
+	for i, tc := range []struct{ tool, server, class string }{
+		{"gone__x", "gone", store.FaultUnreachable},
+		{"f__broken", "f", store.FaultUpstreamError},
+		{"f__nope", "", store.FaultDenied},
+		{"", "", store.FaultDenied},
+	} {
+		rpc(t, gw.URL+"/mcp", nil, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"token":%q}}}`, i+1, tc.tool, secret))
+		// Answered: the record is in the store already.
+		calls, _, err := st.ListToolCalls(t.Context(), store.ToolCallFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) != i+1 {
+			t.Fatalf("%q answered with %d records in the store, want %d: %+v", tc.tool, len(calls), i+1, calls)
+		}
+		r := calls[0] // newest first
+		if r.Server != tc.server || r.Tool != strings.TrimPrefix(tc.tool, "f__") && r.Tool != tc.tool || r.Outcome != tc.class || r.ErrorClass != tc.class {
+			t.Errorf("%q: stored %+v, want server %q, outcome and class %s", tc.tool, r, tc.server, tc.class)
+		}
+		if strings.Contains(fmt.Sprintf("%+v", r), secret) {
+			t.Errorf("%q: an argument reached the store: %+v", tc.tool, r)
+		}
 	}
 }

@@ -151,7 +151,9 @@ func (e *AuditEntry) Validate() error {
 
 // Validate checks a tool-call record before it is written.
 func (c *ToolCall) Validate() error {
-	if c.Server == "" || c.Tool == "" || c.Outcome == "" {
+	// A denied call may name no server (its name resolved to none) and
+	// no tool (it had no name); any other names both.
+	if c.Outcome == "" || c.Outcome != FaultDenied && (c.Server == "" || c.Tool == "") {
 		return fmt.Errorf("tool call needs a server, a tool and an outcome: %w", ErrInvalid)
 	}
 	if len(c.SessionIDPrefix) > MaxSessionIDPrefix {
