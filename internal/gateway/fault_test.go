@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -339,5 +340,40 @@ func TestFailedCallsReachTheStore(t *testing.T) {
 		if strings.Contains(fmt.Sprintf("%+v", r), secret) {
 			t.Errorf("%q: an argument reached the store: %+v", tc.tool, r)
 		}
+	}
+}
+
+// Issue 24 §1: a call its client gave up on (the HTTP request went away
+// mid-call) is recorded once, as cancelled, against its server.
+func TestCancelledCallIsRecorded(t *testing.T) {
+	up := faultyUpstream(t)
+	aud := &memAudit{}
+	m := metrics.New()
+	_, gw := startGatewayWith(t, Options{Audit: aud, Metrics: m, Config: &config.Config{Servers: map[string]*config.Server{
+		"f": httpServer(up.URL + "/mcp"),
+	}}})
+	// The catalog first, so that the call is in the upstream stage when
+	// the client leaves.
+	rpc(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"f__slow","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("the slow call answered %d before the client left", resp.StatusCode)
+		}
+	}
+	waitFor(t, "the cancelled call's record", func() bool { return len(aud.records()) > 0 })
+	time.Sleep(100 * time.Millisecond) // a second record would come now
+	recs := aud.records()
+	if len(recs) != 1 || recs[0].Server != "f" || recs[0].Tool != "slow" || recs[0].Outcome != store.FaultCancelled || recs[0].ErrorClass != store.FaultCancelled {
+		t.Errorf("records %+v, want one: f/slow cancelled", recs)
+	}
+	if n := toolCalls(t, m, "f", store.FaultCancelled); n != 1 {
+		t.Errorf("%v cancelled samples for f, want 1", n)
 	}
 }
