@@ -224,6 +224,23 @@ servers:
 	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
 	g, gw := startGatewayWith(t, Options{Config: cfg, Authenticator: auth, Audit: audit, Metrics: m, Usage: usage,
 		Replicas: state.NewMemory(state.MemoryOptions{})})
+	var mu sync.Mutex
+	var seen []string
+	hook := func(method, stage string) {
+		if method == mcpwire.MethodToolsCall {
+			mu.Lock()
+			seen = append(seen, stage)
+			mu.Unlock()
+		}
+	}
+	g.stageSeen.Store(&hook)
+	stages := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
 
 	decode := func(t *testing.T, b []byte) *jsonrpc.Message {
 		t.Helper()
@@ -314,7 +331,20 @@ servers:
 			}
 			for i, tc := range cases {
 				before, samples := len(mine()), toolCalls(t, m, tc.server, tc.class)
+				stages()
 				reply := fr.call(t, key, i+1, tc.tool)
+				// The audit stage once: the last stage, or the last but
+				// trace (an answered call).
+				got := stages()
+				audits := 0
+				for _, st := range got {
+					if st == "audit" {
+						audits++
+					}
+				}
+				if tail := slices.DeleteFunc(slices.Clone(got), func(s string) bool { return s == "trace" }); audits != 1 || len(tail) == 0 || tail[len(tail)-1] != "audit" {
+					t.Errorf("%s passed the stages %v, want the audit stage once, last or before trace", tc.tool, got)
+				}
 				switch {
 				case tc.class == store.OutcomeOK:
 					if reply.Error != nil {
