@@ -42,8 +42,9 @@ type ServerStatus struct {
 	Auth      string `json:"auth"`   // the auth type, never the credential
 	Source    string `json:"source"` // "config" (the file) or "api" (added at runtime)
 	State     string `json:"state"`
-	Since     string `json:"since"`
+	Since     string `json:"since"` // when the state began: for a failing server, when it began to fail
 	LastError string `json:"last_error,omitempty"`
+	Fault     string `json:"fault,omitempty"` // the fault class of last_error (store.FaultClasses)
 	Sessions  int    `json:"sessions"`
 }
 
@@ -69,6 +70,7 @@ func (g *Gateway) ServersStatus() ServersReport {
 			Source:    g.sourceOf(name),
 			State:     h.State,
 			LastError: h.LastError,
+			Fault:     h.Fault,
 			Sessions:  h.Sessions,
 		}
 		if !h.Since.IsZero() {

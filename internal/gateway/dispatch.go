@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -348,12 +349,16 @@ func (g *Gateway) mergedList(ctx context.Context, rt *route, k catalog.Kind) ([]
 			}
 			items, err := g.cat.List(ctx, name, k)
 			if err != nil {
+				// Counted either way: a server left out of a merged list
+				// is an outage too (issue 24).
+				fault := upstream.Classify(err).Class
+				g.metrics.ListFailure(name, k.String(), fault)
 				if strict {
-					g.log.Debug("upstream list failed", "server", name, "kind", k.String(), "error", err)
+					g.log.Debug("upstream list failed", "server", name, "kind", k.String(), "fault", fault, "error", err)
 					strictErr = err
 					return
 				}
-				g.log.Error("upstream list failed; left out", "server", name, "kind", k.String(), "error", err)
+				g.log.Error("upstream list failed; left out", "server", name, "kind", k.String(), "fault", fault, "error", err)
 				return
 			}
 			if rt.view != nil {
@@ -478,32 +483,38 @@ func (g *Gateway) checkToolName(server, name string) {
 // the name and progress token rewritten (tools/call has its own stages:
 // pipeline.go).
 func (g *Gateway) callNamed(ctx context.Context, sc *scope, m *jsonrpc.Message, k catalog.Kind) (json.RawMessage, *jsonrpc.Error) {
-	ctx, ref, params, e := g.resolveName(ctx, sc, m.Params, k)
+	ctx, ref, params, _, e := g.resolveName(ctx, sc, m.Params, k)
 	if e != nil {
 		return nil, e
 	}
 	return g.forward(ctx, sc, ref.server, m.Method, params)
 }
 
+// nameFailure says why resolveName refused a name, for the call's audit
+// record: its fault class (store.Fault*), and the server whose list
+// could not be read when that was why.
+type nameFailure struct{ class, server string }
+
 // resolveName finds the item the params of a tools/call or prompts/get
 // name among those the caller may call on the route: the context the
 // call goes upstream with, the item, and the params with its upstream
-// name.
-func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMessage, k catalog.Kind) (context.Context, toolRef, json.RawMessage, *jsonrpc.Error) {
+// name; or why it could not.
+func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMessage, k catalog.Kind) (context.Context, toolRef, json.RawMessage, nameFailure, *jsonrpc.Error) {
+	denied := nameFailure{class: store.FaultDenied}
 	what := "tool"
 	if k == catalog.Prompts {
 		what = "prompt"
 	}
 	name, ok := jsonrpc.GetString(params, "name")
 	if !ok || name == "" {
-		return ctx, toolRef{}, nil, errInvalidParams("Invalid params: missing %s name", what)
+		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params: missing %s name", what)
 	}
 	cands := g.candidates(sc.rt, k, name)
 	if len(cands) == 0 {
 		// A tool the caller may not see fails exactly like an unknown one
 		// (S6.2): no hint that it exists, except to the operator's trace.
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "policy")
-		return ctx, toolRef{}, nil, errInvalidParams("Unknown %s: %s", what, name)
+		return ctx, toolRef{}, nil, denied, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	// The name as exposed is looked up exactly (names.go); each
 	// candidate's list may need the person's account first. Only when no
@@ -558,15 +569,19 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	var ce *clientError
 	switch {
 	case errors.As(err, &ce):
-		return ctx, toolRef{}, nil, ce.rpc
+		// The store that says whether the server is still configured
+		// did not answer (verifyServer).
+		return ctx, toolRef{}, nil, nameFailure{store.FaultInternal, failed}, ce.rpc
 	case err != nil:
-		return ctx, toolRef{}, nil, g.upstreamFault(ctx, sc, failed, err)
+		// The server's list could not be read: the call fails as the
+		// upstream did (unreachable, timeout...).
+		return ctx, toolRef{}, nil, nameFailure{upstream.Classify(err).Class, failed}, g.upstreamFault(ctx, sc, failed, err)
 	case conflict:
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "name_conflict")
-		return ctx, toolRef{}, nil, errAmbiguous(what, name)
+		return ctx, toolRef{}, nil, denied, errAmbiguous(what, name)
 	case !found:
 		// The same answer whether the server exists or not (no leak).
-		return ctx, toolRef{}, nil, errInvalidParams("Unknown %s: %s", what, name)
+		return ctx, toolRef{}, nil, denied, errInvalidParams("Unknown %s: %s", what, name)
 	}
 	server, upName := it.Server, it.Key
 	if gone != nil {
@@ -580,9 +595,9 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	// than the one this gateway checked.
 	params, err = jsonrpc.Set(params, "name", jsonrpc.String(upName))
 	if err != nil {
-		return ctx, toolRef{}, nil, errInvalidParams("Invalid params")
+		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params")
 	}
-	return ctx, toolRef{server, upName}, params, nil
+	return ctx, toolRef{server, upName}, params, nameFailure{}, nil
 }
 
 // ownResult takes out of a 2026-07-28 upstream's result what speaks for

@@ -853,9 +853,10 @@ func (a *memAudit) records() []store.ToolCall {
 }
 
 // Observability (S16.1, S16.3): one audit record and one tool_calls_total
-// count per forwarded call, with caller, server, tool and outcome, in both
-// eras; none for a call refused at the gateway. Only the old era has a
-// session to name.
+// count per call, with caller, server, tool and outcome, in both eras; a
+// call of an unknown name is recorded as denied, against no server (the
+// name may not say which server it would have been). Only the old era has
+// a session to name.
 func TestEraAuditAndMetrics(t *testing.T) {
 	up := faultyUpstream(t)
 	for _, e := range eras {
@@ -877,7 +878,7 @@ func TestEraAuditAndMetrics(t *testing.T) {
 					t.Errorf("record %+v: caller or session (want session: %v)", r, e.sessionInAudit)
 				}
 			}
-			if want := []string{"f/ok/ok", "f/broken/upstream_error", "f/ok/ok"}; !slices.Equal(got, want) {
+			if want := []string{"f/ok/ok", "f/broken/upstream_error", "/f__nope/denied", "f/ok/ok"}; !slices.Equal(got, want) {
 				t.Errorf("audit records %v, want %v", got, want)
 			}
 			resp, err := http.Get(gw.URL + "/metrics")
@@ -897,6 +898,7 @@ func TestEraAuditAndMetrics(t *testing.T) {
 			want := map[string]string{
 				`mcpgate_tool_calls_total{outcome="ok",server="f",tool="ok"}`:                 "2",
 				`mcpgate_tool_calls_total{outcome="upstream_error",server="f",tool="broken"}`: "1",
+				`mcpgate_tool_calls_total{outcome="denied",server="",tool="unknown"}`:         "1",
 			}
 			if fmt.Sprint(counts) != fmt.Sprint(want) {
 				t.Errorf("tool call metrics %v, want %v", counts, want)

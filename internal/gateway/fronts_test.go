@@ -39,7 +39,8 @@ type frontCall func(t *testing.T, key string, id int) *jsonrpc.Message
 // pre webhook guardrail; the first call reaches the upstream with the
 // person's own credential from the vault, the guardrail webhook is told
 // the caller, and the audit records it under the key and its user; the
-// second call is refused with the budget's error and reaches nothing.
+// second call is refused with the budget's error, reaches nothing, and is
+// recorded as refused at no cost.
 func TestEveryFrontCarriesTheCaller(t *testing.T) {
 	// The upstream answers with the credential it received.
 	var upMu sync.Mutex
@@ -189,10 +190,12 @@ servers:
 						recs = append(recs, r)
 					}
 				}
-				return len(recs) > 0
+				return len(recs) > 1
 			})
-			if len(recs) != 1 || recs[0].User != user || recs[0].Server != "per" || recs[0].Tool != "whoami" || recs[0].Outcome != "ok" || recs[0].Cost != 1 {
-				t.Errorf("audit records of %s: %+v; want one ok call of per/whoami by %s costing 1", alias, recs, user)
+			if len(recs) != 2 || recs[0].User != user || recs[0].Server != "per" || recs[0].Tool != "whoami" || recs[0].Outcome != "ok" || recs[0].Cost != 1 {
+				t.Errorf("audit records of %s: %+v; want one ok call of per/whoami by %s costing 1, then the refused one", alias, recs, user)
+			} else if r := recs[1]; r.User != user || r.Server != "per" || r.Outcome != store.FaultRefused || r.ErrorClass != store.FaultRefused || r.Cost != 0 {
+				t.Errorf("the refused call's record: %+v; want refused, at no cost, by %s", r, user)
 			}
 			hookMu.Lock()
 			if n := hooked[alias+"/"+user]; n != 1 {
@@ -213,16 +216,29 @@ servers:
 	}
 }
 
-// legacyCaller calls through a legacy HTTP+SSE session of key's (one per
-// key, opened on its first call).
-func legacyCaller(base string) frontCall {
+// namedCall makes tools/call of tool name (no arguments) as key through
+// one front and returns its reply.
+type namedCall func(t *testing.T, key string, id int, name string) *jsonrpc.Message
+
+// whoami is a front's namedCall for per__whoami.
+func whoami(call namedCall) frontCall {
+	return func(t *testing.T, key string, id int) *jsonrpc.Message { return call(t, key, id, "per__whoami") }
+}
+
+// legacyCaller calls per__whoami through a legacy HTTP+SSE session of
+// key's (legacyNamedCaller).
+func legacyCaller(base string) frontCall { return whoami(legacyNamedCaller(base)) }
+
+// legacyNamedCaller calls through a legacy HTTP+SSE session of key's (one
+// per key, opened on its first call).
+func legacyNamedCaller(base string) namedCall {
 	type conn struct {
 		endpoint string
 		events   *jsonrpc.SSEReader
 	}
 	var mu sync.Mutex
 	conns := map[string]*conn{}
-	return func(t *testing.T, key string, id int) *jsonrpc.Message {
+	return func(t *testing.T, key string, id int, name string) *jsonrpc.Message {
 		t.Helper()
 		mu.Lock()
 		c := conns[key]
@@ -246,7 +262,7 @@ func legacyCaller(base string) frontCall {
 			conns[key] = c
 			mu.Unlock()
 		}
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"per__whoami","arguments":{}}}`, id)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, name)
 		req, _ := http.NewRequest(http.MethodPost, c.endpoint, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(callers.HeaderAPIKey, key)
@@ -272,16 +288,20 @@ func legacyCaller(base string) frontCall {
 	}
 }
 
-// stdioCaller calls through a stdio front of g acting as key (one per
-// key, started on its first call).
-func stdioCaller(g *Gateway) frontCall {
+// stdioCaller calls per__whoami through a stdio front of g acting as key
+// (stdioNamedCaller).
+func stdioCaller(g *Gateway) frontCall { return whoami(stdioNamedCaller(g)) }
+
+// stdioNamedCaller calls through a stdio front of g acting as key (one
+// per key, started on its first call).
+func stdioNamedCaller(g *Gateway) namedCall {
 	type conn struct {
 		in  io.Writer
 		out *bufio.Reader
 	}
 	var mu sync.Mutex
 	conns := map[string]*conn{}
-	return func(t *testing.T, key string, id int) *jsonrpc.Message {
+	return func(t *testing.T, key string, id int, name string) *jsonrpc.Message {
 		t.Helper()
 		mu.Lock()
 		c := conns[key]
@@ -314,7 +334,7 @@ func stdioCaller(g *Gateway) frontCall {
 			}
 			fmt.Fprintln(c.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		}
-		fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"per__whoami","arguments":{}}}`+"\n", id)
+		fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`+"\n", id, name)
 		for {
 			line, err := c.out.ReadBytes('\n')
 			if err != nil {

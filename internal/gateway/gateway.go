@@ -560,7 +560,8 @@ func setCORS(h http.Header, origin string, requested []string) {
 // errors (an upstream's last error names internal hosts, ports and the
 // resolver). A request that authenticates as an administrator (the master
 // key, an admin key or an admin token, as the admin API takes them) also
-// gets since and last_error, as GET /admin/v1/servers gives them.
+// gets since (for a server down, when it went down), last_error and its
+// fault class, as GET /admin/v1/servers gives them.
 func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 	details := g.readyDetails(r)
 	health := g.up.Health()
@@ -572,6 +573,9 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 			entry["since"] = h.Since.UTC().Format(time.RFC3339)
 			if h.LastError != "" {
 				entry["last_error"] = h.LastError
+			}
+			if h.Fault != "" {
+				entry["fault"] = h.Fault
 			}
 		}
 		servers[name] = entry

@@ -20,10 +20,13 @@ package gateway
 //	trace       the outcome on the message's span and the debug line; an
 //	            upstream failure becomes the client's error
 //
-// A stage that refuses the call (c.fail) ends it there: a refused call
-// leaves no audit record, only its access-log line (docs/security.md).
-// A call a pre guardrail blocked passes the later stages, which record it
-// and send nothing. Other methods that go upstream (prompts/get,
+// A stage that ends the call (c.fail: an unknown or hidden name, a spent
+// budget, a server whose list cannot be read) skips the stages after it
+// but for audit: every tools/call that reaches dispatch ends with exactly
+// one audit record and one tool-call metric sample, with its fault class
+// (store.FaultClasses), whichever stage ended it. A call a pre guardrail
+// blocked passes the later stages, which record it and send nothing.
+// Other methods that go upstream (prompts/get,
 // resources/read, completion/complete, subscriptions) run the upstream
 // and trace stages alone (forward): they are neither budgeted, guarded
 // nor audited.
@@ -32,12 +35,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/guard"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -118,22 +123,33 @@ type call struct {
 	err   error           // upstream: the call's failure
 	cost  float64         // cost: what the budget was charged and the record says
 
-	fail *jsonrpc.Error // the client's error: no later stage runs
+	fail  *jsonrpc.Error // the client's error: no later stage runs but audit
+	fault string         // the fault class of the stage that set fail (store.Fault*)
 }
 
-// run passes c through stages in order, then releases what they held.
+// run passes c through stages in order, then releases what they held. A
+// stage that ends the call skips the rest, but for the audit stage when
+// the list has one: the call's end is recorded whichever way it came.
 func (c *call) run(stages []callStage) (json.RawMessage, *jsonrpc.Error) {
 	defer c.cleanup()
-	for _, s := range stages {
-		if seen := c.g.stageSeen.Load(); seen != nil {
-			(*seen)(c.method, s.String())
-		}
-		c.runStage(s)
+	for i, s := range stages {
+		c.runSeen(s)
 		if c.fail != nil {
+			if s < stageAudit && slices.Contains(stages[i+1:], stageAudit) {
+				c.runSeen(stageAudit)
+			}
 			return nil, c.fail
 		}
 	}
 	return c.res, nil
+}
+
+// runSeen runs stage s, telling the test hook first.
+func (c *call) runSeen(s callStage) {
+	if seen := c.g.stageSeen.Load(); seen != nil {
+		(*seen)(c.method, s.String())
+	}
+	c.runStage(s)
 }
 
 // cleanup runs when the call has its answer, whichever stage gave it: the
@@ -151,7 +167,7 @@ func (c *call) cleanup() {
 // toolsCall runs a tools/call of a real tool through every stage, also
 // saying which item its name resolved to.
 func (g *Gateway) toolsCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, toolRef, *jsonrpc.Error) {
-	c := call{g: g, ctx: ctx, sc: sc, method: m.Method, params: m.Params}
+	c := call{g: g, ctx: ctx, sc: sc, method: m.Method, params: m.Params, start: time.Now()}
 	res, e := c.run(toolCallStages)
 	return res, toolRef{c.server, c.upName}, e
 }
@@ -165,11 +181,12 @@ func (g *Gateway) forward(ctx context.Context, sc *scope, server, method string,
 
 // checkPolicy resolves the tool's name among the items the caller may
 // call on the route (resolveName); a name it may not see fails as an
-// unknown one.
+// unknown one (denied). A server whose list cannot be read fails the call
+// with its fault, recorded against that server.
 func (c *call) checkPolicy() {
-	ctx, ref, params, e := c.g.resolveName(c.ctx, c.sc, c.params, catalog.Tools)
+	ctx, ref, params, why, e := c.g.resolveName(c.ctx, c.sc, c.params, catalog.Tools)
 	if e != nil {
-		c.fail = e
+		c.fail, c.fault, c.server = e, why.class, why.server
 		return
 	}
 	c.ctx, c.server, c.upName, c.params = ctx, ref.server, ref.name, params
@@ -182,7 +199,7 @@ func (c *call) reserve() {
 	rsv, e := c.reserveBudget()
 	if e != nil {
 		tracing.NoteOutcome(c.ctx, tracing.OutcomeRefused, "budget")
-		c.fail = e
+		c.fail, c.fault = e, store.FaultRefused
 		return
 	}
 	c.rsv = rsv
@@ -225,7 +242,7 @@ func (c *call) send() {
 		c.forget = forget
 		p, err := jsonrpc.SetPath(c.params, []byte(upTok), "_meta", "progressToken")
 		if err != nil {
-			c.fail = errInvalidParams("Invalid params")
+			c.fail, c.fault = errInvalidParams("Invalid params"), store.FaultDenied
 			return
 		}
 		c.params = p

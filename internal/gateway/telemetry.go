@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -45,36 +47,46 @@ type ArgumentsAuditSink interface {
 // where, how it ended, how long, how many bytes, what it cost (the cost
 // the caller's budget was charged); arguments only, redacted, for the
 // exporters of a server with audit.arguments. A call a pre guardrail
-// blocked is recorded with its guardrail's name and cost 0.
+// blocked is recorded with its guardrail's name and cost 0. It runs for
+// every tools/call, also one a stage before upstream ended (c.fail):
+// denied, refused, or a server whose list could not be read (recorded
+// against that server with the upstream's fault class). The outcome is
+// ok, tool_error or the fault class (store.FaultClasses).
 func (c *call) record() {
 	g := c.g
 	if g.metrics == nil && g.audit == nil {
 		return
 	}
 	ctx, sc, server, params, res, err, cost, start := c.ctx, c.sc, c.server, c.params, c.res, c.err, c.cost, c.start
-	rpcErr := c.upstreamRPCError()
 	d := time.Since(start)
 	tool, _ := jsonrpc.GetString(params, "name")
-	outcome, fault := "ok", ""
+	tool = boundName(tool)
+	outcome, fault := store.OutcomeOK, ""
 	switch {
+	case c.fail != nil:
+		// A stage before upstream ended the call: its own class.
+		fault = cmp.Or(c.fault, store.FaultInternal)
 	case err != nil:
 		fault = upstream.Classify(err).Class
-		outcome = fault
-		if rpcErr != nil && upstream.Classify(err).RPC != nil {
-			outcome = "upstream_error"
-		}
 		if ce := (*clientError)(nil); errors.As(err, &ce) {
-			outcome, fault = "client_error", "client_error"
+			fault = store.FaultClientError
 		}
 	case guardrailOf(ctx) != "":
-		outcome = store.OutcomeBlocked
+		fault = store.FaultBlocked
 	case toolError(res):
-		outcome = "tool_error"
+		outcome = store.OutcomeToolError
+	}
+	if fault != "" {
+		outcome = fault
 	}
 	if g.metrics != nil {
-		label := tool
-		if _, found, _ := g.cat.Lookup(context.WithoutCancel(ctx), server, catalog.Tools, tool); !found {
-			label = metrics.UnknownTool // bounded cardinality: catalog tools only
+		label := metrics.UnknownTool // bounded cardinality: catalog tools only
+		if c.upName != "" {
+			// The name resolved (a call that failed before that is
+			// not looked up again: its server may be the one down).
+			if _, found, _ := g.cat.Lookup(context.WithoutCancel(ctx), server, catalog.Tools, tool); found {
+				label = tool
+			}
 		}
 		g.metrics.ObserveToolCall(server, label, outcome, d)
 	}
@@ -123,6 +135,22 @@ func (c *call) record() {
 			g.log.Warn("audit: a tool call answered before its audit record was committed", "server", server, "error", werr)
 		}
 	}
+}
+
+// maxAuditToolName bounds the tool name an audit record keeps: a denied
+// call's name is the caller's text, not a catalog name.
+const maxAuditToolName = 256
+
+// boundName cuts name to maxAuditToolName bytes, on a character boundary.
+func boundName(name string) string {
+	if len(name) <= maxAuditToolName {
+		return name
+	}
+	name = name[:maxAuditToolName]
+	for len(name) > 0 && !utf8.ValidString(name) {
+		name = name[:len(name)-1]
+	}
+	return name
 }
 
 // callCost is what a tools/call that went upstream cost (S21 cost):

@@ -21,8 +21,8 @@
 //   - tool: a tool name from the gateway's catalog. Callers pass a tool that
 //     is in the catalog of server, or [UnknownTool] for anything else (a
 //     misspelt or invented name), so a client cannot mint series;
-//   - outcome: the gateway's outcome classes ("ok", "error", "denied",
-//     "timeout", ...);
+//   - outcome: "ok", "tool_error" or a fault class, the one list in
+//     internal/store (store.FaultClasses); fault: a fault class;
 //   - state, kind: fixed sets.
 //
 // A nil *Metrics is valid and records nothing, so components can take one
@@ -94,6 +94,7 @@ type Metrics struct {
 	guardBlocks *prometheus.CounterVec // server, guardrail, phase
 	guardRedact *prometheus.CounterVec // server, guardrail, phase
 	guardFails  *prometheus.CounterVec // server, guardrail
+	listFails   *prometheus.CounterVec // server, kind, fault
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -227,6 +228,11 @@ func New() *Metrics {
 			Name:      "guardrail_webhook_failures_total",
 			Help:      "Guardrail webhook calls that failed or timed out and let the call go on (fail_open), by upstream server and guardrail name.",
 		}, []string{"server", "guardrail"}),
+		listFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "upstream_list_failures_total",
+			Help:      "A client's listings (tools, prompts, resources, resourceTemplates) that an upstream failed to give, by upstream server, kind and fault class; on a route of several servers that server was left out of the answer.",
+		}, []string{"server", "kind", "fault"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -235,7 +241,7 @@ func New() *Metrics {
 		m.sessions, m.catalog, m.conflicts, m.refusals, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
-		m.guardBlocks, m.guardRedact, m.guardFails,
+		m.guardBlocks, m.guardRedact, m.guardFails, m.listFails,
 	)
 	m.reload = newReloadMetrics(m.reg)
 	// Up until a probe says otherwise: the memory driver is never probed.
@@ -392,6 +398,15 @@ func (m *Metrics) GuardrailRedactions(server, guardrail, phase string, n int) {
 	m.guardRedact.WithLabelValues(server, guardrail, phase).Add(float64(n))
 }
 
+// ListFailure counts a client's listing of kind that server failed to
+// give, with the failure's fault class.
+func (m *Metrics) ListFailure(server, kind, fault string) {
+	if m == nil {
+		return
+	}
+	m.listFails.WithLabelValues(server, kind, fault).Inc()
+}
+
 // GuardrailWebhookFailure counts a failed webhook that let the call on.
 func (m *Metrics) GuardrailWebhookFailure(server, guardrail string) {
 	if m == nil {
@@ -503,6 +518,7 @@ func (m *Metrics) ForgetServer(server string) {
 	m.guardBlocks.DeletePartialMatch(l)
 	m.guardRedact.DeletePartialMatch(l)
 	m.guardFails.DeletePartialMatch(l)
+	m.listFails.DeletePartialMatch(l)
 	m.healthMu.Lock()
 	m.upstreamUp.DeletePartialMatch(l)
 	m.healthMu.Unlock()

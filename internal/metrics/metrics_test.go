@@ -98,8 +98,13 @@ func TestNamesAndTypes(t *testing.T) {
 	m.ObserveToolCall("github", "search", "ok", time.Millisecond)
 	m.SetUpstreamHealth("github", StateReady)
 	m.SetCatalogSize("github", "tools", 3)
+	m.ListFailure("github", "tools", "unreachable")
 	fams, _ := scrape(t, m)
+	if got := value(t, fams, "mcpgate_upstream_list_failures_total", "server", "github", "kind", "tools", "fault", "unreachable"); got != 1 {
+		t.Errorf("list failures of github = %v, want 1", got)
+	}
 	for name, typ := range map[string]dto.MetricType{
+		"mcpgate_upstream_list_failures_total":    dto.MetricType_COUNTER,
 		"mcpgate_http_requests_total":             dto.MetricType_COUNTER,
 		"mcpgate_tool_calls_total":                dto.MetricType_COUNTER,
 		"mcpgate_tool_call_duration_seconds":      dto.MetricType_HISTOGRAM,
@@ -314,6 +319,7 @@ func TestForgetServer(t *testing.T) {
 		m.ObserveToolCall(srv, "search", "ok", time.Millisecond)
 		m.SetUpstreamHealth(srv, StateReady)
 		m.SetCatalogSize(srv, "tools", 1)
+		m.ListFailure(srv, "tools", "timeout")
 	}
 	m.ForgetServer("jira")
 	fams, text := scrape(t, m)

@@ -40,6 +40,9 @@ func (m *Metrics) ServerStats() ([]ServerStat, error) {
 		switch f.GetName() {
 		case Namespace + "_tool_calls_total":
 			for _, mt := range f.GetMetric() {
+				if label(mt, "server") == "" {
+					continue // calls of names no server has (denied): no server's row
+				}
 				s := stat(label(mt, "server"))
 				n := uint64(mt.GetCounter().GetValue())
 				s.Calls += n
@@ -50,6 +53,9 @@ func (m *Metrics) ServerStats() ([]ServerStat, error) {
 		case Namespace + "_tool_call_duration_seconds":
 			for _, mt := range f.GetMetric() {
 				srv := label(mt, "server")
+				if srv == "" {
+					continue
+				}
 				stat(srv)
 				buckets[srv] = addBuckets(buckets[srv], mt.GetHistogram().GetBucket())
 				counts[srv] += mt.GetHistogram().GetSampleCount()

@@ -16,6 +16,8 @@ func TestServerStats(t *testing.T) {
 	m.ObserveToolCall("a", "y", "upstream_error", 3*time.Millisecond)
 	m.ObserveToolCall("a", "y", "timeout", 40*time.Second)
 	m.ObserveToolCall("b", "z", "ok", 200*time.Millisecond)
+	// A denied call names no server: no row of its own, nobody's error.
+	m.ObserveToolCall("", UnknownTool, "denied", time.Millisecond)
 	st, err := m.ServerStats()
 	if err != nil {
 		t.Fatal(err)

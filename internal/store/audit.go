@@ -59,8 +59,8 @@ type ToolCall struct {
 	Server          string
 	Tool            string
 	DurationMs      int64
-	Outcome         string // "ok", "error", "denied", "timeout", ...
-	ErrorClass      string // the fault tag (SPEC C6.6) when Outcome is not "ok"
+	Outcome         string // OutcomeOK, OutcomeToolError or a fault class (Fault*)
+	ErrorClass      string // the fault class (Fault*) when the call failed; "" for ok and tool_error
 	SessionIDPrefix string // at most MaxSessionIDPrefix characters
 	RequestBytes    int64
 	ResponseBytes   int64
@@ -75,8 +75,43 @@ type ToolCall struct {
 // MaxGuardrailName bounds ToolCall.Guardrail.
 const MaxGuardrailName = 200
 
+// How a tools/call ended: the audit record's Outcome and the outcome
+// label of mcpgate_tool_calls_total. This is the one list of them
+// (docs/failures.md shows it to operators); every call that reaches the
+// gateway's dispatch ends with exactly one record and one sample, whichever
+// stage ended it.
+//
+// A call that failed has a fault class, in both Outcome and ErrorClass;
+// one the upstream answered (even with isError) has none.
+const (
+	OutcomeOK        = "ok"         // the upstream answered with a result
+	OutcomeToolError = "tool_error" // the upstream answered with a result saying isError
+
+	// Faults of the upstream, from internal/upstream's Classify (C6.6).
+	FaultTimeout         = "timeout"          // no answer within the server's timeout, or a deadline of ours
+	FaultUnreachable     = "unreachable"      // dial refused, DNS, TLS, connection or session lost, process exited, backing off after failed connects
+	FaultAuth            = "auth"             // the upstream (or its token endpoint) refused the gateway's credential: 401/403
+	FaultRateLimited     = "rate_limited"     // the upstream answered 429
+	FaultUpstreamError   = "upstream_error"   // the upstream answered an HTTP error (500, 503...) or its own JSON-RPC error
+	FaultInvalidResponse = "invalid_response" // the upstream answered something that is not MCP: content type, JSON, protocol version, size
+	FaultInternal        = "internal"         // a bug or misconfiguration of the gateway
+
+	// Ends of a call that are not the upstream's fault.
+	FaultCancelled   = "cancelled"    // the caller gave up (cancelled, disconnected) before the answer
+	FaultClientError = "client_error" // the client answered the upstream's question with an error
+	FaultDenied      = "denied"       // policy: the name is unknown, hidden from the caller, ambiguous or missing
+	FaultRefused     = "refused"      // the caller's budget is spent: the gateway refused the call
+	FaultBlocked     = "blocked"      // a guardrail blocked the call (Guardrail names it)
+)
+
 // OutcomeBlocked is the outcome of a call a guardrail refused.
-const OutcomeBlocked = "blocked"
+const OutcomeBlocked = FaultBlocked
+
+// FaultClasses lists every fault class, in the order the docs show them.
+var FaultClasses = []string{
+	FaultTimeout, FaultUnreachable, FaultAuth, FaultRateLimited, FaultUpstreamError, FaultInvalidResponse,
+	FaultInternal, FaultCancelled, FaultClientError, FaultDenied, FaultRefused, FaultBlocked,
+}
 
 // ToolCallFilter selects tool calls. Zero fields do not filter.
 type ToolCallFilter struct {
@@ -116,7 +151,9 @@ func (e *AuditEntry) Validate() error {
 
 // Validate checks a tool-call record before it is written.
 func (c *ToolCall) Validate() error {
-	if c.Server == "" || c.Tool == "" || c.Outcome == "" {
+	// A denied call may name no server (its name resolved to none) and
+	// no tool (it had no name); any other names both.
+	if c.Outcome == "" || c.Outcome != FaultDenied && (c.Server == "" || c.Tool == "") {
 		return fmt.Errorf("tool call needs a server, a tool and an outcome: %w", ErrInvalid)
 	}
 	if len(c.SessionIDPrefix) > MaxSessionIDPrefix {

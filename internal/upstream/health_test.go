@@ -67,3 +67,41 @@ func TestHealthFollowsUnreachableCalls(t *testing.T) {
 		t.Errorf("health after the upstream came back: %+v, want ready", h)
 	}
 }
+
+// A server that keeps failing to connect is down since its first failure,
+// not since the latest retry, and its health names the fault class of the
+// last error (what the console and /readyz may show of it).
+func TestHealthDownSinceTheFirstFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a closed port: every dial is refused
+	m := NewManager(ManagerOptions{Servers: map[string]*config.Server{
+		"gone": {Transport: config.TransportHTTP, URL: "http://" + addr + "/mcp"},
+	}})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call := func() error {
+		_, err := m.Call(ctx, "gone", mcpwire.MethodToolsCall, json.RawMessage(`{"name":"x","arguments":{}}`))
+		return err
+	}
+	if err := call(); Classify(err).Class != FaultUnreachable {
+		t.Fatalf("a call to a closed port: %v, want unreachable", err)
+	}
+	first := m.Health()["gone"]
+	if first.State != HealthDown || first.Fault != FaultUnreachable || first.Since.IsZero() {
+		t.Fatalf("health after the first failure: %+v, want down, unreachable, with its time", first)
+	}
+	// Past the first backoff, the next call dials again and fails again.
+	time.Sleep(2 * minReconnectBackoff)
+	if err := call(); Classify(err).Class != FaultUnreachable {
+		t.Fatalf("the second call: %v, want unreachable", err)
+	}
+	again := m.Health()["gone"]
+	if again.State != HealthDown || again.Fault != FaultUnreachable || !again.Since.Equal(first.Since) {
+		t.Errorf("health after failing again: %+v, want down since %v (the first failure)", again, first.Since)
+	}
+}

@@ -57,7 +57,14 @@ const (
 type Health struct {
 	State     string // HealthStarting, HealthReady, HealthDegraded or HealthDown
 	LastError string // the error that caused the state, "" when ready
-	Since     time.Time
+	// Fault is the fault class of LastError (Classify), "" when ready:
+	// what an operator may be shown where the error itself, which names
+	// hosts and ports, may not.
+	Fault string
+	// Since is when the state began; for a server down after losing its
+	// session, or failing again and again to connect, the first failure:
+	// a retry that fails too does not move it (down since).
+	Since time.Time
 	// Sessions is the number of live upstream sessions (one per distinct
 	// credential in shared mode; the calls in flight in per_call mode).
 	Sessions int
@@ -65,6 +72,17 @@ type Health struct {
 	// Bound is the number of live sessions bound to one downstream party
 	// (WithBinding), not counted in Sessions.
 	Bound int
+}
+
+// failing is the Health of a server in state (HealthDown or
+// HealthDegraded) after err, prev being its Health before: a server that
+// was already failing keeps the time it began to (Health.Since).
+func failing(prev Health, state string, err error, now time.Time, mode string) Health {
+	since := now
+	if (prev.State == HealthDown || prev.State == HealthDegraded) && !prev.Since.IsZero() {
+		since = prev.Since
+	}
+	return Health{State: state, LastError: err.Error(), Fault: Classify(err).Class, Since: since, Mode: mode}
 }
 
 // Reconnect backoff after failures.
@@ -472,7 +490,7 @@ func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), 
 	now := m.now()
 	m.mu.Lock()
 	if err != nil {
-		sv.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionPerCall}
+		sv.health = failing(sv.health, HealthDown, err, now, config.SessionPerCall)
 		m.mu.Unlock()
 		return nil, nil, err
 	}
@@ -611,7 +629,7 @@ func (m *Manager) observe(server string, s Session, err error) {
 		if e.sess == s {
 			switch {
 			case down && e.health.State != HealthDown:
-				e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
+				e.health = failing(e.health, HealthDown, err, now, config.SessionShared)
 				m.log.Warn("upstream unreachable", logKeyServer, server, "error", err)
 			case !down && e.health.State == HealthDown:
 				e.health = Health{State: HealthReady, Since: now, Mode: config.SessionShared}
@@ -880,7 +898,7 @@ func (m *Manager) connect(ctx context.Context, sv *server, e *entry) {
 		e.failures++
 		wait := backoff(e.failures)
 		e.retryAt = now.Add(wait)
-		e.health = Health{State: HealthDown, LastError: err.Error(), Since: now, Mode: config.SessionShared}
+		e.health = failing(e.health, HealthDown, err, now, config.SessionShared)
 		eager := m.eager && e.fp == sv.defaultFP && e.binding == ""
 		m.mu.Unlock()
 		close(done)
@@ -979,7 +997,7 @@ func (m *Manager) retireLocked(e *entry, s Session) {
 		e.failures = 0
 		e.retryAt = time.Time{}
 	}
-	e.health = Health{State: HealthDegraded, LastError: e.lastErr.Error(), Since: now, Mode: config.SessionShared}
+	e.health = failing(e.health, HealthDegraded, e.lastErr, now, config.SessionShared)
 	if sessionExpired(e.lastErr) {
 		m.log.Info("upstream session expired; a new one is established on the next call", logKeyServer, e.name)
 	} else {
@@ -1067,7 +1085,7 @@ func (m *Manager) Health() map[string]Health {
 				case <-s.Done():
 					h = Health{State: HealthDegraded, Since: h.Since}
 					if err := s.Err(); err != nil {
-						h.LastError = err.Error()
+						h.LastError, h.Fault = err.Error(), Classify(err).Class
 					}
 				default:
 				}

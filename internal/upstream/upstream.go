@@ -24,6 +24,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
 )
 
 // Session is one live MCP session with an upstream server. Safe for
@@ -200,17 +201,18 @@ func KindOf(err error) Kind {
 	return KindInternal
 }
 
-// Fault classes at the edge (C6.6).
+// Fault classes at the edge (C6.6): the upstream's share of the one list
+// in internal/store, which the audit record and the tool-call metric use.
 const (
-	FaultTimeout         = "timeout"
-	FaultUnreachable     = "unreachable"
-	FaultAuth            = "auth"
-	FaultRateLimited     = "rate_limited"
-	FaultUpstreamError   = "upstream_error"
-	FaultInvalidResponse = "invalid_response"
-	FaultInternal        = "internal"
+	FaultTimeout         = store.FaultTimeout
+	FaultUnreachable     = store.FaultUnreachable
+	FaultAuth            = store.FaultAuth
+	FaultRateLimited     = store.FaultRateLimited
+	FaultUpstreamError   = store.FaultUpstreamError
+	FaultInvalidResponse = store.FaultInvalidResponse
+	FaultInternal        = store.FaultInternal
 	// FaultCancelled is not a failure of the upstream: the caller gave up.
-	FaultCancelled = "cancelled"
+	FaultCancelled = store.FaultCancelled
 )
 
 // Fault is how a failure is presented at the edge: its class, the HTTP

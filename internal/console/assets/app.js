@@ -77,6 +77,17 @@ function login(msg) {
   keyInput.focus();
 }
 
+// stateCell shows a server's state; a failing one (down, degraded) also
+// since when and why in a word, its fault class: "down since 18:02:11
+// (unreachable)".
+function stateCell(s) {
+  let text = s.state;
+  if ((s.state === "down" || s.state === "degraded") && s.since) {
+    text = `${s.state} since ${when(s.since)}` + (s.fault ? ` (${s.fault})` : "");
+  }
+  return h("span", { class: "state-" + s.state, "data-state": s.name }, text);
+}
+
 // ---- overview ----
 
 function overview() {
@@ -106,7 +117,7 @@ function overview() {
         h("div", { class: "card" }, h("b", {}, st.servers.reduce((n, s) => n + s.calls, 0)), "tool calls since start")));
       body.replaceChildren(table("Servers, health and tool calls", [
         { label: "Server", get: s => s.name },
-        { label: "State", get: s => h("span", { class: "state-" + s.state, "data-state": s.name }, s.state) },
+        { label: "State", get: stateCell },
         { label: "Last error", get: s => s.last_error || "" },
         { label: "Calls/s", get: s => rates[s.name] ? rates[s.name].rps.toFixed(2) : "…" },
         { label: "Error rate", get: s => rates[s.name] && rates[s.name].err !== null ? (100 * rates[s.name].err).toFixed(1) + "%" : "–" },
@@ -226,7 +237,7 @@ function servers() {
         { label: "Server", get: s => s.name },
         { label: "Transport", get: s => s.transport },
         { label: "Target", get: s => s.target || "" },
-        { label: "State", get: s => h("span", { class: "state-" + s.state, "data-state": s.name }, s.state) },
+        { label: "State", get: stateCell },
         { label: "Since", get: s => when(s.since) },
         { label: "", get: s => h("span", { class: "row" },
           h("button", { type: "button", class: "secondary", onclick: () => test(s), "aria-label": `Test connection to ${s.name}` }, "Test"),

@@ -334,6 +334,10 @@ func testToolCallInvalid(t *testing.T, s store.Store) {
 	if err != nil || len(got) != 1 || got[0].Time.Before(before) {
 		t.Errorf("ListToolCalls = %+v, %v; want the one valid call, stamped now", got, err)
 	}
+	// A denied call names no server, and no tool when it had no name.
+	if _, err := s.AppendToolCall(ctx, store.ToolCall{Outcome: store.FaultDenied, ErrorClass: store.FaultDenied}); err != nil {
+		t.Errorf("a denied call without server or tool: %v", err)
+	}
 }
 
 // listAllToolCalls follows next cursors to the end.
