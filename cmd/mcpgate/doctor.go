@@ -89,7 +89,7 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 
 func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
+	path := fs.String("config", "", configFlagHelp)
 	asJSON := fs.Bool("json", false, "print a JSON document instead of a table")
 	timeout := fs.Duration("timeout", defaultDoctorTimeout, "bound on the check of each server")
 	// The Managers' logs would repeat the report, so they are off unless
@@ -108,8 +108,9 @@ func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if *path == "" {
-		return &usageError{"--config is required"}
+	path, err := configPathOf(path)
+	if err != nil {
+		return err
 	}
 	if *timeout <= 0 {
 		return &usageError{"--timeout must be positive"}
