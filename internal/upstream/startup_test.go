@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +149,30 @@ func repeatedPrefix(s string) string {
 		seen[seg] = true
 	}
 	return ""
+}
+
+// The last lines a stdio server writes to stderr before it exits are
+// logged before its failed connect returns: they say why it died
+// (closing the pipe as the process ended lost them).
+func TestCrashStderrLogged(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for i := range 20 {
+		log, buf := newLogger()
+		// A shell, quick to start and to exit: the race is with its exit.
+		srv := &config.Server{Name: "crash", Transport: config.TransportStdio, Command: sh, Timeout: 5 * time.Second,
+			Args: []string{"-c", "echo starting >&2; echo 'fatal: cannot open the database' >&2; exit 3"}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s, err := Connect(ctx, Options{Server: srv, Logger: log})
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Fatal("a crashing server connected")
+		}
+		if logged := buf.String(); !strings.Contains(logged, "fatal: cannot open the database") {
+			t.Fatalf("attempt %d: the last stderr line is not logged once Connect returned (%v); log:\n%s", i, err, logged)
+		}
+	}
 }
