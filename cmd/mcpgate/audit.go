@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -102,6 +103,16 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 	cl, err := af.client()
 	if err != nil {
 		return err
+	}
+	if s := *filters["server"]; s != "" {
+		if err := checkServerNames(ctx, cl, "--server", []string{s}); err != nil {
+			return err
+		}
+		if t := *filters["tool"]; t != "" {
+			if known, ok := serverTools(ctx, cl, s); ok && !slices.Contains(known, t) && closest(t, known) != "" {
+				return unknownName("--tool", "tool of "+s, t, known)
+			}
+		}
 	}
 	if *follow {
 		return c.follow(ctx, cl, q, *interval, *lookback, af.json)

@@ -149,6 +149,14 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkServerNames(ctx, cl, "--servers", servers.vals); err != nil {
+		return err
+	}
+	for flag, t := range map[string]toolsFlag{"--tools": tools, "--deny-tools": deny} {
+		if err := checkToolNames(ctx, cl, flag, t); err != nil {
+			return err
+		}
+	}
 	var raw json.RawMessage
 	if err := cl.post(ctx, "keys", in, &raw); err != nil {
 		return err

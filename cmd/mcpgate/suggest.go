@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -58,4 +62,93 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
+}
+
+// The names the gateway knows, to refuse a mistyped server or tool with
+// a suggestion before the request is sent. They are looked up through
+// the admin API; when it does not tell (an older gateway, a key that may
+// not list servers), nothing is checked here and the gateway judges.
+
+// gatewayServers is the names of the gateway's servers; ok is false
+// when they could not be learned.
+func gatewayServers(ctx context.Context, cl *adminClient) (names []string, ok bool) {
+	var list struct {
+		Servers *[]struct {
+			Name string `json:"name"`
+		} `json:"servers"`
+	}
+	if cl.get(ctx, "servers", &list) != nil || list.Servers == nil {
+		return nil, false
+	}
+	for _, s := range *list.Servers {
+		names = append(names, s.Name)
+	}
+	return names, true
+}
+
+// serverTools is the upstream names of server's tools; ok is false when
+// they could not be learned.
+func serverTools(ctx context.Context, cl *adminClient, server string) (names []string, ok bool) {
+	var list struct {
+		Tools *[]struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if cl.get(ctx, "servers/"+url.PathEscape(server)+"/tools", &list) != nil || list.Tools == nil {
+		return nil, false
+	}
+	for _, t := range *list.Tools {
+		names = append(names, t.Name)
+	}
+	return names, true
+}
+
+// unknownName is the usage error for name, not among known: what the
+// flag names, and the closest known name when there is one.
+func unknownName(flag, what, name string, known []string) error {
+	return &usageError{fmt.Sprintf("%s: no %s %q%s", flag, what, name, didYouMean(name, known))}
+}
+
+// checkServerNames refuses a name that is not one of the gateway's
+// servers but is close to one (a likely typo), suggesting it. Any other
+// unknown name is left to the gateway, which refuses a key naming a
+// server it does not have, and whose records may name a server since
+// removed (a filter on them is not a mistake).
+func checkServerNames(ctx context.Context, cl *adminClient, flag string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	known, ok := gatewayServers(ctx, cl)
+	if !ok {
+		return nil
+	}
+	for _, n := range names {
+		if !slices.Contains(known, n) && closest(n, known) != "" {
+			return unknownName(flag, "server", n, known)
+		}
+	}
+	return nil
+}
+
+// checkToolNames refuses, for each server of tools, the tool names it
+// does not have (when its tools can be learned), suggesting the closest:
+// the gateway takes any name, and a key allowed a misspelt tool would
+// fail only when the tool is called.
+func checkToolNames(ctx context.Context, cl *adminClient, flag string, tools map[string][]string) error {
+	servers := slices.Sorted(maps.Keys(tools))
+	if err := checkServerNames(ctx, cl, flag, servers); err != nil {
+		return err
+	}
+	for _, s := range servers {
+		known, ok := serverTools(ctx, cl, s)
+		if !ok {
+			continue
+		}
+		for _, t := range tools[s] {
+			if !slices.Contains(known, t) {
+				return unknownName(flag, "tool of "+s, t, known)
+			}
+		}
+	}
+	return nil
 }
