@@ -40,26 +40,41 @@ type adminFlags struct {
 
 func (f *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "url", "", "base URL of the running gateway (default: $MCPGATE_URL, else --config's listen address, else http://"+config.DefaultListen+")")
-	fs.StringVar(&f.config, "config", "", "config file whose listen address to ask")
+	fs.StringVar(&f.config, "config", "", "config file whose listen address to ask (default: $MCPGATE_CONFIG, else ./"+defaultConfigFile+" if there is one)")
 	fs.StringVar(&f.key, "admin-key", "", "admin or master key (default: $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY)")
 	fs.BoolVar(&f.json, "json", false, "print the API's JSON answer")
 }
 
 // client resolves where the gateway is and who we are. The base URL comes
-// from --url, else $MCPGATE_URL, else the listen address of --config,
-// else the default listen address; the key from --admin-key, else
+// from --url, else $MCPGATE_URL, else the listen address of --config
+// ($MCPGATE_CONFIG, ./mcpgate.yaml), else the default listen address; the key from --admin-key, else
 // $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY.
 func (f *adminFlags) client() (*adminClient, error) {
+	base, err := f.baseURL()
+	if err != nil {
+		return nil, err
+	}
+	key := f.key
+	for _, env := range []string{"MCPGATE_ADMIN_KEY", "MCPGATE_MASTER_KEY"} {
+		if key == "" {
+			key = os.Getenv(env)
+		}
+	}
+	return &adminClient{base: base, key: key, http: http.DefaultClient, timeout: adminRequestTimeout}, nil
+}
+
+// baseURL is the gateway's base URL, without a trailing slash (client).
+func (f *adminFlags) baseURL() (string, error) {
 	base, from := f.url, "--url"
 	if base == "" {
 		base, from = os.Getenv("MCPGATE_URL"), "$MCPGATE_URL"
 	}
-	if base == "" && f.config != "" {
-		cfg, err := config.Load(f.config)
+	if path := implicitConfig(f.config); base == "" && path != "" {
+		cfg, err := config.Load(path)
 		if err != nil {
-			return nil, fmt.Errorf("invalid config:\n%w", err)
+			return "", fmt.Errorf("invalid config:\n%w", err)
 		}
-		base, from = "http://"+dialable(cfg.Listen), "--config listen"
+		base, from = "http://"+dialable(cfg.Listen), path+" listen"
 	}
 	if base == "" {
 		base = "http://" + config.DefaultListen
@@ -69,15 +84,9 @@ func (f *adminFlags) client() (*adminClient, error) {
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &usageError{fmt.Sprintf("%s: want an http(s) URL, got %q", from, base)}
+		return "", &usageError{fmt.Sprintf("%s: want an http(s) URL, got %q", from, base)}
 	}
-	key := f.key
-	for _, env := range []string{"MCPGATE_ADMIN_KEY", "MCPGATE_MASTER_KEY"} {
-		if key == "" {
-			key = os.Getenv(env)
-		}
-	}
-	return &adminClient{base: strings.TrimRight(base, "/"), key: key, http: http.DefaultClient, timeout: adminRequestTimeout}, nil
+	return strings.TrimRight(base, "/"), nil
 }
 
 // adminClient calls the admin API of a running gateway. It is safe for
@@ -270,11 +279,7 @@ func parseArgs(fs *flag.FlagSet, synopsis string, args []string) ([]string, erro
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				var b strings.Builder
-				fmt.Fprintf(&b, "usage: mcpgate %s\n", synopsis)
-				fs.SetOutput(&b)
-				fs.PrintDefaults()
-				return nil, &usageError{strings.TrimRight(b.String(), "\n")}
+				return nil, flagsHelp(fs, synopsis)
 			}
 			return nil, &usageError{err.Error()}
 		}
@@ -394,12 +399,14 @@ func runSubcommand(ctx context.Context, args []string, usage string, subs ...sub
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
-		return &usageError{strings.TrimRight(usage, "\n")}
+		return &helpError{strings.TrimRight(usage, "\n")}
 	}
+	names := make([]string, 0, len(subs))
 	for _, s := range subs {
 		if s.name == args[0] {
 			return s.run(ctx, args[1:])
 		}
+		names = append(names, s.name)
 	}
-	return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], usage)}
+	return &usageError{fmt.Sprintf("unknown subcommand %q%s\n%s", args[0], didYouMean(args[0], names), usage)}
 }

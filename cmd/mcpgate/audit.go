@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -58,7 +59,7 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 		{"key", "only the calls of key alias A"}, {"user", "only the calls of user U"}, {"team", "only the calls of team T"},
 		{"server", "only the calls to server S"}, {"tool", "only the calls of tool T"},
 		{"outcome", "only the calls with outcome O (ok, error, denied, timeout, ...)"},
-		{"since", "only the calls made at or after this RFC 3339 time"},
+		{"since", "only the calls made at or after this time: a duration ago (1h, 7d) or an RFC 3339 time"},
 	} {
 		filters[f.name] = fs.String(f.name, "", f.help)
 	}
@@ -81,9 +82,11 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 		return &usageError{"--before and --follow exclude each other"}
 	}
 	if s := *filters["since"]; s != "" {
-		if _, err := time.Parse(time.RFC3339, s); err != nil {
-			return &usageError{fmt.Sprintf("--since: want an RFC 3339 time, got %q", s)}
+		t, err := parseTimeArg("since", s, time.Now(), false)
+		if err != nil {
+			return err
 		}
+		*filters["since"] = t.UTC().Format(time.RFC3339Nano)
 	}
 	q := url.Values{}
 	for name, v := range filters {
@@ -100,6 +103,16 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 	cl, err := af.client()
 	if err != nil {
 		return err
+	}
+	if s := *filters["server"]; s != "" {
+		if err := checkServerNames(ctx, cl, "--server", []string{s}); err != nil {
+			return err
+		}
+		if t := *filters["tool"]; t != "" {
+			if known, ok := serverTools(ctx, cl, s); ok && !slices.Contains(known, t) && closest(t, known) != "" {
+				return unknownName("--tool", "tool of "+s, t, known)
+			}
+		}
 	}
 	if *follow {
 		return c.follow(ctx, cl, q, *interval, *lookback, af.json)

@@ -42,6 +42,11 @@ func (c *connectionsCommand) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *server != "" {
+		if err := checkServerNames(ctx, cl, "--server", []string{*server}); err != nil {
+			return err
+		}
+	}
 	var list admin.ConnectionList
 	if printed, err := fetchReport(ctx, cl, af.json, "connections list", withQuery("connections", "server", *server, "person", *person), c.stdout, &list); printed || err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -73,6 +74,9 @@ type serverCheck struct {
 	LatencyMS       *int64      `json:"latency_ms"`
 	TLSNotAfter     *time.Time  `json:"tls_not_after"`
 	Detail          string      `json:"detail"`
+	// Stderr is the end of what a failed stdio server wrote to stderr
+	// (its own account of why), secrets redacted; null otherwise.
+	Stderr []string `json:"stderr"`
 }
 
 // serverInfo is the upstream's serverInfo of its initialize result.
@@ -89,7 +93,7 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 
 func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
+	path := fs.String("config", "", configFlagHelp)
 	asJSON := fs.Bool("json", false, "print a JSON document instead of a table")
 	timeout := fs.Duration("timeout", defaultDoctorTimeout, "bound on the check of each server")
 	// The Managers' logs would repeat the report, so they are off unless
@@ -108,8 +112,9 @@ func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if *path == "" {
-		return &usageError{"--config is required"}
+	path, err := configPathOf(path)
+	if err != nil {
+		return err
 	}
 	if *timeout <= 0 {
 		return &usageError{"--timeout must be positive"}
@@ -127,19 +132,29 @@ func (c *doctorCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "mcpgate doctor: invalid config:\n%s\n", termText(err.Error()))
 		return &exitError{2}
 	}
-	checks := checkServers(ctx, cfg, *timeout, log)
-	failed := 0
-	for _, ch := range checks {
-		if ch.Verdict == verdictFail {
-			failed++
-		}
+	var onDone func(serverCheck)
+	var tbl *streamTable
+	start := time.Now()
+	if !*asJSON {
+		// "config ok" at once, then each server's row as its check ends
+		// (a slow server does not hold back the others' verdicts).
+		fmt.Fprintf(c.stdout, "%s: config ok (%d servers)\n\n", termSafe(*path), len(cfg.ServerNames()))
+		tbl = newCheckTable(c.stdout, cfg)
+		onDone = tbl.add
 	}
+	checks := checkServers(ctx, cfg, *timeout, log, onDone)
+	counts := map[string]int{}
+	for _, ch := range checks {
+		counts[ch.Verdict]++
+	}
+	failed := counts[verdictFail]
 	if *asJSON {
 		if err := writeJSON(c.stdout, doctorReport{Config: doctorConfig{Valid: true, Errors: []problem{}}, Servers: checks}); err != nil {
 			return err
 		}
-	} else if err := printChecks(c.stdout, *path, checks); err != nil {
-		return err
+	} else {
+		fmt.Fprintf(c.stdout, "\n%d ok, %d warn, %d fail in %s\n", counts[verdictOK], counts[verdictWarn], failed,
+			time.Since(start).Round(10*time.Millisecond))
 	}
 	if failed > 0 {
 		if !*asJSON {
@@ -176,29 +191,76 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
-func printChecks(w io.Writer, path string, checks []serverCheck) error {
-	fmt.Fprintf(w, "%s: config ok (%d servers)\n\n", termSafe(path), len(checks))
-	tw := newTable(w)
-	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tVERDICT\tPROTOCOL\tTOOLS\tLATENCY\tTLS EXPIRES\tDETAIL")
-	for _, ch := range checks {
-		tools, latency, expires := "-", "-", "-"
-		if ch.Tools != nil {
-			tools = fmt.Sprint(*ch.Tools)
-		}
-		if ch.LatencyMS != nil {
-			latency = fmt.Sprintf("%d ms", *ch.LatencyMS)
-		}
-		if ch.TLSNotAfter != nil {
-			expires = ch.TLSNotAfter.UTC().Format(time.DateOnly)
-		}
-		row(tw, ch.Name, ch.Transport, ch.Verdict, ch.ProtocolVersion, tools, latency, expires, ch.Detail)
+// streamTable prints doctor's rows one at a time, as checks end, in
+// columns sized beforehand (a tabwriter would hold every row back until
+// the last): names and transports are known from the config, the other
+// cells have bounded widths.
+type streamTable struct {
+	mu     sync.Mutex
+	w      io.Writer
+	widths []int
+}
+
+// checkColumns are the table's headings; the last column is not padded.
+var checkColumns = []string{"SERVER", "TRANSPORT", "VERDICT", "PROTOCOL", "TOOLS", "LATENCY", "TLS EXPIRES", "DETAIL"}
+
+func newCheckTable(w io.Writer, cfg *config.Config) *streamTable {
+	t := &streamTable{w: w, widths: make([]int, len(checkColumns))}
+	for i, h := range checkColumns {
+		t.widths[i] = len(h)
 	}
-	return tw.Flush()
+	for name, srv := range cfg.Servers {
+		t.widths[0] = max(t.widths[0], utf8.RuneCountInString(cell(name)))
+		t.widths[1] = max(t.widths[1], utf8.RuneCountInString(cell(srv.Transport)))
+	}
+	// verdict, "2026-07-28", a tool count, "12345 ms", a date.
+	for i, w := range map[int]int{2: 4, 3: 10, 4: 5, 5: 8, 6: 10} {
+		t.widths[i] = max(t.widths[i], w)
+	}
+	t.row(checkColumns...)
+	return t
+}
+
+// row writes one row, each value through cell.
+func (t *streamTable) row(cells ...string) {
+	var b strings.Builder
+	for i, c := range cells {
+		c = cell(c)
+		if i == len(cells)-1 {
+			b.WriteString(c)
+			break
+		}
+		b.WriteString(c)
+		b.WriteString(strings.Repeat(" ", max(0, t.widths[i]-utf8.RuneCountInString(c))+2))
+	}
+	b.WriteByte('\n')
+	io.WriteString(t.w, b.String())
+}
+
+// add prints ch's row, and under it a failed stdio server's stderr.
+func (t *streamTable) add(ch serverCheck) {
+	tools, latency, expires := "-", "-", "-"
+	if ch.Tools != nil {
+		tools = fmt.Sprint(*ch.Tools)
+	}
+	if ch.LatencyMS != nil {
+		latency = fmt.Sprintf("%d ms", *ch.LatencyMS)
+	}
+	if ch.TLSNotAfter != nil {
+		expires = ch.TLSNotAfter.UTC().Format(time.DateOnly)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.row(ch.Name, ch.Transport, ch.Verdict, ch.ProtocolVersion, tools, latency, expires, ch.Detail)
+	for _, l := range ch.Stderr {
+		fmt.Fprintf(t.w, "    stderr| %s\n", cell(l))
+	}
 }
 
 // checkServers checks every server of cfg, doctorParallel at a time, each
-// within timeout; the result is in name order.
-func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration, log *slog.Logger) []serverCheck {
+// within timeout; the result is in name order. onDone, when not nil, is
+// called with each outcome as it is reached (concurrently).
+func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration, log *slog.Logger, onDone func(serverCheck)) []serverCheck {
 	names := cfg.ServerNames()
 	out := make([]serverCheck, len(names))
 	sem := make(chan struct{}, doctorParallel)
@@ -211,6 +273,9 @@ func checkServers(ctx context.Context, cfg *config.Config, timeout time.Duration
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			out[i] = checkServer(ctx, cfg, name, timeout, log, &closing)
+			if onDone != nil {
+				onDone(out[i])
+			}
 		})
 	}
 	wg.Wait()
@@ -268,14 +333,17 @@ func checkServer(ctx context.Context, cfg *config.Config, name string, timeout t
 		return ch
 	}
 
+	tail := newStderrTail(log.Handler())
 	m := upstream.NewManager(upstream.ManagerOptions{
 		Servers:         map[string]*config.Server{name: srv},
 		ClientName:      "mcpgate",
 		ClientVersion:   version(),
-		Logger:          log,
+		Logger:          slog.New(tail),
 		MaxMessageBytes: int(cfg.Limits.MaxUpstreamMessage),
 	})
-	defer closing.Go(func() { m.Close() })
+	closed := make(chan struct{})
+	closeManager := sync.OnceFunc(func() { closing.Go(func() { m.Close(); close(closed) }) })
+	defer closeManager()
 	start := time.Now()
 	info, tools, err := listTools(ctx, m, name)
 	if info != nil {
@@ -287,6 +355,18 @@ func checkServer(ctx context.Context, cfg *config.Config, name string, timeout t
 	}
 	if err != nil {
 		fail(describeFailure(ctx, err, timeout))
+		if srv.Transport == config.TransportStdio {
+			// The failure can overtake the last stderr lines: closing the
+			// session reaps the process and drains its stderr.
+			closeManager()
+			select {
+			case <-closed:
+			case <-time.After(stderrSettle):
+			}
+		}
+		for _, l := range tail.lines() {
+			ch.Stderr = append(ch.Stderr, truncate(clean(l), doctorStderrWidth))
+		}
 		return ch
 	}
 	ms := time.Since(start).Milliseconds()
@@ -384,9 +464,11 @@ func describeFailure(ctx context.Context, err error, timeout time.Duration) stri
 }
 
 // secretScrubber returns a function that replaces every credential srv is
-// configured with (every value its config marks secret: the URL, header
-// and env values, auth secrets, private keys; and the password, user and
-// query values of its URL) with "***".
+// configured with (every value its config marks secret: header and env
+// values, auth secrets, private keys; and the password, user and query
+// values of its URL) with "***". The URL itself is the operator's own and
+// is shown, as the errors that name it show it: masking it whole while
+// an error printed its host and path was neither safe nor readable.
 func secretScrubber(srv *config.Server) func(string) string {
 	var secrets []string
 	add := func(s string) {
@@ -395,6 +477,11 @@ func secretScrubber(srv *config.Server) func(string) string {
 		}
 	}
 	for _, v := range srv.SecretValues() {
+		if v == srv.URL || v == srv.BaseURL {
+			// The operator's own URL is shown, as the errors that name
+			// it show it: only its secret parts (below) are masked.
+			continue
+		}
 		add(v)
 		// "Bearer abc" is sent as is; its bare token may show alone.
 		if _, tok, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
@@ -422,4 +509,69 @@ func secretScrubber(srv *config.Server) func(string) string {
 		}
 		return s
 	}
+}
+
+// Bounds of the stderr doctor shows for a failed stdio server.
+const (
+	doctorStderrLines = 5
+	doctorStderrWidth = 200
+	// stderrSettle bounds the wait for a failed stdio server's stderr
+	// to be drained (its process stopped) before its row is printed.
+	stderrSettle = 2 * time.Second
+)
+
+// stderrTail is a slog.Handler that keeps the last doctorStderrLines
+// lines a stdio server wrote to stderr (the upstream package logs each as
+// "upstream stderr") and passes every record on to next as it would
+// have been.
+type stderrTail struct {
+	next slog.Handler
+	buf  *tailBuf
+}
+
+type tailBuf struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func newStderrTail(next slog.Handler) *stderrTail {
+	return &stderrTail{next: next, buf: &tailBuf{}}
+}
+
+// lines is a copy of the lines kept so far.
+func (t *stderrTail) lines() []string {
+	t.buf.mu.Lock()
+	defer t.buf.mu.Unlock()
+	return slices.Clone(t.buf.lines)
+}
+
+func (t *stderrTail) Enabled(context.Context, slog.Level) bool { return true }
+
+func (t *stderrTail) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "upstream stderr" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "line" {
+				return true
+			}
+			t.buf.mu.Lock()
+			t.buf.lines = append(t.buf.lines, a.Value.String())
+			if n := len(t.buf.lines); n > doctorStderrLines {
+				t.buf.lines = slices.Delete(t.buf.lines, 0, n-doctorStderrLines)
+			}
+			t.buf.mu.Unlock()
+			return false
+		})
+	}
+	if !t.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return t.next.Handle(ctx, r)
+}
+
+func (t *stderrTail) WithAttrs(as []slog.Attr) slog.Handler {
+	return &stderrTail{next: t.next.WithAttrs(as), buf: t.buf}
+}
+
+func (t *stderrTail) WithGroup(name string) slog.Handler {
+	return &stderrTail{next: t.next.WithGroup(name), buf: t.buf}
 }

@@ -223,7 +223,7 @@ func parseWithArg(fs *flag.FlagSet, args []string, what string) (string, error) 
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return "", err
+				return "", flagsHelp(fs, fs.Name()+" "+what+" [flags]")
 			}
 			return "", &usageError{err.Error()}
 		}

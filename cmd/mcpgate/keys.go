@@ -22,7 +22,7 @@ const keysUsage = `Usage:
   mcpgate keys create --alias A [--user U] [--team T] [--servers a,b | --no-servers]
                       [--tools SERVER=t1,t2]... [--deny-tools SERVER=t1]... [--toolsets x,y]
                       [--access-groups g] [--cidrs 10.0.0.0/8,...] [--rate-limit N]
-                      [--expires RFC3339] [--admin] [--no-mcp]
+                      [--expires 30d|RFC3339] [--admin] [--no-mcp]
   mcpgate keys list
   mcpgate keys revoke ALIAS
 Each takes [--url URL | --config FILE] [--admin-key KEY] [--json].
@@ -82,7 +82,7 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 	fs.Var(&groups, "access-groups", "comma-separated access groups the key belongs to")
 	fs.Var(&cidrs, "cidrs", "comma-separated addresses or CIDRs the key may be used from")
 	rate := fs.Int("rate-limit", 0, "requests per minute (0: no limit)")
-	expires := fs.String("expires", "", "expiry time, RFC 3339 (e.g. 2026-12-31T23:59:59Z)")
+	expires := fs.String("expires", "", "expiry: a duration from now (30d, 2w, 12h) or an RFC 3339 time (2026-12-31T23:59:59Z)")
 	isAdmin := fs.Bool("admin", false, "the key may use the admin API")
 	noMCP := fs.Bool("no-mcp", false, "the key may not use MCP (admin only)")
 	if err := parseNoArgs(fs, "keys create --alias A [flags]", args); err != nil {
@@ -133,9 +133,9 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 		in.RateLimitRPM = rate
 	}
 	if *expires != "" {
-		t, err := time.Parse(time.RFC3339, *expires)
+		t, err := parseTimeArg("expires", *expires, time.Now(), true)
 		if err != nil {
-			return &usageError{fmt.Sprintf("--expires: want an RFC 3339 time such as 2026-12-31T23:59:59Z, got %q", *expires)}
+			return err
 		}
 		in.Expires = &t
 	}
@@ -148,6 +148,14 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 	cl, err := af.client()
 	if err != nil {
 		return err
+	}
+	if err := checkServerNames(ctx, cl, "--servers", servers.vals); err != nil {
+		return err
+	}
+	for flag, t := range map[string]toolsFlag{"--tools": tools, "--deny-tools": deny} {
+		if err := checkToolNames(ctx, cl, flag, t); err != nil {
+			return err
+		}
 	}
 	var raw json.RawMessage
 	if err := cl.post(ctx, "keys", in, &raw); err != nil {

@@ -42,19 +42,81 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// helpError is help the user asked for (-h, --help, help): printed on
+// stdout, exit code 0, as kubectl and caddy do.
+type helpError struct{ text string }
+
+func (e *helpError) Error() string { return e.text }
+
+// flagsHelp is the help of fs: its synopsis and flags.
+func flagsHelp(fs *flag.FlagSet, synopsis string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: mcpgate %s\n", synopsis)
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return &helpError{strings.TrimRight(b.String(), "\n")}
+}
+
+// commandNames are the subcommands, for "did you mean".
+var commandNames = []string{"serve", "stdio", "validate", "doctor", "health", "config", "version", "servers", "keys",
+	"credentials", "connections", "toolsets", "sessions", "tools", "call", "audit", "usage", "vault", "reload",
+	"import", "connect", "help"}
+
+// defaultConfigFile is the config file read when neither --config nor
+// $MCPGATE_CONFIG names one, in the working directory (as caddy reads
+// ./Caddyfile).
+const defaultConfigFile = "mcpgate.yaml"
+
+const configFlagHelp = "config file (default: $MCPGATE_CONFIG, else ./" + defaultConfigFile + ")"
+
+// configPath is the config file to read: flagValue, else
+// $MCPGATE_CONFIG, else ./mcpgate.yaml when it exists; the error says
+// where it looked.
+func configPath(flagValue string) (string, error) {
+	if p := implicitConfig(flagValue); p != "" {
+		return p, nil
+	}
+	wd, _ := os.Getwd()
+	return "", &usageError{fmt.Sprintf("--config is required: $MCPGATE_CONFIG is not set and there is no %s in %s", defaultConfigFile, wd)}
+}
+
+// configPathOf is configPath of a flag's value, as a pointer to the
+// path so that commands keep reading *path.
+func configPathOf(flagValue *string) (*string, error) {
+	p, err := configPath(*flagValue)
+	return &p, err
+}
+
+// implicitConfig is configPath without the error: "" when there is no
+// config file to read.
+func implicitConfig(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if p := os.Getenv("MCPGATE_CONFIG"); p != "" {
+		return p
+	}
+	if st, err := os.Stat(defaultConfigFile); err == nil && !st.IsDir() {
+		return defaultConfigFile
+	}
+	return ""
+}
+
 const usage = `mcpgate: one MCP endpoint in front of many MCP servers.
 
 Usage:
-  mcpgate serve    --config FILE [--listen ADDR]   serve MCP over HTTP
-  mcpgate stdio    --config FILE [--key KEY]       serve MCP over stdin/stdout, as a key ($MCPGATE_KEY)
-  mcpgate validate --config FILE [--json]          check a config file, serve nothing
-  mcpgate doctor   --config FILE [--json] [--timeout D]   check the config and reach each upstream
+  mcpgate serve    [--config FILE] [--listen ADDR] serve MCP over HTTP
+  mcpgate stdio    [--config FILE] [--key KEY]     serve MCP over stdin/stdout, as a key ($MCPGATE_KEY)
+  mcpgate validate [--config FILE] [--json]        check a config file, serve nothing
+  mcpgate doctor   [--config FILE] [--json] [--timeout D]   check the config and reach each upstream
+  mcpgate health   [--url URL] [--timeout D]       exit 0 when the local gateway is ready (container health checks)
   mcpgate config schema|reference                  the config file's JSON Schema, or its reference
-  mcpgate servers preview --config FILE NAME       the request sent to upstream NAME, secrets masked
-  mcpgate vault rotate --config FILE               re-encrypt the credential vault under its first key
+  mcpgate servers preview [--config FILE] NAME     the request sent to upstream NAME, secrets masked
+  mcpgate vault rotate [--config FILE]             re-encrypt the credential vault under its first key
   mcpgate import FILE [--from F] [--out FILE] [--dry-run]   a client's MCP servers as mcpgate servers
   mcpgate connect CLIENT [--route R] [--key K] [--write]   the client entry that points CLIENT at mcpgate
-  mcpgate version                                  print the version
+  mcpgate version                                  print the version (also --version)
 
 Administer a running gateway (its admin API):
   mcpgate reload                                   apply the config file again, without a restart
@@ -74,6 +136,7 @@ Administer a running gateway (its admin API):
   mcpgate connections list [--server S] [--person P]   people's connected accounts and credentials
   mcpgate connections revoke PERSON [SERVER]       revoke one or all of a person's; at once
 
+Every command takes -h/--help. The config file is --config FILE, else $MCPGATE_CONFIG, else ./mcpgate.yaml.
 Common flags: --log-format json|text (default text), --log-level debug|info|warn|error (default info).
 Admin commands: --url URL (default $MCPGATE_URL, else --config FILE's listen address, else
 http://127.0.0.1:4000), --admin-key KEY (default $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY),
@@ -103,12 +166,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runContext runs the command of args until it ends or ctx does (tests
 // cancel ctx where a user would press Ctrl-C).
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
 		return 0
+	case "--version", "-version", "-v":
+		args = []string{"version"}
 	}
 	var cmd command
 	switch args[0] {
@@ -120,6 +187,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cmd = &validateCommand{stdout: stdout}
 	case "doctor":
 		cmd = &doctorCommand{stdout: stdout, stderr: stderr}
+	case "health":
+		cmd = &healthCommand{stdout: stdout}
 	case "config":
 		cmd = &configCommand{stdout: stdout}
 	case "version":
@@ -153,13 +222,19 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "connect":
 		cmd = &connectCommand{stdout: stdout, stderr: stderr}
 	default:
-		fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "mcpgate: unknown command %q%s\n\n%s", args[0], didYouMean(args[0], commandNames), usage)
 		return 2
 	}
 	if err := cmd.Run(ctx, args[1:]); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			return ee.code
+		}
+		var he *helpError
+		if errors.As(err, &he) {
+			// Asked for: the help goes to stdout and is a success.
+			fmt.Fprintln(stdout, he.text)
+			return 0
 		}
 		var ue *usageError
 		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
@@ -206,7 +281,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return flagsHelp(fs, fs.Name()+" [flags]")
 		}
 		return &usageError{err.Error()}
 	}
@@ -223,7 +298,7 @@ type runFlags struct {
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", "", "config file (required)")
+	fs.StringVar(&f.config, "config", "", configFlagHelp)
 	f.logFlags.register(fs)
 }
 
@@ -232,9 +307,11 @@ func (f *runFlags) load(fs *flag.FlagSet, args []string, stderr io.Writer) (*con
 	if err := parseFlags(fs, args); err != nil {
 		return nil, nil, err
 	}
-	if f.config == "" {
-		return nil, nil, &usageError{"--config is required"}
+	path, err := configPath(f.config)
+	if err != nil {
+		return nil, nil, err
 	}
+	f.config = path
 	log, err := f.logger(stderr)
 	if err != nil {
 		return nil, nil, err

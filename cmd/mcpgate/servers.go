@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -65,7 +66,7 @@ func dialable(listen string) string {
 // the headers egress computes and credentials masked (C3.8).
 func (c *serversCommand) preview(args []string) error {
 	fs := flag.NewFlagSet("servers preview", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
+	path := fs.String("config", "", configFlagHelp)
 	fs.SetOutput(io.Discard)
 	// The server name may come before or after the flags.
 	var name string
@@ -73,6 +74,9 @@ func (c *serversCommand) preview(args []string) error {
 		name, args = args[0], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return flagsHelp(fs, "servers preview [--config FILE] NAME")
+		}
 		return &usageError{err.Error()}
 	}
 	if name == "" && fs.NArg() > 0 {
@@ -80,8 +84,12 @@ func (c *serversCommand) preview(args []string) error {
 	} else if fs.NArg() > 0 {
 		return &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	if *path == "" || name == "" {
-		return &usageError{"want --config FILE and a server NAME\n" + serversUsage}
+	if name == "" {
+		return &usageError{"want a server NAME\n" + serversUsage}
+	}
+	path, err := configPathOf(path)
+	if err != nil {
+		return err
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {

@@ -33,9 +33,9 @@ func (c *toolsCommand) Run(ctx context.Context, args []string) error {
 		case len(args) == 0:
 			return &usageError{"want a subcommand: list\n" + toolsUsage}
 		case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
-			return &usageError{strings.TrimRight(toolsUsage, "\n")}
+			return &helpError{strings.TrimRight(toolsUsage, "\n")}
 		}
-		return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], toolsUsage)}
+		return &usageError{fmt.Sprintf("unknown subcommand %q%s\n%s", args[0], didYouMean(args[0], []string{"list"}), toolsUsage)}
 	}
 	fs := flag.NewFlagSet("tools list", flag.ContinueOnError)
 	var af adminFlags

@@ -28,9 +28,9 @@ func (c *toolsetsCommand) Run(ctx context.Context, args []string) error {
 		case len(args) == 0:
 			return &usageError{"want a subcommand: list\n" + toolsetsUsage}
 		case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
-			return &usageError{strings.TrimRight(toolsetsUsage, "\n")}
+			return &helpError{strings.TrimRight(toolsetsUsage, "\n")}
 		}
-		return &usageError{fmt.Sprintf("unknown subcommand %q\n%s", args[0], toolsetsUsage)}
+		return &usageError{fmt.Sprintf("unknown subcommand %q%s\n%s", args[0], didYouMean(args[0], []string{"list"}), toolsetsUsage)}
 	}
 	var list struct {
 		Toolsets []toolsetView `json:"toolsets"`

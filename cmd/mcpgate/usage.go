@@ -20,8 +20,8 @@ func (c *usageCommand) Run(ctx context.Context, args []string) error {
 	var af adminFlags
 	af.register(fs)
 	by := fs.String("by", "key", "sum per key, user or team")
-	since := fs.String("since", "", "only the calls made at or after this RFC 3339 time")
-	until := fs.String("until", "", "only the calls made before this RFC 3339 time")
+	since := fs.String("since", "", "only the calls made at or after this time: a duration ago (24h, 30d) or an RFC 3339 time")
+	until := fs.String("until", "", "only the calls made before this time: a duration ago or an RFC 3339 time")
 	if err := parseNoArgs(fs, "usage [--by key|user|team] [--since T] [--until T]", args); err != nil {
 		return err
 	}
@@ -31,14 +31,16 @@ func (c *usageCommand) Run(ctx context.Context, args []string) error {
 		return &usageError{fmt.Sprintf("--by: want key, user or team, got %q", *by)}
 	}
 	q := url.Values{"by": {*by}}
+	now := time.Now()
 	for name, v := range map[string]string{"since": *since, "until": *until} {
 		if v == "" {
 			continue
 		}
-		if _, err := time.Parse(time.RFC3339, v); err != nil {
-			return &usageError{fmt.Sprintf("--%s: want an RFC 3339 time, got %q", name, v)}
+		t, err := parseTimeArg(name, v, now, false)
+		if err != nil {
+			return err
 		}
-		q.Set(name, v)
+		q.Set(name, t.UTC().Format(time.RFC3339Nano))
 	}
 	cl, err := af.client()
 	if err != nil {

@@ -28,13 +28,14 @@ var errInvalid = errors.New("invalid config")
 
 func (c *validateCommand) Run(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
+	path := fs.String("config", "", configFlagHelp)
 	asJSON := fs.Bool("json", false, "print the problems as a JSON list of {path, line, message}")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return &usageError{"--config is required"}
+	path, err := configPathOf(path)
+	if err != nil {
+		return err
 	}
 	cfg, err := config.Load(*path)
 	if *asJSON {
@@ -72,6 +73,12 @@ func (c *validateCommand) Run(_ context.Context, args []string) error {
 type configCommand struct{ stdout io.Writer }
 
 func (c *configCommand) Run(_ context.Context, args []string) error {
+	const configUsage = "usage: mcpgate config schema|reference\n  schema     the config file's JSON Schema (for editors)\n  reference  the config file's reference (docs/config.md)"
+	for _, a := range args {
+		if a == "-h" || a == "--help" || a == "help" {
+			return &helpError{configUsage}
+		}
+	}
 	if len(args) != 1 {
 		return &usageError{"want config schema or config reference"}
 	}
@@ -83,5 +90,5 @@ func (c *configCommand) Run(_ context.Context, args []string) error {
 		_, err := c.stdout.Write(config.Reference())
 		return err
 	}
-	return &usageError{fmt.Sprintf("unknown config subcommand %q (want schema or reference)", args[0])}
+	return &usageError{fmt.Sprintf("unknown config subcommand %q%s (want schema or reference)", args[0], didYouMean(args[0], []string{"schema", "reference"}))}
 }

@@ -31,12 +31,13 @@ func (c *vaultCommand) Run(ctx context.Context, args []string) error {
 
 func (c *vaultCommand) rotate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("vault rotate", flag.ContinueOnError)
-	path := fs.String("config", "", "config file (required)")
+	path := fs.String("config", "", configFlagHelp)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return &usageError{"--config is required"}
+	path, err := configPathOf(path)
+	if err != nil {
+		return err
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {

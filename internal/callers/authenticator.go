@@ -219,7 +219,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 			return a.noKey(r) // a long bearer (a JWT) is an upstream token
 		}
 		a.reject("too long", "")
-		return nil, unauthorized()
+		return nil, unauthorized(RefusedMalformed)
 	}
 	hash := store.HashKey(secret)
 
@@ -242,18 +242,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Caller, *Failure) {
 				return a.noKey(r) // not a gateway key: the caller's upstream token
 			}
 			a.reject("unknown key", "")
-			return nil, unauthorized()
+			return nil, unauthorized(RefusedUnknown)
 		}
 	}
 
 	c := info.caller
 	if info.disabled {
 		a.reject("disabled", c.Alias)
-		return nil, unauthorized()
+		return nil, unauthorized(RefusedDisabled)
 	}
 	if !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) {
 		a.reject("expired", c.Alias)
-		return nil, unauthorized()
+		return nil, unauthorized(RefusedExpired)
 	}
 	if info.limited && !allowedAddress(r, info.cidrs) {
 		a.reject("client address not allowed", c.Alias)
@@ -343,7 +343,7 @@ func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
 // noKey answers a request that presented no gateway key.
 func (a *Authenticator) noKey(r *http.Request) (*Caller, *Failure) {
 	if !a.anonymous {
-		return nil, unauthorized()
+		return nil, unauthorized(RefusedNoKey)
 	}
 	c := &Caller{Anonymous: true}
 	c.Owner = OwnerOf(c, r)

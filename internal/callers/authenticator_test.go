@@ -950,3 +950,51 @@ func TestAllowCallSharesTheKeysBucket(t *testing.T) {
 		t.Error("a caller without a limit was refused")
 	}
 }
+
+// Every refusal says why in Failure.Reason (for the access log), while
+// the bytes a caller sees stay the same (TestRejectedKeysAreIndistinguishable);
+// the reason never names the key or its alias.
+func TestRefusalReasons(t *testing.T) {
+	s := openStore(t)
+	clock := newFakeClock()
+	disabled := addKey(t, s, store.Key{Alias: "alias-disabled", Disabled: true})
+	expired := addKey(t, s, store.Key{Alias: "alias-expired", ExpiresAt: clock.Now().Add(-time.Hour)})
+	limited := addKey(t, s, store.Key{Alias: "alias-limited", AllowedCIDRs: []string{"10.0.0.0/8"}})
+	revoked := addKey(t, s, store.Key{Alias: "alias-revoked"})
+	if err := s.DeleteKey(context.Background(), "alias-revoked"); err != nil {
+		t.Fatal(err)
+	}
+	unknown, _ := NewSecret()
+	a := newAuth(t, Options{Keys: s, MasterKey: master, Now: clock.Now})
+
+	for _, tc := range []struct {
+		name   string
+		r      *http.Request
+		status int
+		reason string
+	}{
+		{"missing", request(remote), 401, RefusedNoKey},
+		{"unknown", request(remote, HeaderAPIKey, unknown), 401, RefusedUnknown},
+		{"unknown in Authorization", request(remote, "Authorization", "Bearer "+unknown), 401, RefusedUnknown},
+		{"revoked", request(remote, HeaderAPIKey, revoked), 401, RefusedUnknown},
+		{"disabled", request(remote, HeaderAPIKey, disabled), 401, RefusedDisabled},
+		{"expired", request(remote, HeaderAPIKey, expired), 401, RefusedExpired},
+		{"too long", request(remote, HeaderAPIKey, strings.Repeat("x", 4096)), 401, RefusedMalformed},
+		{"address", request("11.0.0.1:4000", HeaderAPIKey, limited), 403, RefusedAddress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, f := a.Authenticate(tc.r)
+			if c != nil || f == nil {
+				t.Fatalf("got caller %+v, want a refusal", c)
+			}
+			if f.Status != tc.status || f.Reason != tc.reason {
+				t.Errorf("refusal %d %q, want %d %q", f.Status, f.Reason, tc.status, tc.reason)
+			}
+			for _, leak := range []string{"alias-", unknown, disabled, expired, revoked, limited} {
+				if strings.Contains(f.Reason, leak) {
+					t.Errorf("reason %q names the key (%q)", f.Reason, leak)
+				}
+			}
+		})
+	}
+}

@@ -29,7 +29,26 @@ type Failure struct {
 	// OAuth says why a bearer token was refused, for the gateway's
 	// WWW-Authenticate challenge; nil for other failures.
 	OAuth *OAuthError
+	// Reason says why, for the gateway's access log (one of the Refused
+	// constants, or an OAuth token's error): never the key, its alias or
+	// anything of the token. The body says none of it, so that a caller
+	// learns nothing about which keys exist.
+	Reason string
 }
+
+// Reasons of the refusals (Failure.Reason). A revoked key is deleted, so
+// it reads as unknown.
+const (
+	RefusedNoKey       = "no key"
+	RefusedMalformed   = "malformed key"
+	RefusedUnknown     = "unknown or revoked key"
+	RefusedDisabled    = "disabled key"
+	RefusedExpired     = "expired key"
+	RefusedAddress     = "address not allowed"
+	RefusedRateLimited = "rate limited"
+	RefusedUnavailable = "key store unavailable"
+	RefusedClient      = "client application not allowed"
+)
 
 // Error makes a Failure usable as an error in handlers that return one.
 func (f *Failure) Error() string {
@@ -89,25 +108,37 @@ func newFailure(status int, body []byte, kv ...string) *Failure {
 // unauthorized is the one 401: missing, malformed, unknown, disabled and
 // expired keys all get exactly these bytes, so a caller learns nothing about
 // which keys exist.
-func unauthorized() *Failure {
-	return newFailure(http.StatusUnauthorized, bodyUnauthorized, "WWW-Authenticate", `Bearer realm="mcpgate"`)
+func unauthorized(reason string) *Failure {
+	f := newFailure(http.StatusUnauthorized, bodyUnauthorized, "WWW-Authenticate", `Bearer realm="mcpgate"`)
+	f.Reason = reason
+	return f
 }
 
 func forbiddenAddress() *Failure {
-	return newFailure(http.StatusForbidden, bodyForbiddenCIDR)
+	f := newFailure(http.StatusForbidden, bodyForbiddenCIDR)
+	f.Reason = RefusedAddress
+	return f
 }
 
 func rateLimited(retryAfterSeconds int64) *Failure {
-	return newFailure(http.StatusTooManyRequests, bodyRateLimited, "Retry-After", strconv.FormatInt(retryAfterSeconds, 10))
+	f := newFailure(http.StatusTooManyRequests, bodyRateLimited, "Retry-After", strconv.FormatInt(retryAfterSeconds, 10))
+	f.Reason = RefusedRateLimited
+	return f
 }
 
 func unavailable() *Failure {
-	return newFailure(http.StatusServiceUnavailable, bodyUnavailable, "Retry-After", "1")
+	f := newFailure(http.StatusServiceUnavailable, bodyUnavailable, "Retry-After", "1")
+	f.Reason = RefusedUnavailable
+	return f
 }
 
 // ClientNotAllowed is CheckClient's refusal, for a JWT caller whose token
 // was issued to an OAuth client not on the list.
-func ClientNotAllowed() *Failure { return newFailure(http.StatusForbidden, bodyInvalidClient) }
+func ClientNotAllowed() *Failure {
+	f := newFailure(http.StatusForbidden, bodyInvalidClient)
+	f.Reason = RefusedClient
+	return f
+}
 
 // CheckClient is the client-application allowlist (SPEC S2.3): when header
 // is set, the request must carry it with one of values (compared
@@ -127,5 +158,5 @@ func CheckClient(r *http.Request, header string, values []string) *Failure {
 			}
 		}
 	}
-	return newFailure(http.StatusForbidden, bodyInvalidClient)
+	return ClientNotAllowed()
 }

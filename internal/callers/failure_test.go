@@ -14,7 +14,7 @@ func TestFailureBodies(t *testing.T) {
 		code   int
 		msg    string
 	}{
-		{unauthorized(), 401, -32001, "Unauthorized: a valid mcpgate API key is required"},
+		{unauthorized(RefusedUnknown), 401, -32001, "Unauthorized: a valid mcpgate API key is required"},
 		{forbiddenAddress(), 403, -32003, "API key is not allowed from this address."},
 		{rateLimited(3), 429, -32029, "Too Many Requests: rate limit exceeded for this API key"},
 		{unavailable(), 503, -32603, "Service Unavailable: the API key could not be checked; try again"},
@@ -56,10 +56,10 @@ func TestFailureBodies(t *testing.T) {
 // TestFailuresAreFresh: a caller may change the Failure it got without
 // changing the next one.
 func TestFailuresAreFresh(t *testing.T) {
-	f := unauthorized()
+	f := unauthorized(RefusedUnknown)
 	f.Header.Set("WWW-Authenticate", "changed")
 	f.Body[0] = 'X'
-	g := unauthorized()
+	g := unauthorized(RefusedUnknown)
 	if g.Header.Get("WWW-Authenticate") != `Bearer realm="mcpgate"` || g.Body[0] != '{' {
 		t.Errorf("unauthorized() shares state between calls: %v %s", g.Header, g.Body)
 	}

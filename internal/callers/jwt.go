@@ -167,12 +167,14 @@ func GrantsOf(cfg *config.Config) []config.Grant {
 func invalidToken(desc string) *Failure {
 	f := newFailure(http.StatusUnauthorized, oauthBody(CodeUnauthorized, "Unauthorized: "+desc))
 	f.OAuth = &OAuthError{Code: "invalid_token", Description: desc}
+	f.Reason = "invalid token: " + desc
 	return f
 }
 
 func insufficientScope(scopes []string) *Failure {
 	f := newFailure(http.StatusForbidden, oauthBody(CodeForbidden, "Forbidden: the token lacks the scope "+strings.Join(scopes, " ")))
 	f.OAuth = &OAuthError{Code: "insufficient_scope", Description: "the token lacks a required scope", Scopes: scopes}
+	f.Reason = "insufficient scope"
 	return f
 }
 

@@ -12,8 +12,9 @@ import (
 // The access log (issue 15, SPEC S16): one line per HTTP request the
 // gateway serves, written when the response is over: method, route kind,
 // status, bytes written, duration, the caller's key alias and user, the
-// session's short hash, and the MCP method and tool name of a single
-// message. It never holds a secret, a query string, a header value, a
+// session's short hash, the MCP method and tool name of a single
+// message, and for a refused caller why (unknown, expired, disabled key,
+// address not allowed; callers.Failure.Reason). It never holds a secret, a query string, a header value, a
 // tool argument or a full session id. Health probes and /metrics are not
 // logged (a scraper every few seconds would drown the rest).
 
@@ -23,7 +24,10 @@ type accessEntry struct {
 	alias, user     string
 	session         string
 	mcpMethod, tool string
-	bytes           int64
+	// refused says why the caller was refused (callers.Failure.Reason):
+	// "expired key", never the key.
+	refused string
+	bytes   int64
 }
 
 type accessKey struct{}
@@ -42,6 +46,15 @@ func noteCaller(ctx context.Context, alias, user string) {
 	if e := accessOf(ctx); e != nil {
 		e.mu.Lock()
 		e.alias, e.user = alias, user
+		e.mu.Unlock()
+	}
+}
+
+// noteRefusal records why the request's caller was refused.
+func noteRefusal(ctx context.Context, reason string) {
+	if e := accessOf(ctx); e != nil {
+		e.mu.Lock()
+		e.refused = reason
 		e.mu.Unlock()
 	}
 }
@@ -109,7 +122,7 @@ func (g *Gateway) startAccess(sw *statusWriter, r *http.Request) (http.ResponseW
 			slog.Int64("bytes", e.bytes),
 			slog.String("ms", strconv.FormatFloat(float64(time.Since(start).Microseconds())/1000, 'f', 1, 64)),
 		}
-		for _, kv := range [][2]string{{"alias", e.alias}, {"user", e.user}, {"session", e.session}, {"mcp_method", e.mcpMethod}, {"tool", e.tool}} {
+		for _, kv := range [][2]string{{"alias", e.alias}, {"user", e.user}, {"session", e.session}, {"mcp_method", e.mcpMethod}, {"tool", e.tool}, {"reason", e.refused}} {
 			if kv[1] != "" {
 				attrs = append(attrs, slog.String(kv[0], kv[1]))
 			}

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -87,6 +89,54 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("initialize line %v; refused line %v", lines[0], lines[2])
 	}
 	for _, leak := range []string{secret, "hunter2-argument", "x-secret-query", "mcpg_wrong-key", sid} {
+		if strings.Contains(buf.b.String(), leak) {
+			t.Errorf("the access log holds %q", leak)
+		}
+	}
+}
+
+// A refused request's access line says why (unknown, disabled, expired
+// key, no key, an address not allowed), and never names the key or its
+// alias.
+func TestAccessLogRefusalReason(t *testing.T) {
+	keys := &memKeys{}
+	disabled := keys.add(t, store.Key{Alias: "alias-disabled", Disabled: true})
+	expired := keys.add(t, store.Key{Alias: "alias-expired", ExpiresAt: time.Now().Add(-time.Hour)})
+	elsewhere := keys.add(t, store.Key{Alias: "alias-elsewhere", AllowedCIDRs: []string{"10.0.0.0/8"}})
+	unknown, _ := callers.NewSecret()
+	buf := &syncBuf{}
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
+		Config: &config.Config{Servers: map[string]*config.Server{}}})
+	cases := []struct {
+		key    string
+		status int
+		reason string
+	}{
+		{"", 401, callers.RefusedNoKey},
+		{unknown, 401, callers.RefusedUnknown},
+		{disabled, 401, callers.RefusedDisabled},
+		{expired, 401, callers.RefusedExpired},
+		{elsewhere, 403, callers.RefusedAddress},
+	}
+	for _, c := range cases {
+		h := map[string]string{}
+		if c.key != "" {
+			h = withKey(c.key)
+		}
+		if code, _, body := rpc(t, gw.URL+"/mcp", h, initBody); code != c.status {
+			t.Fatalf("%s: status %d %s, want %d", c.reason, code, body, c.status)
+		}
+	}
+	lines := buf.lines()
+	if len(lines) != len(cases) {
+		t.Fatalf("%d access lines, want %d:\n%s", len(lines), len(cases), buf.b.String())
+	}
+	for i, c := range cases {
+		if lines[i]["reason"] != c.reason || lines[i]["status"] != float64(c.status) {
+			t.Errorf("line %d: status %v reason %v, want %d %q", i, lines[i]["status"], lines[i]["reason"], c.status, c.reason)
+		}
+	}
+	for _, leak := range []string{"alias-", unknown, disabled, expired, elsewhere} {
 		if strings.Contains(buf.b.String(), leak) {
 			t.Errorf("the access log holds %q", leak)
 		}

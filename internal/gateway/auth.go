@@ -38,6 +38,7 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 		var f *callers.Failure
 		r = r.WithContext(callers.WithResource(r.Context(), g.resourceOf(r)))
 		if c, f = g.auth.Authenticate(r); f != nil {
+			noteRefusal(r.Context(), f.Reason)
 			g.challenge(f, r)
 			return r, failureRefusal(f)
 		}
@@ -53,6 +54,7 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 			f = callers.ClientNotAllowed()
 		}
 		if f != nil {
+			noteRefusal(r.Context(), f.Reason)
 			return r, failureRefusal(f)
 		}
 	}

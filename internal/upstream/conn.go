@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -684,6 +685,36 @@ func (c *conn) receiveData(data []byte, via *call) {
 
 // invalidResponse is the error for bytes that are not a usable MCP
 // message. It never carries the bytes themselves.
+// during is err, a failure of c while doing what ("initialize"), as an
+// *Error of kind that names the server and what once: a call's error
+// already says "upstream <server>: <method>: ..." (and an *Error
+// "upstream <server>: ..."), which wrapped again as they are would read
+// "upstream s: initialize: upstream s: initialize: ...". The chain is
+// kept for errors.Is and errors.As; a wrapped *Error's status and
+// challenge carry over.
+func (c *conn) during(what string, kind Kind, err error) *Error {
+	out := &Error{Server: c.server, Kind: kind}
+	var ue *Error
+	if errors.As(err, &ue) {
+		out.Status, out.Challenge = ue.Status, ue.Challenge
+	}
+	msg := strings.TrimPrefix(err.Error(), "upstream "+c.server+": ")
+	if !strings.HasPrefix(msg, what+": ") {
+		msg = what + ": " + msg
+	}
+	out.Err = &reworded{msg: msg, err: err}
+	return out
+}
+
+// reworded is err under another message (during).
+type reworded struct {
+	msg string
+	err error
+}
+
+func (r *reworded) Error() string { return r.msg }
+func (r *reworded) Unwrap() error { return r.err }
+
 func (c *conn) invalidResponse(format string, args ...any) *Error {
 	return &Error{Server: c.server, Kind: KindInvalidResponse, Err: fmt.Errorf("invalid MCP response: "+format, args...)}
 }

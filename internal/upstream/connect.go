@@ -167,7 +167,7 @@ func (c *conn) discover(ctx context.Context, opts *Options, required bool) error
 				// does not speak the revision the config pins.
 				kind = KindProtocolVersion
 			}
-			return fallback(&Error{Server: c.server, Kind: kind, Err: fmt.Errorf("server/discover (protocol version 2026-07-28): %w", err)})
+			return fallback(c.during("server/discover (protocol version 2026-07-28)", kind, err))
 		}
 		return fallback(err)
 	}
@@ -264,7 +264,7 @@ func (c *conn) initialize(ctx context.Context, opts *Options, offer string, acce
 		if errors.As(err, &ue) {
 			return err
 		}
-		return &Error{Server: c.server, Kind: KindOf(err), Err: fmt.Errorf("initialize: %w", err)}
+		return c.during("initialize", KindOf(err), err)
 	}
 	var r initializeResult
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &r) != nil {

@@ -44,6 +44,11 @@ func TestMain(m *testing.M) {
 	case "sdk":
 		runStdioSDK()
 		os.Exit(0)
+	case "mute":
+		// Reads its input and never answers (initialize included), as a
+		// server stuck before serving does.
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", envServerMode, mode)
 		os.Exit(2)

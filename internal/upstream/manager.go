@@ -43,7 +43,15 @@ type ManagerOptions struct {
 	// server; past it the least recently used one is closed. 0 means
 	// DefaultMaxBoundPerServer.
 	MaxBoundPerServer int
+	// WaitLogInterval is how often a connect that has not finished logs
+	// "still waiting for upstream <name>" (a stdio server that never
+	// answers initialize is otherwise silent until its timeout). 0 means
+	// DefaultWaitLogInterval.
+	WaitLogInterval time.Duration
 }
+
+// DefaultWaitLogInterval is ManagerOptions.WaitLogInterval's default.
+const DefaultWaitLogInterval = 5 * time.Second
 
 // Health states (C11.3).
 const (
@@ -480,7 +488,9 @@ func (m *Manager) acquire(ctx context.Context, server string) (Session, func(), 
 	if b != nil {
 		origin = b.Origin
 	}
+	stopWaiting := m.logWhileWaiting(sv)
 	s, err := m.dial(ctx, sv, callerTokenFrom(ctx, server), origin)
+	stopWaiting()
 	if err == nil && b != nil && b.Started != nil {
 		b.Started(ctx, server, s)
 	}
@@ -874,7 +884,9 @@ func (m *Manager) connectFromLocked(ctx context.Context, sv *server, e *entry) {
 
 // connect dials e; ctx is m.ctx, perhaps with a request's span.
 func (m *Manager) connect(ctx context.Context, sv *server, e *entry) {
+	stopWaiting := m.logWhileWaiting(sv)
 	s, err := m.dial(ctx, sv, e.callerToken, e.origin)
+	stopWaiting()
 	if err == nil && e.onStart != nil {
 		// Before the session is handed out (callers wait on e.connecting):
 		// a bound session is set up for its party before its first call.
@@ -919,6 +931,37 @@ func (m *Manager) connect(ctx context.Context, sv *server, e *entry) {
 		// A bound session serves one party: what the server's lists are
 		// is learned from the pooled sessions.
 		m.opts.OnSessionStart(e.name, info)
+	}
+}
+
+// logWhileWaiting logs "still waiting for upstream <name>" every
+// WaitLogInterval until stop is called, so that an upstream slow to
+// answer (a stdio server still installing, or one that never answers
+// initialize) is visible before its timeout, which the log line names.
+func (m *Manager) logWhileWaiting(sv *server) (stop func()) {
+	every := cmp.Or(m.opts.WaitLogInterval, DefaultWaitLogInterval)
+	timeout := cmp.Or(sv.srv.Timeout, DefaultTimeout)
+	start := time.Now()
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		m.log.Info("still waiting for upstream "+sv.name, logKeyServer, sv.name,
+			"waited", time.Since(start).Round(100*time.Millisecond).String(), "timeout", timeout.String())
+		t.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 

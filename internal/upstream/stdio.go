@@ -168,10 +168,22 @@ func (t *stdio) wait() {
 		state = err.Error()
 	}
 	t.c.shutdown(&Error{Server: t.c.server, Kind: KindClosed, Err: fmt.Errorf("%w: process %s", ErrClosed, state)})
-	// Unblock readers stuck on pipes a grandchild still holds.
+	// The readers end at EOF once they have read what the process wrote
+	// (its last stderr lines often say why it died: closing the pipe at
+	// once lost them). Readers stuck on pipes a grandchild still holds
+	// are unblocked after exitDrain.
+	drained := make(chan struct{})
+	go func() {
+		t.readers.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(exitDrain):
+	}
 	t.stdout.Close()
 	t.stderr.Close()
-	t.readers.Wait()
+	<-drained
 }
 
 // readStdout hands each line to the conn. Lines may be as long as
