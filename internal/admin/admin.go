@@ -29,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/vault"
@@ -58,7 +60,11 @@ type Options struct {
 	// Authenticate identifies the caller of an admin request.
 	Authenticate func(*http.Request) (*callers.Caller, *callers.Failure)
 	// OpenAccess lets anonymous callers administer: only for a gateway
-	// with no auth configured, which serves loopback only.
+	// with no auth configured whose listener is loopback only (the
+	// quickstart), so that its console opens without a key. Even then a
+	// request whose peer address is not loopback gets no admin powers
+	// (openAccess): a listener that bound more than its text said, or a
+	// proxy in front, never hands the API to a remote caller.
 	OpenAccess bool
 	// KeyChanged is called after a key was created, changed or revoked,
 	// here or on another replica.
@@ -235,11 +241,21 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*callers.Caller, bo
 	switch {
 	case c != nil && (c.Master || c.Admin):
 		return c, true
-	case (c == nil || c.Anonymous) && a.o.OpenAccess:
+	case (c == nil || c.Anonymous) && a.openAccess(r):
 		return &callers.Caller{Anonymous: true, Admin: true}, true
 	}
 	writeError(w, http.StatusForbidden, "Forbidden", "")
 	return nil, false
+}
+
+// openAccess reports whether an anonymous r may administer: the API is
+// open (Options.OpenAccess) and r came from this host's loopback.
+func (a *API) openAccess(r *http.Request) bool {
+	if !a.o.OpenAccess {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && netaddr.IsLoopbackIP(ap.Addr().Unmap())
 }
 
 // actor names the caller in the audit log.
