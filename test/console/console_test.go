@@ -62,6 +62,13 @@ func startGateway(t *testing.T) string {
 }
 
 func startGatewayWith(t *testing.T, config string, env ...string) string {
+	base, _ := startGatewayFile(t, config, env...)
+	return base
+}
+
+// startGatewayFile is startGatewayWith that also answers the config
+// file's path, for a test that changes it and reloads.
+func startGatewayFile(t *testing.T, config string, env ...string) (base, file string) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "mcpgate")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/mcpgate").CombinedOutput(); err != nil {
@@ -90,11 +97,11 @@ func startGatewayWith(t *testing.T, config string, env ...string) string {
 	}()
 	select {
 	case u := <-addr:
-		return u
+		return u, cfg
 	case <-time.After(30 * time.Second):
 		t.Fatal("gateway did not start")
 	}
-	return ""
+	return "", ""
 }
 
 // mcpPost sends one JSON-RPC message with a key (and session).
