@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/console"
@@ -38,6 +39,11 @@ func routes(g *gateway.Gateway, m mounts) []gateway.Route {
 	rs := g.Routes()
 	rs = append(rs, admin.Routes(m.admin, g)...)
 	if m.console != nil {
+		for i, rt := range rs {
+			if rt.Pattern == "/" {
+				rs[i].Handler = browserToConsole(rt.Handler)
+			}
+		}
 		ui := g.Guard(m.console)
 		rs = append(rs, gateway.Route{Pattern: console.Prefix, Handler: ui}, gateway.Route{Pattern: console.Prefix + "/", Handler: ui})
 	}
@@ -55,6 +61,39 @@ func routes(g *gateway.Gateway, m mounts) []gateway.Route {
 		rs = append(rs, gateway.Route{Pattern: p, Handler: as})
 	}
 	return rs
+}
+
+// browserToConsole sends a person's browser that opened the gateway's
+// root to the console, and hands every other request on "/" to next
+// unchanged. A browser's navigation is a GET of "/" that accepts HTML and
+// carries none of MCP's headers; an MCP client's GET asks for an event
+// stream (or carries a session or protocol version) and its POSTs are
+// never redirected, so the MCP route at "/" answers exactly as before.
+func browserToConsole(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isBrowserNavigation(r) {
+			// Relative, so that a proxy serving the gateway under a path
+			// keeps it (/x/ -> /x/ui/).
+			w.Header().Set("Location", strings.TrimPrefix(console.Prefix, "/")+"/")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isBrowserNavigation(r *http.Request) bool {
+	if (r.Method != http.MethodGet && r.Method != http.MethodHead) || r.URL.Path != "/" {
+		return false
+	}
+	for _, h := range []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"} {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
+	accept := strings.Join(r.Header.Values("Accept"), ",")
+	return strings.Contains(accept, "text/html") && !strings.Contains(accept, "text/event-stream")
 }
 
 // authServerHandler is m's authorization server. Without public_url it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -92,6 +93,67 @@ func TestMuxDispatch(t *testing.T) {
 		h.ServeHTTP(w, r)
 		if w.Code != tc.status || !strings.HasPrefix(w.Body.String(), tc.body) {
 			t.Errorf("%s on %s: %d %q, want %d %q", tc.path, tc.host, w.Code, w.Body.String(), tc.status, tc.body)
+		}
+	}
+}
+
+// A browser opening the gateway's root is sent to the console; every MCP
+// request on "/" (POSTs, a GET for the event stream, a GET carrying a
+// session or protocol version) gets exactly the answer it got without
+// the console mounted, and without a console nothing is redirected.
+func TestMuxBrowserToConsole(t *testing.T) {
+	cfg := &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: config.DefaultSeparator}
+	g := gateway.New(gateway.Options{Config: cfg, AdminPath: admin.Prefix})
+	t.Cleanup(func() { g.Close(context.Background()) })
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "console") })
+	with := newMux(g, mounts{admin: ok, console: ok})
+	without := newMux(g, mounts{admin: ok})
+	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	do := func(h http.Handler, method, path, accept string, hdr map[string]string, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "http://localhost"+path, strings.NewReader(body))
+		r.RemoteAddr = "127.0.0.1:40000"
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		if w := do(with, method, "/", browser, nil, ""); w.Code != http.StatusFound || w.Header().Get("Location") != "ui/" {
+			t.Errorf("%s / from a browser: %d %q, want 302 to ui/", method, w.Code, w.Header().Get("Location"))
+		}
+	}
+	if w := do(without, http.MethodGet, "/", browser, nil, ""); w.Code == http.StatusFound {
+		t.Errorf("without a console / redirected to %q", w.Header().Get("Location"))
+	}
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tc := range []struct {
+		name, method, path, accept string
+		hdr                        map[string]string
+		body                       string
+	}{
+		{"initialize", http.MethodPost, "/", "application/json, text/event-stream", nil, initialize},
+		{"POST accepting html", http.MethodPost, "/", "text/html, application/json, text/event-stream", nil, initialize},
+		{"event stream", http.MethodGet, "/", "text/event-stream", nil, ""},
+		{"html and event stream", http.MethodGet, "/", "text/html, text/event-stream", nil, ""},
+		{"session", http.MethodGet, "/", browser, map[string]string{"Mcp-Session-Id": "abc"}, ""},
+		{"protocol version", http.MethodGet, "/", browser, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, ""},
+		{"other path", http.MethodGet, "/mcp", browser, nil, ""},
+		{"no accept", http.MethodGet, "/", "", nil, ""},
+	} {
+		got, want := do(with, tc.method, tc.path, tc.accept, tc.hdr, tc.body), do(without, tc.method, tc.path, tc.accept, tc.hdr, tc.body)
+		if got.Code == http.StatusFound || got.Code != want.Code || got.Header().Get("Content-Type") != want.Header().Get("Content-Type") {
+			t.Errorf("%s: %d %q with the console, %d %q without", tc.name, got.Code, got.Header().Get("Content-Type"), want.Code, want.Header().Get("Content-Type"))
+		}
+		if tc.method == http.MethodPost && (got.Body.String() != want.Body.String() || !strings.HasPrefix(got.Body.String(), `{"jsonrpc":"2.0","id":1,`)) {
+			t.Errorf("%s: %.200s with the console, %.200s without, want the gateway's JSON-RPC answer", tc.name, got.Body, want.Body)
 		}
 	}
 }

@@ -311,9 +311,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Store:        st,
 		Config:       cfg,
 		Authenticate: auth.Authenticate,
-		// Without any configured key the only callers are anonymous, and
-		// the gateway listens on loopback only (or anonymous was chosen).
-		OpenAccess:   cfg.AnonymousOnly() && master == "",
+		// Without any configured key the only callers are anonymous; the
+		// admin API (and so the console) is theirs only while the gateway
+		// listens on loopback alone: auth.anonymous on a wider listener
+		// serves MCP to anyone, never the admin API.
+		OpenAccess:   cfg.AnonymousOnly() && master == "" && netaddr.ListenIsLoopback(listen),
 		KeyChanged:   auth.Invalidate,
 		KeysFlushed:  auth.Flush,
 		Bus:          bus,

@@ -66,6 +66,8 @@ func run() error {
 		return fmt.Errorf("start mcpgate: %w", err)
 	}
 	fmt.Fprintln(os.Stderr, "quickstart: mcpgate on http://127.0.0.1:4000/mcp (tools notes__* and calc__*); Ctrl-C to stop")
+	// No keys and a loopback listener: the console opens without one.
+	fmt.Fprintln(os.Stderr, "quickstart: console on http://127.0.0.1:4000/ui/ (open it in a browser on this machine; no key needed)")
 	done := make(chan error, 1)
 	go func() { done <- gw.Wait() }()
 	select {

@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/vault"
@@ -60,7 +62,11 @@ type Options struct {
 	// Authenticate identifies the caller of an admin request.
 	Authenticate func(*http.Request) (*callers.Caller, *callers.Failure)
 	// OpenAccess lets anonymous callers administer: only for a gateway
-	// with no auth configured, which serves loopback only.
+	// with no auth configured whose listener is loopback only (the
+	// quickstart), so that its console opens without a key. Even then a
+	// request whose peer address is not loopback gets no admin powers
+	// (openAccess): a listener that bound more than its text said, or a
+	// proxy in front, never hands the API to a remote caller.
 	OpenAccess bool
 	// KeyChanged is called after a key was created, changed or revoked,
 	// here or on another replica.
@@ -179,6 +185,7 @@ var routes = []route{
 	{"POST", "/servers/{name}/test", func(a *API) handlerFunc { return a.testServer }},
 	{"PUT", "/servers/{name}/tools", func(a *API) handlerFunc { return a.putServerTools }},
 	{"GET", "/stats", func(a *API) handlerFunc { return a.stats }},
+	{"GET", "/stats/series", func(a *API) handlerFunc { return a.statsSeries }},
 	{"GET", "/sessions", func(a *API) handlerFunc { return a.listSessions }},
 	{"POST", "/sessions/terminate", func(a *API) handlerFunc { return a.terminateSessions }},
 	{"GET", "/toolsets", func(a *API) handlerFunc { return a.listToolsets }},
@@ -190,6 +197,7 @@ var routes = []route{
 	{"GET", "/audit", func(a *API) handlerFunc { return a.listToolCalls }},
 	{"GET", "/audit/events", func(a *API) handlerFunc { return a.listEvents }},
 	{"GET", "/usage", func(a *API) handlerFunc { return a.usage }},
+	{"GET", "/usage/series", func(a *API) handlerFunc { return a.usageSeries }},
 	{"PUT", "/me/credentials/{server}", func(a *API) handlerFunc { return a.putCredential }},
 	{"GET", "/me/credentials", func(a *API) handlerFunc { return a.listCredentials }},
 	{"DELETE", "/me/credentials/{server}", func(a *API) handlerFunc { return a.deleteCredential }},
@@ -243,10 +251,20 @@ func (a *API) admit(r *http.Request) (*callers.Caller, error) {
 	switch {
 	case c != nil && (c.Master || c.Admin):
 		return c, nil
-	case (c == nil || c.Anonymous) && a.o.OpenAccess:
+	case (c == nil || c.Anonymous) && a.openAccess(r):
 		return &callers.Caller{Anonymous: true, Admin: true}, nil
 	}
 	return nil, refusal(http.StatusForbidden, "")
+}
+
+// openAccess reports whether an anonymous r may administer: the API is
+// open (Options.OpenAccess) and r came from this host's loopback.
+func (a *API) openAccess(r *http.Request) bool {
+	if !a.o.OpenAccess {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && netaddr.IsLoopbackIP(ap.Addr().Unmap())
 }
 
 // actor names the caller in the audit log.

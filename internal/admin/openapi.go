@@ -44,6 +44,8 @@ var docs = map[string]opDoc{
 	"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics", response: "Stats", status: "200"},
 	"GET /sessions":                         {summary: "Live downstream sessions (S13.1); in a fleet every replica's, each naming the replicas holding a copy (incomplete says why some may be missing)", response: "SessionsReport", status: "200"},
 	"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user on every replica; their ids are remembered first (S13.2); 503 (with what was ended) when the store does not record an end or other replicas' sessions cannot be found", body: "TerminateRequest", response: "TerminateResult", status: "200"},
+	"GET /stats/series":                     {summary: "The last hour of tool calls per server in one-minute buckets (calls, errors, p50 and p99 latency), read from the audit store; at most 20,000 calls are read (truncated says when more were made)", response: "StatsSeries", status: "200"},
+	"GET /usage/series":                     {summary: "Cost and calls per key, user or team over the last 24h (hourly), 7d (6-hourly) or 30d (daily), from the audit store: the 8 costliest groups and (other)", response: "UsageSeries", status: "200", query: []string{"by", "range"}},
 	"GET /usage":                            {summary: "Tool calls and their cost summed per key, user or team over a period", response: "UsageReport", status: "200", query: []string{"by", "since", "until"}},
 	"GET /audit":                            {summary: "Recent tool calls, newest first", response: "ToolCallPage", status: "200", query: []string{"key", "user", "team", "server", "tool", "outcome", "since", "limit", "before"}},
 	"GET /audit/events":                     {summary: "Recent admin actions, newest first", response: "EventPage", status: "200", query: []string{"actor", "action", "limit", "before"}},
@@ -150,6 +152,12 @@ var schemas = map[string]any{
 	"ToolCallPage": obj(map[string]any{"next": str, "calls": map[string]any{"type": "array", "items": obj(map[string]any{
 		"id": integer, "time": str, "key_alias": str, "user": str, "team": str, "server": str, "tool": str, "outcome": str, "fault": str,
 		"duration_ms": integer, "session": str, "request_bytes": integer, "response_bytes": integer, "guardrail": str, "cost": map[string]any{"type": "number"}})}}, "calls"),
+	"StatsSeries": obj(map[string]any{"since": str, "until": str, "step_seconds": integer, "truncated": boolean,
+		"servers": map[string]any{"type": "array", "items": obj(map[string]any{"server": str, "points": map[string]any{"type": "array", "items": obj(map[string]any{
+			"time": str, "calls": integer, "errors": integer, "p50_ms": map[string]any{"type": "number"}, "p99_ms": map[string]any{"type": "number"}})}})}}, "since", "until", "step_seconds", "servers"),
+	"UsageSeries": obj(map[string]any{"by": str, "range": str, "step_seconds": integer, "buckets": strList,
+		"groups": map[string]any{"type": "array", "items": obj(map[string]any{"group": str, "calls": map[string]any{"type": "array", "items": integer},
+			"cost": map[string]any{"type": "array", "items": map[string]any{"type": "number"}}, "total_calls": integer, "total_cost": map[string]any{"type": "number"}})}}, "by", "range", "step_seconds", "buckets", "groups"),
 	"UsageReport": obj(map[string]any{"by": str, "since": str, "until": str, "total": map[string]any{"type": "number"},
 		"usage": map[string]any{"type": "array", "items": obj(map[string]any{"group": str, "calls": integer, "cost": map[string]any{"type": "number"}}, "group", "calls", "cost")}}, "by", "total", "usage"),
 	"CredentialRequest": obj(map[string]any{"value": str}, "value"),

@@ -16,6 +16,13 @@
 // it nor make the browser send it, which is what makes the console safe
 // from CSRF without tokens of its own.
 //
+// A gateway with no auth that listens on loopback only (the quickstart)
+// lets this host's callers use the admin API without a key (the admin
+// package's OpenAccess); the page asks once and then needs no sign-in,
+// saying so in a banner. Its charts are inline SVG the page's own script
+// draws from the admin API's time series: no chart library, nothing
+// fetched from elsewhere.
+//
 // The files are plain ES modules with no build step, so a change is an
 // edit and a reload; TestAssets checks every file the page loads is
 // embedded and that no file holds inline script.

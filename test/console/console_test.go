@@ -62,6 +62,13 @@ func startGateway(t *testing.T) string {
 }
 
 func startGatewayWith(t *testing.T, config string, env ...string) string {
+	base, _ := startGatewayFile(t, config, env...)
+	return base
+}
+
+// startGatewayFile is startGatewayWith that also answers the config
+// file's path, for a test that changes it and reloads.
+func startGatewayFile(t *testing.T, config string, env ...string) (base, file string) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "mcpgate")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/mcpgate").CombinedOutput(); err != nil {
@@ -90,11 +97,11 @@ func startGatewayWith(t *testing.T, config string, env ...string) string {
 	}()
 	select {
 	case u := <-addr:
-		return u
+		return u, cfg
 	case <-time.After(30 * time.Second):
 		t.Fatal("gateway did not start")
 	}
-	return ""
+	return "", ""
 }
 
 // mcpPost sends one JSON-RPC message with a key (and session).
@@ -276,7 +283,9 @@ func TestConsole(t *testing.T) {
 	b := newBrowser(t)
 
 	// Sign in: a wrong key is refused on the page, the master key works.
-	b.step("login page", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(c("#login-key")))
+	b.step("login page", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(c("#login-key")),
+		evalTrue("no nav and no sign out before signing in", `getComputedStyle(document.getElementById("nav")).display === "none" &&
+			document.getElementById("signout").getClientRects().length === 0 && document.getElementById("open-banner").getClientRects().length === 0`))
 	b.step("wrong key", chromedp.SendKeys(c("#login-key"), "not-a-key-0123456789"), chromedp.Click(c(`#login-form button[type="submit"]`)),
 		chromedp.WaitVisible(x(`//p[@role="alert"]`)))
 	b.shoot("login")
@@ -288,12 +297,19 @@ func TestConsole(t *testing.T) {
 		t.Errorf("after sign-in: %q (the key belongs in session storage, not the URL or a cookie)", stored)
 	}
 
+	// The master key is no person: it has no connections, which is no error.
+	b.step("master's connections", chromedp.Navigate(base+"/ui/#/connections"), chromedp.WaitVisible(c("#no-person")),
+		chromedp.WaitNotPresent(c(`main [role="alert"]`)))
+
 	// Add a server and see it turn ready.
 	b.step("servers page", chromedp.Navigate(base+"/ui/#/servers"), chromedp.WaitVisible(c("#add-server")))
 	b.step("add server", chromedp.SendKeys(c("#srv-name"), "shop"), chromedp.SendKeys(c("#srv-url"), upstream+"/mcp"),
 		chromedp.Click(c(`#add-server button[type="submit"]`)), chromedp.WaitVisible(x(`//span[@data-state="shop" and text()="ready"]`)))
 	b.step("test connection", chromedp.Click(x(`//button[@aria-label="Test connection to shop"]`)),
-		chromedp.WaitVisible(x(`//p[@id="test-result" and starts-with(text(), "ok: 2 tools, handshake and list in ")]`)))
+		chromedp.WaitVisible(x(`//p[@id="test-result" and starts-with(text(), "ok: 2 tools, handshake and list in ")]`)),
+		chromedp.WaitVisible(x(`//pre[@aria-label="Request preview" and starts-with(text(), "POST `+upstream+`/mcp")]`)))
+	// A runtime server may be removed; it is offered Remove.
+	b.step("runtime server removable", chromedp.WaitVisible(rowButton("shop", "Remove")))
 	// Hide refund with the server's tool policy.
 	b.step("tool policy", chromedp.Click(x(`//button[@aria-label="Tools of shop"]`)), chromedp.WaitVisible(c(`input[data-tool="refund"]`)),
 		chromedp.Click(c(`input[data-tool="refund"]`)), chromedp.Click(c("#save-tools")),

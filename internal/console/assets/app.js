@@ -1,6 +1,6 @@
 // The console: a hash router over pages, each backed by /admin/v1 only.
 
-import { api, base, key, setKey, role, setRole, h, table, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
+import { api, base, key, setKey, role, setRole, open, setOpen, h, table, chart, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
 import { schemaForm } from "./form.js";
 import * as auth from "./auth.js";
 
@@ -40,10 +40,19 @@ function signOut() {
   setKey("");
   auth.setToken(null);
   setRole("");
+  setOpen(false);
+}
+
+// probeOpen reports whether the admin API lets this browser in without a
+// key: only a gateway with no keys that listens on loopback does, and
+// only for requests from this host (docs/security.md).
+async function probeOpen() {
+  try { await api("GET", "/servers", undefined, ""); return true; } catch { return false; }
 }
 
 function login(msg) {
   document.getElementById("nav").hidden = true;
+  document.getElementById("open-banner").hidden = true;
   const [keyLabel, keyInput] = field("Key", { type: "password", id: "login-key", autocomplete: "off", required: true });
   const err = h("div", {});
   const form = h("form", { class: "inline", id: "login-form" }, keyLabel, h("button", { type: "submit" }, "Sign in with key"));
@@ -90,11 +99,35 @@ function stateCell(s) {
 
 // ---- overview ----
 
+const pct = v => (Math.round(v * 10) / 10) + "%";
+const ms = v => v >= 1000 ? (v / 1000).toFixed(1) + " s" : v >= 10 || v === 0 ? Math.round(v) + " ms" : v.toFixed(1) + " ms";
+const perSec = v => v < 10 ? (Math.round(v * 100) / 100).toString() : Math.round(v).toString();
+
+// seriesCharts draws the last hour per server (GET /stats/series): calls
+// per second, error rate, and p50 and p99 latency, one line per server.
+function seriesCharts(se) {
+  const times = se.servers.length ? se.servers[0].points.map(p => new Date(p.time)) : [];
+  const step = se.step_seconds || 60;
+  const lines = f => se.servers.map(x => ({ name: x.server, values: x.points.map(f) }));
+  const empty = "No tool calls in the last hour.";
+  const has = se.servers.some(x => x.points.some(p => p.calls > 0));
+  return h("div", { class: "charts", id: "charts" },
+    chart({ id: "chart-rate", title: "Calls per second", times, series: lines(p => p.calls / step), fmt: perSec, empty, has }),
+    chart({ id: "chart-errors", title: "Error rate (calls not ok)", times, series: lines(p => p.calls ? 100 * p.errors / p.calls : null), fmt: pct, empty, has }),
+    chart({ id: "chart-p50", title: "p50 latency", times, series: lines(p => p.calls ? p.p50_ms : null), fmt: ms, empty, has }),
+    chart({ id: "chart-p99", title: "p99 latency", times, series: lines(p => p.calls ? p.p99_ms : null), fmt: ms, empty, has }),
+    se.truncated ? h("p", { class: "muted" }, "More calls were made than the charts read: the oldest minutes count only the newest calls.") : null);
+}
+
 function overview() {
   const cards = region("Totals");
+  const charts = region("The last hour");
   const body = region("Servers");
   let last = null;
-  render(h("h1", {}, "Overview"), cards, h("h2", {}, "Servers"), body);
+  render(h("h1", {}, "Overview"), cards, h("h2", {}, "The last hour, per server"), charts, h("h2", {}, "Servers"), body);
+  every(10000, async () => {
+    try { charts.replaceChildren(seriesCharts(await api("GET", "/stats/series"))); } catch (e) { charts.replaceChildren(errorBox(e)); }
+  });
   every(2000, async () => {
     try {
       const [srv, st, ses] = await Promise.all([api("GET", "/servers"), api("GET", "/stats"), api("GET", "/sessions")]);
@@ -243,10 +276,12 @@ function servers() {
           h("button", { type: "button", class: "secondary", onclick: () => test(s), "aria-label": `Test connection to ${s.name}` }, "Test"),
           h("button", { type: "button", class: "secondary", onclick: () => toolsOf(s), "aria-label": `Tools of ${s.name}` }, "Tools"),
           s.source === "api" ? h("button", { type: "button", class: "secondary", onclick: () => editServer(s), "aria-label": `Edit ${s.name}` }, "Edit") : null,
-          twoStep("Remove", "Confirm remove", async () => {
+          // A config-file server is changed in the file: the API refuses
+          // to remove it (409), so it is not offered.
+          s.source === "api" ? twoStep("Remove", "Confirm remove", async () => {
             try { await api("DELETE", `/servers/${encodeURIComponent(s.name)}`); say(`Server ${s.name} removed`); refresh(); }
             catch (e) { out.replaceChildren(errorBox(e)); }
-          })) },
+          }) : h("span", { class: "muted", "data-source": s.name }, "config file")) },
       ], srv.servers));
     } catch (e) { list.replaceChildren(errorBox(e)); }
   }
@@ -307,6 +342,7 @@ function keys() {
         { label: "Servers", get: k => k.servers ? k.servers.join(", ") || "(none)" : "all" },
         { label: "Admin", get: k => k.admin ? "yes" : "" },
         { label: "Budget", get: k => k.budget ? `${k.budget.amount} per ${k.budget.period}` : "" },
+        { label: "Expires", get: k => when(k.expires) },
         { label: "Source", get: k => k.source },
         { label: "Last used", get: k => when(k.last_used_at) },
         { label: "", get: k => k.source === "config" ? h("span", { class: "muted" }, "config file") : h("span", { class: "row" },
@@ -322,26 +358,63 @@ function keys() {
   function edit(k) {
     const list = v => (v || []).join(", ");
     const split = v => v.split(",").map(x => x.trim()).filter(Boolean);
+    // A per-server tool map as lines "server: tool, tool".
+    const mapText = m => Object.entries(m || {}).map(([srv, ts]) => `${srv}: ${ts.join(", ")}`).join("\n");
+    const parseMap = (name, v) => {
+      const out = {};
+      for (const line of v.split("\n").map(l => l.trim()).filter(Boolean)) {
+        const i = line.indexOf(":");
+        if (i < 1) throw new Error(`${name}: each line is "server: tool, tool" (got "${line}")`);
+        out[line.slice(0, i).trim()] = split(line.slice(i + 1));
+      }
+      return out;
+    };
+    // datetime-local works in local time; the API takes RFC 3339.
+    const localInput = t => {
+      if (!t) return "";
+      const d = new Date(t);
+      return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+    };
+    const [uL, uI] = field("User", { id: "edit-user", value: k.user || "" });
+    const [tmL, tmI] = field("Team", { id: "edit-team", value: k.team || "" });
     const [sL, sI] = field("Servers (empty: all)", { id: "edit-servers", value: k.servers ? list(k.servers) : "" });
+    const noServers = h("input", { type: "checkbox", id: "edit-no-servers", checked: !!(k.servers && !k.servers.length) });
+    const [taL, taI] = field("Allowed tools, one server a line: server: tool, tool (empty: every tool)", { tag: "textarea", id: "edit-tools", rows: 2 });
+    taI.value = mapText(k.tools);
+    const [tdL, tdI] = field("Denied tools, one server a line: server: tool, tool", { tag: "textarea", id: "edit-deny-tools", rows: 2 });
+    tdI.value = mapText(k.deny_tools);
     const [tL, tI] = field("Toolsets", { id: "edit-toolsets", value: list(k.toolsets) });
     const [gL, gI] = field("Access groups", { id: "edit-groups", value: list(k.access_groups) });
+    const [cL, cI] = field("Networks (CIDRs, comma-separated; empty: any)", { id: "edit-cidrs", value: list(k.allowed_cidrs), placeholder: "10.0.0.0/8, 192.0.2.7/32" });
     const [rL, rI] = field("Rate limit (calls/min, 0: none)", { id: "edit-rpm", type: "number", min: "0", value: k.rate_limit_rpm || 0 });
     const [bL, bI] = field("Budget (cost per period, 0: none)", { id: "edit-budget", type: "number", min: "0", step: "any", value: k.budget ? k.budget.amount : 0 });
     const bP = h("select", { id: "edit-budget-period" }, ["day", "week", "month"].map(p => h("option", { value: p, selected: (k.budget ? k.budget.period : "month") === p }, p)));
+    const [eL, eI] = field(k.expires ? "Expires (local time)" : "Expires (local time; empty: never)", { id: "edit-expires", type: "datetime-local", value: localInput(k.expires) });
     const adm = h("input", { type: "checkbox", id: "edit-admin", checked: !!k.admin });
+    const nomcp = h("input", { type: "checkbox", id: "edit-no-mcp", checked: !!k.no_mcp });
     const dis = h("input", { type: "checkbox", id: "edit-disabled", checked: !!k.disabled });
-    const f = h("form", { class: "inline", id: "edit-key" }, sL, tL, gL, rL, bL, h("label", {}, "Budget period", bP), h("label", { class: "check" }, adm, "Admin"),
+    const msg = h("div", {});
+    const f = h("form", { class: "inline", id: "edit-key" }, uL, tmL, sL, h("label", { class: "check" }, noServers, "No servers"), taL, tdL, tL, gL, cL, rL, bL,
+      h("label", {}, "Budget period", bP), eL, h("label", { class: "check" }, adm, "Admin"), h("label", { class: "check" }, nomcp, "Admin API only (no MCP)"),
       h("label", { class: "check" }, dis, "Disabled"), h("button", { type: "submit" }, "Save"));
     f.addEventListener("submit", async ev => {
       ev.preventDefault();
-      const body = { toolsets: split(tI.value), access_groups: split(gI.value), rate_limit_rpm: Number(rI.value) || 0, admin: adm.checked, disabled: dis.checked,
-        budget: { amount: Number(bI.value) || 0, period: bP.value } };
-      if (sI.value.trim()) body.servers = split(sI.value); else body.all_servers = true;
+      let body;
+      try {
+        body = { user: uI.value.trim(), team: tmI.value.trim(), tools: parseMap("Allowed tools", taI.value), deny_tools: parseMap("Denied tools", tdI.value),
+          toolsets: split(tI.value), access_groups: split(gI.value), allowed_cidrs: split(cI.value), rate_limit_rpm: Number(rI.value) || 0,
+          admin: adm.checked, no_mcp: nomcp.checked, disabled: dis.checked, budget: { amount: Number(bI.value) || 0, period: bP.value } };
+      } catch (e) { msg.replaceChildren(errorBox(e)); return; }
+      if (noServers.checked) body.servers = [];
+      else if (sI.value.trim()) body.servers = split(sI.value);
+      else body.all_servers = true;
+      if (eI.value) body.expires = new Date(eI.value).toISOString();
       try { await api("PATCH", `/keys/${encodeURIComponent(k.alias)}`, body); say(`Key ${k.alias} saved`); editBox.replaceChildren(); refresh(); }
-      catch (e) { editBox.append(errorBox(e)); }
+      catch (e) { msg.replaceChildren(errorBox(e)); }
     });
-    editBox.replaceChildren(h("h2", {}, `Edit ${k.alias}`), f);
-    sI.focus();
+    editBox.replaceChildren(h("h2", {}, `Edit ${k.alias}`),
+      h("p", { class: "muted" }, "Every field of the key; its secret never changes here. An expiry once set can be moved, not removed."), f, msg);
+    uI.focus();
   }
   const grants = region("Grants");
   const gOut = h("div", {});
@@ -588,23 +661,213 @@ function connections() {
         { label: "Expires", get: c => when(c.expires_at) },
         { label: "Last used", get: c => when(c.last_used_at) },
       ], cs.connections || [], "No connections yet."));
-    } catch (e) { need.replaceChildren(errorBox(e)); }
+    } catch (e) {
+      // The master key and an open gateway's anonymous caller are no
+      // person: they have no connections of their own, which is no error.
+      if (e instanceof APIError && e.status === 403) {
+        need.replaceChildren(h("p", { class: "muted", id: "no-person" }, open() ? "Nobody is signed in (this gateway has no keys): connections belong to people, who sign in with their own key or account."
+          : "You signed in with a key that is no person's (the master key): connections belong to people, who sign in with their own key or account. Their connections are listed by mcpgate connections list."));
+        list.replaceChildren();
+        return;
+      }
+      need.replaceChildren(errorBox(e));
+    }
   }
   render(h("h1", {}, "My connections"), need, out, h("h2", {}, "Details"), list);
   refresh();
 }
 
+// ---- usage ----
+
+function usage() {
+  const by = h("select", { id: "usage-by" }, [["key", "key"], ["user", "user"], ["team", "team"]].map(([v, l]) => h("option", { value: v }, l)));
+  const range = h("select", { id: "usage-range" }, [["24h", "the last 24 hours"], ["7d", "the last 7 days"], ["30d", "the last 30 days"]].map(([v, l]) => h("option", { value: v }, l)));
+  const body = region("Usage");
+  const money = v => (Math.round(v * 100) / 100).toString();
+  async function load() {
+    try {
+      const u = await api("GET", "/usage/series?" + new URLSearchParams({ by: by.value, range: range.value }));
+      const times = u.buckets.map(t => new Date(t));
+      const name = g => g.group || `(no ${u.by})`;
+      const series = f => u.groups.map(g => ({ name: name(g), values: f(g) }));
+      body.replaceChildren(
+        h("div", { class: "charts" },
+          chart({ id: "chart-cost", title: `Cost per ${u.by}`, times, series: series(g => g.cost), fmt: money, kind: "bars", empty: "No priced calls in this period." }),
+          chart({ id: "chart-calls", title: `Calls per ${u.by}`, times, series: series(g => g.calls), fmt: v => String(Math.round(v)), kind: "bars", empty: "No tool calls in this period." })),
+        table(`Cost and calls per ${u.by}`, [
+          { label: u.by[0].toUpperCase() + u.by.slice(1), get: g => name(g) },
+          { label: "Calls", get: g => g.total_calls },
+          { label: "Cost", get: g => money(g.total_cost) },
+        ], u.groups, "No tool calls in this period."));
+    } catch (e) { body.replaceChildren(errorBox(e)); }
+  }
+  by.addEventListener("change", load);
+  range.addEventListener("change", load);
+  render(h("h1", {}, "Usage"),
+    h("p", { class: "muted" }, "Tool calls and their cost (servers.<name>.tools.costs), from the audit log."),
+    h("div", { class: "row" }, h("label", {}, "Per", by), h("label", {}, "Over", range)), body);
+  load();
+}
+
+// ---- toolsets ----
+
+function toolsets() {
+  const list = region("Toolset list");
+  const out = h("div", {});
+  const [nL, nI] = field("Name", { id: "ts-name", required: true, pattern: "[a-z0-9][a-z0-9_-]*" });
+  const [sL, sI] = field("Tools, one server a line: server: tool, tool (* for every tool)", { tag: "textarea", id: "ts-servers", rows: 3, required: true });
+  const form = h("form", { class: "inline", id: "put-toolset" }, nL, sL, h("button", { type: "submit" }, "Save toolset"));
+  const parse = v => {
+    const servers = {};
+    for (const line of v.split("\n").map(l => l.trim()).filter(Boolean)) {
+      const i = line.indexOf(":");
+      if (i < 1) throw new Error(`each line is "server: tool, tool" (got "${line}")`);
+      servers[line.slice(0, i).trim()] = line.slice(i + 1).split(",").map(x => x.trim()).filter(Boolean);
+    }
+    return servers;
+  };
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    try {
+      const name = nI.value.trim();
+      await api("PUT", `/toolsets/${encodeURIComponent(name)}`, { servers: parse(sI.value) });
+      say(`Toolset ${name} saved`);
+      form.reset();
+      out.replaceChildren();
+      refresh();
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  });
+  function editIt(t) {
+    nI.value = t.name;
+    sI.value = Object.entries(t.servers || {}).map(([srv, ts]) => `${srv}: ${ts.join(", ")}`).join("\n");
+    sI.focus();
+  }
+  async function refresh() {
+    try {
+      const ts = (await api("GET", "/toolsets")).toolsets || [];
+      if (armed(list)) return;
+      list.replaceChildren(table("Toolsets", [
+        { label: "Toolset", get: t => t.name },
+        { label: "Tools", get: t => Object.entries(t.servers || {}).map(([srv, tools]) => `${srv}: ${tools.length ? tools.join(", ") : "*"}`).join("; ") },
+        { label: "Source", get: t => t.source },
+        { label: "", get: t => t.source !== "api" ? h("span", { class: "muted" }, "config file") : h("span", { class: "row" },
+          h("button", { type: "button", class: "secondary", onclick: () => editIt(t), "aria-label": `Edit toolset ${t.name}` }, "Edit"),
+          twoStep("Remove", "Confirm remove", async () => {
+            try { await api("DELETE", `/toolsets/${encodeURIComponent(t.name)}`); say(`Toolset ${t.name} removed`); refresh(); }
+            catch (e) { out.replaceChildren(errorBox(e)); }
+          })) },
+      ], ts, "No toolsets: a toolset names tools of several servers that keys and grants can be given at once."));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  render(h("h1", {}, "Toolsets"), list, h("h2", {}, "Create or replace a runtime toolset"), form, out);
+  refresh();
+}
+
+// ---- admin events ----
+
+function eventsTable(rows) {
+  return table("Admin events", [
+    { label: "Time", get: e => when(e.time) },
+    { label: "Actor", get: e => e.actor },
+    { label: "Action", get: e => e.action },
+    { label: "Target", get: e => e.target || "" },
+    { label: "Detail", get: e => e.detail ? h("code", {}, JSON.stringify(e.detail)) : "" },
+  ], rows, "No admin events match.");
+}
+
+function events() {
+  const [aL, aI] = field("Actor", { id: "ev-actor", type: "search" });
+  const [cL, cI] = field("Action (e.g. key.create)", { id: "ev-action", type: "search" });
+  const list = region("Admin events");
+  const more = h("button", { type: "button", class: "secondary", id: "ev-more", hidden: true }, "Older");
+  let rows = [];
+  let next = "";
+  async function load(reset) {
+    try {
+      const q = new URLSearchParams({ limit: "50" });
+      if (aI.value.trim()) q.set("actor", aI.value.trim());
+      if (cI.value.trim()) q.set("action", cI.value.trim());
+      if (!reset && next) q.set("before", next);
+      const page = await api("GET", "/audit/events?" + q);
+      rows = reset ? page.events : rows.concat(page.events);
+      next = page.next || "";
+      more.hidden = !next;
+      list.replaceChildren(eventsTable(rows));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  const form = h("form", { class: "inline" }, aL, cL, h("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", ev => { ev.preventDefault(); load(true); });
+  more.addEventListener("click", () => load(false));
+  render(h("h1", {}, "Admin events"), h("p", { class: "muted" }, "What was changed through the admin API, the CLI and reloads, by whom; never a secret."), form, list, more);
+  load(true);
+}
+
+// ---- reload ----
+
+function reload() {
+  const out = h("div", { id: "reload-out" });
+  const history = region("Reloads");
+  const names = (label, v) => v && v.length ? h("li", {}, `${label}: ${v.join(", ")}`) : null;
+  const go = h("button", { type: "button", id: "reload-go" }, "Reload the config file");
+  go.addEventListener("click", async () => {
+    go.disabled = true;
+    try {
+      const r = await api("POST", "/reload");
+      const s = r.servers || {}, k = r.keys || {};
+      out.replaceChildren(h("p", { id: "reload-result", class: "state-ready" }, r.changed ? "Reloaded: the changes below apply now." : "Reloaded: nothing changed."),
+        h("ul", {}, names("Servers added", s.added), names("Servers removed", s.removed), names("Servers changed", s.changed),
+          names("Keys added", k.added), names("Keys removed", k.removed), names("Keys changed", k.changed), names("Sections changed", r.sections),
+          names("Need a restart", r.restart_required)));
+    } catch (e) {
+      const problems = e instanceof APIError && e.body && e.body.problems;
+      out.replaceChildren(errorBox(e), problems ? table("Problems in the config file", [
+        { label: "Field", get: p => p.path || "" },
+        { label: "Line", get: p => p.line || "" },
+        { label: "Problem", get: p => p.message },
+      ], problems) : null);
+    } finally { go.disabled = false; loadHistory(); }
+  });
+  async function loadHistory() {
+    try {
+      const [ok, bad] = await Promise.all([api("GET", "/audit/events?action=config.reload&limit=20"), api("GET", "/audit/events?action=config.reload_failed&limit=20")]);
+      const rows = ok.events.concat(bad.events).sort((a, b) => (a.time < b.time ? 1 : -1)).slice(0, 20);
+      history.replaceChildren(eventsTable(rows));
+    } catch (e) { history.replaceChildren(errorBox(e)); }
+  }
+  render(h("h1", {}, "Reload"),
+    h("p", { class: "muted" }, "Read the config file again and apply what changed, without dropping sessions (as SIGHUP and mcpgate reload do). A file with problems changes nothing."),
+    go, out, h("h2", {}, "Recent reloads"), history);
+  loadHistory();
+}
+
 // ---- router ----
 
-const pages = { overview, servers, keys, playground, sessions, audit, connections };
+const pages = { overview, servers, keys, toolsets, playground, sessions, audit, usage, events, reload, connections };
 const personPages = new Set(["connections"]);
+
+let triedOpen = false;
 
 function route() {
   clearTimers();
   const r = role();
-  if (!r) { login(); return; }
+  if (!r) {
+    // An open gateway (no keys, loopback only) needs no sign-in: ask once
+    // per page load whether the admin API lets this browser in as it is.
+    if (!triedOpen) {
+      triedOpen = true;
+      probeOpen().then(ok => {
+        if (ok) { setOpen(true); setRole("admin"); }
+        route();
+      });
+      return;
+    }
+    login();
+    return;
+  }
   const nav = document.getElementById("nav");
   nav.hidden = false;
+  document.getElementById("signout").hidden = open();
+  document.getElementById("open-banner").hidden = !open();
   for (const a of nav.querySelectorAll("a")) a.hidden = r !== "admin" && !personPages.has(a.getAttribute("href").slice(2));
   let name = (location.hash.match(/^#\/([a-z]+)/) || [])[1] || (r === "admin" ? "overview" : "connections");
   if (!pages[name] || (r !== "admin" && !personPages.has(name))) name = r === "admin" ? "overview" : "connections";
