@@ -25,7 +25,7 @@
 #   INTEROP_GATEWAY_BIN  test this mcpgate binary instead of building one.
 #   INTEROP_VERBOSE=1    stream gateway and upstream stderr.
 #
-# Then runs the Go interop tests (`go test -tags interop`): test/interop/modern
+# Then runs the Go interop tests (`go test -tags interop`): test/interop/eras
 # (go-sdk client speaking 2026-07-28 through mcpgate to server-everything) and
 # test/interop/idp (the Go helper that starts idp.mjs: machine tokens, key
 # rotation, JWKS fetch counts).
@@ -60,9 +60,9 @@ if [[ $rc -eq 124 || $rc -eq 137 ]]; then
 fi
 
 # The go-sdk client in the stateless revision 2026-07-28 through mcpgate to
-# the same server-everything (test/interop/modern, build tag interop). Runs
+# the same server-everything (test/interop/eras, build tag interop). Runs
 # whatever node's result; the script fails if either part failed.
-echo "interop-ts.sh: go test -tags interop ./test/interop/modern/" >&2
+echo "interop-ts.sh: go test -tags interop ./test/interop/eras/" >&2
 gw_bin=""
 if [[ -n "${INTEROP_GATEWAY_BIN:-}" ]]; then
   gw_bin="$(realpath -m "$INTEROP_GATEWAY_BIN")" # relative to $ROOT, as for node
@@ -71,7 +71,7 @@ set +e
 MCPGATE_NODE="$node22" \
 MCPGATE_EVERYTHING="$ROOT/test/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js" \
 MCPGATE_GATEWAY_BIN="$gw_bin" \
-  go test -tags interop -count=1 -timeout 300s ./test/interop/modern/
+  go test -tags interop -count=1 -timeout 300s ./test/interop/eras/
 go_rc=$?
 set -e
 if [[ $go_rc -ne 0 ]]; then

@@ -125,7 +125,7 @@ vet() {
     return 1
   fi
   go vet ./...
-  go vet -tags interop ./test/interop/modern/ ./test/interop/idp/ ./test/interop/identity/
+  go vet -tags interop ./test/interop/eras/ ./test/interop/idp/ ./test/interop/identity/
 }
 
 # Fuzz targets are found, not listed: every func Fuzz... in a _test.go file,
@@ -271,12 +271,12 @@ conformance_runs() {
   local next=(--spec-version 2026-07-28 --suite all)
   run "conformance 2026-07-28 against the fixture directly (-stateless)" \
     CONFORMANCE_SUITE=next CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --fixture "${next[@]}"
-  run "conformance 2026-07-28 through mcpgate, old-era streamable-HTTP upstream (bridged)" \
+  run "conformance 2026-07-28 through mcpgate, handshake-era streamable-HTTP upstream (bridged)" \
     CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=http bash scripts/conformance.sh --gateway "${next[@]}" \
     --expected-failures test/fixtures/conformance/expected-failures-2026-07-28-legacy-upstream.yml
   run "conformance 2026-07-28 through mcpgate, 2026-07-28 streamable-HTTP upstream (-stateless)" \
     CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=http CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway "${next[@]}"
-  # stdio at 2026-07-28: an old-era stdio upstream cannot tie a
+  # stdio at 2026-07-28: an handshake-era stdio upstream cannot tie a
   # server->client request to one of several calls in flight, and the suite
   # leaves MRTR calls waiting for retries that never come (SCENARIOS.md).
   run "conformance 2026-07-28 through mcpgate, 2026-07-28 stdio upstream" \

@@ -39,7 +39,7 @@ var docs = map[string]opDoc{
 	"PUT /toolsets/{name}":                  {summary: "Create or replace a runtime toolset (config-file toolsets are read-only); applies at once", body: "ToolsetBody", response: "Toolset", status: "200"},
 	"DELETE /toolsets/{name}":               {summary: "Remove a runtime toolset (config-file toolsets are read-only)", status: "204"},
 	"GET /tools":                            {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
-	"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), statelessly", body: "CallRequest", response: "CallToolResult", status: "200"},
+	"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), without a session", body: "CallRequest", response: "CallToolResult", status: "200"},
 	"GET /explain":                          {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
 	"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics", response: "Stats", status: "200"},
 	"GET /sessions":                         {summary: "Live downstream sessions (S13.1); in a fleet every replica's, each naming the replicas holding a copy (incomplete says why some may be missing)", response: "SessionsReport", status: "200"},

@@ -60,7 +60,7 @@ type Item struct {
 	Raw    json.RawMessage // the item exactly as the upstream sent it
 	// ParamHeaders are a tool's x-mcp-header annotations (2026-07-28):
 	// which arguments travel as Mcp-Param-* headers too. nil for other
-	// kinds, for tools without any, and for an old-era upstream's tool
+	// kinds, for tools without any, and for an handshake-era upstream's tool
 	// whose annotations are invalid (kept, as that era knows no such rule).
 	ParamHeaders []mcpwire.ParamHeader
 }

@@ -22,7 +22,7 @@ import (
 
 // fakeSession is an upstream.Session whose calls are answered by a function.
 type fakeSession struct {
-	rev   string // the revision it speaks ("" = an old-era one)
+	rev   string // the revision it speaks ("" = an handshake-era one)
 	caps  mcpwire.ServerCaps
 	calls atomic.Int64
 	call  func(method string, params json.RawMessage) (json.RawMessage, error)
@@ -381,7 +381,7 @@ func TestUpstreamTTL(t *testing.T) {
 }
 
 // A stateless upstream's tool with an invalid x-mcp-header is left out and
-// warned about; an old-era upstream's is kept without headers (that era
+// warned about; an handshake-era upstream's is kept without headers (that era
 // has no such rule); valid annotations are parsed once, at fetch.
 func TestParamHeaderAnnotations(t *testing.T) {
 	const list = `{"tools":[

@@ -99,7 +99,7 @@ type SessionLimits struct {
 	// (SPEC S12).
 	IdleTimeout time.Duration `config:"idle_timeout,default=30m,positive" doc:"A session with no request in flight for this long ends (SPEC S12); an ended id is remembered as long."`
 	// UnknownID is UnknownIDReject or UnknownIDServe (SPEC S8.3).
-	UnknownID string `config:"unknown_id,default=reject,enum=reject|serve,trim,lower" doc:"A session id the gateway never issued: reject answers 404 so the client re-initializes (the MCP transport's rule); serve serves the request as a new stateless one (the reference gateway's lenient behaviour). An ended id is 404 either way."`
+	UnknownID string `config:"unknown_id,default=reject,enum=reject|serve,trim,lower" doc:"A session id the gateway never issued: reject answers 404 so the client re-initializes (the MCP transport's rule); serve serves the request as a new sessionless one (the reference gateway's lenient behaviour). An ended id is 404 either way."`
 }
 
 // AnonymousOnly reports whether the config declares no way to

@@ -80,7 +80,7 @@ func with(hdr map[string]string, k, v string) map[string]string {
 // body (an SSE body too: read until it ends).
 func post(t *testing.T, url string, hdr map[string]string, body string) (int, string) {
 	t.Helper()
-	return modernPost(t, url, hdr, body)
+	return statelessPost(t, url, hdr, body)
 }
 
 // streamOf POSTs body to url with hdr and returns the JSON-RPC messages of

@@ -10,8 +10,8 @@ import (
 )
 
 // Era bridging, S18.2: a 2026-07-28 upstream asks for input with an
-// input_required result (Multi Round-Trip Requests) where an old-era
-// upstream would have sent server-initiated requests. For an old-era
+// input_required result (Multi Round-Trip Requests) where an handshake-era
+// upstream would have sent server-initiated requests. For an handshake-era
 // downstream the gateway makes those requests on the downstream's session
 // (elicitation, sampling, roots/list), and retries the call with the
 // answers and the upstream's requestState: the downstream sees one
@@ -23,8 +23,8 @@ import (
 const maxInputRounds = 10
 
 // relayableCaps is what the gateway can declare to a stateless upstream
-// for a call of sc: what the downstream itself declared (a modern one
-// answers input_required itself; an old-era one is asked on its session).
+// for a call of sc: what the downstream itself declared (a stateless one
+// answers input_required itself; an handshake-era one is asked on its session).
 func relayableCaps(sc *scope) json.RawMessage {
 	c := sc.caps
 	b := []byte{'{'}
@@ -51,7 +51,7 @@ type clientError struct{ rpc *jsonrpc.Error }
 func (e *clientError) Error() string { return e.rpc.Error() }
 func (e *clientError) Unwrap() error { return e.rpc }
 
-// answerInputs runs the rounds of an input_required result for an old-era
+// answerInputs runs the rounds of an input_required result for an handshake-era
 // downstream: each input request goes to the downstream, and the call is
 // sent again with the answers. It returns the final result, or the error
 // that ended the exchange.

@@ -41,7 +41,7 @@ func (c *call) reserveBudget() (*guard.Reservation, *jsonrpc.Error) {
 	}
 	tool, _ := jsonrpc.GetString(c.params, "name")
 	est := 0.0
-	if srv := g.st().cfg.Servers[c.server]; srv != nil && srv.Tools != nil {
+	if srv := g.current().cfg.Servers[c.server]; srv != nil && srv.Tools != nil {
 		// What the call costs before its result is known; a price per KB
 		// of result is charged after it.
 		est = srv.Tools.CallCost(tool, 0)

@@ -202,7 +202,7 @@ func TestProgressAfterInputRoundCarriesTheRetrysToken(t *testing.T) {
 		if token != "" {
 			meta = `"progressToken":"` + token + `",` + meta
 		}
-		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "c__chatty"},
+		_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "c__chatty"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"c__chatty","arguments":{}`+extra+`,"_meta":{`+meta+`}}}`)
 		return body
 	}
@@ -238,7 +238,7 @@ func TestProgressAfterInputRoundCarriesTheRetrysToken(t *testing.T) {
 	}
 }
 
-// Issue 24 §2.3: an old-era client that sent no logging/setLevel is sent
+// Issue 24 §2.3: an handshake-era client that sent no logging/setLevel is sent
 // every log message, so a 2026-07-28 upstream (which logs only for
 // requests naming a level) is asked for all of them: debug. (It was asked
 // for none, and sent none.)
@@ -255,7 +255,7 @@ func TestLogsOfStatelessUpstreamWithoutSetLevel(t *testing.T) {
 	logs := make(chan string, 4)
 	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(req.Params.Data) },
-	}, oldEra)
+	}, handshakeEra)
 	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "t__talk"}); got != "said" {
 		t.Fatalf("call: %q", got)
 	}
@@ -272,7 +272,7 @@ func TestLogsOfStatelessUpstreamWithoutSetLevel(t *testing.T) {
 		t.Errorf("a client that set no level heard %v", heard)
 	}
 
-	// A stateless old-era request (no session) is sent every message too.
+	// A stateless handshake-era request (no session) is sent every message too.
 	var events []string
 	rpcEvents(t, gw.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t__talk","arguments":{}}}`, func(ev []byte) { events = append(events, string(ev)) })
 	if all := strings.Join(events, "\n"); !strings.Contains(all, "debug-line") || !strings.Contains(all, "warning-line") {

@@ -182,8 +182,8 @@ func TestResponsesPassFullSession(t *testing.T) {
 	// A 2026-07-28 request ignores Mcp-Session-Id: it does not wait for
 	// that session's slot either.
 	t0 := time.Now()
-	code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
-		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`)
+	code, body := statelessPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+statelessMetaJSON+`}}`)
 	if code != 200 || !strings.Contains(body, "b__wait") {
 		t.Errorf("2026-07-28 tools/list naming a busy session: %d %s", code, body)
 	}

@@ -219,7 +219,7 @@ func (d *debugInfo) render(ctx context.Context, h http.Header) {
 		h.Set(headerDebugSession, d.session)
 	}
 	h.Del(headerDebugUpstream)
-	st := d.g.st()
+	st := d.g.current()
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range d.upstreams {
 			if !yield(k) {

@@ -160,7 +160,7 @@ func TestDebugHeader(t *testing.T) {
 	// telemetry.debug_header: every caller may ask.
 	on := *g.conf()
 	on.Telemetry.DebugHeader = true
-	g.state.Store(newState(&on))
+	g.compiled.Store(compileConfig(&on))
 	got := call(hp, "a__echo", true)
 	noSecret(got)
 	if c := got.Get(headerDebugCaller); c != "alias=dev-laptop; user=dan; team=web" {

@@ -30,17 +30,17 @@ import (
 // during the call comes back to this downstream.
 type scope struct {
 	g    *Gateway
-	sess *session // nil for a stateless request
+	sess *session // nil for a sessionless request
 	rt   *route
 	out  sender // where messages related to this request go
 	caps mcpwire.ClientCaps
 	// done ends with the request: server-initiated requests it caused are
 	// moot after that and are cancelled downstream. nil: never.
 	done <-chan struct{}
-	// modern: a stateless (2026-07-28) request; logLevel is the minimum
+	// stateless: a stateless (2026-07-28) request; logLevel is the minimum
 	// level of log messages it asked for (-1: none).
-	modern   bool
-	logLevel int
+	stateless bool
+	logLevel  int
 	// exchange carries a 2026-07-28 call across input_required rounds.
 	exchange *exchange
 	// owner is the caller's owner fingerprint (S4.1) of a stateless
@@ -68,13 +68,13 @@ func (sc *scope) party() party { return partyOf(sc.sess, sc.owner, sc.rt) }
 // request's client, what a 2026-07-28 upstream is asked for
 // (io.modelcontextprotocol/logLevel): a 2026-07-28 client's own, "" when
 // it asked for none (it gets none); else its session's
-// (logging/setLevel), and "debug" when it set none, since an old-era
+// (logging/setLevel), and "debug" when it set none, since an handshake-era
 // client that set no level is sent every message (a stateless upstream
 // sends none to a request that names no level).
 func (sc *scope) logLevelName() string {
 	idx := 0
 	switch {
-	case sc.modern:
+	case sc.stateless:
 		idx = sc.logLevel
 	case sc.sess != nil && sc.sess.LogLevel() >= 0:
 		idx = sc.sess.LogLevel()
@@ -438,7 +438,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 			buf = append(buf, ',')
 		}
 		raw := []byte(it.Raw)
-		o, overridden := g.st().overrides[it.Server][it.Key]
+		o, overridden := g.current().overrides[it.Server][it.Key]
 		// it.Server "": the gateway's own tool (S20), listed as it is.
 		if it.Server != "" && (rename || (overridden && k == catalog.Tools)) {
 			name := g.exposed(sc.rt, k, it.Server, it.Key)
@@ -602,14 +602,14 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 
 // ownResult takes out of a 2026-07-28 upstream's result what speaks for
 // that upstream rather than for the gateway: its serverInfo (the gateway
-// adds its own for clients of that era), and for an old-era client the
+// adds its own for clients of that era), and for an handshake-era client the
 // resultType its revision does not have. Only a stateless upstream's
-// results come here, so old-era results are not even scanned.
+// results come here, so handshake-era results are not even scanned.
 func (g *Gateway) ownResult(sc *scope, res json.RawMessage) json.RawMessage {
 	if bytes.Contains(res, []byte(mcpwire.MetaKeyServerInfo)) {
 		res = mcpwire.WithoutMetaKey(res, mcpwire.MetaKeyServerInfo)
 	}
-	if !sc.modern && bytes.Contains(res, []byte(`"resultType"`)) && mcpwire.ResultTypeOf(res) == mcpwire.ResultComplete {
+	if !sc.stateless && bytes.Contains(res, []byte(`"resultType"`)) && mcpwire.ResultTypeOf(res) == mcpwire.ResultComplete {
 		if out, err := jsonrpc.Delete(res, mcpwire.FieldResultType); err == nil {
 			res = out
 		}

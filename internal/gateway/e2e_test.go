@@ -280,7 +280,7 @@ func TestSingleServerRoute(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			var d downstream
-			cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + path}, oldEra)
+			cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + path}, handshakeEra)
 			if err != nil {
 				t.Fatal(err)
 			}

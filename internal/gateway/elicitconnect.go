@@ -83,14 +83,14 @@ func (g *Gateway) newConnect(o Options) *connect.Flows {
 func hasKeyHeader(r *http.Request) bool { return connect.HasKeyHeader(r) }
 
 // canElicitConnect reports whether sc's client can be sent a URL
-// elicitation: it declared elicitation.url, on a stateful old-era session
+// elicitation: it declared elicitation.url, on a stateful handshake-era session
 // (asked on the session) or in a 2026-07-28 call (asked with an
 // input_required round).
 func canElicitConnect(sc *scope) bool {
 	if sc == nil || !sc.caps.ElicitationURL {
 		return false
 	}
-	if sc.modern {
+	if sc.stateless {
 		return sc.exchange != nil
 	}
 	return sc.sess != nil
@@ -165,7 +165,7 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 		ans    json.RawMessage
 		rpcErr *jsonrpc.Error
 	)
-	if sc.modern {
+	if sc.stateless {
 		// The call answers input_required with the elicitation; the
 		// client's retry brings the answer, and waits for the rest.
 		ans, rpcErr = sc.exchange.ask(ctx, req)
@@ -209,7 +209,7 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 	if g.vault != nil {
 		g.vault.Forget(g.vault.EntryID(person, server))
 	}
-	if !sc.modern {
+	if !sc.stateless {
 		// A 2026-07-28 client has no session to hear it on; its retry's
 		// answer is the news.
 		done, _ := json.Marshal(map[string]string{"elicitationId": id})

@@ -34,9 +34,9 @@ import (
 
 // era is one way of speaking MCP to the gateway.
 type era struct {
-	name    string
-	version string // MCP-Protocol-Version and, for the stateless era, _meta's
-	modern  bool   // stateless: _meta + Mcp-Method/Mcp-Name, no session
+	name      string
+	version   string // MCP-Protocol-Version and, for the stateless era, _meta's
+	stateless bool   // stateless: _meta + Mcp-Method/Mcp-Name, no session
 	// handshake is how many HTTP requests a client sends before its first
 	// real one (initialize + notifications/initialized); they count
 	// against a key's rate limit like any other.
@@ -54,7 +54,7 @@ type era struct {
 var eras = []era{
 	{name: "old-" + mcpwire.Rev20251125, version: mcpwire.Rev20251125, handshake: 2, methodNotFoundStatus: http.StatusOK, sessionInAudit: true,
 		preflight: []string{"Content-Type", "Mcp-Protocol-Version", "Mcp-Session-Id"}},
-	{name: "new-" + mcpwire.Rev20260728, version: mcpwire.Rev20260728, modern: true, handshake: 0, methodNotFoundStatus: http.StatusNotFound,
+	{name: "new-" + mcpwire.Rev20260728, version: mcpwire.Rev20260728, stateless: true, handshake: 0, methodNotFoundStatus: http.StatusNotFound,
 		preflight: []string{"Content-Type", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name"}},
 }
 
@@ -62,7 +62,7 @@ var eras = []era{
 // stateless era adds its _meta to params. id is raw JSON; params "" means
 // none (the stateless era still needs params for its _meta).
 func (e era) body(id, method, params string) string {
-	if e.modern {
+	if e.stateless {
 		params = withMeta(params, e.version)
 	}
 	b := `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `"`
@@ -76,7 +76,7 @@ func (e era) body(id, method, params string) string {
 // textually, so that the rest of params (repeated keys included) reaches
 // the gateway exactly as written.
 func withMeta(params, version string) string {
-	meta := modernMeta
+	meta := statelessMetaJSON
 	if version != mcpwire.Rev20260728 {
 		meta = strings.Replace(meta, mcpwire.Rev20260728, version, 1)
 	}
@@ -87,7 +87,7 @@ func withMeta(params, version string) string {
 	return "{" + meta + "," + p[1:]
 }
 
-// eraClient is one client of an era at one URL: the old era's client
+// eraClient is one client of an era at one URL: the handshake era's client
 // initializes once, on its first request, and names its session on every
 // later one.
 type eraClient struct {
@@ -128,10 +128,10 @@ func (r *eraReply) errJSON() string {
 	return string(b)
 }
 
-// handshake initializes the old era's session; a refusal is returned as
+// handshake initializes the handshake era's session; a refusal is returned as
 // the reply (it is what the client sees of its first request).
 func (c *eraClient) handshake() *eraReply {
-	if c.e.modern || c.ok {
+	if c.e.stateless || c.ok {
 		return nil
 	}
 	r := c.post(nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+c.e.version+`","capabilities":{},"clientInfo":{"name":"era","version":"0"}}}`)
@@ -188,7 +188,7 @@ func (c *eraClient) headers(body string) map[string]string {
 		h[k] = v
 	}
 	h[mcpwire.HeaderProtocolVersion] = c.e.version
-	if !c.e.modern {
+	if !c.e.stateless {
 		if c.sid != "" {
 			h[mcpwire.HeaderSessionID] = c.sid
 		}
@@ -208,7 +208,7 @@ func (c *eraClient) headers(body string) map[string]string {
 	return h
 }
 
-// notify sends a notification (the old era's cancellation).
+// notify sends a notification (the handshake era's cancellation).
 func (c *eraClient) notify(method, params string) int {
 	c.t.Helper()
 	return c.post(nil, `{"jsonrpc":"2.0","method":"`+method+`","params":`+params+`}`).status
@@ -246,11 +246,11 @@ func firstText(r *eraReply) string {
 }
 
 // checkResultType: the stateless era's results say resultType complete;
-// the old era's results are relayed as they are, without one.
+// the handshake era's results are relayed as they are, without one.
 func checkResultType(t *testing.T, e era, r *eraReply) {
 	t.Helper()
 	_, has := jsonrpc.Get(r.Result, mcpwire.FieldResultType)
-	if e.modern && mcpwire.ResultTypeOf(r.Result) != mcpwire.ResultComplete || !e.modern && has {
+	if e.stateless && mcpwire.ResultTypeOf(r.Result) != mcpwire.ResultComplete || !e.stateless && has {
 		t.Errorf("resultType in %s", r)
 	}
 }
@@ -315,7 +315,7 @@ func withKey(secret string) map[string]string { return map[string]string{callers
 // Authentication (S5): no key, an unknown key, a disabled or expired key,
 // and a key revoked while in use all get the one 401, byte for byte the
 // same in both eras; a valid key works; a spent rate limit is 429 with
-// Retry-After, the old era's handshake counting against it.
+// Retry-After, the handshake era's handshake counting against it.
 func TestEraAuthentication(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	keys := &memKeys{}
@@ -349,7 +349,7 @@ func TestEraAuthentication(t *testing.T) {
 			}
 
 			// A valid key works, in the key header and as a bearer token;
-			// revoked while in use (mid-session in the old era), it gets
+			// revoked while in use (mid-session in the handshake era), it gets
 			// the same 401 on the next request.
 			live := keys.add(t, store.Key{Alias: "live-" + e.name})
 			for _, hdr := range []map[string]string{withKey(live), {"Authorization": "Bearer " + live}} {
@@ -536,7 +536,7 @@ func TestEraFidelity(t *testing.T) {
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
 	// strip removes what the new era adds to a result.
 	strip := func(e era, res json.RawMessage, members ...string) string {
-		if !e.modern {
+		if !e.stateless {
 			return string(res)
 		}
 		for _, k := range members {
@@ -575,7 +575,7 @@ func TestEraFidelity(t *testing.T) {
 					t.Errorf("%s: the upstream got arguments %s, want %s", tc.path, got, args)
 				}
 				if strings.Contains(p, "io.modelcontextprotocol/") {
-					t.Errorf("%s: the old-era upstream got stateless-era _meta: %s", tc.path, p)
+					t.Errorf("%s: the handshake-era upstream got stateless-era _meta: %s", tc.path, p)
 				}
 			}
 		})
@@ -623,20 +623,20 @@ func TestEraBadInput(t *testing.T) {
 				}
 			}
 
-			// An unsupported revision: the old era's header gate; a
+			// An unsupported revision: the handshake era's header gate; a
 			// stateless client names it in its header and _meta alike
 			// and gets UnsupportedProtocolVersion with the list.
 			hdr := map[string]string{mcpwire.HeaderProtocolVersion: "1999-01-01"}
 			body := e.body("9", "tools/list", "")
 			wantCode, wantMsg := int64(jsonrpc.CodeInvalidRequest), "Unsupported MCP-Protocol-Version 1999-01-01"
-			if e.modern {
+			if e.stateless {
 				body = `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":` + withMeta("", "1999-01-01") + `}`
 				wantCode, wantMsg = -32022, "Unsupported protocol version"
 			}
 			r := c.send(hdr, body)
 			if r.status != http.StatusBadRequest || r.Error == nil || r.Error.Code != wantCode || !strings.Contains(r.Error.Message, wantMsg) {
 				t.Errorf("unsupported version: %s, want HTTP 400, error %d %q", r, wantCode, wantMsg)
-			} else if e.modern && !strings.Contains(string(r.Error.Data), `"supported":["2026-07-28","2025-11-25"`) {
+			} else if e.stateless && !strings.Contains(string(r.Error.Data), `"supported":["2026-07-28","2025-11-25"`) {
 				t.Errorf("unsupported version lists no supported versions: %s", r)
 			}
 
@@ -672,7 +672,7 @@ type badInput struct {
 // missingName is a tools/call without a name, and what each era answers.
 func missingName(e era) badInput {
 	tc := badInput{"missing tool name", nil, e.body("1", "tools/call", `{"arguments":{}}`), 200, jsonrpc.CodeInvalidParams, "missing tool name"}
-	if e.modern {
+	if e.stateless {
 		tc.status, tc.code, tc.msg = 400, -32020, "missing required Mcp-Name header for method tools/call"
 	}
 	return tc
@@ -855,7 +855,7 @@ func (a *memAudit) records() []store.ToolCall {
 // Observability (S16.1, S16.3): one audit record and one tool_calls_total
 // count per call, with caller, server, tool and outcome, in both eras; a
 // call of an unknown name is recorded as denied, against no server (the
-// name may not say which server it would have been). Only the old era has
+// name may not say which server it would have been). Only the handshake era has
 // a session to name.
 func TestEraAuditAndMetrics(t *testing.T) {
 	up := faultyUpstream(t)
@@ -925,7 +925,7 @@ func TestEraOriginHostAndCORS(t *testing.T) {
 				t.Errorf("allowed origin: %v %v", names, r.header)
 			}
 			for _, origin := range []string{"https://evil.example.com", "null", "http://app.example.com"} {
-				// On the established client (its session, in the old era)
+				// On the established client (its session, in the handshake era)
 				// and on a fresh one.
 				for _, cl := range []*eraClient{c, e.client(t, gw.URL+"/mcp", map[string]string{"Origin": origin})} {
 					r := cl.send(map[string]string{"Origin": origin}, e.body("2", "tools/call", `{"name":"raw__weird","arguments":{"n":1}}`))
@@ -975,7 +975,7 @@ func TestEraOriginHostAndCORS(t *testing.T) {
 }
 
 // Cancellation: a client that gives up on a call cancels the upstream's
-// work; the old era says so with notifications/cancelled, the new era by
+// work; the handshake era says so with notifications/cancelled, the new era by
 // closing the request's stream (there is no cancellation notification on
 // HTTP in 2026-07-28).
 func TestEraCancellation(t *testing.T) {
@@ -1013,7 +1013,7 @@ func TestEraCancellation(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the upstream never got the call")
 			}
-			if e.modern {
+			if e.stateless {
 				closeStream()
 			} else if status := c.notify("notifications/cancelled", `{"requestId":2,"reason":"changed my mind"}`); status != http.StatusAccepted {
 				t.Errorf("notifications/cancelled: HTTP %d", status)
@@ -1051,11 +1051,11 @@ func TestStreamsEndWithTheirKey(t *testing.T) {
 	waitFor(t, "upstream ready", func() bool { return g.Upstreams().Health()["alpha"].State == "ready" })
 	time.Sleep(100 * time.Millisecond)
 
-	open := func(secret string, modern bool) *jsonrpc.SSEReader {
+	open := func(secret string, stateless bool) *jsonrpc.SSEReader {
 		var req *http.Request
-		if modern {
+		if stateless {
 			req, _ = http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/mcp", strings.NewReader(
-				`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`))
+				`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+statelessMetaJSON+`}}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 			req.Header.Set("Mcp-Method", "subscriptions/listen")

@@ -40,7 +40,7 @@ type subjectTokenKey struct{}
 // when an auth.oidc issuer signed it, else "". Called before the gateway
 // strips Authorization.
 func (g *Gateway) subjectToken(r *http.Request, c *callers.Caller) string {
-	if c == nil || c.Issuer == "" || !c.KeyFromAuthorization || !g.st().exchange {
+	if c == nil || c.Issuer == "" || !c.KeyFromAuthorization || !g.current().exchange {
 		return ""
 	}
 	cfg := g.conf()
@@ -89,7 +89,7 @@ func (g *Gateway) exchangesToken(server string) bool {
 // single-server route of an exchanging server from a caller without a
 // subject token (S9.4).
 func (g *Gateway) exchangeGate(r *http.Request, rt route) error {
-	if !g.st().exchange || rt.prefixed || rt.single == "" || !rt.has(rt.single) || !g.exchangesToken(rt.single) {
+	if !g.current().exchange || rt.prefixed || rt.single == "" || !rt.has(rt.single) || !g.exchangesToken(rt.single) {
 		return nil
 	}
 	if (r.Method != http.MethodPost && r.Method != http.MethodGet) || subjectFrom(r.Context()) != "" {

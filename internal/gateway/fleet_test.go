@@ -78,12 +78,12 @@ func TestSealedSessionContinuesOnAnotherReplica(t *testing.T) {
 		t.Errorf("bob's DELETE on B: %d", code)
 	}
 	// A 2026-07-28 request ignores the id: it resumes nothing.
-	if code, body := modernPost(t, urlB+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
-		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`); code != 200 || !strings.Contains(body, "f__ok") {
-		t.Errorf("stateless request with the sealed id on B: %d %s", code, body)
+	if code, body := statelessPost(t, urlB+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: sid, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+statelessMetaJSON+`}}`); code != 200 || !strings.Contains(body, "f__ok") {
+		t.Errorf("sessionless request with the sealed id on B: %d %s", code, body)
 	}
 	if rep := localReport(b); rep.Total != 0 {
-		t.Errorf("a refused id or a stateless request left a session on B: %+v", rep.Sessions)
+		t.Errorf("a refused id or a sessionless request left a session on B: %+v", rep.Sessions)
 	}
 
 	// Its owner continues on B with the same id.
@@ -236,7 +236,7 @@ func TestSealedRequestState(t *testing.T) {
 	a, gwA := startGateway(t, cfg())
 	b, gwB := startGateway(t, cfg())
 	call := func(url, extra string) (int, string) {
-		return modernPost(t, url+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+		return statelessPost(t, url+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__ask","arguments":{"text":"Who?"}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 	}
 	code, body := call(gwA.URL, "")

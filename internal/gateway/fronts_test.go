@@ -116,7 +116,7 @@ servers:
 		}
 		return m
 	}
-	oldEra := func(key string) map[string]string {
+	handshakeEra := func(key string) map[string]string {
 		return map[string]string{callers.HeaderAPIKey: key, mcpwire.HeaderProtocolVersion: "2025-06-18"}
 	}
 	fronts := []struct {
@@ -124,13 +124,13 @@ servers:
 		call frontCall
 	}{
 		{"streamable", func(t *testing.T, key string, id int) *jsonrpc.Message {
-			_, _, b := rpc(t, gw.URL+"/mcp", oldEra(key), callBody(id))
+			_, _, b := rpc(t, gw.URL+"/mcp", handshakeEra(key), callBody(id))
 			return decode(t, b)
 		}},
 		{"legacy-sse", legacyCaller(gw.URL)},
 		{"stdio", stdioCaller(g)},
 		{"2026-07-28", func(t *testing.T, key string, id int) *jsonrpc.Message {
-			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":"per__whoami","arguments":{}}}`, id, modernMeta)
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":"per__whoami","arguments":{}}}`, id, statelessMetaJSON)
 			_, _, b := rpc(t, gw.URL+"/mcp", map[string]string{callers.HeaderAPIKey: key, mcpwire.HeaderProtocolVersion: mcpwire.Rev20260728,
 				mcpwire.HeaderMethod: "tools/call", mcpwire.HeaderName: "per__whoami"}, body)
 			return decode(t, b)
@@ -139,7 +139,7 @@ servers:
 			// What another replica forwards: signed with the fleet's keys,
 			// the client's own credentials beside.
 			body := callBody(id)
-			hdr := oldEra(key)
+			hdr := handshakeEra(key)
 			hdr[fleetrelay.HeaderPeerClient] = "127.0.0.1:5555"
 			hdr[fleetrelay.HeaderPeer] = g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: "127.0.0.1:5555", Body: []byte(body)}, time.Now())
 			_, _, b := rpc(t, gw.URL+"/mcp", hdr, body)

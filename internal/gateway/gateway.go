@@ -3,7 +3,7 @@
 // into work on the upstreams.
 //
 //	HTTP/stdio -> gates (origin, host, protocol version, body size)
-//	           -> session (stateful by Mcp-Session-Id, or stateless)
+//	           -> session (stateful by Mcp-Session-Id, or sessionless)
 //	           -> dispatch (method -> handler)
 //	           -> catalog (merged, namespaced lists) / upstream (calls)
 //	           <- relay (progress, logs, list_changed, sampling, elicitation,
@@ -151,8 +151,8 @@ type Gateway struct {
 	gather time.Duration
 	// state is what the configuration says, swapped as a whole when
 	// servers are added or removed at runtime.
-	state   atomic.Pointer[gwState]
-	stateMu sync.Mutex // serialises runtime changes
+	compiled atomic.Pointer[compiled]
+	stateMu  sync.Mutex // serialises runtime changes
 	// file is what the config file defines (New's configuration, then
 	// each reload's), as opposed to what the admin API added.
 	file        atomic.Pointer[fileDefs]
@@ -351,7 +351,7 @@ func New(o Options) *Gateway {
 	if d, ok := o.Audit.(DurableAuditSink); ok && cfg.Audit.DurableFor(cfg.Store.Driver) {
 		g.durableAudit, g.auditWait = d, cfg.Audit.TimeoutOrDefault()
 	}
-	g.state.Store(newState(cfg))
+	g.compiled.Store(compileConfig(cfg))
 	g.file.Store(&fileDefs{servers: cfg.Servers, toolsets: cfg.Toolsets})
 	if ring, err := newRing(cfg); err != nil {
 		// Validate refuses such keys; a Config built in code that skipped

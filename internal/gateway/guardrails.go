@@ -35,7 +35,7 @@ func compileGuards(cfg *config.Config) (servers, routes map[string]*guard.Set) {
 // guardChain is what a tools/call of server on sc's route passes: the
 // server's guardrails, then the route's.
 func (g *Gateway) guardChain(sc *scope, server string) guard.Chain {
-	st := g.st()
+	st := g.current()
 	if len(st.guards) == 0 && len(st.routeGuards) == 0 {
 		return nil // none configured: nothing built per call
 	}

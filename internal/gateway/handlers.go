@@ -243,7 +243,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
-	if st := g.st(); st.passthrough || st.userKeys || st.exchange {
+	if st := g.current(); st.passthrough || st.userKeys || st.exchange {
 		// The route the path names decides where a caller's Authorization
 		// may go (S9.2): to the server of a single-server route only.
 		ts := g.callerTokens(r, singleServer(&rt))

@@ -151,12 +151,12 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	// A 2026-07-28 request ignores Mcp-Session-Id, so it must not wait
 	// for that session's slot (nor be refused when it ends): with that
 	// header, a session-era request gets its slot once the body is read.
-	modernHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
+	statelessHeader := mcpwire.IsStatelessRevision(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	var sess *session
 	var refuse refusal // the session id's refusal, for a session-era request
 	if sid := r.Header.Get(mcpwire.HeaderSessionID); sid != "" {
 		// Nor does it resume a sealed session here (fleet.go).
-		sess, refuse = g.findSession(r.Context(), sid, id, !modernHeader)
+		sess, refuse = g.findSession(r.Context(), sid, id, !statelessHeader)
 	}
 	// The first bytes decide whether the request waits for a slot of the
 	// session (S11); the rest of the body is read once it has one, so a
@@ -166,7 +166,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	peek, _ := br.Peek(peekSize)
 	r.Body = readCloser{br, r.Body}
 	acquired := false
-	if sess != nil && !modernHeader && classifyBody(peek) == bodyRequest {
+	if sess != nil && !statelessHeader && classifyBody(peek) == bodyRequest {
 		if err := acquireSlot(r, sess); err != nil {
 			g.writeError(w, r, err)
 			return
@@ -192,7 +192,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	if batch {
 		for _, m := range msgs {
-			if _, modern := mcpwire.StatelessVersion(m.Params); modern {
+			if _, stateless := mcpwire.StatelessVersion(m.Params); stateless {
 				g.writeError(w, r, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 					"Invalid Request: JSON-RPC batches are not part of MCP %s; send one request per POST", mcpwire.Rev20260728)))
 				return
@@ -200,9 +200,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if !batch && len(msgs) == 1 && msgs[0].IsRequest() {
-		if rev, modern := mcpwire.StatelessVersion(msgs[0].Params); modern {
+		if rev, stateless := mcpwire.StatelessVersion(msgs[0].Params); stateless {
 			// The stateless era: no session, whatever the headers say.
-			g.serveModern(w, r, rt, msgs[0], rev)
+			g.serveStateless(w, r, rt, msgs[0], rev)
 			return
 		}
 		if msgs[0].Method != mcpwire.MethodInitialize && sess == nil && refuse == refusedNot &&
@@ -210,7 +210,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			// The header says 2026-07-28 but the body carries no
 			// revision: a stateless request whose _meta is missing
 			// (answered -32602, 400), not a session-era request.
-			g.serveModern(w, r, rt, msgs[0], "")
+			g.serveStateless(w, r, rt, msgs[0], "")
 			return
 		}
 	}
@@ -542,7 +542,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	if lr := ps.limited; lr != nil && reply.Error != nil {
 		ps.w.Header().Set("Retry-After", strconv.FormatInt(lr.retryAfter, 10))
 		status = lr.status
-	} else if reply.Error != nil && (ps.badRequest || mcpwire.IsModernErrorCode(reply.Error.Code)) {
+	} else if reply.Error != nil && (ps.badRequest || mcpwire.IsStatelessErrorCode(reply.Error.Code)) {
 		// The stateless era's protocol errors are 400s on HTTP (and only
 		// a stateless request can get one), whatever the client accepts.
 		status = http.StatusBadRequest
@@ -729,7 +729,7 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	// The same ownership rule as streamable HTTP (S4): the session id in
 	// a URL is no capability. Replies travel on the session's stream, so
-	// an unknown id cannot be served as a stateless request: 404.
+	// an unknown id cannot be served as a sessionless request: 404.
 	sess, refuse := g.streamSession(r.Context(), sid, identityOf(r), false)
 	if refuse != refusedNot {
 		g.writeError(w, r, refuse.err())
@@ -867,7 +867,7 @@ const codeSessionNotFound = jsonrpc.CodeInvalidRequest
 // non-owner learns nothing and cleans up nothing; an id remembered as
 // ended is refused; any other unknown id is refused too, unless
 // sessions.unknown_id is serve, which returns neither a session nor a
-// refusal (the request is served as a new stateless one).
+// refusal (the request is served as a new sessionless one).
 //
 // With fleet.session_keys, a sealed id this replica does not hold is
 // resumed (fleet.go): its owner is checked first, from the id, then
@@ -924,7 +924,7 @@ func (g *Gateway) findSession(ctx context.Context, sid string, id *Identity, res
 
 // streamSession is findSession for a request that needs a live
 // session (a stream, or a message whose reply travels on one): a stream
-// has no stateless form, so an unknown id is refused whatever
+// has no sessionless form, so an unknown id is refused whatever
 // sessions.unknown_id says.
 func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity, resume bool) (*session, refusal) {
 	sess, refuse := g.findSession(ctx, sid, id, resume)

@@ -136,8 +136,8 @@ func TestMaxStreams(t *testing.T) {
 			t.Errorf("stream over the limit (session %q): %d %s", sid, resp.StatusCode, body)
 		}
 	}
-	code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"},
-		`{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`)
+	code, body := statelessPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"},
+		`{"jsonrpc":"2.0","id":"l1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+statelessMetaJSON+`}}`)
 	if want := strings.Replace(over, `"id":null`, `"id":"l1"`, 1); code != http.StatusServiceUnavailable || body != want {
 		t.Errorf("listen over the limit: %d %s", code, body)
 	}

@@ -173,7 +173,7 @@ func (g *Gateway) openListener(ctx context.Context, rt route, id jsonrpc.ID, fil
 	ln := &listener{rt: rt, id: id, out: out, subs: map[string]string{}}
 	agreed := filter
 	agreed.ResourceSubscriptions = nil
-	sc := &scope{g: g, rt: &ln.rt, out: ln.out, modern: true, logLevel: -1}
+	sc := &scope{g: g, rt: &ln.rt, out: ln.out, stateless: true, logLevel: -1}
 	for _, uri := range filter.ResourceSubscriptions {
 		server, ok := g.routeURI(ctx, &ln.rt, uri)
 		if !ok || !ln.rt.allows(catalog.Resources, server, uri) {

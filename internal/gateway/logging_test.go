@@ -157,7 +157,7 @@ func TestUpstreamLogsWithoutSetLevel(t *testing.T) {
 					logs = append(logs, fmt.Sprint(req.Params.Data))
 					mu.Unlock()
 				},
-			}, oldEra)
+			}, handshakeEra)
 			if cs.InitializeResult().Capabilities.Logging == nil {
 				t.Errorf("initialize on %s: capabilities %+v lack logging", tc.route, cs.InitializeResult().Capabilities)
 			}
@@ -201,14 +201,14 @@ func TestUpstreamLogsWithoutSetLevel(t *testing.T) {
 
 // A 2026-07-28 request gets log messages only when it asked for them
 // (io.modelcontextprotocol/logLevel in its _meta), those at or above that
-// level: that era's rule, kept in front of an old-era upstream too. Its
+// level: that era's rule, kept in front of an handshake-era upstream too. Its
 // server/discover still advertises logging.
-func TestModernLogsOnlyWhenAsked(t *testing.T) {
+func TestStatelessLogsOnlyWhenAsked(t *testing.T) {
 	up := newChattyUpstream(t)
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"py": httpServer(up.ts.URL)}})
 	hdr := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "chatty"}
 	call := func(meta string) string {
-		_, body := modernPost(t, gw.URL+"/mcp/py", hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"chatty","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`+meta+`}}}`)
+		_, body := statelessPost(t, gw.URL+"/mcp/py", hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"chatty","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`+meta+`}}}`)
 		if !strings.Contains(body, "said things") {
 			t.Fatalf("chatty: %s", body)
 		}
@@ -221,8 +221,8 @@ func TestModernLogsOnlyWhenAsked(t *testing.T) {
 	if !strings.Contains(body, `"data":"during-call"`) || strings.Contains(body, "during-call-debug") {
 		t.Errorf("a request with logLevel info got, want the info message only:\n%s", body)
 	}
-	_, disc := modernPost(t, gw.URL+"/mcp/py", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
-		`{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{`+modernMeta+`}}`)
+	_, disc := statelessPost(t, gw.URL+"/mcp/py", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
+		`{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{`+statelessMetaJSON+`}}`)
 	if !strings.Contains(disc, `"logging":{}`) {
 		t.Errorf("server/discover does not advertise logging: %s", disc)
 	}

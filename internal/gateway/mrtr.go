@@ -21,7 +21,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/metrics"
 )
 
-// Era bridging, S18.1: an old-era upstream sends a server-initiated
+// Era bridging, S18.1: an handshake-era upstream sends a server-initiated
 // request (elicitation, sampling, roots/list) while serving a 2026-07-28
 // client's call. That client takes no server-initiated requests: its call
 // is answered input_required with the request, and a requestState the
@@ -295,7 +295,7 @@ func (g *Gateway) startExchange(ctx context.Context, sc *scope, m *jsonrpc.Messa
 		// Over. The request waiting on it takes the reply from done and
 		// forgets the exchange (awaitExchange). But an upstream may ask a
 		// question and then finish without waiting for its answer (an
-		// old-era server's own roots/list beside the call's): the client
+		// handshake-era server's own roots/list beside the call's): the client
 		// then holds a requestState for a round whose retry must get the
 		// result, not "expired". So once any question was asked, an
 		// unclaimed exchange is kept for one more exchangeWait.

@@ -41,7 +41,7 @@ type toolRef struct{ server, name string }
 // of tools only), prefixed on routes of several servers.
 func (g *Gateway) exposed(rt *route, k catalog.Kind, server, name string) string {
 	if k == catalog.Tools {
-		if o, ok := g.st().overrides[server][name]; ok && o.Name != "" {
+		if o, ok := g.current().overrides[server][name]; ok && o.Name != "" {
 			name = o.Name
 		}
 	}
@@ -60,7 +60,7 @@ func (g *Gateway) exposed(rt *route, k catalog.Kind, server, name string) string
 // to say.
 func (g *Gateway) candidates(rt *route, k catalog.Kind, name string) []toolRef {
 	var out []toolRef
-	st := g.st()
+	st := g.current()
 	for _, server := range rt.servers {
 		shown := name
 		if rt.prefixed {

@@ -389,7 +389,7 @@ func FuzzExposedNames(f *testing.F) {
 			return
 		}
 		g := &Gateway{sep: sep}
-		g.state.Store(newState(cfg))
+		g.compiled.Store(compileConfig(cfg))
 		rt := &route{servers: slices.Sorted(slices.Values([]string{s1, s2})), prefixed: true}
 		for _, s := range []string{s1, s2} {
 			name := g.exposed(rt, catalog.Tools, s, tool)

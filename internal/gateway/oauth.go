@@ -201,7 +201,7 @@ func (g *Gateway) serveProtectedResource(w http.ResponseWriter, r *http.Request)
 	if path == "" || path == "/" {
 		path = "/mcp"
 	}
-	mirrored := !oauthEnabled(cfg) && g.st().passthrough
+	mirrored := !oauthEnabled(cfg) && g.current().passthrough
 	if !oauthEnabled(cfg) && !mirrored {
 		return notFound("")
 	}

@@ -72,7 +72,7 @@ func (g *Gateway) ToolsAs(ctx context.Context, c *callers.Caller, path string) (
 	out := make([]ToolInfo, 0, len(items))
 	for _, it := range items {
 		desc, _ := jsonrpc.GetString(it.Raw, "description")
-		if o, ok := g.st().overrides[it.Server][it.Key]; ok && o.Description != "" {
+		if o, ok := g.current().overrides[it.Server][it.Key]; ok && o.Description != "" {
 			desc = o.Description
 		}
 		schema, _ := jsonrpc.GetPath(it.Raw, "inputSchema")
@@ -102,10 +102,10 @@ func (g *Gateway) ExplainAs(c *callers.Caller, path, name string) (policy.Explan
 	if c := g.candidates(&rt, catalog.Tools, name); len(c) > 0 && !slices.ContainsFunc(c, func(r toolRef) bool { return r.server != c[0].server }) {
 		server, upName = c[0].server, c[0].name
 	}
-	return g.st().policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil
+	return g.current().policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil
 }
 
-// CallAs makes tools/call as caller c on the route path, statelessly, and
+// CallAs makes tools/call as caller c on the route path without a session, and
 // returns the result (or the JSON-RPC error a client would get).
 func (g *Gateway) CallAs(ctx context.Context, c *callers.Caller, path, name string, args json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
 	rt, err := g.routeAs(c, path)

@@ -24,12 +24,12 @@ import (
 // Two anonymous callers share an owner fingerprint when the gateway
 // cannot tell them apart (auth.anonymous behind one address: "ip:" of
 // that address, or "anonymous"); their sessions still tell them apart,
-// their stateless requests on one route do not. What protects those is
+// their sessionless requests on one route do not. What protects those is
 // the randomness of the ids alone.
 type party struct {
 	owner   string // Identity.Owner
 	session string // the session's hash (hashHex of its local id); "": none
-	route   string // a stateless caller's route (route.id); "" with a session, whose route is its own
+	route   string // a sessionless caller's route (route.id); "" with a session, whose route is its own
 }
 
 // sessionParty is the party of session s: s itself.
@@ -47,7 +47,7 @@ func partyOf(sess *session, owner string, rt *route) party {
 	return party{owner: owner, route: rt.id}
 }
 
-// routeID names a route as the party of a stateless caller knows it: its
+// routeID names a route as the party of a sessionless caller knows it: its
 // path and x-mcp-servers header, hashed so that it is short and safe in a
 // header of a fleet hop (peers.go). resolveRoute computes it once per
 // route (route.id).

@@ -32,7 +32,7 @@ func TestUnsubscribeStaysInItsSession(t *testing.T) {
 			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 				updated <- req.Params.URI
 			},
-		}, oldEra)
+		}, handshakeEra)
 	}
 	aliceHears, bobHears := make(chan string, 8), make(chan string, 8)
 	alice, bob := connect(aliceHears), connect(bobHears)

@@ -52,14 +52,14 @@ func paramServer(t *testing.T) (*config.Server, func() []string) {
 // Mcp-Param-* end to end: the go-sdk client (2026-07-28) mirrors the
 // annotated arguments into headers, the gateway checks them against the
 // body, and sends a stateless upstream the headers its own schema asks
-// for, which the go-sdk server checks in turn. An old-era client sends no
+// for, which the go-sdk server checks in turn. An handshake-era client sends no
 // such headers and still reaches the tool: the gateway adds them.
 func TestParamHeadersEndToEnd(t *testing.T) {
 	cfg, seen := paramServer(t)
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"db": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, opts := range []*mcp.ClientSessionOptions{nil, oldEra} {
+	for _, opts := range []*mcp.ClientSessionOptions{nil, handshakeEra} {
 		cs := connectTo(t, ctx, gw.URL+"/mcp", nil, opts)
 		rev := cs.InitializeResult().ProtocolVersion
 		tools, err := cs.ListTools(ctx, nil)
@@ -108,7 +108,7 @@ func TestParamHeadersChecked(t *testing.T) {
 		return h
 	}
 	call := func(args string) string {
-		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"db__query","arguments":` + args + `,` + modernMeta + `}}`
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"db__query","arguments":` + args + `,` + statelessMetaJSON + `}}`
 	}
 	for _, tc := range []struct {
 		name   string
@@ -128,10 +128,10 @@ func TestParamHeadersChecked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := call(tc.args)
 			if tc.args == "" {
-				body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"db__nope","arguments":{"region":"x"},` + modernMeta + `}}`
+				body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"db__nope","arguments":{"region":"x"},` + statelessMetaJSON + `}}`
 			}
 			before := len(seen())
-			status, got := modernPost(t, url, tc.hdr, body)
+			status, got := statelessPost(t, url, tc.hdr, body)
 			if status != tc.status || !strings.Contains(got, tc.want) {
 				t.Fatalf("HTTP %d %s\nwant %d containing %s", status, got, tc.status, tc.want)
 			}
@@ -184,15 +184,15 @@ func TestInvalidParamHeaderToolLeftOut(t *testing.T) {
 	cfg.ProtocolVersion = "2026-07-28"
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"s": cfg}})
 	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + statelessMetaJSON + `}}`,
 	} {
-		status, got := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}, body)
+		status, got := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}, body)
 		if status != 200 || !strings.Contains(got, `"name":"s__fine"`) || strings.Contains(got, "s__ratio") || strings.Contains(got, "s__listed") {
 			t.Errorf("HTTP %d %s", status, got)
 		}
 	}
-	status, got := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "s__ratio"},
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"s__ratio","arguments":{},`+modernMeta+`}}`)
+	status, got := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "s__ratio"},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"s__ratio","arguments":{},`+statelessMetaJSON+`}}`)
 	if status != 200 || !strings.Contains(got, "Unknown tool: s__ratio") {
 		t.Errorf("calling the left-out tool: HTTP %d %s", status, got)
 	}

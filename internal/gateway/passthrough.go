@@ -74,7 +74,7 @@ func (g *Gateway) passthroughChallenges(rt *route) (string, bool) {
 // withoutTokenless leaves out of a route of several servers the
 // passthrough servers the caller sent no token for.
 func (g *Gateway) withoutTokenless(r *http.Request, rt route) route {
-	if !g.st().passthrough || (!rt.prefixed && rt.single != "") {
+	if !g.current().passthrough || (!rt.prefixed && rt.single != "") {
 		return rt
 	}
 	tokens := headerTokens(r.Header, "")
@@ -97,7 +97,7 @@ func (g *Gateway) withoutTokenless(r *http.Request, rt route) route {
 // passthroughGate runs S9.2 and S10 for a request on rt: the route to
 // serve, or the refusal.
 func (g *Gateway) passthroughGate(r *http.Request, rt route) (route, error) {
-	if !g.st().passthrough {
+	if !g.current().passthrough {
 		return rt, nil
 	}
 	rt = g.withoutTokenless(r, rt)

@@ -270,12 +270,12 @@ func TestReplyToAHungReplica(t *testing.T) {
 	t.Logf("hung replica: error after %v", took)
 }
 
-// modernAsk is a 2026-07-28 tools/call of f__ask as owner; extra goes in
+// statelessAsk is a 2026-07-28 tools/call of f__ask as owner; extra goes in
 // its params.
-func modernAsk(t *testing.T, url, owner, extra string) (int, string, time.Duration) {
+func statelessAsk(t *testing.T, url, owner, extra string) (int, string, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": owner, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask"},
+	code, body := statelessPost(t, url+"/mcp", map[string]string{"X-Test-Owner": owner, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask"},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 	return code, body, time.Since(start)
 }
@@ -311,14 +311,14 @@ func TestRetryReachesTheReplicaRunningTheCall(t *testing.T) {
 	reg := state.NewMemory(state.MemoryOptions{})
 	a, b, c := startMember(t, up, reg), startMember(t, up, reg), startMember(t, up, reg)
 
-	_, first, _ := modernAsk(t, a.url, "alice", "")
+	_, first, _ := statelessAsk(t, a.url, "alice", "")
 	retry := retryWith(t, first, "Lin")
 	// Another caller's retry is refused on C like any foreign state,
 	// without a hop.
-	if code, body, _ := modernAsk(t, c.url, "bob", retry); code != http.StatusBadRequest || !strings.Contains(body, "not issued to this caller") {
+	if code, body, _ := statelessAsk(t, c.url, "bob", retry); code != http.StatusBadRequest || !strings.Contains(body, "not issued to this caller") {
 		t.Errorf("bob's retry on C: %d %s", code, body)
 	}
-	if code, body, _ := modernAsk(t, c.url, "alice", retry); code != 200 || !strings.Contains(body, `"text":"hello Lin"`) {
+	if code, body, _ := statelessAsk(t, c.url, "alice", retry); code != 200 || !strings.Contains(body, `"text":"hello Lin"`) {
 		t.Fatalf("retry on C of a call on A: %d %s", code, body)
 	}
 	if n := countExchanges(c.g) + countExchanges(b.g); n != 0 {
@@ -335,15 +335,15 @@ func TestRetryReachesTheReplicaRunningTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := `,"inputResponses":{"q":{"action":"accept"}},"requestState":"` + sealedStatePrefix + tok + `"`
-	if code, body, _ := modernAsk(t, c.url, "alice", forged); code != http.StatusBadRequest || !strings.Contains(body, "is gone") || trapped.Load() != 0 {
+	if code, body, _ := statelessAsk(t, c.url, "alice", forged); code != http.StatusBadRequest || !strings.Contains(body, "is gone") || trapped.Load() != 0 {
 		t.Errorf("state naming a URL outside the fleet: %d %s (the URL was contacted %d times)", code, body, trapped.Load())
 	}
 
 	// The replica running the call crashes between the rounds.
-	_, second, _ := modernAsk(t, a.url, "alice", "")
+	_, second, _ := statelessAsk(t, a.url, "alice", "")
 	retry = retryWith(t, second, "Max")
 	a.kill()
-	code, body, took := modernAsk(t, b.url, "alice", retry)
+	code, body, took := statelessAsk(t, b.url, "alice", retry)
 	if code != http.StatusBadRequest || !strings.Contains(body, "the gateway replica that ran this call is gone; send the request again without requestState") || took > 3*time.Second {
 		t.Errorf("retry of a crashed replica's call: %d %s after %v", code, body, took)
 	}
@@ -353,7 +353,7 @@ func TestRetryReachesTheReplicaRunningTheCall(t *testing.T) {
 	t.Logf("crashed replica: retry refused after %v", took)
 	a.g.Shutdown()
 	waitFor(t, "A to leave the registry", func() bool { return b.g.FleetSize() == 2 })
-	if code, body, took := modernAsk(t, b.url, "alice", retry); code != http.StatusBadRequest || !strings.Contains(body, "is gone") || took > 3*time.Second {
+	if code, body, took := statelessAsk(t, b.url, "alice", retry); code != http.StatusBadRequest || !strings.Contains(body, "is gone") || took > 3*time.Second {
 		t.Errorf("retry of a departed replica's call: %d %s after %v", code, body, took)
 	}
 }
@@ -380,7 +380,7 @@ func TestForwardedRetryStreams(t *testing.T) {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}` + extra + meta + `}}`
 	}
 	hdr := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask"}
-	_, first := modernPost(t, a.url+"/mcp", hdr, body(""))
+	_, first := statelessPost(t, a.url+"/mcp", hdr, body(""))
 	last := first
 	if i := strings.LastIndex(first, "data: "); i >= 0 {
 		last = strings.TrimSpace(first[i+len("data: "):]) // the round's result, after the events
@@ -434,15 +434,15 @@ func TestForwardedRetryCountsOnce(t *testing.T) {
 	c := startMember(t, up, reg, newAuth(t, keys, testLogger(t)))
 	hdr := map[string]string{callers.HeaderAPIKey: secret, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask"}
 	ask := func(url, extra string) (int, string) {
-		return modernPost(t, url+"/mcp", hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
+		return statelessPost(t, url+"/mcp", hdr, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 	}
 	_, first := ask(a.url, "") // A: 1 of 2
 	if code, body := ask(c.url, retryWith(t, first, "Kit")); code != 200 || !strings.Contains(body, "hello Kit") {
 		t.Fatalf("retry on C: %d %s", code, body)
 	}
 	list := func() int {
-		code, _ := modernPost(t, a.url+"/mcp", map[string]string{callers.HeaderAPIKey: secret, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
-			`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+modernMeta+`}}`)
+		code, _ := statelessPost(t, a.url+"/mcp", map[string]string{callers.HeaderAPIKey: secret, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+statelessMetaJSON+`}}`)
 		return code
 	}
 	if code := list(); code != 200 {

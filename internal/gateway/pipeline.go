@@ -247,16 +247,16 @@ func (c *call) send() {
 		}
 		c.params = p
 	}
-	if sc.modern {
-		c.params = stripModernMeta(c.params)
+	if sc.stateless {
+		c.params = stripStatelessMeta(c.params)
 	}
 	c.start = time.Now()
 	tracing.NoteServer(c.ctx, c.server)
 	ctx := upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(c.ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
 	c.ctx = ctx
 	res, err := g.callConnecting(ctx, sc, c.server, c.method, c.params)
-	if err == nil && !sc.modern && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
-		// S18.2: a stateless upstream's questions, asked of this old-era
+	if err == nil && !sc.stateless && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
+		// S18.2: a stateless upstream's questions, asked of this handshake-era
 		// client on its session; it sees one ordinary result.
 		res, err = g.answerInputs(ctx, sc, c.server, c.method, c.params, res)
 	}

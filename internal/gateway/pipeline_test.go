@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -99,7 +100,7 @@ servers:
 		{"legacy-sse", legacyCaller(gw.URL)},
 		{"stdio", stdioCaller(g)},
 		{"2026-07-28", func(t *testing.T, key string, id int) *jsonrpc.Message {
-			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":"per__whoami","arguments":{}}}`, id, modernMeta)
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":"per__whoami","arguments":{}}}`, id, statelessMetaJSON)
 			_, _, b := rpc(t, gw.URL+"/mcp", map[string]string{callers.HeaderAPIKey: key, mcpwire.HeaderProtocolVersion: mcpwire.Rev20260728,
 				mcpwire.HeaderMethod: "tools/call", mcpwire.HeaderName: "per__whoami"}, body)
 			return decode(t, b)
@@ -253,7 +254,7 @@ servers:
 	body := func(id int, name string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, name)
 	}
-	oldEra := func(key string) map[string]string {
+	handshakeEra := func(key string) map[string]string {
 		return map[string]string{callers.HeaderAPIKey: key, mcpwire.HeaderProtocolVersion: "2025-06-18"}
 	}
 	fronts := []struct {
@@ -261,22 +262,22 @@ servers:
 		call namedCall
 	}{
 		{"streamable", func(t *testing.T, key string, id int, name string) *jsonrpc.Message {
-			_, _, b := rpc(t, gw.URL+"/mcp", oldEra(key), body(id, name))
+			_, _, b := rpc(t, gw.URL+"/mcp", handshakeEra(key), body(id, name))
 			return decode(t, b)
 		}},
 		{"legacy-sse", legacyNamedCaller(gw.URL)},
 		{"stdio", stdioNamedCaller(g)},
 		{"2026-07-28", func(t *testing.T, key string, id int, name string) *jsonrpc.Message {
-			b := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":%q,"arguments":{}}}`, id, modernMeta, name)
+			b := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s,"name":%q,"arguments":{}}}`, id, statelessMetaJSON, name)
 			_, _, out := rpc(t, gw.URL+"/mcp", map[string]string{callers.HeaderAPIKey: key, mcpwire.HeaderProtocolVersion: mcpwire.Rev20260728,
 				mcpwire.HeaderMethod: "tools/call", mcpwire.HeaderName: name}, b)
 			return decode(t, out)
 		}},
 		{"fleet-hop", func(t *testing.T, key string, id int, name string) *jsonrpc.Message {
 			b := body(id, name)
-			hdr := oldEra(key)
-			hdr[peerClientHeader] = "127.0.0.1:5555"
-			hdr[peerHeader] = g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: "127.0.0.1:5555", Body: []byte(b)}, time.Now())
+			hdr := handshakeEra(key)
+			hdr[fleetrelay.HeaderPeerClient] = "127.0.0.1:5555"
+			hdr[fleetrelay.HeaderPeer] = g.ring.SignPeer(fleet.PeerRequest{Method: http.MethodPost, Target: "/mcp", Client: "127.0.0.1:5555", Body: []byte(b)}, time.Now())
 			_, _, out := rpc(t, gw.URL+"/mcp", hdr, b)
 			return decode(t, out)
 		}},

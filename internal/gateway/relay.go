@@ -74,7 +74,7 @@ func exchangeBinding(ex *exchange) string { return "x/" + ex.id }
 // binds reports whether sc's calls run on upstream sessions bound to its
 // client (see above).
 func (sc *scope) binds() bool {
-	return sc.caps.Roots && (sc.sess != nil || sc.modern && sc.exchange != nil)
+	return sc.caps.Roots && (sc.sess != nil || sc.stateless && sc.exchange != nil)
 }
 
 // boundFor reports whether the calls of s to server run on s's own
@@ -92,7 +92,7 @@ func (g *Gateway) bind(ctx context.Context, sc *scope) context.Context {
 	switch {
 	case sc.sess != nil:
 		return upstream.WithBinding(ctx, sc.sess.binding)
-	case sc.modern && sc.exchange != nil:
+	case sc.stateless && sc.exchange != nil:
 		// Reusable: a session the upstream asked nothing of holds nothing
 		// of this client, and serves the next such call instead of a new
 		// dial (a process, on stdio) per call.
@@ -149,7 +149,7 @@ func (r *relay) HandleNotification(ctx context.Context, server string, origin an
 		idx := levelIndex(level)
 		if sc != nil {
 			switch {
-			case sc.modern:
+			case sc.stateless:
 				// Only requests that asked (io.modelcontextprotocol/logLevel).
 				if sc.logLevel >= 0 && idx >= sc.logLevel {
 					_ = sc.out.send(msg)
@@ -292,7 +292,7 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
 			"%s is only available during a client request", msg.Method)
 	}
-	if sc.modern {
+	if sc.stateless {
 		// A stateless client takes no server-initiated requests: the call
 		// answers input_required with this one (S18.1).
 		if sc.exchange == nil {

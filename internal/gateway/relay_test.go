@@ -24,7 +24,7 @@ func TestListChangedReachesDownstream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var d downstream
-	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestMergedPagination(t *testing.T) {
 	}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "p"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "p"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestFailureIsolation(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "iso"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "iso"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, handshakeEra)
 	if err != nil {
 		t.Fatalf("initialize with one dead upstream: %v", err)
 	}
@@ -127,7 +127,7 @@ func TestFailureIsolation(t *testing.T) {
 	}
 	// A call on the dead route fails fast with an error naming the server.
 	start := time.Now()
-	cs1, err := mcp.NewClient(&mcp.Implementation{Name: "iso"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/dead"}, oldEra)
+	cs1, err := mcp.NewClient(&mcp.Implementation{Name: "iso"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/dead"}, handshakeEra)
 	if err == nil {
 		_, err = cs1.CallTool(ctx, &mcp.CallToolParams{Name: "anything"})
 		cs1.Close()
@@ -165,7 +165,7 @@ func TestCapabilityGate(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestCancellationBothWays(t *testing.T) {
 			}
 		},
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/slow"}, oldEra)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/slow"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestCrashedStdioUpstream(t *testing.T) {
 	// Without roots, so the crash is of the pooled process the catalog
 	// comes from (a roots client's calls run in a process of its own).
 	d := downstream{noRoots: true}
-	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	cs, err := d.client(t).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestNoCrossSessionGuess(t *testing.T) {
 				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "mine"}}, nil
 			},
 		})
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/shared"}, oldEra)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/shared"}, handshakeEra)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +416,7 @@ func TestCloseDrainsInFlight(t *testing.T) {
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"slow": httpServer(up.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "d"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/slow"}, oldEra)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "d"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/slow"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}

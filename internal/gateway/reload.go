@@ -97,7 +97,7 @@ func (g *Gateway) Reload(file *config.Config) (ServerChanges, error) {
 		}
 	}
 	g.file.Store(&fileDefs{servers: file.Servers, toolsets: file.Toolsets})
-	g.state.Store(newState(next))
+	g.compiled.Store(compileConfig(next))
 	g.clearRoutes()
 	for _, name := range ch.Removed {
 		g.up.RemoveServer(name)

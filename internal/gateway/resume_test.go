@@ -721,7 +721,7 @@ func TestSDKClientResumesThroughBalancer(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: 3}, oldEra)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: 3}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1115,7 +1115,7 @@ func TestListChangeInvalidatesOtherReplicasCatalog(t *testing.T) {
 	a, b := fl[0], fl[1]
 	list := func(url string) string {
 		t.Helper()
-		code, body := modernPost(t, url, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		code, body := statelessPost(t, url, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 		if code != 200 {
 			t.Fatalf("tools/list: %d %s", code, body)

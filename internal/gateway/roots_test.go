@@ -150,9 +150,9 @@ func TestRootsStayWithTheirClient(t *testing.T) {
 			const tool = "rc__cached_roots"
 
 			t.Run("2025-11-25", func(t *testing.T) {
-				a := connectRoots(t, ctx, gw.URL+"/mcp", oldEra, "file:///clients/a")
-				b := connectRoots(t, ctx, gw.URL+"/mcp", oldEra, "file:///clients/b")
-				none := connectRoots(t, ctx, gw.URL+"/mcp", oldEra)
+				a := connectRoots(t, ctx, gw.URL+"/mcp", handshakeEra, "file:///clients/a")
+				b := connectRoots(t, ctx, gw.URL+"/mcp", handshakeEra, "file:///clients/b")
+				none := connectRoots(t, ctx, gw.URL+"/mcp", handshakeEra)
 				waitStreams(t, g)
 				for _, step := range []struct {
 					c    *rootsClient
@@ -194,8 +194,8 @@ func TestRootsStayWithTheirClient(t *testing.T) {
 			waitFor(t, "the ended sessions' upstream sessions to close", func() bool { return g.up.Health()["rc"].Bound == 0 })
 
 			t.Run("2026-07-28", func(t *testing.T) {
-				a := connectRoots(t, ctx, gw.URL+"/mcp", nil, "file:///modern/a")
-				b := connectRoots(t, ctx, gw.URL+"/mcp", nil, "file:///modern/b")
+				a := connectRoots(t, ctx, gw.URL+"/mcp", nil, "file:///stateless/a")
+				b := connectRoots(t, ctx, gw.URL+"/mcp", nil, "file:///stateless/b")
 				none := connectRoots(t, ctx, gw.URL+"/mcp", nil)
 				if v := a.cs.InitializeResult().ProtocolVersion; v != mcpwire.Rev20260728 {
 					t.Fatalf("negotiated %q, want 2026-07-28", v)
@@ -203,7 +203,7 @@ func TestRootsStayWithTheirClient(t *testing.T) {
 				for _, step := range []struct {
 					c    *rootsClient
 					want string
-				}{{a, "roots: file:///modern/a"}, {b, "roots: file:///modern/b"}, {a, "roots: file:///modern/a"}, {b, "roots: file:///modern/b"}} {
+				}{{a, "roots: file:///stateless/a"}, {b, "roots: file:///stateless/b"}, {a, "roots: file:///stateless/a"}, {b, "roots: file:///stateless/b"}} {
 					if got := step.c.roots(t, ctx, tool); got != step.want {
 						t.Errorf("%s = %q, want %q", tool, got, step.want)
 					}
@@ -231,8 +231,8 @@ func TestMaxBoundSessionsPerServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const tool = "rc__cached_roots"
-	a := connectRoots(t, ctx, gw.URL+"/mcp", oldEra, "file:///capped/a")
-	b := connectRoots(t, ctx, gw.URL+"/mcp", oldEra, "file:///capped/b")
+	a := connectRoots(t, ctx, gw.URL+"/mcp", handshakeEra, "file:///capped/a")
+	b := connectRoots(t, ctx, gw.URL+"/mcp", handshakeEra, "file:///capped/b")
 	waitStreams(t, g)
 	for _, step := range []struct {
 		c    *rootsClient

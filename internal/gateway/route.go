@@ -101,7 +101,7 @@ type route struct {
 	named  []string // the servers the path names; nil: the whole gateway
 	header []string // the x-mcp-servers list; nil: no header
 
-	// id names the route as the party of a stateless caller knows it
+	// id names the route as the party of a sessionless caller knows it
 	// (routeID of path and header), computed once when it resolves: the
 	// same route comes back from the cache on every request.
 	id string
@@ -185,10 +185,10 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 			rt.named = rt.servers
 		}
 	} else if base == "" || base == "/" || base == "/mcp" {
-		rt.servers = g.st().names
+		rt.servers = g.current().names
 		rt.prefixed = true
 	} else if base == "/mcp/proxy" && !g.known("proxy") {
-		rt.servers = g.st().names
+		rt.servers = g.current().names
 		rt.prefixed = true
 		rt.proxy = true
 	} else {
@@ -260,7 +260,7 @@ func toolsetOf(base string) (string, bool) {
 // may use on this route, and the view every list and call consults. A
 // refused route comes back as *policy.Denied.
 func (g *Gateway) narrow(rt route, c *policy.Caller) (route, *policy.Denied) {
-	v, denied := g.st().policy.View(c, policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset})
+	v, denied := g.current().policy.View(c, policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset})
 	if denied != nil {
 		return rt, denied
 	}

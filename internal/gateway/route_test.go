@@ -105,7 +105,7 @@ func FuzzParseServersInPath(f *testing.F) {
 	})
 }
 
-// A route's id (the party of a stateless caller on it) is computed when
+// A route's id (the party of a sessionless caller on it) is computed when
 // it resolves, from its path and x-mcp-servers header, and every copy of
 // it keeps it: the cached route, the caller's narrowed view of it.
 func TestRouteIDResolvedOnce(t *testing.T) {

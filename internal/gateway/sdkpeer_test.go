@@ -274,10 +274,10 @@ func upstreamConfig(t testing.TB, transport, name string) (*config.Server, *sdkU
 	}
 }
 
-// oldEra pins a go-sdk client to the handshake era: v1.8.0 clients try the
+// handshakeEra pins a go-sdk client to the handshake era: v1.8.0 clients try the
 // stateless 2026-07-28 revision first, and these tests are about sessions,
 // GET streams and server-initiated requests.
-var oldEra = &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.Rev20251125}
+var handshakeEra = &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.Rev20251125}
 
 // connectTo connects the official go-sdk client to url over streamable
 // HTTP, in the era opts pins (nil: the client's default, 2026-07-28), with

@@ -221,10 +221,10 @@ func TestStaleAndTerminatedSessions(t *testing.T) {
 	// A 2026-07-28 request ignores Mcp-Session-Id: a terminated or another
 	// owner's id in it changes nothing.
 	for _, stale := range []string{sid, other} {
-		code, body := modernPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: stale, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
-			`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`)
+		code, body := statelessPost(t, url+"/mcp", map[string]string{"X-Test-Owner": "alice", mcpwire.HeaderSessionID: stale, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+statelessMetaJSON+`}}`)
 		if code != 200 || !strings.Contains(body, "f__ok") {
-			t.Errorf("stateless request with session id %s: %d %s", stale[:8], code, body)
+			t.Errorf("sessionless request with session id %s: %d %s", stale[:8], code, body)
 		}
 	}
 	if _, err := g.TerminateSessions(context.Background(), "", ""); err == nil {
@@ -307,7 +307,7 @@ const (
 // not run; DELETE stays idempotent; initialize starts a new session even
 // when it still carries the old id. It held in both sessions.unknown_id
 // modes, as the ids are remembered. (Before: a DELETEd id was served as
-// a new stateless request and the tool ran.)
+// a new sessionless request and the tool ran.)
 func TestEndedSessionsAre404(t *testing.T) {
 	for _, mode := range []string{config.UnknownIDReject, config.UnknownIDServe} {
 		t.Run(mode, func(t *testing.T) {
@@ -360,7 +360,7 @@ func TestEndedSessionsAre404(t *testing.T) {
 
 // S8.3: an id the gateway never issued is 404 by default (never 400) on
 // every verb that can name a session, legacy SSE messages included;
-// sessions.unknown_id: serve serves a POST as a new stateless request
+// sessions.unknown_id: serve serves a POST as a new sessionless request
 // instead (the reference gateway's behaviour). A stream cannot be
 // stateless: GET is 404 either way.
 func TestUnknownSessionID(t *testing.T) {

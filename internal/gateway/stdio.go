@@ -150,7 +150,7 @@ func (f *stdioFront) caller(ctx context.Context) (context.Context, *callers.Call
 // a token for a passthrough server.
 func (g *Gateway) withCaller(ctx context.Context, c *callers.Caller) context.Context {
 	ctx = callers.NewContext(ctx, c)
-	if st := g.st(); st.userKeys {
+	if st := g.current(); st.userKeys {
 		ts := &callerTokenSet{g: g, ctx: context.WithoutCancel(ctx), headers: noHeaders, person: callers.PersonID(c)}
 		ctx = context.WithValue(upstream.WithCallerTokens(ctx, ts.get), callerTokenSetKey{}, ts)
 	}
@@ -165,7 +165,7 @@ func (f *stdioFront) route(c *callers.Caller) (route, *jsonrpc.Error) {
 	if denied != nil {
 		return rt, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message)
 	}
-	if g.st().passthrough {
+	if g.current().passthrough {
 		keep := []string{}
 		for _, s := range rt.servers {
 			if !g.isPassthrough(s) {
@@ -229,8 +229,8 @@ func (g *Gateway) serveLine(ctx context.Context, front *stdioFront, sess *sessio
 	}
 	rt := &view
 	if len(msgs) == 1 && msgs[0].IsRequest() && refused == nil {
-		if rev, modern := mcpwire.StatelessVersion(msgs[0].Params); modern {
-			g.serveModernLine(ctx, sess, *rt, out, msgs[0], rev, wg)
+		if rev, stateless := mcpwire.StatelessVersion(msgs[0].Params); stateless {
+			g.serveStatelessLine(ctx, sess, *rt, out, msgs[0], rev, wg)
 			return
 		}
 	}
@@ -278,11 +278,11 @@ func (g *Gateway) serveLine(ctx context.Context, front *stdioFront, sess *sessio
 	}
 }
 
-// serveModernLine answers a 2026-07-28 request of the stdio front: the
+// serveStatelessLine answers a 2026-07-28 request of the stdio front: the
 // same stateless service as over HTTP, minus the HTTP headers. The stdio
 // session only carries notifications/cancelled to the request (the way a
 // client of that era cancels on stdio, a listen stream included).
-func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, out *lineWriter, m *jsonrpc.Message, rev string, wg *sync.WaitGroup) {
+func (g *Gateway) serveStatelessLine(ctx context.Context, sess *session, rt route, out *lineWriter, m *jsonrpc.Message, rev string, wg *sync.WaitGroup) {
 	fail := func(e *jsonrpc.Error) { _ = out.send(jsonrpc.NewErrorResponse(m.ID, e)) }
 	// The same order as over HTTP: an unreadable _meta, then the version.
 	info, e := requestInfo(m)
@@ -307,7 +307,7 @@ func (g *Gateway) serveModernLine(ctx context.Context, sess *session, rt route, 
 			g.serveListenStdio(ctx, rt, out, m)
 			return
 		}
-		if reply, _ := g.modernReply(ctx, &rt, m, info, out, sess.Owner()); reply != nil {
+		if reply, _ := g.statelessReply(ctx, &rt, m, info, out, sess.Owner()); reply != nil {
 			_ = out.send(reply)
 		}
 	})

@@ -159,7 +159,7 @@ func boundName(name string) string {
 // asks). The audit record carries it and the caller's budget is charged
 // it.
 func (c *call) callCost() float64 {
-	srv := c.g.st().cfg.Servers[c.server]
+	srv := c.g.current().cfg.Servers[c.server]
 	if srv == nil || srv.Tools == nil || (c.err != nil && c.upstreamRPCError() == nil) {
 		return 0
 	}
@@ -171,7 +171,7 @@ func (c *call) callCost() float64 {
 // config says audit.arguments; else nil. They go to the audit exporters
 // and nowhere else (never a log line).
 func (g *Gateway) auditArguments(server string, params json.RawMessage) json.RawMessage {
-	srv := g.state.Load().cfg.Servers[server]
+	srv := g.compiled.Load().cfg.Servers[server]
 	if srv == nil || srv.Audit == nil || !srv.Audit.Arguments {
 		return nil
 	}
@@ -201,7 +201,7 @@ func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g.metrics.SetSessions(n)
-	for _, name := range g.st().names {
+	for _, name := range g.current().names {
 		for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
 			if size, ok := g.cat.Size(name, k); ok {
 				g.metrics.SetCatalogSize(name, k.String(), size)

@@ -173,13 +173,13 @@ func (g *Gateway) virtualList(ctx context.Context, sc *scope, mode string, rc *c
 type searchList struct {
 	first *catalog.Item
 	n     int
-	st    *gwState
+	st    *compiled
 }
 
 // indexFor returns the index of server's tools items, building it when
 // the list is new.
 func (g *Gateway) indexFor(server string, items []catalog.Item) *toolsearch.Index {
-	st := g.st()
+	st := g.current()
 	return g.searchIdx.For(server, searchList{&items[0], len(items), st}, func() []toolsearch.Doc {
 		docs := make([]toolsearch.Doc, len(items))
 		for i, it := range items {
@@ -289,7 +289,7 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 	}
 	g.hideConflicts(sc.rt, segs, tsegs)
 	hits := toolsearch.Search(tsegs, in.Query, limit)
-	st := g.st()
+	st := g.current()
 	found := make([]foundTool, 0, len(hits))
 	for _, h := range hits {
 		it := segs[h.Seg].items[h.Doc]

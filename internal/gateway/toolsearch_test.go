@@ -448,7 +448,7 @@ func TestToolSearchHybridPages(t *testing.T) {
 // credential) and rebuilds one only for a list it has not seen.
 func TestToolSearchIndexCache(t *testing.T) {
 	g := &Gateway{}
-	g.state.Store(&gwState{})
+	g.compiled.Store(&compiled{})
 	lists := make([][]catalog.Item, toolsearch.ListsPerServer+1)
 	for i := range lists {
 		lists[i] = []catalog.Item{{Server: "s", Key: "t", Raw: json.RawMessage(`{"name":"t"}`)}}
@@ -471,7 +471,7 @@ func TestToolSearchIndexCache(t *testing.T) {
 	if g.indexFor("s", last) != before {
 		t.Fatal("the last list's index was rebuilt")
 	}
-	g.state.Store(&gwState{}) // a reload: overrides may have changed
+	g.compiled.Store(&compiled{}) // a reload: overrides may have changed
 	if g.indexFor("s", last) == before {
 		t.Error("reload: the index was not rebuilt")
 	}

@@ -74,7 +74,7 @@ func (g *Gateway) Toolset(name string) (*config.Toolset, bool) {
 // none). Catalogs stay: no upstream changed; the sessions of the servers
 // either names hear that their tool list may have.
 func (g *Gateway) swapToolsets(cfg *config.Config, before, after *config.Toolset) {
-	g.state.Store(newState(cfg))
+	g.compiled.Store(compileConfig(cfg))
 	g.clearRoutes()
 	touched := map[string]bool{}
 	for _, ts := range []*config.Toolset{before, after} {

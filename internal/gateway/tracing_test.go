@@ -414,9 +414,9 @@ func TestTracingFleetHop(t *testing.T) {
 	var baggage sync.Map
 	a := startTracedMember(t, up, reg, p, &baggage)
 	c := startTracedMember(t, up, reg, p, &baggage)
-	_, first, _ := modernAsk(t, a.url, "alice", "")
+	_, first, _ := statelessAsk(t, a.url, "alice", "")
 	retry := retryWith(t, first, "Lin")
-	code, body := modernPost(t, c.url+"/mcp", map[string]string{"X-Test-Owner": "alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask",
+	code, body := statelessPost(t, c.url+"/mcp", map[string]string{"X-Test-Owner": "alice", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "f__ask",
 		"traceparent": "00-" + clientTrace + "-" + clientParent + "-01", "baggage": "user=mallory"},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__ask","arguments":{}`+retry+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 	if code != http.StatusOK || !strings.Contains(body, "hello Lin") {

@@ -112,12 +112,12 @@ call, with its own reason), and answers the call with -32800.`,
 			}},
 		{"stateless_call", `A 2026-07-28 client, with no session: server/discover, then a tools/call
 on the merged route. Each request carries the revision's headers and _meta;
-the gateway calls the old-era upstream in the session it holds with it,
+the gateway calls the handshake-era upstream in the session it holds with it,
 without the revision's _meta keys.`,
 			func(tr *transcript, a, b *wireUpstream) {
 				tr.started(a, b)
-				tr.post("/mcp", trStatelessHeaders("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+modernMeta+`}}`)
-				s := tr.open("/mcp", trStatelessHeaders("tools/call", "b__echo"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b__echo","arguments":{"say":"hi"},`+modernMeta+`}}`)
+				tr.post("/mcp", trStatelessHeaders("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+statelessMetaJSON+`}}`)
+				s := tr.open("/mcp", trStatelessHeaders("tools/call", "b__echo"), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b__echo","arguments":{"say":"hi"},`+statelessMetaJSON+`}}`)
 				tr.upstream(b, `"tools/call"`)
 				s.rest()
 			}},

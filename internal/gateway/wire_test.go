@@ -221,7 +221,7 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestSessionLifecycle covers stateless requests, unknown session ids
+// TestSessionLifecycle covers sessionless requests, unknown session ids
 // (404, S8.3), DELETE (idempotent, S8.1) and the GET stream.
 func TestSessionLifecycle(t *testing.T) {
 	up := rawUpstream(t, exoticTool, exoticResult, nil)
@@ -234,7 +234,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("stateless tools/list: %d %q sid=%q", status, body, h.Get("Mcp-Session-Id"))
 	}
 	// Unknown session id: 404 so the client re-initializes (S8.3), not a
-	// 400 loop (this was served as a new stateless request before).
+	// 400 loop (this was served as a new sessionless request before).
 	status, _, body = rpc(t, url, map[string]string{"Mcp-Session-Id": "gone-after-restart"}, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	if status != http.StatusNotFound || string(body) != bodyNeverIssued {
 		t.Errorf("unknown session ping: %d %s", status, body)

@@ -96,10 +96,10 @@ const (
 	CodeUnsupportedProtocolVersion      = -32022
 )
 
-// IsModernErrorCode reports whether code is one of the errors that only a
+// IsStatelessErrorCode reports whether code is one of the errors that only a
 // 2026-07-28 server returns: an upstream answering one speaks the stateless
 // era (it must not be probed with initialize instead).
-func IsModernErrorCode(code int64) bool {
+func IsStatelessErrorCode(code int64) bool {
 	return code == CodeHeaderMismatch || code == CodeMissingRequiredClientCapability || code == CodeUnsupportedProtocolVersion
 }
 

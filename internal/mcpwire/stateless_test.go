@@ -160,13 +160,13 @@ func TestStatelessConstants(t *testing.T) {
 		}
 	}
 	for _, code := range []int64{-32020, -32021, -32022} {
-		if !mcpwire.IsModernErrorCode(code) {
-			t.Errorf("IsModernErrorCode(%d) = false", code)
+		if !mcpwire.IsStatelessErrorCode(code) {
+			t.Errorf("IsStatelessErrorCode(%d) = false", code)
 		}
 	}
 	for _, code := range []int64{-32000, -32001, -32002, -32023, -32042, -32601, -32602} {
-		if mcpwire.IsModernErrorCode(code) {
-			t.Errorf("IsModernErrorCode(%d) = true", code)
+		if mcpwire.IsStatelessErrorCode(code) {
+			t.Errorf("IsStatelessErrorCode(%d) = true", code)
 		}
 	}
 }

@@ -136,7 +136,7 @@ func TestProtocolVersion(t *testing.T) {
 		{name: "pinned 2024", configured: "2024-11-05", wantOffer: "2024-11-05"},
 		{name: "pinned mismatch", configured: "2025-06-18", answer: "2025-11-25", wantOffer: "2025-06-18", wantErr: "protocol version"},
 		{name: "auto unsupported", configured: "auto", answer: "unsupported", wantOffer: "2025-11-25", wantErr: "protocol version"},
-		{name: "stateless pinned, old-era upstream", configured: "2026-07-28", wantErr: "protocol version 2026-07-28"},
+		{name: "stateless pinned, handshake-era upstream", configured: "2026-07-28", wantErr: "protocol version 2026-07-28"},
 		{name: "unknown", configured: "1999-01-01", wantErr: "protocol version"},
 	}
 	for _, tt := range tests {

@@ -155,7 +155,7 @@ async function closeClient(c) {
 
 for (const [server, pv] of Object.entries(SERVERS)) {
   // The timeout includes building mcpgate and the upstream on a cold cache.
-  test(`stateless: old-era TS client -> mcpgate -> 2026-07-28 go-sdk upstream (${server}, protocol_version: ${pv})`, { timeout: 300_000 }, async (t) => {
+  test(`stateless: handshake-era TS client -> mcpgate -> 2026-07-28 go-sdk upstream (${server}, protocol_version: ${pv})`, { timeout: 300_000 }, async (t) => {
     await fixtures();
     const step = stepper(t, diag, { timeout: 20_000 });
     const tool = (n) => `${server}__${n}`;
@@ -165,7 +165,7 @@ for (const [server, pv] of Object.entries(SERVERS)) {
       c = await connectClient(`${gateway.base}/mcp`, server);
       const { client, seen } = c;
 
-      await step("the client negotiated the old era with the gateway", async () => {
+      await step("the client negotiated the handshake era with the gateway", async () => {
         assert.equal(c.transport.protocolVersion, OLD_ERA);
         const caps = client.getServerCapabilities();
         assert.ok(caps?.tools && caps?.prompts && caps?.resources, `server capabilities: ${JSON.stringify(caps)}`);
@@ -205,7 +205,7 @@ for (const [server, pv] of Object.entries(SERVERS)) {
         assert.deepEqual(req.requestedSchema.required, ["name"]);
         assert.equal(r.isError ?? false, false, JSON.stringify(r));
         assert.equal(textOf(r), `hello ${name}`);
-        // Nothing of the round trip leaks to the old-era client.
+        // Nothing of the round trip leaks to the handshake-era client.
         assert.equal(r.inputRequests, undefined, JSON.stringify(r));
         assert.equal(r.requestState, undefined, JSON.stringify(r));
       });

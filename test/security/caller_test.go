@@ -22,12 +22,12 @@ const vaultKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 // Keys of the caller cases beside alice's.
 const (
-	budgetHTTPKey   = "mcpg_sec-budget-http-0123456789"
-	budgetSSEKey    = "mcpg_sec-budget-sse-0123456789"
-	budgetAdminKey  = "mcpg_sec-budget-admin-0123456789"
-	budgetStdioKey  = "mcpg_sec-budget-stdio-0123456789"
-	budgetModernKey = "mcpg_sec-budget-modern-0123456789"
-	aliceByokValue  = "alice-own-tickets-credential-7f3a"
+	budgetHTTPKey      = "mcpg_sec-budget-http-0123456789"
+	budgetSSEKey       = "mcpg_sec-budget-sse-0123456789"
+	budgetAdminKey     = "mcpg_sec-budget-admin-0123456789"
+	budgetStdioKey     = "mcpg_sec-budget-stdio-0123456789"
+	budgetStatelessKey = "mcpg_sec-budget-stateless-0123456789"
+	aliceByokValue     = "alice-own-tickets-credential-7f3a"
 )
 
 // callerFixture is a gateway whose server alpha prices every call at 1,
@@ -61,7 +61,7 @@ auth:
     - {alias: budget-sse, key: %q, user: bert, budget: {amount: 1, period: day}}
     - {alias: budget-admin, key: %q, user: bert, budget: {amount: 1, period: day}}
     - {alias: budget-stdio, key: %q, user: bert, budget: {amount: 1, period: day}}
-    - {alias: budget-modern, key: %q, user: bert, budget: {amount: 1, period: day}}
+    - {alias: budget-stateless, key: %q, user: bert, budget: {amount: 1, period: day}}
 servers:
   alpha:
     transport: http
@@ -73,7 +73,7 @@ servers:
     transport: http
     url: %q
     auth: {type: user_api_key, header_name: X-Person-Key}
-`, vaultKey, masterKey, aliceKey, budgetHTTPKey, budgetSSEKey, budgetAdminKey, budgetStdioKey, budgetModernKey, f.alpha.url(), f.webhook.srv.URL+"/check", f.byok.url())
+`, vaultKey, masterKey, aliceKey, budgetHTTPKey, budgetSSEKey, budgetAdminKey, budgetStdioKey, budgetStatelessKey, f.alpha.url(), f.webhook.srv.URL+"/check", f.byok.url())
 	f.g = startGateway(t, f.cfg)
 	return f
 }
@@ -117,14 +117,14 @@ var callerFronts = []front{
 			return http.StatusAccepted, m
 		}
 	}},
-	{name: "modern", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
+	{name: "stateless", open: func(t *testing.T, f *callerFixture, path, key string) func(id, tool, args string) (int, *rpcMsg) {
 		// 2026-07-28: no session, the key on every request.
 		return func(id, tool, args string) (int, *rpcMsg) {
 			c := f.g.client(t, path, key)
 			c.hdr.Set("MCP-Protocol-Version", "2026-07-28")
 			c.hdr.Set("Mcp-Method", "tools/call")
 			c.hdr.Set("Mcp-Name", tool)
-			cl := c.start(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s,%s}`, tool, args, modernMeta))
+			cl := c.start(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s,%s}`, tool, args, statelessMetaJSON))
 			return cl.status, cl.result(t, 15*time.Second)
 		}
 	}},
@@ -162,8 +162,8 @@ var callerFronts = []front{
 	}},
 }
 
-// modernMeta is the _meta of a 2026-07-28 request.
-const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"security-suite","version":"1"}}`
+// statelessMetaJSON is the _meta of a 2026-07-28 request.
+const statelessMetaJSON = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"security-suite","version":"1"}}`
 
 // keyAliases names the keys of the caller cases, for the admin API's
 // "call as".
@@ -256,7 +256,7 @@ func TestEveryFrontCarriesCaller(t *testing.T) {
 			})
 
 			t.Run("budget is charged and enforced", func(t *testing.T) {
-				key := map[string]string{"streamable": budgetHTTPKey, "legacy": budgetSSEKey, "admin-call-as": budgetAdminKey, "stdio": budgetStdioKey, "modern": budgetModernKey}[fr.name]
+				key := map[string]string{"streamable": budgetHTTPKey, "legacy": budgetSSEKey, "admin-call-as": budgetAdminKey, "stdio": budgetStdioKey, "stateless": budgetStatelessKey}[fr.name]
 				spend := fr.open(t, f, "/mcp/alpha", key)
 				text := "budget-" + fr.name
 				if st, m := spend("b1", "echo", fmt.Sprintf(`{"text":%q}`, text)); isToolError(m) {

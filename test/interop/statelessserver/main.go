@@ -7,7 +7,7 @@
 // Requests: the first call answers input_required (an elicitation, a
 // sampling request or a roots/list request, plus a requestState), and the
 // retry carries the answers. The test puts mcpgate between this server and
-// an old-era (2025-11-25) TypeScript SDK client, and checks that the gateway
+// an handshake-era (2025-11-25) TypeScript SDK client, and checks that the gateway
 // asks that client on its session and hands it one ordinary result.
 //
 // Usage:

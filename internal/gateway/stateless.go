@@ -20,18 +20,18 @@ import (
 // Served: server/discover, the lists, tools/call, prompts/get,
 // resources/read, completion/complete (each result with resultType and,
 // for lists and reads, cache hints) and subscriptions/listen (listen.go).
-// Server-initiated requests of old-era upstreams reach these clients as
+// Server-initiated requests of handshake-era upstreams reach these clients as
 // input_required results (mrtr.go).
 
-// modernScopeKeys are the per-request _meta keys of the stateless era: an
-// old-era upstream must not see them (a dual-era server would take the
+// statelessScopeKeys are the per-request _meta keys of the stateless era: an
+// handshake-era upstream must not see them (a dual-era server would take the
 // request for a stateless one).
-var modernScopeKeys = []string{mcpwire.MetaKeyProtocolVersion, mcpwire.MetaKeyClientCapabilities, mcpwire.MetaKeyClientInfo, mcpwire.MetaKeyLogLevel}
+var statelessScopeKeys = []string{mcpwire.MetaKeyProtocolVersion, mcpwire.MetaKeyClientCapabilities, mcpwire.MetaKeyClientInfo, mcpwire.MetaKeyLogLevel}
 
-// serveModern answers one stateless request over HTTP. rev is the
+// serveStateless answers one stateless request over HTTP. rev is the
 // revision its _meta names (possibly one the gateway does not speak; ""
 // when only the MCP-Protocol-Version header said it is one).
-func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message, rev string) {
+func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, rt route, m *jsonrpc.Message, rev string) {
 	fail := func(status int, e *jsonrpc.Error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -75,7 +75,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, rt route, 
 		return
 	}
 	ps := &postSender{w: w, canSSE: acceptsSSE(r), jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout}
-	reply, invalid := g.modernReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner)
+	reply, invalid := g.statelessReply(r.Context(), &rt, m, info, ps, identityOf(r).Owner)
 	if invalid {
 		// Refused before any work (a bad requestState): a 400, like the
 		// stateless era's other request errors.
@@ -102,22 +102,22 @@ func methodNotFound(m *jsonrpc.Message) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
 }
 
-// modernReply answers a stateless request that passed its transport's
+// statelessReply answers a stateless request that passed its transport's
 // checks, on any transport: out carries what goes to the client before
 // the reply (progress, log messages), owner is the caller an exchange's
 // requestState is bound to. nil: the client went away first. invalid: the
 // request was refused before any work was done.
-func (g *Gateway) modernReply(ctx context.Context, rt *route, m *jsonrpc.Message, info mcpwire.RequestInfo, out sender, owner string) (reply *jsonrpc.Message, invalid bool) {
+func (g *Gateway) statelessReply(ctx context.Context, rt *route, m *jsonrpc.Message, info mcpwire.RequestInfo, out sender, owner string) (reply *jsonrpc.Message, invalid bool) {
 	logLevel := -1
 	if info.LogLevel != "" {
 		logLevel = levelIndex(info.LogLevel)
 	}
-	sc := &scope{g: g, rt: rt, out: out, caps: info.Capabilities, modern: true, logLevel: logLevel, owner: owner}
+	sc := &scope{g: g, rt: rt, out: out, caps: info.Capabilities, stateless: true, logLevel: logLevel, owner: owner}
 	switch {
 	case m.Method == mcpwire.MethodServerDiscover:
 		reply = g.discover(ctx, sc, m)
 	case mcpwire.AllowsInputRequired(m.Method):
-		// A call that may need the client's input from an old-era
+		// A call that may need the client's input from an handshake-era
 		// upstream (S18.1): it runs as an exchange that can outlive this
 		// request; a retry with the gateway's requestState resumes it.
 		if state, _ := jsonrpc.GetString(m.Params, mcpwire.FieldRequestState); isGatewayState(state) {
@@ -234,15 +234,15 @@ func (g *Gateway) freshness(sc *scope, method string) time.Duration {
 	return max(ttl, 0)
 }
 
-// stripModernMeta removes the stateless era's per-request _meta keys from
+// stripStatelessMeta removes the stateless era's per-request _meta keys from
 // params bound for an upstream of the handshake era.
-func stripModernMeta(params json.RawMessage) json.RawMessage {
+func stripStatelessMeta(params json.RawMessage) json.RawMessage {
 	meta, ok := jsonrpc.Get(params, mcpwire.FieldMeta)
 	if !ok || len(meta) == 0 || meta[0] != '{' {
 		return params
 	}
 	m := []byte(meta)
-	for _, k := range modernScopeKeys {
+	for _, k := range statelessScopeKeys {
 		if next, err := jsonrpc.Delete(m, k); err == nil {
 			m = next
 		}

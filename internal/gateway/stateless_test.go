@@ -24,7 +24,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
-// metaUpstream is an old-era upstream that records the params _meta of
+// metaUpstream is an handshake-era upstream that records the params _meta of
 // every tools/call it gets.
 func metaUpstream(t *testing.T) (*httptest.Server, func() []string) {
 	var mu sync.Mutex
@@ -32,13 +32,13 @@ func metaUpstream(t *testing.T) (*httptest.Server, func() []string) {
 	ts := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
 		switch m.Method {
 		case "initialize":
-			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"old","version":"0"},"instructions":"An old-era server."}`
+			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"old","version":"0"},"instructions":"An handshake-era server."}`
 		case "tools/list":
 			return `{"tools":[{"name":"hello","inputSchema":{"type":"object"}}]}`
 		case "resources/list":
 			return `{"resources":[]}`
 		case "server/discover":
-			// An old-era server: the gateway's probe of the new era fails.
+			// An handshake-era server: the gateway's probe of the new era fails.
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID.Raw())
 			return ""
@@ -47,14 +47,14 @@ func metaUpstream(t *testing.T) (*httptest.Server, func() []string) {
 		mu.Lock()
 		metas = append(metas, string(meta))
 		mu.Unlock()
-		return `{"content":[{"type":"text","text":"hello from the old era"}]}`
+		return `{"content":[{"type":"text","text":"hello from the handshake era"}]}`
 	})
 	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string{}, metas...) }
 }
 
-const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+const statelessMetaJSON = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
 
-func modernPost(t *testing.T, url string, hdr map[string]string, body string) (int, string) {
+func statelessPost(t *testing.T, url string, hdr map[string]string, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -76,9 +76,9 @@ func modernPost(t *testing.T, url string, hdr map[string]string, body string) (i
 }
 
 // The official go-sdk client, unpinned, speaks 2026-07-28 to the gateway,
-// which serves it statelessly in front of an old-era upstream; the
+// which serves it statelessly in front of an handshake-era upstream; the
 // upstream never sees the stateless era's _meta keys.
-func TestModernClientOldUpstream(t *testing.T) {
+func TestStatelessClientHandshakeUpstream(t *testing.T) {
 	up, metas := metaUpstream(t)
 	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"old": httpServer(up.URL + "/mcp")}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -92,18 +92,18 @@ func TestModernClientOldUpstream(t *testing.T) {
 		t.Fatalf("tools: %+v %v", tools, err)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "old__hello", Arguments: map[string]any{}})
-	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "hello from the old era" {
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "hello from the handshake era" {
 		t.Fatalf("call: %+v %v", res, err)
 	}
 	for _, m := range metas() {
 		if strings.Contains(m, "io.modelcontextprotocol/") {
-			t.Errorf("the old-era upstream got stateless-era _meta: %s", m)
+			t.Errorf("the handshake-era upstream got stateless-era _meta: %s", m)
 		}
 	}
 }
 
 // Raw transcripts of the stateless era's rules at the edge (S17).
-func TestModernEdge(t *testing.T) {
+func TestStatelessEdge(t *testing.T) {
 	up, _ := metaUpstream(t)
 	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"old": httpServer(up.URL + "/mcp")}}})
 	url := gw.URL + "/mcp"
@@ -118,7 +118,7 @@ func TestModernEdge(t *testing.T) {
 	_ = ok
 
 	// server/discover.
-	code, body := modernPost(t, url, with("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+modernMeta+`}}`)
+	code, body := statelessPost(t, url, with("server/discover", ""), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+statelessMetaJSON+`}}`)
 	var disc struct {
 		Result struct {
 			ResultType        string          `json:"resultType"`
@@ -136,18 +136,18 @@ func TestModernEdge(t *testing.T) {
 		t.Fatalf("discover: %d %s", code, body)
 	}
 	d := disc.Result
-	if d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || !strings.Contains(string(d.Capabilities), `"tools":{"listChanged":true}`) || !strings.Contains(d.Instructions, "An old-era server.") ||
+	if d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || !strings.Contains(string(d.Capabilities), `"tools":{"listChanged":true}`) || !strings.Contains(d.Instructions, "An handshake-era server.") ||
 		d.Meta["io.modelcontextprotocol/serverInfo"].Name != "mcpgate" || d.TTL == nil || d.Scope != "private" {
 		t.Errorf("discover result: %s", body)
 	}
 
 	// A list carries resultType and cache hints; a call carries resultType.
-	code, body = modernPost(t, url, with("tools/list", ""), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+modernMeta+`}}`)
+	code, body = statelessPost(t, url, with("tools/list", ""), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+statelessMetaJSON+`}}`)
 	if code != 200 || !strings.Contains(body, `"resultType":"complete"`) || !strings.Contains(body, `"cacheScope":"private"`) || !strings.Contains(body, `"ttlMs":`) || !strings.Contains(body, `"old__hello"`) {
 		t.Errorf("tools/list: %d %s", code, body)
 	}
-	code, body = modernPost(t, url, with("tools/call", "old__hello"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"old__hello","arguments":{},`+modernMeta+`}}`)
-	if code != 200 || !strings.Contains(body, `"resultType":"complete"`) || !strings.Contains(body, "hello from the old era") || strings.Contains(body, "ttlMs") {
+	code, body = statelessPost(t, url, with("tools/call", "old__hello"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"old__hello","arguments":{},`+statelessMetaJSON+`}}`)
+	if code != 200 || !strings.Contains(body, `"resultType":"complete"`) || !strings.Contains(body, "hello from the handshake era") || strings.Contains(body, "ttlMs") {
 		t.Errorf("tools/call: %d %s", code, body)
 	}
 
@@ -159,17 +159,17 @@ func TestModernEdge(t *testing.T) {
 		code   int64
 		msg    string
 	}{
-		{"name header mismatch", with("tools/call", "old__other"), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"old__hello",` + modernMeta + `}}`,
+		{"name header mismatch", with("tools/call", "old__other"), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"old__hello",` + statelessMetaJSON + `}}`,
 			400, -32020, "Header mismatch: Mcp-Name header value 'old__other' does not match body value 'old__hello'"},
-		{"missing Mcp-Method", map[string]string{"MCP-Protocol-Version": "2026-07-28"}, `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{` + modernMeta + `}}`,
+		{"missing Mcp-Method", map[string]string{"MCP-Protocol-Version": "2026-07-28"}, `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{` + statelessMetaJSON + `}}`,
 			400, -32020, "missing required Mcp-Method header"},
-		{"version header differs from _meta", map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{` + modernMeta + `}}`,
+		{"version header differs from _meta", map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{` + statelessMetaJSON + `}}`,
 			400, -32020, "MCP-Protocol-Version header value '2025-11-25' does not match"},
 		{"unsupported version", map[string]string{"MCP-Protocol-Version": "1900-01-01", "Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			400, -32022, "Unsupported protocol version"},
 		{"unsupported version in _meta alone", with("tools/list", ""), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			400, -32020, "MCP-Protocol-Version header value '2026-07-28' does not match body value 'v999.0.0'"},
-		{"no version header", map[string]string{"Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + modernMeta + `}}`,
+		{"no version header", map[string]string{"Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + statelessMetaJSON + `}}`,
 			400, -32020, "missing required MCP-Protocol-Version header"},
 		{"the header says 2026-07-28, the body has no _meta", with("server/discover", ""), `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{}}`,
 			400, -32602, "missing _meta"},
@@ -177,14 +177,14 @@ func TestModernEdge(t *testing.T) {
 			400, -32602, "protocolVersion"},
 		{"missing client capabilities", with("tools/list", ""), `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
 			400, -32602, "clientCapabilities"},
-		{"removed method", with("logging/setLevel", ""), `{"jsonrpc":"2.0","id":9,"method":"logging/setLevel","params":{"level":"info",` + modernMeta + `}}`,
+		{"removed method", with("logging/setLevel", ""), `{"jsonrpc":"2.0","id":9,"method":"logging/setLevel","params":{"level":"info",` + statelessMetaJSON + `}}`,
 			404, -32601, "Method not found"},
-		{"unknown method", with("frobnicate", ""), `{"jsonrpc":"2.0","id":10,"method":"frobnicate","params":{` + modernMeta + `}}`,
+		{"unknown method", with("frobnicate", ""), `{"jsonrpc":"2.0","id":10,"method":"frobnicate","params":{` + statelessMetaJSON + `}}`,
 			404, -32601, "Method not found"},
-		{"batch", with("tools/list", ""), `[{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{` + modernMeta + `}}]`,
+		{"batch", with("tools/list", ""), `[{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{` + statelessMetaJSON + `}}]`,
 			400, -32600, "batches are not part of MCP 2026-07-28"},
 	} {
-		code, body := modernPost(t, url, tc.hdr, tc.body)
+		code, body := statelessPost(t, url, tc.hdr, tc.body)
 		var resp struct {
 			Error *struct {
 				Code    int64           `json:"code"`
@@ -250,7 +250,7 @@ func openListeners(g *Gateway) int {
 	return len(g.listen.m)
 }
 
-func TestModernListen(t *testing.T) {
+func TestStatelessListen(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -266,7 +266,7 @@ func TestModernListen(t *testing.T) {
 
 	// The official client, listening by itself.
 	changed := make(chan struct{}, 4)
-	client := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(&mcp.Implementation{Name: "stateless", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, nil)
@@ -315,13 +315,13 @@ func TestStatelessUpstream(t *testing.T) {
 }
 
 func testStatelessUpstream(t *testing.T, pv string) {
-	srv := newSDKServer("modern")
+	srv := newSDKServer("stateless")
 	cfg := statelessUpstream(t, srv)
 	cfg.ProtocolVersion = pv
-	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
+	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"stateless": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, opts := range []*mcp.ClientSessionOptions{oldEra, nil} {
+	for _, opts := range []*mcp.ClientSessionOptions{handshakeEra, nil} {
 		cs := connectTo(t, ctx, gw.URL+"/mcp", nil, opts)
 		rev := cs.InitializeResult().ProtocolVersion
 		tools, err := cs.ListTools(ctx, nil)
@@ -337,17 +337,17 @@ func testStatelessUpstream(t *testing.T, pv string) {
 		}
 		cs.Close()
 	}
-	if h := g.Upstreams().Health()["modern"]; h.State != "ready" {
+	if h := g.Upstreams().Health()["stateless"]; h.State != "ready" {
 		t.Errorf("health %+v", h)
 	}
-	s, err := g.Upstreams().Session(ctx, "modern")
+	s, err := g.Upstreams().Session(ctx, "stateless")
 	if err != nil || s.Info().ProtocolVersion != "2026-07-28" {
 		t.Errorf("upstream session: %v %+v", err, s)
 	}
 }
 
 // S18.2: a 2026-07-28 upstream answers input_required (it needs an
-// elicitation); an old-era client behind the gateway is asked on its own
+// elicitation); an handshake-era client behind the gateway is asked on its own
 // session, and sees one ordinary result built from its answer.
 func TestInputRequiredBridgedToOldClient(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
@@ -378,7 +378,7 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, oldEra)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp"}, handshakeEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 		t.Errorf("the client was asked %q", asked)
 	}
 	// A client that cannot answer gets a clear error, not a hang.
-	plain := connectTo(t, ctx, gw.URL+"/mcp", nil, oldEra)
+	plain := connectTo(t, ctx, gw.URL+"/mcp", nil, handshakeEra)
 	if _, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "asker__confirm", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "elicitation/create, which this client does not support") {
 		t.Errorf("client without elicitation: %v", err)
 	}
@@ -408,16 +408,16 @@ func TestInputRequiredBridgedToOldClient(t *testing.T) {
 	}
 }
 
-// S18.1: an old-era upstream elicits (and samples) during a 2026-07-28
+// S18.1: an handshake-era upstream elicits (and samples) during a 2026-07-28
 // client's call: the client gets input_required, answers through its own
 // handler on the retry, and the call completes with the answer. A forged,
 // foreign or replayed requestState is refused.
-func TestServerRequestsBridgedToModernClient(t *testing.T) {
+func TestServerRequestsBridgedToStatelessClient(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(&mcp.Implementation{Name: "stateless", Version: "1"}, &mcp.ClientOptions{
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
 		},
@@ -443,7 +443,7 @@ func TestServerRequestsBridgedToModernClient(t *testing.T) {
 	// The raw exchange: the first answer is input_required with the
 	// gateway's requestState.
 	call := func(_, extra string) (int, string) {
-		return modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+		return statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__ask","arguments":{"text":"Who?"}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 	}
 	code, body := call("", "")
@@ -472,16 +472,16 @@ func TestServerRequestsBridgedToModernClient(t *testing.T) {
 	}
 	// The state belongs to the request that asked: other arguments, or
 	// another method, cannot take its answers.
-	if _, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+	if _, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__ask","arguments":{"text":"Someone else?"}`+answer+`,"requestState":"`+state+`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "must repeat the original request") {
 		t.Errorf("retry with other arguments: %s", body)
 	}
-	if _, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "alpha__ask"},
+	if _, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "alpha__ask"},
 		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"alpha__ask","arguments":{"text":"Who?"}`+answer+`,"requestState":"`+state+`","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "must repeat the original request") {
 		t.Errorf("retry as another method: %s", body)
 	}
 	// Spelling does not matter: keys in another order, other whitespace.
-	if _, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
+	if _, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__ask"},
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"requestState":"`+state+`" , "arguments": {"text":"Who?"},"name":"alpha__ask"`+answer+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`); !strings.Contains(body, "accept:Bob") {
 		t.Errorf("retry: %s", body)
 	}
@@ -514,18 +514,18 @@ func TestRequestStateBoundToOwner(t *testing.T) {
 }
 
 // A 2026-07-28 upstream's list changes (on the subscriptions/listen stream
-// the gateway keeps open to it) reach an old-era client as
+// the gateway keeps open to it) reach an handshake-era client as
 // notifications/tools/list_changed, and the new tool is callable.
 func TestStatelessUpstreamListChanged(t *testing.T) {
-	srv := newSDKServer("modern")
+	srv := newSDKServer("stateless")
 	cfg := statelessUpstream(t, srv)
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"modern": cfg}})
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"stateless": cfg}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	changed := make(chan struct{}, 4)
 	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}, oldEra)
+	}, handshakeEra)
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +542,7 @@ func TestStatelessUpstreamListChanged(t *testing.T) {
 			added = true
 		case <-time.After(300 * time.Millisecond):
 		case <-ctx.Done():
-			t.Fatal("no tools/list_changed reached the old-era client")
+			t.Fatal("no tools/list_changed reached the handshake-era client")
 		}
 	}
 	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "modern__fresh"}); got != "new" {
@@ -570,8 +570,8 @@ func TestListenHearsUpstreamRestart(t *testing.T) {
 		t.Fatalf("ack: %s %v", ev.Data, err)
 	}
 	// Kill the upstream through a call; the gateway restarts it.
-	code, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "fragile__crash"},
-		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"fragile__crash","arguments":{},`+modernMeta+`}}`)
+	code, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "fragile__crash"},
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"fragile__crash","arguments":{},`+statelessMetaJSON+`}}`)
 	if code != 200 || !strings.Contains(body, `"error"`) {
 		t.Errorf("crash call: %d %s", code, body)
 	}
@@ -599,7 +599,7 @@ func statelessUpstream(t *testing.T, srv *mcp.Server) *config.Server {
 func openListen(t *testing.T, ctx context.Context, url, id, filter string) *jsonrpc.SSEReader {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
-		`{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{"notifications":`+filter+`,`+modernMeta+`}}`))
+		`{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{"notifications":`+filter+`,`+statelessMetaJSON+`}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -629,7 +629,7 @@ func TestProgressAcrossInputRounds(t *testing.T) {
 	})
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"c": httpServer(serveSDK(t, srv).URL)}})
 	call := func(extra string) string {
-		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "c__chatty"},
+		_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "c__chatty"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"c__chatty","arguments":{}`+extra+`,"_meta":{"progressToken":"p-7","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 		return body
 	}
@@ -653,7 +653,7 @@ func TestProgressAcrossInputRounds(t *testing.T) {
 // A 2026-07-28 upstream has no resources/subscribe: the gateway carries
 // its downstreams' subscriptions in the resourceSubscriptions of its own
 // listen stream to it, so that the upstream's resource updates reach an
-// old-era client that subscribed and a new-era listener, each with
+// handshake-era client that subscribed and a new-era listener, each with
 // nothing of the gateway's own stream in them.
 func TestStatelessUpstreamResourceUpdates(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, &mcp.ServerOptions{
@@ -671,7 +671,7 @@ func TestStatelessUpstreamResourceUpdates(t *testing.T) {
 	updated := make(chan *mcp.ResourceUpdatedNotificationParams, 4)
 	cs := connectTo(t, ctx, gw.URL+"/mcp/files", &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params },
-	}, oldEra)
+	}, handshakeEra)
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -698,11 +698,11 @@ func TestStatelessUpstreamResourceUpdates(t *testing.T) {
 			old = p
 		case listened = <-got:
 		case <-ctx.Done():
-			t.Fatalf("updates: old-era %+v, listener %q", old, listened)
+			t.Fatalf("updates: handshake-era %+v, listener %q", old, listened)
 		}
 	}
 	if old.URI != uri || old.Meta[mcpwire.MetaKeySubscriptionID] != nil {
-		t.Errorf("old-era client got %+v", old)
+		t.Errorf("handshake-era client got %+v", old)
 	}
 	if !strings.Contains(listened, `"method":"notifications/resources/updated"`) || !strings.Contains(listened, `"io.modelcontextprotocol/subscriptionId":"l-1"`) || strings.Contains(listened, "mcpgate-listen") {
 		t.Errorf("listener got %s", listened)
@@ -722,7 +722,7 @@ func TestLogLevelReachesStatelessUpstream(t *testing.T) {
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"t": statelessUpstream(t, srv)}})
 	call := func(level string) string {
 		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + level + `}`
-		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "t__talk"},
+		_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "t__talk"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__talk","arguments":{},`+meta+`}}`)
 		return body
 	}
@@ -737,13 +737,13 @@ func TestLogLevelReachesStatelessUpstream(t *testing.T) {
 		t.Errorf("serverInfo: %s", got)
 	}
 
-	// An old-era client's session level does the same.
+	// An handshake-era client's session level does the same.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	logs := make(chan string, 4)
 	cs := connectTo(t, ctx, gw.URL+"/mcp", &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) { logs <- fmt.Sprint(req.Params.Data) },
-	}, oldEra)
+	}, handshakeEra)
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatal(err)
 	}
@@ -756,11 +756,11 @@ func TestLogLevelReachesStatelessUpstream(t *testing.T) {
 		case l := <-logs:
 			heard = append(heard, l)
 		case <-ctx.Done():
-			t.Fatalf("old-era client heard %v", heard)
+			t.Fatalf("handshake-era client heard %v", heard)
 		}
 	}
 	if heard[0] != "debug-line" || heard[1] != "warning-line" {
-		t.Errorf("old-era client heard %v", heard)
+		t.Errorf("handshake-era client heard %v", heard)
 	}
 }
 
@@ -779,7 +779,7 @@ func TestUnansweredQuestionEndsOnShutdown(t *testing.T) {
 		return textResult("unreachable"), nil
 	})
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"r": httpServer(serveSDK(t, srv).URL)}})
-	_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "r__roots"},
+	_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "r__roots"},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"r__roots","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}`)
 	if !regexp.MustCompile(`"inputRequests":\{"q1":\{"method":"roots/list","params":\{[^}]*\}\}\}`).MatchString(body) {
 		t.Fatalf("first round: %s", body)
@@ -804,10 +804,10 @@ func TestUnansweredQuestionEndsOnShutdown(t *testing.T) {
 }
 
 // The stdio front serves the stateless era too: the go-sdk client, over a
-// pipe, speaks 2026-07-28 to `mcpgate stdio`'s gateway, with an old-era
+// pipe, speaks 2026-07-28 to `mcpgate stdio`'s gateway, with an handshake-era
 // upstream's elicitation bridged as input_required rounds and a list
 // change reaching the client's own subscriptions/listen request.
-func TestStdioFrontModern(t *testing.T) {
+func TestStdioFrontStateless(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	g, _ := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -868,14 +868,14 @@ func TestStdioFrontModern(t *testing.T) {
 	}
 }
 
-// An old-era upstream that needs a capability the 2026-07-28 client did not
+// An handshake-era upstream that needs a capability the 2026-07-28 client did not
 // declare in this request: the call fails with -32021 (HTTP 400) naming it
 // as a ClientCapabilities object, and the same call with it declared works.
 func TestMissingClientCapability(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	call := func(caps string) (int, string) {
-		return modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__sample"},
+		return statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "alpha__sample"},
 			`{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"alpha__sample","arguments":{"text":"ping"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":`+caps+`}}}`)
 	}
 	code, body := call(`{"elicitation":{}}`)
@@ -897,7 +897,7 @@ func TestMissingClientCapability(t *testing.T) {
 	}
 }
 
-// Questions an old-era upstream asks at the same time reach the 2026-07-28
+// Questions an handshake-era upstream asks at the same time reach the 2026-07-28
 // client in one input_required result; a retry that leaves one unanswered
 // gets input_required again with just that one (mrtr.md), and the call
 // completes once all are answered.
@@ -930,7 +930,7 @@ func TestConcurrentQuestionsInOneRound(t *testing.T) {
 	// request reads it).
 	g.gather = time.Second
 	call := func(extra string) string {
-		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "b__both"},
+		_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "b__both"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"b__both","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}}}}}`)
 		return body
 	}
@@ -983,7 +983,7 @@ func TestConcurrentQuestionsInOneRound(t *testing.T) {
 	// once: the round does not wait out the window for other questions.
 	for range 5 {
 		start := time.Now()
-		code, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "b__both"},
+		code, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "b__both"},
 			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b__both","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`)
 		if code != http.StatusBadRequest || !strings.Contains(body, `"code":-32021`) || !strings.Contains(body, `"requiredCapabilities":{"elicitation":{}}`) {
 			t.Fatalf("undeclared elicitation beside declared sampling: HTTP %d %s", code, body)
@@ -1017,8 +1017,8 @@ func TestStatelessStdioUpstreamListChanged(t *testing.T) {
 	if ev, err := events.Next(); err != nil || !strings.Contains(string(ev.Data), "subscriptions/acknowledged") {
 		t.Fatalf("ack: %s %v", ev.Data, err)
 	}
-	code, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kid__grow"},
-		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"kid__grow","arguments":{},`+modernMeta+`}}`)
+	code, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kid__grow"},
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"kid__grow","arguments":{},`+statelessMetaJSON+`}}`)
 	if code != 200 || !strings.Contains(body, "grew") {
 		t.Fatalf("grow: %d %s", code, body)
 	}
@@ -1047,8 +1047,8 @@ func TestStatelessStdioUpstreamListChanged(t *testing.T) {
 		}
 	}()
 	for tick := time.NewTicker(100 * time.Millisecond); ; {
-		modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kid__touch"},
-			`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"kid__touch","arguments":{"uri":"`+uri+`"},`+modernMeta+`}}`)
+		statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "kid__touch"},
+			`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"kid__touch","arguments":{"uri":"`+uri+`"},`+statelessMetaJSON+`}}`)
 		select {
 		case data := <-got:
 			if !strings.Contains(data, `"uri":"`+uri+`"`) || !strings.Contains(data, `"io.modelcontextprotocol/subscriptionId":11`) || strings.Contains(data, "mcpgate-listen") {
@@ -1065,7 +1065,7 @@ func TestStatelessStdioUpstreamListChanged(t *testing.T) {
 // The go-sdk server pinned to 2025-11-25, reached with auto (which probes
 // server/discover first): the gateway speaks 2025-11-25 to it and serves a
 // 2026-07-28 client in front of it, elicitation bridged.
-func TestPinnedOldUpstreamModernClient(t *testing.T) {
+func TestPinnedHandshakeUpstreamStatelessClient(t *testing.T) {
 	pinned := func() *mcp.Server {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "pinned", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
 		srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -1100,14 +1100,14 @@ func TestPinnedOldUpstreamModernClient(t *testing.T) {
 
 // The stdio front refuses what HTTP refuses, minus the headers: an
 // unreadable _meta, an unsupported version, a removed method.
-func TestStdioFrontModernRefusals(t *testing.T) {
+func TestStdioFrontStatelessRefusals(t *testing.T) {
 	alpha := startSDKUpstream(t, "alpha")
 	g, _ := startGateway(t, &config.Config{Servers: map[string]*config.Server{"alpha": httpServer(alpha.http.URL)}})
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-		`{"jsonrpc":"2.0","id":3,"method":"ping","params":{` + modernMeta + `}}`,
-		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + modernMeta + `}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping","params":{` + statelessMetaJSON + `}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + statelessMetaJSON + `}}`,
 	}, "\n") + "\n"
 	var out syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1162,7 +1162,7 @@ func TestRetryAfterTheCallFinishedGetsItsResult(t *testing.T) {
 	})
 	g, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}})
 	call := func(extra string) string {
-		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__ask"},
+		_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__ask"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__ask","arguments":{}`+extra+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`)
 		return body
 	}
@@ -1223,7 +1223,7 @@ func TestDurableAuditHoldsTheAnswer(t *testing.T) {
 		Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
 	call := func() (string, time.Duration) {
 		start := time.Now()
-		_, body := modernPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__echo"},
+		_, body := statelessPost(t, gw.URL+"/mcp", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "a__echo"},
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 		return body, time.Since(start)
 	}

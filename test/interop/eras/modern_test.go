@@ -1,16 +1,16 @@
 //go:build interop
 
-// Package modern is an interop test across MCP eras: the official go-sdk
+// Package eras is an interop test across MCP eras: the official go-sdk
 // client (v1.8.0), speaking the stateless revision 2026-07-28, talks through
 // the real mcpgate binary to @modelcontextprotocol/server-everything, a
-// TypeScript reference server that speaks only the old era (2025-11-25). The
+// TypeScript reference server that speaks only the handshake era (2025-11-25). The
 // gateway reaches server-everything as a stdio child process (evstdio) and
 // over streamable HTTP (evhttp).
 //
 // TestDirectControl runs every feature check against server-everything
 // directly, with the go-sdk client pinned to 2025-11-25 over stdio: that
 // control proves the expectations are server-everything's, not ours.
-// TestGatewayModern runs them through mcpgate with the client unpinned
+// TestGatewayStateless runs them through mcpgate with the client unpinned
 // (2026-07-28: server/discover, then stateless requests; sampling,
 // elicitation and roots come back as input_required rounds), and checks on
 // the wire that it stayed stateless. TestGatewayBothEras runs them with a
@@ -20,14 +20,14 @@
 //
 //	MCPGATE_NODE=/path/to/node22 \
 //	MCPGATE_EVERYTHING=test/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js \
-//	go test -tags interop -count=1 ./test/interop/modern/
+//	go test -tags interop -count=1 ./test/interop/stateless/
 //
 // Env:
 //
 //	MCPGATE_NODE        node (>= 22) binary; required.
 //	MCPGATE_EVERYTHING  server-everything's dist/index.js; required.
 //	MCPGATE_GATEWAY_BIN test this mcpgate binary instead of building one.
-package modern
+package eras
 
 import (
 	"bufio"
@@ -55,8 +55,8 @@ import (
 )
 
 const (
-	modernVersion = "2026-07-28"
-	legacyVersion = "2025-11-25"
+	statelessVersion = "2026-07-28"
+	legacyVersion    = "2025-11-25"
 
 	sampledText  = "SAMPLED-TEXT-mcpgate-go-interop-51c9"
 	sampledModel = "interop-go-model"
@@ -91,7 +91,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "mcpgate-modern-interop-")
+	tmp, err := os.MkdirTemp("", "mcpgate-stateless-interop-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -647,7 +647,7 @@ type target struct {
 	logging bool
 }
 
-func (tg *target) modern() bool { return tg.era == modernVersion }
+func (tg *target) stateless() bool { return tg.era == statelessVersion }
 
 // exercise runs every feature check as subtests of t.
 func exercise(t *testing.T, tg *target) {
@@ -992,7 +992,7 @@ func checkLogging(t *testing.T, tg *target) {
 		}
 		return textOf(t, callTool(t, cs, params))
 	}
-	if !tg.modern() {
+	if !tg.stateless() {
 		if err := cs.SetLoggingLevel(callCtx(t), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 			t.Fatalf("logging/setLevel: %v", err)
 		}
@@ -1004,15 +1004,15 @@ func checkLogging(t *testing.T, tg *target) {
 	}
 	defer func() {
 		off := toggle("")
-		if !tg.modern() && !strings.HasPrefix(off, "Stopped simulated logging") {
+		if !tg.stateless() && !strings.HasPrefix(off, "Stopped simulated logging") {
 			t.Errorf("toggle-simulated-logging (off) = %q", off)
 		}
 	}()
 	// The new era has the message on the call's own stream, before the
-	// result (the client may still be dispatching it); in the old era it
+	// result (the client may still be dispatching it); in the handshake era it
 	// is not tied to the call and may come later.
 	wait := 7 * time.Second
-	if tg.modern() {
+	if tg.stateless() {
 		wait = time.Second
 	}
 	isSimulated := func(m *mcp.LoggingMessageParams) bool { return simulated.MatchString(fmt.Sprint(m.Data)) }
@@ -1031,7 +1031,7 @@ func checkLogging(t *testing.T, tg *target) {
 	if !slices.Contains([]mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}, msgs[i].Level) {
 		t.Errorf("log level %q", msgs[i].Level)
 	}
-	if !tg.modern() {
+	if !tg.stateless() {
 		return
 	}
 	// A request without io.modelcontextprotocol/logLevel gets no log
@@ -1086,7 +1086,7 @@ func (tg *target) wireLen() int {
 // input_required round: the retry carried requestState and inputResponses.
 func (tg *target) checkRoundTrips(t *testing.T, from int, tool string) {
 	t.Helper()
-	if tg.wire == nil || !tg.modern() {
+	if tg.wire == nil || !tg.stateless() {
 		return
 	}
 	var calls, retries int
@@ -1174,18 +1174,18 @@ func prefixed(server string) func(string) string {
 	return func(x string) string { return server + "__" + x }
 }
 
-// TestGatewayModern: the go-sdk client, unpinned, negotiates 2026-07-28
-// with mcpgate and uses server-everything (old era only) over stdio and
+// TestGatewayStateless: the go-sdk client, unpinned, negotiates 2026-07-28
+// with mcpgate and uses server-everything (handshake era only) over stdio and
 // streamable HTTP through it, statelessly: sampling, elicitation and roots
 // come back as input_required rounds the client answers.
-func TestGatewayModern(t *testing.T) {
+func TestGatewayStateless(t *testing.T) {
 	requireSetup(t)
 	gw := startGateway(t, startEverythingHTTP(t))
 
-	s := &seen{tag: "modern"}
+	s := &seen{tag: "stateless"}
 	cs, wl := connectHTTP(t, gw.base+"/mcp", "", s)
-	if got := cs.InitializeResult().ProtocolVersion; got != modernVersion {
-		t.Fatalf("InitializeResult().ProtocolVersion = %q, want %q", got, modernVersion)
+	if got := cs.InitializeResult().ProtocolVersion; got != statelessVersion {
+		t.Fatalf("InitializeResult().ProtocolVersion = %q, want %q", got, statelessVersion)
 	}
 	if id := cs.ID(); id != "" {
 		t.Errorf("a 2026-07-28 session has session id %q, want none", id)
@@ -1194,7 +1194,7 @@ func TestGatewayModern(t *testing.T) {
 		t.Errorf("server/discover gave no serverInfo: %+v", si)
 	}
 	t.Run("connect was server/discover only", func(t *testing.T) {
-		checkModernWire(t, wl.snapshot())
+		checkStatelessWire(t, wl.snapshot())
 	})
 	for _, server := range []string{"evstdio", "evhttp"} {
 		t.Run(server, func(t *testing.T) {
@@ -1206,18 +1206,18 @@ func TestGatewayModern(t *testing.T) {
 			// standalone GET stream and races the result (lost about 1 run
 			// in 5): not something the gateway can order.
 			exercise(t, &target{
-				cs: cs, seen: s, wire: wl, era: modernVersion, name: prefixed(server),
+				cs: cs, seen: s, wire: wl, era: statelessVersion, name: prefixed(server),
 				roots: true, logging: server == "evstdio",
 			})
 		})
 	}
 	t.Run("resources", func(t *testing.T) {
-		one, _ := connectHTTP(t, gw.base+"/mcp/evhttp", "", &seen{tag: "modern-evhttp"})
+		one, _ := connectHTTP(t, gw.base+"/mcp/evhttp", "", &seen{tag: "stateless-evhttp"})
 		exerciseResources(t, one)
 		ambiguousResources(t, cs)
 	})
 	t.Run("every request was stateless", func(t *testing.T) {
-		checkModernWire(t, wl.snapshot())
+		checkStatelessWire(t, wl.snapshot())
 	})
 }
 
@@ -1239,10 +1239,10 @@ func TestGatewayBothEras(t *testing.T) {
 	if legacy.ID() == "" {
 		t.Errorf("pinned client: no Mcp-Session-Id from the gateway")
 	}
-	ms := &seen{tag: "modern"}
-	modern, mwl := connectHTTP(t, endpoint, "", ms)
-	if got := modern.InitializeResult().ProtocolVersion; got != modernVersion {
-		t.Fatalf("unpinned client: ProtocolVersion = %q, want %q", got, modernVersion)
+	ms := &seen{tag: "stateless"}
+	stateless, mwl := connectHTTP(t, endpoint, "", ms)
+	if got := stateless.InitializeResult().ProtocolVersion; got != statelessVersion {
+		t.Fatalf("unpinned client: ProtocolVersion = %q, want %q", got, statelessVersion)
 	}
 
 	for _, server := range []string{"evstdio", "evhttp"} {
@@ -1264,17 +1264,17 @@ func TestGatewayBothEras(t *testing.T) {
 	// sampling answer goes to its own call.
 	for _, server := range []string{"evstdio", "evhttp"} {
 		t.Run("2026-07-28/"+server, func(t *testing.T) {
-			tg := &target{cs: modern, seen: ms, wire: mwl, era: modernVersion, name: prefixed(server)}
-			r := callTool(t, modern, &mcp.CallToolParams{Name: tg.name("echo"), Arguments: map[string]any{"message": "modern beside legacy"}})
-			if got, want := textOf(t, r), "Echo: modern beside legacy"; got != want {
+			tg := &target{cs: stateless, seen: ms, wire: mwl, era: statelessVersion, name: prefixed(server)}
+			r := callTool(t, stateless, &mcp.CallToolParams{Name: tg.name("echo"), Arguments: map[string]any{"message": "stateless beside legacy"}})
+			if got, want := textOf(t, r), "Echo: stateless beside legacy"; got != want {
 				t.Errorf("echo = %q, want %q", got, want)
 			}
-			r = callTool(t, legacy, &mcp.CallToolParams{Name: tg.name("echo"), Arguments: map[string]any{"message": "legacy beside modern"}})
-			if got, want := textOf(t, r), "Echo: legacy beside modern"; got != want {
+			r = callTool(t, legacy, &mcp.CallToolParams{Name: tg.name("echo"), Arguments: map[string]any{"message": "legacy beside stateless"}})
+			if got, want := textOf(t, r), "Echo: legacy beside stateless"; got != want {
 				t.Errorf("echo (pinned client) = %q, want %q", got, want)
 			}
 			from, lbefore := mwl.len(), ls.samplingLen()
-			r = callTool(t, modern, &mcp.CallToolParams{Name: tg.name("trigger-sampling-request"), Arguments: map[string]any{"prompt": "which era?", "maxTokens": 5}})
+			r = callTool(t, stateless, &mcp.CallToolParams{Name: tg.name("trigger-sampling-request"), Arguments: map[string]any{"prompt": "which era?", "maxTokens": 5}})
 			if text := textOf(t, r); !strings.Contains(text, `"text": "`+ms.sampled()+`"`) {
 				t.Errorf("sampling result does not carry the unpinned client's answer %q:\n%s", ms.sampled(), text)
 			}
@@ -1285,14 +1285,14 @@ func TestGatewayBothEras(t *testing.T) {
 		})
 	}
 	t.Run("2026-07-28 requests were stateless", func(t *testing.T) {
-		checkModernWire(t, mwl.snapshot())
+		checkStatelessWire(t, mwl.snapshot())
 	})
 }
 
-// checkModernWire checks that a 2026-07-28 client stayed stateless:
+// checkStatelessWire checks that a 2026-07-28 client stayed stateless:
 // server/discover first, no initialize, no session id, and every POST
 // carrying 2026-07-28 in the MCP-Protocol-Version header and in _meta.
-func checkModernWire(t *testing.T, posts []wirePost) {
+func checkStatelessWire(t *testing.T, posts []wirePost) {
 	t.Helper()
 	if len(posts) == 0 {
 		t.Fatal("no POSTs recorded")
@@ -1307,10 +1307,10 @@ func checkModernWire(t *testing.T, posts []wirePost) {
 			errs = append(errs, fmt.Errorf("POST %d is %s", i, p.method))
 		case p.sessionID != "":
 			errs = append(errs, fmt.Errorf("POST %d (%s) carries Mcp-Session-Id %q", i, p.method, p.sessionID))
-		case p.headerVersion != modernVersion:
+		case p.headerVersion != statelessVersion:
 			errs = append(errs, fmt.Errorf("POST %d (%s) has MCP-Protocol-Version %q", i, p.method, p.headerVersion))
 		case strings.HasPrefix(p.method, "notifications/"):
-		case p.metaVersion != modernVersion:
+		case p.metaVersion != statelessVersion:
 			errs = append(errs, fmt.Errorf("POST %d (%s) has _meta protocolVersion %q", i, p.method, p.metaVersion))
 		case p.headerMethod != p.method:
 			errs = append(errs, fmt.Errorf("POST %d (%s) has Mcp-Method %q", i, p.method, p.headerMethod))

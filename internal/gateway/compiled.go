@@ -14,10 +14,10 @@ import (
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
-// gwState is everything the gateway derives from its configuration. It is
+// compiled is everything the gateway derives from its configuration. It is
 // immutable: a runtime change builds a new one and swaps it in, so a
 // request reads one consistent snapshot without locks.
-type gwState struct {
+type compiled struct {
 	cfg    *config.Config
 	names  []string // server names, sorted
 	policy *policy.Policy
@@ -41,8 +41,8 @@ type gwState struct {
 	guards, routeGuards map[string]*guard.Set
 }
 
-func newState(cfg *config.Config) *gwState {
-	st := &gwState{
+func compileConfig(cfg *config.Config) *compiled {
+	st := &compiled{
 		cfg:       cfg,
 		names:     slices.Sorted(maps.Keys(cfg.Servers)),
 		policy:    policy.Compile(RulesOf(cfg)),
@@ -75,9 +75,9 @@ func newState(cfg *config.Config) *gwState {
 	return st
 }
 
-func (g *Gateway) st() *gwState          { return g.state.Load() }
-func (g *Gateway) conf() *config.Config  { return g.state.Load().cfg }
-func (g *Gateway) limits() config.Limits { return g.state.Load().limits }
+func (g *Gateway) current() *compiled    { return g.compiled.Load() }
+func (g *Gateway) conf() *config.Config  { return g.compiled.Load().cfg }
+func (g *Gateway) limits() config.Limits { return g.compiled.Load().limits }
 
 // ErrServerExists refuses to replace a server the config file defines.
 var ErrServerExists = errors.New("server exists")
@@ -138,7 +138,7 @@ func (g *Gateway) RemoveServer(name string) bool {
 // swap installs a new configuration: routes resolve again, the changed
 // server's lists are fetched again, and sessions hear about it.
 func (g *Gateway) swap(cfg *config.Config, changed string) {
-	g.state.Store(newState(cfg))
+	g.compiled.Store(compileConfig(cfg))
 	g.clearRoutes()
 	g.cat.InvalidateServer(changed)
 	for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
@@ -157,4 +157,4 @@ func (g *Gateway) clearRoutes() {
 func (g *Gateway) Config() *config.Config { return g.conf() }
 
 // ServerNames are the servers served now (config file and runtime).
-func (g *Gateway) ServerNames() []string { return slices.Clone(g.st().names) }
+func (g *Gateway) ServerNames() []string { return slices.Clone(g.current().names) }

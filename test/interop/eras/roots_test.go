@@ -1,6 +1,6 @@
 //go:build interop
 
-package modern
+package eras
 
 import (
 	"context"
@@ -169,12 +169,12 @@ func TestGatewayRootsPerClient(t *testing.T) {
 			}
 		})
 
-		t.Run(modernVersion+"/"+server, func(t *testing.T) {
-			a := connectRootsPeer(t, endpoint, "", "a", "file:///tmp/mcpgate-roots-modern-a-"+server)
-			b := connectRootsPeer(t, endpoint, "", "b", "file:///tmp/mcpgate-roots-modern-b-"+server)
+		t.Run(statelessVersion+"/"+server, func(t *testing.T) {
+			a := connectRootsPeer(t, endpoint, "", "a", "file:///tmp/mcpgate-roots-stateless-a-"+server)
+			b := connectRootsPeer(t, endpoint, "", "b", "file:///tmp/mcpgate-roots-stateless-b-"+server)
 			none := connectRootsPeer(t, endpoint, "", "none", "")
-			if got := a.cs.InitializeResult().ProtocolVersion; got != modernVersion {
-				t.Fatalf("negotiated %q, want %q", got, modernVersion)
+			if got := a.cs.InitializeResult().ProtocolVersion; got != statelessVersion {
+				t.Fatalf("negotiated %q, want %q", got, statelessVersion)
 			}
 			a.checkOwnRoots(t, tool, b)
 			b.checkOwnRoots(t, tool, a)
@@ -186,7 +186,7 @@ func TestGatewayRootsPerClient(t *testing.T) {
 			if strings.Contains(text, "file://") || (err != nil && strings.Contains(err.Error(), "file://")) {
 				t.Errorf("client without roots: %s = %q, %v: shows a root", tool, text, err)
 			}
-			checkModernWire(t, a.wire.snapshot())
+			checkStatelessWire(t, a.wire.snapshot())
 			// What the binding costs: every call of a client that declared
 			// roots runs on an upstream session of its own (on stdio, a
 			// process); one without roots uses the pooled session.
