@@ -133,7 +133,9 @@ servers:
 		}
 	})
 
-	// The audit: one record per call that went upstream, under its key.
+	// The audit: one record per call, under its key: ok for the calls
+	// that went upstream, refused for the spent budget, denied for the
+	// hidden tool (docs/failures.md).
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "data"))
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,13 @@ servers:
 		got = append(got, c.KeyAlias+" "+c.Server+"/"+c.Tool+" "+c.Outcome+fmt.Sprintf(" cost=%g", c.Cost))
 	}
 	slices.Sort(got)
-	want := []string{"desk notes/get_note ok cost=1", store.ActorMaster + " notes/add_note ok cost=1"}
+	want := []string{
+		"desk /notes__delete_note denied cost=0",
+		"desk notes/get_note ok cost=1",
+		"desk notes/get_note refused cost=0",
+		store.ActorMaster + " /notes__delete_note denied cost=0",
+		store.ActorMaster + " notes/add_note ok cost=1",
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("audit records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -121,6 +121,8 @@ func TestEveryRouteRefusesThroughTheAdapter(t *testing.T) {
 		{"GET", "/audit?limit=0", master, "", 400, "limit must be a positive integer"},
 		{"GET", "/audit/events?before=x", master, "", 400, "before must be a cursor"},
 		{"GET", "/usage?by=planet", master, "", 400, "by: must be key, user or team"},
+		{"GET", "/stats/series", personal, "", 403, ""},
+		{"GET", "/usage/series?range=1y", master, "", 400, "range: must be 24h, 7d or 30d"},
 		{"PUT", "/me/credentials/calc", personal, `{"value":"` + secretMarker + `"}`, 400, "does not take a credential of your own"},
 		{"PUT", "/me/credentials/calc", master, `{"value":"` + secretMarker + `"}`, 403, "personal key or token"},
 		{"GET", "/me/credentials", master, "", 403, "personal key or token"},

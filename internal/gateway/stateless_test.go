@@ -328,7 +328,7 @@ func testStatelessUpstream(t *testing.T, pv string) {
 		if err != nil || len(tools.Tools) == 0 {
 			t.Fatalf("%s client: tools %v %v", rev, tools, err)
 		}
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "modern__add", Arguments: map[string]any{"a": 2, "b": 40}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stateless__add", Arguments: map[string]any{"a": 2, "b": 40}})
 		if err != nil || res.IsError {
 			t.Fatalf("%s client: add: %+v %v", rev, res, err)
 		}
@@ -545,7 +545,7 @@ func TestStatelessUpstreamListChanged(t *testing.T) {
 			t.Fatal("no tools/list_changed reached the handshake-era client")
 		}
 	}
-	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "modern__fresh"}); got != "new" {
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "stateless__fresh"}); got != "new" {
 		t.Errorf("fresh = %q", got)
 	}
 }

@@ -44,8 +44,8 @@ type callerFixture struct {
 func newCallerFixture(t *testing.T) *callerFixture {
 	t.Helper()
 	f := &callerFixture{
-		alpha: newUpstream(t, "alpha", "audited_streamable", "audited_legacy", "audited_admin-call-as", "audited_stdio", "audited_modern",
-			"guarded_streamable", "guarded_legacy", "guarded_admin-call-as", "guarded_stdio", "guarded_modern"),
+		alpha: newUpstream(t, "alpha", "audited_streamable", "audited_legacy", "audited_admin-call-as", "audited_stdio", "audited_stateless",
+			"guarded_streamable", "guarded_legacy", "guarded_admin-call-as", "guarded_stdio", "guarded_stateless"),
 		byok: newUpstream(t, "byok"),
 		webhook: newRecorder(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 			w.Header().Set("Content-Type", "application/json")
