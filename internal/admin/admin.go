@@ -263,9 +263,21 @@ func (a *API) openAccess(r *http.Request) bool {
 	if !a.o.OpenAccess {
 		return false
 	}
+	// A request a proxy relayed (one on this host, say, publishing the
+	// loopback listener) comes from a loopback peer but from someone
+	// else: no anonymous administration for it.
+	for _, h := range forwardHeaders {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	return err == nil && netaddr.IsLoopbackIP(ap.Addr().Unmap())
 }
+
+// forwardHeaders are the headers a reverse proxy adds for the client it
+// relays.
+var forwardHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"}
 
 // actor names the caller in the audit log.
 func actor(ctx context.Context) string {
