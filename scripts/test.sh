@@ -8,11 +8,15 @@
 #
 # Steps that time nothing run side by side, each into its own log, printed
 # whole when it ends: installing the test dependencies beside gofmt and go
-# vet; the fuzz runs beside the interop tests and the conformance server
-# runs. The Go tests, the chaos suite, the race tests and the conformance
-# client scenarios, which time faults and reconnections, run alone. A
-# failure anywhere fails the script, after every step running beside it has
-# ended and shown its output. The time of each step is printed at the end.
+# vet; the interop tests beside the conformance server runs. The fuzz runs,
+# niced, go on beside every step from the chaos suite to the interop tests,
+# on the CPU time the others leave. The Go tests, the chaos suite, the race
+# tests and the conformance client scenarios, which time faults and
+# reconnections, run without other tests beside them. The packages with
+# concurrency run under the race detector only. A failure anywhere fails
+# the script; once the fuzz runs have started, every later step still runs
+# and every output is shown first. The time of each step is printed at the
+# end.
 #
 # Usage: bash scripts/test.sh        (the README's test command; .ci/run)
 # Env:   FUZZ_BUDGET   seconds of fuzzing for all targets together (default
@@ -130,12 +134,20 @@ vet() {
 
 # Fuzz targets are found, not listed: every func Fuzz... in a _test.go file,
 # so a new one is never left out. Each package's test binary is built once
-# (go test -c -fuzz), instrumented as go test -fuzz builds it, and runs its
-# targets one after another in the package's directory, as go test would,
-# with the fuzz cache go test uses; FUZZ_JOBS packages at a time, largest
-# first, each run with one worker. Niced: the steps beside it wait for
-# messages within a second or so (a subscriptions/listen stream is read
-# for 1 s), so they come first when they need a CPU.
+# and runs its targets one after another in the package's directory, as go
+# test would, with the fuzz cache go test uses; FUZZ_JOBS packages at a
+# time, largest first, each run with one worker. Niced: the steps beside it
+# wait for messages within a second or so (a subscriptions/listen stream is
+# read for 1 s), so they come first when they need a CPU.
+#
+# The binaries carry coverage counters in mcpgate's own packages only
+# (-gcflags=<module>/...=-d=libfuzzer, the flag go test -fuzz gives every
+# package), so the engine is guided by the code under test. go test -fuzz
+# would instrument the whole dependency graph (the AWS signer, gRPC, SQLite,
+# the standard library): a second compile of about 650 packages, some 400
+# CPU-seconds on a cold cache, most of this step's cost, to guide seconds of
+# fuzzing through code that is not ours. A long session on one target is
+# still `go test -fuzz=FuzzX ./pkg` (docs/testing.md).
 #
 # A fuzz run fails for real when it records a failing input (testdata/fuzz/…),
 # which then also fails every later plain `go test`. The fuzzing engine can
@@ -193,7 +205,7 @@ fuzz_package() {
   shift 2
   local bin cache out
   bin="$logs/$(echo "$dir" | tr -c 'a-zA-Z0-9\n' _).test"
-  if ! out=$(nice -n 10 go test -c -fuzz=. -o "$bin" "$dir" 2>&1); then
+  if ! out=$(nice -n 10 go test -c -gcflags="$(go list -m)/...=-d=libfuzzer" -o "$bin" "$dir" 2>&1); then
     echo "$out"
     echo "fuzz $dir: building the test binary failed"
     return 1
@@ -293,34 +305,64 @@ side "install test dependencies" install_deps
 side "gofmt and go vet" vet
 sides_wait
 
-step "go test (all packages but the chaos suite)"
-go test -count=1 -timeout 10m $(go list ./... | grep -v '/test/chaos$')
+# The packages with concurrency run under the race detector only (their
+# own step below), not twice; the other packages run without it. A test
+# that skips itself under the race detector (`if raceEnabled`, e.g. a
+# memory bound the detector would multiply) is found, not listed, and runs
+# without it here, so no test is left unrun.
+race_pkgs=(./internal/upstream/ ./internal/gateway/ ./internal/catalog/
+  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/
+  ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/...
+  ./internal/state/... ./internal/session/ ./internal/connect/ ./internal/guard/ ./internal/toolsearch/
+  ./internal/relay/)
+plain_pkgs=$(go list ./... | grep -v '/test/chaos$' | grep -vxF -f <(go list "${race_pkgs[@]}"))
+
+# race_skipped prints "DIR ^(TestA|TestB)$" for every package with tests
+# that skip under the race detector.
+race_skipped() {
+  grep -rl --include='*_test.go' --exclude-dir=node_modules 'if raceEnabled' . |
+    while read -r f; do
+      awk -v dir="$(dirname "$f")" '/^func Test/ { split($2, a, "("); fn = a[1] } /if raceEnabled/ && fn != "" { print dir, fn }' "$f"
+    done | sort -u | awk '{ names[$1] = names[$1] (names[$1] ? "|" : "") $2 } END { for (d in names) print d, "^(" names[d] ")$" }'
+}
+
+step "go test (all packages but the chaos suite and the race-tested ones)"
+go test -count=1 -timeout 10m $plain_pkgs
+while read -r dir pattern; do
+  go test -count=1 -timeout 5m -run "$pattern" "$dir"
+done < <(race_skipped)
+
+# From here on the fuzz runs go on beside every step until the interop
+# tests end: they are niced, so a step that times things gets a CPU first
+# when it wakes (the chaos suite's tightest bound is 100 ms), and fuzzing
+# soaks up the time the steps spend waiting on child processes and sockets.
+# They start after the plain go test step so that their builds reuse the
+# dependencies it compiled.
+side "fuzz" fuzz_all
+
+failed_steps=()
 
 # Its own step: it times faults (a refused call must fail in under 100 ms),
 # so it must not share the machine with the other packages' tests, which
-# `go test ./...` runs in parallel. About a minute on 2 cores.
+# `go test ./...` runs in parallel (only with the niced fuzzing). About a
+# minute on 2 cores.
 step "chaos suite (test/chaos: the real binary, upstreams killed, hostile, a full disk)"
-go test -count=1 -timeout 5m ./test/chaos/
+go test -count=1 -timeout 5m ./test/chaos/ || failed_steps+=("chaos suite")
 
 step "go test -race (packages with concurrency)"
-go test -count=1 -race -timeout 10m ./internal/upstream/ ./internal/gateway/ ./internal/catalog/ \
-  ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/ ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/... ./internal/state/... \
-  ./internal/session/ ./internal/connect/ ./internal/guard/ ./internal/toolsearch/
+go test -count=1 -race -timeout 10m "${race_pkgs[@]}" || failed_steps+=("go test -race")
 
 if [[ "${SKIP_INTEROP:-0}" == "1" ]]; then
-  step "fuzz (short runs)"
-  side "fuzz" fuzz_all
-  sides_wait
+  step "fuzz (short runs), the rest"
+  sides_wait || failed_steps+=("fuzz")
 else
-  # The fuzz runs keep both CPUs busy; the interop tests and the
-  # conformance server runs mostly wait on child processes and sockets and
-  # time nothing (their timeouts are tens of seconds), so they run beside
-  # the fuzzing, each in its own order.
-  step "fuzz (short runs), interop, conformance server scenarios"
-  side "fuzz" fuzz_all
+  # The interop tests and the conformance server runs mostly wait on child
+  # processes and sockets and time nothing (their timeouts are tens of
+  # seconds), so they run beside the fuzzing, each in its own order.
+  step "fuzz (short runs, to their end), interop, conformance server scenarios"
   side "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP" bash scripts/interop-ts.sh
   side "conformance suite (server scenarios, 0.1.16 and 2026-07-28)" conformance_runs
-  sides_wait
+  sides_wait || failed_steps+=("fuzz, interop or conformance server scenarios (see above)")
 
   # The other direction: mcpgate's egress is the client under test of the
   # suite's client scenarios (0.1.16: core, auth suite, extensions), driven
@@ -328,8 +370,13 @@ else
   # mcpgate lacks are in the baseline. About 10 s. Alone: sse-retry times
   # the client's reconnection (500 ms, -50/+200 ms).
   step "conformance suite, client scenarios, mcpgate's egress as the client"
-  bash scripts/conformance-client.sh
+  bash scripts/conformance-client.sh || failed_steps+=("conformance client scenarios")
 fi
 
 step_end
+if [[ ${#failed_steps[@]} -gt 0 ]]; then
+  echo
+  printf 'FAILED: %s\n' "${failed_steps[@]}"
+  exit 1
+fi
 printf '\n=== all tests passed (%ss)\n' "$(($(date +%s) - start))"
