@@ -20,6 +20,8 @@
 //       -> "Proxy established": initialize, tools/list and tools/call over
 //          mcp-remote's stdin/stdout (newline-delimited JSON-RPC).
 //   Its tokens live in MCP_REMOTE_CONFIG_DIR (and HOME), a temp dir.
+// On "/" (which serves /mcp's route and resource) it stops before any
+// login with the same mismatch: OAuth clients connect to /mcp.
 //
 // The MCP Inspector CLI (@modelcontextprotocol/inspector-cli, what
 // `npx @modelcontextprotocol/inspector --cli` runs) lists and calls tools
@@ -298,6 +300,24 @@ for (const { route, transport } of [
     }
   });
 }
+
+// The root path serves /mcp's route with /mcp's resource, which is not a
+// prefix of "/": a client that checks the prefix stops there, before any
+// login, and is told which resource to use (docs/security.md: OAuth
+// clients connect to /mcp). Pinned, so that a change to it is a decision.
+test("clients: mcp-remote on / stops before any login: / announces /mcp's resource (OAuth clients use /mcp)", { timeout: 60_000 }, async () => {
+  await fixtures();
+  const r = await startMcpRemote(`${base}/`, "http-only");
+  try {
+    const exited = await Promise.race([r.child.exited, new Promise((res) => setTimeout(() => res(null), 30_000))]);
+    assert.ok(exited, `mcp-remote still runs after 30 s:\n${r.child.logText}`);
+    assert.match(r.child.logText, new RegExp(`Protected resource ${base}/mcp does not match expected ${base}/`));
+    assert.doesNotMatch(r.child.logText, /Please authorize this client/);
+    assert.ok(!existsSync(r.browserLog), "no browser was opened");
+  } finally {
+    await r.close();
+  }
+});
 
 // ---------------------------------------------------------------------------
 // the MCP Inspector CLI
