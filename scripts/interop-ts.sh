@@ -7,7 +7,11 @@
 # oauth.test.mjs signs the SDK's own OAuth client in through mcpgate's
 # authorization server (auth.login) with a browser login at that IdP, by
 # registration (DCR) and as a client ID metadata document client (https on
-# loopback with a throwaway certificate from openssl).
+# loopback with a throwaway certificate from openssl); clients.test.mjs runs
+# the real client binaries: mcp-remote (its own OAuth flow through
+# auth.login, the browser driven by browser.mjs, then MCP over its stdio) on
+# /sse, /mcp and /mcp/<server>, and the MCP Inspector CLI with a key on the
+# same endpoints.
 #
 # Usage:
 #   scripts/interop-ts.sh [node --test options...]

@@ -111,19 +111,17 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 		in.Team = team
 	}
 	if len(tools) > 0 {
-		m := map[string][]string(tools)
-		in.Tools = &m
+		in.Tools = admin.Value(map[string][]string(tools))
 	}
 	if len(deny) > 0 {
-		m := map[string][]string(deny)
-		in.DenyTools = &m
+		in.DenyTools = admin.Value(map[string][]string(deny))
 	}
 	for _, l := range []struct {
 		f   *listFlag
-		dst **[]string
+		dst *admin.Clearable[[]string]
 	}{{&toolsets, &in.Toolsets}, {&groups, &in.AccessGroups}, {&cidrs, &in.AllowedCIDRs}} {
 		if l.f.set {
-			*l.dst = &l.f.vals
+			*l.dst = admin.Value(l.f.vals)
 		}
 	}
 	if set["rate-limit"] {
@@ -137,7 +135,7 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		in.Expires = &t
+		in.Expires = admin.Value(t)
 	}
 	if set["admin"] {
 		in.Admin = isAdmin

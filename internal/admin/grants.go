@@ -77,7 +77,7 @@ func (a *API) putGrant(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	switch {
-	case in.Alias != nil, in.User != nil, in.Team != nil, in.AllowedCIDRs != nil, in.Expires != nil, in.NoMCP != nil, in.Disabled != nil, in.AllServers != nil:
+	case in.Alias != nil, in.User != nil, in.Team != nil, in.AllowedCIDRs.Set, in.Expires.Set, in.NoMCP != nil, in.Disabled != nil, in.AllServers != nil:
 		return badRequest("a grant takes servers, tools, deny_tools, toolsets, access_groups, admin and rate_limit_rpm only")
 	}
 	var k store.Key

@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,25 +21,64 @@ import (
 
 // KeyAttributes are the attributes of a virtual key as the API takes them
 // (POST creates, PATCH changes the fields present). Servers: absent or
-// null = every server, [] = none.
+// null = every server, [] = none. The Clearable fields tell null from
+// absent: in a PATCH, null clears the field (no expiry; any network;
+// every tool, none denied; no toolsets or access groups), absent leaves
+// it as it is.
 type KeyAttributes struct {
-	Alias        *string              `json:"alias,omitempty"`
-	User         *string              `json:"user,omitempty"`
-	Team         *string              `json:"team,omitempty"`
-	Servers      *[]string            `json:"servers,omitempty"`
-	Tools        *map[string][]string `json:"tools,omitempty"`
-	DenyTools    *map[string][]string `json:"deny_tools,omitempty"`
-	Toolsets     *[]string            `json:"toolsets,omitempty"`
-	AccessGroups *[]string            `json:"access_groups,omitempty"`
-	AllowedCIDRs *[]string            `json:"allowed_cidrs,omitempty"`
-	RateLimitRPM *int                 `json:"rate_limit_rpm,omitempty"`
-	Budget       *BudgetView          `json:"budget,omitempty"` // amount 0: no budget
-	Expires      *time.Time           `json:"expires,omitempty"`
-	Admin        *bool                `json:"admin,omitempty"`
-	NoMCP        *bool                `json:"no_mcp,omitempty"`
-	Disabled     *bool                `json:"disabled,omitempty"`
+	Alias        *string                        `json:"alias,omitempty"`
+	User         *string                        `json:"user,omitempty"`
+	Team         *string                        `json:"team,omitempty"`
+	Servers      *[]string                      `json:"servers,omitempty"`
+	Tools        Clearable[map[string][]string] `json:"tools,omitzero"`
+	DenyTools    Clearable[map[string][]string] `json:"deny_tools,omitzero"`
+	Toolsets     Clearable[[]string]            `json:"toolsets,omitzero"`
+	AccessGroups Clearable[[]string]            `json:"access_groups,omitzero"`
+	AllowedCIDRs Clearable[[]string]            `json:"allowed_cidrs,omitzero"`
+	RateLimitRPM *int                           `json:"rate_limit_rpm,omitempty"`
+	Budget       *BudgetView                    `json:"budget,omitempty"` // amount 0: no budget
+	Expires      Clearable[time.Time]           `json:"expires,omitzero"`
+	Admin        *bool                          `json:"admin,omitempty"`
+	NoMCP        *bool                          `json:"no_mcp,omitempty"`
+	Disabled     *bool                          `json:"disabled,omitempty"`
 	// AllServers resets Servers to "every server" in a PATCH.
 	AllServers *bool `json:"all_servers,omitempty"`
+}
+
+// Clearable is a field of a PATCH body with three states: absent (Set
+// false: leave it), null (Set, Null: clear it) and a value (Set, V). A
+// pointer field cannot tell null from absent (encoding/json leaves it nil
+// for both), so an expiry, once set, could never be removed.
+type Clearable[T any] struct {
+	Set  bool // present in the body
+	Null bool // present as null
+	V    T    // the value; T's zero value when null
+}
+
+// Value is a Clearable set to v.
+func Value[T any](v T) Clearable[T] { return Clearable[T]{Set: true, V: v} }
+
+// IsZero makes an absent Clearable left out by omitzero.
+func (c Clearable[T]) IsZero() bool { return !c.Set }
+
+// MarshalJSON writes null or the value.
+func (c Clearable[T]) MarshalJSON() ([]byte, error) {
+	if c.Null {
+		return []byte("null"), nil
+	}
+	return json.Marshal(c.V)
+}
+
+// UnmarshalJSON runs only for a field present in the body, null included
+// (encoding/json calls it with null for a non-pointer field).
+func (c *Clearable[T]) UnmarshalJSON(b []byte) error {
+	var zero T
+	*c = Clearable[T]{Set: true}
+	if string(bytes.TrimSpace(b)) == "null" {
+		c.Null, c.V = true, zero
+		return nil
+	}
+	return json.Unmarshal(b, &c.V)
 }
 
 // BudgetView is a key's budget: the most its tool calls may cost per
@@ -138,39 +179,40 @@ func (a *API) apply(k *store.Key, in *KeyAttributes) error {
 		}
 		return nil
 	}
-	if in.Tools != nil {
-		if err := checkMap("tools", *in.Tools); err != nil {
+	// A null list is cleared like an empty one.
+	if in.Tools.Set {
+		if err := checkMap("tools", in.Tools.V); err != nil {
 			return err
 		}
-		k.Tools = *in.Tools
+		k.Tools = in.Tools.V
 	}
-	if in.DenyTools != nil {
-		if err := checkMap("deny_tools", *in.DenyTools); err != nil {
+	if in.DenyTools.Set {
+		if err := checkMap("deny_tools", in.DenyTools.V); err != nil {
 			return err
 		}
-		k.DenyTools = *in.DenyTools
+		k.DenyTools = in.DenyTools.V
 	}
-	if in.Toolsets != nil {
+	if in.Toolsets.Set {
 		known := a.o.Toolsets()
-		for i, t := range *in.Toolsets {
+		for i, t := range in.Toolsets.V {
 			if !contains(known, t) {
 				return fmt.Errorf("toolsets[%d]: unknown toolset %q", i, t)
 			}
 		}
-		k.Toolsets = *in.Toolsets
+		k.Toolsets = in.Toolsets.V
 	}
-	if in.AccessGroups != nil {
+	if in.AccessGroups.Set {
 		known := a.o.AccessGroups()
-		for i, g := range *in.AccessGroups {
+		for i, g := range in.AccessGroups.V {
 			if !contains(known, g) {
 				return fmt.Errorf("access_groups[%d]: unknown access group %q", i, g)
 			}
 		}
-		k.AccessGroups = *in.AccessGroups
+		k.AccessGroups = in.AccessGroups.V
 	}
-	if in.AllowedCIDRs != nil {
-		out := make([]string, 0, len(*in.AllowedCIDRs))
-		for i, c := range *in.AllowedCIDRs {
+	if in.AllowedCIDRs.Set {
+		out := make([]string, 0, len(in.AllowedCIDRs.V))
+		for i, c := range in.AllowedCIDRs.V {
 			p, err := netip.ParsePrefix(c)
 			if err != nil {
 				addr, aerr := netip.ParseAddr(c)
@@ -205,8 +247,12 @@ func (a *API) apply(k *store.Key, in *KeyAttributes) error {
 			k.BudgetPeriod = "" // no budget
 		}
 	}
-	if in.Expires != nil {
-		k.ExpiresAt = in.Expires.UTC()
+	if in.Expires.Set {
+		// null: never expires (the zero time); a value: that instant.
+		k.ExpiresAt = in.Expires.V.UTC()
+		if in.Expires.Null {
+			k.ExpiresAt = time.Time{}
+		}
 	}
 	if in.Admin != nil {
 		k.Admin = *in.Admin
@@ -336,14 +382,14 @@ func changedFields(in *KeyAttributes) map[string]any {
 	add("user", in.User != nil)
 	add("team", in.Team != nil)
 	add("servers", in.Servers != nil || in.AllServers != nil)
-	add("tools", in.Tools != nil)
-	add("deny_tools", in.DenyTools != nil)
-	add("toolsets", in.Toolsets != nil)
-	add("access_groups", in.AccessGroups != nil)
-	add("allowed_cidrs", in.AllowedCIDRs != nil)
+	add("tools", in.Tools.Set)
+	add("deny_tools", in.DenyTools.Set)
+	add("toolsets", in.Toolsets.Set)
+	add("access_groups", in.AccessGroups.Set)
+	add("allowed_cidrs", in.AllowedCIDRs.Set)
 	add("rate_limit_rpm", in.RateLimitRPM != nil)
 	add("budget", in.Budget != nil)
-	add("expires", in.Expires != nil)
+	add("expires", in.Expires.Set)
 	add("admin", in.Admin != nil)
 	add("no_mcp", in.NoMCP != nil)
 	add("disabled", in.Disabled != nil)

@@ -22,7 +22,7 @@ var docs = map[string]opDoc{
 	"GET /keys":                             {summary: "List virtual keys (never their secrets)", response: "KeyList", status: "200"},
 	"POST /keys":                            {summary: "Create a key; the only answer that shows its secret", body: "KeyAttributes", response: "CreatedKey", status: "201"},
 	"GET /keys/{alias}":                     {summary: "One key", response: "Key", status: "200"},
-	"PATCH /keys/{alias}":                   {summary: "Change the attributes present in the body (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
+	"PATCH /keys/{alias}":                   {summary: "Change the attributes present in the body; an absent field is left as it is, null clears expires (never expires), allowed_cidrs (any network), tools (every tool), deny_tools, toolsets and access_groups, as [] or {} does for the lists (config keys are read-only)", body: "KeyAttributes", response: "Key", status: "200"},
 	"DELETE /keys/{alias}":                  {summary: "Revoke a key; it stops working at once", status: "204"},
 	"GET /grants":                           {summary: "What JWT callers may use, by user, team or role: the config file's grants and runtime ones", response: "GrantList", status: "200"},
 	"PUT /grants/{kind}/{value}":            {summary: "Create or replace the runtime grant of a user, team or role (kind: user|team|role); applies at once", body: "KeyAttributes", response: "Grant", status: "200"},
@@ -74,8 +74,17 @@ var (
 	boolean = map[string]any{"type": "boolean"}
 	strList = map[string]any{"type": "array", "items": str}
 	toolMap = map[string]any{"type": "object", "additionalProperties": strList}
-	ref     = func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
-	listOf  = func(name string) map[string]any { return map[string]any{"type": "array", "items": ref(name)} }
+	// clearable is a list or map field of a PATCH body that null clears.
+	clearable = func(schema map[string]any, desc string) map[string]any {
+		out := map[string]any{"description": desc}
+		for k, v := range schema {
+			out[k] = v
+		}
+		out["type"] = []string{schema["type"].(string), "null"}
+		return out
+	}
+	ref    = func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+	listOf = func(name string) map[string]any { return map[string]any{"type": "array", "items": ref(name)} }
 )
 
 var schemas = map[string]any{
@@ -93,10 +102,16 @@ var schemas = map[string]any{
 	"Error":     obj(map[string]any{"error": str, "details": str, "code": map[string]any{"type": "integer", "description": "the JSON-RPC error code of a failed tool call"}}, "error"),
 	"KeyAttributes": obj(map[string]any{
 		"alias": str, "user": str, "team": str,
-		"servers":     map[string]any{"type": []string{"array", "null"}, "items": str, "description": "absent or null: every server; []: none"},
-		"all_servers": boolean,
-		"tools":       toolMap, "deny_tools": toolMap, "toolsets": strList, "access_groups": strList,
-		"allowed_cidrs": strList, "rate_limit_rpm": integer, "expires": map[string]any{"type": "string", "format": "date-time"},
+		"servers":        map[string]any{"type": []string{"array", "null"}, "items": str, "description": "absent or null: every server; []: none"},
+		"all_servers":    boolean,
+		"tools":          clearable(toolMap, "per server, the only tools the key may call; a server not listed allows every tool; null or {} in a PATCH: every tool"),
+		"deny_tools":     clearable(toolMap, "per server, tools the key may not call; null or {} in a PATCH: none"),
+		"toolsets":       clearable(strList, "null or [] in a PATCH: none"),
+		"access_groups":  clearable(strList, "null or [] in a PATCH: none"),
+		"allowed_cidrs":  clearable(strList, "addresses or CIDRs the key works from; empty: any; null or [] in a PATCH: any"),
+		"rate_limit_rpm": integer,
+		"expires": map[string]any{"type": []string{"string", "null"}, "format": "date-time",
+			"description": "when the key stops working; absent at creation: never; in a PATCH, absent leaves it, null removes it (never expires)"},
 		"budget": obj(map[string]any{"amount": map[string]any{"type": "number", "minimum": 0, "description": "0 removes the budget"},
 			"period": map[string]any{"type": "string", "enum": []string{"day", "week", "month"}}}),
 		"admin": boolean, "no_mcp": boolean, "disabled": boolean,

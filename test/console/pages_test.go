@@ -195,8 +195,23 @@ servers:
 	}
 	b.step("edit again shows the fields", click(`button[aria-label="Edit ci-bot"]`), chromedp.WaitVisible(c("#edit-tools")),
 		evalTrue("fields shown", `document.getElementById("edit-tools").value === "shop: order, refund" && document.getElementById("edit-deny-tools").value === "shop: refund" &&
-			document.getElementById("edit-cidrs").value === "127.0.0.0/8, ::1/128" && document.getElementById("edit-expires").value.startsWith("2099-06-01")`))
+			document.getElementById("edit-cidrs").value === "127.0.0.0/8, ::1/128" && document.getElementById("edit-expires").value.startsWith("2099-06-01") &&
+			!document.getElementById("edit-no-expiry").checked`))
 	b.shoot("keys")
+
+	// The expiry is removed with "No expiry" (the form sends null); the
+	// other fields stay, and the form then shows no expiry.
+	b.step("remove the expiry", click("#edit-no-expiry"), evalTrue("the date is emptied", `document.getElementById("edit-expires").value === ""`),
+		evalTrue("the status is cleared", `(document.getElementById("status").textContent = "", true)`),
+		click(`#edit-key button[type="submit"]`), chromedp.WaitVisible(x(`//div[@id="status" and text()="Key ci-bot saved"]`)))
+	code, _, body = do(t, http.MethodGet, base+"/admin/v1/keys/ci-bot", "", "", "")
+	k.Expires = "" // the answer omits an absent expiry
+	if err := json.Unmarshal([]byte(body), &k); code != 200 || err != nil || k.Expires != "" || k.Team != "ops" ||
+		fmt.Sprint(k.AllowedCIDRs) != "[127.0.0.0/8 ::1/128]" || k.RateLimitRPM != 120 {
+		t.Errorf("the key after removing its expiry: %d %s", code, body)
+	}
+	b.step("edit shows no expiry", click(`button[aria-label="Edit ci-bot"]`), chromedp.WaitVisible(c("#edit-tools")),
+		evalTrue("no expiry shown", `document.getElementById("edit-no-expiry").checked && document.getElementById("edit-expires").value === ""`))
 
 	// Usage: calls as ci-bot (priced) and anonymous ones, per key.
 	callTools(t, base, secret, "shop__order", `{"item":"bolt"}`, 2)

@@ -389,13 +389,18 @@ function keys() {
     const [rL, rI] = field("Rate limit (calls/min, 0: none)", { id: "edit-rpm", type: "number", min: "0", value: k.rate_limit_rpm || 0 });
     const [bL, bI] = field("Budget (cost per period, 0: none)", { id: "edit-budget", type: "number", min: "0", step: "any", value: k.budget ? k.budget.amount : 0 });
     const bP = h("select", { id: "edit-budget-period" }, ["day", "week", "month"].map(p => h("option", { value: p, selected: (k.budget ? k.budget.period : "month") === p }, p)));
-    const [eL, eI] = field(k.expires ? "Expires (local time)" : "Expires (local time; empty: never)", { id: "edit-expires", type: "datetime-local", value: localInput(k.expires) });
+    const [eL, eI] = field("Expires (local time)", { id: "edit-expires", type: "datetime-local", value: localInput(k.expires) });
+    // "No expiry" sends null, which removes an expiry; a date typed in
+    // unticks it, ticking it empties the date.
+    const noExp = h("input", { type: "checkbox", id: "edit-no-expiry", checked: !k.expires });
+    noExp.addEventListener("change", () => { if (noExp.checked) eI.value = ""; });
+    eI.addEventListener("input", () => { if (eI.value) noExp.checked = false; });
     const adm = h("input", { type: "checkbox", id: "edit-admin", checked: !!k.admin });
     const nomcp = h("input", { type: "checkbox", id: "edit-no-mcp", checked: !!k.no_mcp });
     const dis = h("input", { type: "checkbox", id: "edit-disabled", checked: !!k.disabled });
     const msg = h("div", {});
     const f = h("form", { class: "inline", id: "edit-key" }, uL, tmL, sL, h("label", { class: "check" }, noServers, "No servers"), taL, tdL, tL, gL, cL, rL, bL,
-      h("label", {}, "Budget period", bP), eL, h("label", { class: "check" }, adm, "Admin"), h("label", { class: "check" }, nomcp, "Admin API only (no MCP)"),
+      h("label", {}, "Budget period", bP), eL, h("label", { class: "check" }, noExp, "No expiry"), h("label", { class: "check" }, adm, "Admin"), h("label", { class: "check" }, nomcp, "Admin API only (no MCP)"),
       h("label", { class: "check" }, dis, "Disabled"), h("button", { type: "submit" }, "Save"));
     f.addEventListener("submit", async ev => {
       ev.preventDefault();
@@ -408,12 +413,13 @@ function keys() {
       if (noServers.checked) body.servers = [];
       else if (sI.value.trim()) body.servers = split(sI.value);
       else body.all_servers = true;
-      if (eI.value) body.expires = new Date(eI.value).toISOString();
+      if (noExp.checked) { if (k.expires) body.expires = null; }
+      else if (eI.value) body.expires = new Date(eI.value).toISOString();
       try { await api("PATCH", `/keys/${encodeURIComponent(k.alias)}`, body); say(`Key ${k.alias} saved`); editBox.replaceChildren(); refresh(); }
       catch (e) { msg.replaceChildren(errorBox(e)); }
     });
     editBox.replaceChildren(h("h2", {}, `Edit ${k.alias}`),
-      h("p", { class: "muted" }, "Every field of the key; its secret never changes here. An expiry once set can be moved, not removed."), f, msg);
+      h("p", { class: "muted" }, "Every field of the key; its secret never changes here."), f, msg);
     uI.focus();
   }
   const grants = region("Grants");
