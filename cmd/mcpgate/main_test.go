@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,16 +58,31 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// buildBinary builds cmd/mcpgate and the notes example into a temp dir.
+// built holds the binaries buildBinary made: they are built once per test
+// run (linking mcpgate takes seconds, and a dozen tests start it) into a
+// directory TestMain removes.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// buildBinary builds cmd/mcpgate and the notes example, once, and returns
+// their paths. Tests only run them; none may write beside them.
 func buildBinary(t *testing.T) (gw, notes string) {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", ".", "../../examples/notes")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build: %v", err)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "mcpgate-cmd-test-"); built.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", built.dir+"/", ".", "../../examples/notes")
+		cmd.Stderr = os.Stderr
+		built.err = cmd.Run()
+	})
+	if built.err != nil {
+		t.Fatalf("build: %v", built.err)
 	}
-	return filepath.Join(dir, "mcpgate"), filepath.Join(dir, "notes")
+	return filepath.Join(built.dir, "mcpgate"), filepath.Join(built.dir, "notes")
 }
 
 // TestServeSignalDrain starts the real binary with a stdio upstream, makes

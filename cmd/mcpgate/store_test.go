@@ -17,14 +17,19 @@ import (
 	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
 )
 
-// TestMain stops the throwaway PostgreSQL server if a test started one.
-// With importServerEnv set, the test binary is a stdio MCP server instead
-// (TestImportRoundTrip's upstreams).
+// TestMain stops the throwaway PostgreSQL server if a test started one and
+// removes the binaries buildBinary built. With importServerEnv set, the
+// test binary is a stdio MCP server instead (TestImportRoundTrip's
+// upstreams).
 func TestMain(m *testing.M) {
 	if name := os.Getenv(importServerEnv); name != "" {
 		os.Exit(runImportServer(name))
 	}
-	os.Exit(pgtest.Main(m))
+	code := pgtest.Main(m)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // TestServePostgres runs the real binary on a PostgreSQL store reached

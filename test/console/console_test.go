@@ -57,6 +57,41 @@ func shop(t *testing.T) string {
 }
 
 // startGateway builds and runs mcpgate serve on a fresh SQLite store.
+// gateway holds the binary gatewayBinary built: once per test run (linking
+// mcpgate takes seconds, and most tests start a gateway), into a
+// directory TestMain removes.
+var gateway struct {
+	once sync.Once
+	dir  string
+	err  error
+	out  []byte
+}
+
+// TestMain removes the binary the tests ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if gateway.dir != "" {
+		os.RemoveAll(gateway.dir)
+	}
+	os.Exit(code)
+}
+
+// gatewayBinary builds cmd/mcpgate once and answers its path. Tests only
+// run it; none may write beside it.
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	gateway.once.Do(func() {
+		if gateway.dir, gateway.err = os.MkdirTemp("", "mcpgate-console-test-"); gateway.err != nil {
+			return
+		}
+		gateway.out, gateway.err = exec.Command("go", "build", "-o", gateway.dir+"/", "../../cmd/mcpgate").CombinedOutput()
+	})
+	if gateway.err != nil {
+		t.Fatalf("build: %v\n%s", gateway.err, gateway.out)
+	}
+	return filepath.Join(gateway.dir, "mcpgate")
+}
+
 func startGateway(t *testing.T) string {
 	return startGatewayWith(t, "data_dir: ./data\nauth:\n  master_key: ${MK}\n")
 }
@@ -70,10 +105,7 @@ func startGatewayWith(t *testing.T, config string, env ...string) string {
 // file's path, for a test that changes it and reloads.
 func startGatewayFile(t *testing.T, config string, env ...string) (base, file string) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "mcpgate")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/mcpgate").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := gatewayBinary(t)
 	cfg := filepath.Join(dir, "gw.yaml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
