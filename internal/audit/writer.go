@@ -12,7 +12,11 @@
 // and returns; when the queue is full the record is dropped and counted.
 // RecordDurable (audit.durable) waits for its record's commit instead: a
 // waiting record makes the batch go at once, with whatever else is
-// queued, so concurrent calls share one transaction.
+// queued, so concurrent calls share one transaction, and that batch is
+// committed to stable storage (store.SyncAuditLog: survives a power
+// loss); the other batches are committed as the store does by default
+// (SQLite: they survive a crash of the process, and a power loss from the
+// next checkpoint on).
 // A single goroutine drains the queue in batches, written when BatchSize
 // records are waiting or FlushInterval has passed; a batch the store
 // refuses is retried (backing off) until it is taken, the queue absorbing
@@ -389,7 +393,10 @@ func (b *pending) add(it item) {
 // flush writes the batch and tells its waiters, then empties it.
 func (w *Writer) flush(b *pending) {
 	var err error
-	if !w.write(b.calls) {
+	// A batch an answer waits for is committed to stable storage, when
+	// the store can (store.SyncAuditLog); the others only as durably as
+	// the store's default commit.
+	if !w.write(b.calls, len(b.waiters) > 0) {
 		err = ErrNotWritten
 	}
 	for _, d := range b.waiters {
@@ -442,7 +449,11 @@ func (w *Writer) fill(b *pending) {
 // database locked for a while, loses no record that fits in the queue,
 // and the queue depth shows the backlog. Only an abort (Close's deadline)
 // gives the batch up: it is dropped and counted.
-func (w *Writer) write(batch []store.ToolCall) bool {
+func (w *Writer) write(batch []store.ToolCall, sync bool) bool {
+	appendCalls := w.s.AppendToolCalls
+	if ss, ok := w.s.(store.SyncAuditLog); ok && sync {
+		appendCalls = ss.AppendToolCallsSync
+	}
 	wait := w.opts.FlushInterval
 	var failedAt time.Time
 	var lines limiter // the first failure is logged, then one line per dropLogInterval
@@ -451,7 +462,7 @@ func (w *Writer) write(batch []store.ToolCall) bool {
 			w.drop(len(batch))
 			return false
 		}
-		err := w.s.AppendToolCalls(w.ctx, batch)
+		err := appendCalls(w.ctx, batch)
 		if err == nil {
 			if attempt > 1 {
 				w.log.Info("audit: the store takes tool calls again", logRecords, len(batch), logAttempts, attempt,

@@ -28,8 +28,10 @@ type AuditTables interface {
 	// SelectAudit returns the audit_log rows page selects, in its order.
 	SelectAudit(ctx context.Context, page string, args []any) ([]AuditEntry, error)
 	InsertToolCall(ctx context.Context, c ToolCall) (int64, error)
-	// InsertToolCalls inserts calls in one transaction, in slice order.
-	InsertToolCalls(ctx context.Context, calls []ToolCall) error
+	// InsertToolCalls inserts calls in one transaction, in slice order;
+	// with sync, the commit returns once it is on stable storage
+	// (SyncAuditLog), else once the backend's default says so.
+	InsertToolCalls(ctx context.Context, calls []ToolCall, sync bool) error
 	// SelectToolCalls returns the tool_calls rows page selects, in its
 	// order.
 	SelectToolCalls(ctx context.Context, page string, args []any) ([]ToolCall, error)
@@ -48,8 +50,9 @@ type SQLAudit struct {
 }
 
 var (
-	_ AuditLog = SQLAudit{}
-	_ UsageLog = SQLAudit{}
+	_ AuditLog     = SQLAudit{}
+	_ UsageLog     = SQLAudit{}
+	_ SyncAuditLog = SQLAudit{}
 )
 
 func (a SQLAudit) AppendAudit(ctx context.Context, e AuditEntry) (int64, error) {
@@ -95,6 +98,14 @@ func (a SQLAudit) AppendToolCall(ctx context.Context, c ToolCall) (int64, error)
 }
 
 func (a SQLAudit) AppendToolCalls(ctx context.Context, calls []ToolCall) error {
+	return a.appendToolCalls(ctx, calls, false)
+}
+
+func (a SQLAudit) AppendToolCallsSync(ctx context.Context, calls []ToolCall) error {
+	return a.appendToolCalls(ctx, calls, true)
+}
+
+func (a SQLAudit) appendToolCalls(ctx context.Context, calls []ToolCall, sync bool) error {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -112,7 +123,7 @@ func (a SQLAudit) AppendToolCalls(ctx context.Context, calls []ToolCall) error {
 		}
 		timed[i] = c
 	}
-	if err := a.Tables.InsertToolCalls(ctx, timed); err != nil {
+	if err := a.Tables.InsertToolCalls(ctx, timed, sync); err != nil {
 		return fmt.Errorf("append tool calls: %w", err)
 	}
 	return nil

@@ -181,6 +181,17 @@ type AuditLog interface {
 	ListToolCalls(ctx context.Context, f ToolCallFilter) (calls []ToolCall, next *Cursor, err error)
 }
 
+// SyncAuditLog is the optional capability of an AuditLog to commit a batch
+// of tool calls so that it survives a power loss or an OS crash, not only
+// a crash of the process: the audit writer uses it for the batches an
+// answer waits for (audit.durable), and AppendToolCalls for the others.
+// Both built-in stores have it. Safe for concurrent use.
+type SyncAuditLog interface {
+	// AppendToolCallsSync is AppendToolCalls, returning once the
+	// batch's commit is on stable storage.
+	AppendToolCallsSync(ctx context.Context, calls []ToolCall) error
+}
+
 // now is the current time at the store's precision.
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 

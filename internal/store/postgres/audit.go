@@ -69,7 +69,11 @@ func (a auditTables) InsertToolCall(ctx context.Context, c store.ToolCall) (int6
 // InsertToolCalls sends the batch's inserts in one round trip, inside one
 // transaction: they run in slice order on one connection, so their ids
 // increase in slice order.
-func (a auditTables) InsertToolCalls(ctx context.Context, calls []store.ToolCall) error {
+//
+// sync changes nothing: a PostgreSQL commit returns once its WAL record is
+// flushed (synchronous_commit on, the server's default); a server set
+// otherwise has made its own choice, for every table alike.
+func (a auditTables) InsertToolCalls(ctx context.Context, calls []store.ToolCall, _ bool) error {
 	var b pgx.Batch
 	for i := range calls {
 		b.Queue(insertToolCall, toolCallArgs(&calls[i])...)

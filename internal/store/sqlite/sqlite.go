@@ -53,10 +53,24 @@ const FileName = "mcpgate.db"
 const pragmas = "_pragma=busy_timeout(5000)" +
 	"&_pragma=journal_mode(WAL)" +
 	"&_pragma=foreign_keys(1)" +
-	"&_pragma=synchronous(NORMAL)" +
-	// Small page caches: the reads are point lookups (keys) and the
-	// writes appends; the default 2 MiB per connection only costs RSS.
-	"&_pragma=cache_size(-256)"
+	"&_pragma=synchronous(NORMAL)"
+
+// readerPragmas are applied to the read-only connections after pragmas:
+// small page caches, as the reads are point lookups (keys) and pages of
+// listings; the default 2 MiB per connection only costs RSS.
+const readerPragmas = "&_pragma=cache_size(-256)&_pragma=query_only(1)"
+
+// writerPragmas are applied to the writer's connection after pragmas.
+// Its page cache is larger (2 MiB, one connection): a batch of audit
+// records updates the table and its indexes, whose pages stay cached from
+// one batch to the next instead of being read back. Temporary b-trees
+// (a statement's sort, a large transaction's spill) stay in memory.
+// synchronous stays NORMAL, which in WAL mode syncs at checkpoints, not
+// at each commit: a commit survives a crash of the process (the WAL is
+// in the OS's page cache), not a power loss. SyncAuditLog asks FULL of
+// its transactions only.
+const writerPragmas = "&_pragma=cache_size(-2048)" +
+	"&_pragma=temp_store(MEMORY)"
 
 // Store is a store.Store on a SQLite file. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.
@@ -76,7 +90,8 @@ type Store struct {
 	keyByHash    *sql.Stmt // r
 	isTerminated *sql.Stmt // r
 	touchKey     *sql.Stmt // w
-	addToolCall  *sql.Stmt // w
+	// addToolCalls[i] inserts insertChunks[i] rows; the last, one.
+	addToolCalls [len(insertChunks)]*sql.Stmt // w
 }
 
 var (
@@ -121,7 +136,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
-	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate")); err != nil {
+	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate"+writerPragmas)); err != nil {
 		return nil, err
 	}
 	s.w.SetMaxOpenConns(1)
@@ -134,7 +149,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	}
 
 	n := max(4, runtime.GOMAXPROCS(0))
-	if s.r, err = sql.Open("sqlite", dsn(path, "&_pragma=query_only(1)")); err != nil {
+	if s.r, err = sql.Open("sqlite", dsn(path, readerPragmas)); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -158,10 +173,15 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.keyByHash, s.r, selectKeyByHash},
 		{&s.isTerminated, s.r, selectTerminated},
 		{&s.touchKey, s.w, updateLastUsed},
-		{&s.addToolCall, s.w, insertToolCall},
 	} {
 		var err error
 		if *p.dst, err = p.db.PrepareContext(ctx, p.query); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
+	for i, n := range insertChunks {
+		var err error
+		if s.addToolCalls[i], err = s.w.PrepareContext(ctx, insertToolCalls(n)); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
 	}
@@ -219,7 +239,7 @@ func dsn(path, extra string) string {
 // into the database file and removes the -wal and -shm files.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.keyByHash, s.isTerminated, s.touchKey, s.addToolCall} {
+	for _, st := range append([]*sql.Stmt{s.keyByHash, s.isTerminated, s.touchKey}, s.addToolCalls[:]...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -29,6 +29,7 @@ var toolCallTests = []test{
 	{"Batch", testToolCallBatch},
 	{"BatchInvalid", testToolCallBatchInvalid},
 	{"BatchEmpty", testToolCallBatchEmpty},
+	{"BatchSizes", testToolCallBatchSizes},
 	{"Usage", testUsage},
 }
 
@@ -378,6 +379,8 @@ func testToolCallBatch(t *testing.T, s store.Store) {
 			SessionIDPrefix: "3f2a9c1b",
 			RequestBytes:    int64(i), // identifies the call below
 			ResponseBytes:   int64(i) << 20,
+			Guardrail:       []string{"", "pii"}[i%2],
+			Cost:            float64(i) / 4,
 		}
 		if in[i].Outcome != "ok" {
 			in[i].ErrorClass = "upstream"
@@ -460,6 +463,38 @@ func testToolCallBatchInvalid(t *testing.T, s store.Store) {
 	}
 	if got := listAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
 		t.Errorf("%d calls written by rejected batches, want none", len(got))
+	}
+}
+
+// testToolCallBatchSizes: a backend may cut a batch into statements of
+// several rows (at its parameter limit); every row of every size arrives
+// once, with its own values, in slice order.
+func testToolCallBatchSizes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seq := 0
+	var want []int64 // RequestBytes in write order
+	for _, n := range []int{1, 2, 3, 127, 128, 129, 383, 4681, 4682, 9400} {
+		batch := make([]store.ToolCall, n)
+		for i := range batch {
+			seq++
+			batch[i] = store.ToolCall{Time: at(seq), Server: "s", Tool: fmt.Sprintf("t%d", seq%5),
+				Outcome: "ok", RequestBytes: int64(seq), Cost: float64(seq)}
+			want = append(want, int64(seq))
+		}
+		if err := s.AppendToolCalls(ctx, batch); err != nil {
+			t.Fatalf("batch of %d: %v", n, err)
+		}
+	}
+	got := listAllToolCalls(t, s, store.ToolCallFilter{Limit: store.MaxPageSize})
+	if len(got) != len(want) {
+		t.Fatalf("listed %d calls, want %d", len(got), len(want))
+	}
+	slices.Reverse(got) // oldest first: at(seq) increases with seq
+	for i, c := range got {
+		if c.RequestBytes != want[i] || c.Cost != float64(want[i]) || c.Tool != fmt.Sprintf("t%d", want[i]%5) ||
+			!c.Time.Equal(at(int(want[i]))) || (i > 0 && c.ID <= got[i-1].ID) {
+			t.Fatalf("row %d = %+v, want the call numbered %d with an id above the one before", i, c, want[i])
+		}
 	}
 }
 
