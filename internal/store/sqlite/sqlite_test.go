@@ -485,7 +485,6 @@ func BenchmarkAppendToolCalls(b *testing.B) {
 	}
 }
 
-
 // A synced batch (store.SyncAuditLog) is written, and leaves the writer
 // connection at synchronous=NORMAL for the batches after it, also when its
 // context ends before it could run.
