@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -66,17 +68,68 @@ func (a auditTables) InsertToolCall(ctx context.Context, c store.ToolCall) (int6
 	return id, classify(err)
 }
 
-// InsertToolCalls sends the batch's inserts in one round trip, inside one
-// transaction: they run in slice order on one connection, so their ids
-// increase in slice order.
+// toolCallParams is how many parameters one row takes.
+const toolCallParams = 14
+
+// insertChunks are the row counts of the multi-row inserts, the largest
+// first: a batch is cut into chunks of insertChunks[0] rows, and the rest
+// written with the powers of two that sum to it. So a batch of any size
+// takes few statements, and the texts are at most len(insertChunks)
+// distinct ones, which pgx prepares once per connection and caches.
+// 4096*toolCallParams (57344) is under PostgreSQL's limit on a
+// statement's parameters (65535).
+var insertChunks = [...]int{4096, 2048, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1}
+
+// insertToolCallsSQL holds the INSERT of insertChunks[i] rows.
+var insertToolCallsSQL = func() (out [len(insertChunks)]string) {
+	for i, n := range insertChunks {
+		out[i] = insertToolCalls(n)
+	}
+	return out
+}()
+
+// insertToolCalls is the INSERT of n rows: one statement for many rows
+// is parsed, planned and executed once instead of once per row.
+func insertToolCalls(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO tool_calls (ts, key_alias, user_id, team_id, server, tool, duration_ms,
+	outcome, error_class, session_id_prefix, request_bytes, response_bytes, guardrail, cost) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for j := range toolCallParams {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(i*toolCallParams + j + 1))
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// InsertToolCalls sends the batch as multi-row inserts (insertChunks), in
+// one round trip, inside one transaction: the statements run in order on
+// one connection, and a multi-row INSERT takes its VALUES in order, so
+// ids increase in slice order.
 //
 // sync changes nothing: a PostgreSQL commit returns once its WAL record is
 // flushed (synchronous_commit on, the server's default); a server set
 // otherwise has made its own choice, for every table alike.
 func (a auditTables) InsertToolCalls(ctx context.Context, calls []store.ToolCall, _ bool) error {
 	var b pgx.Batch
-	for i := range calls {
-		b.Queue(insertToolCall, toolCallArgs(&calls[i])...)
+	for i, rest := 0, calls; len(rest) > 0; i++ {
+		n := insertChunks[i]
+		for ; len(rest) >= n; rest = rest[n:] {
+			args := make([]any, 0, n*toolCallParams)
+			for j := range n {
+				args = append(args, toolCallArgs(&rest[j])...)
+			}
+			b.Queue(insertToolCallsSQL[i], args...)
+		}
 	}
 	ctx, cancel := a.s.op(ctx)
 	defer cancel()
