@@ -22,14 +22,40 @@ import (
 // Each exporter has its own bounded queue and goroutine, fed from Record
 // beside the store's queue: a slow or dead endpoint fills only its own
 // queue, and what does not fit is dropped and counted for that exporter,
-// never waited for. Only exporters see a record's Arguments (already
-// redacted by the gateway, see RedactArguments); the store never does.
+// never waited for. Only exporters see a record's Arguments, redacted
+// (RedactArguments) by the gateway or, for RecordWithRawArguments, by the
+// exporter's goroutine before its Sink gets them; the store never does.
 
 // Entry is what an exporter gets: the store's record, and for a server
 // with audit.arguments the call's redacted arguments.
 type Entry struct {
 	store.ToolCall
 	Arguments json.RawMessage
+
+	// raw, when set, holds the arguments not yet redacted
+	// (Writer.RecordWithRawArguments): the exporter redacts them into
+	// Arguments, and clears raw, before its Sink sees the entry.
+	raw *rawArguments
+}
+
+// rawArguments are a call's arguments as the caller sent them, with the
+// patterns to redact them by. They are redacted once, by the first
+// exporter goroutine to send them, and shared by the others: the decode
+// and encode RedactArguments costs is paid off the call's path, once.
+type rawArguments struct {
+	once     sync.Once
+	raw      json.RawMessage // nil once redacted
+	patterns []string
+	out      json.RawMessage
+}
+
+// redacted returns the arguments redacted; nil when they are not JSON.
+func (r *rawArguments) redacted() json.RawMessage {
+	r.once.Do(func() {
+		r.out = RedactArguments(r.raw, r.patterns)
+		r.raw = nil // the unredacted bytes are not kept past this
+	})
+	return r.out
 }
 
 // ExportSchemaVersion is the "v" of every exported record.
@@ -270,7 +296,7 @@ func (e *Exporter) send(batch []Entry) []Entry {
 		// Close's deadline passed: what is left is dropped, not tried
 		// (and not counted as a failure of the endpoint).
 		e.drop(len(batch))
-	} else if err := e.sink.Send(e.ctx, batch); err != nil {
+	} else if err := e.sink.Send(e.ctx, redactBatch(batch)); err != nil {
 		e.drop(len(batch))
 		if e.opts.OnFailure != nil {
 			e.opts.OnFailure()
@@ -281,6 +307,18 @@ func (e *Exporter) send(batch []Entry) []Entry {
 	}
 	clear(batch) // the records may hold arguments: don't keep them
 	return batch[:0]
+}
+
+// redactBatch redacts the raw arguments of batch's entries into their
+// Arguments and drops the raw ones, so a Sink only ever sees redacted
+// arguments.
+func redactBatch(batch []Entry) []Entry {
+	for i := range batch {
+		if r := batch[i].raw; r != nil {
+			batch[i].Arguments, batch[i].raw = r.redacted(), nil
+		}
+	}
+	return batch
 }
 
 func (e *Exporter) flush() {

@@ -32,6 +32,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -185,6 +186,12 @@ func (w *Writer) RecordWithArguments(c store.ToolCall, args json.RawMessage) {
 	if w == nil {
 		return
 	}
+	w.recordEntry(c, Entry{Arguments: args})
+}
+
+// recordEntry is Record, with e's arguments for the exporters (e's
+// ToolCall is c).
+func (w *Writer) recordEntry(c store.ToolCall, e Entry) {
 	if err := c.Validate(); err != nil {
 		w.drop(1)
 		if n, ok := w.invalid.add(1, w.opts.now()); ok {
@@ -195,10 +202,42 @@ func (w *Writer) RecordWithArguments(c store.ToolCall, args json.RawMessage) {
 	if c.Time.IsZero() {
 		c.Time = w.opts.now()
 	}
-	w.export(Entry{ToolCall: c, Arguments: args})
+	e.ToolCall = c
+	w.export(e)
 	if !w.enqueue(item{c: c}) {
 		w.dropFull()
 	}
+}
+
+// RecordWithRawArguments is RecordWithArguments for arguments not yet
+// redacted: raw is the call's arguments as received, redacted by patterns
+// (RedactArguments) on the exporters' goroutines, so the call's path pays
+// a copy of raw instead of a JSON decode and encode. raw is copied (the
+// caller may reuse its buffer), and only when there are exporters; no
+// Sink, log or store ever gets it unredacted.
+func (w *Writer) RecordWithRawArguments(c store.ToolCall, raw json.RawMessage, patterns []string) {
+	if w == nil {
+		return
+	}
+	w.recordEntry(c, w.rawEntry(raw, patterns))
+}
+
+// RecordDurableWithRawArguments is RecordDurable, with the arguments of
+// RecordWithRawArguments.
+func (w *Writer) RecordDurableWithRawArguments(ctx context.Context, c store.ToolCall, raw json.RawMessage, patterns []string) error {
+	if w == nil {
+		return nil
+	}
+	return w.recordDurableEntry(ctx, c, w.rawEntry(raw, patterns))
+}
+
+// rawEntry is an Entry whose arguments the exporters redact; nil
+// arguments when there is no exporter to see them.
+func (w *Writer) rawEntry(raw json.RawMessage, patterns []string) Entry {
+	if len(w.opts.Exporters) == 0 || len(raw) == 0 {
+		return Entry{}
+	}
+	return Entry{raw: &rawArguments{raw: bytes.Clone(raw), patterns: patterns}}
 }
 
 // export hands c to every exporter, without waiting. A closed Writer
@@ -269,6 +308,10 @@ func (w *Writer) RecordDurableWithArguments(ctx context.Context, c store.ToolCal
 	if w == nil {
 		return nil
 	}
+	return w.recordDurableEntry(ctx, c, Entry{Arguments: args})
+}
+
+func (w *Writer) recordDurableEntry(ctx context.Context, c store.ToolCall, e Entry) error {
 	if err := c.Validate(); err != nil {
 		w.Record(c) // counted and logged there
 		return fmt.Errorf("%w: %v", ErrNotWritten, err)
@@ -276,7 +319,8 @@ func (w *Writer) RecordDurableWithArguments(ctx context.Context, c store.ToolCal
 	if c.Time.IsZero() {
 		c.Time = w.opts.now()
 	}
-	w.export(Entry{ToolCall: c, Arguments: args})
+	e.ToolCall = c
+	w.export(e)
 	done := make(chan error, 1)
 	if !w.enqueue(item{c: c, done: done}) {
 		w.dropFull()

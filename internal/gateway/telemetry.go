@@ -35,13 +35,22 @@ type DurableAuditSink interface {
 	RecordDurable(context.Context, store.ToolCall) error
 }
 
-// ArgumentsAuditSink also takes a record with its call's redacted
-// arguments, for the audit exporters only (servers.<name>.audit.arguments);
-// *audit.Writer implements it.
+// ArgumentsAuditSink also takes a record with its call's arguments, for
+// the audit exporters only (servers.<name>.audit.arguments), as received
+// with the patterns to redact them by: the sink redacts them off the
+// call's path, before any exporter sees them, and copies them (the
+// call's buffers are not its to keep). *audit.Writer implements it.
 type ArgumentsAuditSink interface {
-	RecordWithArguments(store.ToolCall, json.RawMessage)
-	RecordDurableWithArguments(context.Context, store.ToolCall, json.RawMessage) error
+	RecordWithRawArguments(c store.ToolCall, raw json.RawMessage, patterns []string)
+	RecordDurableWithRawArguments(ctx context.Context, c store.ToolCall, raw json.RawMessage, patterns []string) error
 }
+
+// The gateway finds these by type assertion: a change of signature must
+// not silently drop the exporters' arguments.
+var (
+	_ DurableAuditSink   = (*audit.Writer)(nil)
+	_ ArgumentsAuditSink = (*audit.Writer)(nil)
+)
 
 // record reports one tools/call to metrics and the audit log: who,
 // where, how it ended, how long, how many bytes, what it cost (the cost
@@ -105,14 +114,14 @@ func (c *call) record() {
 	if sc != nil && sc.sess != nil {
 		rec.SessionIDPrefix = sc.sess.ID()[:idPrefixLen]
 	}
-	args := g.auditArguments(server, params)
+	args, patterns := g.auditArguments(server, params)
 	as, _ := g.audit.(ArgumentsAuditSink)
 	if as == nil {
 		args = nil
 	}
 	if g.durableAudit == nil {
 		if args != nil {
-			as.RecordWithArguments(rec, args)
+			as.RecordWithRawArguments(rec, args, patterns)
 		} else {
 			g.audit.Record(rec)
 		}
@@ -125,7 +134,7 @@ func (c *call) record() {
 	defer cancel()
 	var werr error
 	if args != nil {
-		werr = as.RecordDurableWithArguments(wctx, rec, args)
+		werr = as.RecordDurableWithRawArguments(wctx, rec, args, patterns)
 	} else {
 		werr = g.durableAudit.RecordDurable(wctx, rec)
 	}
@@ -167,19 +176,21 @@ func (c *call) callCost() float64 {
 	return srv.Tools.CallCost(tool, int64(len(c.res)))
 }
 
-// auditArguments returns the call's arguments, redacted, when server's
-// config says audit.arguments; else nil. They go to the audit exporters
-// and nowhere else (never a log line).
-func (g *Gateway) auditArguments(server string, params json.RawMessage) json.RawMessage {
+// auditArguments returns the call's arguments, not yet redacted, and the
+// patterns to redact them by, when server's config says audit.arguments;
+// else nil. The audit sink redacts them on its exporters' goroutines
+// (audit.Writer.RecordWithRawArguments); they go to the exporters and
+// nowhere else (never a log line).
+func (g *Gateway) auditArguments(server string, params json.RawMessage) (json.RawMessage, []string) {
 	srv := g.compiled.Load().cfg.Servers[server]
 	if srv == nil || srv.Audit == nil || !srv.Audit.Arguments {
-		return nil
+		return nil, nil
 	}
 	raw, ok := jsonrpc.Get(params, "arguments")
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return audit.RedactArguments(raw, srv.Audit.RedactPatterns())
+	return raw, srv.Audit.RedactPatterns()
 }
 
 // toolError reports whether a tools/call result says isError: true.
