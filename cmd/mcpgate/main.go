@@ -143,17 +143,10 @@ http://127.0.0.1:4000), --admin-key KEY (default $MCPGATE_ADMIN_KEY, else $MCPGA
 --json to print the API's JSON instead of a table.
 `
 
-// defaultGCPercent is used when GOGC is not set. The gateway's live heap
-// is small and its per-call garbage is large relative to it, so the
-// default of 100 collects far more often than useful: 400 cut the
-// gateway's CPU per call by ~15% in bench/run.sh at a max RSS of ~33 MiB
-// under 64 concurrent callers. GOGC and GOMEMLIMIT still rule when set.
-const defaultGCPercent = 400
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	// The memory settings follow the machine (gc.go), unless GOGC or
+	// GOMEMLIMIT says otherwise.
+	planGC(os.Getenv, procSelfCgroup, cgroupRoot).apply()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
