@@ -68,7 +68,10 @@ const readerPragmas = "&_pragma=cache_size(-256)&_pragma=query_only(1)"
 // synchronous stays NORMAL, which in WAL mode syncs at checkpoints, not
 // at each commit: a commit survives a crash of the process (the WAL is
 // in the OS's page cache), not a power loss. SyncAuditLog asks FULL of
-// its transactions only.
+// its transactions only. wal_autocheckpoint stays at SQLite's 1000 pages:
+// the writer checkpoints (and syncs) after the commit that passes about
+// 4 MiB of WAL, every few thousand audit records, and the WAL file keeps
+// its size for reuse instead of growing and shrinking.
 const writerPragmas = "&_pragma=cache_size(-2048)" +
 	"&_pragma=temp_store(MEMORY)"
 

@@ -511,3 +511,34 @@ func TestSyncBatchRestoresNormal(t *testing.T) {
 		t.Errorf("ListToolCalls = %d calls, %v; want the 3 of the synced batch", len(calls), err)
 	}
 }
+
+// BenchmarkAppendToolCallsSync is BenchmarkAppendToolCalls for the
+// batches an answer waits for (audit.durable): synchronous=FULL, one
+// fsync of the WAL per batch. Its wall time is the disk's.
+func BenchmarkAppendToolCallsSync(b *testing.B) {
+	for _, sync := range []bool{false, true} {
+		for _, n := range []int{1, 64} {
+			b.Run(fmt.Sprintf("sync=%v/%d", sync, n), func(b *testing.B) {
+				s, _ := benchStore(b, 0)
+				ctx := context.Background()
+				c := store.ToolCall{KeyAlias: "ci", Server: "github", Tool: "search", Outcome: "ok", DurationMs: 12, SessionIDPrefix: "3f2a9c1b"}
+				batch := make([]store.ToolCall, n)
+				for i := range batch {
+					batch[i] = c
+				}
+				write := s.AppendToolCalls
+				if sync {
+					write = s.AppendToolCallsSync
+				}
+				cpu0 := cpuTime(b)
+				for b.Loop() {
+					if err := write(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/batch")
+				b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/batch")
+			})
+		}
+	}
+}
