@@ -55,16 +55,21 @@ const pragmas = "_pragma=busy_timeout(5000)" +
 	"&_pragma=foreign_keys(1)" +
 	"&_pragma=synchronous(NORMAL)"
 
-// readerPragmas are applied to the read-only connections after pragmas:
-// small page caches, as the reads are point lookups (keys) and pages of
-// listings; the default 2 MiB per connection only costs RSS.
-const readerPragmas = "&_pragma=cache_size(-256)&_pragma=query_only(1)"
+// connPragmas are applied to every connection after pragmas: small page
+// caches, as the reads are point lookups (keys) and pages of listings,
+// and the writes appends. The default 2 MiB per connection only costs
+// RSS; a 2 MiB cache on the writer, tried for the audit batches, saved no
+// CPU per record and cost 2-3 MiB of RSS (docs/benchmarks.md "Audit and
+// memory").
+const connPragmas = "&_pragma=cache_size(-256)"
 
-// writerPragmas are applied to the writer's connection after pragmas.
-// Its page cache is larger (2 MiB, one connection): a batch of audit
-// records updates the table and its indexes, whose pages stay cached from
-// one batch to the next instead of being read back. Temporary b-trees
-// (a statement's sort, a large transaction's spill) stay in memory.
+// readerPragmas are applied to the read-only connections.
+const readerPragmas = connPragmas + "&_pragma=query_only(1)"
+
+// writerPragmas are applied to the writer's connection. Temporary
+// b-trees and journals stay in memory: a multi-row INSERT inside a
+// transaction keeps a statement journal (to undo that statement alone),
+// which SQLite would otherwise spill to a temporary file past 64 KiB.
 // synchronous stays NORMAL, which in WAL mode syncs at checkpoints, not
 // at each commit: a commit survives a crash of the process (the WAL is
 // in the OS's page cache), not a power loss. SyncAuditLog asks FULL of
@@ -72,8 +77,7 @@ const readerPragmas = "&_pragma=cache_size(-256)&_pragma=query_only(1)"
 // the writer checkpoints (and syncs) after the commit that passes about
 // 4 MiB of WAL, every few thousand audit records, and the WAL file keeps
 // its size for reuse instead of growing and shrinking.
-const writerPragmas = "&_pragma=cache_size(-2048)" +
-	"&_pragma=temp_store(MEMORY)"
+const writerPragmas = connPragmas + "&_pragma=temp_store(MEMORY)"
 
 // Store is a store.Store on a SQLite file. Its methods are safe for
 // concurrent use; Close must be called once, after the last call returned.

@@ -296,8 +296,8 @@ func TestConnectionSettings(t *testing.T) {
 		{"writer", s.w, "foreign_keys", "1"},
 		{"writer", s.w, "synchronous", "1"}, // NORMAL
 		{"writer", s.w, "query_only", "0"},
-		{"writer", s.w, "cache_size", "-2048"}, // 2 MiB: the audit batches' index pages
-		{"writer", s.w, "temp_store", "2"},     // MEMORY
+		{"writer", s.w, "cache_size", "-256"},
+		{"writer", s.w, "temp_store", "2"}, // MEMORY
 		{"reader", s.r, "cache_size", "-256"},
 		{"reader", s.r, "journal_mode", "wal"},
 		{"reader", s.r, "busy_timeout", "5000"},
