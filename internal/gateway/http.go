@@ -128,10 +128,9 @@ func acceptsJSON(r *http.Request) bool {
 func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	// The server has no overall read timeout (streams are long-lived), so
 	// a body that trickles in is bounded here.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	setReadDeadline(w, time.Now().Add(bodyReadTimeout))
 	body, err := readBody(r, g.maxBody())
-	_ = rc.SetReadDeadline(time.Time{})
+	setReadDeadline(w, time.Time{})
 	if err == nil {
 		return body, nil
 	}
@@ -140,6 +139,37 @@ func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byt
 			"Request body exceeds %d bytes", g.maxBody()))
 	}
 	return nil, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+}
+
+// setReadDeadline and setWriteDeadline are http.ResponseController's
+// methods of the same names (the same unwrapping, errors ignored), without
+// the controller a NewResponseController allocates on every call.
+func setReadDeadline(w http.ResponseWriter, t time.Time) {
+	for {
+		switch x := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			_ = x.SetReadDeadline(t)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+func setWriteDeadline(w http.ResponseWriter, t time.Time) {
+	for {
+		switch x := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			_ = x.SetWriteDeadline(t)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
@@ -161,7 +191,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	// The first bytes decide whether the request waits for a slot of the
 	// session (S11); the rest of the body is read once it has one, so a
 	// waiting request holds no body in memory.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	setReadDeadline(w, time.Now().Add(bodyReadTimeout))
 	br := bufio.NewReaderSize(r.Body, peekSize)
 	peek, _ := br.Peek(peekSize)
 	r.Body = readCloser{br, r.Body}
@@ -483,7 +513,7 @@ func (ps *postSender) writeEvent(msg *jsonrpc.Message, final bool) error {
 	if d <= 0 {
 		d = writeTimeout
 	}
-	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(d))
+	setWriteDeadline(ps.w, time.Now().Add(d))
 	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, ev))
 	if f, ok := ps.w.(http.Flusher); ok && err == nil {
 		f.Flush()
@@ -555,7 +585,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	ps.w.Header().Set("Content-Type", "application/json")
 	ps.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	ps.w.WriteHeader(status)
-	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
+	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
 	_, _ = ps.w.Write(body)
 }
 
