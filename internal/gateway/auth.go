@@ -146,9 +146,22 @@ func policyCaller(c *callers.Caller) *policy.Caller {
 		Servers: c.Servers, Tools: c.Tools, DenyTools: c.DenyTools, Toolsets: c.Toolsets, AccessGroups: c.AccessGroups}
 }
 
+// plainAnonymous reports whether c is the caller of a gateway without
+// authentication: anonymous and granted nothing of its own, so its
+// policy.Caller is {Anonymous: true} (policyCaller).
+func plainAnonymous(c *callers.Caller) bool {
+	return c != nil && c.Anonymous && c.Alias == "" && !c.Master && !c.Admin && !c.NoMCP &&
+		c.Servers == nil && c.Tools == nil && c.DenyTools == nil && c.Toolsets == nil && c.AccessGroups == nil
+}
+
 // narrowFor applies the request's caller to rt, or returns its refusal.
 func (g *Gateway) narrowFor(r *http.Request, rt route) (route, error) {
-	rt, denied := g.narrow(rt, policyCaller(callers.FromContext(r.Context())))
+	var denied *policy.Denied
+	if c := callers.FromContext(r.Context()); plainAnonymous(c) {
+		rt, denied = g.narrowAnonymous(rt)
+	} else {
+		rt, denied = g.narrow(rt, policyCaller(c))
+	}
 	if denied != nil {
 		return rt, rpcRefusal(denied.Status, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message))
 	}
