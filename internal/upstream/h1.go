@@ -225,7 +225,7 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	// connection; the connection is then not reused.
 	stop := context.AfterFunc(req.Context(), func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 	before := pc.nread
-	if err := req.Write(pc.bw); err != nil {
+	if err := writeRequest(pc.bw, req); err != nil {
 		stop()
 		return nil, pc.ioErr(req, err, true)
 	}
