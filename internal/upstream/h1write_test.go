@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
 
 // writeBoth writes the request build makes with writeRequest and with
@@ -102,4 +104,14 @@ func FuzzWriteRequest(f *testing.F) {
 			t.Fatalf("writeRequest wrote\n%q\nRequest.Write wrote\n%q", fast, std)
 		}
 	})
+}
+
+// streamable.request sets the session headers by map key: their names
+// must be canonical, as Header.Set would make them.
+func TestSessionHeaderNamesCanonical(t *testing.T) {
+	for _, k := range []string{mcpwire.HeaderSessionID, mcpwire.HeaderProtocolVersion, headerAccept, headerContentType} {
+		if c := http.CanonicalHeaderKey(k); c != k {
+			t.Errorf("%q is not canonical (%q)", k, c)
+		}
+	}
 }
