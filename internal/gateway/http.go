@@ -138,7 +138,12 @@ func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byt
 		return nil, rpcRefusal(http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Request body exceeds %d bytes", g.maxBody()))
 	}
-	return nil, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+	return nil, unreadable()
+}
+
+// unreadable refuses a body that could not be read.
+func unreadable() *httpError {
+	return rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
 }
 
 // setReadDeadline and setWriteDeadline are http.ResponseController's
@@ -192,9 +197,29 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	// session (S11); the rest of the body is read once it has one, so a
 	// waiting request holds no body in memory.
 	setReadDeadline(w, time.Now().Add(bodyReadTimeout))
-	br := bufio.NewReaderSize(r.Body, peekSize)
-	peek, _ := br.Peek(peekSize)
-	r.Body = readCloser{br, r.Body}
+	// A body announced no longer than the peek is read whole at once: it
+	// holds no more memory while waiting than the peek would, and costs
+	// no reader. Its read error is answered where readRequestBody would
+	// answer it, after the slot.
+	var (
+		body    []byte
+		bodyErr error
+		peek    []byte
+	)
+	small := r.ContentLength > 0 && r.ContentLength <= min(peekSize, g.maxBody())
+	if small {
+		body = make([]byte, r.ContentLength)
+		n, err := io.ReadFull(r.Body, body)
+		setReadDeadline(w, time.Time{})
+		peek = body[:n]
+		if err != nil {
+			body, bodyErr = nil, unreadable()
+		}
+	} else {
+		br := bufio.NewReaderSize(r.Body, peekSize)
+		peek, _ = br.Peek(peekSize)
+		r.Body = readCloser{br, r.Body}
+	}
 	acquired := false
 	if sess != nil && !statelessHeader && classifyBody(peek) == bodyRequest {
 		if err := acquireSlot(r, sess); err != nil {
@@ -204,9 +229,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		acquired = true
 		defer sess.Release()
 	}
-	body, err := g.readRequestBody(w, r)
-	if err != nil {
-		g.writeError(w, r, err)
+	if !small {
+		body, bodyErr = g.readRequestBody(w, r)
+	}
+	if bodyErr != nil {
+		g.writeError(w, r, bodyErr)
 		return
 	}
 	msgs, batch, err := decodeBody(body, g.limits().MaxBatch)
