@@ -608,13 +608,29 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		_ = ps.writeEvent(reply, true)
 		return
 	}
-	body := reply.Append(make([]byte, 0, 256))
-	ps.w.Header().Set("Content-Type", "application/json")
-	ps.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	buf := replyBuffers.Get().(*[]byte)
+	body := reply.Append((*buf)[:0])
+	h := ps.w.Header()
+	h["Content-Type"] = jsonContentType
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	ps.w.WriteHeader(status)
 	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
-	_, _ = ps.w.Write(body)
+	_, _ = ps.w.Write(body) // a Writer retains nothing it was given
+	if cap(body) <= maxPooledReply {
+		*buf = body
+		replyBuffers.Put(buf)
+	}
 }
+
+// replyBuffers hold the encoding of JSON replies; one larger than
+// maxPooledReply is left to the collector, so the pool stays small.
+var replyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledReply = 64 << 10
+
+// jsonContentType is the Content-Type of every JSON reply, shared (a
+// header value is replaced, never changed in place).
+var jsonContentType = []string{"application/json"}
 
 func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
 	ps.mu.Lock()
