@@ -95,3 +95,21 @@ func TestOffFeaturesAllocateNothing(t *testing.T) {
 		t.Errorf("the off hooks changed the call: fail %v, blocked %v, reservation %v", c.fail, c.blocked, c.rsv)
 	}
 }
+
+// serverInfoJSON writes what json.Marshal of serverInfo writes, for
+// plain names and for ones json.Marshal escapes.
+func TestServerInfoJSONAsMarshal(t *testing.T) {
+	for _, tc := range []struct {
+		single, version string
+		prefixed        bool
+	}{
+		{"", "1.2.3", true}, {"echo", "dev", false}, {"a<b>&c", "v\"1\\", false}, {"é", "\x01", false}, {"x", "", false},
+	} {
+		g := &Gateway{version: tc.version}
+		sc := &scope{rt: &route{prefixed: tc.prefixed, single: tc.single}}
+		want, _ := json.Marshal(g.serverInfo(sc))
+		if got := g.serverInfoJSON(sc); string(got) != string(want) {
+			t.Errorf("serverInfoJSON(%q, %q) = %s, json.Marshal says %s", tc.single, tc.version, got, want)
+		}
+	}
+}
