@@ -354,15 +354,18 @@ func Delete(obj []byte, key string) ([]byte, error) {
 
 // deleteFirst removes the first member named key.
 func deleteFirst(obj []byte, key string) ([]byte, bool, error) {
-	var hit *field
+	// hit is a copy, not &f: taking the address of the callback's
+	// parameter would allocate it on every member scanned.
+	var hit field
+	found := false
 	err := scanObject(obj, func(f field, k []byte) bool {
 		if keyEquals(k, key) {
-			hit = &f
+			hit, found = f, true
 			return false
 		}
 		return true
 	})
-	if err != nil || hit == nil {
+	if err != nil || !found {
 		return obj, false, err
 	}
 	start, end := hit.keyStart, skipWS(obj, hit.valEnd)
