@@ -79,13 +79,20 @@ func noteSession(ctx context.Context, s *session) {
 	}
 }
 
-// accessWriter counts what the response writes.
-type accessWriter struct {
+// accessLine is one request's access log line in the making: the entry
+// the handlers note into, the writer that counts the response's bytes,
+// and the attributes it is written with, in one allocation.
+type accessLine struct {
 	*statusWriter
-	e *accessEntry
+	e     accessEntry
+	g     *Gateway
+	r     *http.Request
+	start time.Time
+	attrs [12]slog.Attr
 }
 
-func (a accessWriter) Write(b []byte) (int, error) {
+// Write counts what the response writes.
+func (a *accessLine) Write(b []byte) (int, error) {
 	n, err := a.statusWriter.Write(b)
 	a.e.mu.Lock()
 	a.e.bytes += int64(n)
@@ -105,29 +112,40 @@ func logsAccess(path string) bool {
 // startAccess begins the access log line of r, whose response sw
 // records; the returned function writes it once the response is over.
 func (g *Gateway) startAccess(sw *statusWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
-	e := &accessEntry{}
-	start := time.Now()
-	r = r.WithContext(withAccess(r.Context(), e))
-	return accessWriter{sw, e}, r, func() {
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK // nothing written: net/http sends 200
-		}
-		e.mu.Lock()
-		attrs := []slog.Attr{
-			slog.String("method", r.Method),
-			slog.String("route", g.routeKind(r.URL.Path)),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", status),
-			slog.Int64("bytes", e.bytes),
-			slog.String("ms", strconv.FormatFloat(float64(time.Since(start).Microseconds())/1000, 'f', 1, 64)),
-		}
-		for _, kv := range [][2]string{{"alias", e.alias}, {"user", e.user}, {"session", e.session}, {"mcp_method", e.mcpMethod}, {"tool", e.tool}, {"reason", e.refused}} {
-			if kv[1] != "" {
-				attrs = append(attrs, slog.String(kv[0], kv[1]))
-			}
-		}
-		e.mu.Unlock()
-		g.access.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs...)
+	a := g.beginAccess(sw, r)
+	return a, a.r, a.finish
+}
+
+// beginAccess is startAccess for the middleware, which defers finish
+// itself (no closure to allocate).
+func (g *Gateway) beginAccess(sw *statusWriter, r *http.Request) *accessLine {
+	a := &accessLine{statusWriter: sw, g: g, start: time.Now()}
+	a.r = r.WithContext(withAccess(r.Context(), &a.e))
+	return a
+}
+
+// finish writes the line.
+func (a *accessLine) finish() {
+	status := a.status
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http sends 200
 	}
+	r, e := a.r, &a.e
+	var ms [24]byte
+	e.mu.Lock()
+	attrs := append(a.attrs[:0],
+		slog.String("method", r.Method),
+		slog.String("route", a.g.routeKind(r.URL.Path)),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", e.bytes),
+		slog.String("ms", string(strconv.AppendFloat(ms[:0], float64(time.Since(a.start).Microseconds())/1000, 'f', 1, 64))),
+	)
+	for _, kv := range [...][2]string{{"alias", e.alias}, {"user", e.user}, {"session", e.session}, {"mcp_method", e.mcpMethod}, {"tool", e.tool}, {"reason", e.refused}} {
+		if kv[1] != "" {
+			attrs = append(attrs, slog.String(kv[0], kv[1]))
+		}
+	}
+	e.mu.Unlock()
+	a.g.access.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs...)
 }

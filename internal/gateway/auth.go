@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -29,6 +31,7 @@ var internalHeaders = []string{"X-Mcp-Toolset-Id", "X-Mcpgate-Caller", "X-Mcpgat
 // caller and its identity; a refusal is returned for writeError.
 func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	var c *callers.Caller
+	clientIP := "" // callers.ClientIP(r), when already known
 	if tokenInQuery(r) && oauthEnabled(g.conf()) {
 		f := callers.InvalidRequest("access tokens are not accepted in the query string; send Authorization: Bearer")
 		g.challenge(f, r)
@@ -44,7 +47,7 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 		}
 	} else {
 		c = &callers.Caller{Anonymous: true}
-		c.Owner = callers.OwnerOf(c, r)
+		clientIP, c.Owner = anonymousOwner(r, c)
 	}
 	if a := g.conf().Auth; a != nil && a.AllowedClients != nil {
 		l := a.AllowedClients
@@ -69,7 +72,10 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	// An identity set by an embedding layer (in code, never by a client)
 	// stands; otherwise the caller's is used.
 	if IdentityFrom(ctx) == nil {
-		id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: callers.ClientIP(r), Admin: c.Admin || c.Master,
+		if clientIP == "" {
+			clientIP = callers.ClientIP(r)
+		}
+		id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: clientIP, Admin: c.Admin || c.Master,
 			Issuer: c.Issuer, Subject: c.Subject}
 		if id.Owner == "" {
 			id.Owner = callers.OwnerOf(c, r)
@@ -85,6 +91,35 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 		ctx = withCallTicket(ctx)
 	}
 	return r.WithContext(ctx), nil
+}
+
+// anonymousOwner is callers.ClientIP(r) and callers.OwnerOf(c, r) for the
+// anonymous caller c. Without an Authorization header both follow from
+// the client's address alone, and are remembered for it: hashing the
+// address into an owner on every request of every client costs four
+// allocations. Addresses share a few slots (direct-mapped, last one
+// wins), so the memory stays bounded whatever the clients.
+func anonymousOwner(r *http.Request, c *callers.Caller) (ip, owner string) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || r.Header.Get("Authorization") != "" {
+		return callers.ClientIP(r), callers.OwnerOf(c, r)
+	}
+	addr := ap.Addr()
+	b := addr.As16()
+	slot := &anonymousOwners[(uint(b[15])^uint(b[14])<<1^uint(b[13])<<2)%uint(len(anonymousOwners))]
+	if a := slot.Load(); a != nil && a.addr == addr {
+		return a.ip, a.owner
+	}
+	a := &anonymousCaller{addr: addr, ip: callers.ClientIP(r), owner: callers.OwnerOf(c, r)}
+	slot.Store(a)
+	return a.ip, a.owner
+}
+
+var anonymousOwners [64]atomic.Pointer[anonymousCaller]
+
+type anonymousCaller struct {
+	addr      netip.Addr
+	ip, owner string
 }
 
 // callerChecker re-checks a caller's key; *callers.Authenticator
@@ -146,9 +181,22 @@ func policyCaller(c *callers.Caller) *policy.Caller {
 		Servers: c.Servers, Tools: c.Tools, DenyTools: c.DenyTools, Toolsets: c.Toolsets, AccessGroups: c.AccessGroups}
 }
 
+// plainAnonymous reports whether c is the caller of a gateway without
+// authentication: anonymous and granted nothing of its own, so its
+// policy.Caller is {Anonymous: true} (policyCaller).
+func plainAnonymous(c *callers.Caller) bool {
+	return c != nil && c.Anonymous && c.Alias == "" && !c.Master && !c.Admin && !c.NoMCP &&
+		c.Servers == nil && c.Tools == nil && c.DenyTools == nil && c.Toolsets == nil && c.AccessGroups == nil
+}
+
 // narrowFor applies the request's caller to rt, or returns its refusal.
 func (g *Gateway) narrowFor(r *http.Request, rt route) (route, error) {
-	rt, denied := g.narrow(rt, policyCaller(callers.FromContext(r.Context())))
+	var denied *policy.Denied
+	if c := callers.FromContext(r.Context()); plainAnonymous(c) {
+		rt, denied = g.narrowAnonymous(rt)
+	} else {
+		rt, denied = g.narrow(rt, policyCaller(c))
+	}
 	if denied != nil {
 		return rt, rpcRefusal(denied.Status, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%s", denied.Message))
 	}

@@ -566,16 +566,20 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 		refresh = true
 		it, found, conflict, err = g.resolve(cands, k, name, lookup)
 	}
-	var ce *clientError
-	switch {
-	case errors.As(err, &ce):
-		// The store that says whether the server is still configured
-		// did not answer (verifyServer).
-		return ctx, toolRef{}, nil, nameFailure{store.FaultInternal, failed}, ce.rpc
-	case err != nil:
+	if err != nil {
+		// Only here is errors.As's target declared: it escapes, and the
+		// call path would pay for it on every call.
+		var ce *clientError
+		if errors.As(err, &ce) {
+			// The store that says whether the server is still configured
+			// did not answer (verifyServer).
+			return ctx, toolRef{}, nil, nameFailure{store.FaultInternal, failed}, ce.rpc
+		}
 		// The server's list could not be read: the call fails as the
 		// upstream did (unreachable, timeout...).
 		return ctx, toolRef{}, nil, nameFailure{upstream.Classify(err).Class, failed}, g.upstreamFault(ctx, sc, failed, err)
+	}
+	switch {
 	case conflict:
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "name_conflict")
 		return ctx, toolRef{}, nil, denied, errAmbiguous(what, name)

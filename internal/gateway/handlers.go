@@ -170,9 +170,9 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 				defer func() { g.metrics.ObserveRequest(g.routeKind(r.URL.Path), r.Method, sw.status) }()
 			}
 			if logged {
-				var done func()
-				w, r, done = g.startAccess(sw, r)
-				defer done()
+				a := g.beginAccess(sw, r)
+				w, r = a, a.r
+				defer a.finish()
 			}
 		}
 		next.ServeHTTP(w, r)

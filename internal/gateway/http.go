@@ -128,10 +128,9 @@ func acceptsJSON(r *http.Request) bool {
 func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	// The server has no overall read timeout (streams are long-lived), so
 	// a body that trickles in is bounded here.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	setReadDeadline(w, time.Now().Add(bodyReadTimeout))
 	body, err := readBody(r, g.maxBody())
-	_ = rc.SetReadDeadline(time.Time{})
+	setReadDeadline(w, time.Time{})
 	if err == nil {
 		return body, nil
 	}
@@ -139,7 +138,43 @@ func (g *Gateway) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byt
 		return nil, rpcRefusal(http.StatusRequestEntityTooLarge, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Request body exceeds %d bytes", g.maxBody()))
 	}
-	return nil, rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+	return nil, unreadable()
+}
+
+// unreadable refuses a body that could not be read.
+func unreadable() *httpError {
+	return rpcRefusal(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "Parse error: could not read body"))
+}
+
+// setReadDeadline and setWriteDeadline are http.ResponseController's
+// methods of the same names (the same unwrapping, errors ignored), without
+// the controller a NewResponseController allocates on every call.
+func setReadDeadline(w http.ResponseWriter, t time.Time) {
+	for {
+		switch x := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			_ = x.SetReadDeadline(t)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+func setWriteDeadline(w http.ResponseWriter, t time.Time) {
+	for {
+		switch x := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			_ = x.SetWriteDeadline(t)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
@@ -161,10 +196,30 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	// The first bytes decide whether the request waits for a slot of the
 	// session (S11); the rest of the body is read once it has one, so a
 	// waiting request holds no body in memory.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	br := bufio.NewReaderSize(r.Body, peekSize)
-	peek, _ := br.Peek(peekSize)
-	r.Body = readCloser{br, r.Body}
+	setReadDeadline(w, time.Now().Add(bodyReadTimeout))
+	// A body announced no longer than the peek is read whole at once: it
+	// holds no more memory while waiting than the peek would, and costs
+	// no reader. Its read error is answered where readRequestBody would
+	// answer it, after the slot.
+	var (
+		body    []byte
+		bodyErr error
+		peek    []byte
+	)
+	small := r.ContentLength > 0 && r.ContentLength <= min(peekSize, g.maxBody())
+	if small {
+		body = make([]byte, r.ContentLength)
+		n, err := io.ReadFull(r.Body, body)
+		setReadDeadline(w, time.Time{})
+		peek = body[:n]
+		if err != nil {
+			body, bodyErr = nil, unreadable()
+		}
+	} else {
+		br := bufio.NewReaderSize(r.Body, peekSize)
+		peek, _ = br.Peek(peekSize)
+		r.Body = readCloser{br, r.Body}
+	}
 	acquired := false
 	if sess != nil && !statelessHeader && classifyBody(peek) == bodyRequest {
 		if err := acquireSlot(r, sess); err != nil {
@@ -174,9 +229,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		acquired = true
 		defer sess.Release()
 	}
-	body, err := g.readRequestBody(w, r)
-	if err != nil {
-		g.writeError(w, r, err)
+	if !small {
+		body, bodyErr = g.readRequestBody(w, r)
+	}
+	if bodyErr != nil {
+		g.writeError(w, r, bodyErr)
 		return
 	}
 	msgs, batch, err := decodeBody(body, g.limits().MaxBatch)
@@ -483,7 +540,7 @@ func (ps *postSender) writeEvent(msg *jsonrpc.Message, final bool) error {
 	if d <= 0 {
 		d = writeTimeout
 	}
-	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(d))
+	setWriteDeadline(ps.w, time.Now().Add(d))
 	_, err := ps.w.Write(jsonrpc.AppendEvent(nil, ev))
 	if f, ok := ps.w.(http.Flusher); ok && err == nil {
 		f.Flush()
@@ -551,13 +608,29 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		_ = ps.writeEvent(reply, true)
 		return
 	}
-	body := reply.Append(make([]byte, 0, 256))
-	ps.w.Header().Set("Content-Type", "application/json")
-	ps.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	buf := replyBuffers.Get().(*[]byte)
+	body := reply.Append((*buf)[:0])
+	h := ps.w.Header()
+	h["Content-Type"] = jsonContentType
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	ps.w.WriteHeader(status)
-	_ = http.NewResponseController(ps.w).SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, _ = ps.w.Write(body)
+	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
+	_, _ = ps.w.Write(body) // a Writer retains nothing it was given
+	if cap(body) <= maxPooledReply {
+		*buf = body
+		replyBuffers.Put(buf)
+	}
 }
+
+// replyBuffers hold the encoding of JSON replies; one larger than
+// maxPooledReply is left to the collector, so the pool stays small.
+var replyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledReply = 64 << 10
+
+// jsonContentType is the Content-Type of every JSON reply, shared (a
+// header value is replaced, never changed in place).
+var jsonContentType = []string{"application/json"}
 
 func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
 	ps.mu.Lock()

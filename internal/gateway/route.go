@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/policy"
@@ -109,6 +110,23 @@ type route struct {
 	// view is the caller's view of the route (set by narrow): what it may
 	// list and call. nil means everything the route names.
 	view *policy.View
+
+	// anon caches the anonymous caller's view of this route (narrow): set
+	// once by resolveRoute, shared by the copies of the route the cache
+	// hands out, and so by every request of a gateway without keys.
+	anon *anonView
+}
+
+// anonView is the anonymous caller's narrowing of one route under one
+// policy: a configuration change brings a new policy, which misses.
+type anonView struct {
+	last atomic.Pointer[anonNarrowed]
+}
+
+type anonNarrowed struct {
+	policy  *policy.Policy
+	view    *policy.View
+	servers []string // read-only: shared by every request
 }
 
 func (r route) has(server string) bool {
@@ -240,6 +258,7 @@ func (g *Gateway) resolveRoute(path, header string) (rt route, unknown []string,
 		rt.servers = slices.Compact(narrowed)
 	}
 	rt.id = routeID(rt.path, rt.header)
+	rt.anon = new(anonView)
 	return rt, nil, true
 }
 
@@ -264,12 +283,38 @@ func (g *Gateway) narrow(rt route, c *policy.Caller) (route, *policy.Denied) {
 	if denied != nil {
 		return rt, denied
 	}
+	return narrowed(rt, v, v.Servers()), nil
+}
+
+func narrowed(rt route, v *policy.View, servers []string) route {
 	rt.view = v
-	rt.servers = v.Servers()
+	rt.servers = servers
 	if !rt.prefixed && len(rt.servers) == 1 {
 		rt.single = rt.servers[0]
 	}
-	return rt, nil
+	return rt
+}
+
+// narrowAnonymous is narrow for the anonymous caller (no authentication
+// configured), whose view of a route is the same on every request: it is
+// compiled once per route and policy instead of on every request. A
+// refusal is not cached (it is computed again, as narrow does).
+func (g *Gateway) narrowAnonymous(rt route) (route, *policy.Denied) {
+	p := g.current().policy
+	if rt.anon != nil {
+		if n := rt.anon.last.Load(); n != nil && n.policy == p {
+			return narrowed(rt, n.view, n.servers), nil
+		}
+	}
+	v, denied := p.View(&policy.Caller{Anonymous: true}, policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset})
+	if denied != nil {
+		return rt, denied
+	}
+	n := &anonNarrowed{policy: p, view: v, servers: v.Servers()}
+	if rt.anon != nil {
+		rt.anon.last.Store(n)
+	}
+	return narrowed(rt, n.view, n.servers), nil
 }
 
 // allows reports whether the route's view lets the caller see item (name:

@@ -153,3 +153,42 @@ func TestRouteIDResolvedOnce(t *testing.T) {
 		seen[rt.id] = key
 	}
 }
+
+// The anonymous caller's view of a route is compiled once per route and
+// policy: the same view on every request, the one narrow would give, and
+// a new one once a reload brings a new policy, also for a copy of the
+// route kept from before it (a session's).
+func TestAnonymousViewCached(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), Version: "test", Config: &config.Config{ToolNameSeparator: config.DefaultSeparator,
+		Servers: map[string]*config.Server{"a": httpServer("http://127.0.0.1:1/mcp"), "b": httpServer("http://127.0.0.1:1/mcp")}}})
+	rt, _, ok := g.routeFor("/mcp", "")
+	if !ok {
+		t.Fatal("no route")
+	}
+	first, denied := g.narrowAnonymous(rt)
+	if denied != nil {
+		t.Fatal(denied)
+	}
+	want, _ := g.narrow(rt, &policy.Caller{Anonymous: true})
+	if diff := cmp.Diff(first.servers, want.servers); diff != "" {
+		t.Errorf("servers (-cached +narrow):\n%s", diff)
+	}
+	again, _ := g.narrowAnonymous(rt)
+	if again.view != first.view {
+		t.Error("the anonymous view was compiled again on the same policy")
+	}
+	if allocs := testing.AllocsPerRun(50, func() { _, _ = g.narrowAnonymous(rt) }); allocs != 0 {
+		t.Errorf("narrowAnonymous: %v allocations, want none", allocs)
+	}
+	if _, err := g.Reload(&config.Config{ToolNameSeparator: config.DefaultSeparator,
+		Servers: map[string]*config.Server{"a": httpServer("http://127.0.0.1:1/mcp")}}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := g.narrowAnonymous(rt) // rt kept from before the reload
+	if after.view == first.view {
+		t.Fatal("the view of the old policy survived a reload")
+	}
+	if diff := cmp.Diff(after.servers, []string{"a"}); diff != "" {
+		t.Errorf("servers after the reload (-got +want):\n%s", diff)
+	}
+}

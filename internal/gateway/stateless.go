@@ -161,14 +161,41 @@ func (g *Gateway) statelessReply(ctx context.Context, rt *route, m *jsonrpc.Mess
 	if m.Method != mcpwire.MethodServerDiscover {
 		// Results SHOULD say who answered (basic/index.md); discover says
 		// it already.
-		if info, err := json.Marshal(g.serverInfo(sc)); err == nil {
-			if out, err := jsonrpc.SetPath(res, info, mcpwire.FieldMeta, mcpwire.MetaKeyServerInfo); err == nil {
-				res = out
-			}
+		if out, err := jsonrpc.SetPath(res, g.serverInfoJSON(sc), mcpwire.FieldMeta, mcpwire.MetaKeyServerInfo); err == nil {
+			res = out
 		}
 	}
 	reply.Result = res
 	return reply, false
+}
+
+// serverInfoJSON is json.Marshal(g.serverInfo(sc)), byte for byte,
+// written directly when the strings need no escaping (json.Marshal would
+// escape <, > and &, which appendString does not): no map, no reflection.
+func (g *Gateway) serverInfoJSON(sc *scope) []byte {
+	name := "mcpgate"
+	if !sc.rt.prefixed {
+		name = sc.rt.single
+	}
+	if !plainJSON(name) || !plainJSON(g.version) {
+		b, _ := json.Marshal(g.serverInfo(sc))
+		return b
+	}
+	b := make([]byte, 0, len(`{"name":"","version":""}`)+len(name)+len(g.version))
+	b = append(append(append(b, `{"name":"`...), name...), `","version":"`...)
+	b = append(append(b, g.version...), `"}`...)
+	return b
+}
+
+// plainJSON: s is its own JSON string body for json.Marshal (printable
+// ASCII, nothing it escapes).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkParamHeaders checks the Mcp-Param-* headers of a tools/call against

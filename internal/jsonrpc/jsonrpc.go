@@ -258,7 +258,7 @@ func fromWire(w *wireMessage) (*Message, error) {
 			return nil, bad(`"method" must be a string`)
 		}
 		if inner := w.Method[1 : len(w.Method)-1]; plainASCII(inner) {
-			m.Method = string(inner) // valid JSON, no escapes, ASCII: the text is the value
+			m.Method = methodName(inner) // valid JSON, no escapes, ASCII: the text is the value
 		} else if err := json.Unmarshal(w.Method, &m.Method); err != nil {
 			return nil, bad(`"method" must be a non-empty string`)
 		}
@@ -295,6 +295,43 @@ func fromWire(w *wireMessage) (*Message, error) {
 		return nil, bad(`missing "method", "result" or "error"`)
 	}
 	return &m, nil
+}
+
+// methodName is string(b), without an allocation for the methods that
+// pass on every call: the switch on the conversion does not allocate, and
+// each case returns its constant.
+func methodName(b []byte) string {
+	switch string(b) {
+	case "tools/call":
+		return "tools/call"
+	case "tools/list":
+		return "tools/list"
+	case "initialize":
+		return "initialize"
+	case "notifications/initialized":
+		return "notifications/initialized"
+	case "ping":
+		return "ping"
+	case "notifications/progress":
+		return "notifications/progress"
+	case "notifications/message":
+		return "notifications/message"
+	case "notifications/cancelled":
+		return "notifications/cancelled"
+	case "resources/read":
+		return "resources/read"
+	case "resources/list":
+		return "resources/list"
+	case "prompts/get":
+		return "prompts/get"
+	case "prompts/list":
+		return "prompts/list"
+	case "completion/complete":
+		return "completion/complete"
+	case "server/discover":
+		return "server/discover"
+	}
+	return string(b)
 }
 
 // decodeError reads an error object with exact member names. A missing or

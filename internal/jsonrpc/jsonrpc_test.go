@@ -591,3 +591,20 @@ func TestDecodeTooDeep(t *testing.T) {
 		})
 	}
 }
+
+// The method of a common request is read without an allocation, and any
+// method reads as its text.
+func TestDecodeMethodNames(t *testing.T) {
+	for _, method := range []string{"tools/call", "notifications/initialized", "server/discover", "x/custom", "tools/cal", "tools/calls"} {
+		m, err := jsonrpc.Decode([]byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `"}`))
+		if err != nil || m.Method != method {
+			t.Errorf("Decode(%q) = %v, %v", method, m, err)
+		}
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`)
+	withMethod := testing.AllocsPerRun(50, func() { _, _ = jsonrpc.Decode(body) })
+	other := []byte(`{"jsonrpc":"2.0","id":1,"method":"x/customs","params":{}}`)
+	if n := testing.AllocsPerRun(50, func() { _, _ = jsonrpc.Decode(other) }); withMethod != n-1 {
+		t.Errorf("tools/call decodes with %v allocations, an unknown method with %v: want one fewer", withMethod, n)
+	}
+}

@@ -234,11 +234,38 @@ func GetString(obj []byte, key string) (string, bool) {
 	if !ok || len(v) == 0 || v[0] != '"' {
 		return "", false
 	}
+	if s, ok := plainString(v); ok {
+		return s, true
+	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// plainString is the string a JSON string token decodes to when it needs
+// no decoding: no escape, no control character, valid UTF-8. It costs one
+// allocation where json.Unmarshal costs two and a reflection walk; the
+// method, name and id of nearly every message take this path.
+func plainString(tok []byte) (string, bool) {
+	if len(tok) < 2 || tok[len(tok)-1] != '"' {
+		return "", false
+	}
+	in := tok[1 : len(tok)-1]
+	ascii := true
+	for _, c := range in {
+		if c < 0x20 || c == '\\' || c == '"' {
+			return "", false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.Valid(in) {
+		return "", false // json.Unmarshal replaces invalid bytes with U+FFFD
+	}
+	return string(in), true
 }
 
 // Set returns a copy of obj with the top-level member key set to val: the
@@ -327,15 +354,18 @@ func Delete(obj []byte, key string) ([]byte, error) {
 
 // deleteFirst removes the first member named key.
 func deleteFirst(obj []byte, key string) ([]byte, bool, error) {
-	var hit *field
+	// hit is a copy, not &f: taking the address of the callback's
+	// parameter would allocate it on every member scanned.
+	var hit field
+	found := false
 	err := scanObject(obj, func(f field, k []byte) bool {
 		if keyEquals(k, key) {
-			hit = &f
+			hit, found = f, true
 			return false
 		}
 		return true
 	})
-	if err != nil || hit == nil {
+	if err != nil || !found {
 		return obj, false, err
 	}
 	start, end := hit.keyStart, skipWS(obj, hit.valEnd)

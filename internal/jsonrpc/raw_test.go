@@ -97,13 +97,38 @@ func TestGetString(t *testing.T) {
 		{"z", got{}},
 		{"o", got{}},
 		{"missing", got{}},
+		{"u", got{"a\ufffdb", true}}, // invalid UTF-8 is replaced, as json.Unmarshal does
 	}
+	obj = obj[:len(obj)-1] + ",\"u\":\"a\xffb\"}"
 	for _, tt := range tests {
 		v, ok := jsonrpc.GetString([]byte(obj), tt.key)
 		if diff := cmp.Diff(got{v, ok}, tt.want); diff != "" {
 			t.Errorf("GetString(%q) (-got +want):\n%s", tt.key, diff)
 		}
 	}
+}
+
+// FuzzGetString: GetString reads what json.Unmarshal of the member reads,
+// whether it takes the plain fast path or not.
+func FuzzGetString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b"`, `"\u00e9"`, "\"\xff\"", "\"é\"", `"tab\there"`, "\"ctl\x01\"", `""`, `"\ud800"`, `1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, val []byte) {
+		obj := append(append([]byte(`{"k":`), val...), '}')
+		got, ok := jsonrpc.GetString(obj, "k")
+		var want string
+		werr := json.Unmarshal(val, &want)
+		if len(val) == 0 || val[0] != '"' || !json.Valid(obj) {
+			return // not a string member: the decoder's errors decide
+		}
+		if werr != nil {
+			t.Fatalf("json.Unmarshal(%q): %v", val, werr)
+		}
+		if !ok || got != want {
+			t.Fatalf("GetString(%q) = %q, %v; json.Unmarshal reads %q", obj, got, ok, want)
+		}
+	})
 }
 
 func TestSet(t *testing.T) {

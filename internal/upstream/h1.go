@@ -46,6 +46,7 @@ type h1Conn struct {
 	idleAt time.Time
 	nread  int64 // bytes read from nc, to tell whether a response began
 	live   *liveness
+	abort  func() // unblocks the connection's I/O; made once, run on cancel
 }
 
 // Read counts what the response reader takes from the connection.
@@ -154,6 +155,7 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 	}
 	pc := &h1Conn{t: t, key: key, nc: nc, bw: bufio.NewWriterSize(nc, 8<<10), live: newLiveness(nc)}
 	pc.br = bufio.NewReaderSize(pc, 16<<10)
+	pc.abort = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	return pc, false, nil
 }
 
@@ -223,9 +225,9 @@ func (pc *h1Conn) close() { pc.nc.Close() }
 func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	// Cancelling the request unblocks whatever I/O is pending on the
 	// connection; the connection is then not reused.
-	stop := context.AfterFunc(req.Context(), func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(req.Context(), pc.abort)
 	before := pc.nread
-	if err := req.Write(pc.bw); err != nil {
+	if err := writeRequest(pc.bw, req); err != nil {
 		stop()
 		return nil, pc.ioErr(req, err, true)
 	}

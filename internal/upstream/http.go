@@ -307,8 +307,11 @@ func scrubURLError(err error) error {
 // mediaType is the response's content type without parameters, lower case.
 func mediaType(resp *http.Response) string {
 	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
+	switch ct {
+	case "":
 		return ""
+	case contentTypeJSON, acceptStream:
+		return ct // what ParseMediaType would say, without its map
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -511,6 +514,13 @@ const (
 	acceptPost        = "application/json, text/event-stream"
 	acceptStream      = "text/event-stream"
 	contentTypeJSON   = "application/json"
+)
+
+// The constant values of a POST's headers, shared by every request (a
+// header value is replaced, never changed in place).
+var (
+	acceptPostValue      = []string{acceptPost}
+	contentTypeJSONValue = []string{contentTypeJSON}
 )
 
 // needsVersionHeader reports whether rev requires the MCP-Protocol-Version

@@ -573,8 +573,11 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 		}
 		release()
 		m.observe(server, s, err)
+		if err == nil {
+			return res, nil // the common case, before errors.As's target escapes
+		}
 		var notSent *notSentError
-		if err != nil && errors.Is(err, ErrRetired) && errors.As(err, &notSent) && ctx.Err() == nil {
+		if errors.Is(err, ErrRetired) && errors.As(err, &notSent) && ctx.Err() == nil {
 			// The server was replaced (or removed) after this session was
 			// handed out and before the request left: it goes to the new
 			// configuration's session, or fails as to an unknown server.
@@ -583,7 +586,7 @@ func (m *Manager) call(ctx context.Context, server string, first Session, method
 			}
 			continue
 		}
-		if err == nil || !sessionExpired(err) || ctx.Err() != nil {
+		if !sessionExpired(err) || ctx.Err() != nil {
 			return res, err
 		}
 		if errors.As(err, &notSent) {

@@ -30,6 +30,10 @@ type streamable struct {
 	mu        sync.Mutex
 	sessionID string
 	revision  string
+	// The values of the session's headers, made once: every POST shares
+	// them (nothing changes a header value in place; Set replaces it).
+	sessionHeader  []string
+	revisionHeader []string
 
 	listening atomic.Bool // the GET stream is connected
 	// stateless: a 2026-07-28 upstream: no session id, no GET stream, the
@@ -85,6 +89,7 @@ var _ transport = (*streamable)(nil)
 func (t *streamable) initialized(revision string) {
 	t.mu.Lock()
 	t.revision = revision
+	t.revisionHeader = []string{revision}
 	t.mu.Unlock()
 }
 
@@ -128,12 +133,14 @@ func (t *streamable) request(ctx context.Context, method string, body []byte) (*
 	}
 	t.mu.Lock()
 	sid, rev := t.sessionID, t.revision
+	sidv, revv := t.sessionHeader, t.revisionHeader
 	t.mu.Unlock()
+	// The header names are canonical already (what Set would make them).
 	if sid != "" {
-		req.Header.Set(mcpwire.HeaderSessionID, sid)
+		req.Header[mcpwire.HeaderSessionID] = sidv
 	}
 	if needsVersionHeader(rev) {
-		req.Header.Set(mcpwire.HeaderProtocolVersion, rev)
+		req.Header[mcpwire.HeaderProtocolVersion] = revv
 	}
 	return req, sid != "", nil
 }
@@ -162,8 +169,8 @@ func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Respon
 			}
 		}
 	}
-	req.Header.Set(headerAccept, acceptPost)
-	req.Header.Set(headerContentType, contentTypeJSON)
+	req.Header[headerAccept] = acceptPostValue
+	req.Header[headerContentType] = contentTypeJSONValue
 	resp, err := t.do(req)
 	return resp, withSession, err
 }
@@ -295,6 +302,7 @@ func (t *streamable) takeSessionID(resp *http.Response) error {
 	}
 	t.mu.Lock()
 	t.sessionID = sid
+	t.sessionHeader = []string{sid}
 	t.mu.Unlock()
 	return nil
 }
