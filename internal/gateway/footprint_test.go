@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/store"
 )
 
 // liveHeap is the heap in use after two full collections.
@@ -28,7 +30,7 @@ func liveHeap() uint64 {
 // (initialize, then notifications/initialized) through the gateway's
 // handler, in process: no connection is held, so what stays on the heap
 // afterwards is the sessions themselves.
-func openIdleSessions(t *testing.T, g *Gateway, n int) []string {
+func openIdleSessions(t *testing.T, g *Gateway, n int, hdr ...string) []string {
 	t.Helper()
 	ids := make([]string, n)
 	post := func(body string) *http.Request {
@@ -36,6 +38,9 @@ func openIdleSessions(t *testing.T, g *Gateway, n int) []string {
 		req.RemoteAddr = "127.0.0.1:40000"
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 		return req
 	}
 	for i := range n {
@@ -106,28 +111,33 @@ func TestIdleSessionFootprint(t *testing.T) {
 // TestIdleStreamFootprint measures what an idle GET stream keeps in the
 // gateway: heap and goroutine stacks, over a real loopback connection (the
 // client end is a bare net.Conn, a few hundred bytes of this process's
-// heap). Most of it is net/http's own per-connection state (its
-// connection goroutine, read and write buffers, the request); the bound
-// is there to catch what the gateway adds per stream (issue 25).
+// heap), opened with an API key so that its key is watched. Most of it is
+// net/http's own per-connection state (its connection goroutine and its
+// background reader, read and write buffers, the request); the bounds are
+// there to catch what the gateway adds per stream (issue 25): a goroutine
+// of its own (the key watcher's was one) would go over the stacks'.
 func TestIdleStreamFootprint(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("measures the heap: not under -short or -race")
 	}
 	up := faultyUpstream(t)
+	keys := &memKeys{}
+	secret := keys.add(t, store.Key{Alias: "streams"})
 	g, ts := startGatewayWith(t, Options{
 		Config:              &config.Config{Servers: map[string]*config.Server{"f": httpServer(up.URL + "/mcp")}},
 		MaxSessionsPerOwner: -1,
+		Authenticator:       newAuth(t, keys, nil),
 	})
 	const n = 1000
-	ids := openIdleSessions(t, g, n+20)
+	ids := openIdleSessions(t, g, n+20, callers.HeaderAPIKey, secret)
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	open := func(sid string) net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "GET /mcp/f HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s: %s\r\n%s: 2025-11-25\r\n\r\n",
-			addr, mcpwire.HeaderSessionID, sid, mcpwire.HeaderProtocolVersion)
+		fmt.Fprintf(c, "GET /mcp/f HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s: %s\r\n%s: 2025-11-25\r\n%s: %s\r\n\r\n",
+			addr, mcpwire.HeaderSessionID, sid, mcpwire.HeaderProtocolVersion, callers.HeaderAPIKey, secret)
 		var b [512]byte
 		k, err := c.Read(b[:])
 		if err != nil || !strings.HasPrefix(string(b[:k]), "HTTP/1.1 200") {
@@ -163,7 +173,10 @@ func TestIdleStreamFootprint(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	if heap > 16<<10 {
-		t.Errorf("an idle GET stream keeps %.0f B on the heap, want at most 16 KiB", heap)
+	if heap > 20<<10 {
+		t.Errorf("an idle GET stream keeps %.0f B on the heap, want at most 20 KiB", heap)
+	}
+	if stack > 20<<10 {
+		t.Errorf("an idle GET stream keeps %.0f B of goroutine stacks, want at most 20 KiB", stack)
 	}
 }

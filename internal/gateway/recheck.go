@@ -53,7 +53,7 @@ func (g *Gateway) RecheckStreams() { g.rechecks.fire() }
 type streamWatch struct {
 	ctx    context.Context // the stream's request's values, never cancelled
 	caller *callers.Caller
-	check  callerChecker // the authenticator that accepted it
+	check  callerChecker   // the authenticator that accepted it
 	done   <-chan struct{} // closed when the stream ended: no more checks
 	end    func()          // ends the stream, once its key is no longer valid
 }
