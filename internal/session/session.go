@@ -100,8 +100,10 @@ type Session struct {
 	token string
 	// hash is Hash(id): what terminations, the shared state and the bus
 	// know the session by.
-	hash    string
-	who     Who
+	hash string
+	// who is interned: the sessions of one caller (from one address)
+	// share one copy.
+	who     unique.Handle[Who]
 	created time.Time
 	now     func() time.Time
 
@@ -134,13 +136,12 @@ type Session struct {
 	stream        Stream
 	streamVersion int64 // fleet mode: when the GET stream was opened; 0: not claimed
 	remoteStream  int64 // fleet mode: version of a newer GET stream on another replica; 0: none known
-	// The requests in flight by raw id: the first in callRaw and call (a
-	// session mostly has one at a time, which then needs no map), the
-	// others in calls (nil when empty). A raw id is in one of the two.
-	callRaw string
-	call    *call
-	calls   map[string]*call
-	subs    map[string]string // uri -> server; nil when empty
+	// The requests in flight by raw id: the first in call (a session
+	// mostly has one at a time, which then needs no map), the others in
+	// calls (nil when empty). A raw id is in one of the two.
+	call  *call
+	calls map[string]*call
+	subs  map[string]string // uri -> server; nil when empty
 }
 
 // waits is what a session's requests wait on (under its mu).
@@ -176,17 +177,12 @@ func New(p Params) *Session {
 	if p.Who.Owner == "" {
 		p.Who.Owner = "anonymous"
 	}
-	// One copy of each owner fingerprint and client address, however many
-	// sessions share it (a key's sessions all do): each is made anew per
-	// request.
-	p.Who.Owner = unique.Make(p.Who.Owner).Value()
-	p.Who.ClientIP = unique.Make(p.Who.ClientIP).Value()
 	s := &Session{
 		id:       p.ID,
 		token:    p.Token,
 		resumed:  p.Resumed,
 		hash:     Hash(p.ID),
-		who:      p.Who,
+		who:      unique.Make(p.Who),
 		created:  p.Created,
 		now:      p.Now,
 		maxSlots: int32(min(p.MaxInflight, math.MaxInt32)),
@@ -234,15 +230,15 @@ func (s *Session) ClientID() string {
 func (s *Session) Resumed() bool { return s.resumed }
 
 // Who is who created it.
-func (s *Session) Who() Who { return s.who }
+func (s *Session) Who() Who { return s.who.Value() }
 
 // Owner is its owner fingerprint (S4.1).
-func (s *Session) Owner() string { return s.who.Owner }
+func (s *Session) Owner() string { return s.who.Value().Owner }
 
 // CheckOwner refuses a request of any other owner than the session's
 // (S4.2): ErrForeign.
 func (s *Session) CheckOwner(owner string) error {
-	if owner != s.who.Owner {
+	if owner != s.who.Value().Owner {
 		return ErrForeign
 	}
 	return nil
@@ -405,7 +401,10 @@ func (s *Session) releaseLocked() {
 // call is one request in flight, by identity: with requests of a session
 // running concurrently, a client that reuses an id must not make the
 // first request's end forget the second's cancel.
-type call struct{ cancel context.CancelFunc }
+type call struct {
+	raw    string
+	cancel context.CancelFunc
+}
 
 // Begin marks a request in flight, for idle expiry and cancellation
 // (CancelCall); the returned end must be called when it is done.
@@ -415,7 +414,8 @@ func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
 	var c *call
 	var raw string
 	if id.IsValid() && cancel != nil {
-		c, raw = &call{cancel: cancel}, id.Raw()
+		raw = id.Raw()
+		c = &call{raw: raw, cancel: cancel}
 		s.mu.Lock()
 		if s.closed {
 			// Ended while this request waited: it ends at once too.
@@ -440,12 +440,12 @@ func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
 // latest of that id wins, as it would in one map).
 func (s *Session) putCallLocked(raw string, c *call) {
 	switch {
-	case s.call != nil && s.callRaw == raw:
+	case s.call != nil && s.call.raw == raw:
 		s.call = c
 	case s.calls[raw] != nil:
 		s.calls[raw] = c
 	case s.call == nil:
-		s.callRaw, s.call = raw, c
+		s.call = c
 	default:
 		if s.calls == nil {
 			s.calls = map[string]*call{}
@@ -457,7 +457,7 @@ func (s *Session) putCallLocked(raw string, c *call) {
 // dropCallLocked forgets c, if it is still what raw names.
 func (s *Session) dropCallLocked(raw string, c *call) {
 	if s.call == c {
-		s.callRaw, s.call = "", nil
+		s.call = nil
 		return
 	}
 	if s.calls[raw] == c {
@@ -472,7 +472,7 @@ func (s *Session) dropCallLocked(raw string, c *call) {
 func (s *Session) CancelCall(rawID string) {
 	s.mu.Lock()
 	c := s.calls[rawID]
-	if s.call != nil && s.callRaw == rawID {
+	if s.call != nil && s.call.raw == rawID {
 		c = s.call
 	}
 	s.mu.Unlock()
@@ -502,7 +502,7 @@ func (s *Session) End() (e Ending, ok bool) {
 	s.closed = true
 	st := s.stream
 	first, calls := s.call, s.calls
-	s.callRaw, s.call, s.calls = "", nil, nil
+	s.call, s.calls = nil, nil
 	e.Subs = s.subs
 	s.subs = nil
 	e.Roots = s.caps.Roots
@@ -527,7 +527,9 @@ func (s *Session) End() (e Ending, ok bool) {
 func (s *Session) Initialize(rev string, caps mcpwire.ClientCaps, name, version string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rev, s.caps, s.clientName, s.clientVersion = rev, caps, name, version
+	// Interned: thousands of sessions of one client share its name.
+	s.rev, s.caps = rev, caps
+	s.clientName, s.clientVersion = unique.Make(name).Value(), unique.Make(version).Value()
 }
 
 // SetInitialized records the client's notifications/initialized.
