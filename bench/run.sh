@@ -28,11 +28,33 @@
 #   BENCH_REFPROXY     1: also run through net/http/httputil.ReverseProxy
 #                      (bench/revproxy) after each gateway run, as a
 #                      reference for the cost of any net/http proxy hop
+#   BENCH_PEERS        side-by-side mode: also runs the reference proxy
+#                      (as BENCH_REFPROXY=1) and every peer gateway listed,
+#                      each in the same interleaved rounds as direct and
+#                      mcpgate, and prints one table per concurrency with
+#                      throughput, latency, CPU per call and peak RSS of
+#                      each, and their ratios to the reverse proxy and to
+#                      mcpgate. A list of peers separated by ";":
+#                        NAME[/PATH][#TOOL]=BINARY:ARGS
+#                      NAME labels the rows; PATH is the peer's MCP
+#                      endpoint (default /mcp); TOOL the tool name it
+#                      exposes echo's tool under (default echo); BINARY a
+#                      path to the peer's executable; ARGS its arguments,
+#                      split on spaces after these placeholders are filled:
+#                        {port}          a free loopback port it must listen on
+#                        {upstream}      echo's MCP URL (http://127.0.0.1:P/mcp)
+#                        {upstream_base} echo's base URL (http://127.0.0.1:P)
+#                        {tmp}           the run's temp dir
+#                        {config:FILE}   FILE (a template with the same
+#                                        placeholders) filled in and written
+#                                        to {tmp}; replaced by its path
+#                      "none": only mcpgate and the reverse proxy.
 #   BENCH_OUT          markdown file to update (default docs/benchmarks.md;
 #                      "-" to only print)
 #
 # Linux only (/proc). Needs go, awk, sed.
 set -euo pipefail
+CALLER_DIR=$PWD # peers' binaries and config templates may be relative to it
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
@@ -44,9 +66,11 @@ CS=${BENCH_CONCURRENCY:-"1 8 64"}
 REPEATS=${BENCH_REPEATS:-3}
 PIN=${BENCH_PIN:-0}
 REFPROXY=${BENCH_REFPROXY:-0}
+PEERS=${BENCH_PEERS:-}
+[[ -n $PEERS ]] && REFPROXY=1
 OUT=${BENCH_OUT:-docs/benchmarks.md}
 CMDLINE="bash bench/run.sh"
-for v in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_REPEATS BENCH_PIN BENCH_REFPROXY; do
+for v in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_REPEATS BENCH_PIN BENCH_REFPROXY BENCH_PEERS; do
   [[ -n ${!v:-} ]] && CMDLINE="$v=\"${!v}\" $CMDLINE"
 done
 
@@ -56,11 +80,12 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 tmp=$(mktemp -d)
 echo_pid= gw_pid= proxy_pid= bench_pid= sampler_pid=
+peer_pids=()
 cleanup() {
-  for p in $sampler_pid $bench_pid $proxy_pid $gw_pid $echo_pid; do
+  for p in $sampler_pid $bench_pid "${peer_pids[@]}" $proxy_pid $gw_pid $echo_pid; do
     kill "$p" 2>/dev/null || true
   done
-  for p in $sampler_pid $bench_pid $proxy_pid $gw_pid $echo_pid; do
+  for p in $sampler_pid $bench_pid "${peer_pids[@]}" $proxy_pid $gw_pid $echo_pid; do
     wait "$p" 2>/dev/null || true
   done
   rm -rf "$tmp"
@@ -117,6 +142,82 @@ if [[ $REFPROXY == 1 ]]; then
   PROXY_URL=http://$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/revproxy.log" | head -1)/mcp
   log "revproxy $PROXY_URL (pid $proxy_pid)"
 fi
+# free_port: a loopback port nothing listens on now (a peer must bind it
+# itself: most gateways cannot be told to use port 0 and report it).
+free_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 30000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  log "no free port found"; return 1
+}
+# fill TEXT PORT: TEXT with the peer placeholders filled in.
+fill() {
+  local t=$1
+  t=${t//\{port\}/$2}
+  t=${t//\{upstream_base\}/http://$ECHO_ADDR}
+  t=${t//\{upstream\}/http://$ECHO_ADDR/mcp}
+  t=${t//\{tmp\}/$tmp}
+  printf '%s' "$t"
+}
+# Peers: PEER_NAMES[i] is started as PEER_PIDS, reached at PEER_URLS[i]
+# with tool PEER_TOOLS[i].
+PEER_NAMES=() PEER_URLS=() PEER_TOOLS=() PEER_DESCS=()
+if [[ -n $PEERS && $PEERS != none ]]; then
+  IFS=';' read -ra specs <<<"$PEERS"
+  for spec in "${specs[@]}"; do
+    spec=${spec#"${spec%%[![:space:]]*}"}
+    [[ -z $spec ]] && continue
+    if [[ $spec != *=*:* ]]; then
+      log "BENCH_PEERS: bad peer spec '$spec' (want NAME[/PATH][#TOOL]=BINARY:ARGS)"; exit 2
+    fi
+    head=${spec%%=*} rest=${spec#*=}
+    bin=${rest%%:*} pargs=${rest#*:}
+    [[ $bin == /* ]] || bin=$CALLER_DIR/$bin
+    ptool=echo
+    if [[ $head == *'#'* ]]; then ptool=${head#*#}; head=${head%%#*}; fi
+    ppath=/mcp
+    if [[ $head == */* ]]; then ppath=/${head#*/}; head=${head%%/*}; fi
+    pname=$head
+    if [[ ! $pname =~ ^[A-Za-z0-9._-]+$ ]]; then
+      log "BENCH_PEERS: peer name '$pname' must be letters, digits, . _ -"; exit 2
+    fi
+    [[ -x $bin ]] || { log "BENCH_PEERS: $pname: $bin is not an executable"; exit 2; }
+    port=$(free_port)
+    PEER_DESCS+=("$(basename "$bin") $pargs, endpoint $ppath, tool $ptool")
+    pargs=$(fill "$pargs" "$port")
+    # {config:FILE}: the filled-in copy of FILE, in $tmp.
+    while [[ $pargs =~ \{config:([^}]+)\} ]]; do
+      src=${BASH_REMATCH[1]}
+      srcpath=$src
+      [[ $srcpath == /* ]] || srcpath=$CALLER_DIR/$src
+      [[ -f $srcpath ]] || { log "BENCH_PEERS: $pname: no config template $src"; exit 2; }
+      dst=$tmp/peer-$pname-$(basename "$src")
+      fill "$(cat "$srcpath")" "$port" >"$dst"
+      pargs=${pargs//"{config:$src}"/$dst}
+    done
+    read -ra argv <<<"$pargs"
+    "${PIN_SERVER[@]}" "$bin" "${argv[@]}" >"$tmp/peer-$pname.log" 2>&1 &
+    peer_pids+=($!)
+    up=0
+    for _ in $(seq 100); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
+      kill -0 "${peer_pids[-1]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    if ((!up)); then log "peer $pname did not listen on $port:"; cat "$tmp/peer-$pname.log" >&2; exit 1; fi
+    PEER_NAMES+=("$pname") PEER_URLS+=("http://127.0.0.1:$port$ppath") PEER_TOOLS+=("$ptool")
+    log "peer $pname http://127.0.0.1:$port$ppath tool $ptool (pid ${peer_pids[-1]})"
+  done
+fi
+for i in "${!PEER_NAMES[@]}"; do
+  targs=()
+  [[ ${PEER_TOOLS[i]} != echo ]] && targs=(-args '{"text":"hello"}')
+  if ! "$tmp/mcpgate-bench" -url "${PEER_URLS[i]}" -tool "${PEER_TOOLS[i]}" "${targs[@]}" -n 20 -warmup 0 -json >"$tmp/peer-smoke.json"; then
+    log "peer ${PEER_NAMES[i]}: smoke test failed:"; cat "$tmp/peer-smoke.json" "$tmp/peer-${PEER_NAMES[i]}.log" >&2; exit 1
+  fi
+done
 # Smoke test (also opens the upstream session and fills the catalog).
 "$tmp/mcpgate-bench" -url "$GW_URL" -n 20 -warmup 0 -json >/dev/null
 "$tmp/mcpgate-bench" -url "$GW_MERGED_URL" -tool echo__echo -args '{"text":"hello"}' -n 20 -warmup 0 -json >/dev/null
@@ -216,6 +317,10 @@ for c in $CS; do
       log "c=$c repeat $r/$REPEATS: revproxy ..."
       measure proxy "$PROXY_URL" echo "$c" "$proxy_pid" | tee -a "$RES" >&2
     fi
+    for i in "${!PEER_NAMES[@]}"; do
+      log "c=$c repeat $r/$REPEATS: peer ${PEER_NAMES[i]} ..."
+      measure "peer:${PEER_NAMES[i]}" "${PEER_URLS[i]}" "${PEER_TOOLS[i]}" "$c" "${peer_pids[i]}" | tee -a "$RES" >&2
+    done
   done
 done
 CMAX=$(tr ' ' '\n' <<<"$CS" | grep . | sort -n | tail -1)
@@ -262,6 +367,7 @@ report=$tmp/report.md
       name = $1; c = $2; runs[NR] = $0
       if ($11 > maxother) maxother = $11
       if (name == "merged") { merged = $0; next }
+      if (name ~ /^peer:/) next          # side by side, below
       if (name == "proxy") {
         put("px_cps", c, $3); put("px_p50", c, $4); put("px_p99", c, $5); put("px_err", c, $6)
         put("px_cpu", c, $8); put("px_rss", c, $12 / 1024)
@@ -350,6 +456,73 @@ report=$tmp/report.md
       print ""
       print "</details>"
     }' "$RES"
+  if [[ -n $PEERS ]]; then
+    echo
+    echo "### Side by side (BENCH_PEERS)"
+    echo
+    for i in "${!PEER_NAMES[@]}"; do
+      printf -- '- peer `%s`: `%s`\n' "${PEER_NAMES[i]}" "${PEER_DESCS[i]}"
+    done
+    echo
+    awk '
+      function median(arr, n,   i, j, t, tmp) {
+        for (i = 1; i <= n; i++) tmp[i] = arr[i]
+        for (i = 2; i <= n; i++) { t = tmp[i]; for (j = i - 1; j >= 1 && tmp[j] > t; j--) tmp[j+1] = tmp[j]; tmp[j+1] = t }
+        return (n % 2) ? tmp[(n+1)/2] : (tmp[n/2] + tmp[n/2+1]) / 2
+      }
+      function put(key, v,   k) { cnt[key]++; val[key, cnt[key]] = v }
+      function med(key,   a, n, i) { n = cnt[key] + 0; if (!n) return -1; for (i = 1; i <= n; i++) a[i] = val[key, i]; return median(a, n) }
+      function spread(key, fmt,   n, i, lo, hi, v) {
+        n = cnt[key] + 0; if (n < 2) return ""
+        lo = hi = val[key, 1]
+        for (i = 2; i <= n; i++) { v = val[key, i]; if (v < lo) lo = v; if (v > hi) hi = v }
+        return sprintf(" (" fmt "–" fmt ")", lo, hi)
+      }
+      function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2fx", a / b) : "–" }
+      $1 == "merged" { next }
+      {
+        name = $1; c = $2
+        if (name == "gateway") name = "mcpgate"
+        else if (name == "proxy") name = "revproxy"
+        else sub(/^peer:/, "", name)
+        if (!((c, name) in seen)) { seen[c, name] = 1; names[c, ++nn[c]] = name }
+        if (!(c in cseen)) { cseen[c] = 1; corder[++nc] = c }
+        k = c SUBSEP name
+        put(k SUBSEP "cps", $3); put(k SUBSEP "p50", $4); put(k SUBSEP "p99", $5)
+        errs[k] += $6
+        if (name == "direct") { lastd_cps = $3; lastd_p50 = $4 }
+        else {
+          put(k SUBSEP "ratio", $3 / lastd_cps * 100); put(k SUBSEP "added", $4 - lastd_p50)
+          put(k SUBSEP "cpu", $8); put(k SUBSEP "rss", $12 / 1024)
+        }
+      }
+      END {
+        for (ci = 1; ci <= nc; ci++) {
+          c = corder[ci]
+          printf "c=%d:\n\n", c
+          print "| contestant | calls/s | % of direct | p50 / p99 ms | added p50 ms | CPU µs/call | CPU vs revproxy | CPU vs mcpgate | max RSS MiB | RSS vs revproxy | errors |"
+          print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+          pxcpu = med(c SUBSEP "revproxy" SUBSEP "cpu"); gwcpu = med(c SUBSEP "mcpgate" SUBSEP "cpu")
+          pxrss = med(c SUBSEP "revproxy" SUBSEP "rss")
+          for (i = 1; i <= nn[c]; i++) {
+            name = names[c, i]; k = c SUBSEP name
+            if (name == "direct") {
+              printf "| direct (echo alone) | %.0f%s | 100 | %.3f / %.3f | – | – | – | – | – | – | %d |\n",
+                med(k SUBSEP "cps"), spread(k SUBSEP "cps", "%.0f"), med(k SUBSEP "p50"), med(k SUBSEP "p99"), errs[k]
+              continue
+            }
+            cpu = med(k SUBSEP "cpu"); rss = med(k SUBSEP "rss")
+            printf "| %s | %.0f%s | %.0f%s | %.3f / %.3f | %.3f | %.0f%s | %s | %s | %.1f%s | %s | %d |\n", name,
+              med(k SUBSEP "cps"), spread(k SUBSEP "cps", "%.0f"), med(k SUBSEP "ratio"), spread(k SUBSEP "ratio", "%.0f"),
+              med(k SUBSEP "p50"), med(k SUBSEP "p99"), med(k SUBSEP "added"),
+              cpu, spread(k SUBSEP "cpu", "%.0f"), ratio(cpu, pxcpu), ratio(cpu, gwcpu),
+              rss, spread(k SUBSEP "rss", "%.1f"), ratio(rss, pxrss), errs[k]
+          }
+          print ""
+        }
+        print "Medians over the repeats, (min–max) when there is more than one. Every contestant ran in each round right after the direct run it is paired with (% of direct, added p50). CPU is the contestant process alone (utime+stime over the measured window, per call); max RSS is its largest VmRSS sampled every 200 ms. Ratios are of medians."
+      }' "$RES"
+  fi
 } >"$report"
 
 echo

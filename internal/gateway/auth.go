@@ -143,33 +143,10 @@ func (g *Gateway) watchCaller(ctx context.Context, done <-chan struct{}, end fun
 	if !ok || c == nil || c.Master || c.Anonymous {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
-	// Subscribed before returning, and checked once at once: a key
-	// revoked between this request's authentication and now (its
-	// RecheckStreams already fired) ends the stream too, not 15 s later.
-	kick := g.rechecks.wait()
-	go func() {
-		t := time.NewTicker(g.recheck)
-		defer t.Stop()
-		first := make(chan struct{})
-		close(first)
-		for {
-			select {
-			case <-done:
-				return
-			case <-first:
-				first = nil
-			case <-t.C:
-			case <-kick:
-				kick = g.rechecks.wait()
-			}
-			if !check.StillValid(ctx, c) {
-				g.log.Info("closed a stream whose key is no longer valid", "alias", c.Alias)
-				end()
-				return
-			}
-		}
-	}()
+	// Checked once at once by the gateway's re-checker, then with every
+	// other stream (recheck.go).
+	w := &streamWatch{ctx: context.WithoutCancel(ctx), caller: c, check: check, done: done, end: end}
+	g.watchers.add(w, g.tasks.start, g.recheckLoop)
 }
 
 // policyCaller is the policy's view of a caller.

@@ -144,8 +144,9 @@ type Options struct {
 
 // Gateway serves the merged view of the configured upstreams.
 type Gateway struct {
-	recheck  time.Duration // how often streams re-check their key
-	rechecks recheckSignal // RecheckStreams: re-check them now
+	recheck  time.Duration  // how often streams re-check their key
+	rechecks recheckSignal  // RecheckStreams: re-check them now
+	watchers streamWatchers // the streams re-checked, and the loop that does (recheck.go)
 	// gather is how long an input_required round waits for an upstream's
 	// other questions (gatherWindow; tests on a loaded machine widen it).
 	gather time.Duration

@@ -47,7 +47,20 @@ func (g *Gateway) mintProgress(sc *scope, server string, downstream json.RawMess
 // call). Lists stay on the pooled sessions: the catalog is shared.
 
 // sessionBinding is the upstream binding key of a downstream session.
-func sessionBinding(s *session) string { return s.binding.Key }
+func sessionBinding(s *session) string { return "s/" + s.ID() }
+
+// upstreamBinding is the binding of s's own upstream sessions: made once,
+// by its first call that needs it, then carried by every such call.
+func (s *session) upstreamBinding() upstream.Binding {
+	if b := s.binding.Load(); b != nil {
+		return *b
+	}
+	b := &upstream.Binding{Key: sessionBinding(s), Origin: s, Started: s.boundStarted}
+	if !s.binding.CompareAndSwap(nil, b) {
+		b = s.binding.Load()
+	}
+	return *b
+}
 
 // boundStarted is the Binding.Started of a session's own upstream
 // sessions: what the session told the ones before, told the new one.
@@ -91,7 +104,7 @@ func (g *Gateway) bind(ctx context.Context, sc *scope) context.Context {
 	}
 	switch {
 	case sc.sess != nil:
-		return upstream.WithBinding(ctx, sc.sess.binding)
+		return upstream.WithBinding(ctx, sc.sess.upstreamBinding())
 	case sc.stateless && sc.exchange != nil:
 		// Reusable: a session the upstream asked nothing of holds nothing
 		// of this client, and serves the next such call instead of a new

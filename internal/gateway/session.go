@@ -23,9 +23,10 @@ type session struct {
 	*sessions.Session
 	g     *Gateway
 	route route
-	// binding names the session's own upstream sessions, used when it
-	// declared roots (relay.go).
-	binding upstream.Binding
+	// binding names the session's own upstream sessions, made by the
+	// first call of a session that declared roots (relay.go): most never
+	// need one.
+	binding atomic.Pointer[upstream.Binding]
 	// stateTouched is when the shared state was last renewed (Unix ns;
 	// fleetbus.go).
 	stateTouched atomic.Int64
@@ -47,11 +48,7 @@ func (g *Gateway) buildSession(rt route, id *Identity, p sessions.Params) *sessi
 	p.Who = sessions.Who{Owner: id.Owner, Alias: id.Alias, User: id.User, Team: id.Team, ClientIP: id.ClientIP}
 	p.MaxInflight = g.limits().MaxInflightPerSession
 	p.Now = g.now
-	s := &session{Session: sessions.New(p), g: g, route: rt}
-	// Made once: every call of a session that declared roots carries it
-	// (relay.go).
-	s.binding = upstream.Binding{Key: "s/" + s.ID(), Origin: s, Started: s.boundStarted}
-	return s
+	return &session{Session: sessions.New(p), g: g, route: rt}
 }
 
 // storeSession makes s findable; initializing: it serves nothing but

@@ -18,9 +18,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -82,51 +85,85 @@ type Params struct {
 }
 
 // Session is one stateful downstream session.
+//
+// Most sessions are idle most of the time, and a gateway holds many of
+// them, so the record is small and lazy: what only some sessions use (a
+// channel to wait on, a second call in flight, subscriptions) is made when
+// first used and dropped when no longer needed (issue 25:
+// TestIdleSessionFootprint in the gateway measures it).
 type Session struct {
 	// id is the session's own random id: the key of the table, what
 	// operators see a prefix of (S13) and what terminations remember.
 	id string
 	// token is the sealed id its client holds; "": the client holds id.
 	// Set once, before the session is in a table (SetToken).
-	token   string
-	resumed bool
+	token string
 	// hash is Hash(id): what terminations, the shared state and the bus
 	// know the session by.
-	hash    string
-	who     Who
+	hash string
+	// who is interned: the sessions of one caller (from one address)
+	// share one copy.
+	who     unique.Handle[Who]
 	created time.Time
 	now     func() time.Time
-
-	// slots bounds the requests served at once (S11): a token per request
-	// (one per POST, a batch included); more wait for one.
-	slots chan struct{}
-	// ready is closed once initialize has completed: only then does the
-	// session serve anything else (S11).
-	ready     chan struct{}
-	readyOnce sync.Once
-	// ended is closed by End, releasing every request still waiting.
-	ended chan struct{}
 
 	lastUsed atomic.Int64 // Unix ns
 	inflight atomic.Int32
 	// levelPending: the log level came from the shared state and the
 	// upstreams this replica calls have not heard it yet.
 	levelPending atomic.Bool
+	resumed      bool
 
 	// mu guards the fields below.
-	mu            sync.Mutex
-	closed        bool
+	mu sync.Mutex
+	// maxSlots bounds the requests served at once (S11), used is how many
+	// hold a slot (one per POST, a batch included); more wait for one
+	// (waits.slots).
+	maxSlots, used int32
+	// closed: End ran. ready: initialize has completed, and the session
+	// serves anything else (S11).
+	closed, ready bool
 	initialized   bool
+	logLevel      int32 // minimum level relayed; -1: all
+	// waits is what requests wait on, made by the first that waits: most
+	// sessions never wait for anything.
+	waits *waits
+
 	rev           string
 	caps          mcpwire.ClientCaps
 	clientName    string
 	clientVersion string
 	stream        Stream
-	streamVersion int64            // fleet mode: when the GET stream was opened; 0: not claimed
-	remoteStream  int64            // fleet mode: version of a newer GET stream on another replica; 0: none known
-	calls         map[string]*call // in-flight requests by raw id
-	subs          map[string]string
-	logLevel      int // minimum level relayed; -1: all
+	streamVersion int64 // fleet mode: when the GET stream was opened; 0: not claimed
+	remoteStream  int64 // fleet mode: version of a newer GET stream on another replica; 0: none known
+	// The requests in flight by raw id: the first in call (a session
+	// mostly has one at a time, which then needs no map), the others in
+	// calls (nil when empty). A raw id is in one of the two.
+	call  *call
+	calls map[string]*call
+	subs  map[string]string // uri -> server; nil when empty
+}
+
+// waits is what a session's requests wait on (under its mu).
+type waits struct {
+	// ended is closed by End; made by the first who waits for the end
+	// (Ended, a waiting Acquire) and kept.
+	ended chan struct{}
+	// ready is what requests that came before initialize completed wait
+	// on: closed and dropped by MarkReady.
+	ready chan struct{}
+	// slots are the requests waiting for a slot, first come first served,
+	// each on its own channel of capacity 1 that Release hands the slot
+	// over on; nil when none waits.
+	slots []chan struct{}
+}
+
+// waitsLocked is s.waits, made if need be.
+func (s *Session) waitsLocked() *waits {
+	if s.waits == nil {
+		s.waits = &waits{}
+	}
+	return s.waits
 }
 
 // New makes a session, not yet in a table.
@@ -145,14 +182,10 @@ func New(p Params) *Session {
 		token:    p.Token,
 		resumed:  p.Resumed,
 		hash:     Hash(p.ID),
-		who:      p.Who,
+		who:      unique.Make(p.Who),
 		created:  p.Created,
 		now:      p.Now,
-		slots:    make(chan struct{}, p.MaxInflight),
-		ready:    make(chan struct{}),
-		ended:    make(chan struct{}),
-		calls:    map[string]*call{},
-		subs:     map[string]string{},
+		maxSlots: int32(min(p.MaxInflight, math.MaxInt32)),
 		logLevel: -1,
 	}
 	if s.created.IsZero() {
@@ -197,15 +230,15 @@ func (s *Session) ClientID() string {
 func (s *Session) Resumed() bool { return s.resumed }
 
 // Who is who created it.
-func (s *Session) Who() Who { return s.who }
+func (s *Session) Who() Who { return s.who.Value() }
 
 // Owner is its owner fingerprint (S4.1).
-func (s *Session) Owner() string { return s.who.Owner }
+func (s *Session) Owner() string { return s.who.Value().Owner }
 
 // CheckOwner refuses a request of any other owner than the session's
 // (S4.2): ErrForeign.
 func (s *Session) CheckOwner(owner string) error {
-	if owner != s.who.Owner {
+	if owner != s.who.Value().Owner {
 		return ErrForeign
 	}
 	return nil
@@ -231,49 +264,147 @@ func (s *Session) Closed() bool {
 	return s.closed
 }
 
+// closedCh is an ended session's Ended when nobody asked before it ended.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Ended is closed when the session ends.
-func (s *Session) Ended() <-chan struct{} { return s.ended }
+func (s *Session) Ended() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endedLocked()
+}
+
+func (s *Session) endedLocked() chan struct{} {
+	if s.waits != nil && s.waits.ended != nil {
+		return s.waits.ended
+	}
+	if s.closed {
+		return closedCh
+	}
+	w := s.waitsLocked()
+	w.ended = make(chan struct{})
+	return w.ended
+}
 
 // MarkReady lets the session serve other requests (S11); called once
 // initialize has completed.
 func (s *Session) MarkReady() {
-	s.readyOnce.Do(func() { close(s.ready) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready {
+		return
+	}
+	s.ready = true
+	if s.waits != nil && s.waits.ready != nil {
+		close(s.waits.ready)
+		s.waits.ready = nil
+	}
 }
 
 // Acquire waits until the session may serve one more request: initialize
 // has completed and a slot is free (S11). false when the session ended
 // first (ended: true) or done was closed (the client went away).
 func (s *Session) Acquire(done <-chan struct{}) (ok, ended bool) {
+	s.mu.Lock()
+	for !s.ready {
+		if s.closed {
+			s.mu.Unlock()
+			return false, true
+		}
+		w := s.waitsLocked()
+		if w.ready == nil {
+			w.ready = make(chan struct{})
+		}
+		ready, end := w.ready, s.endedLocked()
+		s.mu.Unlock()
+		select {
+		case <-ready:
+		case <-end:
+			return false, true
+		case <-done:
+			return false, false
+		}
+		s.mu.Lock()
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return false, true
+	}
+	if s.used < s.maxSlots {
+		s.used++
+		s.mu.Unlock()
+		return true, false
+	}
+	w := make(chan struct{}, 1)
+	ws := s.waitsLocked()
+	ws.slots = append(ws.slots, w)
+	end := s.endedLocked()
+	s.mu.Unlock()
 	select {
-	case <-s.ready:
-	case <-s.ended:
+	case <-w:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed { // handed a slot as it ended: the end wins
+			s.releaseLocked()
+			return false, true
+		}
+		return true, false
+	case <-end:
+		s.giveUp(w)
 		return false, true
 	case <-done:
+		s.giveUp(w)
 		return false, false
 	}
-	select {
-	case s.slots <- struct{}{}:
-	case <-s.ended:
-		return false, true
-	case <-done:
-		return false, false
+}
+
+// giveUp takes w out of the waiters, or, when Release handed it a slot
+// meanwhile, passes that slot on.
+func (s *Session) giveUp(w chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ws := s.waits; ws != nil {
+		if i := slices.Index(ws.slots, w); i >= 0 {
+			ws.slots = slices.Delete(ws.slots, i, i+1)
+			if len(ws.slots) == 0 {
+				ws.slots = nil
+			}
+			return
+		}
 	}
-	select {
-	case <-s.ended: // both were ready: the end wins
-		<-s.slots
-		return false, true
-	default:
-	}
-	return true, false
+	s.releaseLocked()
 }
 
 // Release gives back the slot Acquire took.
-func (s *Session) Release() { <-s.slots }
+func (s *Session) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked()
+}
+
+// releaseLocked hands the slot to the first waiter, or frees it.
+func (s *Session) releaseLocked() {
+	ws := s.waits
+	if ws == nil || len(ws.slots) == 0 {
+		s.used--
+		return
+	}
+	w := ws.slots[0]
+	ws.slots[0] = nil
+	ws.slots = ws.slots[1:]
+	if len(ws.slots) == 0 {
+		ws.slots = nil
+	}
+	w <- struct{}{} // capacity 1, sent once: never blocks
+}
 
 // call is one request in flight, by identity: with requests of a session
 // running concurrently, a client that reuses an id must not make the
 // first request's end forget the second's cancel.
-type call struct{ cancel context.CancelFunc }
+type call struct {
+	raw    string
+	cancel context.CancelFunc
+}
 
 // Begin marks a request in flight, for idle expiry and cancellation
 // (CancelCall); the returned end must be called when it is done.
@@ -281,23 +412,23 @@ func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
 	s.inflight.Add(1)
 	s.Touch()
 	var c *call
+	var raw string
 	if id.IsValid() && cancel != nil {
-		c = &call{cancel: cancel}
+		raw = id.Raw()
+		c = &call{raw: raw, cancel: cancel}
 		s.mu.Lock()
 		if s.closed {
 			// Ended while this request waited: it ends at once too.
 			cancel()
 		} else {
-			s.calls[id.Raw()] = c
+			s.putCallLocked(raw, c)
 		}
 		s.mu.Unlock()
 	}
 	return func() {
 		if c != nil {
 			s.mu.Lock()
-			if s.calls[id.Raw()] == c {
-				delete(s.calls, id.Raw())
-			}
+			s.dropCallLocked(raw, c)
 			s.mu.Unlock()
 		}
 		s.Touch()
@@ -305,10 +436,45 @@ func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
 	}
 }
 
+// putCallLocked records c as the request in flight with raw id raw (the
+// latest of that id wins, as it would in one map).
+func (s *Session) putCallLocked(raw string, c *call) {
+	switch {
+	case s.call != nil && s.call.raw == raw:
+		s.call = c
+	case s.calls[raw] != nil:
+		s.calls[raw] = c
+	case s.call == nil:
+		s.call = c
+	default:
+		if s.calls == nil {
+			s.calls = map[string]*call{}
+		}
+		s.calls[raw] = c
+	}
+}
+
+// dropCallLocked forgets c, if it is still what raw names.
+func (s *Session) dropCallLocked(raw string, c *call) {
+	if s.call == c {
+		s.call = nil
+		return
+	}
+	if s.calls[raw] == c {
+		delete(s.calls, raw)
+		if len(s.calls) == 0 {
+			s.calls = nil // a map keeps its buckets: an idle session keeps none
+		}
+	}
+}
+
 // CancelCall cancels the request in flight whose raw id is rawID, if any.
 func (s *Session) CancelCall(rawID string) {
 	s.mu.Lock()
 	c := s.calls[rawID]
+	if s.call != nil && s.call.raw == rawID {
+		c = s.call
+	}
 	s.mu.Unlock()
 	if c != nil {
 		c.cancel()
@@ -335,15 +501,20 @@ func (s *Session) End() (e Ending, ok bool) {
 	}
 	s.closed = true
 	st := s.stream
-	calls := s.calls
-	s.calls = map[string]*call{}
+	first, calls := s.call, s.calls
+	s.call, s.calls = nil, nil
 	e.Subs = s.subs
-	s.subs = map[string]string{}
+	s.subs = nil
 	e.Roots = s.caps.Roots
+	if s.waits != nil && s.waits.ended != nil {
+		close(s.waits.ended)
+	}
 	s.mu.Unlock()
-	close(s.ended)
 	if st != nil {
 		st.Finish()
+	}
+	if first != nil {
+		first.cancel()
 	}
 	for _, c := range calls {
 		c.cancel()
@@ -356,7 +527,9 @@ func (s *Session) End() (e Ending, ok bool) {
 func (s *Session) Initialize(rev string, caps mcpwire.ClientCaps, name, version string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rev, s.caps, s.clientName, s.clientVersion = rev, caps, name, version
+	// Interned: thousands of sessions of one client share its name.
+	s.rev, s.caps = rev, caps
+	s.clientName, s.clientVersion = unique.Make(name).Value(), unique.Make(version).Value()
 }
 
 // SetInitialized records the client's notifications/initialized.

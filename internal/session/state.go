@@ -10,14 +10,14 @@ import "github.com/mcpgate/mcpgate/internal/jsonrpc"
 func (s *Session) LogLevel() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.logLevel
+	return int(s.logLevel)
 }
 
 // SetLogLevel records the level its client set here: the upstreams this
 // replica calls hear it now, so none is pending.
 func (s *Session) SetLogLevel(idx int) {
 	s.mu.Lock()
-	s.logLevel = idx
+	s.logLevel = int32(idx)
 	s.mu.Unlock()
 	s.levelPending.Store(false)
 }
@@ -28,8 +28,8 @@ func (s *Session) SetLogLevel(idx int) {
 func (s *Session) AdoptLevel(idx int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if idx >= 0 && idx != s.logLevel {
-		s.logLevel = idx
+	if idx >= 0 && int32(idx) != s.logLevel {
+		s.logLevel = int32(idx)
 		s.levelPending.Store(true)
 	}
 }
@@ -47,7 +47,7 @@ func (s *Session) PendingLevel() (idx int, ok bool) {
 func (s *Session) WantsLog(idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.logLevel < 0 || idx < 0 || idx >= s.logLevel
+	return s.logLevel < 0 || idx < 0 || idx >= int(s.logLevel)
 }
 
 // SetSub records (sub) or forgets its subscription to uri on server;
@@ -57,9 +57,9 @@ func (s *Session) SetSub(uri, server string, sub bool) (prev string, had bool) {
 	defer s.mu.Unlock()
 	prev, had = s.subs[uri]
 	if sub {
-		s.subs[uri] = server
+		s.putSubLocked(uri, server)
 	} else {
-		delete(s.subs, uri)
+		s.dropSubLocked(uri)
 	}
 	return prev, had
 }
@@ -72,15 +72,32 @@ func (s *Session) AddSub(uri, server string) bool {
 	if _, had := s.subs[uri]; had {
 		return false
 	}
-	s.subs[uri] = server
+	s.putSubLocked(uri, server)
 	return true
+}
+
+// putSubLocked records a subscription, making the map on the first.
+func (s *Session) putSubLocked(uri, server string) {
+	if s.subs == nil {
+		s.subs = map[string]string{}
+	}
+	s.subs[uri] = server
+}
+
+// dropSubLocked forgets one, and the map with the last: a map keeps its
+// buckets, an idle session keeps none.
+func (s *Session) dropSubLocked(uri string) {
+	delete(s.subs, uri)
+	if len(s.subs) == 0 {
+		s.subs = nil
+	}
 }
 
 // RemoveSub forgets its subscription to uri.
 func (s *Session) RemoveSub(uri string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.subs, uri)
+	s.dropSubLocked(uri)
 }
 
 // SubServer is the server it subscribed to uri on; "": none.
@@ -123,7 +140,7 @@ func (s *Session) DropSubs(keep func(uri string) bool) (dropped map[string]strin
 			dropped = map[string]string{}
 		}
 		dropped[uri] = server
-		delete(s.subs, uri)
+		s.dropSubLocked(uri)
 	}
 	return dropped
 }

@@ -43,16 +43,17 @@ func (t *Table[T]) putLocked(e T) {
 	}
 	t.byID[s.id] = e
 	t.byHash[s.hash] = e
-	own := t.byOwner[s.who.Owner]
+	owner := s.Owner()
+	own := t.byOwner[owner]
 	if own == nil {
 		own = map[T]struct{}{}
-		t.byOwner[s.who.Owner] = own
+		t.byOwner[owner] = own
 	}
 	own[e] = struct{}{}
 }
 
 func (t *Table[T]) dropOwnerLocked(e T) {
-	owner := e.Base().who.Owner
+	owner := e.Base().Owner()
 	if own := t.byOwner[owner]; own != nil {
 		delete(own, e)
 		if len(own) == 0 {

@@ -1,0 +1,6 @@
+//go:build !race
+
+package gateway
+
+// raceEnabled: built with -race, which changes what the heap holds.
+const raceEnabled = false

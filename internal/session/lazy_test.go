@@ -1,0 +1,129 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// An idle session holds nothing its past requests needed: no map of calls
+// or subscriptions, nothing to wait on (issue 25).
+func TestIdleSessionKeepsNothing(t *testing.T) {
+	s := New(Params{MaxInflight: 2})
+	s.MarkReady()
+	for i := range 3 {
+		if ok, _ := s.Acquire(nil); !ok {
+			t.Fatal("not admitted")
+		}
+		_, c1 := context.WithCancel(context.Background())
+		_, c2 := context.WithCancel(context.Background())
+		end1 := s.Begin(jsonrpc.Int64ID(int64(i)), c1)
+		end2 := s.Begin(jsonrpc.Int64ID(int64(i+100)), c2) // a second at once: the map
+		end2()
+		end1()
+		s.Release()
+	}
+	s.AddSub("mem://a", "srv")
+	s.RemoveSub("mem://a")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.call != nil || s.calls != nil || s.subs != nil || s.waits != nil || s.used != 0 {
+		t.Errorf("idle session holds call %v calls %v subs %v waits %v used %d", s.call, s.calls, s.subs, s.waits, s.used)
+	}
+}
+
+// Cancelling by id finds a call whether it is the first in flight or one
+// of those after it, and the latest of a reused id.
+func TestCancelCallSecondInFlight(t *testing.T) {
+	s := New(Params{MaxInflight: 4})
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer s.Begin(jsonrpc.Int64ID(1), cancel1)()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	end2 := s.Begin(jsonrpc.Int64ID(2), cancel2)
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	end3 := s.Begin(jsonrpc.Int64ID(2), cancel3) // id 2 reused: the latest is kept
+	s.CancelCall(jsonrpc.Int64ID(2).Raw())
+	if ctx3.Err() == nil || ctx2.Err() != nil || ctx1.Err() != nil {
+		t.Errorf("cancel id 2: first %v second %v third %v, want only the third", ctx1.Err(), ctx2.Err(), ctx3.Err())
+	}
+	end3()
+	end2()
+	s.CancelCall(jsonrpc.Int64ID(1).Raw())
+	if ctx1.Err() == nil {
+		t.Error("the first call was not cancelled")
+	}
+}
+
+// A request that comes before initialize completed waits for it; one over
+// the slots waits for a Release and gets the slot handed over, first come
+// first served; one whose client went away gives up its place.
+func TestAcquireWaitsForReadyAndSlots(t *testing.T) {
+	s := New(Params{MaxInflight: 1})
+	got := make(chan int, 3)
+	go func() {
+		ok, _ := s.Acquire(nil)
+		if ok {
+			got <- 0
+		}
+	}()
+	select {
+	case <-got:
+		t.Fatal("admitted before ready")
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.MarkReady()
+	if <-got != 0 {
+		t.Fatal("not admitted once ready")
+	}
+	gone := make(chan struct{})
+	goneRes := make(chan bool)
+	go func() { ok, ended := s.Acquire(gone); goneRes <- ok || ended }()
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waits != nil && len(s.waits.slots) == 1 })
+	go func() {
+		if ok, _ := s.Acquire(nil); ok {
+			got <- 1
+		}
+	}()
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.waits.slots) == 2 })
+	close(gone) // the first waiter's client went away
+	if <-goneRes {
+		t.Error("a request whose client went away was admitted")
+	}
+	s.Release()
+	if <-got != 1 {
+		t.Error("the slot was not handed to the waiter")
+	}
+	s.Release()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used != 0 || len(s.waits.slots) != 0 {
+		t.Errorf("used %d, waiting %d after all released", s.used, len(s.waits.slots))
+	}
+}
+
+// Ended is closed by End whether it was asked for before or after.
+func TestEndedBeforeAndAfter(t *testing.T) {
+	s := New(Params{MaxInflight: 1})
+	before := s.Ended()
+	s.End()
+	for name, ch := range map[string]<-chan struct{}{"before": before, "after": s.Ended()} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("Ended asked %s the end is not closed", name)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
