@@ -251,6 +251,15 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		st.Close()
 		return nil, err
 	}
+	keeper, err := newKeeper(cfg, st, exporters, m, log)
+	if err != nil {
+		auth.Close()
+		if as != nil {
+			as.Close()
+		}
+		st.Close()
+		return nil, err
+	}
 	access, accessFile, err := openAccessLog(cfg.AccessLog, log)
 	if err != nil {
 		auth.Close()
@@ -296,6 +305,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Records:             records,
 		Vault:               vlt,
 		Tracer:              tracer,
+		Integrity:           keeper,
 	})
 	gw.Store(g)
 	// A replica that may have missed the announcement of a key's change
