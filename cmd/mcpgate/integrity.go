@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/audit"
@@ -18,11 +19,7 @@ import (
 // mcpgate_integrity_changes_total, and a record for every audit exporter.
 // The config was validated, so its patterns compile.
 func newKeeper(cfg *config.Config, st store.Store, exporters []*audit.Exporter, m *metrics.Metrics, log *slog.Logger) (*integrity.Keeper, error) {
-	var pats []integrity.Pattern
-	for _, p := range cfg.IntegrityPatterns() {
-		pats = append(pats, integrity.Pattern{Name: p.Name, Match: p.Match, Severity: p.Severity})
-	}
-	sc, err := integrity.NewScanner(pats)
+	sc, err := scannerOf(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -45,4 +42,37 @@ func newKeeper(cfg *config.Config, st store.Store, exporters []*audit.Exporter, 
 		}
 	}
 	return integrity.New(integrity.Options{Store: st, Scanner: sc, Record: record, Separator: cfg.ToolNameSeparator, Logger: log}), nil
+}
+
+// scannerOf is the scanner with cfg's integrity.patterns.
+func scannerOf(cfg *config.Config) (*integrity.Scanner, error) {
+	var pats []integrity.Pattern
+	for _, p := range cfg.IntegrityPatterns() {
+		pats = append(pats, integrity.Pattern{Name: p.Name, Match: p.Match, Severity: p.Severity})
+	}
+	return integrity.NewScanner(pats)
+}
+
+// applyIntegrity gives the keeper next's patterns (a reload).
+func applyIntegrity(k *integrity.Keeper, next *config.Config) error {
+	sc, err := scannerOf(next)
+	if err != nil {
+		return err
+	}
+	k.SetScanner(sc)
+	return nil
+}
+
+// integrityChanged reports whether a reload changes tool integrity's
+// settings, top level or per server.
+func integrityChanged(cur, next *config.Config) bool {
+	if !reflect.DeepEqual(cur.Integrity, next.Integrity) {
+		return true
+	}
+	for name, s := range next.Servers {
+		if c := cur.Servers[name]; c != nil && !reflect.DeepEqual(c.Integrity, s.Integrity) {
+			return true
+		}
+	}
+	return false
 }

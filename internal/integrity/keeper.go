@@ -139,6 +139,14 @@ func (k *Keeper) Attach(policy func(server string) Policy, released func(server 
 	k.policy, k.released = policy, released
 }
 
+// SetScanner replaces the scanner (a reload changed integrity.patterns);
+// definitions already pinned are not scanned again until they change.
+func (k *Keeper) SetScanner(s *Scanner) {
+	k.mu.Lock()
+	k.o.Scanner = s
+	k.mu.Unlock()
+}
+
 // PinKind is the pin kind of a catalog kind; "" for resources, which are
 // not pinned (their contents are data, read on request).
 func PinKind(c catalog.Kind) string {
@@ -499,7 +507,7 @@ func (k *Keeper) settle(ctx context.Context, server string, names []string, by s
 	} else {
 		pins = slices.Clone(k.cache[server])
 	}
-	want := map[string]bool{}
+	want, found := map[string]bool{}, map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
@@ -511,7 +519,7 @@ func (k *Keeper) settle(ctx context.Context, server string, names []string, by s
 		if p.Pending == "" || len(want) > 0 && !want[p.Name] {
 			continue
 		}
-		delete(want, p.Name)
+		found[p.Name] = true
 		e := Event{Time: now, Actor: by, Server: server, Kind: p.Kind, Name: p.Name, Mode: pol.Mode, Old: p.Fingerprint, New: p.Pending}
 		if approve {
 			e.Action, e.Diff = ActionApproved, Diff(Pretty(p.Definition), Pretty(p.PendingDefinition))
@@ -529,9 +537,8 @@ func (k *Keeper) settle(ctx context.Context, server string, names []string, by s
 		done = append(done, p.Name)
 	}
 	for _, n := range names {
-		if want[n] {
+		if !found[n] && !slices.Contains(missing, n) {
 			missing = append(missing, n)
-			delete(want, n)
 		}
 	}
 	if len(writes) > 0 {

@@ -141,10 +141,14 @@ func TestKeeperRugPull(t *testing.T) {
 	if ev := r2.take(); len(ev) != 0 {
 		t.Fatalf("a restart reported again: %v", actions(ev))
 	}
-	// Approval of one tool by name, then of the rest.
+	// Approval of one tool by name (the other pending one stays), then
+	// of the rest.
 	done, missing, err := r2.k.Approve(ctx, "calc", []string{"add", "nope"}, "admin")
 	if err != nil || !slices.Equal(done, []string{"add"}) || !slices.Equal(missing, []string{"nope"}) {
 		t.Fatalf("Approve = %v %v %v", done, missing, err)
+	}
+	if pend, _ := r2.k.Pending(ctx, "calc"); len(pend) != 1 || pend[0].Name != "export" {
+		t.Fatalf("after approving add by name, pending %+v", pend)
 	}
 	if !slices.Equal(r2.released, []string{"calc"}) {
 		t.Fatalf("released %v", r2.released)
