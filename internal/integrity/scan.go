@@ -57,7 +57,7 @@ var Rules = []Rule{
 	{"conceal_from_user", SeverityQuarantine, `"do not/don't/never/without tell/inform/mention/reveal/show/notify/alert the user"`},
 	{"sensitive_path", SeverityQuarantine, "credential files: ~/.ssh, id_rsa and other private keys, .aws/credentials, /etc/passwd|shadow|sudoers, .netrc, .kube/config, .docker/config.json, .git-credentials, .npmrc, .pypirc, .gnupg, wallet.dat"},
 	{"model_directive", SeverityWarn, `directives aimed at the model: "system prompt", "you are now", "new instructions", "override your instructions", "you must always/never"`},
-	{"shadowing", SeverityQuarantine, "another server's tool named in this server's text (a distinctive name: with _ - . or camelCase, at least 5 characters, or its prefixed name)"},
+	{"shadowing", SeverityQuarantine, "another server's tool named in this server's text (a distinctive name: with _ - . or camelCase, at least 5 characters, or its prefixed name; not as a segment of a path or method such as sampling/createMessage)"},
 	{"foreign_url", SeverityWarn, "an http(s) URL whose host is not in the server's own domain ($schema, $id and $ref values excepted)"},
 	{"foreign_path", SeverityWarn, "an absolute file path (~/..., /etc, /home, /root, /var, /usr, /Users, /tmp, /proc, /sys, /dev, /opt, /private)"},
 }
@@ -291,7 +291,10 @@ func (w *walker) shadowing(path, s string) {
 		}
 		if start >= 0 {
 			tok := strings.Trim(s[start:i], ".-")
-			if srv, ok := w.c.Others[tok]; ok && srv != w.c.Server {
+			// A segment of a path or a method name (sampling/createMessage,
+			// /v1/threads) names no tool.
+			inPath := start > 0 && s[start-1] == '/' || i < len(s) && s[i] == '/'
+			if srv, ok := w.c.Others[tok]; ok && srv != w.c.Server && !inPath {
 				at := start + strings.Index(s[start:i], tok)
 				w.add("shadowing", SeverityQuarantine, path, s, at, at+len(tok))
 				return

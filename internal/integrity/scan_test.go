@@ -103,7 +103,7 @@ func TestScannerClean(t *testing.T) {
 	if Distinctive("echo") || Distinctive("add") || !Distinctive("send_email") || !Distinctive("getWeather") {
 		t.Fatal("Distinctive misjudges a name")
 	}
-	c := Context{Server: "notes", Hosts: []string{"api.notes.example"}, Others: map[string]string{"other__echo": "other"}}
+	c := Context{Server: "notes", Hosts: []string{"api.notes.example"}, Others: map[string]string{"other__echo": "other", "createMessage": "openai"}}
 	for _, text := range []string{
 		"Adds two numbers and returns the sum.",
 		"Echo the input back. See https://docs.notes.example/echo for details.",
@@ -111,6 +111,7 @@ func TestScannerClean(t *testing.T) {
 		"Before calling this tool, make sure the note exists.",
 		"Tell the user the result.",
 		"Reads a note by its relative path (notes/today.md).",
+		"Asks the client for a completion (sampling/createMessage).",
 	} {
 		if fs := scanTool(t, s, tool("add", text, map[string]string{"a": "first number"}), c); len(fs) != 0 {
 			t.Errorf("%q: findings %+v, want none", text, fs)
