@@ -59,6 +59,8 @@ var layers = []layer{
 	}},
 	{name: "upstream", pkgs: []string{"internal/upstream"}},
 	{name: "catalog", pkgs: []string{"internal/catalog"}},
+	// Tool integrity: the catalog's reviewer, below the gateway.
+	{name: "integrity", pkgs: []string{"internal/integrity"}},
 	{name: "policy", pkgs: []string{"internal/policy"}},
 	// Pieces of what the gateway once did alone, in packages of their
 	// own: below gateway, above upstream and state.

@@ -94,7 +94,11 @@ func TestCLIRendersHostileData(t *testing.T) {
 	const master = "master-key-0123456789"
 	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Auth: &config.CallerAuth{MasterKey: master},
 		Servers: map[string]*config.Server{
-			"evil":   {Name: "evil", Transport: config.TransportHTTP, URL: up.URL + "/mcp", Timeout: 5 * time.Second},
+			// Tool integrity would hold this tool (its name carries
+			// terminal escapes: integrity's scanner quarantines it); this
+			// test is about what the CLI prints once it is served.
+			"evil": {Name: "evil", Transport: config.TransportHTTP, URL: up.URL + "/mcp", Timeout: 5 * time.Second,
+				Integrity: &config.Integrity{Mode: config.IntegrityOff}},
 			"broken": {Name: "broken", Transport: config.TransportHTTP, URL: broken.URL + "/mcp", Timeout: 5 * time.Second},
 		}}
 	stk, hs := gatewayAt(t, cfg, nil, "")

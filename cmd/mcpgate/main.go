@@ -128,6 +128,8 @@ Administer a running gateway (its admin API):
   mcpgate sessions list                            live downstream sessions
   mcpgate sessions terminate [--id P] [--user U]   end sessions
   mcpgate tools list [--as KEY] [--route R]        the catalog as a key sees it
+  mcpgate tools changes [--server S] [--diff]      tool definitions awaiting review (tool integrity)
+  mcpgate tools approve|reject SERVER [TOOL...]    settle them: all of the server's, or those named
   mcpgate call TOOL [--args JSON] [--as KEY]       call a tool
   mcpgate audit [--follow] [filters]               recent tool calls
   mcpgate usage [--by key|user|team] [--since T]  calls and cost per key, user or team (--until T)

@@ -57,7 +57,7 @@ var (
 // config field needs a decision.
 var (
 	reloadTop = []string{"allowed_origins", "allowed_hosts", "max_body_bytes", "servers", "shutdown_delay",
-		"auth", "access_groups", "toolsets", "limits", "reload", "telemetry", "routes"}
+		"auth", "access_groups", "toolsets", "limits", "reload", "telemetry", "routes", "integrity"}
 	reloadAuth      = []string{"allowed_clients", "keys", "grants"}
 	reloadLimits    = []string{"max_batch", "max_inflight_per_session", "max_streams", "sse_write_timeout"}
 	reloadTelemetry = []string{"debug_header"}
@@ -207,6 +207,16 @@ func (r *reloader) reloadLocked(ctx context.Context, by string) (*admin.ReloadRe
 	}
 	rep.Servers = ch
 	r.stk.api.SetConfig(next)
+	// Tool integrity reads each server's mode from the gateway's config;
+	// a changed block (or patterns) makes every list be reviewed again.
+	if integrityChanged(r.cur, next) {
+		if err := applyIntegrity(r.stk.keeper, next); err != nil {
+			r.log.Warn("config reload: integrity patterns not applied", "error", err)
+		}
+		for _, name := range r.stk.gw.ServerNames() {
+			r.stk.keeper.Reload(name)
+		}
+	}
 	// Runtime objects the file took or gave back a name of.
 	if err := errors.Join(r.stk.api.SyncServers(ctx), r.stk.api.SyncToolsets(ctx)); err != nil {
 		r.log.Warn("config reload: could not re-read the runtime servers and toolsets", "error", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/console"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/integrity"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/oauth"
@@ -61,6 +62,8 @@ type stack struct {
 	// grants are the JWT callers' grants: the file's, replaced by a
 	// reload, and the runtime ones.
 	grants *callers.GrantSet
+	// keeper is tool integrity's (integrity.go).
+	keeper *integrity.Keeper
 	// reload is the reloader once serve made one (POST /admin/v1/reload).
 	reload *reloadRef
 	// handler is the one router (newMux) over all of the above.
@@ -251,6 +254,15 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		st.Close()
 		return nil, err
 	}
+	keeper, err := newKeeper(cfg, st, exporters, m, log)
+	if err != nil {
+		auth.Close()
+		if as != nil {
+			as.Close()
+		}
+		st.Close()
+		return nil, err
+	}
 	access, accessFile, err := openAccessLog(cfg.AccessLog, log)
 	if err != nil {
 		auth.Close()
@@ -296,6 +308,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Records:             records,
 		Vault:               vlt,
 		Tracer:              tracer,
+		Integrity:           keeper,
 	})
 	gw.Store(g)
 	// A replica that may have missed the announcement of a key's change
@@ -326,6 +339,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Grants:       grants,
 		Vault:        vlt,
 		Stats:        m.ServerStats,
+		Integrity:    keeper,
 		CheckServer: func(ctx context.Context, name string) (any, bool) {
 			cur := g.Config()
 			if cur.Servers[name] == nil {
@@ -355,7 +369,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		mnt.authServer = as.Handler()
 	}
 	built = true
-	return &stack{gw: g, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer, grants: grants, reload: ref,
+	return &stack{gw: g, keeper: keeper, store: st, auth: auth, audit: aw, metrics: m, authServer: as, vault: vlt, state: sb, api: api, accessFile: accessFile, tracer: tracer, grants: grants, reload: ref,
 		handler: newMux(g, mnt)}, nil
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/integrity"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -98,6 +99,9 @@ type Options struct {
 	// result), for POST /servers/{name}/test; false when there is no such
 	// server. nil: the endpoint answers 501.
 	CheckServer func(ctx context.Context, name string) (any, bool)
+	// Integrity is tool integrity's keeper (GET /integrity, approve,
+	// reject); nil: those endpoints answer 501.
+	Integrity *integrity.Keeper
 	// Known names, for validating key attributes.
 	Servers      func() []string
 	Toolsets     func() []string
@@ -191,6 +195,9 @@ var routes = []route{
 	{"GET", "/toolsets", func(a *API) handlerFunc { return a.listToolsets }},
 	{"PUT", "/toolsets/{name}", func(a *API) handlerFunc { return a.putToolset }},
 	{"DELETE", "/toolsets/{name}", func(a *API) handlerFunc { return a.deleteToolset }},
+	{"GET", "/integrity", func(a *API) handlerFunc { return a.listIntegrity }},
+	{"POST", "/integrity/{server}/approve", func(a *API) handlerFunc { return a.approveIntegrity }},
+	{"POST", "/integrity/{server}/reject", func(a *API) handlerFunc { return a.rejectIntegrity }},
 	{"GET", "/tools", func(a *API) handlerFunc { return a.listTools }},
 	{"POST", "/tools/call", func(a *API) handlerFunc { return a.callTool }},
 	{"GET", "/explain", func(a *API) handlerFunc { return a.explain }},

@@ -218,6 +218,8 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 		}
 	case changeReload:
 		a.followReload(c.Name)
+	case changeIntegrity:
+		a.integrityChanged(ctx, c.Name)
 	case changeGrant:
 		if err := a.ReloadGrants(ctx); err != nil {
 			a.log.Warn("could not reload the grants after a change on another replica", "grant", c.Name, "error", err)
@@ -242,6 +244,13 @@ func (a *API) resync(ctx context.Context) error {
 	}
 	if a.o.Gateway != nil {
 		a.o.Gateway.RecheckStreams()
+		// A settled review missed: every server's lists are reviewed
+		// again against the store's pins at their next read.
+		if a.o.Integrity != nil {
+			for _, name := range a.o.Gateway.ServerNames() {
+				a.o.Integrity.Reload(name)
+			}
+		}
 	}
 	return errors.Join(a.SyncServers(ctx), a.SyncToolsets(ctx), a.ReloadGrants(ctx))
 }

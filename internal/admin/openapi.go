@@ -38,6 +38,9 @@ var docs = map[string]opDoc{
 	"GET /toolsets":                         {summary: "Toolsets and their tools: the config file's and runtime ones", response: "Toolsets", status: "200"},
 	"PUT /toolsets/{name}":                  {summary: "Create or replace a runtime toolset (config-file toolsets are read-only); applies at once", body: "ToolsetBody", response: "Toolset", status: "200"},
 	"DELETE /toolsets/{name}":               {summary: "Remove a runtime toolset (config-file toolsets are read-only)", status: "204"},
+	"GET /integrity":                        {summary: "Tool integrity: the tool, prompt and resource template definitions awaiting review (changed since approved, or new), each with both definitions, a line diff, the scanner's findings and whether it is held (hidden, its calls refused); ?server= for one server", response: "IntegrityList", status: "200", query: []string{"server"}},
+	"POST /integrity/{server}/approve":      {summary: "Approve the server's definitions awaiting review: all, or those named in tools; they are served at once on every replica; 404 names those that await nothing", body: "SettleRequest", response: "SettleResult", status: "200"},
+	"POST /integrity/{server}/reject":       {summary: "Reject the server's definitions awaiting review: all, or those named in tools; they stay held while the server offers them (the approved definition, if any, is served again when the server goes back to it)", body: "SettleRequest", response: "SettleResult", status: "200"},
 	"GET /tools":                            {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
 	"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), without a session", body: "CallRequest", response: "CallToolResult", status: "200"},
 	"GET /explain":                          {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
@@ -88,6 +91,15 @@ var (
 )
 
 var schemas = map[string]any{
+	"Finding": obj(map[string]any{"rule": str, "severity": map[string]any{"type": "string", "enum": []string{"warn", "quarantine"}}, "path": str, "excerpt": str}, "rule", "severity"),
+	"IntegrityChange": obj(map[string]any{"server": str, "kind": map[string]any{"type": "string", "enum": []string{"tool", "prompt", "template"}}, "name": str,
+		"status": map[string]any{"type": "string", "enum": []string{"changed", "new"}}, "mode": str, "held": boolean,
+		"old": str, "new": str, "diff": map[string]any{"type": "string", "description": "line diff of old and new: '- ' removed, '+ ' added, '  ' kept"},
+		"findings": listOf("Finding"), "old_fingerprint": str, "new_fingerprint": str, "seen_at": str, "source": str, "version": str},
+		"server", "kind", "name", "status", "held", "new", "diff", "findings"),
+	"IntegrityList": obj(map[string]any{"changes": listOf("IntegrityChange")}, "changes"),
+	"SettleRequest": obj(map[string]any{"tools": map[string]any{"type": "array", "items": str, "description": "names to settle; absent or empty: all of the server's"}}),
+	"SettleResult":  obj(map[string]any{"server": str, "settled": strList}, "server", "settled"),
 	"Grant": obj(map[string]any{"kind": map[string]any{"type": "string", "enum": []string{"user", "team", "role"}}, "value": str,
 		"source": map[string]any{"type": "string", "enum": []string{"config", "api"}}, "servers": strList, "tools": toolMap, "deny_tools": toolMap,
 		"toolsets": strList, "access_groups": strList, "admin": boolean, "rate_limit_rpm": integer}, "kind", "value", "source"),

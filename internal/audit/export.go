@@ -36,6 +36,12 @@ type Entry struct {
 	// (Writer.RecordWithRawArguments): the exporter redacts them into
 	// Arguments, and clears raw, before its Sink sees the entry.
 	raw *rawArguments
+
+	// Event, when set, makes the entry an administrative event instead of
+	// a tool call (tool integrity's integrity.* events): exported as
+	// {v, time, event, actor, target, server, detail}, with ToolCall's
+	// Time and Server.
+	Event *Event
 }
 
 // rawArguments are a call's arguments as the caller sent them, with the
@@ -56,6 +62,25 @@ func (r *rawArguments) redacted() json.RawMessage {
 		r.raw = nil // the unredacted bytes are not kept past this
 	})
 	return r.out
+}
+
+// Event is an audit event an exporter sends beside the tool calls.
+type Event struct {
+	Action string
+	Actor  string
+	Target string
+	Detail json.RawMessage // never secrets, never tool arguments
+}
+
+// exportEvent is the exported form of an Event.
+type exportEvent struct {
+	V      int             `json:"v"`
+	Time   time.Time       `json:"time"`
+	Event  string          `json:"event"`
+	Actor  string          `json:"actor"`
+	Target string          `json:"target,omitempty"`
+	Server string          `json:"server,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // ExportSchemaVersion is the "v" of every exported record.
@@ -365,6 +390,14 @@ type exportRecord struct {
 
 // appendRecord appends c's exported JSON (no newline) to buf.
 func appendRecord(buf []byte, c *Entry) ([]byte, error) {
+	if c.Event != nil {
+		b, err := json.Marshal(exportEvent{V: ExportSchemaVersion, Time: c.Time.UTC(), Event: c.Event.Action,
+			Actor: c.Event.Actor, Target: c.Event.Target, Server: c.Server, Detail: c.Event.Detail})
+		if err != nil {
+			return buf, err
+		}
+		return append(buf, b...), nil
+	}
 	b, err := json.Marshal(exportRecord{
 		V: ExportSchemaVersion, Time: c.Time.UTC(), KeyAlias: c.KeyAlias, User: c.User, Team: c.Team,
 		Server: c.Server, Tool: c.Tool, DurationMs: c.DurationMs, Outcome: c.Outcome, ErrorClass: c.ErrorClass,

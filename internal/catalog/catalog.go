@@ -78,6 +78,15 @@ type Sessions interface {
 	CredentialKey(ctx context.Context, server string) string
 }
 
+// Reviewer decides which items of a list just fetched are served: tool
+// integrity (internal/integrity) pins definitions and holds the changed
+// ones. It is called once per fetch (first connect, list_changed, a new
+// upstream session, a restart, a reload, a TTL expiry), with the list
+// sorted by key, and returns the items to serve (a subset, same order).
+type Reviewer interface {
+	Review(ctx context.Context, server string, k Kind, items []Item) []Item
+}
+
 // DefaultPageCap bounds one pagination walk (C8.3).
 const DefaultPageCap = 100
 
@@ -101,6 +110,7 @@ type Catalog struct {
 	walk     time.Duration
 	ttl      time.Duration
 	now      func() time.Time
+	review   Reviewer // nil: every item is served
 
 	mu      sync.Mutex
 	entries map[string]*[numKinds]*list
@@ -136,6 +146,10 @@ func (c *Catalog) SetTTL(d time.Duration) {
 	}
 	c.ttl = d
 }
+
+// SetReviewer makes r decide which items of each list fetched from now on
+// are served. Call it before use.
+func (c *Catalog) SetReviewer(r Reviewer) { c.review = r }
 
 // key names the lists of server as seen with ctx's credentials.
 func (c *Catalog) key(ctx context.Context, server string) string {
@@ -276,6 +290,9 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 		// it has its own deadline instead.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.walk)
 		items, upTTL, err := c.fetch(wctx, server, k)
+		if err == nil && c.review != nil {
+			items = c.review.Review(wctx, server, k, items)
+		}
 		cancel()
 		c.mu.Lock()
 		l.loading = nil

@@ -124,6 +124,8 @@ type Config struct {
 	Telemetry Telemetry `config:"telemetry" doc:"Traces and per-call diagnostics (SPEC S16.2, S16.4)."`
 	// Reload: how a changed config file is applied while serving.
 	Reload Reload `config:"reload" doc:"Applying a changed config file without a restart: SIGHUP, POST /admin/v1/reload, or (opt-in) watching the file."`
+	// Integrity: tool integrity's defaults and scanner rules (issue 27).
+	Integrity *Integrity `config:"integrity" doc:"Tool integrity (docs/security.md \"Tool integrity\"): every server's default mode (pin, warn, off) and first-sight approval (auto, manual), and scanner rules of your own. A server's own integrity block overrides mode and approve."`
 	// RuntimeServers: what servers added through the admin API may reach.
 	RuntimeServers RuntimeServers `config:"runtime_servers" doc:"What servers added through the admin API (runtime servers) may reach. The servers of this file are the operator's and are not restricted."`
 
@@ -173,6 +175,9 @@ type Server struct {
 
 	// Guardrails: checks before and after this server's tool calls.
 	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
+
+	// Integrity overrides the top-level mode and approve for this server.
+	Integrity *Integrity `config:"integrity" doc:"This server's tool integrity: mode (pin, warn, off) and approve (auto, manual) override the top-level integrity block's."`
 
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
 

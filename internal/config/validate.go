@@ -143,6 +143,9 @@ func (c *Config) validate(strict bool) error {
 	}
 	c.Audit.validate(&errs, strict)
 	c.State.validate(&errs)
+	if c.Integrity != nil {
+		c.Integrity.validate(&errs, "integrity", true, strict)
+	}
 	return errs.err()
 }
 
@@ -170,6 +173,9 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	checkFields(errs, p, s, strict)
 	if s.Guardrails != nil {
 		s.Guardrails.validate(errs, p+".guardrails", strict)
+	}
+	if s.Integrity != nil {
+		s.Integrity.validate(errs, p+".integrity", false, strict)
 	}
 	if (s.Transport == TransportSSE || s.Transport == TransportHTTP) && s.URL != "" && !validURL(s.URL) {
 		// The URL may carry credentials: don't echo it.

@@ -584,6 +584,10 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 		tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "name_conflict")
 		return ctx, toolRef{}, nil, denied, errAmbiguous(what, name)
 	case !found:
+		// A definition tool integrity holds says so (integrity.go).
+		if e := g.heldRefusal(ctx, cands, k, what, name); e != nil {
+			return ctx, toolRef{}, nil, denied, e
+		}
 		// The same answer whether the server exists or not (no leak).
 		return ctx, toolRef{}, nil, denied, errInvalidParams("Unknown %s: %s", what, name)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/connect"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/guard"
+	"github.com/mcpgate/mcpgate/internal/integrity"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
@@ -136,6 +137,10 @@ type Options struct {
 	// reserve their cost there before they run. nil: each replica counts
 	// its own calls beside the store's sum.
 	Spending state.Spending
+	// Integrity reviews every list the catalog fetches and holds
+	// changed definitions (tool integrity, issue 27; integrity.go); nil:
+	// every definition is served as listed.
+	Integrity *integrity.Keeper
 	// Replicas is the fleet's replica registry (SPEC S15, peers.go); with
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
@@ -188,6 +193,8 @@ type Gateway struct {
 
 	up  *upstream.Manager
 	cat *catalog.Catalog
+	// integrity holds changed definitions (integrity.go); nil: none.
+	integrity *integrity.Keeper
 
 	auth    Authenticator
 	vault   *vault.Vault
@@ -387,6 +394,7 @@ func New(o Options) *Gateway {
 		MaxBoundPerServer: g.limits().MaxBoundPerServer,
 	})
 	g.cat = catalog.New(g.up, g.log)
+	g.attachIntegrity(o.Integrity)
 	return g
 }
 

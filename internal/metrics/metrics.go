@@ -95,6 +95,7 @@ type Metrics struct {
 	guardRedact *prometheus.CounterVec // server, guardrail, phase
 	guardFails  *prometheus.CounterVec // server, guardrail
 	listFails   *prometheus.CounterVec // server, kind, fault
+	integrity   *prometheus.CounterVec // server, kind, event
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -233,6 +234,12 @@ func New() *Metrics {
 			Name:      "upstream_list_failures_total",
 			Help:      "A client's listings (tools, prompts, resources, resourceTemplates) that an upstream failed to give, by upstream server, kind and fault class; on a route of several servers that server was left out of the answer.",
 		}, []string{"server", "kind", "fault"}),
+		// Events are internal/integrity's fixed actions: bounded.
+		integrity: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "integrity_changes_total",
+			Help:      "Tool integrity events (docs/security.md \"Tool integrity\"), by upstream server, kind (tool, prompt, template) and event (changed, added, held, finding, reverted, approved, rejected).",
+		}, []string{"server", "kind", "event"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -241,7 +248,7 @@ func New() *Metrics {
 		m.sessions, m.catalog, m.conflicts, m.refusals, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
-		m.guardBlocks, m.guardRedact, m.guardFails, m.listFails,
+		m.guardBlocks, m.guardRedact, m.guardFails, m.listFails, m.integrity,
 	)
 	m.reload = newReloadMetrics(m.reg)
 	// Up until a probe says otherwise: the memory driver is never probed.
@@ -382,6 +389,15 @@ func (m *Metrics) SetAuditQueueDepth(n int) {
 	m.auditDepth.Set(float64(n))
 }
 
+// IntegrityChange counts a tool integrity event (event: its action
+// without the "integrity." prefix).
+func (m *Metrics) IntegrityChange(server, kind, event string) {
+	if m == nil {
+		return
+	}
+	m.integrity.WithLabelValues(server, kind, event).Inc()
+}
+
 // GuardrailBlock counts a call a guardrail blocked.
 func (m *Metrics) GuardrailBlock(server, guardrail, phase string) {
 	if m == nil {
@@ -519,6 +535,7 @@ func (m *Metrics) ForgetServer(server string) {
 	m.guardRedact.DeletePartialMatch(l)
 	m.guardFails.DeletePartialMatch(l)
 	m.listFails.DeletePartialMatch(l)
+	m.integrity.DeletePartialMatch(l)
 	m.healthMu.Lock()
 	m.upstreamUp.DeletePartialMatch(l)
 	m.healthMu.Unlock()

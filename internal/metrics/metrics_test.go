@@ -99,7 +99,11 @@ func TestNamesAndTypes(t *testing.T) {
 	m.SetUpstreamHealth("github", StateReady)
 	m.SetCatalogSize("github", "tools", 3)
 	m.ListFailure("github", "tools", "unreachable")
+	m.IntegrityChange("github", "tool", "changed")
 	fams, _ := scrape(t, m)
+	if got := value(t, fams, "mcpgate_integrity_changes_total", "server", "github", "kind", "tool", "event", "changed"); got != 1 {
+		t.Errorf("integrity changes of github = %v, want 1", got)
+	}
 	if got := value(t, fams, "mcpgate_upstream_list_failures_total", "server", "github", "kind", "tools", "fault", "unreachable"); got != 1 {
 		t.Errorf("list failures of github = %v, want 1", got)
 	}

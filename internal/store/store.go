@@ -10,7 +10,7 @@
 // them. Every backend must pass the conformance suite in store/storetest.
 // What the SQL backends would otherwise each repeat lives here, over
 // narrow interfaces of their statements: [SQLKeys] (with the config key
-// sync), [SQLDirectory], [SQLObjects], [SQLSessions] and [SQLAudit] (its
+// sync), [SQLDirectory], [SQLObjects], [SQLSessions], [SQLPins] and [SQLAudit] (its
 // filters and keyset paging) decide what to read and write, and a backend
 // embeds them and keeps only its SQL, its driver calls and its row
 // encoding ([KeyRow], [Dialect]).
@@ -20,7 +20,8 @@
 // its error messages name aliases and operations, never hashes. It does not
 // decide who may do what (policy and admin do), does not know the shape of
 // server and toolset documents (the gateway does), and never records tool
-// arguments.
+// arguments. It keeps the tool-integrity pins (pins.go) as integrity
+// decided them, without fingerprinting or comparing anything.
 //
 // Times are UTC with millisecond precision: a backend truncates what it is
 // given to the millisecond and returns it in UTC. A zero time.Time means
@@ -75,6 +76,7 @@ type Store interface {
 	Objects
 	TerminatedSessions
 	AuditLog
+	Pins
 	Close() error
 }
 

@@ -18,6 +18,7 @@ var migrations = []string{
 	schemaV2,
 	schemaV3,
 	schemaV4,
+	schemaV5,
 }
 
 //go:embed migrations/0001_init.sql
@@ -31,6 +32,9 @@ var schemaV3 string
 
 //go:embed migrations/0004_budget.sql
 var schemaV4 string
+
+//go:embed migrations/0005_pins.sql
+var schemaV5 string
 
 // migrateLock is the advisory lock migrations hold, one per schema of a
 // database (a database may hold several gateways' schemas).

@@ -80,6 +80,7 @@ type Store struct {
 	store.SQLObjects   // objects, through objectTables
 	store.SQLSessions  // terminated_sessions, through sessionTables
 	store.SQLAudit     // audit_log and tool_calls, through auditTables
+	store.SQLPins      // pins, through pinTables
 
 	pool    *pgxpool.Pool
 	where   string // user@host:port/database, for messages
@@ -164,6 +165,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 	s.SQLDirectory = store.SQLDirectory{Tables: parties{s}}
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
+	s.SQLPins = store.SQLPins{Tables: pinTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	mctx, cancel := context.WithTimeout(ctx, cmp.Or(o.MigrateTimeout, DefaultMigrateTimeout))
 	defer cancel()

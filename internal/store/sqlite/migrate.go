@@ -17,6 +17,7 @@ var migrations = []string{
 	schemaV2,
 	schemaV3,
 	schemaV4,
+	schemaV5,
 }
 
 //go:embed migrations/0001_init.sql
@@ -30,6 +31,9 @@ var schemaV3 string
 
 //go:embed migrations/0004_budget.sql
 var schemaV4 string
+
+//go:embed migrations/0005_pins.sql
+var schemaV5 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,

@@ -87,6 +87,7 @@ type Store struct {
 	store.SQLObjects   // objects, through objectTables
 	store.SQLSessions  // terminated_sessions, through sessionTables
 	store.SQLAudit     // audit_log and tool_calls, through auditTables
+	store.SQLPins      // pins, through pinTables
 
 	path string
 	w    *sql.DB // exactly one connection: all writes
@@ -142,6 +143,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	s.SQLDirectory = store.SQLDirectory{Tables: parties{s}}
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
+	s.SQLPins = store.SQLPins{Tables: pinTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate"+writerPragmas)); err != nil {
 		return nil, err

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Audit", auditTests},
 		{"ToolCalls", toolCallTests},
 		{"Concurrency", concurrencyTests},
+		{"Pins", pinTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
