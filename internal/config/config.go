@@ -174,6 +174,10 @@ type Server struct {
 	// Guardrails: checks before and after this server's tool calls.
 	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
 
+	// Tasks is how the server's tools run as MCP tasks; nil means the
+	// defaults (TasksDefaults).
+	Tasks *ServerTasks `config:"tasks" doc:"How this server's tool calls run as MCP tasks (2025-11-25 task-augmented tools/call). Absent: mode relay, ttl 1h, max_per_caller 100."`
+
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
 
 	// DenyLinkLocal is never read from a file: the gateway sets it on a
@@ -189,6 +193,31 @@ type Server struct {
 type OpenAPIOperations struct {
 	Include []string `config:"include" doc:"operationIds or \"METHOD /path\" patterns (the path as written in the document; * matches within a path segment, as in path.Match) of the operations to offer. Empty: all."`
 	Exclude []string `config:"exclude" doc:"operationIds or \"METHOD /path\" patterns of operations not to offer; exclude wins over include."`
+}
+
+// ServerTasks is a server's tasks block.
+type ServerTasks struct {
+	Mode         string        `config:"mode,default=relay,enum=relay|gateway|off" doc:"relay: a task-augmented call is relayed to a server that declares tasks, and run by the gateway itself for one that does not (relaying is not built yet: the gateway runs those too). gateway: the gateway runs every task-augmented call itself, calling the server plainly. off: the server's tools are not offered as tasks; a task-augmented call to one is refused."`
+	TTL          time.Duration `config:"ttl,default=1h,positive" doc:"How long a task and its result are kept from its creation; a caller asking for a longer ttl gets this one. A task still running at its ttl is cancelled."`
+	MaxPerCaller int           `config:"max_per_caller,default=100,min=1" doc:"Tasks one caller may hold of this server on one route at once, running or finished and kept; past it a task-augmented call is refused."`
+}
+
+// Task modes of a server.
+const (
+	TasksRelay   = "relay"
+	TasksGateway = "gateway"
+	TasksOff     = "off"
+)
+
+// TasksDefaults is the tasks block of a server that has none.
+var TasksDefaults = ServerTasks{Mode: TasksRelay, TTL: time.Hour, MaxPerCaller: 100}
+
+// TaskSettings is s's tasks block, or the defaults.
+func (s *Server) TaskSettings() ServerTasks {
+	if s == nil || s.Tasks == nil {
+		return TasksDefaults
+	}
+	return *s.Tasks
 }
 
 // Session modes of a server.
