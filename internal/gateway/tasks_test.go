@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tasks"
 )
@@ -308,4 +310,111 @@ func TestTasksPerEraAndMode(t *testing.T) {
 	if r.Error == nil || !strings.Contains(r.Error.Message, "Unknown tool") {
 		t.Errorf("unknown tool: %+v %s", r.Error, r.Result)
 	}
+}
+
+// TestTaskBudgetChargedOnce: a task's call is charged once, when it
+// ends: a budget of two calls runs two tasks, and the third task fails
+// with the budget's refusal (its call never reaches the upstream).
+func TestTaskBudgetChargedOnce(t *testing.T) {
+	up, srv := startTaskUpstream(t)
+	close(up.release)
+	srv.Tools = &config.ToolPolicy{Costs: map[string]float64{"*": 1}}
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice", BudgetAmount: 2, BudgetPeriod: store.BudgetDay})
+	aud := &memAudit{}
+	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Usage: usage, Audit: aud,
+		Config: &config.Config{Servers: map[string]*config.Server{"plain": srv}}})
+	a, _ := newTaskClient(t, gw.URL+"/mcp/plain", alice, "2025-11-25")
+	for i := range 2 {
+		id := a.startTask("slow", fmt.Sprint(i))["taskId"].(string)
+		if r := a.call("tasks/result", map[string]string{"taskId": id}); r.Error != nil {
+			t.Fatalf("task %d: %+v", i, r.Error)
+		}
+	}
+	id := a.startTask("slow", "third")["taskId"].(string)
+	r := a.call("tasks/result", map[string]string{"taskId": id})
+	if r.Error == nil || !strings.Contains(r.Error.Message, "Budget exceeded") {
+		t.Fatalf("third task: %+v %s", r.Error, r.Result)
+	}
+	if s := a.status(id); s != "failed" {
+		t.Errorf("third status %s", s)
+	}
+	waitFor(t, "three audit records", func() bool { return len(aud.records()) == 3 })
+	var costs float64
+	for _, rec := range aud.records() {
+		costs += rec.Cost
+	}
+	if costs != 2 {
+		t.Errorf("audited cost %v, want 2", costs)
+	}
+}
+
+// TestTaskStatusNotification: the end of a task is told to the session
+// that made it (notifications/tasks/status on its GET stream), and to no
+// other session of the same caller.
+func TestTaskStatusNotification(t *testing.T) {
+	up, srv := startTaskUpstream(t)
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"plain": srv}}})
+	url := gw.URL + "/mcp/plain"
+	a, _ := newTaskClient(t, url, alice, "2025-11-25")
+	other, _ := newTaskClient(t, url, alice, "2025-11-25")
+	aMsgs, otherMsgs := a.stream(), other.stream()
+	id := a.startTask("slow", "n")["taskId"].(string)
+	close(up.release)
+	select {
+	case m := <-aMsgs:
+		if !strings.Contains(m, `"method":"notifications/tasks/status"`) || !strings.Contains(m, id) || !strings.Contains(m, `"status":"completed"`) {
+			t.Fatalf("notification %s", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tasks/status")
+	}
+	select {
+	case m := <-otherMsgs:
+		t.Fatalf("another session heard %s", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// stream opens the session's GET stream; its messages arrive on the
+// channel until the test ends.
+func (c *taskClient) stream() <-chan string {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range c.hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("GET stream: %v %v", err, resp)
+	}
+	out := make(chan string, 16)
+	done := make(chan struct{})
+	c.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		r := jsonrpc.NewSSEReader(resp.Body, 0)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			if len(ev.Data) > 0 {
+				select {
+				case out <- string(ev.Data):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }
