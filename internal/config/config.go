@@ -197,7 +197,7 @@ type OpenAPIOperations struct {
 
 // ServerTasks is a server's tasks block.
 type ServerTasks struct {
-	Mode         string        `config:"mode,default=relay,enum=relay|gateway|off" doc:"relay: a task-augmented call is relayed to a server that declares tasks, and run by the gateway itself for one that does not (relaying is not built yet: the gateway runs those too). gateway: the gateway runs every task-augmented call itself, calling the server plainly. off: the server's tools are not offered as tasks; a task-augmented call to one is refused."`
+	Mode         string        `config:"mode,default=relay,enum=relay|gateway|off" doc:"relay: a task-augmented call of a tool the server runs as a task (it declares tasks and the tool's execution.taskSupport is optional or required) creates the task upstream, which the gateway's task follows; any other tool's call is run as a task by the gateway itself. gateway: the gateway runs every task-augmented call itself, calling the server plainly (a tool the server runs only as a task is still created upstream and waited for). off: the server's tools are not offered as tasks; a task-augmented call to one is refused, and a tool it runs only as a task is not bridged."`
 	TTL          time.Duration `config:"ttl,default=1h,positive" doc:"How long a task and its result are kept from its creation; a caller asking for a longer ttl gets this one. A task still running at its ttl is cancelled."`
 	MaxPerCaller int           `config:"max_per_caller,default=100,min=1" doc:"Tasks one caller may hold of this server on one route at once, running or finished and kept; past it a task-augmented call is refused."`
 }

@@ -602,6 +602,10 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	// A stateless HTTP upstream gets Mcp-Param-* headers made from its own
 	// schema of the tool.
 	ctx = upstream.WithParamHeaders(ctx, it.ParamHeaders)
+	if k == catalog.Tools {
+		// A tool the upstream runs only as a task is bridged (tasks.go).
+		ctx = withTaskSupport(ctx, it.Raw)
+	}
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
 	// than the one this gateway checked.

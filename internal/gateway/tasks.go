@@ -18,9 +18,11 @@ package gateway
 // call of that session.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,11 +174,17 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	if settings.Mode == config.TasksOff {
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tool %s cannot be called as a task", name), true
 	}
+	var support string
 	if it, found, err := g.cat.Lookup(ctx, ref.server, catalog.Tools, ref.name); err == nil && found {
-		if s, _ := jsonrpc.GetPath([]byte(it.Raw), "execution", "taskSupport"); string(s) == `"`+mcpwire.TaskSupportForbidden+`"` {
-			return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tool %s cannot be called as a task", name), true
-		}
+		support = taskSupportOf(withTaskSupport(ctx, it.Raw))
 	}
+	if support == mcpwire.TaskSupportForbidden {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tool %s cannot be called as a task", name), true
+	}
+	// Relayed: the upstream runs the task, the gateway's follows it
+	// (not on per-call upstream sessions: the task would be on one that
+	// ended).
+	relay := settings.Mode == config.TasksRelay && support != "" && !g.up.PerCall(ref.server) && g.upstreamToolTasks(ctx, ref.server)
 
 	sess := sc.sess
 	tsc := &scope{g: g, sess: sess, rt: sc.rt, out: sessionOut{sess}, caps: sc.caps, owner: sc.owner, logLevel: sc.logLevel}
@@ -184,6 +192,9 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		// Questions the call asks of the client are moot once the task
 		// ends.
 		tsc.done = rctx.Done()
+		if relay {
+			rctx = withUpstreamTask(rctx, taskTTLOf(settings.TTL, ttl))
+		}
 		res, e := g.callRealTool(rctx, tsc, call)
 		return tasks.Outcome{Result: res, Err: e}
 	}
@@ -200,6 +211,15 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
 	}
 	return append(append([]byte(`{"task":`), t.JSON()...), '}'), nil, true
+}
+
+// taskTTLOf is the TTL of a gateway task: the caller's, capped at the
+// server's.
+func taskTTLOf(max, asked time.Duration) time.Duration {
+	if asked <= 0 || asked > max {
+		return max
+	}
+	return asked
 }
 
 // errTaskNotFound is the answer for any task id the caller does not own,
@@ -278,4 +298,153 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 		return out.Result, nil
 	}
 	return res, nil
+}
+
+// Upstream tasks. A call goes upstream as a task in two cases: the
+// gateway's task relays to a server that runs tasks (mode relay, the
+// tool's taskSupport optional or required), or a plain call of a tool
+// its server offers only as a task (taskSupport required): the blocking
+// bridge, for any client. Either way the send stage creates the task
+// upstream and waits for its result (polling tasks/get, then
+// tasks/result on the same upstream session), so that guardrails, cost
+// and audit see the final result as they see a plain call's; the
+// upstream's task id never leaves the gateway.
+
+type taskSupportKey struct{}
+
+// withTaskSupport notes the execution.taskSupport of the tool a call
+// resolved to, when the upstream lists one.
+func withTaskSupport(ctx context.Context, raw []byte) context.Context {
+	if !bytes.Contains(raw, []byte(`"taskSupport"`)) {
+		return ctx
+	}
+	s, _ := jsonrpc.GetPath(raw, "execution", "taskSupport")
+	var v string
+	if json.Unmarshal(s, &v) != nil || v == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, taskSupportKey{}, v)
+}
+
+func taskSupportOf(ctx context.Context) string {
+	s, _ := ctx.Value(taskSupportKey{}).(string)
+	return s
+}
+
+type upstreamTaskKey struct{}
+
+// withUpstreamTask marks a gateway task's call as relayed: it goes
+// upstream as a task of ttl.
+func withUpstreamTask(ctx context.Context, ttl time.Duration) context.Context {
+	return context.WithValue(ctx, upstreamTaskKey{}, ttl)
+}
+
+// upstreamTaskParams says whether c goes upstream as a task, and with
+// which task member.
+func (c *call) upstreamTaskParams() (json.RawMessage, bool) {
+	if c.method != mcpwire.MethodToolsCall {
+		return nil, false
+	}
+	if ttl, ok := c.ctx.Value(upstreamTaskKey{}).(time.Duration); ok {
+		return []byte(`{"ttl":` + strconv.FormatInt(ttl.Milliseconds(), 10) + `}`), true
+	}
+	if taskSupportOf(c.ctx) != mcpwire.TaskSupportRequired || c.g.taskSettings(c.server).Mode == config.TasksOff {
+		return nil, false
+	}
+	if _, has := jsonrpc.Get(c.params, mcpwire.FieldTask); has {
+		// The client's own task member (a client not offered
+		// gateway tasks): passed as it is, as before.
+		return nil, false
+	}
+	return []byte(`{}`), true
+}
+
+// upstreamToolTasks says whether server runs task-augmented tools/call.
+func (g *Gateway) upstreamToolTasks(ctx context.Context, server string) bool {
+	s, release, err := g.up.Acquire(ctx, server)
+	if err != nil {
+		return false
+	}
+	defer release()
+	return s.Info().Caps.ToolTasks
+}
+
+// Bounds of the interval at which an upstream task is polled.
+const (
+	minUpstreamPoll = 20 * time.Millisecond
+	maxUpstreamPoll = 5 * time.Second
+)
+
+// awaitUpstreamTask waits for the upstream task created answers names
+// and returns its result, as tasks/result gives it, without the
+// upstream's related-task member. Its status is reported to the
+// gateway's task, if the call is one's. When ctx ends first the upstream
+// task is cancelled.
+func (g *Gateway) awaitUpstreamTask(ctx context.Context, server string, created json.RawMessage) (json.RawMessage, error) {
+	id, ok := jsonrpc.GetString(mustGet(created, mcpwire.FieldTask), "taskId")
+	if !ok || id == "" {
+		// Not a task: the upstream ran the call at once.
+		return created, nil
+	}
+	idParams, _ := json.Marshal(map[string]string{"taskId": id})
+	poll := time.Second
+	if ms, ok := jsonrpc.GetPath(created, mcpwire.FieldTask, "pollInterval"); ok {
+		if n, err := strconv.ParseFloat(string(ms), 64); err == nil && n > 0 {
+			poll = time.Duration(n) * time.Millisecond
+		}
+	}
+	poll = min(max(poll, minUpstreamPoll), maxUpstreamPoll)
+	cancelUpstream := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := g.up.Call(cctx, server, mcpwire.MethodTasksCancel, idParams); err != nil {
+			g.log.Debug("upstream tasks/cancel failed", "server", server, "error", err)
+		}
+	}
+	for {
+		st, err := g.up.Call(ctx, server, mcpwire.MethodTasksGet, idParams)
+		if err != nil {
+			if ctx.Err() != nil {
+				cancelUpstream()
+			}
+			return nil, err
+		}
+		status, _ := jsonrpc.GetString(st, "status")
+		msg, _ := jsonrpc.GetString(st, "statusMessage")
+		tasks.Report(ctx, tasks.Status(status), msg)
+		if tasks.Status(status).Terminal() || tasks.Status(status) == tasks.InputRequired {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			cancelUpstream()
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+	// Terminal, or asking for input: tasks/result delivers the
+	// upstream's questions (relayed to the caller as a call's are) and
+	// returns once the task ends.
+	res, err := g.up.Call(ctx, server, mcpwire.MethodTasksResult, idParams)
+	if err != nil {
+		if ctx.Err() != nil {
+			cancelUpstream()
+		}
+		return nil, err
+	}
+	if meta, ok := jsonrpc.Get(res, "_meta"); ok {
+		if m, err := jsonrpc.Delete(meta, mcpwire.MetaKeyRelatedTask); err == nil {
+			if string(m) == "{}" {
+				res, _ = jsonrpc.Delete(res, "_meta")
+			} else {
+				res, _ = jsonrpc.Set(res, "_meta", m)
+			}
+		}
+	}
+	return res, nil
+}
+
+func mustGet(obj []byte, key string) []byte {
+	v, _ := jsonrpc.Get(obj, key)
+	return v
 }

@@ -189,6 +189,7 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	stop := context.AfterFunc(t.ctx, cancel)
 	e.cancel = cancel
+	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
 
 	t.mu.Lock()
 	if t.closed {
@@ -245,6 +246,33 @@ func (t *Table) finish(e *entry, out Outcome) {
 	e.task.Updated = t.now()
 	snap, notify := e.task, e.notify
 	close(e.done)
+	t.mu.Unlock()
+	if notify != nil {
+		notify(snap)
+	}
+}
+
+type reporterKey struct{}
+
+// Report tells the task whose run ctx belongs to of its call's progress:
+// working or input_required, with a message (a relayed upstream task's
+// status, say). Outside a task's run it does nothing; a terminal status
+// is the table's to set, from the run's Outcome.
+func Report(ctx context.Context, s Status, msg string) {
+	if f, ok := ctx.Value(reporterKey{}).(func(Status, string)); ok && (s == Working || s == InputRequired) {
+		f(s, msg)
+	}
+}
+
+// report sets e's status, unless it is terminal or unchanged.
+func (t *Table) report(e *entry, s Status, msg string) {
+	t.mu.Lock()
+	if e.task.Status.Terminal() || (e.task.Status == s && e.task.StatusMessage == msg) {
+		t.mu.Unlock()
+		return
+	}
+	e.task.Status, e.task.StatusMessage, e.task.Updated = s, msg, t.now()
+	snap, notify := e.task, e.notify
 	t.mu.Unlock()
 	if notify != nil {
 		notify(snap)

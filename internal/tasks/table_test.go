@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -324,5 +325,37 @@ func FuzzParseID(f *testing.F) {
 		if _, err := tb.Get(bob, id); err == nil {
 			t.Fatalf("bob opened %q", id)
 		}
+	})
+}
+
+func TestTaskReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb := New(nil, nil)
+		defer tb.Close()
+		step := make(chan struct{})
+		var seen []Status
+		task, _ := tb.Start(t.Context(), alice, "s", cfgShort, 0, func(ctx context.Context) Outcome {
+			Report(ctx, InputRequired, "asks")
+			<-step
+			Report(ctx, Completed, "not the run's to say")
+			Report(ctx, Working, "")
+			<-step
+			return Outcome{Result: json.RawMessage(`{}`)}
+		}, func(x Task) { seen = append(seen, x.Status) })
+		synctest.Wait()
+		if got, _ := tb.Get(alice, task.ID); got.Status != InputRequired || got.StatusMessage != "asks" {
+			t.Fatalf("after report %+v", got)
+		}
+		step <- struct{}{}
+		synctest.Wait()
+		if got, _ := tb.Get(alice, task.ID); got.Status != Working {
+			t.Fatalf("after second report %+v", got)
+		}
+		step <- struct{}{}
+		synctest.Wait()
+		if want := []Status{InputRequired, Working, Completed}; !slices.Equal(seen, want) {
+			t.Fatalf("notified %v, want %v", seen, want)
+		}
+		Report(t.Context(), Working, "outside a task: nothing")
 	})
 }
