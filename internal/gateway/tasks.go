@@ -90,10 +90,11 @@ func taskOwner(sc *scope) (tasks.Owner, bool) {
 	return o, true
 }
 
-// taskToolSupport is what a tool of server offers a task-capable client:
-// its execution.taskSupport as the upstream lists it, or, when the
-// upstream says nothing, "optional" (the gateway runs the call); nothing
-// when the server's tasks are off.
+// rewriteTaskSupport is a tool of server as a task-capable client is
+// shown it: its execution.taskSupport as the upstream lists it, or, when
+// the upstream says nothing (or, in mode gateway, forbids it),
+// "optional" (the gateway runs the call); none when the server's tasks
+// are off.
 func (g *Gateway) rewriteTaskSupport(server string, raw []byte) []byte {
 	support, has := jsonrpc.GetPath(raw, "execution", "taskSupport")
 	if g.taskSettings(server).Mode == config.TasksOff {
@@ -109,7 +110,11 @@ func (g *Gateway) rewriteTaskSupport(server string, raw []byte) []byte {
 		return raw
 	}
 	if has && len(support) > 0 && string(support) != "null" {
-		return raw
+		// In mode gateway the gateway is the task's receiver: what the
+		// upstream forbids is only that it runs the tool as a task.
+		if g.taskSettings(server).Mode != config.TasksGateway || string(support) != `"`+mcpwire.TaskSupportForbidden+`"` {
+			return raw
+		}
 	}
 	if r, err := jsonrpc.SetPath(raw, jsonrpc.String(mcpwire.TaskSupportOptional), "execution", "taskSupport"); err == nil {
 		return r
@@ -178,7 +183,7 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	if it, found, err := g.cat.Lookup(ctx, ref.server, catalog.Tools, ref.name); err == nil && found {
 		support = taskSupportOf(withTaskSupport(ctx, it.Raw))
 	}
-	if support == mcpwire.TaskSupportForbidden {
+	if support == mcpwire.TaskSupportForbidden && settings.Mode != config.TasksGateway {
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tool %s cannot be called as a task", name), true
 	}
 	// Relayed: the upstream runs the task, the gateway's follows it

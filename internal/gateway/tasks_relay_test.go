@@ -43,7 +43,8 @@ func startTaskServer(t *testing.T) (*taskServer, *config.Server) {
 		case "tools/list":
 			return `{"tools":[{"name":"job","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},` +
 				`{"name":"must","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},` +
-				`{"name":"plain","inputSchema":{"type":"object"}}]}`
+				`{"name":"plain","inputSchema":{"type":"object"}},` +
+				`{"name":"nope","inputSchema":{"type":"object"},"execution":{"taskSupport":"forbidden"}}]}`
 		case "tools/call":
 			name, _ := jsonrpc.GetString(m.Params, "name")
 			text, _ := jsonrpc.GetString(mustGet(m.Params, "arguments"), "text")
@@ -214,4 +215,31 @@ func initSessionRev(t *testing.T, url, rev string) string {
 	}
 	rpc(t, url, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": rev}, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return sid
+}
+
+// TestTaskSupportForbidden: in mode relay a tool the upstream forbids as
+// a task stays forbidden (listed so, refused with -32601); in mode
+// gateway the gateway runs it as a task (listed optional).
+func TestTaskSupportForbidden(t *testing.T) {
+	_, relay := startTaskServer(t)
+	_, gwMode := startTaskServer(t)
+	gwMode.Tasks = &config.ServerTasks{Mode: config.TasksGateway, TTL: time.Hour, MaxPerCaller: 10}
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"rl": relay, "gm": gwMode}}})
+	a, _ := newTaskClient(t, gw.URL+"/mcp", alice, "2025-11-25")
+	r := a.call("tools/list", map[string]any{})
+	if !strings.Contains(string(r.Result), `"name":"rl__nope","inputSchema":{"type":"object"},"execution":{"taskSupport":"forbidden"}`) ||
+		!strings.Contains(string(r.Result), `"name":"gm__nope","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}`) {
+		t.Fatalf("tools/list %s", r.Result)
+	}
+	r = a.call("tools/call", map[string]any{"name": "rl__nope", "arguments": map[string]any{}, "task": map[string]any{}})
+	if r.Error == nil || r.Error.Code != -32601 {
+		t.Errorf("forbidden in relay mode: %+v %s", r.Error, r.Result)
+	}
+	id := a.startTask("gm__nope", "g")["taskId"].(string)
+	if r := a.call("tasks/result", map[string]string{"taskId": id}); r.Error != nil || !strings.Contains(string(r.Result), `"text":"now:g"`) {
+		t.Errorf("forbidden in gateway mode: %+v %s", r.Error, r.Result)
+	}
 }
