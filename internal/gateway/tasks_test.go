@@ -54,8 +54,13 @@ type taskClient struct {
 
 func newTaskClient(t *testing.T, url, key, rev string) (*taskClient, json.RawMessage) {
 	t.Helper()
+	return newTaskClientCaps(t, url, key, rev, `{}`)
+}
+
+func newTaskClientCaps(t *testing.T, url, key, rev, caps string) (*taskClient, json.RawMessage) {
+	t.Helper()
 	hdr := map[string]string{callers.HeaderAPIKey: key}
-	_, h, body := rpc(t, url, hdr, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+rev+`","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	_, h, body := rpc(t, url, hdr, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+rev+`","capabilities":`+caps+`,"clientInfo":{"name":"raw","version":"0"}}}`)
 	sid := h.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("initialize: %s", body)
@@ -417,4 +422,53 @@ func (c *taskClient) stream() <-chan string {
 		}
 	}()
 	return out
+}
+
+// TestTaskQuestionsReachOnlyTheOwner: an upstream's elicitation during a
+// gateway-run task goes to the session that made the task; another
+// session of the same caller cannot answer it (refused as an unknown
+// id); the owner's answer completes the task.
+func TestTaskQuestionsReachOnlyTheOwner(t *testing.T) {
+	up := startSDKUpstream(t, "sdk")
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"sdk": httpServer(up.http.URL)}}})
+	url := gw.URL + "/mcp/sdk"
+	const caps = `{"elicitation":{"form":{}}}`
+	a, _ := newTaskClientCaps(t, url, alice, "2025-11-25", caps)
+	other, _ := newTaskClientCaps(t, url, alice, "2025-11-25", caps)
+	aMsgs, otherMsgs := a.stream(), other.stream()
+	id := a.startTask("ask", "your name?")["taskId"].(string)
+	var ask struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	select {
+	case m := <-aMsgs:
+		if err := json.Unmarshal([]byte(m), &ask); err != nil || ask.Method != "elicitation/create" {
+			t.Fatalf("owner's stream: %s", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the question did not reach the task's session")
+	}
+	answer := `{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"action":"accept","content":{"name":"Ann"}}}`
+	if code, _, body := rpc(t, url, other.hdr, answer); code != http.StatusBadRequest {
+		t.Fatalf("another session answered: %d %s", code, body)
+	}
+	if s := a.status(id); s != "working" {
+		t.Fatalf("status after the foreign answer %s", s)
+	}
+	if code, _, body := rpc(t, url, a.hdr, answer); code != http.StatusAccepted {
+		t.Fatalf("owner's answer: %d %s", code, body)
+	}
+	r := a.call("tasks/result", map[string]string{"taskId": id})
+	if r.Error != nil || !strings.Contains(string(r.Result), `"text":"accept:Ann"`) {
+		t.Fatalf("result %+v %s", r.Error, r.Result)
+	}
+	select {
+	case m := <-otherMsgs:
+		t.Fatalf("another session heard %s", m)
+	default:
+	}
 }
