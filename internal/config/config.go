@@ -179,6 +179,10 @@ type Server struct {
 	// Integrity overrides the top-level mode and approve for this server.
 	Integrity *Integrity `config:"integrity" doc:"This server's tool integrity: mode (pin, warn, off) and approve (auto, manual) override the top-level integrity block's."`
 
+	// Tasks is how the server's tools run as MCP tasks; nil means the
+	// defaults (TasksDefaults).
+	Tasks *ServerTasks `config:"tasks" doc:"How this server's tool calls run as MCP tasks (2025-11-25 task-augmented tools/call). Absent: mode relay, ttl 1h, max_per_caller 100."`
+
 	Tools *ToolPolicy `config:"tools" doc:"The server's tool policy, applied for every caller before per-key permissions (SPEC S6.2, S6.3). Absent means every tool, under its own name."`
 
 	// DenyLinkLocal is never read from a file: the gateway sets it on a
@@ -194,6 +198,31 @@ type Server struct {
 type OpenAPIOperations struct {
 	Include []string `config:"include" doc:"operationIds or \"METHOD /path\" patterns (the path as written in the document; * matches within a path segment, as in path.Match) of the operations to offer. Empty: all."`
 	Exclude []string `config:"exclude" doc:"operationIds or \"METHOD /path\" patterns of operations not to offer; exclude wins over include."`
+}
+
+// ServerTasks is a server's tasks block.
+type ServerTasks struct {
+	Mode         string        `config:"mode,default=relay,enum=relay|gateway|off" doc:"relay: a task-augmented call of a tool the server runs as a task (it declares tasks and the tool's execution.taskSupport is optional or required) creates the task upstream, which the gateway's task follows; any other tool's call is run as a task by the gateway itself. gateway: the gateway runs every task-augmented call itself, calling the server plainly, and offers every tool as a task (even one the server lists as forbidden: the server only says it does not run it as a task itself); a tool the server runs only as a task is still created upstream and waited for. off: the server's tools are not offered as tasks; a task-augmented call to one is refused, and a tool it runs only as a task is not bridged."`
+	TTL          time.Duration `config:"ttl,default=1h,positive" doc:"How long a task and its result are kept from its creation; a caller asking for a longer ttl gets this one. A task still running at its ttl is cancelled."`
+	MaxPerCaller int           `config:"max_per_caller,default=100,min=1" doc:"Tasks one caller may hold of this server on one route at once, running or finished and kept; past it a task-augmented call is refused."`
+}
+
+// Task modes of a server.
+const (
+	TasksRelay   = "relay"
+	TasksGateway = "gateway"
+	TasksOff     = "off"
+)
+
+// TasksDefaults is the tasks block of a server that has none.
+var TasksDefaults = ServerTasks{Mode: TasksRelay, TTL: time.Hour, MaxPerCaller: 100}
+
+// TaskSettings is s's tasks block, or the defaults.
+func (s *Server) TaskSettings() ServerTasks {
+	if s == nil || s.Tasks == nil {
+		return TasksDefaults
+	}
+	return *s.Tasks
 }
 
 // Session modes of a server.

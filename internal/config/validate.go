@@ -232,6 +232,9 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	if s.Auth != nil {
 		s.Auth.validate(errs, p+".auth", s.Transport)
 	}
+	if s.Tasks != nil {
+		checkFields(errs, p+".tasks", s.Tasks, strict)
+	}
 	if s.Audit != nil {
 		checkFields(errs, p+".audit", s.Audit, strict)
 		for i, r := range s.Audit.Redact {

@@ -117,7 +117,12 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		if res, e, ok := g.virtualCall(ctx, sc, m); ok {
 			return res, e
 		}
+		if res, e, ok := g.taskCall(ctx, sc, m); ok {
+			return res, e
+		}
 		return g.callRealTool(ctx, sc, m)
+	case mcpwire.MethodTasksGet, mcpwire.MethodTasksResult, mcpwire.MethodTasksList, mcpwire.MethodTasksCancel:
+		return g.taskMethod(ctx, sc, m)
 	case mcpwire.MethodPromptsGet:
 		return g.callNamed(ctx, sc, m, catalog.Prompts)
 	case mcpwire.MethodResourcesRead:
@@ -305,6 +310,9 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 	if merged.Completions {
 		capsObj["completions"] = map[string]any{}
 	}
+	if g.tasksOffered(sc) {
+		capsObj["tasks"] = tasksCapability()
+	}
 	return capsObj, strings.Join(instr, "\n\n")
 }
 
@@ -433,6 +441,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 	buf = append(buf, k.Field()...)
 	buf = append(buf, `":[`...)
 	rename := sc.rt.prefixed && (k == catalog.Tools || k == catalog.Prompts)
+	offerTasks := k == catalog.Tools && g.tasksOffered(sc)
 	for i, it := range items[offset:end] {
 		if i > 0 {
 			buf = append(buf, ',')
@@ -448,6 +457,9 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 			if r, err := jsonrpc.Set(raw, "name", jsonrpc.String(name)); err == nil {
 				raw = r
 			}
+		}
+		if offerTasks && it.Server != "" {
+			raw = g.rewriteTaskSupport(it.Server, raw)
 		}
 		if overridden && k == catalog.Tools && o.Description != "" {
 			if r, err := jsonrpc.Set(raw, "description", jsonrpc.String(o.Description)); err == nil {
@@ -598,6 +610,10 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	// A stateless HTTP upstream gets Mcp-Param-* headers made from its own
 	// schema of the tool.
 	ctx = upstream.WithParamHeaders(ctx, it.ParamHeaders)
+	if k == catalog.Tools {
+		// A tool the upstream runs only as a task is bridged (tasks.go).
+		ctx = withTaskSupport(ctx, it.Raw)
+	}
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
 	// than the one this gateway checked.

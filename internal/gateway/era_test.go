@@ -533,7 +533,11 @@ func TestEraFidelity(t *testing.T) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"nope"}}`, m.ID.Raw())
 		return ""
 	})
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	raw := httpServer(up.URL + "/mcp")
+	// Tasks off: a 2025-11-25 session would be told the tools run as
+	// gateway tasks (execution.taskSupport, TestTasksPerEraAndMode).
+	raw.Tasks = &config.ServerTasks{Mode: config.TasksOff}
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": raw}})
 	// strip removes what the new era adds to a result.
 	strip := func(e era, res json.RawMessage, members ...string) string {
 		if !e.stateless {

@@ -44,6 +44,7 @@ import (
 	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/tasks"
 	"github.com/mcpgate/mcpgate/internal/toolsearch"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
@@ -255,6 +256,9 @@ type Gateway struct {
 	// exchanges are the 2026-07-28 calls waiting for their client's
 	// retry (S18.1), owned by the caller on the route that made them.
 	exchanges ownedTable[party, *exchange] // exchange id ->
+	// taskTable holds the MCP tasks the gateway runs itself (tasks.go),
+	// owned by the caller on the route that made them.
+	taskTable *tasks.Table
 	// resumables are the resumable POST streams whose calls run here and
 	// the resumed GETs served here (resume.go).
 	resumables *fleetrelay.Resumables
@@ -314,6 +318,7 @@ func New(o Options) *Gateway {
 		stop:        make(chan struct{}),
 	}
 	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
+	g.taskTable = tasks.New(nil, o.Now)
 	g.fresh.Timeout = freshTimeout
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -451,6 +456,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 		break
 	}
 	g.bg.Wait()
+	// Running tasks' calls are cancelled and waited for while their
+	// upstreams are still there to hear the cancellation.
+	g.taskTable.Close()
 	g.peers.Close()
 	g.fleetBus.Close()
 	g.connect.Close()

@@ -250,11 +250,24 @@ func (c *call) send() {
 	if sc.stateless {
 		c.params = stripStatelessMeta(c.params)
 	}
+	task, upTask := c.upstreamTaskParams()
+	if upTask {
+		p, err := jsonrpc.Set(c.params, mcpwire.FieldTask, task)
+		if err != nil {
+			c.fail, c.fault = errInvalidParams("Invalid params"), store.FaultDenied
+			return
+		}
+		c.params = p
+	}
 	c.start = time.Now()
 	tracing.NoteServer(c.ctx, c.server)
 	ctx := upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(c.ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
 	c.ctx = ctx
 	res, err := g.callConnecting(ctx, sc, c.server, c.method, c.params)
+	if err == nil && upTask {
+		// Created upstream: its result is the call's (tasks.go).
+		res, err = g.awaitUpstreamTask(ctx, c.server, res)
+	}
 	if err == nil && !sc.stateless && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// S18.2: a stateless upstream's questions, asked of this handshake-era
 		// client on its session; it sees one ordinary result.

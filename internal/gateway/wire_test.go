@@ -127,7 +127,12 @@ func initSession(t testing.TB, url string) string {
 // unknown fields, _meta, integers beyond 2^53, exotic schema keywords.
 func TestFidelity(t *testing.T) {
 	up := rawUpstream(t, exoticTool, exoticResult, nil)
-	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": httpServer(up.URL + "/mcp")}})
+	raw := httpServer(up.URL + "/mcp")
+	// Tasks off: otherwise a 2025-11-25 session is told each tool of
+	// this server (which has no tasks) runs as a gateway task
+	// (execution.taskSupport, tasks.go), the one member the gateway adds.
+	raw.Tasks = &config.ServerTasks{Mode: config.TasksOff}
+	_, gw := startGateway(t, &config.Config{Servers: map[string]*config.Server{"raw": raw}})
 	for _, tc := range []struct {
 		path, name string
 	}{{"/mcp", "raw__weird"}, {"/mcp/raw", "weird"}} {

@@ -201,6 +201,9 @@ type ServerCaps struct {
 	Tools, Prompts, Resources, Logging, Completions bool
 	ToolsListChanged, PromptsListChanged            bool
 	ResourcesListChanged, ResourcesSubscribe        bool
+	// ToolTasks: the server runs task-augmented tools/call
+	// (tasks.requests.tools.call, 2025-11-25).
+	ToolTasks bool
 }
 
 // ParseServerCaps reads an initialize result's capabilities object. Each
@@ -221,6 +224,7 @@ func ParseServerCaps(raw json.RawMessage) ServerCaps {
 	}
 	s.Logging = present(c["logging"])
 	s.Completions = present(c["completions"])
+	s.ToolTasks = present(members(members(members(c["tasks"])["requests"])["tools"])["call"])
 	return s
 }
 
@@ -231,5 +235,6 @@ func (s ServerCaps) Merge(o ServerCaps) ServerCaps {
 		Logging: s.Logging || o.Logging, Completions: s.Completions || o.Completions,
 		ToolsListChanged: s.ToolsListChanged || o.ToolsListChanged, PromptsListChanged: s.PromptsListChanged || o.PromptsListChanged,
 		ResourcesListChanged: s.ResourcesListChanged || o.ResourcesListChanged, ResourcesSubscribe: s.ResourcesSubscribe || o.ResourcesSubscribe,
+		ToolTasks: s.ToolTasks || o.ToolTasks,
 	}
 }

@@ -1,0 +1,455 @@
+package gateway
+
+// MCP tasks (2025-11-25, experimental) run by the gateway itself: a
+// handshake-era client's task-augmented tools/call is answered at once
+// with a task, and the call runs in the background through every stage a
+// plain call passes (policy, budget, guardrails, upstream, cost, audit:
+// the audit record is written and the cost charged once, when the call
+// ends). The task table (internal/tasks) owns the tasks; this file is the
+// glue: which calls become tasks, who owns them, and the tasks/* methods.
+//
+// A task is its creator's: the caller's owner fingerprint on the route
+// it was made on (and, for a caller the gateway cannot tell apart from
+// others, its session). Its id is sealed to that owner, so another
+// caller's tasks/get, tasks/result, tasks/cancel with it is answered as
+// for an id that never existed, and tasks/list shows a caller its own
+// tasks alone. Messages of the running call (progress, server-initiated
+// requests) go to the session that created the task, as for a plain
+// call of that session.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	"github.com/mcpgate/mcpgate/internal/tasks"
+)
+
+// taskSettings is server's tasks block (or the defaults).
+func (g *Gateway) taskSettings(server string) config.ServerTasks {
+	return g.current().cfg.Servers[server].TaskSettings()
+}
+
+// tasksOffered says whether sc's client is offered tasks on its route: a
+// 2025-11-25 session (the revision that has them in the core protocol),
+// on a route with a server whose tasks are not off. /mcp/proxy serves
+// tools alone.
+func (g *Gateway) tasksOffered(sc *scope) bool {
+	if sc.stateless || sc.sess == nil || sc.rt.proxy || sc.sess.Rev() != mcpwire.Rev20251125 {
+		return false
+	}
+	for _, s := range sc.rt.servers {
+		if g.taskSettings(s).Mode != config.TasksOff {
+			return true
+		}
+	}
+	return false
+}
+
+// tasksCapability is what the gateway declares of tasks: it answers
+// tasks/list and tasks/cancel and runs task-augmented tools/call.
+func tasksCapability() map[string]any {
+	return map[string]any{
+		"list": map[string]any{}, "cancel": map[string]any{},
+		"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+	}
+}
+
+// taskOwner is who owns the tasks sc's caller makes: ok is false for a
+// caller with no owner fingerprint (an operator's call), which makes
+// none.
+func taskOwner(sc *scope) (tasks.Owner, bool) {
+	owner := sc.owner
+	if sc.sess != nil {
+		owner = sc.sess.Owner()
+	}
+	if owner == "" {
+		return tasks.Owner{}, false
+	}
+	o := tasks.Owner{Caller: owner, Route: sc.rt.id}
+	if o.Route == "" {
+		o.Route = routeID(sc.rt.path, sc.rt.header)
+	}
+	if owner == callers.OwnerAnonymous || strings.HasPrefix(owner, callers.OwnerIP) {
+		// The fingerprint does not tell callers apart (one address, or
+		// none): the tasks are the session's alone.
+		if sc.sess == nil {
+			return tasks.Owner{}, false
+		}
+		o.Session = sc.sess.Hash()
+	}
+	return o, true
+}
+
+// rewriteTaskSupport is a tool of server as a task-capable client is
+// shown it: its execution.taskSupport as the upstream lists it, or, when
+// the upstream says nothing (or, in mode gateway, forbids it),
+// "optional" (the gateway runs the call); none when the server's tasks
+// are off.
+func (g *Gateway) rewriteTaskSupport(server string, raw []byte) []byte {
+	support, has := jsonrpc.GetPath(raw, "execution", "taskSupport")
+	if g.taskSettings(server).Mode == config.TasksOff {
+		if !has {
+			return raw
+		}
+		exec, _ := jsonrpc.Get(raw, "execution")
+		if e, err := jsonrpc.Delete(exec, "taskSupport"); err == nil {
+			if r, err := jsonrpc.Set(raw, "execution", e); err == nil {
+				return r
+			}
+		}
+		return raw
+	}
+	if has && len(support) > 0 && string(support) != "null" {
+		// In mode gateway the gateway is the task's receiver: what the
+		// upstream forbids is only that it runs the tool as a task.
+		if g.taskSettings(server).Mode != config.TasksGateway || string(support) != `"`+mcpwire.TaskSupportForbidden+`"` {
+			return raw
+		}
+	}
+	if r, err := jsonrpc.SetPath(raw, jsonrpc.String(mcpwire.TaskSupportOptional), "execution", "taskSupport"); err == nil {
+		return r
+	}
+	return raw
+}
+
+// taskTTL reads a task-augmented request's task member: ok is false
+// when there is none; the ttl it asks for (0: none); or why it is wrong.
+func taskTTL(params json.RawMessage) (ttl time.Duration, ok bool, e *jsonrpc.Error) {
+	raw, ok := jsonrpc.Get(params, mcpwire.FieldTask)
+	if !ok || string(raw) == "null" {
+		return 0, false, nil
+	}
+	var t struct {
+		TTL *float64 `json:"ttl"`
+	}
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &t) != nil {
+		return 0, true, errInvalidParams("Invalid params: task must be an object")
+	}
+	if t.TTL != nil {
+		if *t.TTL < 0 || *t.TTL > float64(365*24*time.Hour/time.Millisecond) {
+			return 0, true, errInvalidParams("Invalid params: task.ttl out of range")
+		}
+		ttl = time.Duration(*t.TTL) * time.Millisecond
+	}
+	return ttl, true, nil
+}
+
+// taskCall answers a task-augmented tools/call when the gateway runs it
+// as a task; handled is false when the call is not one it takes (a
+// 2026-07-28 request, a client not offered tasks): dispatch then serves
+// it as before.
+func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (res json.RawMessage, e *jsonrpc.Error, handled bool) {
+	ttl, augmented, e := taskTTL(m.Params)
+	if !augmented || !g.tasksOffered(sc) {
+		return nil, nil, false
+	}
+	if e != nil {
+		return nil, e, true
+	}
+	owner, ok := taskOwner(sc)
+	if !ok {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Task-augmented calls need an identified caller"), true
+	}
+	plain, err := jsonrpc.Delete(m.Params, mcpwire.FieldTask)
+	if err != nil {
+		return nil, errInvalidParams("Invalid params"), true
+	}
+	call := &jsonrpc.Message{ID: m.ID, Method: m.Method, Params: plain}
+	// The name is resolved now, so that an unknown or hidden tool, or
+	// one that is no task, is refused at once; the task's call resolves
+	// it again through the policy stage, as any call does.
+	_, ref, _, _, rerr := g.resolveName(ctx, sc, plain, catalog.Tools)
+	if rerr != nil {
+		// Refused (and audited) exactly as the plain call would be.
+		res, e := g.callRealTool(ctx, sc, call)
+		return res, e, true
+	}
+	name, _ := jsonrpc.GetString(m.Params, "name")
+	settings := g.taskSettings(ref.server)
+	if settings.Mode == config.TasksOff {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tool %s cannot be called as a task", name), true
+	}
+	var support string
+	if it, found, err := g.cat.Lookup(ctx, ref.server, catalog.Tools, ref.name); err == nil && found {
+		support = taskSupportOf(withTaskSupport(ctx, it.Raw))
+	}
+	if support == mcpwire.TaskSupportForbidden && settings.Mode != config.TasksGateway {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tool %s cannot be called as a task", name), true
+	}
+	// Relayed: the upstream runs the task, the gateway's follows it
+	// (not on per-call upstream sessions: the task would be on one that
+	// ended).
+	relay := settings.Mode == config.TasksRelay && support != "" && !g.up.PerCall(ref.server) && g.upstreamToolTasks(ctx, ref.server)
+
+	sess := sc.sess
+	tsc := &scope{g: g, sess: sess, rt: sc.rt, out: sessionOut{sess}, caps: sc.caps, owner: sc.owner, logLevel: sc.logLevel}
+	run := func(rctx context.Context) tasks.Outcome {
+		// Questions the call asks of the client are moot once the task
+		// ends.
+		tsc.done = rctx.Done()
+		if relay {
+			rctx = withUpstreamTask(rctx, taskTTLOf(settings.TTL, ttl))
+		}
+		res, e := g.callRealTool(rctx, tsc, call)
+		return tasks.Outcome{Result: res, Err: e}
+	}
+	notify := func(t tasks.Task) {
+		// Only the session that made the task hears of it; others of
+		// the same caller poll.
+		_ = sessionOut{sess}.send(jsonrpc.NewNotification(mcpwire.NotifyTasksStatus, t.JSON()))
+	}
+	t, err := g.taskTable.Start(ctx, owner, ref.server, tasks.Config{TTL: settings.TTL, MaxPerCaller: settings.MaxPerCaller}, ttl, run, notify)
+	switch {
+	case errors.Is(err, tasks.ErrTooMany):
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller), true
+	case err != nil:
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
+	}
+	return append(append([]byte(`{"task":`), t.JSON()...), '}'), nil, true
+}
+
+// taskTTLOf is the TTL of a gateway task: the caller's, capped at the
+// server's.
+func taskTTLOf(max, asked time.Duration) time.Duration {
+	if asked <= 0 || asked > max {
+		return max
+	}
+	return asked
+}
+
+// errTaskNotFound is the answer for any task id the caller does not own,
+// whether it exists or not.
+func errTaskNotFound() *jsonrpc.Error {
+	return errInvalidParams("Failed to retrieve task: Task not found")
+}
+
+// taskMethod answers tasks/get, tasks/result, tasks/list and
+// tasks/cancel for the caller's own tasks.
+func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	if !g.tasksOffered(sc) {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
+	}
+	owner, ok := taskOwner(sc)
+	if m.Method == mcpwire.MethodTasksList {
+		if !ok {
+			return []byte(`{"tasks":[]}`), nil
+		}
+		cursor, _ := jsonrpc.GetString(m.Params, "cursor")
+		list, next, err := g.taskTable.List(owner, cursor)
+		if err != nil {
+			return nil, errInvalidParams("Invalid cursor")
+		}
+		buf := []byte(`{"tasks":[`)
+		for i, t := range list {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, t.JSON()...)
+		}
+		buf = append(buf, ']')
+		if next != "" {
+			buf = append(append(buf, `,"nextCursor":`...), jsonrpc.String(next)...)
+		}
+		return append(buf, '}'), nil
+	}
+	id, _ := jsonrpc.GetString(m.Params, "taskId")
+	if !ok || id == "" {
+		return nil, errTaskNotFound()
+	}
+	switch m.Method {
+	case mcpwire.MethodTasksGet:
+		t, err := g.taskTable.Get(owner, id)
+		if err != nil {
+			return nil, errTaskNotFound()
+		}
+		return t.JSON(), nil
+	case mcpwire.MethodTasksCancel:
+		t, err := g.taskTable.Cancel(owner, id)
+		if errors.Is(err, tasks.ErrTerminal) {
+			cur, _ := g.taskTable.Get(owner, id)
+			return nil, errInvalidParams("Cannot cancel task: already in terminal status '%s'", cur.Status)
+		}
+		if err != nil {
+			return nil, errTaskNotFound()
+		}
+		return t.JSON(), nil
+	}
+	// tasks/result: waits for the end of the call.
+	t, out, err := g.taskTable.Result(ctx, owner, id)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return nil, errTaskNotFound()
+	case err != nil:
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Request cancelled")
+	case t.Status == tasks.Cancelled:
+		return nil, errInvalidParams("Task %s was cancelled", id)
+	case out.Err != nil:
+		// The call's own error, as the plain call would have answered.
+		return nil, out.Err
+	}
+	related, _ := json.Marshal(map[string]string{"taskId": id})
+	res, err := jsonrpc.SetPath(out.Result, related, "_meta", mcpwire.MetaKeyRelatedTask)
+	if err != nil {
+		return out.Result, nil
+	}
+	return res, nil
+}
+
+// Upstream tasks. A call goes upstream as a task in two cases: the
+// gateway's task relays to a server that runs tasks (mode relay, the
+// tool's taskSupport optional or required), or a plain call of a tool
+// its server offers only as a task (taskSupport required): the blocking
+// bridge, for any client. Either way the send stage creates the task
+// upstream and waits for its result (polling tasks/get, then
+// tasks/result on the same upstream session), so that guardrails, cost
+// and audit see the final result as they see a plain call's; the
+// upstream's task id never leaves the gateway.
+
+type taskSupportKey struct{}
+
+// withTaskSupport notes the execution.taskSupport of the tool a call
+// resolved to, when the upstream lists one.
+func withTaskSupport(ctx context.Context, raw []byte) context.Context {
+	if !bytes.Contains(raw, []byte(`"taskSupport"`)) {
+		return ctx
+	}
+	s, _ := jsonrpc.GetPath(raw, "execution", "taskSupport")
+	var v string
+	if json.Unmarshal(s, &v) != nil || v == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, taskSupportKey{}, v)
+}
+
+func taskSupportOf(ctx context.Context) string {
+	s, _ := ctx.Value(taskSupportKey{}).(string)
+	return s
+}
+
+type upstreamTaskKey struct{}
+
+// withUpstreamTask marks a gateway task's call as relayed: it goes
+// upstream as a task of ttl.
+func withUpstreamTask(ctx context.Context, ttl time.Duration) context.Context {
+	return context.WithValue(ctx, upstreamTaskKey{}, ttl)
+}
+
+// upstreamTaskParams says whether c goes upstream as a task, and with
+// which task member.
+func (c *call) upstreamTaskParams() (json.RawMessage, bool) {
+	if c.method != mcpwire.MethodToolsCall {
+		return nil, false
+	}
+	if ttl, ok := c.ctx.Value(upstreamTaskKey{}).(time.Duration); ok {
+		return []byte(`{"ttl":` + strconv.FormatInt(ttl.Milliseconds(), 10) + `}`), true
+	}
+	if taskSupportOf(c.ctx) != mcpwire.TaskSupportRequired || c.g.taskSettings(c.server).Mode == config.TasksOff {
+		return nil, false
+	}
+	if _, has := jsonrpc.Get(c.params, mcpwire.FieldTask); has {
+		// The client's own task member (a client not offered
+		// gateway tasks): passed as it is, as before.
+		return nil, false
+	}
+	return []byte(`{}`), true
+}
+
+// upstreamToolTasks says whether server runs task-augmented tools/call.
+func (g *Gateway) upstreamToolTasks(ctx context.Context, server string) bool {
+	s, release, err := g.up.Acquire(ctx, server)
+	if err != nil {
+		return false
+	}
+	defer release()
+	return s.Info().Caps.ToolTasks
+}
+
+// Bounds of the interval at which an upstream task is polled.
+const (
+	minUpstreamPoll = 20 * time.Millisecond
+	maxUpstreamPoll = 5 * time.Second
+)
+
+// awaitUpstreamTask waits for the upstream task created answers names
+// and returns its result, as tasks/result gives it, without the
+// upstream's related-task member. Its status is reported to the
+// gateway's task, if the call is one's. When ctx ends first the upstream
+// task is cancelled.
+func (g *Gateway) awaitUpstreamTask(ctx context.Context, server string, created json.RawMessage) (json.RawMessage, error) {
+	id, ok := jsonrpc.GetString(mustGet(created, mcpwire.FieldTask), "taskId")
+	if !ok || id == "" {
+		// Not a task: the upstream ran the call at once.
+		return created, nil
+	}
+	idParams, _ := json.Marshal(map[string]string{"taskId": id})
+	poll := time.Second
+	if ms, ok := jsonrpc.GetPath(created, mcpwire.FieldTask, "pollInterval"); ok {
+		if n, err := strconv.ParseFloat(string(ms), 64); err == nil && n > 0 {
+			poll = time.Duration(n) * time.Millisecond
+		}
+	}
+	poll = min(max(poll, minUpstreamPoll), maxUpstreamPoll)
+	cancelUpstream := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := g.up.Call(cctx, server, mcpwire.MethodTasksCancel, idParams); err != nil {
+			g.log.Debug("upstream tasks/cancel failed", "server", server, "error", err)
+		}
+	}
+	for {
+		st, err := g.up.Call(ctx, server, mcpwire.MethodTasksGet, idParams)
+		if err != nil {
+			if ctx.Err() != nil {
+				cancelUpstream()
+			}
+			return nil, err
+		}
+		status, _ := jsonrpc.GetString(st, "status")
+		msg, _ := jsonrpc.GetString(st, "statusMessage")
+		tasks.Report(ctx, tasks.Status(status), msg)
+		if tasks.Status(status).Terminal() || tasks.Status(status) == tasks.InputRequired {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			cancelUpstream()
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+	// Terminal, or asking for input: tasks/result delivers the
+	// upstream's questions (relayed to the caller as a call's are) and
+	// returns once the task ends.
+	res, err := g.up.Call(ctx, server, mcpwire.MethodTasksResult, idParams)
+	if err != nil {
+		if ctx.Err() != nil {
+			cancelUpstream()
+		}
+		return nil, err
+	}
+	if meta, ok := jsonrpc.Get(res, "_meta"); ok {
+		if m, err := jsonrpc.Delete(meta, mcpwire.MetaKeyRelatedTask); err == nil {
+			if string(m) == "{}" {
+				res, _ = jsonrpc.Delete(res, "_meta")
+			} else {
+				res, _ = jsonrpc.Set(res, "_meta", m)
+			}
+		}
+	}
+	return res, nil
+}
+
+func mustGet(obj []byte, key string) []byte {
+	v, _ := jsonrpc.Get(obj, key)
+	return v
+}

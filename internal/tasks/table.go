@@ -1,0 +1,453 @@
+// Package tasks owns the MCP tasks (2025-11-25, experimental) that the
+// gateway runs itself for its callers: a task-capable client's tool call
+// to an upstream that has no tasks is held by the gateway, which answers
+// tasks/get, tasks/result, tasks/list and tasks/cancel for it.
+//
+// The Table is the one owner of that state: the tasks by sealed id
+// (id.go), each bound to the Owner (caller and route) that created it,
+// their TTL, the per-caller limit, and the goroutines running the calls,
+// which Close cancels and waits for. Every method a caller's message
+// reaches names the Owner asking, and a task is only ever shown to its
+// own: anyone else, with a stolen, altered or made-up id, is told exactly
+// what it is told of an id that never existed.
+//
+// The package knows nothing of JSON-RPC dispatch, routes, policy or
+// upstreams: the gateway hands Start the function that makes the call
+// (through every stage a plain call passes) and turns what the table
+// returns into MCP messages (Task.JSON is the one wire shape it owns).
+// It keeps tasks in memory: a restart forgets them, and their calls end
+// with the process.
+package tasks
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Status is a task's state (2025-11-25 tasks).
+type Status string
+
+// Task statuses. Completed, Failed and Cancelled are terminal.
+const (
+	Working       Status = "working"
+	InputRequired Status = "input_required"
+	Completed     Status = "completed"
+	Failed        Status = "failed"
+	Cancelled     Status = "cancelled"
+)
+
+// Terminal says whether s is a final status.
+func (s Status) Terminal() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// Owner is who a task belongs to: the caller's owner fingerprint (S4.1)
+// on one route (its id). Session is the downstream session's hash when
+// the caller's fingerprint cannot tell callers apart (anonymous, or one
+// client address): their tasks are then their session's alone. A caller
+// that can be told apart keeps its tasks across sessions, which is what
+// tasks are for (start a call, disconnect, poll later).
+type Owner struct {
+	Caller  string
+	Route   string
+	Session string
+}
+
+// Config is a server's task settings (config tasks: block).
+type Config struct {
+	TTL          time.Duration // the most a task is kept, from its creation
+	MaxPerCaller int           // tasks one Owner may hold of one server at once
+}
+
+// PollInterval is what tasks/get suggests between polls.
+const PollInterval = time.Second
+
+// Task is a task's state as its owner is shown it.
+type Task struct {
+	ID            string
+	Status        Status
+	StatusMessage string
+	Created       time.Time
+	Updated       time.Time
+	TTL           time.Duration
+	PollInterval  time.Duration
+}
+
+// JSON is the MCP Task object (tasks/get's result, and the task of a
+// CreateTaskResult or a notifications/tasks/status).
+func (t Task) JSON() json.RawMessage {
+	v := struct {
+		TaskID        string `json:"taskId"`
+		Status        Status `json:"status"`
+		StatusMessage string `json:"statusMessage,omitempty"`
+		CreatedAt     string `json:"createdAt"`
+		LastUpdatedAt string `json:"lastUpdatedAt"`
+		TTL           int64  `json:"ttl"`
+		PollInterval  int64  `json:"pollInterval,omitempty"`
+	}{t.ID, t.Status, t.StatusMessage, t.Created.UTC().Format(time.RFC3339Nano), t.Updated.UTC().Format(time.RFC3339Nano),
+		t.TTL.Milliseconds(), t.PollInterval.Milliseconds()}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Outcome is how a task's call ended: its result, or the JSON-RPC error
+// tasks/result answers with.
+type Outcome struct {
+	Result json.RawMessage
+	Err    *jsonrpc.Error
+}
+
+// Run makes a task's call. ctx ends when the task is cancelled, expires
+// or the table closes.
+type Run func(ctx context.Context) Outcome
+
+// Errors of the table. ErrNotFound is the answer for any id the asking
+// Owner does not own: unknown, expired, forged, altered or another's.
+var (
+	ErrNotFound = errors.New("task not found")
+	ErrTerminal = errors.New("task already in a terminal status")
+	ErrTooMany  = errors.New("too many tasks for this caller")
+	ErrCursor   = errors.New("invalid cursor")
+	ErrClosed   = errors.New("task table closed")
+)
+
+// Table holds the gateway-run tasks. Safe for concurrent use.
+type Table struct {
+	key []byte
+	now func() time.Time
+
+	ctx    context.Context // ends with Close: every run's context derives from it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the runs, waited for by Close
+
+	mu        sync.Mutex // mu guards the fields below
+	m         map[[nonceLen]byte]*entry
+	nextSweep time.Time
+	closed    bool
+}
+
+// entry is one task; its fields but owner, server and done are guarded
+// by Table.mu.
+type entry struct {
+	owner  Owner
+	server string
+	done   chan struct{} // closed when the task is terminal
+
+	task    Task
+	expires time.Time
+	out     Outcome
+	cancel  context.CancelFunc
+	notify  func(Task)
+}
+
+// New returns an empty table whose ids are sealed under key (32 random
+// bytes when nil); now is its clock (time.Now when nil).
+func New(key []byte, now func() time.Time) *Table {
+	if key == nil {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Table{key: key, now: now, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
+}
+
+// Close cancels every running task and waits for their calls to return.
+func (t *Table) Close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.cancel()
+	t.wg.Wait()
+}
+
+// Start creates a task of owner for a call to server and runs it in the
+// background under a context that keeps parent's values but not its
+// cancellation (the call outlives the request that made it). ttl is the
+// one the caller asked for (0: none), capped at cfg.TTL. notify, when not
+// nil, is told of each change of status (notifications/tasks/status); it
+// must not block.
+func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Config, ttl time.Duration, run Run, notify func(Task)) (Task, error) {
+	if ttl <= 0 || ttl > cfg.TTL {
+		ttl = cfg.TTL
+	}
+	var nonce [nonceLen]byte
+	_, _ = rand.Read(nonce[:])
+	now := t.now()
+	e := &entry{owner: owner, server: server, done: make(chan struct{}), notify: notify, expires: now.Add(ttl)}
+	e.task = Task{ID: formatID(nonce, idMAC(t.key, nonce, owner)), Status: Working, Created: now, Updated: now, TTL: ttl, PollInterval: PollInterval}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	stop := context.AfterFunc(t.ctx, cancel)
+	e.cancel = cancel
+	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
+
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		stop()
+		cancel()
+		return Task{}, ErrClosed
+	}
+	t.sweepLocked(now)
+	n := 0
+	for _, o := range t.m {
+		if o.owner == owner && o.server == server {
+			n++
+		}
+	}
+	if cfg.MaxPerCaller > 0 && n >= cfg.MaxPerCaller {
+		t.mu.Unlock()
+		stop()
+		cancel()
+		return Task{}, ErrTooMany
+	}
+	t.m[nonce] = e
+	t.wg.Add(1)
+	snap := e.task
+	t.mu.Unlock()
+
+	go func() {
+		defer t.wg.Done()
+		defer stop()
+		defer cancel()
+		out := run(ctx)
+		t.finish(e, out)
+	}()
+	return snap, nil
+}
+
+// finish records how e's call ended, unless it was cancelled first
+// (cancelled stays cancelled).
+func (t *Table) finish(e *entry, out Outcome) {
+	t.mu.Lock()
+	if e.task.Status.Terminal() {
+		t.mu.Unlock()
+		return
+	}
+	e.out = out
+	e.task.Status, e.task.StatusMessage = Completed, ""
+	switch {
+	case out.Err != nil:
+		e.task.Status, e.task.StatusMessage = Failed, out.Err.Message
+	case isError(out.Result):
+		// 2025-11-25: a tool result with isError fails its task.
+		e.task.Status, e.task.StatusMessage = Failed, "The tool returned an error result."
+	}
+	e.task.Updated = t.now()
+	snap, notify := e.task, e.notify
+	close(e.done)
+	t.mu.Unlock()
+	if notify != nil {
+		notify(snap)
+	}
+}
+
+type reporterKey struct{}
+
+// Report tells the task whose run ctx belongs to of its call's progress:
+// working or input_required, with a message (a relayed upstream task's
+// status, say). Outside a task's run it does nothing; a terminal status
+// is the table's to set, from the run's Outcome.
+func Report(ctx context.Context, s Status, msg string) {
+	if f, ok := ctx.Value(reporterKey{}).(func(Status, string)); ok && (s == Working || s == InputRequired) {
+		f(s, msg)
+	}
+}
+
+// report sets e's status, unless it is terminal or unchanged.
+func (t *Table) report(e *entry, s Status, msg string) {
+	t.mu.Lock()
+	if e.task.Status.Terminal() || (e.task.Status == s && e.task.StatusMessage == msg) {
+		t.mu.Unlock()
+		return
+	}
+	e.task.Status, e.task.StatusMessage, e.task.Updated = s, msg, t.now()
+	snap, notify := e.task, e.notify
+	t.mu.Unlock()
+	if notify != nil {
+		notify(snap)
+	}
+}
+
+func isError(res json.RawMessage) bool {
+	v, ok := jsonrpc.Get(res, "isError")
+	return ok && string(v) == "true"
+}
+
+// openLocked finds the task id names for owner: the MAC must be owner's, the
+// task still held and not expired.
+func (t *Table) openLocked(owner Owner, id string) (*entry, error) {
+	nonce, mac, err := ParseID(id)
+	if err != nil {
+		return nil, ErrNotFound
+	}
+	want := idMAC(t.key, nonce, owner)
+	if subtle.ConstantTimeCompare(mac[:], want[:]) != 1 {
+		return nil, ErrNotFound
+	}
+	e, ok := t.m[nonce]
+	// The owner check is the MAC's twin: a table whose key leaked still
+	// shows no one another's task.
+	if !ok || e.owner != owner {
+		return nil, ErrNotFound
+	}
+	if now := t.now(); !now.Before(e.expires) {
+		t.dropLocked(nonce, e)
+		return nil, ErrNotFound
+	}
+	return e, nil
+}
+
+// Get is the task id names, if owner's.
+func (t *Table) Get(owner Owner, id string) (Task, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, err := t.openLocked(owner, id)
+	if err != nil {
+		return Task{}, err
+	}
+	return e.task, nil
+}
+
+// Result waits until the task id names (if owner's) is terminal, or ctx
+// ends, and returns its final state and outcome.
+func (t *Table) Result(ctx context.Context, owner Owner, id string) (Task, Outcome, error) {
+	t.mu.Lock()
+	e, err := t.openLocked(owner, id)
+	t.mu.Unlock()
+	if err != nil {
+		return Task{}, Outcome{}, err
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return Task{}, Outcome{}, ctx.Err()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// It may have expired while the caller waited.
+	if _, err := t.openLocked(owner, id); err != nil {
+		return Task{}, Outcome{}, err
+	}
+	return e.task, e.out, nil
+}
+
+// Cancel cancels the task id names, if owner's and not yet terminal: its
+// call's context is cancelled and it is cancelled from now on.
+func (t *Table) Cancel(owner Owner, id string) (Task, error) {
+	t.mu.Lock()
+	e, err := t.openLocked(owner, id)
+	if err != nil {
+		t.mu.Unlock()
+		return Task{}, err
+	}
+	if e.task.Status.Terminal() {
+		t.mu.Unlock()
+		return Task{}, ErrTerminal
+	}
+	e.task.Status, e.task.StatusMessage, e.task.Updated = Cancelled, "The task was cancelled by request.", t.now()
+	close(e.done)
+	snap, notify := e.task, e.notify
+	t.mu.Unlock()
+	e.cancel()
+	if notify != nil {
+		notify(snap)
+	}
+	return snap, nil
+}
+
+// ListPage is how many tasks one tasks/list page holds.
+const ListPage = 50
+
+// List is owner's tasks, oldest first, a page from cursor ("" for the
+// first); next is the cursor of the page after, "" at the end.
+func (t *Table) List(owner Owner, cursor string) (tasks []Task, next string, err error) {
+	off := 0
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil {
+			return nil, "", ErrCursor
+		}
+		n, err := strconv.Atoi(string(b))
+		if err != nil || n < 0 {
+			return nil, "", ErrCursor
+		}
+		off = n
+	}
+	t.mu.Lock()
+	t.sweepLocked(t.now())
+	for _, e := range t.m {
+		if e.owner == owner {
+			tasks = append(tasks, e.task)
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(tasks, func(a, b Task) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return compareStrings(a.ID, b.ID)
+	})
+	if off > len(tasks) {
+		return nil, "", ErrCursor
+	}
+	end := min(off+ListPage, len(tasks))
+	if end < len(tasks) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
+	}
+	return tasks[off:end], next, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Len is how many tasks the table holds (expired ones not yet swept
+// included).
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// sweepLocked drops expired tasks, at most once a second: an expired
+// task is refused by openLocked whenever it is asked for, so the sweep
+// only frees what nobody asks for any more.
+func (t *Table) sweepLocked(now time.Time) {
+	if now.Before(t.nextSweep) {
+		return
+	}
+	t.nextSweep = now.Add(time.Second)
+	for n, e := range t.m {
+		if !now.Before(e.expires) {
+			t.dropLocked(n, e)
+		}
+	}
+}
+
+// dropLocked forgets e, cancelling its call if it still runs: a task
+// past its TTL is gone, running or not.
+func (t *Table) dropLocked(n [nonceLen]byte, e *entry) {
+	delete(t.m, n)
+	if !e.task.Status.Terminal() {
+		e.task.Status, e.task.StatusMessage = Failed, "The task expired."
+		close(e.done)
+	}
+	e.cancel()
+}
