@@ -376,7 +376,10 @@ func New(o Options) *Gateway {
 		ClientVersion: g.version,
 		// The gateway can relay all three when the downstream that caused a
 		// request declared them; otherwise it answers "not supported".
-		ClientCapabilities: json.RawMessage(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`),
+		// MCP Apps too: an upstream's session is shared by callers, so
+		// it is told that views can be shown, and the gateway keeps tools
+		// only a view may call from clients that run none (apps.go).
+		ClientCapabilities: json.RawMessage(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}},"extensions":{"` + mcpwire.ExtUI + `":` + mcpwire.UISettingsDefault + `}}`),
 		Handler:            (*relay)(g),
 		Logger:             g.log,
 		HTTPClient:         o.HTTPClient,
