@@ -41,6 +41,7 @@ func appsUpstream(t *testing.T, name string, extra func(*mcp.Server)) *sdkUpstre
 	})
 	tool := func(tl *mcp.Tool) {
 		tl.InputSchema = map[string]any{"type": "object"}
+		tl.Description = name + " " + tl.Name + " dashboard"
 		srv.AddTool(tl, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return textResult(name + ":" + req.Params.Name), nil
 		})
@@ -340,6 +341,29 @@ func TestAppsSingleServerRoute(t *testing.T) {
 	}
 }
 
+// On a route whose tools are searched (S20), the model searches: a tool
+// only views may call is never found, even by a client that runs views,
+// and stays callable by its name.
+func TestAppsSearchRoute(t *testing.T) {
+	weather := appsUpstream(t, "weather", nil)
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{
+		Servers: map[string]*config.Server{"weather": httpServer(weather.http.URL), "maps": httpServer(appsUpstream(t, "maps", nil).http.URL)},
+		Routes:  map[string]*config.RouteConfig{"/mcp": {Tools: config.ToolsSearch}},
+	}})
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			host := appsClient(t, e, gw.URL+"/mcp", true)
+			got := searchResult(t, host.call("tools/call", searchCall("weather dashboard", 20)))
+			if !slices.Contains(got, "weather__show") || slices.Contains(got, "weather__refresh") {
+				t.Errorf("search found %v", got)
+			}
+			if r := host.call("tools/call", `{"name":"call_tool","arguments":{"name":"weather__refresh","arguments":{}}}`); firstText(r) != "weather:refresh" {
+				t.Errorf("call_tool of an app-only tool: %s", r)
+			}
+		})
+	}
+}
+
 // Whatever an upstream writes in a tool's _meta, the tool a merged route
 // lists names no view outside its own server's namespace (in the form
 // every decoder reads, encoding/json's last-wins included), and that
@@ -394,4 +418,38 @@ func FuzzAppsToolUI(f *testing.F) {
 			check(ui.ResourceURI)
 		}
 	})
+}
+
+// A 2026-07-28 upstream gets the client's own declaration of the
+// extension with each call (the clients of both eras), and none from a
+// client that made none; the route advertises the extension it declares.
+func TestAppsStatelessUpstream(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{mcpwire.ExtUI: map[string]any{}}}})
+	srv.AddTool(&mcp.Tool{Name: "caps", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ui, ok := req.Session.InitializeParams().Capabilities.Extensions[mcpwire.ExtUI]
+		if !ok {
+			return textResult("none"), nil
+		}
+		b, _ := json.Marshal(ui)
+		return textResult(string(b)), nil
+	})
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"modern": statelessUpstream(t, srv)}}})
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			for _, host := range []bool{true, false} {
+				c := appsClient(t, e, gw.URL+"/mcp/modern", host)
+				if _, ok := jsonrpc.GetPath(c.capabilities(), "extensions", mcpwire.ExtUI); !ok {
+					t.Errorf("the route does not advertise %s", mcpwire.ExtUI)
+				}
+				want := "none"
+				if host {
+					want = `{"mimeTypes":["text/html;profile=mcp-app"]}`
+				}
+				if got := firstText(c.call("tools/call", `{"name":"caps","arguments":{}}`)); got != want {
+					t.Errorf("host=%v: the upstream saw %s, want %s", host, got, want)
+				}
+			}
+		})
+	}
 }
