@@ -25,6 +25,7 @@ package gateway
 // On a single-server route nothing is renamed: the route is that server.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,28 @@ import (
 
 // flatUIKey is the deprecated flat form of _meta.ui.resourceUri.
 const flatUIKey = "ui/resourceUri"
+
+// noMeta reports, cheaply, that raw certainly has no _meta member: the
+// bytes _meta are not there in any case, nor any escape that could spell
+// them. Most
+// tools have none, and every list of every client asks.
+func noMeta(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return false
+	}
+	// In any case: some decoders match keys without regard to it (no
+	// other letters fold to those of "meta").
+	for i := 0; ; {
+		j := bytes.IndexByte(raw[i:], '_')
+		if j < 0 {
+			return true
+		}
+		i += j + 1
+		if len(raw)-i >= 4 && bytes.EqualFold(raw[i:i+4], []byte("meta")) {
+			return false
+		}
+	}
+}
 
 // uiNamespaced is server's view URI uri as a merged route shows it.
 func (g *Gateway) uiNamespaced(server, uri string) string {
@@ -70,50 +93,88 @@ func (g *Gateway) uiOriginal(rt *route, uri string) (server, orig string, ok, am
 // rewriteToolUI puts the view URIs a tool of server names (both forms)
 // under server's namespace, for a merged route: a ui:// URI is
 // namespaced, anything else is taken out, and a repeated member is left
-// once (the value rewritten is the one decoders read: the last). raw is
-// returned as it is when it names no view.
+// once (the value rewritten is the one decoders read: the last). Members
+// that spell one of these keys in another case (_META, reſourceUri) are
+// taken out: decoders that match keys without regard to case
+// (encoding/json's struct fields) would read them. raw is returned as it
+// is when it names no view.
 func (g *Gateway) rewriteToolUI(server string, raw []byte) []byte {
-	meta, ok := jsonrpc.Get(raw, "_meta")
-	if !ok || len(meta) == 0 || meta[0] != '{' {
+	if noMeta(raw) {
 		return raw
 	}
-	changed := false
-	fix := func(obj []byte, key string) []byte {
+	out, changed := dropFoldVariants(raw, "_meta")
+	meta, ok := jsonrpc.Get(out, "_meta")
+	if !ok || len(meta) == 0 || meta[0] != '{' {
+		if changed {
+			return out
+		}
+		return raw
+	}
+	fix := func(obj []byte, key string) ([]byte, bool) {
 		v, ok := jsonrpc.Get(obj, key)
 		if !ok {
-			return obj
+			return obj, false
 		}
 		var uri string
-		var out []byte
+		var fixed []byte
 		var err error
 		if json.Unmarshal(v, &uri) == nil && strings.HasPrefix(uri, mcpwire.SchemeUI) {
-			out, err = jsonrpc.Set(obj, key, jsonrpc.String(g.uiNamespaced(server, uri)))
+			fixed, err = jsonrpc.Set(obj, key, jsonrpc.String(g.uiNamespaced(server, uri)))
 		} else {
 			// Not a view of this server's: no namespace to put it in.
-			out, err = jsonrpc.Delete(obj, key)
+			fixed, err = jsonrpc.Delete(obj, key)
 		}
 		if err != nil {
-			return obj
+			return obj, false
 		}
-		changed = true
-		return out
+		return fixed, true
+	}
+	meta, metaChanged := dropFoldVariants(meta, "ui")
+	var c bool
+	if meta, c = dropFoldVariants(meta, flatUIKey); c {
+		metaChanged = true
 	}
 	if ui, ok := jsonrpc.Get(meta, "ui"); ok && len(ui) > 0 && ui[0] == '{' {
-		if fixed := fix(ui, "resourceUri"); changed {
-			if m, err := jsonrpc.Set(meta, "ui", fixed); err == nil {
-				meta = m
+		ui, c1 := dropFoldVariants(ui, "resourceUri")
+		ui, c2 := dropFoldVariants(ui, "visibility")
+		ui, c3 := fix(ui, "resourceUri")
+		if c1 || c2 || c3 {
+			if m, err := jsonrpc.Set(meta, "ui", ui); err == nil {
+				meta, metaChanged = m, true
 			}
 		}
 	}
-	meta = fix(meta, flatUIKey)
+	if meta, c = fix(meta, flatUIKey); c {
+		metaChanged = true
+	}
+	if metaChanged {
+		if o, err := jsonrpc.Set(out, "_meta", meta); err == nil {
+			out, changed = o, true
+		}
+	}
 	if !changed {
 		return raw
 	}
-	out, err := jsonrpc.Set(raw, "_meta", meta)
-	if err != nil {
-		return raw
-	}
 	return out
+}
+
+// dropFoldVariants takes out of obj the members whose key is key in
+// another case (Unicode case folding, as encoding/json matches struct
+// fields); changed says whether there were any.
+func dropFoldVariants(obj []byte, key string) (out []byte, changed bool) {
+	var variants []string
+	_ = jsonrpc.Fields(obj, func(k string, _ []byte) bool {
+		if k != key && strings.EqualFold(k, key) {
+			variants = append(variants, k)
+		}
+		return true
+	})
+	for _, v := range variants {
+		if o, err := jsonrpc.Delete(obj, v); err == nil {
+			obj, changed = o, true
+		}
+	}
+	return obj, changed
 }
 
 // visibility reads a tool's _meta.ui.visibility: whether the model and a
@@ -122,6 +183,9 @@ func (g *Gateway) rewriteToolUI(server string, raw []byte) []byte {
 // is the one the gateway resolves by guess-free rules) and leaves the
 // model's list as it was.
 func visibility(raw []byte) (model, app bool) {
+	if noMeta(raw) {
+		return true, true
+	}
 	v, ok := jsonrpc.GetPath(raw, "_meta", "ui", "visibility")
 	if !ok || string(v) == "null" {
 		return true, true
@@ -135,6 +199,9 @@ func visibility(raw []byte) (model, app bool) {
 
 // hasView reports whether a tool names a view (either form).
 func hasView(raw []byte) bool {
+	if noMeta(raw) {
+		return false
+	}
 	if v, ok := jsonrpc.GetPath(raw, "_meta", "ui", "resourceUri"); ok && len(v) > 2 {
 		return true
 	}

@@ -378,6 +378,8 @@ func FuzzAppsToolUI(f *testing.F) {
 		`{"name":"t","_meta":{"ui":{"resource\u0055ri":"http://x"}}}`,
 		`{"name":"t","_meta":{"ui":{"resourceUri":7,"visibility":"app"}}}`,
 		`{"name":"t","_meta":null}`,
+		`{"name":"t","_META":{"ui":{"resourceUri":"ui://maps__x"}},"_meta":{}}`,
+		`{"name":"t","_meta":{"ui":{"reſourceUri":"ui://maps__x","resourceUri":"ui://v"}}}`,
 		`{"name":"t"}`,
 	} {
 		f.Add(seed)
