@@ -29,8 +29,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -177,6 +179,68 @@ func dropFoldVariants(obj []byte, key string) (out []byte, changed bool) {
 	return obj, changed
 }
 
+// toolUI is what the gateway reads of a tool for MCP Apps: who may call
+// it, whether it names a view, and how a merged route lists it.
+type toolUI struct {
+	model, app, view bool
+	listed           []byte // rewriteToolUI's answer; read-only
+}
+
+// appsCache keeps the toolUI of each tool seen (by server, separator and
+// the tool's bytes), so that lists do not parse the same _meta on every
+// request. Bounded: when full it starts over. The zero value is ready.
+type appsCache struct {
+	mu   sync.Mutex // guards the fields below
+	seed maphash.Seed
+	m    map[uint64]appsEntry
+}
+
+type appsEntry struct {
+	server, sep string
+	raw         []byte
+	ui          toolUI
+}
+
+const appsCacheMax = 8192
+
+// toolUI is what apps read of tool raw of server (cached; a tool without
+// _meta costs no more than noMeta).
+func (g *Gateway) toolUI(server string, raw []byte) toolUI {
+	if noMeta(raw) {
+		return toolUI{model: true, app: true, listed: raw}
+	}
+	c := &g.apps
+	c.mu.Lock()
+	if c.m == nil {
+		c.seed = maphash.MakeSeed()
+		c.m = map[uint64]appsEntry{}
+	}
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	h.WriteString(server)
+	h.WriteByte(0)
+	h.WriteString(g.sep)
+	h.WriteByte(0)
+	h.Write(raw)
+	key := h.Sum64()
+	if e, ok := c.m[key]; ok && e.server == server && e.sep == g.sep && bytes.Equal(e.raw, raw) {
+		c.mu.Unlock()
+		return e.ui
+	}
+	c.mu.Unlock()
+	var ui toolUI
+	ui.model, ui.app = visibility(raw)
+	ui.view = hasView(raw)
+	ui.listed = g.rewriteToolUI(server, raw)
+	c.mu.Lock()
+	if len(c.m) >= appsCacheMax {
+		c.m = map[uint64]appsEntry{}
+	}
+	c.m[key] = appsEntry{server: server, sep: g.sep, raw: raw, ui: ui}
+	c.mu.Unlock()
+	return ui
+}
+
 // visibility reads a tool's _meta.ui.visibility: whether the model and a
 // view may call it. Absent, it is both (the extension's default); a value
 // that is not an array of strings gives the view nothing (a view's call
@@ -214,13 +278,13 @@ func hasView(raw []byte) bool {
 // a client is the model's side. A client that runs views gets them all,
 // as the extension asks of its hosts: it keeps them from its model and
 // checks the visibility of its views' calls itself.
-func modelTools(sc *scope, items []catalog.Item) []catalog.Item {
+func (g *Gateway) modelTools(sc *scope, items []catalog.Item) []catalog.Item {
 	if sc.caps.UI {
 		return items
 	}
 	var out []catalog.Item
 	for i, it := range items {
-		if model, _ := visibility(it.Raw); model || it.Server == "" {
+		if it.Server == "" || g.toolUI(it.Server, it.Raw).model {
 			if out != nil {
 				out = append(out, it)
 			}
@@ -260,10 +324,10 @@ func (g *Gateway) appToolName(ctx context.Context, sc *scope, name string) (expo
 		if i < 0 {
 			continue
 		}
-		if _, app := visibility(items[i].Raw); !app {
+		if !g.toolUI(server, items[i].Raw).app {
 			continue
 		}
-		if !slices.ContainsFunc(items, func(it catalog.Item) bool { return hasView(it.Raw) }) {
+		if !slices.ContainsFunc(items, func(it catalog.Item) bool { return g.toolUI(server, it.Raw).view }) {
 			continue // no view of this server's to make the call
 		}
 		found = append(found, server)

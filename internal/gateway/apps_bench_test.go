@@ -4,7 +4,7 @@ import "testing"
 
 // What MCP Apps add per listed tool: the visibility read (model-side
 // clients) and the view URI rewrite (merged routes), on a tool without
-// _meta and on one naming a view.
+// _meta and on one naming a view; cached: both, as lists get them.
 func BenchmarkAppsPerTool(b *testing.B) {
 	g := &Gateway{sep: "__"}
 	plain := []byte(`{"name":"search_issues","description":"Search issues in a repository by text, label, state and assignee; returns at most 50 per page.","inputSchema":{"type":"object","properties":{"repo":{"type":"string"},"query":{"type":"string"},"state":{"type":"string","enum":["open","closed","all"]},"page":{"type":"integer"}},"required":["repo","query"]},"annotations":{"readOnlyHint":true}}`)
@@ -21,6 +21,11 @@ func BenchmarkAppsPerTool(b *testing.B) {
 		b.Run("rewrite/"+c.name, func(b *testing.B) {
 			for b.Loop() {
 				g.rewriteToolUI("weather", c.raw)
+			}
+		})
+		b.Run("cached/"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				g.toolUI("weather", c.raw)
 			}
 		})
 	}

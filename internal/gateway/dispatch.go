@@ -432,7 +432,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 	}
 	if k == catalog.Tools {
 		// Before paging, so that pages stay whole (apps.go).
-		items = modelTools(sc, items)
+		items = g.modelTools(sc, items)
 	}
 	if offset > len(items) {
 		offset = len(items)
@@ -468,7 +468,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 			// MCP Apps views live in their server's namespace (apps.go).
 			switch {
 			case k == catalog.Tools:
-				raw = g.rewriteToolUI(it.Server, raw)
+				raw = g.toolUI(it.Server, raw).listed
 			case k == catalog.Resources && strings.HasPrefix(it.Key, mcpwire.SchemeUI):
 				if r, err := jsonrpc.Set(raw, "uri", jsonrpc.String(g.uiNamespaced(it.Server, it.Key))); err == nil {
 					raw = r

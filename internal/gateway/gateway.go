@@ -223,8 +223,9 @@ type Gateway struct {
 	peers     *fleetrelay.Peers // the fleet's other replicas (peers.go); nil: none
 
 	routes    routeCache
-	badNames  onceSet // exposed tool names already warned about
-	conflicts onceSet // names left out as ambiguous, already reported (names.go)
+	badNames  onceSet   // exposed tool names already warned about
+	conflicts onceSet   // names left out as ambiguous, already reported (names.go)
+	apps      appsCache // what MCP Apps read of each tool (apps.go)
 
 	searchIdx toolsearch.Indexes[searchList] // by server (S20, toolsearch.go)
 	usage     toolsearch.Usage               // tool calls per hybrid route (S20)

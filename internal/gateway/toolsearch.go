@@ -284,8 +284,7 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 		for i, it := range items {
 			// The model searches: a tool only views may call is not its
 			// to find (apps.go), whatever the client.
-			model, _ := visibility(it.Raw)
-			vis[i] = model && sc.rt.allows(catalog.Tools, server, it.Key)
+			vis[i] = g.toolUI(server, it.Raw).model && sc.rt.allows(catalog.Tools, server, it.Key)
 		}
 		segs = append(segs, searchSeg{server, items})
 		tsegs = append(tsegs, toolsearch.Segment{Index: g.indexFor(server, items), Visible: vis})
