@@ -44,8 +44,7 @@ const flatUIKey = "ui/resourceUri"
 
 // noMeta reports, cheaply, that raw certainly has no _meta member: the
 // bytes _meta are not there in any case, nor any escape that could spell
-// them. Most
-// tools have none, and every list of every client asks.
+// them. Most tools have none, and every list of every client asks.
 func noMeta(raw []byte) bool {
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		return false
@@ -261,16 +260,16 @@ func visibility(raw []byte) (model, app bool) {
 	return slices.Contains(who, "model"), slices.Contains(who, "app")
 }
 
-// hasView reports whether a tool names a view (either form).
+// hasView reports whether a tool names a ui:// view (either form).
 func hasView(raw []byte) bool {
 	if noMeta(raw) {
 		return false
 	}
-	if v, ok := jsonrpc.GetPath(raw, "_meta", "ui", "resourceUri"); ok && len(v) > 2 {
-		return true
+	isView := func(v []byte, ok bool) bool {
+		var uri string
+		return ok && json.Unmarshal(v, &uri) == nil && strings.HasPrefix(uri, mcpwire.SchemeUI)
 	}
-	v, ok := jsonrpc.GetPath(raw, "_meta", flatUIKey)
-	return ok && len(v) > 2
+	return isView(jsonrpc.GetPath(raw, "_meta", "ui", "resourceUri")) || isView(jsonrpc.GetPath(raw, "_meta", flatUIKey))
 }
 
 // modelTools leaves out of a tools list the tools only a view may call,
@@ -308,7 +307,9 @@ func (g *Gateway) modelTools(sc *scope, items []catalog.Item) []catalog.Item {
 // policy: the caller's policy then refuses the resolved name as it
 // refuses any name it may not see. ok is false when no server has such a
 // tool; e is the refusal when more than one does, listing the prefixed
-// names the caller may use (never those it may not: no existence leak).
+// names the caller may use (never those it may not: no existence leak),
+// or when a server's list cannot be read (it might have one too: the
+// name is not resolved on the others' word).
 func (g *Gateway) appToolName(ctx context.Context, sc *scope, name string) (exposed string, ok bool, e *jsonrpc.Error) {
 	rt := sc.rt
 	if !rt.prefixed || !sc.caps.UI || name == "" {
@@ -316,16 +317,16 @@ func (g *Gateway) appToolName(ctx context.Context, sc *scope, name string) (expo
 	}
 	var found []string
 	for _, server := range rt.servers {
+		it, has, err := g.cat.Lookup(ctx, server, catalog.Tools, name)
+		if err != nil {
+			return "", false, errInvalidParams("Cannot resolve the tool name %s: the tools of server %s could not be listed; call it by its prefixed name", name, server)
+		}
+		if !has || !g.toolUI(server, it.Raw).app {
+			continue
+		}
 		items, err := g.cat.List(ctx, server, catalog.Tools)
 		if err != nil {
-			continue // a server whose list cannot be read claims nothing
-		}
-		i := slices.IndexFunc(items, func(it catalog.Item) bool { return it.Key == name })
-		if i < 0 {
-			continue
-		}
-		if !g.toolUI(server, items[i].Raw).app {
-			continue
+			return "", false, errInvalidParams("Cannot resolve the tool name %s: the tools of server %s could not be listed; call it by its prefixed name", name, server)
 		}
 		if !slices.ContainsFunc(items, func(it catalog.Item) bool { return g.toolUI(server, it.Raw).view }) {
 			continue // no view of this server's to make the call

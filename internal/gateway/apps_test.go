@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -451,6 +452,37 @@ func TestAppsStatelessUpstream(t *testing.T) {
 				if got := firstText(c.call("tools/call", `{"name":"caps","arguments":{}}`)); got != want {
 					t.Errorf("host=%v: the upstream saw %s, want %s", host, got, want)
 				}
+			}
+		})
+	}
+}
+
+// A view's unprefixed call is not resolved on some servers' word while
+// another server of the route cannot say whether it has the tool too: it
+// is refused, and the prefixed name still works.
+func TestAppsUnreadableServer(t *testing.T) {
+	weather := appsUpstream(t, "weather", func(srv *mcp.Server) {
+		srv.AddTool(&mcp.Tool{Name: "poll", InputSchema: map[string]any{"type": "object"}, Meta: uiMeta("ui://weather/view", "app")},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("weather:poll"), nil
+			})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{
+		"weather": httpServer(weather.http.URL), "down": httpServer(down)}}})
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			host := appsClient(t, e, gw.URL+"/mcp", true)
+			if r := host.call("tools/call", `{"name":"poll","arguments":{}}`); r.Error == nil || !strings.Contains(r.Error.Message, "the tools of server down could not be listed") {
+				t.Errorf("unprefixed call with a server down: %s", r)
+			}
+			if r := host.call("tools/call", `{"name":"weather__poll","arguments":{}}`); firstText(r) != "weather:poll" {
+				t.Errorf("prefixed call with a server down: %s", r)
 			}
 		})
 	}
