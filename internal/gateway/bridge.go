@@ -40,6 +40,14 @@ func relayableCaps(sc *scope) json.RawMessage {
 	add(c.Sampling, `"sampling":{}`)
 	add(c.Elicitation || c.ElicitationForm || c.ElicitationURL, `"elicitation":{}`)
 	add(c.Roots, `"roots":{}`)
+	if c.UI {
+		// MCP Apps: the client's own declaration, passed on (apps.go).
+		settings := c.UISettings
+		if len(settings) == 0 {
+			settings = json.RawMessage(mcpwire.UISettingsDefault)
+		}
+		add(true, `"extensions":{"`+mcpwire.ExtUI+`":`+string(settings)+`}`)
+	}
 	return append(b, '}')
 }
 

@@ -126,7 +126,7 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case mcpwire.MethodPromptsGet:
 		return g.callNamed(ctx, sc, m, catalog.Prompts)
 	case mcpwire.MethodResourcesRead:
-		return g.resourceCall(ctx, sc, m)
+		return g.readResource(ctx, sc, m)
 	case mcpwire.MethodResourcesSubscribe, mcpwire.MethodResourcesUnsubscribe:
 		return g.subscribe(ctx, sc, m)
 	case mcpwire.MethodCompletionComplete:
@@ -313,6 +313,12 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 	if g.tasksOffered(sc) {
 		capsObj["tasks"] = tasksCapability()
 	}
+	if merged.UI {
+		// MCP Apps (apps.go): when a server of the route serves views,
+		// whatever the client declared (the extension is the server's to
+		// advertise; a client that runs no views ignores it).
+		capsObj["extensions"] = map[string]any{mcpwire.ExtUI: map[string]any{}}
+	}
 	return capsObj, strings.Join(instr, "\n\n")
 }
 
@@ -432,6 +438,10 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		}
 		return nil, g.upstreamFault(ctx, sc, sc.rt.servers[0], err)
 	}
+	if k == catalog.Tools {
+		// Before paging, so that pages stay whole (apps.go).
+		items = g.modelTools(sc, items)
+	}
 	if offset > len(items) {
 		offset = len(items)
 	}
@@ -464,6 +474,17 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		if overridden && k == catalog.Tools && o.Description != "" {
 			if r, err := jsonrpc.Set(raw, "description", jsonrpc.String(o.Description)); err == nil {
 				raw = r
+			}
+		}
+		if sc.rt.prefixed && it.Server != "" {
+			// MCP Apps views live in their server's namespace (apps.go).
+			switch {
+			case k == catalog.Tools:
+				raw = g.toolUI(it.Server, raw).listed
+			case k == catalog.Resources && strings.HasPrefix(it.Key, mcpwire.SchemeUI):
+				if r, err := jsonrpc.Set(raw, "uri", jsonrpc.String(g.uiNamespaced(it.Server, it.Key))); err == nil {
+					raw = r
+				}
 			}
 		}
 		buf = append(buf, raw...)
@@ -522,6 +543,19 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params: missing %s name", what)
 	}
 	cands := g.candidates(sc.rt, k, name)
+	if len(cands) == 0 && k == catalog.Tools {
+		// A view's call by its own server's name (apps.go), resolved
+		// before anything looks at the tool, so every later stage sees
+		// the real one.
+		exposed, ok, e := g.appToolName(ctx, sc, name)
+		if e != nil {
+			tracing.NoteOutcome(ctx, tracing.OutcomeRefused, "name_conflict")
+			return ctx, toolRef{}, nil, denied, e
+		}
+		if ok {
+			cands = g.candidates(sc.rt, k, exposed)
+		}
+	}
 	if len(cands) == 0 {
 		// A tool the caller may not see fails exactly like an unknown one
 		// (S6.2): no hint that it exists, except to the operator's trace.

@@ -232,8 +232,9 @@ type Gateway struct {
 	peers     *fleetrelay.Peers // the fleet's other replicas (peers.go); nil: none
 
 	routes    routeCache
-	badNames  onceSet // exposed tool names already warned about
-	conflicts onceSet // names left out as ambiguous, already reported (names.go)
+	badNames  onceSet   // exposed tool names already warned about
+	conflicts onceSet   // names left out as ambiguous, already reported (names.go)
+	apps      appsCache // what MCP Apps read of each tool (apps.go)
 
 	searchIdx toolsearch.Indexes[searchList] // by server (S20, toolsearch.go)
 	usage     toolsearch.Usage               // tool calls per hybrid route (S20)
@@ -389,7 +390,10 @@ func New(o Options) *Gateway {
 		ClientVersion: g.version,
 		// The gateway can relay all three when the downstream that caused a
 		// request declared them; otherwise it answers "not supported".
-		ClientCapabilities: json.RawMessage(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`),
+		// MCP Apps too: an upstream's session is shared by callers, so
+		// it is told that views can be shown, and the gateway keeps tools
+		// only a view may call from clients that run none (apps.go).
+		ClientCapabilities: json.RawMessage(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}},"extensions":{"` + mcpwire.ExtUI + `":` + mcpwire.UISettingsDefault + `}}`),
 		Handler:            (*relay)(g),
 		Logger:             g.log,
 		HTTPClient:         o.HTTPClient,

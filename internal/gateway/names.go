@@ -18,9 +18,10 @@ package gateway
 // would have is left out of every list, refused on call, and reported once
 // (log and mcpgate_catalog_name_conflicts_total).
 //
-// Resource URIs are not renamed; a URI that more than one server of a
-// route claims (lists it, or has a template matching it) is treated the
-// same way (claimURI in dispatch.go).
+// Resource URIs are not renamed, except MCP Apps views (ui://), which a
+// merged route namespaces like names (apps.go); a URI that more than one
+// server of a route claims (lists it, or has a template matching it) is
+// treated the same way (claimURI in dispatch.go).
 
 import (
 	"context"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 )
 
 // toolRef is one upstream item: its server and its upstream name.
@@ -169,6 +171,10 @@ func (g *Gateway) distinct(rt *route, k catalog.Kind, items []catalog.Item) []ca
 // listedName is the name rt lists item it of kind k under: its exposed
 // name; a resource's URI; a gateway tool's own name.
 func (g *Gateway) listedName(rt *route, k catalog.Kind, it catalog.Item) string {
+	if k == catalog.Resources && rt.prefixed && it.Server != "" && strings.HasPrefix(it.Key, mcpwire.SchemeUI) {
+		// An MCP Apps view, in its server's namespace (apps.go).
+		return g.uiNamespaced(it.Server, it.Key)
+	}
 	if it.Server == "" || k == catalog.Resources {
 		return it.Key
 	}

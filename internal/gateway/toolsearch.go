@@ -282,7 +282,9 @@ func (g *Gateway) searchTools(ctx context.Context, sc *scope, params json.RawMes
 		}
 		vis := make([]bool, len(items))
 		for i, it := range items {
-			vis[i] = sc.rt.allows(catalog.Tools, server, it.Key)
+			// The model searches: a tool only views may call is not its
+			// to find (apps.go), whatever the client.
+			vis[i] = g.toolUI(server, it.Raw).model && sc.rt.allows(catalog.Tools, server, it.Key)
 		}
 		segs = append(segs, searchSeg{server, items})
 		tsegs = append(tsegs, toolsearch.Segment{Index: g.indexFor(server, items), Visible: vis})

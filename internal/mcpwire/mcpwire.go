@@ -131,7 +131,12 @@ type ClientCaps struct {
 	ElicitationURL   bool
 	Roots            bool
 	RootsListChanged bool
-	Raw              json.RawMessage
+	// UI: the client runs MCP Apps views (it declared the extension
+	// ExtUI); UISettings is its settings object as it sent it, nil when
+	// only the bit is known (a session restored from a sealed id).
+	UI         bool
+	UISettings json.RawMessage
+	Raw        json.RawMessage
 }
 
 // ParseClientCaps reads the capabilities object of initialize params.
@@ -152,8 +157,26 @@ func ParseClientCaps(raw json.RawMessage) ClientCaps {
 		caps.Roots = true
 		caps.RootsListChanged = isTrue(members(r)["listChanged"])
 	}
+	// Extensions are declared the same way in both eras (SEP-1724): the
+	// 2025-11-25 schema has no member for them, but clients of that era
+	// that speak MCP Apps send it all the same.
+	if ui := members(c["extensions"])[ExtUI]; len(ui) > 0 && ui[0] == '{' {
+		caps.UI, caps.UISettings = true, ui
+	}
 	return caps
 }
+
+// MCP Apps (SEP-1865): the extension's identifier, the mime type of its
+// views, and the URI scheme views are served under.
+const (
+	ExtUI       = "io.modelcontextprotocol/ui"
+	MimeTypeApp = "text/html;profile=mcp-app"
+	SchemeUI    = "ui://"
+)
+
+// UISettingsDefault is the settings object of the MCP Apps extension the
+// gateway declares when it has none of a client's to pass on.
+const UISettingsDefault = `{"mimeTypes":["` + MimeTypeApp + `"]}`
 
 // present reports whether a capability member declares support: it is there
 // and neither null nor false.
@@ -204,6 +227,8 @@ type ServerCaps struct {
 	// ToolTasks: the server runs task-augmented tools/call
 	// (tasks.requests.tools.call, 2025-11-25).
 	ToolTasks bool
+	// UI: the server declared the MCP Apps extension (ExtUI).
+	UI bool
 }
 
 // ParseServerCaps reads an initialize result's capabilities object. Each
@@ -225,6 +250,9 @@ func ParseServerCaps(raw json.RawMessage) ServerCaps {
 	s.Logging = present(c["logging"])
 	s.Completions = present(c["completions"])
 	s.ToolTasks = present(members(members(members(c["tasks"])["requests"])["tools"])["call"])
+	if ui := members(c["extensions"])[ExtUI]; len(ui) > 0 && ui[0] == '{' {
+		s.UI = true
+	}
 	return s
 }
 
@@ -236,5 +264,6 @@ func (s ServerCaps) Merge(o ServerCaps) ServerCaps {
 		ToolsListChanged: s.ToolsListChanged || o.ToolsListChanged, PromptsListChanged: s.PromptsListChanged || o.PromptsListChanged,
 		ResourcesListChanged: s.ResourcesListChanged || o.ResourcesListChanged, ResourcesSubscribe: s.ResourcesSubscribe || o.ResourcesSubscribe,
 		ToolTasks: s.ToolTasks || o.ToolTasks,
+		UI:        s.UI || o.UI,
 	}
 }

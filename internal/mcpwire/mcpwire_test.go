@@ -98,6 +98,12 @@ func TestParseClientCaps(t *testing.T) {
 		{"mistyped roots does not hide other capabilities", `{"roots":[],"elicitation":{}}`,
 			mcpwire.ClientCaps{Roots: true, Elicitation: true, ElicitationForm: true}},
 		{"names are case-sensitive", `{"Sampling":{},"ROOTS":{}}`, mcpwire.ClientCaps{}},
+		{"apps extension", `{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}}}`,
+			mcpwire.ClientCaps{UI: true, UISettings: json.RawMessage(`{"mimeTypes":["text/html;profile=mcp-app"]}`)}},
+		{"apps extension with no settings", `{"extensions":{"io.modelcontextprotocol/ui":{}}}`, mcpwire.ClientCaps{UI: true, UISettings: json.RawMessage(`{}`)}},
+		{"apps extension not an object", `{"extensions":{"io.modelcontextprotocol/ui":true}}`, mcpwire.ClientCaps{}},
+		{"apps extension under experimental is not the extension", `{"experimental":{"io.modelcontextprotocol/ui":{}}}`, mcpwire.ClientCaps{}},
+		{"other extension", `{"extensions":{"io.modelcontextprotocol/tasks":{}},"sampling":{}}`, mcpwire.ClientCaps{Sampling: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,6 +163,8 @@ func TestParseServerCaps(t *testing.T) {
 		{"mistyped tools does not hide other capabilities", `{"tools":true,"resources":{"subscribe":1},"logging":{}}`,
 			mcpwire.ServerCaps{Tools: true, Resources: true, Logging: true}},
 		{"names are case-sensitive", `{"Tools":{},"PROMPTS":{}}`, mcpwire.ServerCaps{}},
+		{"apps extension", `{"tools":{},"extensions":{"io.modelcontextprotocol/ui":{}}}`, mcpwire.ServerCaps{Tools: true, UI: true}},
+		{"apps extension null", `{"extensions":{"io.modelcontextprotocol/ui":null}}`, mcpwire.ServerCaps{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

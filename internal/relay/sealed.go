@@ -67,6 +67,7 @@ const (
 	capElicitationURL
 	capRoots
 	capRootsListChanged
+	capUI // MCP Apps: its settings are not carried, only that it runs views
 )
 
 // CapsBits is c as a sealed id carries it.
@@ -76,7 +77,7 @@ func CapsBits(c mcpwire.ClientCaps) uint8 {
 		on  bool
 		bit uint8
 	}{{c.Sampling, capSampling}, {c.Elicitation, capElicitation}, {c.ElicitationForm, capElicitationForm},
-		{c.ElicitationURL, capElicitationURL}, {c.Roots, capRoots}, {c.RootsListChanged, capRootsListChanged}} {
+		{c.ElicitationURL, capElicitationURL}, {c.Roots, capRoots}, {c.RootsListChanged, capRootsListChanged}, {c.UI, capUI}} {
 		if f.on {
 			b |= f.bit
 		}
@@ -93,5 +94,6 @@ func CapsOf(b uint8) mcpwire.ClientCaps {
 		ElicitationURL:   b&capElicitationURL != 0,
 		Roots:            b&capRoots != 0,
 		RootsListChanged: b&capRootsListChanged != 0,
+		UI:               b&capUI != 0,
 	}
 }

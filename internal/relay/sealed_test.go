@@ -13,9 +13,9 @@ import (
 )
 
 func TestCapsBits(t *testing.T) {
-	for _, raw := range []string{`{}`, `{"sampling":{}}`, `{"elicitation":{}}`, `{"elicitation":{"url":{}}}`, `{"elicitation":{"form":{},"url":{}},"roots":{"listChanged":true},"sampling":{}}`, `{"roots":{}}`} {
+	for _, raw := range []string{`{}`, `{"sampling":{}}`, `{"elicitation":{}}`, `{"elicitation":{"url":{}}}`, `{"elicitation":{"form":{},"url":{}},"roots":{"listChanged":true},"sampling":{}}`, `{"roots":{}}`, `{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}}}`} {
 		c := mcpwire.ParseClientCaps(json.RawMessage(raw))
-		c.Raw = nil
+		c.Raw, c.UISettings = nil, nil // the bit is carried, not the settings
 		if diff := cmp.Diff(CapsOf(CapsBits(c)), c); diff != "" {
 			t.Errorf("%s (-got +want):\n%s", raw, diff)
 		}
