@@ -527,8 +527,8 @@ func (s *Session) End() (e Ending, ok bool) {
 func (s *Session) Initialize(rev string, caps mcpwire.ClientCaps, name, version string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Interned: thousands of sessions of one client share its name.
 	s.rev, s.caps = rev, caps
+	// Interned: thousands of sessions of one client share its name.
 	s.clientName, s.clientVersion = unique.Make(name).Value(), unique.Make(version).Value()
 }
 
