@@ -103,7 +103,8 @@ type Store struct {
 
 var (
 	_ store.Store    = (*Store)(nil)
-	_ store.UsageLog = (*Store)(nil)
+	_ store.UsageLog     = (*Store)(nil)
+	_ store.SyncAuditLog = (*Store)(nil) // the audit writer's durable batches
 )
 
 // Open opens (creating if needed) dir/mcpgate.db and migrates it to the
