@@ -87,7 +87,7 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
 	_ store.UsageLog     = (*Store)(nil)
 	_ store.SyncAuditLog = (*Store)(nil) // the audit writer's durable batches
 )
