@@ -88,8 +88,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.UsageLog = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.UsageLog     = (*Store)(nil)
+	_ store.SyncAuditLog = (*Store)(nil) // the audit writer's durable batches
 )
 
 // Open connects to the database dsn names (a postgres:// URL or key=value

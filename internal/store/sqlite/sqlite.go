@@ -103,8 +103,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.UsageLog = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.UsageLog     = (*Store)(nil)
+	_ store.SyncAuditLog = (*Store)(nil) // the audit writer's durable batches
 )
 
 // Open opens (creating if needed) dir/mcpgate.db and migrates it to the
