@@ -183,6 +183,9 @@ func TestAppsMergedRoute(t *testing.T) {
 	audit := &memAudit{}
 	wcfg := httpServer(weather.http.URL)
 	wcfg.Tools = &config.ToolPolicy{Deny: []string{"reset"}}
+	// Guardrails name tools by their upstream names: this one must see
+	// weather's poll when a view calls it as poll.
+	wcfg.Guardrails = &config.Guardrails{Pre: []config.Guardrail{{Kind: "deny", Name: "no-forbidden", Pattern: "forbidden", Tools: []string{"poll"}}}}
 	_, gw := startGatewayWith(t, Options{Audit: audit, Config: &config.Config{Servers: map[string]*config.Server{
 		"weather": wcfg, "maps": httpServer(maps.http.URL), "plain": httpServer(plain.http.URL)}}})
 
@@ -276,6 +279,15 @@ func TestAppsMergedRoute(t *testing.T) {
 			recs := audit.records()[before:]
 			if len(recs) != 1 || recs[0].Server != "weather" || recs[0].Tool != "poll" || recs[0].Outcome != store.OutcomeOK {
 				t.Errorf("audit of the view's call: %+v", recs)
+			}
+			// The server's guardrail sees the real tool.
+			before = len(audit.records())
+			r = host.call("tools/call", `{"name":"poll","arguments":{"q":"forbidden"}}`)
+			if r.Error != nil || !strings.Contains(string(r.Result), "no-forbidden") || !strings.Contains(string(r.Result), `"isError":true`) {
+				t.Errorf("guardrail on the view's call: %s", r)
+			}
+			if recs := audit.records()[before:]; len(recs) != 1 || recs[0].Server != "weather" || recs[0].Tool != "poll" || recs[0].Guardrail != "no-forbidden" {
+				t.Errorf("audit of the blocked view call: %+v", recs)
 			}
 			// Two servers' views may call refresh: refused, candidates named.
 			r = host.call("tools/call", `{"name":"refresh","arguments":{}}`)
