@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -78,11 +79,16 @@ func appsUpstream(t *testing.T, name string, extra func(*mcp.Server)) *sdkUpstre
 // appsClient is a client of era e at url; host says whether it declares
 // the extension (runs views) or is a plain, model-side client.
 func appsClient(t *testing.T, e era, url string, host bool) *appsEraClient {
+	return appsClientWith(t, e, url, host, nil)
+}
+
+// appsClientWith is appsClient sending hdr (a caller's key) too.
+func appsClientWith(t *testing.T, e era, url string, host bool, hdr map[string]string) *appsEraClient {
 	caps := "{}"
 	if host {
 		caps = appsCaps
 	}
-	return &appsEraClient{eraClient: e.client(t, url, nil), caps: caps}
+	return &appsEraClient{eraClient: e.client(t, url, hdr), caps: caps}
 }
 
 type appsEraClient struct {
@@ -495,6 +501,41 @@ func TestAppsUnreadableServer(t *testing.T) {
 			}
 			if r := host.call("tools/call", `{"name":"weather__poll","arguments":{}}`); firstText(r) != "weather:poll" {
 				t.Errorf("prefixed call with a server down: %s", r)
+			}
+		})
+	}
+}
+
+// A view's unprefixed call is priced and budgeted as the real tool: the
+// server's cost for poll (by its upstream name) is charged to the
+// caller's budget, and a spent budget refuses the next one.
+func TestAppsBudget(t *testing.T) {
+	weather := appsUpstream(t, "weather", func(srv *mcp.Server) {
+		srv.AddTool(&mcp.Tool{Name: "poll", Description: "poll", InputSchema: map[string]any{"type": "object"}, Meta: uiMeta("ui://weather/view", "app")},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return textResult("weather:poll"), nil
+			})
+	})
+	wcfg := httpServer(weather.http.URL)
+	wcfg.Tools = &config.ToolPolicy{Costs: map[string]float64{"poll": 1}}
+	keys := &memKeys{}
+	audit := &memAudit{}
+	usage := func(context.Context, string, time.Time) (float64, error) { return 0, nil }
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Usage: usage, Audit: audit, Config: &config.Config{Servers: map[string]*config.Server{
+		"weather": wcfg, "maps": httpServer(appsUpstream(t, "maps", nil).http.URL)}}})
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			key := keys.add(t, store.Key{Alias: "viewer-" + e.name, BudgetAmount: 1, BudgetPeriod: store.BudgetDay})
+			host := appsClientWith(t, e, gw.URL+"/mcp", true, withKey(key))
+			before := len(audit.records())
+			if r := host.call("tools/call", `{"name":"poll","arguments":{}}`); firstText(r) != "weather:poll" {
+				t.Fatalf("first call: %s", r)
+			}
+			if recs := audit.records()[before:]; len(recs) != 1 || recs[0].Tool != "poll" || recs[0].Cost != 1 {
+				t.Errorf("audit of the priced call: %+v", recs)
+			}
+			if r := host.call("tools/call", `{"name":"poll","arguments":{}}`); r.Error == nil || !strings.Contains(r.Error.Message, "Budget exceeded") {
+				t.Errorf("second call over budget: %s", r)
 			}
 		})
 	}
