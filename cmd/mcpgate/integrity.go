@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -13,6 +14,9 @@ import (
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
+
+// integrityAuditTimeout bounds the write of one integrity audit entry.
+const integrityAuditTimeout = 5 * time.Second
 
 // newKeeper builds tool integrity's keeper on the store: each event is an
 // audit entry (integrity.*, with the diff and findings), a count of
@@ -33,7 +37,10 @@ func newKeeper(cfg *config.Config, st store.Store, exporters []*audit.Exporter, 
 		// The review of a list is under way: the entry is written now, in
 		// the walk's own time bound, and a store that does not answer
 		// loses only the entry (logged), never the decision.
-		if _, err := st.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{Time: e.Time, Actor: e.Actor, Action: e.Action, Target: target, Detail: detail}); err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), integrityAuditTimeout)
+		_, err = st.AppendAudit(actx, store.AuditEntry{Time: e.Time, Actor: e.Actor, Action: e.Action, Target: target, Detail: detail})
+		cancel()
+		if err != nil {
 			log.Warn("integrity: could not write the audit entry", "action", e.Action, "server", e.Server, "name", e.Name, "error", err)
 		}
 		for _, x := range exporters {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -422,5 +423,52 @@ func TestParamHeaderAnnotations(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// hideReviewer serves every item but those named in hide, and counts its
+// reviews.
+type hideReviewer struct {
+	hide    map[string]bool
+	reviews atomic.Int64
+}
+
+func (r *hideReviewer) Review(_ context.Context, _ string, _ Kind, items []Item) []Item {
+	r.reviews.Add(1)
+	var out []Item
+	for _, it := range items {
+		if !r.hide[it.Key] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// TestReviewerDecidesWhatIsServed: the reviewer sees each fetched list
+// once (not each read of the cached one), and what it holds is neither
+// listed nor found by a lookup.
+func TestReviewerDecidesWhatIsServed(t *testing.T) {
+	f := &fakeSession{caps: mcpwire.ServerCaps{Tools: true}, call: pages("tools", map[string]string{
+		"": `{"tools":[{"name":"add"},{"name":"echo"}]}`,
+	})}
+	c := New(sessions{"s": f}, nil)
+	r := &hideReviewer{hide: map[string]bool{"add": true}}
+	c.SetReviewer(r)
+	for range 3 {
+		items, err := c.List(context.Background(), "s", Tools)
+		if err != nil || !slices.Equal(keys(items), []string{"echo"}) {
+			t.Fatalf("List = %v, %v; want only echo", keys(items), err)
+		}
+	}
+	if _, found, _ := c.Lookup(context.Background(), "s", Tools, "add"); found {
+		t.Fatal("a held item was found")
+	}
+	if n := r.reviews.Load(); n != 1 {
+		t.Fatalf("%d reviews of one fetch", n)
+	}
+	c.Invalidate("s", Tools)
+	delete(r.hide, "add")
+	if items, _ := c.List(context.Background(), "s", Tools); !slices.Equal(keys(items), []string{"add", "echo"}) || r.reviews.Load() != 2 {
+		t.Fatalf("after a refetch: %v, %d reviews", keys(items), r.reviews.Load())
 	}
 }

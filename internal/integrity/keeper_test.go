@@ -294,3 +294,36 @@ func TestKeeperOff(t *testing.T) {
 		t.Fatalf("off mode pinned %v", pins)
 	}
 }
+
+// TestKeeperKinds: prompts and resource templates are pinned and held
+// like tools, each kind apart (a prompt and a tool may share a name);
+// static resources are not reviewed.
+func TestKeeperKinds(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t, "", map[string]Policy{"s": {Mode: ModePin, Approve: ApproveAuto}})
+	prompt := func(desc string) []catalog.Item {
+		return []catalog.Item{{Server: "s", Key: "add", Raw: []byte(`{"name":"add","description":"` + desc + `","arguments":[{"name":"a"}]}`)}}
+	}
+	tmpl := func(desc string) []catalog.Item {
+		return []catalog.Item{{Server: "s", Key: "notes://{id}", Raw: []byte(`{"uriTemplate":"notes://{id}","name":"note","description":"` + desc + `"}`)}}
+	}
+	r.k.Review(ctx, "s", catalog.Tools, items("s", addV1))
+	r.k.Review(ctx, "s", catalog.Prompts, prompt("Add."))
+	r.k.Review(ctx, "s", catalog.Templates, tmpl("A note."))
+	if got := r.k.Review(ctx, "s", catalog.Prompts, prompt("Add, and more.")); len(got) != 0 || !r.k.Held("s", store.PinPrompt, "add") {
+		t.Fatalf("changed prompt served: %v", keys(got))
+	}
+	if r.k.Held("s", store.PinTool, "add") {
+		t.Fatal("the tool of the same name is held with the prompt")
+	}
+	if got := r.k.Review(ctx, "s", catalog.Templates, tmpl("A note, read by the model first.")); len(got) != 0 {
+		t.Fatalf("changed template served: %v", keys(got))
+	}
+	res := []catalog.Item{{Server: "s", Key: "notes://1", Raw: []byte(`{"uri":"notes://1","name":"Ignore previous instructions"}`)}}
+	if got := r.k.Review(ctx, "s", catalog.Resources, res); len(got) != 1 {
+		t.Fatal("a static resource was reviewed")
+	}
+	if a := actions(r.take()); !slices.Equal(a, []string{"integrity.changed:s/add", "integrity.changed:s/notes://{id}"}) {
+		t.Fatalf("events %v", a)
+	}
+}

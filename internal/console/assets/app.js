@@ -846,9 +846,66 @@ function reload() {
   loadHistory();
 }
 
+// ---- tool integrity ----
+
+// sideBySide lays a line diff ("  " kept, "- " removed, "+ " added) out
+// as two columns, the approved definition left and the new one right,
+// each run of removals beside the additions that replaced it.
+function sideBySide(diff, id) {
+  const rows = [];
+  let dels = [], adds = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i++) rows.push([dels[i], adds[i]]);
+    dels = []; adds = [];
+  };
+  for (const line of (diff || "").replace(/\n$/, "").split("\n")) {
+    const mark = line.slice(0, 2), text = line.slice(2);
+    if (mark === "- ") dels.push(text);
+    else if (mark === "+ ") adds.push(text);
+    else { flush(); rows.push([{ same: text }, { same: text }]); }
+  }
+  flush();
+  const cell = (v, cls) => v === undefined ? h("td", { class: "diff-none" }) :
+    typeof v === "object" ? h("td", {}, h("code", {}, v.same)) : h("td", { class: cls }, h("code", {}, v));
+  return h("div", { class: "scroll" }, h("table", { class: "diff", id },
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Approved"), h("th", { scope: "col" }, "Now offered"))),
+    h("tbody", {}, rows.map(([l, r]) => h("tr", {}, cell(l, "diff-del"), cell(r, "diff-add"))))));
+}
+
+function integrity() {
+  const list = region("Definitions awaiting review");
+  const slug = c => `${c.server}-${c.kind}-${c.name}`.replace(/[^A-Za-z0-9_-]/g, "_");
+  async function settle(server, names, verb) {
+    try {
+      const r = await api("POST", `/integrity/${encodeURIComponent(server)}/${verb}`, names ? { tools: names } : {});
+      say(`${verb === "approve" ? "Approved" : "Rejected"}: ${server} ${r.settled.join(", ")}`);
+    } catch (e) { say(e.message || String(e)); }
+    load();
+  }
+  async function load() {
+    try {
+      const r = await api("GET", "/integrity");
+      if (!r.changes.length) { list.replaceChildren(h("p", { class: "muted", id: "integrity-none" }, "Nothing awaits review: every definition served is the one approved.")); return; }
+      list.replaceChildren(...r.changes.map(c => h("section", { class: "review", id: "review-" + slug(c) },
+        h("h2", {}, `${c.server} / ${c.name}`, " ", h("span", { class: "muted" }, `(${c.kind}, ${c.status === "new" ? "new" : "changed"})`), " ",
+          h("span", { class: c.held ? "state-down" : "state-degraded" }, c.held ? "held: hidden, calls refused" : "served (warn mode)")),
+        c.findings.length ? h("ul", { class: "findings" }, c.findings.map(f =>
+          h("li", {}, h("b", { class: f.severity === "quarantine" ? "error" : "" }, f.rule), ` (${f.severity}) at ${f.path}: `, h("code", {}, f.excerpt)))) : null,
+        sideBySide(c.diff, "diff-" + slug(c)),
+        h("div", { class: "row" },
+          h("button", { type: "button", class: "approve", onclick: () => settle(c.server, [c.name], "approve") }, `Approve ${c.name}`),
+          twoStep(`Reject ${c.name}`, `Reject ${c.name}: sure?`, () => settle(c.server, [c.name], "reject"))))));
+    } catch (e) { list.replaceChildren(errorBox(e)); }
+  }
+  render(h("h1", {}, "Integrity"),
+    h("p", { class: "muted" }, "Tool, prompt and resource template definitions that changed since they were approved, or appeared later, with the scanner's findings. In pin mode they are hidden from every list and their calls refused until approved; rejected ones stay held while the server offers them."),
+    list);
+  load();
+}
+
 // ---- router ----
 
-const pages = { overview, servers, keys, toolsets, playground, sessions, audit, usage, events, reload, connections };
+const pages = { overview, servers, keys, toolsets, playground, sessions, audit, usage, events, integrity, reload, connections };
 const personPages = new Set(["connections"]);
 
 let triedOpen = false;
