@@ -47,6 +47,10 @@ type scope struct {
 	// request: with rt, who may answer what the request is asked. "":
 	// no one (an operator's call has no client).
 	owner string
+	// asking, for a gateway task's call, is told when a question to the
+	// client starts (true) and ends (false): the task is input_required
+	// meanwhile (tasks.go). nil: no one.
+	asking func(method string, waiting bool)
 }
 
 // OriginKey makes calls of one downstream session one party for the

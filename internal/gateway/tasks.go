@@ -24,6 +24,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -197,6 +198,16 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		// Questions the call asks of the client are moot once the task
 		// ends.
 		tsc.done = rctx.Done()
+		var waiting atomic.Int32
+		tsc.asking = func(method string, start bool) {
+			// input_required while any question is open.
+			switch {
+			case start && waiting.Add(1) == 1:
+				tasks.Report(rctx, tasks.InputRequired, "Waiting for the client's answer to "+method)
+			case !start && waiting.Add(-1) == 0:
+				tasks.Report(rctx, tasks.Working, "")
+			}
+		}
 		if relay {
 			rctx = withUpstreamTask(rctx, taskTTLOf(settings.TTL, ttl))
 		}

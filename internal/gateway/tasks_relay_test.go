@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -183,7 +186,8 @@ func TestRelayedTaskCancel(t *testing.T) {
 	}
 }
 
-// TestBlockingTaskBridge: a client without tasks (2025-06-18) calls a
+// TestBlockingTaskBridge: a client without tasks (2025-06-18, the go-sdk
+// in 2026-07-28) or one that does not ask for one (2025-11-25) calls a
 // tool the upstream runs only as a task: the gateway creates the task
 // upstream, waits, and answers with its result, as a plain call.
 func TestBlockingTaskBridge(t *testing.T) {
@@ -200,10 +204,21 @@ func TestBlockingTaskBridge(t *testing.T) {
 			t.Fatalf("%s: bridged call %s", rev, body)
 		}
 	}
-	if got := up.callLog(); len(got) != 2 || got[0] != "must task={}" {
+	// The go-sdk client (v1.8.0, no tasks) in the stateless era.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connectTo(t, ctx, gw.URL+"/mcp/tasky", nil, nil)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "must", Arguments: map[string]any{"text": "stateless"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "job:stateless" {
+		t.Fatalf("stateless bridged call: %+v %v", res, err)
+	}
+	if got := up.callLog(); len(got) != 3 || got[0] != "must task={}" || got[2] != "must task={}" {
 		t.Errorf("upstream calls %v", got)
 	}
-	waitFor(t, "audit", func() bool { return len(aud.records()) == 2 })
+	waitFor(t, "audit", func() bool { return len(aud.records()) == 3 })
 }
 
 func initSessionRev(t *testing.T, url, rev string) string {
