@@ -151,11 +151,15 @@ func taskTTL(params json.RawMessage) (ttl time.Duration, ok bool, e *jsonrpc.Err
 // it as before.
 func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (res json.RawMessage, e *jsonrpc.Error, handled bool) {
 	ttl, augmented, e := taskTTL(m.Params)
-	if !augmented || !g.tasksOffered(sc) {
+	if !augmented || sc.stateless || sc.sess == nil || sc.sess.Rev() != mcpwire.Rev20251125 {
+		// Only 2025-11-25 has tasks in the core protocol.
 		return nil, nil, false
 	}
 	if e != nil {
 		return nil, e, true
+	}
+	if !g.tasksOffered(sc) {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tasks are not offered on this route"), true
 	}
 	owner, ok := taskOwner(sc)
 	if !ok {

@@ -180,8 +180,18 @@ func TestGatewayRunTasks(t *testing.T) {
 		t.Fatalf("after bob: %s", s)
 	}
 
-	// Alice polls from a new session of hers (the first one may be gone).
+	// Alice polls from a new session of hers: the first one is gone.
 	again, _ := newTaskClient(t, url, alice, "2025-11-25")
+	del, _ := http.NewRequest(http.MethodDelete, url, nil)
+	for k, v := range a.hdr {
+		del.Header.Set(k, v)
+	}
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE the first session: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	a = again
 	if r := again.call("tasks/list", map[string]any{}); !strings.Contains(string(r.Result), id) {
 		t.Fatalf("alice lists %s", r.Result)
 	}
@@ -277,7 +287,9 @@ func TestTasksPerEraAndMode(t *testing.T) {
 	if strings.Contains(string(caps), "tasks") {
 		t.Errorf("off route capabilities: %s", caps)
 	}
-	_ = offOnly
+	if r := offOnly.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}}); r.Error == nil || r.Error.Code != -32601 {
+		t.Errorf("task call on a route without tasks: %+v %s", r.Error, r.Result)
+	}
 
 	a, caps := newTaskClient(t, gw.URL+"/mcp", alice, "2025-11-25")
 	if !strings.Contains(string(caps), `"tasks"`) {
