@@ -490,3 +490,24 @@ func TestTaskQuestionsReachOnlyTheOwner(t *testing.T) {
 	default:
 	}
 }
+
+// FuzzTaskTTL: the task member of a tools/call is read without panic;
+// a ttl is never negative; what is not an object is refused.
+func FuzzTaskTTL(f *testing.F) {
+	for _, s := range []string{`{"name":"x","task":{}}`, `{"task":{"ttl":60000}}`, `{"task":{"ttl":-1}}`, `{"task":"soon"}`,
+		`{"task":null}`, `{"task":{"ttl":1e300}}`, `{"task":{"ttl":"1"}}`, `{}`, `{"task":[]}`, `{"task":{"ttl":0.5}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		ttl, augmented, e := taskTTL(json.RawMessage(params))
+		if ttl < 0 {
+			t.Fatalf("negative ttl %v", ttl)
+		}
+		if !augmented && e != nil {
+			t.Fatalf("refused a call without a task: %v", e)
+		}
+		if e != nil && strings.Contains(e.Message, params) && len(params) > 8 {
+			t.Fatalf("the error echoes the params: %v", e)
+		}
+	})
+}
