@@ -125,7 +125,7 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 			return res, e
 		}
 		return g.callRealTool(ctx, sc, m)
-	case mcpwire.MethodTasksGet, mcpwire.MethodTasksResult, mcpwire.MethodTasksList, mcpwire.MethodTasksCancel:
+	case mcpwire.MethodTasksGet, mcpwire.MethodTasksResult, mcpwire.MethodTasksList, mcpwire.MethodTasksCancel, mcpwire.MethodTasksUpdate:
 		return g.taskMethod(ctx, sc, m)
 	case mcpwire.MethodPromptsGet:
 		return g.callNamed(ctx, sc, m, catalog.Prompts)
@@ -315,7 +315,11 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 		capsObj["completions"] = map[string]any{}
 	}
 	if g.tasksOffered(sc) {
-		capsObj["tasks"] = tasksCapability()
+		if sc.stateless {
+			capsObj["extensions"] = map[string]any{mcpwire.ExtensionTasks: map[string]any{}}
+		} else {
+			capsObj["tasks"] = tasksCapability()
+		}
 	}
 	return capsObj, strings.Join(instr, "\n\n")
 }
@@ -445,7 +449,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 	buf = append(buf, k.Field()...)
 	buf = append(buf, `":[`...)
 	rename := sc.rt.prefixed && (k == catalog.Tools || k == catalog.Prompts)
-	offerTasks := k == catalog.Tools && g.tasksOffered(sc)
+	offerTasks := k == catalog.Tools && !sc.stateless && g.tasksOffered(sc)
 	for i, it := range items[offset:end] {
 		if i > 0 {
 			buf = append(buf, ',')
