@@ -1,12 +1,16 @@
 package gateway
 
-// MCP tasks (2025-11-25, experimental) run by the gateway itself: a
-// handshake-era client's task-augmented tools/call is answered at once
-// with a task, and the call runs in the background through every stage a
-// plain call passes (policy, budget, guardrails, upstream, cost, audit:
-// the audit record is written and the cost charged once, when the call
-// ends). The task table (internal/tasks) owns the tasks; this file is the
-// glue: which calls become tasks, who owns them, and the tasks/* methods.
+// MCP tasks: a 2025-11-25 session's task-augmented tools/call (or, with
+// the 2026-07-28 extension, a call the gateway chooses to make a task) is
+// answered at once with a task of the gateway's, and the call runs in the
+// background through every stage a plain call passes (policy, budget,
+// guardrails, upstream, cost, audit: the audit record is written and the
+// cost charged once, when the call ends). The upstream call is plain
+// (the gateway runs the task), or itself a task the send stage follows
+// when the upstream runs the tool as one (relayed; the blocking bridge
+// below uses the same path). The task table (internal/tasks) owns the
+// tasks; this file is the glue: which calls become tasks, who owns them,
+// and the tasks/* methods of each era.
 //
 // A task is its creator's: the caller's owner fingerprint on the route
 // it was made on (and, for a caller the gateway cannot tell apart from
@@ -43,8 +47,7 @@ func (g *Gateway) taskSettings(server string) config.ServerTasks {
 // tasksOffered says whether sc's client is offered tasks on its route: a
 // 2025-11-25 session (the revision that has them in the core protocol)
 // or a 2026-07-28 request (the extension), on a route with a server
-// whose tasks are not off. /mcp/proxy serves
-// tools alone.
+// whose tasks are not off. /mcp/proxy serves tools alone.
 func (g *Gateway) tasksOffered(sc *scope) bool {
 	if sc.rt.proxy || (!sc.stateless && (sc.sess == nil || sc.sess.Rev() != mcpwire.Rev20251125)) {
 		return false
@@ -147,9 +150,9 @@ func taskTTL(params json.RawMessage) (ttl time.Duration, ok bool, e *jsonrpc.Err
 }
 
 // taskCall answers a task-augmented tools/call when the gateway runs it
-// as a task; handled is false when the call is not one it takes (a
-// 2026-07-28 request, a client not offered tasks): dispatch then serves
-// it as before.
+// as a task; handled is false when the call is not one it takes (no
+// task member, a revision without tasks; in 2026-07-28, a call the
+// gateway does not make a task): dispatch then serves it as a plain call.
 func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (res json.RawMessage, e *jsonrpc.Error, handled bool) {
 	if sc.stateless {
 		return g.taskCallExtension(ctx, sc, m)
