@@ -230,7 +230,8 @@ func TestGatewayRunTaskCancel(t *testing.T) {
 	up, srv := startTaskUpstream(t)
 	keys := &memKeys{}
 	alice := keys.add(t, store.Key{Alias: "alice"})
-	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+	aud := &memAudit{}
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Audit: aud,
 		Config: &config.Config{Servers: map[string]*config.Server{"plain": srv}}})
 	a, _ := newTaskClient(t, gw.URL+"/mcp", alice, "2025-11-25")
 	id := a.startTask("plain__slow", "two")["taskId"].(string)
@@ -256,6 +257,11 @@ func TestGatewayRunTaskCancel(t *testing.T) {
 	}
 	if s := a.status(id); s != "cancelled" {
 		t.Errorf("status %s", s)
+	}
+	// The cancelled call has its one audit record.
+	waitFor(t, "the audit record", func() bool { return len(aud.records()) == 1 })
+	if rec := aud.records()[0]; rec.Tool != "slow" || rec.Outcome == store.OutcomeOK {
+		t.Errorf("audit of the cancelled call %+v", rec)
 	}
 }
 
