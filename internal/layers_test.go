@@ -68,6 +68,7 @@ var layers = []layer{
 		"internal/session", // the downstream session table
 		"internal/connect", // person-credential flows
 		"internal/relay",   // cross-replica relaying
+		"internal/tasks",   // the MCP tasks the gateway runs or follows
 	}},
 	{name: "gateway", pkgs: []string{"internal/gateway"}},
 	{name: "fronts", pkgs: []string{
@@ -113,9 +114,9 @@ var neverArrows = []struct {
 		rule: "upstream, catalog, policy, store and the wire packages never import gateway",
 	},
 	{
-		from: []string{"internal/session", "internal/connect", "internal/relay"},
+		from: []string{"internal/session", "internal/connect", "internal/relay", "internal/tasks"},
 		to:   []string{"internal/gateway"},
-		rule: "the session table, the credential flows and fleet relaying never import gateway",
+		rule: "the session table, the credential flows, fleet relaying and the task table never import gateway",
 	},
 	{
 		from: []string{"internal/gateway"},

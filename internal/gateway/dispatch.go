@@ -47,6 +47,10 @@ type scope struct {
 	// request: with rt, who may answer what the request is asked. "":
 	// no one (an operator's call has no client).
 	owner string
+	// asking, for a gateway task's call, is told when a question to the
+	// client starts (true) and ends (false): the task is input_required
+	// meanwhile (tasks.go). nil: no one.
+	asking func(method string, waiting bool)
 }
 
 // OriginKey makes calls of one downstream session one party for the
@@ -121,7 +125,7 @@ func (g *Gateway) dispatch(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 			return res, e
 		}
 		return g.callRealTool(ctx, sc, m)
-	case mcpwire.MethodTasksGet, mcpwire.MethodTasksResult, mcpwire.MethodTasksList, mcpwire.MethodTasksCancel:
+	case mcpwire.MethodTasksGet, mcpwire.MethodTasksResult, mcpwire.MethodTasksList, mcpwire.MethodTasksCancel, mcpwire.MethodTasksUpdate:
 		return g.taskMethod(ctx, sc, m)
 	case mcpwire.MethodPromptsGet:
 		return g.callNamed(ctx, sc, m, catalog.Prompts)
@@ -310,14 +314,24 @@ func (g *Gateway) describe(ctx context.Context, sc *scope, listChanged bool) (ma
 	if merged.Completions {
 		capsObj["completions"] = map[string]any{}
 	}
+	// Extensions are one object: tasks (2026-07-28) and MCP Apps each add
+	// their member to it, so neither hides the other.
+	exts := map[string]any{}
 	if g.tasksOffered(sc) {
-		capsObj["tasks"] = tasksCapability()
+		if sc.stateless {
+			exts[mcpwire.ExtensionTasks] = map[string]any{}
+		} else {
+			capsObj["tasks"] = tasksCapability()
+		}
 	}
 	if merged.UI {
 		// MCP Apps (apps.go): when a server of the route serves views,
 		// whatever the client declared (the extension is the server's to
 		// advertise; a client that runs no views ignores it).
-		capsObj["extensions"] = map[string]any{mcpwire.ExtUI: map[string]any{}}
+		exts[mcpwire.ExtUI] = map[string]any{}
+	}
+	if len(exts) > 0 {
+		capsObj["extensions"] = exts
 	}
 	return capsObj, strings.Join(instr, "\n\n")
 }
@@ -451,7 +465,7 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 	buf = append(buf, k.Field()...)
 	buf = append(buf, `":[`...)
 	rename := sc.rt.prefixed && (k == catalog.Tools || k == catalog.Prompts)
-	offerTasks := k == catalog.Tools && g.tasksOffered(sc)
+	offerTasks := k == catalog.Tools && !sc.stateless && g.tasksOffered(sc)
 	for i, it := range items[offset:end] {
 		if i > 0 {
 			buf = append(buf, ',')

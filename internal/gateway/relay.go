@@ -337,6 +337,10 @@ func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Mes
 	ch := make(chan *jsonrpc.Message, 1)
 	forget := g.pending.put(id.Raw(), sc.party(), ch)
 	defer forget()
+	if sc.asking != nil {
+		sc.asking(msg.Method, true)
+		defer sc.asking(msg.Method, false)
+	}
 	if err := sc.out.send(jsonrpc.NewRequest(id, msg.Method, msg.Params)); err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Could not reach the client: %v", err)
 	}

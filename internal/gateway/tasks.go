@@ -1,12 +1,16 @@
 package gateway
 
-// MCP tasks (2025-11-25, experimental) run by the gateway itself: a
-// handshake-era client's task-augmented tools/call is answered at once
-// with a task, and the call runs in the background through every stage a
-// plain call passes (policy, budget, guardrails, upstream, cost, audit:
-// the audit record is written and the cost charged once, when the call
-// ends). The task table (internal/tasks) owns the tasks; this file is the
-// glue: which calls become tasks, who owns them, and the tasks/* methods.
+// MCP tasks: a 2025-11-25 session's task-augmented tools/call (or, with
+// the 2026-07-28 extension, a call the gateway chooses to make a task) is
+// answered at once with a task of the gateway's, and the call runs in the
+// background through every stage a plain call passes (policy, budget,
+// guardrails, upstream, cost, audit: the audit record is written and the
+// cost charged once, when the call ends). The upstream call is plain
+// (the gateway runs the task), or itself a task the send stage follows
+// when the upstream runs the tool as one (relayed; the blocking bridge
+// below uses the same path). The task table (internal/tasks) owns the
+// tasks; this file is the glue: which calls become tasks, who owns them,
+// and the tasks/* methods of each era.
 //
 // A task is its creator's: the caller's owner fingerprint on the route
 // it was made on (and, for a caller the gateway cannot tell apart from
@@ -24,6 +28,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
@@ -40,11 +45,11 @@ func (g *Gateway) taskSettings(server string) config.ServerTasks {
 }
 
 // tasksOffered says whether sc's client is offered tasks on its route: a
-// 2025-11-25 session (the revision that has them in the core protocol),
-// on a route with a server whose tasks are not off. /mcp/proxy serves
-// tools alone.
+// 2025-11-25 session (the revision that has them in the core protocol)
+// or a 2026-07-28 request (the extension), on a route with a server
+// whose tasks are not off. /mcp/proxy serves tools alone.
 func (g *Gateway) tasksOffered(sc *scope) bool {
-	if sc.stateless || sc.sess == nil || sc.rt.proxy || sc.sess.Rev() != mcpwire.Rev20251125 {
+	if sc.rt.proxy || (!sc.stateless && (sc.sess == nil || sc.sess.Rev() != mcpwire.Rev20251125)) {
 		return false
 	}
 	for _, s := range sc.rt.servers {
@@ -145,16 +150,23 @@ func taskTTL(params json.RawMessage) (ttl time.Duration, ok bool, e *jsonrpc.Err
 }
 
 // taskCall answers a task-augmented tools/call when the gateway runs it
-// as a task; handled is false when the call is not one it takes (a
-// 2026-07-28 request, a client not offered tasks): dispatch then serves
-// it as before.
+// as a task; handled is false when the call is not one it takes (no
+// task member, a revision without tasks; in 2026-07-28, a call the
+// gateway does not make a task): dispatch then serves it as a plain call.
 func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (res json.RawMessage, e *jsonrpc.Error, handled bool) {
+	if sc.stateless {
+		return g.taskCallExtension(ctx, sc, m)
+	}
 	ttl, augmented, e := taskTTL(m.Params)
-	if !augmented || !g.tasksOffered(sc) {
+	if !augmented || sc.stateless || sc.sess == nil || sc.sess.Rev() != mcpwire.Rev20251125 {
+		// Only 2025-11-25 has tasks in the core protocol.
 		return nil, nil, false
 	}
 	if e != nil {
 		return nil, e, true
+	}
+	if !g.tasksOffered(sc) {
+		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Tasks are not offered on this route"), true
 	}
 	owner, ok := taskOwner(sc)
 	if !ok {
@@ -197,6 +209,16 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		// Questions the call asks of the client are moot once the task
 		// ends.
 		tsc.done = rctx.Done()
+		var waiting atomic.Int32
+		tsc.asking = func(method string, start bool) {
+			// input_required while any question is open.
+			switch {
+			case start && waiting.Add(1) == 1:
+				tasks.Report(rctx, tasks.InputRequired, "Waiting for the client's answer to "+method)
+			case !start && waiting.Add(-1) == 0:
+				tasks.Report(rctx, tasks.Working, "")
+			}
+		}
 		if relay {
 			rctx = withUpstreamTask(rctx, taskTTLOf(settings.TTL, ttl))
 		}
@@ -236,8 +258,15 @@ func errTaskNotFound() *jsonrpc.Error {
 // taskMethod answers tasks/get, tasks/result, tasks/list and
 // tasks/cancel for the caller's own tasks.
 func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
-	if !g.tasksOffered(sc) {
+	// tasks/result and tasks/list are 2025-11-25's, tasks/update the
+	// extension's.
+	handshakeOnly := m.Method == mcpwire.MethodTasksResult || m.Method == mcpwire.MethodTasksList
+	extensionOnly := m.Method == mcpwire.MethodTasksUpdate
+	if !g.tasksOffered(sc) || (sc.stateless && handshakeOnly) || (!sc.stateless && extensionOnly) {
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
+	}
+	if sc.stateless {
+		return g.taskMethodExtension(sc, m)
 	}
 	owner, ok := taskOwner(sc)
 	if m.Method == mcpwire.MethodTasksList {
@@ -452,4 +481,126 @@ func (g *Gateway) awaitUpstreamTask(ctx context.Context, server string, created 
 func mustGet(obj []byte, key string) []byte {
 	v, _ := jsonrpc.Get(obj, key)
 	return v
+}
+
+// The 2026-07-28 tasks extension (io.modelcontextprotocol/tasks). Task
+// creation is the server's choice there: for a request that declares the
+// extension, the gateway answers with a task handle when the upstream
+// runs the tool as a task (relayed, mode relay) or when the server's
+// tasks are mode gateway; otherwise the call is answered plainly. A task
+// is its caller's (owner fingerprint) on the route, as in 2025-11-25; an
+// anonymous or address-only caller, which has no session to bind it to,
+// gets none. The gateway's tasks never ask for input (no inputRequests):
+// a server request during such a call is refused as from a client
+// without the capability.
+
+// taskCallExtension is taskCall for a 2026-07-28 request.
+func (g *Gateway) taskCallExtension(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error, bool) {
+	if !mcpwire.DeclaresTasksExtension(m.Params) || !g.tasksOffered(sc) {
+		return nil, nil, false
+	}
+	owner, ok := taskOwner(sc)
+	if !ok {
+		return nil, nil, false
+	}
+	_, ref, _, _, rerr := g.resolveName(ctx, sc, m.Params, catalog.Tools)
+	if rerr != nil {
+		return nil, nil, false // refused by the plain call, audited
+	}
+	settings := g.taskSettings(ref.server)
+	var support string
+	if it, found, err := g.cat.Lookup(ctx, ref.server, catalog.Tools, ref.name); err == nil && found {
+		support = taskSupportOf(withTaskSupport(ctx, it.Raw))
+	}
+	relay := settings.Mode == config.TasksRelay && support != "" && support != mcpwire.TaskSupportForbidden &&
+		!g.up.PerCall(ref.server) && g.upstreamToolTasks(ctx, ref.server)
+	if !relay && settings.Mode != config.TasksGateway {
+		return nil, nil, false
+	}
+	call := &jsonrpc.Message{ID: m.ID, Method: m.Method, Params: m.Params}
+	tsc := &scope{g: g, rt: sc.rt, out: discardSender{}, stateless: true, owner: sc.owner, logLevel: -1}
+	run := func(rctx context.Context) tasks.Outcome {
+		tsc.done = rctx.Done()
+		if relay {
+			rctx = withUpstreamTask(rctx, settings.TTL)
+		}
+		res, e := g.callRealTool(rctx, tsc, call)
+		return tasks.Outcome{Result: res, Err: e}
+	}
+	t, err := g.taskTable.Start(ctx, owner, ref.server, tasks.Config{TTL: settings.TTL, MaxPerCaller: settings.MaxPerCaller}, 0, run, nil)
+	switch {
+	case errors.Is(err, tasks.ErrTooMany):
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller), true
+	case err != nil:
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
+	}
+	res, _ := jsonrpc.Set(extensionTask(t, tasks.Outcome{}), mcpwire.FieldResultType, jsonrpc.String(mcpwire.ResultTask))
+	return res, nil, true
+}
+
+// extensionTask is t in the extension's shape (a DetailedTask): ttlMs and
+// pollIntervalMs; a completed task carries its result (a tool error
+// result included: the extension keeps failed for JSON-RPC errors), a
+// failed one its error.
+func extensionTask(t tasks.Task, out tasks.Outcome) json.RawMessage {
+	status := t.Status
+	v := map[string]any{
+		"taskId": t.ID, "createdAt": t.Created.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": t.Updated.UTC().Format(time.RFC3339Nano),
+		"ttlMs":         t.TTL.Milliseconds(), "pollIntervalMs": t.PollInterval.Milliseconds(),
+	}
+	if t.StatusMessage != "" {
+		v["statusMessage"] = t.StatusMessage
+	}
+	switch {
+	case status == tasks.Failed && out.Err == nil && out.Result != nil:
+		status = tasks.Completed
+		v["result"] = out.Result
+		delete(v, "statusMessage")
+	case status == tasks.Completed:
+		v["result"] = out.Result
+	case status == tasks.Failed && out.Err != nil:
+		v["error"] = out.Err
+	case status == tasks.Failed:
+		v["error"] = jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", t.StatusMessage)
+	}
+	v["status"] = status
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// taskMethodExtension answers tasks/get, tasks/update and tasks/cancel of
+// a 2026-07-28 request for the caller's own tasks.
+func (g *Gateway) taskMethodExtension(sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	owner, ok := taskOwner(sc)
+	id, _ := jsonrpc.GetString(m.Params, "taskId")
+	if !ok || id == "" {
+		return nil, errTaskNotFound()
+	}
+	switch m.Method {
+	case mcpwire.MethodTasksGet:
+		t, out, err := g.taskTable.Peek(owner, id)
+		if err != nil {
+			return nil, errTaskNotFound()
+		}
+		return extensionTask(t, out), nil
+	case mcpwire.MethodTasksUpdate:
+		// The gateway's tasks never ask for input: nothing is
+		// outstanding, and responses to unknown keys are ignored.
+		if _, err := g.taskTable.Get(owner, id); err != nil {
+			return nil, errTaskNotFound()
+		}
+		return json.RawMessage(`{}`), nil
+	case mcpwire.MethodTasksCancel:
+		_, err := g.taskTable.Cancel(owner, id)
+		if errors.Is(err, tasks.ErrTerminal) {
+			cur, _ := g.taskTable.Get(owner, id)
+			return nil, errInvalidParams("Cannot cancel task: already in terminal status '%s'", cur.Status)
+		}
+		if err != nil {
+			return nil, errTaskNotFound()
+		}
+		return json.RawMessage(`{}`), nil
+	}
+	return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -183,7 +187,8 @@ func TestRelayedTaskCancel(t *testing.T) {
 	}
 }
 
-// TestBlockingTaskBridge: a client without tasks (2025-06-18) calls a
+// TestBlockingTaskBridge: a client without tasks (2025-06-18, the go-sdk
+// in 2026-07-28) or one that does not ask for one (2025-11-25) calls a
 // tool the upstream runs only as a task: the gateway creates the task
 // upstream, waits, and answers with its result, as a plain call.
 func TestBlockingTaskBridge(t *testing.T) {
@@ -200,10 +205,21 @@ func TestBlockingTaskBridge(t *testing.T) {
 			t.Fatalf("%s: bridged call %s", rev, body)
 		}
 	}
-	if got := up.callLog(); len(got) != 2 || got[0] != "must task={}" {
+	// The go-sdk client (v1.8.0, no tasks) in the stateless era.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connectTo(t, ctx, gw.URL+"/mcp/tasky", nil, nil)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "must", Arguments: map[string]any{"text": "stateless"}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "job:stateless" {
+		t.Fatalf("stateless bridged call: %+v %v", res, err)
+	}
+	if got := up.callLog(); len(got) != 3 || got[0] != "must task={}" || got[2] != "must task={}" {
 		t.Errorf("upstream calls %v", got)
 	}
-	waitFor(t, "audit", func() bool { return len(aud.records()) == 2 })
+	waitFor(t, "audit", func() bool { return len(aud.records()) == 3 })
 }
 
 func initSessionRev(t *testing.T, url, rev string) string {
@@ -241,5 +257,108 @@ func TestTaskSupportForbidden(t *testing.T) {
 	id := a.startTask("gm__nope", "g")["taskId"].(string)
 	if r := a.call("tasks/result", map[string]string{"taskId": id}); r.Error != nil || !strings.Contains(string(r.Result), `"text":"now:g"`) {
 		t.Errorf("forbidden in gateway mode: %+v %s", r.Error, r.Result)
+	}
+}
+
+// extMeta is the _meta of a 2026-07-28 request that declares the tasks
+// extension.
+const extMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+
+// extCall sends a 2026-07-28 request of key and returns its result or
+// error.
+func extCall(t *testing.T, url, key, method, name, params string) rpcReply {
+	t.Helper()
+	h := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, callers.HeaderAPIKey: key}
+	if name != "" {
+		h["Mcp-Name"] = name
+	}
+	_, body := statelessPost(t, url, h, `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{`+params+`}}`)
+	var r rpcReply
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("%s: %s", method, body)
+	}
+	return r
+}
+
+// TestTasksExtension: a 2026-07-28 request that declares the tasks
+// extension gets a task handle (resultType task) for a tool its upstream
+// runs as a task (relayed) and for a server in mode gateway; polls it
+// with tasks/get until the result is inline; another caller can neither
+// poll, update nor cancel it; a request without the extension, or a
+// tool neither relayed nor gateway-run, is answered plainly.
+func TestTasksExtension(t *testing.T) {
+	up, srv := startTaskServer(t)
+	_, gwSrv := startTaskServer(t)
+	gwSrv.Tasks = &config.ServerTasks{Mode: config.TasksGateway, TTL: time.Hour, MaxPerCaller: 10}
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	bob := keys.add(t, store.Key{Alias: "bob"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"tasky": srv, "gm": gwSrv}}})
+	url := gw.URL + "/mcp"
+
+	if r := extCall(t, url, alice, "server/discover", "", extMeta); !strings.Contains(string(r.Result), `"extensions":{"io.modelcontextprotocol/tasks":{}}`) {
+		t.Fatalf("discover %s", r.Result)
+	}
+	r := extCall(t, url, alice, "tools/call", "tasky__job", `"name":"tasky__job","arguments":{"text":"e"},`+extMeta)
+	var handle struct {
+		ResultType string `json:"resultType"`
+		TaskID     string `json:"taskId"`
+		Status     string `json:"status"`
+		TTLMs      int64  `json:"ttlMs"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &handle) != nil || handle.ResultType != "task" || handle.Status != "working" || handle.TTLMs != 3600000 {
+		t.Fatalf("handle %+v %s", r.Error, r.Result)
+	}
+	waitFor(t, "the upstream task", func() bool { return len(up.callLog()) == 1 })
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		r := extCall(t, url, bob, m, "", `"taskId":"`+handle.TaskID+`","inputResponses":{},`+extMeta)
+		if r.Error == nil || r.Error.Message != "Failed to retrieve task: Task not found" {
+			t.Errorf("bob %s: %+v %s", m, r.Error, r.Result)
+		}
+	}
+	if r := extCall(t, url, alice, "tasks/update", "", `"taskId":"`+handle.TaskID+`","inputResponses":{},`+extMeta); r.Error != nil {
+		t.Errorf("tasks/update %+v", r.Error)
+	}
+	up.release()
+	var got struct {
+		Status string          `json:"status"`
+		Result json.RawMessage `json:"result"`
+	}
+	waitFor(t, "completed", func() bool {
+		r := extCall(t, url, alice, "tasks/get", "", `"taskId":"`+handle.TaskID+`",`+extMeta)
+		return r.Error == nil && json.Unmarshal(r.Result, &got) == nil && got.Status == "completed"
+	})
+	if !strings.Contains(string(got.Result), `"text":"job:e"`) {
+		t.Fatalf("inline result %s", got.Result)
+	}
+
+	// Mode gateway: a tool the upstream does not run as a task.
+	r = extCall(t, url, alice, "tools/call", "gm__plain", `"name":"gm__plain","arguments":{"text":"g"},`+extMeta)
+	if r.Error != nil || json.Unmarshal(r.Result, &handle) != nil || handle.ResultType != "task" {
+		t.Fatalf("gateway-mode handle %+v %s", r.Error, r.Result)
+	}
+	waitFor(t, "completed", func() bool {
+		r := extCall(t, url, alice, "tasks/get", "", `"taskId":"`+handle.TaskID+`",`+extMeta)
+		return r.Error == nil && json.Unmarshal(r.Result, &got) == nil && got.Status == "completed"
+	})
+	if !strings.Contains(string(got.Result), `"text":"now:g"`) {
+		t.Fatalf("gateway-mode result %s", got.Result)
+	}
+	if r := extCall(t, url, alice, "tasks/cancel", "", `"taskId":"`+handle.TaskID+`",`+extMeta); r.Error == nil {
+		t.Errorf("cancel of a completed task: %s", r.Result)
+	}
+
+	// Plain answers: no extension declared; a tool not relayed in relay
+	// mode.
+	if r := extCall(t, url, alice, "tools/call", "tasky__job", `"name":"tasky__job","arguments":{"text":"p"},`+statelessMetaJSON); r.Error != nil || !strings.Contains(string(r.Result), `"text":"now:p"`) {
+		t.Errorf("without the extension: %+v %s", r.Error, r.Result)
+	}
+	if r := extCall(t, url, alice, "tools/call", "tasky__plain", `"name":"tasky__plain","arguments":{"text":"q"},`+extMeta); r.Error != nil || !strings.Contains(string(r.Result), `"text":"now:q"`) {
+		t.Errorf("a plain tool: %+v %s", r.Error, r.Result)
+	}
+	// 2025-11-25's methods are not the extension's.
+	if r := extCall(t, url, alice, "tasks/result", "", `"taskId":"`+handle.TaskID+`",`+extMeta); r.Error == nil {
+		t.Errorf("tasks/result in 2026-07-28: %s", r.Result)
 	}
 }

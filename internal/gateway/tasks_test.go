@@ -180,8 +180,18 @@ func TestGatewayRunTasks(t *testing.T) {
 		t.Fatalf("after bob: %s", s)
 	}
 
-	// Alice polls from a new session of hers (the first one may be gone).
+	// Alice polls from a new session of hers: the first one is gone.
 	again, _ := newTaskClient(t, url, alice, "2025-11-25")
+	del, _ := http.NewRequest(http.MethodDelete, url, nil)
+	for k, v := range a.hdr {
+		del.Header.Set(k, v)
+	}
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE the first session: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	a = again
 	if r := again.call("tasks/list", map[string]any{}); !strings.Contains(string(r.Result), id) {
 		t.Fatalf("alice lists %s", r.Result)
 	}
@@ -220,7 +230,8 @@ func TestGatewayRunTaskCancel(t *testing.T) {
 	up, srv := startTaskUpstream(t)
 	keys := &memKeys{}
 	alice := keys.add(t, store.Key{Alias: "alice"})
-	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+	aud := &memAudit{}
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Audit: aud,
 		Config: &config.Config{Servers: map[string]*config.Server{"plain": srv}}})
 	a, _ := newTaskClient(t, gw.URL+"/mcp", alice, "2025-11-25")
 	id := a.startTask("plain__slow", "two")["taskId"].(string)
@@ -246,6 +257,11 @@ func TestGatewayRunTaskCancel(t *testing.T) {
 	}
 	if s := a.status(id); s != "cancelled" {
 		t.Errorf("status %s", s)
+	}
+	// The cancelled call has its one audit record.
+	waitFor(t, "the audit record", func() bool { return len(aud.records()) == 1 })
+	if rec := aud.records()[0]; rec.Tool != "slow" || rec.Outcome == store.OutcomeOK {
+		t.Errorf("audit of the cancelled call %+v", rec)
 	}
 }
 
@@ -277,7 +293,9 @@ func TestTasksPerEraAndMode(t *testing.T) {
 	if strings.Contains(string(caps), "tasks") {
 		t.Errorf("off route capabilities: %s", caps)
 	}
-	_ = offOnly
+	if r := offOnly.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}}); r.Error == nil || r.Error.Code != -32601 {
+		t.Errorf("task call on a route without tasks: %+v %s", r.Error, r.Result)
+	}
 
 	a, caps := newTaskClient(t, gw.URL+"/mcp", alice, "2025-11-25")
 	if !strings.Contains(string(caps), `"tasks"`) {
@@ -444,19 +462,25 @@ func TestTaskQuestionsReachOnlyTheOwner(t *testing.T) {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 	}
-	select {
-	case m := <-aMsgs:
-		if err := json.Unmarshal([]byte(m), &ask); err != nil || ask.Method != "elicitation/create" {
-			t.Fatalf("owner's stream: %s", m)
+	for ask.Method != "elicitation/create" {
+		select {
+		case m := <-aMsgs:
+			// The task's status (input_required) may come first.
+			if err := json.Unmarshal([]byte(m), &ask); err != nil || (ask.Method != "elicitation/create" && ask.Method != "notifications/tasks/status") {
+				t.Fatalf("owner's stream: %s", m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the question did not reach the task's session")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the question did not reach the task's session")
+	}
+	if s := a.status(id); s != "input_required" {
+		t.Errorf("status while asking %s", s)
 	}
 	answer := `{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"action":"accept","content":{"name":"Ann"}}}`
 	if code, _, body := rpc(t, url, other.hdr, answer); code != http.StatusBadRequest {
 		t.Fatalf("another session answered: %d %s", code, body)
 	}
-	if s := a.status(id); s != "working" {
+	if s := a.status(id); s != "input_required" {
 		t.Fatalf("status after the foreign answer %s", s)
 	}
 	if code, _, body := rpc(t, url, a.hdr, answer); code != http.StatusAccepted {
@@ -471,4 +495,25 @@ func TestTaskQuestionsReachOnlyTheOwner(t *testing.T) {
 		t.Fatalf("another session heard %s", m)
 	default:
 	}
+}
+
+// FuzzTaskTTL: the task member of a tools/call is read without panic;
+// a ttl is never negative; what is not an object is refused.
+func FuzzTaskTTL(f *testing.F) {
+	for _, s := range []string{`{"name":"x","task":{}}`, `{"task":{"ttl":60000}}`, `{"task":{"ttl":-1}}`, `{"task":"soon"}`,
+		`{"task":null}`, `{"task":{"ttl":1e300}}`, `{"task":{"ttl":"1"}}`, `{}`, `{"task":[]}`, `{"task":{"ttl":0.5}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		ttl, augmented, e := taskTTL(json.RawMessage(params))
+		if ttl < 0 {
+			t.Fatalf("negative ttl %v", ttl)
+		}
+		if !augmented && e != nil {
+			t.Fatalf("refused a call without a task: %v", e)
+		}
+		if e != nil && strings.Contains(e.Message, params) && len(params) > 8 {
+			t.Fatalf("the error echoes the params: %v", e)
+		}
+	})
 }

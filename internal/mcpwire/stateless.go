@@ -40,6 +40,8 @@ var statelessClientMethods = []string{
 	MethodServerDiscover, MethodResourcesList, MethodResourceTemplates, MethodResourcesRead,
 	MethodSubscriptionsListen, MethodPromptsList, MethodPromptsGet, MethodToolsList,
 	MethodToolsCall, MethodCompletionComplete,
+	// The tasks extension (io.modelcontextprotocol/tasks).
+	MethodTasksGet, MethodTasksUpdate, MethodTasksCancel,
 }
 
 // IsStatelessClientMethod reports whether method is a request a client may

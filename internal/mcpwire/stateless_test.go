@@ -193,8 +193,14 @@ func TestMethodSets(t *testing.T) {
 		"logging/setLevel":      {},
 		"resources/subscribe":   {},
 		"resources/unsubscribe": {},
-		"tasks/get":             {},
 		"":                      {},
+		// The tasks extension's methods (tasks/result and tasks/list
+		// are 2025-11-25's only).
+		"tasks/get":    {Client: true},
+		"tasks/update": {Client: true},
+		"tasks/cancel": {Client: true},
+		"tasks/result": {},
+		"tasks/list":   {},
 	}
 	for m, want := range tests {
 		_, name := mcpwire.NameParam(m)

@@ -1,5 +1,7 @@
 package mcpwire
 
+import "github.com/mcpgate/mcpgate/internal/jsonrpc"
+
 // Tasks (2025-11-25, experimental): the methods, notification and
 // members of a task-augmented request.
 const (
@@ -7,6 +9,14 @@ const (
 	MethodTasksResult = "tasks/result"
 	MethodTasksList   = "tasks/list"
 	MethodTasksCancel = "tasks/cancel"
+	// MethodTasksUpdate answers a task's input requests (2026-07-28
+	// extension).
+	MethodTasksUpdate = "tasks/update"
+
+	// ExtensionTasks names the 2026-07-28 tasks extension.
+	ExtensionTasks = "io.modelcontextprotocol/tasks"
+	// ResultTask is the resultType of a task handle (CreateTaskResult).
+	ResultTask = "task"
 
 	NotifyTasksStatus = "notifications/tasks/status"
 
@@ -28,4 +38,15 @@ func IsTasksMethod(method string) bool {
 		return true
 	}
 	return false
+}
+
+// DeclaresTasksExtension says whether a 2026-07-28 request's per-request
+// client capabilities declare the tasks extension.
+func DeclaresTasksExtension(params []byte) bool {
+	ext, ok := jsonrpc.GetPath(params, FieldMeta, MetaKeyClientCapabilities, "extensions")
+	if !ok {
+		return false
+	}
+	v, ok := jsonrpc.Get(ext, ExtensionTasks)
+	return ok && len(v) > 0 && v[0] == '{'
 }

@@ -319,6 +319,21 @@ func (t *Table) Get(owner Owner, id string) (Task, error) {
 	return e.task, nil
 }
 
+// Peek is the task id names, if owner's, and its outcome once it is
+// terminal (the zero Outcome before), without waiting.
+func (t *Table) Peek(owner Owner, id string) (Task, Outcome, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, err := t.openLocked(owner, id)
+	if err != nil {
+		return Task{}, Outcome{}, err
+	}
+	if !e.task.Status.Terminal() {
+		return e.task, Outcome{}, nil
+	}
+	return e.task, e.out, nil
+}
+
 // Result waits until the task id names (if owner's) is terminal, or ctx
 // ends, and returns its final state and outcome.
 func (t *Table) Result(ctx context.Context, owner Owner, id string) (Task, Outcome, error) {
