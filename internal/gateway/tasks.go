@@ -155,12 +155,18 @@ func taskTTL(params json.RawMessage) (ttl time.Duration, ok bool, e *jsonrpc.Err
 // gateway does not make a task): dispatch then serves it as a plain call.
 func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (res json.RawMessage, e *jsonrpc.Error, handled bool) {
 	if sc.stateless {
-		return g.taskCallExtension(ctx, sc, m)
+		if res, e, ok := g.taskCallExtension(ctx, sc, m); ok {
+			return res, e, true
+		}
+		return g.callWithoutTask(ctx, sc, m)
 	}
 	ttl, augmented, e := taskTTL(m.Params)
-	if !augmented || sc.stateless || sc.sess == nil || sc.sess.Rev() != mcpwire.Rev20251125 {
-		// Only 2025-11-25 has tasks in the core protocol.
+	if !augmented {
 		return nil, nil, false
+	}
+	if sc.sess == nil || sc.sess.Rev() != mcpwire.Rev20251125 {
+		// Only 2025-11-25 has tasks in the core protocol.
+		return g.callWithoutTask(ctx, sc, m)
 	}
 	if e != nil {
 		return nil, e, true
@@ -493,6 +499,26 @@ func mustGet(obj []byte, key string) []byte {
 // gets none. The gateway's tasks never ask for input (no inputRequests):
 // a server request during such a call is refused as from a client
 // without the capability.
+
+// callWithoutTask serves, as a plain call, a tools/call that carries a
+// task member the gateway does not take (a revision without tasks in the
+// core protocol, a 2026-07-28 request that did not declare the
+// extension). The member is taken out first: passed on, it would make
+// the upstream create a task on the upstream session every caller
+// shares, and hand this caller the upstream's own task id, which names
+// nothing it can poll through the gateway. handled is false when there
+// is no task member.
+func (g *Gateway) callWithoutTask(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error, bool) {
+	if _, ok := jsonrpc.Get(m.Params, mcpwire.FieldTask); !ok {
+		return nil, nil, false
+	}
+	plain, err := jsonrpc.Delete(m.Params, mcpwire.FieldTask)
+	if err != nil {
+		return nil, errInvalidParams("Invalid params"), true
+	}
+	res, e := g.callRealTool(ctx, sc, &jsonrpc.Message{ID: m.ID, Method: m.Method, Params: plain})
+	return res, e, true
+}
 
 // taskCallExtension is taskCall for a 2026-07-28 request.
 func (g *Gateway) taskCallExtension(ctx context.Context, sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error, bool) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -360,5 +361,44 @@ func TestTasksExtension(t *testing.T) {
 	// 2025-11-25's methods are not the extension's.
 	if r := extCall(t, url, alice, "tasks/result", "", `"taskId":"`+handle.TaskID+`",`+extMeta); r.Error == nil {
 		t.Errorf("tasks/result in 2026-07-28: %s", r.Result)
+	}
+}
+
+// TestTaskMemberWithoutTasks: a client whose revision has no tasks
+// (2025-06-18) sends a task member anyway: the call is served plainly,
+// the member never reaches the upstream (which would create a task on the
+// upstream session all callers share), and no upstream task id reaches
+// the client.
+func TestTaskMemberWithoutTasks(t *testing.T) {
+	up, srv := startTaskServer(t)
+	_, gw := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"tasky": srv}}})
+	sid := initSessionRev(t, gw.URL+"/mcp/tasky", "2025-06-18")
+	_, _, body := rpc(t, gw.URL+"/mcp/tasky", map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"job","arguments":{"text":"old"},"task":{"ttl":1000}}}`)
+	var r rpcReply
+	_ = json.Unmarshal(body, &r)
+	if r.Error != nil || string(r.Result) != `{"content":[{"type":"text","text":"now:old"}]}` {
+		t.Fatalf("plain call with a task member: %s", body)
+	}
+	if got := up.callLog(); len(got) != 1 || got[0] != "job task=" {
+		t.Fatalf("upstream calls %v", got)
+	}
+}
+
+// TestTasksAndAppsExtensionsTogether: a 2026-07-28 route with a server
+// that runs tasks and one that serves views declares both extensions;
+// neither hides the other.
+func TestTasksAndAppsExtensionsTogether(t *testing.T) {
+	_, srv := startTaskServer(t)
+	weather := appsUpstream(t, "weather", nil)
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"tasky": srv, "weather": httpServer(weather.http.URL)}}})
+	r := extCall(t, gw.URL+"/mcp", alice, "server/discover", "", extMeta)
+	for _, ext := range []string{mcpwire.ExtensionTasks, mcpwire.ExtUI} {
+		if _, ok := jsonrpc.GetPath(r.Result, "capabilities", "extensions", ext); !ok {
+			t.Errorf("discover lacks extension %s: %s", ext, r.Result)
+		}
 	}
 }
