@@ -356,7 +356,11 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	noteSession(r.Context(), sess)
 
-	ps := &postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout, log: g.log}
+	// The sender, the scope and the route the scope points at, in one
+	// allocation.
+	pc := &postCall{rt: rt}
+	pc.ps = postSender{w: w, req: r, canSSE: acceptsSSE(r) && !batch, jsonOK: acceptsJSON(r), eventTimeout: g.limits().SSEWriteTimeout, log: g.log}
+	ps := &pc.ps
 	if sess != nil {
 		ps.fallback = sess
 	}
@@ -370,7 +374,8 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			defer stop()
 		}
 	}
-	sc := &scope{g: g, sess: sess, rt: &rt, out: ps, owner: id.Owner}
+	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner}
+	sc := &pc.sc
 	if sess != nil {
 		sc.caps = sess.Caps()
 	}
@@ -386,7 +391,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 				refused = append(refused, jsonrpc.NewErrorResponse(e.id, e.err))
 			}
 		case m.IsNotification():
-			g.handleNotification(r.Context(), sess, &rt, m)
+			g.handleNotification(r.Context(), sess, &pc.rt, m)
 		default:
 			reply := g.serve(ctx, sc, m)
 			if reply != nil {
@@ -478,6 +483,13 @@ func (g *Gateway) safeDispatch(ctx context.Context, sc *scope, m *jsonrpc.Messag
 
 // postSender answers one POST: JSON when nothing else has to be sent first,
 // an SSE stream as soon as a related message must go out before the reply.
+// postCall is what servePost allocates for the requests of one POST.
+type postCall struct {
+	ps postSender
+	sc scope
+	rt route
+}
+
 type postSender struct {
 	mu       sync.Mutex
 	w        http.ResponseWriter

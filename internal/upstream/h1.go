@@ -235,7 +235,7 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 		stop()
 		return nil, pc.ioErr(req, err, true)
 	}
-	resp, err := http.ReadResponse(pc.br, req)
+	resp, err := readResponse(pc.br, req)
 	if err != nil {
 		stop()
 		return nil, pc.ioErr(req, err, pc.nread == before)
