@@ -325,3 +325,43 @@ func TestConvertURLAndArgs(t *testing.T) {
 		t.Errorf("resolved args (-got +want)\n%s", diff)
 	}
 }
+
+// TestProvenance: an imported server says which client file it came from
+// and, when a package runner starts it, which package it runs; a
+// package named by a variable, or any other command, names none, and no
+// secret of the arguments reaches it.
+func TestProvenance(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+		"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything@2026.8.31"]},
+		"fetch": {"command": "/usr/local/bin/uvx", "args": ["--from", "git+https://x", "mcp-server-fetch==1.2"]},
+		"box": {"command": "docker", "args": ["run", "-i", "--rm", "-e", "TOKEN=s-1", "ghcr.io/acme/mcp:1.4"]},
+		"dlx": {"command": "pnpm", "args": ["dlx", "mcp-thing@2"]},
+		"local": {"command": "node", "args": ["server.js", "--token", "t-9"]},
+		"varpkg": {"command": "npx", "args": ["${env:PKG}"]}
+	}}`), ClaudeDesktop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Convert(f, Options{Path: "/home/me/claude_desktop_config.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"everything": "npm @modelcontextprotocol/server-everything@2026.8.31",
+		"fetch":      "pypi mcp-server-fetch==1.2",
+		"box":        "image ghcr.io/acme/mcp:1.4",
+		"dlx":        "npm mcp-thing@2",
+		"local":      "",
+		"varpkg":     "",
+	}
+	for name, v := range want {
+		p := r.Servers[name].Provenance
+		if p == nil || p.Source != "claude-desktop /home/me/claude_desktop_config.json" || p.Version != v {
+			t.Errorf("%s: provenance %+v, want version %q", name, p, v)
+		}
+	}
+	y := string(ServersYAML(r))
+	if !strings.Contains(y, "version: npm @modelcontextprotocol/server-everything@2026.8.31") || strings.Contains(y, "t-9") {
+		t.Errorf("yaml:\n%s", y)
+	}
+}

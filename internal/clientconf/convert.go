@@ -279,7 +279,71 @@ func (c *converter) server(name string, s Server) (*config.Server, error) {
 			srv.Headers[k] = v
 		}
 	}
+	srv.Provenance = c.provenance(srv)
 	return srv, nil
+}
+
+// provenance is where an imported server came from: the client file, and
+// for a stdio server started by a package runner the package it runs
+// (its arguments are already converted: no secret is in them).
+func (c *converter) provenance(srv *config.Server) *config.Provenance {
+	p := &config.Provenance{Source: strings.TrimSpace(string(c.f.Format) + " " + c.opts.Path)}
+	if srv.Transport == config.TransportStdio {
+		p.Version = packageOf(srv.Command, srv.Args)
+	}
+	return p
+}
+
+// packageOf names the package a package runner (npx, uvx, bunx, pnpm
+// dlx, docker run) is told to run, as given ("npm @scope/pkg@1.2.3"); ""
+// for any other command.
+func packageOf(command string, args []string) string {
+	base := strings.TrimSuffix(filepath.Base(command), ".cmd")
+	base = strings.TrimSuffix(base, ".exe")
+	var registry string
+	switch base {
+	case "npx", "bunx":
+		registry = "npm"
+	case "uvx", "pipx":
+		registry = "pypi"
+	case "pnpm", "yarn":
+		if len(args) == 0 || args[0] != "dlx" {
+			return ""
+		}
+		registry, args = "npm", args[1:]
+	case "docker", "podman":
+		if len(args) == 0 || args[0] != "run" {
+			return ""
+		}
+		registry, args = "image", args[1:]
+	default:
+		return ""
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			continue
+		case strings.HasPrefix(a, "-"):
+			// A flag; those that take a separate value skip it.
+			if !strings.Contains(a, "=") && valueFlags[a] {
+				i++
+			}
+			continue
+		}
+		if strings.Contains(a, "${") {
+			return "" // a variable, not a package name
+		}
+		return registry + " " + a
+	}
+	return ""
+}
+
+// valueFlags are package runners' flags whose value is the next argument.
+var valueFlags = map[string]bool{
+	"-p": true, "--package": true, "--from": true, "--with": true, "--python": true, "--index-url": true,
+	"-e": true, "--env": true, "-v": true, "--volume": true, "--name": true, "--network": true, "--env-file": true,
+	"-w": true, "--workdir": true, "--user": true, "-u": true, "--entrypoint": true, "--mount": true,
 }
 
 // args converts a stdio server's arguments. Credentials there move to

@@ -145,6 +145,16 @@ func ServerNode(s *config.Server) *yaml.Node {
 		}
 		add("auth", a)
 	}
+	if s.Provenance != nil && (s.Provenance.Source != "" || s.Provenance.Version != "") {
+		pv := &yaml.Node{Kind: yaml.MappingNode}
+		if s.Provenance.Source != "" {
+			pv.Content = append(pv.Content, str("source"), str(escapeDollar(s.Provenance.Source)))
+		}
+		if s.Provenance.Version != "" {
+			pv.Content = append(pv.Content, str("version"), str(s.Provenance.Version))
+		}
+		add("provenance", pv)
+	}
 	return m
 }
 

@@ -174,6 +174,10 @@ type Server struct {
 	Audit *ServerAudit `config:"audit" doc:"What the audit exporters see of this server's calls. Absent: no arguments."`
 
 	// Guardrails: checks before and after this server's tool calls.
+	// Provenance says where the server came from (mcpgate import writes
+	// it); tool integrity keeps it with the server's pins.
+	Provenance *Provenance `config:"provenance" doc:"Where this server came from: mcpgate import writes the client file it was imported from and the package it runs. Kept with the server's tool integrity pins and shown in their review; it changes nothing else."`
+
 	Guardrails *Guardrails `config:"guardrails" doc:"Guardrails of this server's tool calls (SPEC S21): pre checks before the call goes upstream, post checks on the result."`
 
 	// Integrity overrides the top-level mode and approve for this server.
@@ -550,4 +554,10 @@ func FieldErrors(err error) []*FieldError {
 	}
 	walk(err)
 	return out
+}
+
+// Provenance is where a server's definition came from.
+type Provenance struct {
+	Source  string `config:"source,trim" doc:"Where the server's entry came from, for example the client file it was imported from (\"claude-desktop /home/me/.config/Claude/claude_desktop_config.json\")."`
+	Version string `config:"version,trim" doc:"What the server runs, as pinned where it came from: a package and its version (\"npm @modelcontextprotocol/server-everything@2026.8.31\"), a container image, or a version the operator states."`
 }

@@ -34,6 +34,9 @@ func (g *Gateway) integrityPolicy(server string) integrity.Policy {
 	mode, approve := cfg.IntegrityOf(server)
 	p := integrity.Policy{Mode: mode, Approve: approve}
 	if s := cfg.Servers[server]; s != nil {
+		if s.Provenance != nil {
+			p.Source, p.Version = s.Provenance.Source, s.Provenance.Version
+		}
 		for _, raw := range []string{s.URL, s.BaseURL, s.Spec} {
 			if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
 				p.Hosts = append(p.Hosts, u.Hostname())

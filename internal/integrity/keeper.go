@@ -275,6 +275,11 @@ func (k *Keeper) Review(ctx context.Context, server string, ck catalog.Kind, ite
 				p.Pending, p.PendingDefinition, p.Findings, p.SeenAt = fp, canon, fj, now
 				events = append(events, e)
 			}
+			if pol.Source != "" || pol.Version != "" {
+				// Provenance as configured when this definition was seen:
+				// an upgraded package shows beside the change it brought.
+				p.Source, p.Version = pol.Source, pol.Version
+			}
 			p.UpdatedAt = now
 			writes = append(writes, p)
 		}

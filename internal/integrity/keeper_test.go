@@ -327,3 +327,21 @@ func TestKeeperKinds(t *testing.T) {
 		t.Fatalf("events %v", a)
 	}
 }
+
+// TestKeeperProvenance: where a server came from is kept with its pins
+// and shown in the review, and follows the config when a change is seen.
+func TestKeeperProvenance(t *testing.T) {
+	ctx := t.Context()
+	r := newRig(t, "", map[string]Policy{"calc": {Mode: ModePin, Approve: ApproveAuto, Source: "claude-desktop /c.json", Version: "npm calc@1.0.0"}})
+	r.k.Review(ctx, "calc", catalog.Tools, items("calc", addV1))
+	pins, err := r.st.ListPins(ctx, "calc")
+	if err != nil || len(pins) != 1 || pins[0].Source != "claude-desktop /c.json" || pins[0].Version != "npm calc@1.0.0" {
+		t.Fatalf("pins %+v %v", pins, err)
+	}
+	r.pol["calc"] = Policy{Mode: ModePin, Approve: ApproveAuto, Source: "claude-desktop /c.json", Version: "npm calc@2.0.0"}
+	r.k.Review(ctx, "calc", catalog.Tools, items("calc", addV2))
+	ch, err := r.k.Pending(ctx, "calc")
+	if err != nil || len(ch) != 1 || ch[0].Version != "npm calc@2.0.0" || ch[0].Source != "claude-desktop /c.json" {
+		t.Fatalf("review %+v %v", ch, err)
+	}
+}
