@@ -106,6 +106,24 @@ func (s *Shared) create(nonce [nonceLen]byte, owner Owner, server string, t Task
 	return nil
 }
 
+// count is how many unexpired tasks owner holds of server, on any
+// replica.
+func (s *Shared) count(owner Owner, server string, now time.Time) (int, error) {
+	ctx, cancel := s.op()
+	defer cancel()
+	recs, err := s.Store.ListTasks(ctx, ownerPrint(owner))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Server == server && r.Route == owner.Route && now.Before(r.ExpiresAt) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // update writes t (and its outcome) through, unless its row is terminal.
 func (s *Shared) update(t Task, out Outcome) (bool, error) {
 	rec := store.TaskRecord{ID: rowID(t.ID), Status: string(t.Status), StatusMessage: t.StatusMessage, UpdatedAt: t.Updated}
@@ -318,6 +336,9 @@ func (t *Table) watch() {
 		case <-tick.C:
 		}
 		t.mu.Lock()
+		// A call past its TTL ends here even if nobody asks for it
+		// (Get and Peek read the store, not the map).
+		t.sweepLocked(t.now())
 		var running []*entry
 		for _, e := range t.m {
 			if !e.task.Status.Terminal() {

@@ -176,3 +176,37 @@ func TestSharedRestart(t *testing.T) {
 	}
 	old.Close()
 }
+
+// max_per_caller counts the owner's tasks on every replica.
+func TestSharedMaxPerCaller(t *testing.T) {
+	a, b, _ := twoReplicas(t)
+	cfg := Config{TTL: time.Minute, MaxPerCaller: 2}
+	release := make(chan struct{})
+	defer close(release)
+	for _, tb := range []*Table{a, b} {
+		if _, err := tb.Start(t.Context(), alice, "s", cfg, 0, block(release, `{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Start(t.Context(), alice, "s", cfg, 0, block(release, `{}`), nil); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("third task across replicas: %v, want ErrTooMany", err)
+	}
+	if _, err := b.Start(t.Context(), bob, "s", cfg, 0, block(release, `{}`), nil); err != nil {
+		t.Fatalf("another caller's task: %v", err)
+	}
+}
+
+// A replica stopping (Close) fails its running tasks with the reason, for
+// the others to show.
+func TestSharedCloseFailsWithReason(t *testing.T) {
+	a, b, _ := twoReplicas(t)
+	task, err := a.Start(t.Context(), alice, "s", cfgShort, 0, block(make(chan struct{}), `{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	got, out, err := b.Peek(alice, task.ID)
+	if err != nil || got.Status != Failed || got.StatusMessage != ReplicaStopped || out.Err == nil {
+		t.Fatalf("B peek after A closed = %+v %+v %v", got, out.Err, err)
+	}
+}

@@ -220,6 +220,15 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	stop := context.AfterFunc(t.ctx, cancel)
 	e.cancel = cancel
 	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
+	held := -1
+	if t.shared != nil && cfg.MaxPerCaller > 0 {
+		var err error
+		if held, err = t.shared.count(owner, server, now); err != nil {
+			stop()
+			cancel()
+			return Task{}, err
+		}
+	}
 
 	t.mu.Lock()
 	if t.closed {
@@ -234,6 +243,12 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 		if o.owner == owner && o.server == server {
 			n++
 		}
+	}
+	if held >= 0 {
+		// Shared: every replica's tasks of the owner count (read
+		// before the lock; two replicas starting at once may each let
+		// one more in).
+		n = held
 	}
 	if cfg.MaxPerCaller > 0 && n >= cfg.MaxPerCaller {
 		t.mu.Unlock()
@@ -288,6 +303,12 @@ func (t *Table) finish(e *entry, out Outcome) {
 		snap.Status, snap.StatusMessage = Failed, "The tool returned an error result."
 	}
 	snap.Updated = t.now()
+	if t.shared != nil && t.ctx.Err() != nil {
+		// The table closes (the replica stops): the call was cut short,
+		// which the task says, whatever error the cut call returned.
+		snap.Status, snap.StatusMessage = Failed, ReplicaStopped
+		out = Outcome{Err: jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", ReplicaStopped)}
+	}
 	if t.shared != nil {
 		// The result is stored the moment it exists; a row another
 		// replica made terminal first (a cancel) wins.
