@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,60 @@ func TestTasksAcrossReplicas(t *testing.T) {
 	}
 	if s := b.status(id); s != "completed" {
 		t.Fatalf("B: status after result %s", s)
+	}
+}
+
+// TestTasksSurviveRestart: one gateway with fleet.session_keys and a
+// SQLite store, restarted: the task that finished before is fetched after,
+// the task whose call the stop cut short is failed with the reason.
+func TestTasksSurviveRestart(t *testing.T) {
+	up, srv := startTaskUpstream(t)
+	st, err := sqlite.Open(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	srv.Name, srv.Timeout, srv.ProtocolVersion = "plain", 20*time.Second, config.ProtocolVersionAuto
+	cfg := func() *config.Config {
+		return &config.Config{Listen: "127.0.0.1:0", ToolNameSeparator: config.DefaultSeparator,
+			Servers: map[string]*config.Server{"plain": srv},
+			Fleet:   &config.Fleet{SessionKeys: []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))}}}
+	}
+	auth := newAuth(t, keys, nil)
+
+	first := New(Options{Authenticator: auth, Config: cfg(), Tasks: st, Logger: testLogger(t), Version: "test"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first.Start(ctx)
+	ts := httptest.NewServer(first)
+	c, _ := newTaskClient(t, ts.URL+"/mcp/plain", alice, "2025-11-25")
+	done := c.startTask("broken", "x")["taskId"].(string)
+	if r := c.call("tasks/result", map[string]string{"taskId": done}); r.Error != nil {
+		t.Fatalf("tasks/result before the restart: %+v", r.Error)
+	}
+	running := c.startTask("slow", "cut")["taskId"].(string)
+	ts.CloseClientConnections()
+	ts.Close()
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	if err := first.Close(cctx); err != nil {
+		t.Logf("close: %v", err)
+	}
+	select {
+	case <-up.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Error("the running call was not cancelled by the stop")
+	}
+
+	_, gw := startGatewayWith(t, Options{Authenticator: auth, Config: cfg(), Tasks: st})
+	again, _ := newTaskClient(t, gw.URL+"/mcp/plain", alice, "2025-11-25")
+	if r := again.call("tasks/result", map[string]string{"taskId": done}); r.Error != nil || !strings.Contains(string(r.Result), `"it broke"`) {
+		t.Fatalf("tasks/result after the restart: %+v %s", r.Error, r.Result)
+	}
+	r := again.call("tasks/get", map[string]string{"taskId": running})
+	if r.Error != nil || !strings.Contains(string(r.Result), `"status":"failed"`) || !strings.Contains(string(r.Result), "replica running this task stopped") {
+		t.Fatalf("the cut task after the restart: %+v %s", r.Error, r.Result)
 	}
 }
