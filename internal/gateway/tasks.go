@@ -20,6 +20,11 @@ package gateway
 // tasks alone. Messages of the running call (progress, server-initiated
 // requests) go to the session that created the task, as for a plain
 // call of that session.
+//
+// With fleet.session_keys the ids are sealed under a key derived from them
+// and the table keeps its tasks in the store too (newTaskTable), so any
+// replica answers tasks/* for any task, and a task whose replica stopped
+// ends failed with the reason.
 
 import (
 	"bytes"
