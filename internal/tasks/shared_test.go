@@ -68,6 +68,12 @@ func TestSharedAcrossReplicas(t *testing.T) {
 			t.Fatalf("B list as %+v = %v, %v", o, list, err)
 		}
 	}
+	// An altered id names nothing on B either (its MAC is checked before
+	// the store is read).
+	altered := task.ID[:len(task.ID)-2] + map[bool]string{true: "AA", false: "AB"}[task.ID[len(task.ID)-2:] != "AA"]
+	if _, err := b.Get(alice, altered); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("B get of an altered id: %v", err)
+	}
 	list, _, err := b.List(alice, "")
 	if err != nil || len(list) != 1 || list[0].ID != task.ID {
 		t.Fatalf("B list = %+v, %v", list, err)
@@ -208,5 +214,38 @@ func TestSharedCloseFailsWithReason(t *testing.T) {
 	got, out, err := b.Peek(alice, task.ID)
 	if err != nil || got.Status != Failed || got.StatusMessage != ReplicaStopped || out.Err == nil {
 		t.Fatalf("B peek after A closed = %+v %+v %v", got, out.Err, err)
+	}
+}
+
+// BenchmarkSharedGet: tasks/get of a finished task read from a SQLite
+// store, against the memory-only table.
+func BenchmarkSharedGet(b *testing.B) {
+	st, err := sqlite.Open(b.Context(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "memory", true: "sqlite"}[shared], func(b *testing.B) {
+			o := Options{}
+			if shared {
+				o.Shared = &Shared{Store: st, Replica: "A"}
+			}
+			tb := NewTable(o)
+			defer tb.Close()
+			task, err := tb.Start(b.Context(), alice, "s", cfgShort, 0, func(context.Context) Outcome { return Outcome{Result: []byte(`{"content":[]}`)} }, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := tb.Result(b.Context(), alice, task.ID); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := tb.Get(alice, task.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
