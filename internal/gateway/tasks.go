@@ -680,16 +680,16 @@ func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
 		// The registry says which replicas run; a registry that cannot
 		// be read says they all do (Peers.Alive).
 		sh.Alive = g.peers.Alive
-	case o.Replicas != nil || o.State != nil:
-		// A fleet whose replicas are not in the registry (no
-		// fleet.advertise): nobody can tell a stopped replica from a
-		// running one, so no task is failed for it (a task whose
-		// replica died stays working until its TTL).
-		g.log.Warn("fleet.advertise is not set: a task whose replica stops stays working until its TTL")
+	case o.Replicas != nil || cfg.Store.Driver == config.StorePostgres:
+		// Replicas that may share the store but are not in the
+		// registry (no fleet.advertise): nobody can tell a stopped
+		// replica from a running one, so no task is failed for it (a
+		// task whose replica died stays working until its TTL).
+		g.log.Warn("the replica registry is not in use (fleet.advertise and the redis state driver): a task whose replica stops stays working until its TTL")
 		sh.Alive = func(context.Context, string) bool { return true }
 	default:
-		// One process: a task of another replica id is this store's
-		// previous process's, which stopped.
+		// One process on its own SQLite file: a task of another
+		// replica id is this store's previous process's, which stopped.
 	}
 	return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now, Shared: sh})
 }
