@@ -309,6 +309,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Vault:               vlt,
 		Tracer:              tracer,
 		Integrity:           keeper,
+		Tasks:               st,
 	})
 	gw.Store(g)
 	// A replica that may have missed the announcement of a key's change

@@ -42,6 +42,9 @@ const (
 	// PurposePeerAuth keys the HMAC one replica signs its requests to
 	// another with (peer.go); it seals nothing.
 	PurposePeerAuth = "peer-auth"
+	// PurposeTaskID keys the HMAC that binds a task id to its owner
+	// (internal/tasks); it seals nothing.
+	PurposeTaskID = "task-id"
 )
 
 // version is the first byte of every token: the layout below. A new
@@ -199,4 +202,20 @@ func (ks *keySet) additional(head []byte, bind string) []byte {
 	ad = append(ad, head...)
 	ad = append(ad, 0)
 	return append(ad, bind...)
+}
+
+// TaskIDKeys are the keys task ids are sealed under, one per session key
+// in the same order (the first mints): every replica of the fleet derives
+// the same, so a task made on one is opened on any, and none of them is a
+// key of another purpose.
+func TaskIDKeys(keys [][]byte) ([][]byte, error) {
+	out := make([][]byte, 0, len(keys))
+	for i, k := range keys {
+		dk, err := hkdf.Key(sha256.New, k, []byte("mcpgate fleet session keys"), "mcpgate/fleet/v1 "+PurposeTaskID, 32)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: session key %d: %w", i, err)
+		}
+		out = append(out, dk)
+	}
+	return out, nil
 }

@@ -44,6 +44,7 @@ import (
 	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tasks"
 	"github.com/mcpgate/mcpgate/internal/toolsearch"
 	"github.com/mcpgate/mcpgate/internal/tracing"
@@ -146,6 +147,11 @@ type Options struct {
 	// fleet.session_keys this replica joins it and forwards what belongs
 	// to another replica there. nil: no registry, nothing forwarded.
 	Replicas state.Replicas
+	// Tasks is where the gateway-run tasks are kept beside memory when
+	// task ids are sealed under fleet.session_keys (tasks.go): then any
+	// replica, or this one after a restart, answers for any task. nil:
+	// tasks live in this process alone.
+	Tasks store.Tasks
 }
 
 // Gateway serves the merged view of the configured upstreams.
@@ -319,7 +325,6 @@ func New(o Options) *Gateway {
 		stop:        make(chan struct{}),
 	}
 	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
-	g.taskTable = tasks.New(nil, o.Now)
 	g.fresh.Timeout = freshTimeout
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -378,6 +383,7 @@ func New(o Options) *Gateway {
 		g.advertise = cfg.Fleet.Advertise
 	}
 	g.peers = newPeers(g, o.Replicas)
+	g.taskTable = g.newTaskTable(cfg, o)
 	g.fleetBus = g.newBus()
 	g.resumables = g.newResumables()
 	if g.version == "" {

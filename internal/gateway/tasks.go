@@ -20,6 +20,11 @@ package gateway
 // tasks alone. Messages of the running call (progress, server-initiated
 // requests) go to the session that created the task, as for a plain
 // call of that session.
+//
+// With fleet.session_keys the ids are sealed under a key derived from them
+// and the table keeps its tasks in the store too (newTaskTable), so any
+// replica answers tasks/* for any task, and a task whose replica stopped
+// ends failed with the reason.
 
 import (
 	"bytes"
@@ -34,6 +39,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/tasks"
@@ -240,6 +246,8 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	switch {
 	case errors.Is(err, tasks.ErrTooMany):
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller), true
+	case errors.Is(err, tasks.ErrStore):
+		return nil, taskStoreError(), true
 	case err != nil:
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
 	}
@@ -281,6 +289,9 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 		}
 		cursor, _ := jsonrpc.GetString(m.Params, "cursor")
 		list, next, err := g.taskTable.List(owner, cursor)
+		if errors.Is(err, tasks.ErrStore) {
+			return nil, taskStoreError()
+		}
 		if err != nil {
 			return nil, errInvalidParams("Invalid cursor")
 		}
@@ -304,6 +315,9 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 	switch m.Method {
 	case mcpwire.MethodTasksGet:
 		t, err := g.taskTable.Get(owner, id)
+		if errors.Is(err, tasks.ErrStore) {
+			return nil, taskStoreError()
+		}
 		if err != nil {
 			return nil, errTaskNotFound()
 		}
@@ -313,6 +327,9 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 		if errors.Is(err, tasks.ErrTerminal) {
 			cur, _ := g.taskTable.Get(owner, id)
 			return nil, errInvalidParams("Cannot cancel task: already in terminal status '%s'", cur.Status)
+		}
+		if errors.Is(err, tasks.ErrStore) {
+			return nil, taskStoreError()
 		}
 		if err != nil {
 			return nil, errTaskNotFound()
@@ -324,6 +341,8 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
 		return nil, errTaskNotFound()
+	case errors.Is(err, tasks.ErrStore):
+		return nil, taskStoreError()
 	case err != nil:
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "Request cancelled")
 	case t.Status == tasks.Cancelled:
@@ -557,6 +576,8 @@ func (g *Gateway) taskCallExtension(ctx context.Context, sc *scope, m *jsonrpc.M
 	switch {
 	case errors.Is(err, tasks.ErrTooMany):
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller), true
+	case errors.Is(err, tasks.ErrStore):
+		return nil, taskStoreError(), true
 	case err != nil:
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
 	}
@@ -606,6 +627,9 @@ func (g *Gateway) taskMethodExtension(sc *scope, m *jsonrpc.Message) (json.RawMe
 	switch m.Method {
 	case mcpwire.MethodTasksGet:
 		t, out, err := g.taskTable.Peek(owner, id)
+		if errors.Is(err, tasks.ErrStore) {
+			return nil, taskStoreError()
+		}
 		if err != nil {
 			return nil, errTaskNotFound()
 		}
@@ -623,10 +647,55 @@ func (g *Gateway) taskMethodExtension(sc *scope, m *jsonrpc.Message) (json.RawMe
 			cur, _ := g.taskTable.Get(owner, id)
 			return nil, errInvalidParams("Cannot cancel task: already in terminal status '%s'", cur.Status)
 		}
+		if errors.Is(err, tasks.ErrStore) {
+			return nil, taskStoreError()
+		}
 		if err != nil {
 			return nil, errTaskNotFound()
 		}
 		return json.RawMessage(`{}`), nil
 	}
 	return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Method not found: %s", m.Method)
+}
+
+// newTaskTable is the table of the tasks this gateway runs. Its ids are
+// sealed under keys derived from fleet.session_keys when there are any, so
+// every replica (and this one after a restart) opens them; with a store
+// as well, the tasks are kept there (tasks.Shared) and any replica answers
+// for any task. Otherwise the key is this process's and the tasks live in
+// its memory alone: nothing else could open their ids.
+func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
+	var keys [][]byte
+	if g.ring != nil && cfg.Fleet != nil {
+		if roots, err := cfg.Fleet.SessionKeyBytes(); err == nil {
+			keys, _ = fleet.TaskIDKeys(roots)
+		}
+	}
+	if len(keys) == 0 || o.Tasks == nil {
+		return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now})
+	}
+	sh := &tasks.Shared{Store: o.Tasks, Replica: g.instance, Logger: g.log}
+	switch {
+	case g.peers != nil:
+		// The registry says which replicas run; a registry that cannot
+		// be read says they all do (Peers.Alive).
+		sh.Alive = g.peers.Alive
+	case o.Replicas != nil || cfg.Store.Driver == config.StorePostgres:
+		// Replicas that may share the store but are not in the
+		// registry (no fleet.advertise): nobody can tell a stopped
+		// replica from a running one, so no task is failed for it (a
+		// task whose replica died stays working until its TTL).
+		g.log.Warn("the replica registry is not in use (fleet.advertise and the redis state driver): a task whose replica stops stays working until its TTL")
+		sh.Alive = func(context.Context, string) bool { return true }
+	default:
+		// One process on its own SQLite file: a task of another
+		// replica id is this store's previous process's, which stopped.
+	}
+	return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now, Shared: sh})
+}
+
+// taskStoreError is the answer when the task store cannot say what became
+// of a task: unknown is not "not found".
+func taskStoreError() *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "The task store is unavailable; try again")
 }

@@ -10,7 +10,7 @@
 // them. Every backend must pass the conformance suite in store/storetest.
 // What the SQL backends would otherwise each repeat lives here, over
 // narrow interfaces of their statements: [SQLKeys] (with the config key
-// sync), [SQLDirectory], [SQLObjects], [SQLSessions], [SQLPins] and [SQLAudit] (its
+// sync), [SQLDirectory], [SQLObjects], [SQLSessions], [SQLPins], [SQLTasks] and [SQLAudit] (its
 // filters and keyset paging) decide what to read and write, and a backend
 // embeds them and keeps only its SQL, its driver calls and its row
 // encoding ([KeyRow], [Dialect]).
@@ -77,6 +77,7 @@ type Store interface {
 	TerminatedSessions
 	AuditLog
 	Pins
+	Tasks
 	Close() error
 }
 

@@ -15,8 +15,11 @@
 // upstreams: the gateway hands Start the function that makes the call
 // (through every stage a plain call passes) and turns what the table
 // returns into MCP messages (Task.JSON is the one wire shape it owns).
-// It keeps tasks in memory: a restart forgets them, and their calls end
-// with the process.
+// Alone it keeps tasks in memory: a restart forgets them, and their calls
+// end with the process. Shared (shared.go) it also keeps every task's
+// record and result in the store, written through the moment they change,
+// so any replica of a fleet whose ids are sealed under the same key
+// answers for any task, and a task whose replica died ends failed.
 package tasks
 
 import (
@@ -121,8 +124,9 @@ var (
 
 // Table holds the gateway-run tasks. Safe for concurrent use.
 type Table struct {
-	key []byte
-	now func() time.Time
+	keys   [][]byte // the first mints ids, every one opens them
+	now    func() time.Time
+	shared *Shared // nil: the tasks live in this table alone
 
 	ctx    context.Context // ends with Close: every run's context derives from it
 	cancel context.CancelFunc
@@ -151,15 +155,41 @@ type entry struct {
 // New returns an empty table whose ids are sealed under key (32 random
 // bytes when nil); now is its clock (time.Now when nil).
 func New(key []byte, now func() time.Time) *Table {
-	if key == nil {
-		key = make([]byte, 32)
-		_, _ = rand.Read(key)
+	var keys [][]byte
+	if key != nil {
+		keys = [][]byte{key}
 	}
-	if now == nil {
-		now = time.Now
+	return NewTable(Options{Keys: keys, Now: now})
+}
+
+// Options configure a Table.
+type Options struct {
+	// Keys seal task ids: the first mints, every one opens (rotation).
+	// None: one random key of this process, so ids die with it.
+	Keys [][]byte
+	Now  func() time.Time // nil: time.Now
+	// Shared keeps the tasks in a store too (shared.go); nil: memory only.
+	Shared *Shared
+}
+
+// NewTable returns an empty table as o says.
+func NewTable(o Options) *Table {
+	if len(o.Keys) == 0 {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		o.Keys = [][]byte{key}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Table{key: key, now: now, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
+	t := &Table{keys: o.Keys, now: o.Now, shared: o.Shared, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
+	if t.shared != nil {
+		t.shared.init()
+		t.wg.Add(1)
+		go t.watch()
+	}
+	return t
 }
 
 // Close cancels every running task and waits for their calls to return.
@@ -185,11 +215,20 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	_, _ = rand.Read(nonce[:])
 	now := t.now()
 	e := &entry{owner: owner, server: server, done: make(chan struct{}), notify: notify, expires: now.Add(ttl)}
-	e.task = Task{ID: formatID(nonce, idMAC(t.key, nonce, owner)), Status: Working, Created: now, Updated: now, TTL: ttl, PollInterval: PollInterval}
+	e.task = Task{ID: formatID(nonce, idMAC(t.keys[0], nonce, owner)), Status: Working, Created: now, Updated: now, TTL: ttl, PollInterval: PollInterval}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	stop := context.AfterFunc(t.ctx, cancel)
 	e.cancel = cancel
 	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
+	held := -1
+	if t.shared != nil && cfg.MaxPerCaller > 0 {
+		var err error
+		if held, err = t.shared.count(owner, server, now); err != nil {
+			stop()
+			cancel()
+			return Task{}, err
+		}
+	}
 
 	t.mu.Lock()
 	if t.closed {
@@ -205,6 +244,12 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 			n++
 		}
 	}
+	if held >= 0 {
+		// Shared: every replica's tasks of the owner count (read
+		// before the lock; two replicas starting at once may each let
+		// one more in).
+		n = held
+	}
 	if cfg.MaxPerCaller > 0 && n >= cfg.MaxPerCaller {
 		t.mu.Unlock()
 		stop()
@@ -215,6 +260,19 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	t.wg.Add(1)
 	snap := e.task
 	t.mu.Unlock()
+	if t.shared != nil {
+		// The record exists before the caller hears of the id: another
+		// replica asked for it at once finds it.
+		if err := t.shared.create(nonce, owner, server, snap, e.expires); err != nil {
+			t.mu.Lock()
+			delete(t.m, nonce)
+			t.mu.Unlock()
+			t.wg.Done()
+			stop()
+			cancel()
+			return Task{}, err
+		}
+	}
 
 	go func() {
 		defer t.wg.Done()
@@ -234,17 +292,35 @@ func (t *Table) finish(e *entry, out Outcome) {
 		t.mu.Unlock()
 		return
 	}
-	e.out = out
-	e.task.Status, e.task.StatusMessage = Completed, ""
+	snap := e.task
+	t.mu.Unlock()
+	snap.Status, snap.StatusMessage = Completed, ""
 	switch {
 	case out.Err != nil:
-		e.task.Status, e.task.StatusMessage = Failed, out.Err.Message
+		snap.Status, snap.StatusMessage = Failed, out.Err.Message
 	case isError(out.Result):
 		// 2025-11-25: a tool result with isError fails its task.
-		e.task.Status, e.task.StatusMessage = Failed, "The tool returned an error result."
+		snap.Status, snap.StatusMessage = Failed, "The tool returned an error result."
 	}
-	e.task.Updated = t.now()
-	snap, notify := e.task, e.notify
+	snap.Updated = t.now()
+	if t.shared != nil && t.ctx.Err() != nil {
+		// The table closes (the replica stops): the call was cut short,
+		// which the task says, whatever error the cut call returned.
+		snap.Status, snap.StatusMessage = Failed, ReplicaStopped
+		out = Outcome{Err: jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", ReplicaStopped)}
+	}
+	if t.shared != nil {
+		// The result is stored the moment it exists; a row another
+		// replica made terminal first (a cancel) wins.
+		snap, out = t.shared.finish(snap, out)
+	}
+	t.mu.Lock()
+	if e.task.Status.Terminal() {
+		t.mu.Unlock()
+		return
+	}
+	e.task, e.out = snap, out
+	notify := e.notify
 	close(e.done)
 	t.mu.Unlock()
 	if notify != nil {
@@ -274,6 +350,9 @@ func (t *Table) report(e *entry, s Status, msg string) {
 	e.task.Status, e.task.StatusMessage, e.task.Updated = s, msg, t.now()
 	snap, notify := e.task, e.notify
 	t.mu.Unlock()
+	if t.shared != nil {
+		_, _ = t.shared.update(snap, Outcome{})
+	}
 	if notify != nil {
 		notify(snap)
 	}
@@ -284,15 +363,26 @@ func isError(res json.RawMessage) bool {
 	return ok && string(v) == "true"
 }
 
+// checkID is the nonce of id if its MAC is owner's under one of the
+// table's keys.
+func (t *Table) checkID(owner Owner, id string) ([nonceLen]byte, bool) {
+	nonce, mac, err := ParseID(id)
+	if err != nil {
+		return nonce, false
+	}
+	ok := 0
+	for _, k := range t.keys {
+		want := idMAC(k, nonce, owner)
+		ok |= subtle.ConstantTimeCompare(mac[:], want[:])
+	}
+	return nonce, ok == 1
+}
+
 // openLocked finds the task id names for owner: the MAC must be owner's, the
 // task still held and not expired.
 func (t *Table) openLocked(owner Owner, id string) (*entry, error) {
-	nonce, mac, err := ParseID(id)
-	if err != nil {
-		return nil, ErrNotFound
-	}
-	want := idMAC(t.key, nonce, owner)
-	if subtle.ConstantTimeCompare(mac[:], want[:]) != 1 {
+	nonce, ok := t.checkID(owner, id)
+	if !ok {
 		return nil, ErrNotFound
 	}
 	e, ok := t.m[nonce]
@@ -310,6 +400,10 @@ func (t *Table) openLocked(owner Owner, id string) (*entry, error) {
 
 // Get is the task id names, if owner's.
 func (t *Table) Get(owner Owner, id string) (Task, error) {
+	if t.shared != nil {
+		task, _, err := t.load(owner, id)
+		return task, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, err := t.openLocked(owner, id)
@@ -322,6 +416,9 @@ func (t *Table) Get(owner Owner, id string) (Task, error) {
 // Peek is the task id names, if owner's, and its outcome once it is
 // terminal (the zero Outcome before), without waiting.
 func (t *Table) Peek(owner Owner, id string) (Task, Outcome, error) {
+	if t.shared != nil {
+		return t.load(owner, id)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, err := t.openLocked(owner, id)
@@ -340,6 +437,11 @@ func (t *Table) Result(ctx context.Context, owner Owner, id string) (Task, Outco
 	t.mu.Lock()
 	e, err := t.openLocked(owner, id)
 	t.mu.Unlock()
+	if err != nil && t.shared != nil && errors.Is(err, ErrNotFound) {
+		// Another replica's task (or this one's before a restart):
+		// the store says when it ends.
+		return t.awaitShared(ctx, owner, id)
+	}
 	if err != nil {
 		return Task{}, Outcome{}, err
 	}
@@ -358,21 +460,43 @@ func (t *Table) Result(ctx context.Context, owner Owner, id string) (Task, Outco
 }
 
 // Cancel cancels the task id names, if owner's and not yet terminal: its
-// call's context is cancelled and it is cancelled from now on.
+// call's context is cancelled and it is cancelled from now on. Shared, a
+// task another replica runs is cancelled in the store, and that replica
+// stops its call when it next reads the row (watch).
 func (t *Table) Cancel(owner Owner, id string) (Task, error) {
 	t.mu.Lock()
 	e, err := t.openLocked(owner, id)
 	if err != nil {
 		t.mu.Unlock()
+		if t.shared != nil && errors.Is(err, ErrNotFound) {
+			return t.cancelShared(owner, id)
+		}
 		return Task{}, err
 	}
 	if e.task.Status.Terminal() {
 		t.mu.Unlock()
 		return Task{}, ErrTerminal
 	}
-	e.task.Status, e.task.StatusMessage, e.task.Updated = Cancelled, "The task was cancelled by request.", t.now()
+	snap := e.task
+	t.mu.Unlock()
+	snap.Status, snap.StatusMessage, snap.Updated = Cancelled, "The task was cancelled by request.", t.now()
+	if t.shared != nil {
+		// The store decides a race with the result or another replica's
+		// cancel.
+		if ok, err := t.shared.update(snap, Outcome{}); err != nil {
+			return Task{}, err
+		} else if !ok {
+			return Task{}, ErrTerminal
+		}
+	}
+	t.mu.Lock()
+	if e.task.Status.Terminal() {
+		t.mu.Unlock()
+		return Task{}, ErrTerminal
+	}
+	e.task = snap
 	close(e.done)
-	snap, notify := e.task, e.notify
+	notify := e.notify
 	t.mu.Unlock()
 	e.cancel()
 	if notify != nil {
@@ -399,14 +523,20 @@ func (t *Table) List(owner Owner, cursor string) (tasks []Task, next string, err
 		}
 		off = n
 	}
-	t.mu.Lock()
-	t.sweepLocked(t.now())
-	for _, e := range t.m {
-		if e.owner == owner {
-			tasks = append(tasks, e.task)
+	if t.shared != nil {
+		if tasks, err = t.listShared(owner); err != nil {
+			return nil, "", err
 		}
+	} else {
+		t.mu.Lock()
+		t.sweepLocked(t.now())
+		for _, e := range t.m {
+			if e.owner == owner {
+				tasks = append(tasks, e.task)
+			}
+		}
+		t.mu.Unlock()
 	}
-	t.mu.Unlock()
 	slices.SortFunc(tasks, func(a, b Task) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c

@@ -53,7 +53,12 @@
 //     session deleted on one replica stays so on the others; while
 //     PostgreSQL is down an end that cannot be recorded is refused (503),
 //     never acknowledged
-//     (outage_test.go).
+//     (outage_test.go);
+//  10. (issue 26) gateway-run MCP tasks live in PostgreSQL: a task
+//     finished on A is fetched from B after A was SIGKILLed, a task whose
+//     call still ran on A is answered by B as failed with the reason, and
+//     another caller sees neither (tasks_test.go; two replicas of its own
+//     in front of the test's HTTP server).
 //
 // The pieces a new scenario combines:
 //

@@ -19,6 +19,7 @@ var migrations = []string{
 	schemaV3,
 	schemaV4,
 	schemaV5,
+	schemaV6,
 }
 
 //go:embed migrations/0001_init.sql
@@ -35,6 +36,9 @@ var schemaV4 string
 
 //go:embed migrations/0005_pins.sql
 var schemaV5 string
+
+//go:embed migrations/0006_tasks.sql
+var schemaV6 string
 
 // migrateLock is the advisory lock migrations hold, one per schema of a
 // database (a database may hold several gateways' schemas).

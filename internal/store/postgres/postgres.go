@@ -81,6 +81,7 @@ type Store struct {
 	store.SQLSessions  // terminated_sessions, through sessionTables
 	store.SQLAudit     // audit_log and tool_calls, through auditTables
 	store.SQLPins      // pins, through pinTables
+	store.SQLTasks     // tasks, through taskTables
 
 	pool    *pgxpool.Pool
 	where   string // user@host:port/database, for messages
@@ -167,6 +168,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, where string, o Options) (*S
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLPins = store.SQLPins{Tables: pinTables{s}}
+	s.SQLTasks = store.SQLTasks{Tables: taskTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	mctx, cancel := context.WithTimeout(ctx, cmp.Or(o.MigrateTimeout, DefaultMigrateTimeout))
 	defer cancel()

@@ -18,6 +18,7 @@ var migrations = []string{
 	schemaV3,
 	schemaV4,
 	schemaV5,
+	schemaV6,
 }
 
 //go:embed migrations/0001_init.sql
@@ -34,6 +35,9 @@ var schemaV4 string
 
 //go:embed migrations/0005_pins.sql
 var schemaV5 string
+
+//go:embed migrations/0006_tasks.sql
+var schemaV6 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,

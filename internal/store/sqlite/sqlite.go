@@ -88,6 +88,7 @@ type Store struct {
 	store.SQLSessions  // terminated_sessions, through sessionTables
 	store.SQLAudit     // audit_log and tool_calls, through auditTables
 	store.SQLPins      // pins, through pinTables
+	store.SQLTasks     // tasks, through taskTables
 
 	path string
 	w    *sql.DB // exactly one connection: all writes
@@ -145,6 +146,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	s.SQLObjects = store.SQLObjects{Tables: objectTables{s}}
 	s.SQLSessions = store.SQLSessions{Tables: sessionTables{s}}
 	s.SQLPins = store.SQLPins{Tables: pinTables{s}}
+	s.SQLTasks = store.SQLTasks{Tables: taskTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
 	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate"+writerPragmas)); err != nil {
 		return nil, err

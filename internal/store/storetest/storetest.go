@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ToolCalls", toolCallTests},
 		{"Concurrency", concurrencyTests},
 		{"Pins", pinTests},
+		{"Tasks", taskTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcpgate/mcpgate/internal/store"
+)
+
+const taskCols = `id, owner, route, server, status, status_message, created_at, updated_at,
+	expires_at, ttl_ms, replica, result, error`
+
+func scanTask(row pgx.Row) (store.TaskRecord, error) {
+	var t store.TaskRecord
+	var created, updated, expires time.Time
+	var ttl int64
+	var res, rpcErr string
+	if err := row.Scan(&t.ID, &t.Owner, &t.Route, &t.Server, &t.Status, &t.StatusMessage, &created, &updated,
+		&expires, &ttl, &t.Replica, &res, &rpcErr); err != nil {
+		return store.TaskRecord{}, err
+	}
+	t.CreatedAt, t.UpdatedAt, t.ExpiresAt = created.UTC(), updated.UTC(), expires.UTC()
+	t.TTL = time.Duration(ttl) * time.Millisecond
+	t.Result, t.Error = rawOrNil(res), rawOrNil(rpcErr)
+	return t, nil
+}
+
+// taskTables runs store.SQLTasks's statements on the tasks table, each
+// bounded by the statement timeout.
+type taskTables struct{ s *Store }
+
+func (t taskTables) CreateTask(ctx context.Context, r store.TaskRecord) error {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	_, err := t.s.pool.Exec(ctx, `INSERT INTO tasks (`+taskCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		r.ID, r.Owner, r.Route, r.Server, r.Status, r.StatusMessage, ms(r.CreatedAt), ms(r.UpdatedAt),
+		ms(r.ExpiresAt), r.TTL.Milliseconds(), r.Replica, string(r.Result), string(r.Error))
+	if pe, ok := pgError(err); ok && pe.Code == codeUniqueViolation {
+		return fmt.Errorf("%s: %w", pe.Message, store.ErrConflict)
+	}
+	return classify(err)
+}
+
+func (t taskTables) GetTask(ctx context.Context, id string) (store.TaskRecord, error) {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	r, err := scanTask(t.s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = $1`, id))
+	return r, notFound(err)
+}
+
+func (t taskTables) ListTasks(ctx context.Context, owner string) ([]store.TaskRecord, error) {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	return selectRows(ctx, t.s.pool, `SELECT `+taskCols+` FROM tasks WHERE owner = $1 ORDER BY created_at, id`, []any{owner}, scanTask)
+}
+
+func (t taskTables) UpdateTask(ctx context.Context, r store.TaskRecord) (bool, error) {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	tag, err := t.s.pool.Exec(ctx, `UPDATE tasks SET status = $1, status_message = $2, updated_at = $3, result = $4, error = $5
+		WHERE id = $6 AND status NOT IN ('completed', 'failed', 'cancelled')`,
+		r.Status, r.StatusMessage, ms(r.UpdatedAt), string(r.Result), string(r.Error), r.ID)
+	if err != nil {
+		return false, classify(err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+func (t taskTables) SweepTasks(ctx context.Context, now time.Time) (int64, error) {
+	ctx, cancel := t.s.op(ctx)
+	defer cancel()
+	tag, err := t.s.pool.Exec(ctx, `DELETE FROM tasks WHERE expires_at <= $1`, ms(now))
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}

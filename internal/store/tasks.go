@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Task statuses as the store keeps them (MCP 2025-11-25 tasks); the last
+// three are terminal, and a terminal row never changes again.
+const (
+	TaskWorking       = "working"
+	TaskInputRequired = "input_required"
+	TaskCompleted     = "completed"
+	TaskFailed        = "failed"
+	TaskCancelled     = "cancelled"
+)
+
+// TaskTerminal says whether status is a final one.
+func TaskTerminal(status string) bool {
+	return status == TaskCompleted || status == TaskFailed || status == TaskCancelled
+}
+
+// MaxTaskID bounds TaskRecord.ID.
+const MaxTaskID = 64
+
+// TaskRecord is one gateway-run MCP task (internal/tasks), kept so that
+// every replica of a fleet, and this one after a restart, can answer for
+// it. It holds no secret: ID is the key the task table holds the task by
+// (the id's nonce), never the sealed id a caller presents, and Owner is a
+// fingerprint of the owner, never a credential. The store checks shapes;
+// who may see a task is the task table's to decide.
+type TaskRecord struct {
+	ID     string // the task's key (hex of the sealed id's nonce)
+	Owner  string // sha256 hex fingerprint of the task's owner
+	Route  string
+	Server string
+	// Status is one of the Task* statuses, StatusMessage its message.
+	Status        string
+	StatusMessage string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ExpiresAt     time.Time // CreatedAt + TTL: the row is swept after
+	TTL           time.Duration
+	Replica       string // the instance id of the replica running the call
+	// Result is the call's result, Error its JSON-RPC error object; at
+	// most one is set, and only once the status is terminal.
+	Result json.RawMessage
+	Error  json.RawMessage
+}
+
+// Tasks stores the task records.
+type Tasks interface {
+	// CreateTask adds a task. ErrConflict when its ID is taken,
+	// ErrInvalid when it cannot be stored.
+	CreateTask(ctx context.Context, t TaskRecord) error
+	// GetTask is the task of that ID, expired or not (the caller
+	// checks). ErrNotFound when there is none.
+	GetTask(ctx context.Context, id string) (TaskRecord, error)
+	// ListTasks is owner's tasks, oldest first (then by ID).
+	ListTasks(ctx context.Context, owner string) ([]TaskRecord, error)
+	// UpdateTask writes t's status, message, UpdatedAt, Result and Error
+	// to the row of t.ID, unless that row is terminal already: it says
+	// whether it wrote (false: terminal, or no such row). So a cancel and
+	// a result racing on two replicas settle on whichever came first.
+	UpdateTask(ctx context.Context, t TaskRecord) (bool, error)
+	// SweepTasks deletes the tasks that expired at or before now and
+	// returns how many.
+	SweepTasks(ctx context.Context, now time.Time) (int64, error)
+}
+
+// TaskTables is what SQLTasks asks of a backend: the statements on its
+// tasks table, handed checked records.
+type TaskTables interface {
+	CreateTask(ctx context.Context, t TaskRecord) error
+	GetTask(ctx context.Context, id string) (TaskRecord, error)
+	ListTasks(ctx context.Context, owner string) ([]TaskRecord, error)
+	UpdateTask(ctx context.Context, t TaskRecord) (bool, error)
+	SweepTasks(ctx context.Context, now time.Time) (int64, error)
+}
+
+// SQLTasks is the Tasks of a SQL backend: checks here, statements in
+// Tables. A backend embeds it.
+type SQLTasks struct {
+	Tables TaskTables
+}
+
+var _ Tasks = SQLTasks{}
+
+func checkTaskStatus(t TaskRecord) error {
+	switch t.Status {
+	case TaskWorking, TaskInputRequired, TaskCompleted, TaskFailed, TaskCancelled:
+	default:
+		return fmt.Errorf("task status %q: %w", t.Status, ErrInvalid)
+	}
+	if len(t.Result) > 0 && len(t.Error) > 0 {
+		return fmt.Errorf("task has both a result and an error: %w", ErrInvalid)
+	}
+	if (len(t.Result) > 0 || len(t.Error) > 0) && !TaskTerminal(t.Status) {
+		return fmt.Errorf("task has an outcome but is %s: %w", t.Status, ErrInvalid)
+	}
+	for _, doc := range []json.RawMessage{t.Result, t.Error} {
+		if len(doc) > 0 && !json.Valid(doc) {
+			return fmt.Errorf("task outcome is not valid JSON: %w", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func checkTaskID(id string) error {
+	if id == "" || len(id) > MaxTaskID {
+		return fmt.Errorf("task id must be 1 to %d bytes: %w", MaxTaskID, ErrInvalid)
+	}
+	return nil
+}
+
+// CheckTask returns ErrInvalid when t cannot be stored.
+func CheckTask(t TaskRecord) error {
+	if err := checkTaskID(t.ID); err != nil {
+		return err
+	}
+	if !isDigest(t.Owner) {
+		return fmt.Errorf("task owner is not a sha256 hex digest: %w", ErrInvalid)
+	}
+	if err := CheckName("server name", t.Server); err != nil {
+		return err
+	}
+	if t.Route == "" || len(t.Route) > MaxPinName {
+		return fmt.Errorf("task route must be 1 to %d bytes: %w", MaxPinName, ErrInvalid)
+	}
+	if t.TTL <= 0 || t.ExpiresAt.IsZero() || t.CreatedAt.IsZero() {
+		return fmt.Errorf("task needs a creation time, a TTL and an expiry: %w", ErrInvalid)
+	}
+	return checkTaskStatus(t)
+}
+
+func (s SQLTasks) CreateTask(ctx context.Context, t TaskRecord) error {
+	if t.UpdatedAt.IsZero() {
+		t.UpdatedAt = t.CreatedAt
+	}
+	if err := CheckTask(t); err != nil {
+		return fmt.Errorf("create task: %w", err)
+	}
+	if err := s.Tables.CreateTask(ctx, t); err != nil {
+		return fmt.Errorf("create task: %w", err)
+	}
+	return nil
+}
+
+func (s SQLTasks) GetTask(ctx context.Context, id string) (TaskRecord, error) {
+	t, err := s.Tables.GetTask(ctx, id)
+	if err != nil {
+		return TaskRecord{}, fmt.Errorf("get task: %w", err)
+	}
+	return t, nil
+}
+
+func (s SQLTasks) ListTasks(ctx context.Context, owner string) ([]TaskRecord, error) {
+	out, err := s.Tables.ListTasks(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+func (s SQLTasks) UpdateTask(ctx context.Context, t TaskRecord) (bool, error) {
+	if err := checkTaskID(t.ID); err != nil {
+		return false, fmt.Errorf("update task: %w", err)
+	}
+	if err := checkTaskStatus(t); err != nil {
+		return false, fmt.Errorf("update task: %w", err)
+	}
+	if t.UpdatedAt.IsZero() {
+		t.UpdatedAt = now()
+	}
+	ok, err := s.Tables.UpdateTask(ctx, t)
+	if err != nil {
+		return false, fmt.Errorf("update task: %w", err)
+	}
+	return ok, nil
+}
+
+func (s SQLTasks) SweepTasks(ctx context.Context, at time.Time) (int64, error) {
+	n, err := s.Tables.SweepTasks(ctx, at)
+	if err != nil {
+		return 0, fmt.Errorf("sweep tasks: %w", err)
+	}
+	return n, nil
+}
