@@ -93,6 +93,12 @@ side() {
   side_log[$!]="$log"
   side_start[$!]=$(date +%s)
 }
+# niced runs its arguments at niceness 5 (a side runs in its own
+# subshell, so only that subshell and its children are reniced).
+niced() {
+  renice -n 5 -p "$BASHPID" >/dev/null 2>&1 || true
+  "$@"
+}
 sides_wait() {
   local failed=() pid rc took used was
   cpu
@@ -353,6 +359,18 @@ failed_steps=()
 step "chaos suite (test/chaos: the real binary, upstreams killed, hostile, a full disk)"
 go test -count=1 -timeout 5m ./test/chaos/ || failed_steps+=("chaos suite")
 
+if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
+  # The interop tests and the conformance server runs mostly wait on child
+  # processes and sockets and time nothing (their timeouts are tens of
+  # seconds), so they run beside the race step and the fuzzing, each in its
+  # own order. They are niced (5, between the race step's 0 and the fuzz
+  # runs' 10): the race tests that time things get a CPU first, and these
+  # take the time the race step leaves, instead of a step of their own
+  # after it (about two minutes of the suite's wall time).
+  side "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP" niced bash scripts/interop-ts.sh
+  side "conformance suite (server scenarios, 0.1.16 and 2026-07-28)" niced conformance_runs
+fi
+
 step "go test -race (packages with concurrency)"
 CGO_ENABLED=1 go test -count=1 -race -timeout 10m "${race_pkgs[@]}" || failed_steps+=("go test -race")
 
@@ -360,12 +378,7 @@ if [[ "${SKIP_INTEROP:-0}" == "1" ]]; then
   step "fuzz (short runs), the rest"
   sides_wait || failed_steps+=("fuzz")
 else
-  # The interop tests and the conformance server runs mostly wait on child
-  # processes and sockets and time nothing (their timeouts are tens of
-  # seconds), so they run beside the fuzzing, each in its own order.
-  step "fuzz (short runs, to their end), interop, conformance server scenarios"
-  side "interop: TypeScript SDK client + server-everything through mcpgate; the test IdP" bash scripts/interop-ts.sh
-  side "conformance suite (server scenarios, 0.1.16 and 2026-07-28)" conformance_runs
+  step "fuzz (short runs), interop, conformance server scenarios, to their end"
   sides_wait || failed_steps+=("fuzz, interop or conformance server scenarios (see above)")
 
   # The other direction: mcpgate's egress is the client under test of the
