@@ -43,6 +43,18 @@
 #                                   server entry (auto, 2026-07-28, 2025-11-25,
 #                                   ...). Default: 2026-07-28 with a stateless
 #                                   fixture, else the gateway's default.
+#   CONFORMANCE_SERVER_TASKS        --gateway: the fixture's server entry gets
+#                                   `tasks: <this>`, a YAML flow mapping, e.g.
+#                                   '{mode: gateway, ttl: 1h}'.
+#   CONFORMANCE_SCENARIOS           shell patterns (e.g. 'tasks-*'), matched
+#                                   against the server scenarios the CLI
+#                                   lists (extension scenarios included):
+#                                   the CLI runs once per scenario, all at
+#                                   once against the same server, each
+#                                   output printed whole, then a line per
+#                                   scenario. Not with --scenario, --suite
+#                                   or --requirements. An --expected-failures
+#                                   file applies to each scenario's entries.
 #   CONFORMANCE_KEEP_LOG=1          --gateway: keep mcpgate's stderr log in
 #                                   /tmp/conformance-gateway.log.
 #   CONFORMANCE_GATEWAY_LOG_LEVEL   --gateway: mcpgate's --log-level (default
@@ -93,6 +105,28 @@ target="$1"; shift
 
 [[ -x "$NODE22" && -f "$CLI" ]] || die "test deps missing: run scripts/install-test-deps.sh first"
 "$NODE22" --version | grep -q '^v22\.' || die "$NODE22 is not Node 22"
+
+# CONFORMANCE_SCENARIOS: shell patterns, matched against the server
+# scenarios the pinned CLI lists (so a scenario a new version adds is not
+# left out).
+scenarios=()
+if [[ -n "${CONFORMANCE_SCENARIOS:-}" ]]; then
+  mapfile -t known < <("$NODE22" "$CLI" list --server | sed -n 's/^  - \([^ ]*\).*/\1/p')
+  [[ ${#known[@]} -gt 0 ]] || die "the CLI listed no server scenarios"
+  set -f
+  for pattern in $CONFORMANCE_SCENARIOS; do
+    n=0
+    for s in "${known[@]}"; do
+      # shellcheck disable=SC2053 # a pattern, on purpose
+      if [[ "$s" == $pattern ]]; then scenarios+=("$s"); n=$((n + 1)); fi
+    done
+    [[ $n -gt 0 ]] || die "CONFORMANCE_SCENARIOS: no server scenario matches '$pattern'"
+  done
+  set +f
+  for a in "$@"; do
+    [[ "$a" != "--scenario" && "$a" != "--suite" && "$a" != "--requirements" ]] || die "CONFORMANCE_SCENARIOS and $a do not go together"
+  done
+fi
 
 workdir="$(mktemp -d)"
 fixture_pid=""
@@ -169,6 +203,9 @@ YAML
   if [[ -n "$upstream_protocol" ]]; then
     echo "    protocol_version: $upstream_protocol" >>"$workdir/gateway.yaml"
   fi
+  if [[ -n "${CONFORMANCE_SERVER_TASKS:-}" ]]; then
+    echo "    tasks: $CONFORMANCE_SERVER_TASKS" >>"$workdir/gateway.yaml"
+  fi
   if [[ "$caller" == "jwt" ]]; then
     # The test IdP. It exits when its stdin closes: that is a fifo whose
     # write end this shell holds open (closed in cleanup, or when the shell
@@ -231,12 +268,46 @@ fi
 
 # The CLI writes files only with -o DIR (relative to the caller's directory).
 set +e
-timeout --kill-after=10 "$TIMEOUT" "$NODE22" "$CLI" server --url "$url" "$@"
-rc=$?
-set -e
-if [[ $rc -eq 124 || $rc -eq 137 ]]; then
-  echo "conformance.sh: timed out after ${TIMEOUT}s" >&2
+if [[ ${#scenarios[@]} -eq 0 ]]; then
+  timeout --kill-after=10 "$TIMEOUT" "$NODE22" "$CLI" server --url "$url" "$@"
+  rc=$?
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    echo "conformance.sh: timed out after ${TIMEOUT}s" >&2
+  fi
+else
+  # One CLI run per scenario against the same server, all at once (they
+  # mostly wait: on tool calls that sleep, on polling); each output is
+  # printed whole, in order. Each run applies the --expected-failures file
+  # to its own scenario's entries alone.
+  rc=0
+  t0=$(date +%s)
+  pids=()
+  for i in "${!scenarios[@]}"; do
+    timeout --kill-after=10 "$TIMEOUT" "$NODE22" "$CLI" server --url "$url" --scenario "${scenarios[$i]}" "$@" >"$workdir/scenario-$i.out" 2>&1 &
+    pids+=($!)
+  done
+  results=()
+  for i in "${!scenarios[@]}"; do
+    wait "${pids[$i]}"
+    r=$?
+    printf '\n=== conformance.sh: scenario %s (exit %s)\n' "${scenarios[$i]}" "$r"
+    cat "$workdir/scenario-$i.out"
+    if [[ $r -eq 0 ]]; then
+      results+=("✓ ${scenarios[$i]}")
+    else
+      results+=("✗ ${scenarios[$i]} (exit $r)")
+      if [[ $r -eq 124 || $r -eq 137 ]]; then
+        echo "conformance.sh: ${scenarios[$i]} timed out after ${TIMEOUT}s" >&2
+        rc=$r
+      elif [[ $rc -eq 0 ]]; then
+        rc=1
+      fi
+    fi
+  done
+  printf '\n=== conformance.sh: %d scenarios, %ss\n' "${#scenarios[@]}" "$(($(date +%s) - t0))"
+  printf '%s\n' "${results[@]}"
 fi
+set -e
 if [[ "$caller" == "jwt" ]]; then
   # Not vacuous: the gateway itself, without the proxy's token, refuses.
   code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X POST \
