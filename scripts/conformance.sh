@@ -292,10 +292,15 @@ else
     r=$?
     printf '\n=== conformance.sh: scenario %s (exit %s)\n' "${scenarios[$i]}" "$r"
     cat "$workdir/scenario-$i.out"
+    # "Passed: 7/9, 2 failed, 0 warnings", and the baseline's "~ " lines.
+    counts="$(sed 's/\x1b\[[0-9;]*m//g' "$workdir/scenario-$i.out" | sed -n 's/^Passed: //p' | head -n1)"
+    expected="$(sed 's/\x1b\[[0-9;]*m//g' "$workdir/scenario-$i.out" | grep -c '^  ~ ')" || true
+    line="${scenarios[$i]}: ${counts:-no results}"
+    if [[ $expected -gt 0 ]]; then line+=" ($expected expected)"; fi
     if [[ $r -eq 0 ]]; then
-      results+=("✓ ${scenarios[$i]}")
+      results+=("✓ $line")
     else
-      results+=("✗ ${scenarios[$i]} (exit $r)")
+      results+=("✗ $line (exit $r)")
       if [[ $r -eq 124 || $r -eq 137 ]]; then
         echo "conformance.sh: ${scenarios[$i]} timed out after ${TIMEOUT}s" >&2
         rc=$r

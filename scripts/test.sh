@@ -289,7 +289,8 @@ conformance_runs() {
   # The 2026-07-28 (stateless) server scenarios of the next suite
   # (conformance-next, 0.2.0-alpha.12): --spec-version 2026-07-28 --suite all
   # selects all 40 of them and none of the extension scenarios (tasks-*,
-  # sep-2640 skills), which mcpgate does not implement. A few seconds each.
+  # run below, and the sep-2640 skills, which mcpgate does not implement).
+  # A few seconds each.
   local next=(--spec-version 2026-07-28 --suite all)
   run "conformance 2026-07-28 against the fixture directly (-stateless)" \
     CONFORMANCE_SUITE=next CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --fixture "${next[@]}"
@@ -303,6 +304,17 @@ conformance_runs() {
   # leaves MRTR calls waiting for retries that never come (SCENARIOS.md).
   run "conformance 2026-07-28 through mcpgate, 2026-07-28 stdio upstream" \
     CONFORMANCE_SUITE=next CONFORMANCE_UPSTREAM=stdio CONFORMANCE_UPSTREAM_PROTOCOL=2026-07-28 bash scripts/conformance.sh --gateway "${next[@]}"
+  # The tasks extension's scenarios (io.modelcontextprotocol/tasks,
+  # SEP-2663: every tasks-* scenario the pinned CLI lists, side by side):
+  # the fixture has no tasks (go-sdk v1.8.0), so mcpgate runs its calls as
+  # tasks (mode gateway). A JWT caller: the gateway binds a 2026-07-28 task
+  # to an identified caller, and gives an anonymous one none. Known
+  # failures, each with whose limit it is, are in the baseline; any other
+  # fails the run. About 15 s.
+  run "conformance tasks-* (2026-07-28 extension) through mcpgate, gateway-run tasks, JWT caller" \
+    CONFORMANCE_SUITE=next CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http CONFORMANCE_SCENARIOS='tasks-*' \
+    CONFORMANCE_SERVER_TASKS='{mode: gateway, ttl: 1h, max_per_caller: 100}' \
+    bash scripts/conformance.sh --gateway --expected-failures test/fixtures/conformance/expected-failures-tasks.yml
   if [[ ${#failed[@]} -gt 0 ]]; then
     echo
     printf 'failed: %s\n' "${failed[@]}"
