@@ -51,6 +51,9 @@ type scope struct {
 	// client starts (true) and ends (false): the task is input_required
 	// meanwhile (tasks.go). nil: no one.
 	asking func(method string, waiting bool)
+	// task, for the call of a 2026-07-28 task, takes the questions the
+	// upstream asks: they wait on the task for tasks/update (tasks.go).
+	task *taskQuestions
 }
 
 // OriginKey makes calls of one downstream session one party for the

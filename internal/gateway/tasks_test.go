@@ -80,8 +80,9 @@ func newTaskClientCaps(t *testing.T, url, key, rev, caps string) (*taskClient, j
 type rpcReply struct {
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int64  `json:"code"`
-		Message string `json:"message"`
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
