@@ -217,8 +217,14 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	relay := settings.Mode == config.TasksRelay && support != "" && !g.up.PerCall(ref.server) && g.upstreamToolTasks(ctx, ref.server)
 
 	sess := sc.sess
-	tsc := &scope{g: g, sess: sess, rt: sc.rt, out: sessionOut{sess}, caps: sc.caps, owner: sc.owner, logLevel: sc.logLevel}
+	tout := &taskOut{sess: sess}
+	tsc := &scope{g: g, sess: sess, rt: sc.rt, out: tout, caps: sc.caps, owner: sc.owner, logLevel: sc.logLevel}
 	run := func(rctx context.Context) tasks.Outcome {
+		// A tasks/result of the creating session finds where to send
+		// the call's messages while it waits (taskOut).
+		id := tasks.ID(rctx)
+		tout.setID(id)
+		defer g.taskOuts.put(id, sessionParty(sess), tout)()
 		// Questions the call asks of the client are moot once the task
 		// ends.
 		tsc.done = rctx.Done()
@@ -337,7 +343,12 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 		}
 		return t.JSON(), nil
 	}
-	// tasks/result: waits for the end of the call.
+	// tasks/result: waits for the end of the call. Meanwhile what the
+	// call sends its client (questions of its input_required phase) goes
+	// on this request's stream, if the session that made the task asks.
+	if tout, ok, _ := g.taskOuts.get(id, sc.party()); ok {
+		defer tout.attach(sc.out)()
+	}
 	t, out, err := g.taskTable.Result(ctx, owner, id)
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
@@ -859,4 +870,67 @@ func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
 // of a task: unknown is not "not found".
 func taskStoreError() *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInternalError, "The task store is unavailable; try again")
+}
+
+// taskOut carries what a 2025-11-25 gateway task's call sends its client
+// (server-initiated requests of its input_required phase, progress, log
+// messages): on the stream of a tasks/result of the creating session
+// that waits on the task, the spec's side channel, when there is one;
+// otherwise, or when that stream is gone, on the session's own stream.
+// Requests carry the task in _meta (io.modelcontextprotocol/related-task),
+// as the spec asks of every message of a task.
+type taskOut struct {
+	sess *session
+
+	mu      sync.Mutex // mu guards the fields below
+	id      string
+	waiting []sender // streams of tasks/result requests waiting, newest last
+}
+
+func (o *taskOut) setID(id string) {
+	o.mu.Lock()
+	o.id = id
+	o.mu.Unlock()
+}
+
+// attach makes s, a tasks/result request's stream, where messages go
+// until the returned function is called.
+func (o *taskOut) attach(s sender) (detach func()) {
+	o.mu.Lock()
+	o.waiting = append(o.waiting, s)
+	o.mu.Unlock()
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for i, w := range o.waiting {
+			if w == s {
+				o.waiting = append(o.waiting[:i], o.waiting[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (o *taskOut) send(msg *jsonrpc.Message) error {
+	o.mu.Lock()
+	id := o.id
+	var s sender
+	if n := len(o.waiting); n > 0 {
+		s = o.waiting[n-1]
+	}
+	o.mu.Unlock()
+	if id != "" && msg.IsRequest() {
+		related, _ := json.Marshal(map[string]string{"taskId": id})
+		params := msg.Params
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{}`)
+		}
+		if p, err := jsonrpc.SetPath(params, related, mcpwire.FieldMeta, mcpwire.MetaKeyRelatedTask); err == nil {
+			msg = jsonrpc.NewRequest(msg.ID, msg.Method, p)
+		}
+	}
+	if s != nil && s.send(msg) == nil {
+		return nil
+	}
+	return sessionOut{o.sess}.send(msg)
 }
