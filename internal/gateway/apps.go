@@ -12,7 +12,11 @@ package gateway
 // ui://x. A tool's view URI is always put under the tool's own server, so
 // an upstream cannot point a tool at another server's view: whatever it
 // writes after ui:// stays in its own namespace, and a view URI of another
-// scheme is taken out (there is nothing of that server's to name).
+// scheme is taken out (there is nothing of that server's to name). View
+// templates (ui://x/{id}) are namespaced the same way, and a template that
+// could expand into another server's namespace is not listed; a URI in a
+// view namespace is claimed by no server's list or template (claimURI),
+// and is read, not subscribed to.
 //
 // A view was written against its own server and calls tools by that
 // server's names. On a merged route such an unprefixed name is resolved
