@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -234,6 +235,9 @@ func (s *Server) validate(errs *errorList, name, sep string, strict bool) {
 	}
 	if s.Tasks != nil {
 		checkFields(errs, p+".tasks", s.Tasks, strict)
+		if s.Tasks.AnswerWithin < 0 || s.Tasks.AnswerWithin > time.Minute {
+			errs.add(p+".tasks.answer_within", 0, "must be between 0 and 1m (got %s)", s.Tasks.AnswerWithin)
+		}
 	}
 	if s.Audit != nil {
 		checkFields(errs, p+".audit", s.Audit, strict)

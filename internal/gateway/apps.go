@@ -12,7 +12,11 @@ package gateway
 // ui://x. A tool's view URI is always put under the tool's own server, so
 // an upstream cannot point a tool at another server's view: whatever it
 // writes after ui:// stays in its own namespace, and a view URI of another
-// scheme is taken out (there is nothing of that server's to name).
+// scheme is taken out (there is nothing of that server's to name). View
+// templates (ui://x/{id}) are namespaced the same way, and a template that
+// could expand into another server's namespace is not listed; a URI in a
+// view namespace is claimed by no server's list or template (claimURI),
+// and is read, not subscribed to.
 //
 // A view was written against its own server and calls tools by that
 // server's names. On a merged route such an unprefixed name is resolved
@@ -407,4 +411,102 @@ func (g *Gateway) namespaceContents(server string, res json.RawMessage) json.Raw
 		return r
 	}
 	return res
+}
+
+// View templates. A ui:// resource template (resources/templates/list,
+// uriTemplate "ui://{x}") names views too: a host expands it and reads
+// the URI. On a merged route such a template is put in its server's
+// namespace like a view (ui://a<sep>{x}): only the literal ui:// that
+// begins it is touched, so every URI it expands to begins ui://a<sep> and
+// a read of one goes to a with the URI a's own template gives
+// (uiOriginal), never to another server. A template whose literal
+// beginning could still begin a ui:// URI but is not that literal
+// ("{+u}", "u{x}", "ui:{/x,y}", "UI://{x}") could expand into another
+// server's namespace whatever the gateway writes: it is left out of a
+// merged route's list. Its server still serves the URIs it matches
+// (claimURI); only the list, which would offer another's views under
+// this server's name, leaves it out.
+
+// templateKind says how a merged route lists a template of uriTemplate
+// tmpl: namespaced (it begins with the literal ui://), left out (its
+// literal beginning, the text before its first expression, is empty or
+// could begin a ui:// URI in some case), or as it is.
+func templateKind(tmpl string) (namespaced, leftOut bool) {
+	if strings.HasPrefix(tmpl, mcpwire.SchemeUI) {
+		return true, false
+	}
+	head, _, _ := strings.Cut(tmpl, "{")
+	if len(head) < len(mcpwire.SchemeUI) {
+		// A proper prefix of ui:// ("" included): an expression can
+		// write the rest.
+		return false, strings.EqualFold(head, mcpwire.SchemeUI[:len(head)]) && strings.Contains(tmpl, "{")
+	}
+	// ui:// in another case; or ui: followed by an expression or a
+	// slash an expression completes (ui:{/x,y}, ui:/{+p}).
+	return false, strings.EqualFold(head[:3], "ui:")
+}
+
+// viewTemplates leaves out of a merged route's templates list (before
+// paging, so that pages stay whole) the templates templateKind leaves out.
+func (g *Gateway) viewTemplates(rt *route, items []catalog.Item) []catalog.Item {
+	if !rt.prefixed {
+		return items
+	}
+	var out []catalog.Item
+	for i, it := range items {
+		if _, leftOut := templateKind(it.Key); !leftOut {
+			if out != nil {
+				out = append(out, it)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]catalog.Item, 0, len(items)), items[:i]...)
+		}
+	}
+	if out == nil {
+		return items
+	}
+	return out
+}
+
+// listedTemplate is template raw of server (its uriTemplate tmpl, as the
+// catalog read it: the last member) as a merged route lists it: a view
+// template in server's namespace, its other members (name, mimeType,
+// _meta) byte for byte. Members that spell uriTemplate in another case
+// are taken out, so that a decoder matching keys without regard to case
+// reads the namespaced one; every copy but the one written is taken out
+// too.
+func (g *Gateway) listedTemplate(server, tmpl string, raw []byte) []byte {
+	namespaced, _ := templateKind(tmpl)
+	if !namespaced {
+		if out, changed := dropFoldVariants(raw, "uriTemplate"); changed {
+			return out
+		}
+		return raw
+	}
+	out, _ := dropFoldVariants(raw, "uriTemplate")
+	if r, err := jsonrpc.Set(out, "uriTemplate", jsonrpc.String(g.uiNamespaced(server, tmpl))); err == nil {
+		return r
+	}
+	return raw
+}
+
+// inViewNamespace reports whether uri is, on rt, in a server's view
+// namespace (or in more than one: ambiguous). Such a URI is the
+// gateway's name for a view, not any upstream's: it is read through
+// uiOriginal, and no server claims it by its list or templates (a
+// template ui://{x} of one server matches every other server's namespaced
+// views).
+func (g *Gateway) inViewNamespace(rt *route, uri string) bool {
+	_, _, ok, ambiguous := g.uiOriginal(rt, uri)
+	return ok || ambiguous
+}
+
+// errViewSubscription refuses a subscription to a view URI of a merged
+// route.
+func errViewSubscription(uri string) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Data: data,
+		Message: "Invalid params: an MCP Apps view of a route of several servers is read, not subscribed to (use the server's own route to watch it)"}
 }

@@ -51,6 +51,9 @@ type scope struct {
 	// client starts (true) and ends (false): the task is input_required
 	// meanwhile (tasks.go). nil: no one.
 	asking func(method string, waiting bool)
+	// task, for the call of a 2026-07-28 task, takes the questions the
+	// upstream asks: they wait on the task for tasks/update (tasks.go).
+	task *taskQuestions
 }
 
 // OriginKey makes calls of one downstream session one party for the
@@ -452,9 +455,12 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 		}
 		return nil, g.upstreamFault(ctx, sc, sc.rt.servers[0], err)
 	}
-	if k == catalog.Tools {
+	switch k {
+	case catalog.Tools:
 		// Before paging, so that pages stay whole (apps.go).
 		items = g.modelTools(sc, items)
+	case catalog.Templates:
+		items = g.viewTemplates(sc.rt, items)
 	}
 	if offset > len(items) {
 		offset = len(items)
@@ -499,6 +505,8 @@ func (g *Gateway) list(ctx context.Context, sc *scope, k catalog.Kind, params js
 				if r, err := jsonrpc.Set(raw, "uri", jsonrpc.String(g.uiNamespaced(it.Server, it.Key))); err == nil {
 					raw = r
 				}
+			case k == catalog.Templates:
+				raw = g.listedTemplate(it.Server, it.Key, raw)
 			}
 		}
 		buf = append(buf, raw...)
@@ -711,8 +719,14 @@ func (g *Gateway) routeURI(ctx context.Context, rt *route, uri string) (string, 
 // it; when none does, the only resource-capable server of the route. A
 // URI that more than one server claims is served by none (conflict, and
 // reported once): upstreams choose their URIs and templates, and one
-// must not capture the reads meant for another (names.go).
+// must not capture the reads meant for another (names.go). A URI in a
+// view namespace of a merged route is claimed by none (apps.go).
 func (g *Gateway) claimURI(ctx context.Context, rt *route, uri string) (server string, ok, conflict bool) {
+	if g.inViewNamespace(rt, uri) {
+		// The gateway's name for a view (apps.go): read through
+		// uiOriginal, claimed by no server's list or template.
+		return "", false, false
+	}
 	var claims []string
 	for _, name := range rt.servers {
 		if !rt.allows(catalog.Resources, name, uri) {
@@ -756,6 +770,11 @@ func (g *Gateway) serverForURI(ctx context.Context, rt *route, params json.RawMe
 	uri, ok := jsonrpc.GetString(params, "uri")
 	if !ok || uri == "" {
 		return "", "", errInvalidParams("Invalid params: missing uri")
+	}
+	if g.inViewNamespace(rt, uri) {
+		// A view of a merged route is read (readResource), not watched:
+		// its updates would need the namespace written into them.
+		return "", "", errViewSubscription(uri)
 	}
 	server, ok, conflict := g.claimURI(ctx, rt, uri)
 	if conflict {
@@ -807,6 +826,22 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		params = p
 	case "ref/resource":
 		uri, _ := jsonrpc.GetString(ref, "uri")
+		if s, orig, ok, ambiguous := g.uiOriginal(sc.rt, uri); ok || ambiguous {
+			// A view template of a merged route (apps.go): completed by
+			// its server, under the template that server wrote.
+			if ambiguous {
+				return nil, errAmbiguousURI(uri)
+			}
+			if !sc.rt.allows(catalog.Resources, s, orig) {
+				return nil, resourceNotFound(uri)
+			}
+			p, err := jsonrpc.SetPath(params, jsonrpc.String(orig), "ref", "uri")
+			if err != nil {
+				return nil, errInvalidParams("Invalid params")
+			}
+			server, params = s, p
+			break
+		}
 		s, ok, conflict := g.claimURI(ctx, sc.rt, uri)
 		if conflict {
 			return nil, errAmbiguousURI(uri)

@@ -262,6 +262,7 @@ type Gateway struct {
 	listen listeners // open subscriptions/listen streams (2026-07-28)
 	// exchanges are the 2026-07-28 calls waiting for their client's
 	// retry (S18.1), owned by the caller on the route that made them.
+	taskOuts  ownedTable[party, *taskOut]  // a 2025-11-25 gateway task's id -> where its call's messages go (tasks.go)
 	exchanges ownedTable[party, *exchange] // exchange id ->
 	// taskTable holds the MCP tasks the gateway runs itself (tasks.go),
 	// owned by the caller on the route that made them.

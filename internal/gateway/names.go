@@ -18,10 +18,10 @@ package gateway
 // would have is left out of every list, refused on call, and reported once
 // (log and mcpgate_catalog_name_conflicts_total).
 //
-// Resource URIs are not renamed, except MCP Apps views (ui://), which a
-// merged route namespaces like names (apps.go); a URI that more than one
-// server of a route claims (lists it, or has a template matching it) is
-// treated the same way (claimURI in dispatch.go).
+// Resource URIs are not renamed, except MCP Apps views (ui://) and view
+// templates, which a merged route namespaces like names (apps.go); a URI
+// that more than one server of a route claims (lists it, or has a
+// template matching it) is treated the same way (claimURI in dispatch.go).
 
 import (
 	"context"

@@ -307,7 +307,14 @@ func (r *relay) HandleRequest(ctx context.Context, server string, origin any, ms
 	}
 	if sc.stateless {
 		// A stateless client takes no server-initiated requests: the call
-		// answers input_required with this one (S18.1).
+		// answers input_required with this one (S18.1), or, for a task's
+		// call, the task does (tasks/get shows it, tasks/update answers).
+		if sc.task != nil {
+			if !sc.caps.Allows(msg.Method) {
+				return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Client does not support %s", msg.Method)
+			}
+			return sc.task.ask(ctx, msg)
+		}
 		if sc.exchange == nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "Client does not support %s", msg.Method)
 		}

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -216,8 +217,14 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	relay := settings.Mode == config.TasksRelay && support != "" && !g.up.PerCall(ref.server) && g.upstreamToolTasks(ctx, ref.server)
 
 	sess := sc.sess
-	tsc := &scope{g: g, sess: sess, rt: sc.rt, out: sessionOut{sess}, caps: sc.caps, owner: sc.owner, logLevel: sc.logLevel}
+	tout := &taskOut{sess: sess}
+	tsc := &scope{g: g, sess: sess, rt: sc.rt, out: tout, caps: sc.caps, owner: sc.owner, logLevel: sc.logLevel}
 	run := func(rctx context.Context) tasks.Outcome {
+		// A tasks/result of the creating session finds where to send
+		// the call's messages while it waits (taskOut).
+		id := tasks.ID(rctx)
+		tout.setID(id)
+		defer g.taskOuts.put(id, sessionParty(sess), tout)()
 		// Questions the call asks of the client are moot once the task
 		// ends.
 		tsc.done = rctx.Done()
@@ -336,7 +343,12 @@ func (g *Gateway) taskMethod(ctx context.Context, sc *scope, m *jsonrpc.Message)
 		}
 		return t.JSON(), nil
 	}
-	// tasks/result: waits for the end of the call.
+	// tasks/result: waits for the end of the call. Meanwhile what the
+	// call sends its client (questions of its input_required phase) goes
+	// on this request's stream, if the session that made the task asks.
+	if tout, ok, _ := g.taskOuts.get(id, sc.party()); ok {
+		defer tout.attach(sc.out)()
+	}
 	t, out, err := g.taskTable.Result(ctx, owner, id)
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
@@ -563,26 +575,168 @@ func (g *Gateway) taskCallExtension(ctx context.Context, sc *scope, m *jsonrpc.M
 		return nil, nil, false
 	}
 	call := &jsonrpc.Message{ID: m.ID, Method: m.Method, Params: m.Params}
-	tsc := &scope{g: g, rt: sc.rt, out: discardSender{}, stateless: true, owner: sc.owner, logLevel: -1}
-	run := func(rctx context.Context) tasks.Outcome {
-		tsc.done = rctx.Done()
+	// The task's questions go to its owner through tasks/get and
+	// tasks/update (taskQuestions), as the request's capabilities allow.
+	tq := newTaskQuestions()
+	tsc := &scope{g: g, rt: sc.rt, out: discardSender{}, stateless: true, owner: sc.owner, logLevel: -1, caps: sc.caps, task: tq}
+	makeCall := func(cctx context.Context) tasks.Outcome {
 		if relay {
-			rctx = withUpstreamTask(rctx, settings.TTL)
+			cctx = withUpstreamTask(cctx, settings.TTL)
 		}
-		res, e := g.callRealTool(rctx, tsc, call)
+		res, e := g.callRealTool(cctx, tsc, call)
 		return tasks.Outcome{Result: res, Err: e}
 	}
-	t, err := g.taskTable.Start(ctx, owner, ref.server, tasks.Config{TTL: settings.TTL, MaxPerCaller: settings.MaxPerCaller}, 0, run, nil)
-	switch {
-	case errors.Is(err, tasks.ErrTooMany):
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller), true
-	case errors.Is(err, tasks.ErrStore):
-		return nil, taskStoreError(), true
-	case err != nil:
+	cfg := tasks.Config{TTL: settings.TTL, MaxPerCaller: settings.MaxPerCaller}
+	if settings.AnswerWithin <= 0 {
+		run := func(rctx context.Context) tasks.Outcome {
+			tsc.done = rctx.Done()
+			tq.open(rctx)
+			return makeCall(rctx)
+		}
+		t, err := g.taskTable.Start(ctx, owner, ref.server, cfg, 0, run, nil)
+		if e := taskStartError(err, settings); e != nil {
+			return nil, e, true
+		}
+		return taskHandle(t), nil, true
+	}
+	return g.answerWithin(ctx, owner, ref.server, cfg, settings, tsc, makeCall)
+}
+
+// answerWithin runs a 2026-07-28 call the gateway would make a task and
+// waits settings.AnswerWithin for it to end by itself: then it is
+// answered plainly and no task is kept (the extension's immediate
+// result). Otherwise, or at the upstream's first question, it becomes a
+// task and the handle is the answer. The call starts before its task so
+// that a quick one leaves nothing behind (no record, nothing counted
+// against max_per_caller); a call the table then refuses a task (the
+// caller holds too many) is answered plainly when it ends, never cut
+// short: it may have acted already.
+func (g *Gateway) answerWithin(ctx context.Context, owner tasks.Owner, server string, cfg tasks.Config, settings config.ServerTasks, tsc *scope, makeCall func(context.Context) tasks.Outcome) (json.RawMessage, *jsonrpc.Error, bool) {
+	tq := tsc.task
+	cctx, cancelCall := context.WithCancel(context.WithoutCancel(ctx))
+	tsc.done = cctx.Done()
+	outc := make(chan tasks.Outcome, 1)
+	if !g.tasks.start(func() {
+		defer cancelCall()
+		outc <- makeCall(cctx)
+	}) {
+		cancelCall()
+		tq.refuse()
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
 	}
+	plain := func(out tasks.Outcome) (json.RawMessage, *jsonrpc.Error, bool) {
+		return out.Result, out.Err, true
+	}
+	wait := time.NewTimer(settings.AnswerWithin)
+	defer wait.Stop()
+	select {
+	case out := <-outc:
+		tq.refuse()
+		return plain(out)
+	case <-ctx.Done():
+		// The client went away before any answer: the call is
+		// cancelled (a 2026-07-28 client cancels by closing its stream).
+		cancelCall()
+		tq.refuse()
+		return nil, jsonrpc.NewError(-32800, "Request cancelled"), true
+	case <-tq.asked:
+	case <-wait.C:
+	}
+	run := func(rctx context.Context) tasks.Outcome {
+		// The task's end (cancel, TTL, shutdown) ends the call.
+		stop := context.AfterFunc(rctx, cancelCall)
+		defer stop()
+		tq.open(rctx)
+		return <-outc
+	}
+	t, err := g.taskTable.Start(ctx, owner, server, cfg, 0, run, nil)
+	if e := taskStartError(err, settings); e != nil {
+		tq.refuse()
+		g.log.Debug("a call the gateway would make a task is answered when it ends", "server", server, "reason", e.Message)
+		select {
+		case out := <-outc:
+			return plain(out)
+		case <-ctx.Done():
+			cancelCall()
+			return nil, jsonrpc.NewError(-32800, "Request cancelled"), true
+		}
+	}
+	if cur, _, err := g.taskTable.Peek(owner, t.ID); err == nil {
+		t = cur
+	}
+	return taskHandle(t), nil, true
+}
+
+// taskStartError is the answer to a task the table did not start, nil
+// when it did.
+func taskStartError(err error, settings config.ServerTasks) *jsonrpc.Error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tasks.ErrTooMany):
+		return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller)
+	case errors.Is(err, tasks.ErrStore):
+		return taskStoreError()
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down")
+}
+
+// taskHandle is the CreateTaskResult of the extension: the task, flat,
+// with resultType task (inputRequests only ever on tasks/get).
+func taskHandle(t tasks.Task) json.RawMessage {
+	t.InputRequests = nil
 	res, _ := jsonrpc.Set(extensionTask(t, tasks.Outcome{}), mcpwire.FieldResultType, jsonrpc.String(mcpwire.ResultTask))
-	return res, nil, true
+	return res
+}
+
+// taskQuestions carries the questions of a 2026-07-28 task's call to its
+// task (tasks.Ask): the call may ask before its task exists (answerWithin
+// starts the call first), and then waits until it does, or is refused
+// when it never will.
+type taskQuestions struct {
+	asked     chan struct{} // closed at the first question
+	askedOnce sync.Once
+	ready     chan struct{} // closed when run is known (nil: no task)
+	readyOnce sync.Once
+	run       context.Context // the task's run context, written before ready closes
+}
+
+func newTaskQuestions() *taskQuestions {
+	return &taskQuestions{asked: make(chan struct{}), ready: make(chan struct{})}
+}
+
+// open makes rctx, a task's run context, where questions go.
+func (tq *taskQuestions) open(rctx context.Context) {
+	tq.readyOnce.Do(func() { tq.run = rctx; close(tq.ready) })
+}
+
+// refuse says no task will take questions.
+func (tq *taskQuestions) refuse() {
+	tq.readyOnce.Do(func() { close(tq.ready) })
+}
+
+// ask puts an upstream's request to the task's owner and waits for the
+// answer tasks/update brings.
+func (tq *taskQuestions) ask(ctx context.Context, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	tq.askedOnce.Do(func() { close(tq.asked) })
+	select {
+	case <-tq.ready:
+	case <-ctx.Done():
+		return nil, jsonrpc.NewError(-32800, "Request cancelled")
+	}
+	if tq.run == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s refused: the call is not a task its client can answer questions of", msg.Method)
+	}
+	a, err := tasks.Ask(tq.run, ctx, msg.Method, msg.Params)
+	switch {
+	case err == nil:
+		return a, nil
+	case ctx.Err() != nil:
+		return nil, jsonrpc.NewError(-32800, "Request cancelled")
+	case errors.Is(err, tasks.ErrTooManyQuestions):
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s refused: the task has too many open questions", msg.Method)
+	}
+	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s was not answered: the task ended", msg.Method)
 }
 
 // extensionTask is t in the extension's shape (a DetailedTask): ttlMs and
@@ -598,6 +752,9 @@ func extensionTask(t tasks.Task, out tasks.Outcome) json.RawMessage {
 	}
 	if t.StatusMessage != "" {
 		v["statusMessage"] = t.StatusMessage
+	}
+	if status == tasks.InputRequired && len(t.InputRequests) > 0 {
+		v["inputRequests"] = t.InputRequests
 	}
 	switch {
 	case status == tasks.Failed && out.Err == nil && out.Result != nil:
@@ -617,8 +774,16 @@ func extensionTask(t tasks.Task, out tasks.Outcome) json.RawMessage {
 }
 
 // taskMethodExtension answers tasks/get, tasks/update and tasks/cancel of
-// a 2026-07-28 request for the caller's own tasks.
+// a 2026-07-28 request for the caller's own tasks. A request that does not
+// declare the extension is told to (-32021, SEP-2575's missing required
+// capability).
 func (g *Gateway) taskMethodExtension(sc *scope, m *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error) {
+	if !mcpwire.DeclaresTasksExtension(m.Params) {
+		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{
+			"extensions": map[string]any{mcpwire.ExtensionTasks: map[string]any{}}}})
+		return nil, &jsonrpc.Error{Code: mcpwire.CodeMissingRequiredClientCapability,
+			Message: "Missing required client capability: extension " + mcpwire.ExtensionTasks, Data: data}
+	}
 	owner, ok := taskOwner(sc)
 	id, _ := jsonrpc.GetString(m.Params, "taskId")
 	if !ok || id == "" {
@@ -635,22 +800,29 @@ func (g *Gateway) taskMethodExtension(sc *scope, m *jsonrpc.Message) (json.RawMe
 		}
 		return extensionTask(t, out), nil
 	case mcpwire.MethodTasksUpdate:
-		// The gateway's tasks never ask for input: nothing is
-		// outstanding, and responses to unknown keys are ignored.
-		if _, err := g.taskTable.Get(owner, id); err != nil {
+		responses, has := jsonrpc.Get(m.Params, mcpwire.FieldInputResponses)
+		if !has {
+			return nil, errInvalidParams("Invalid params: tasks/update needs inputResponses")
+		}
+		err := g.taskTable.Answer(owner, id, responses)
+		switch {
+		case errors.Is(err, tasks.ErrAnswer):
+			return nil, errInvalidParams("Invalid params: %v", err)
+		case errors.Is(err, tasks.ErrStore):
+			return nil, taskStoreError()
+		case err != nil:
 			return nil, errTaskNotFound()
 		}
 		return json.RawMessage(`{}`), nil
 	case mcpwire.MethodTasksCancel:
 		_, err := g.taskTable.Cancel(owner, id)
-		if errors.Is(err, tasks.ErrTerminal) {
-			cur, _ := g.taskTable.Get(owner, id)
-			return nil, errInvalidParams("Cannot cancel task: already in terminal status '%s'", cur.Status)
-		}
-		if errors.Is(err, tasks.ErrStore) {
+		switch {
+		case errors.Is(err, tasks.ErrTerminal):
+			// Idempotent: the same acknowledgement as for a running
+			// task (the extension keeps -32602 for unknown ids).
+		case errors.Is(err, tasks.ErrStore):
 			return nil, taskStoreError()
-		}
-		if err != nil {
+		case err != nil:
 			return nil, errTaskNotFound()
 		}
 		return json.RawMessage(`{}`), nil
@@ -698,4 +870,67 @@ func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
 // of a task: unknown is not "not found".
 func taskStoreError() *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInternalError, "The task store is unavailable; try again")
+}
+
+// taskOut carries what a 2025-11-25 gateway task's call sends its client
+// (server-initiated requests of its input_required phase, progress, log
+// messages): on the stream of a tasks/result of the creating session
+// that waits on the task, the spec's side channel, when there is one;
+// otherwise, or when that stream is gone, on the session's own stream.
+// Requests carry the task in _meta (io.modelcontextprotocol/related-task),
+// as the spec asks of every message of a task.
+type taskOut struct {
+	sess *session
+
+	mu      sync.Mutex // mu guards the fields below
+	id      string
+	waiting []sender // streams of tasks/result requests waiting, newest last
+}
+
+func (o *taskOut) setID(id string) {
+	o.mu.Lock()
+	o.id = id
+	o.mu.Unlock()
+}
+
+// attach makes s, a tasks/result request's stream, where messages go
+// until the returned function is called.
+func (o *taskOut) attach(s sender) (detach func()) {
+	o.mu.Lock()
+	o.waiting = append(o.waiting, s)
+	o.mu.Unlock()
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for i, w := range o.waiting {
+			if w == s {
+				o.waiting = append(o.waiting[:i], o.waiting[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (o *taskOut) send(msg *jsonrpc.Message) error {
+	o.mu.Lock()
+	id := o.id
+	var s sender
+	if n := len(o.waiting); n > 0 {
+		s = o.waiting[n-1]
+	}
+	o.mu.Unlock()
+	if id != "" && msg.IsRequest() {
+		related, _ := json.Marshal(map[string]string{"taskId": id})
+		params := msg.Params
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{}`)
+		}
+		if p, err := jsonrpc.SetPath(params, related, mcpwire.FieldMeta, mcpwire.MetaKeyRelatedTask); err == nil {
+			msg = jsonrpc.NewRequest(msg.ID, msg.Method, p)
+		}
+	}
+	if s != nil && s.send(msg) == nil {
+		return nil
+	}
+	return sessionOut{o.sess}.send(msg)
 }

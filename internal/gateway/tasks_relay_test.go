@@ -346,8 +346,21 @@ func TestTasksExtension(t *testing.T) {
 	if !strings.Contains(string(got.Result), `"text":"now:g"`) {
 		t.Fatalf("gateway-mode result %s", got.Result)
 	}
-	if r := extCall(t, url, alice, "tasks/cancel", "", `"taskId":"`+handle.TaskID+`",`+extMeta); r.Error == nil {
-		t.Errorf("cancel of a completed task: %s", r.Result)
+	// Cancel is idempotent: a finished task is acknowledged as a running
+	// one and stays as it ended (the extension keeps -32602 for unknown
+	// ids).
+	if r := extCall(t, url, alice, "tasks/cancel", "", `"taskId":"`+handle.TaskID+`",`+extMeta); r.Error != nil {
+		t.Errorf("cancel of a completed task: %+v", r.Error)
+	}
+	if r := extCall(t, url, alice, "tasks/get", "", `"taskId":"`+handle.TaskID+`",`+extMeta); r.Error != nil || json.Unmarshal(r.Result, &got) != nil || got.Status != "completed" {
+		t.Errorf("after the cancel of a completed task: %+v %s", r.Error, r.Result)
+	}
+	// The task methods need the extension declared in the request.
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		r := extCall(t, url, alice, m, "", `"taskId":"`+handle.TaskID+`","inputResponses":{},`+statelessMetaJSON)
+		if r.Error == nil || r.Error.Code != -32021 || !strings.Contains(string(r.Error.Data), `"io.modelcontextprotocol/tasks"`) {
+			t.Errorf("%s without the extension: %+v %s", m, r.Error, r.Result)
+		}
 	}
 
 	// Plain answers: no extension declared; a tool not relayed in relay

@@ -80,8 +80,9 @@ func newTaskClientCaps(t *testing.T, url, key, rev, caps string) (*taskClient, j
 type rpcReply struct {
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int64  `json:"code"`
-		Message string `json:"message"`
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
@@ -516,4 +517,115 @@ func FuzzTaskTTL(f *testing.F) {
 			t.Fatalf("the error echoes the params: %v", e)
 		}
 	})
+}
+
+// TestTaskQuestionsOnTasksResult: while the session that made a
+// 2025-11-25 task waits on its tasks/result, the task's questions go on
+// that request's stream (the spec's side channel for input_required),
+// not the session's GET stream, each carrying the task in _meta
+// (io.modelcontextprotocol/related-task); the answer completes the task
+// and the same stream ends with its result.
+func TestTaskQuestionsOnTasksResult(t *testing.T) {
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "later", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask_later"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text, RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult(fmt.Sprintf("%s:%v", res.Action, res.Content["name"])), nil, nil
+	})
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"later": httpServer(serveSDK(t, srv).URL)}}})
+	url := gw.URL + "/mcp/later"
+	a, _ := newTaskClientCaps(t, url, alice, "2025-11-25", `{"elicitation":{"form":{}}}`)
+	getMsgs := a.stream()
+	id := a.startTask("ask_later", "name?")["taskId"].(string)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":"r","method":"tasks/result","params":{"taskId":"`+id+`"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range a.hdr {
+		req.Header.Set(k, v)
+	}
+	events := make(chan string, 8)
+	go func() {
+		defer close(events)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		r := jsonrpc.NewSSEReader(resp.Body, 0)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			if len(ev.Data) > 0 {
+				events <- string(ev.Data)
+			}
+		}
+	}()
+	waitFor(t, "tasks/result to wait on the task", func() bool {
+		n := 0
+		g.taskOuts.each(func(o *taskOut) {
+			o.mu.Lock()
+			n += len(o.waiting)
+			o.mu.Unlock()
+		})
+		return n == 1
+	})
+	close(release)
+
+	var ask struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]struct {
+				TaskID string `json:"taskId"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	select {
+	case ev := <-events:
+		if err := json.Unmarshal([]byte(ev), &ask); err != nil || ask.Method != "elicitation/create" {
+			t.Fatalf("tasks/result stream: %s", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no question on the tasks/result stream")
+	}
+	if got := ask.Params.Meta["io.modelcontextprotocol/related-task"].TaskID; got != id {
+		t.Errorf("related-task %q, want %q", got, id)
+	}
+	answer := `{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"action":"accept","content":{"name":"Ann"}}}`
+	if code, _, body := rpc(t, url, a.hdr, answer); code != http.StatusAccepted {
+		t.Fatalf("answer: %d %s", code, body)
+	}
+	var final string
+	for ev := range events {
+		final = ev
+	}
+	if !strings.Contains(final, `"text":"accept:Ann"`) || !strings.Contains(final, `"id":"r"`) {
+		t.Fatalf("tasks/result ended with %s", final)
+	}
+	for {
+		select {
+		case m := <-getMsgs:
+			if strings.Contains(m, `"method":"elicitation/create"`) {
+				t.Fatalf("the question also went on the GET stream: %s", m)
+			}
+		default:
+			return
+		}
+	}
 }

@@ -82,6 +82,10 @@ type Task struct {
 	Updated       time.Time
 	TTL           time.Duration
 	PollInterval  time.Duration
+	// InputRequests are the questions the task's call waits on, keyed
+	// as tasks/update answers them (an object of {method, params}; nil:
+	// none). Only a call that asks through Ask has any (input.go).
+	InputRequests json.RawMessage
 }
 
 // JSON is the MCP Task object (tasks/get's result, and the task of a
@@ -150,6 +154,10 @@ type entry struct {
 	out     Outcome
 	cancel  context.CancelFunc
 	notify  func(Task)
+	// questions are the call's open questions by key, asked is how many
+	// it ever asked (input.go).
+	questions map[string]*question
+	asked     int
 }
 
 // New returns an empty table whose ids are sealed under key (32 random
@@ -220,6 +228,7 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	stop := context.AfterFunc(t.ctx, cancel)
 	e.cancel = cancel
 	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
+	ctx = context.WithValue(ctx, runKey{}, &runState{t: t, e: e, ctx: ctx})
 	held := -1
 	if t.shared != nil && cfg.MaxPerCaller > 0 {
 		var err error
@@ -294,7 +303,7 @@ func (t *Table) finish(e *entry, out Outcome) {
 	}
 	snap := e.task
 	t.mu.Unlock()
-	snap.Status, snap.StatusMessage = Completed, ""
+	snap.Status, snap.StatusMessage, snap.InputRequests = Completed, "", nil
 	switch {
 	case out.Err != nil:
 		snap.Status, snap.StatusMessage = Failed, out.Err.Message
@@ -417,7 +426,17 @@ func (t *Table) Get(owner Owner, id string) (Task, error) {
 // terminal (the zero Outcome before), without waiting.
 func (t *Table) Peek(owner Owner, id string) (Task, Outcome, error) {
 	if t.shared != nil {
-		return t.load(owner, id)
+		task, out, err := t.load(owner, id)
+		if err == nil && task.Status == InputRequired {
+			// The questions are in the memory of the replica that runs
+			// the call: this one's, if it does.
+			t.mu.Lock()
+			if e, lerr := t.openLocked(owner, id); lerr == nil {
+				task.InputRequests = e.task.InputRequests
+			}
+			t.mu.Unlock()
+		}
+		return task, out, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -479,7 +498,7 @@ func (t *Table) Cancel(owner Owner, id string) (Task, error) {
 	}
 	snap := e.task
 	t.mu.Unlock()
-	snap.Status, snap.StatusMessage, snap.Updated = Cancelled, "The task was cancelled by request.", t.now()
+	snap.Status, snap.StatusMessage, snap.Updated, snap.InputRequests = Cancelled, "The task was cancelled by request.", t.now(), nil
 	if t.shared != nil {
 		// The store decides a race with the result or another replica's
 		// cancel.
@@ -591,7 +610,7 @@ func (t *Table) sweepLocked(now time.Time) {
 func (t *Table) dropLocked(n [nonceLen]byte, e *entry) {
 	delete(t.m, n)
 	if !e.task.Status.Terminal() {
-		e.task.Status, e.task.StatusMessage = Failed, "The task expired."
+		e.task.Status, e.task.StatusMessage, e.task.InputRequests = Failed, "The task expired.", nil
 		close(e.done)
 	}
 	e.cancel()
