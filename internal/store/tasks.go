@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -24,6 +25,10 @@ func TaskTerminal(status string) bool {
 
 // MaxTaskID bounds TaskRecord.ID.
 const MaxTaskID = 64
+
+// ErrTaskLimit is what CreateTaskWithin says when the owner already holds
+// as many tasks as it may: nothing was written.
+var ErrTaskLimit = errors.New("task limit reached")
 
 // TaskRecord is one gateway-run MCP task (internal/tasks), kept so that
 // every replica of a fleet, and this one after a restart, can answer for
@@ -55,6 +60,13 @@ type Tasks interface {
 	// CreateTask adds a task. ErrConflict when its ID is taken,
 	// ErrInvalid when it cannot be stored.
 	CreateTask(ctx context.Context, t TaskRecord) error
+	// CreateTaskWithin adds a task unless its owner already holds limit
+	// unexpired tasks (expiring after t.CreatedAt, whatever their status)
+	// of t.Server on t.Route: ErrTaskLimit then, and nothing is written.
+	// The count and the insert are one atomic step, so replicas sharing
+	// the store never let more than limit in between them. limit <= 0:
+	// no limit (CreateTask). Otherwise as CreateTask.
+	CreateTaskWithin(ctx context.Context, t TaskRecord, limit int) error
 	// GetTask is the task of that ID, expired or not (the caller
 	// checks). ErrNotFound when there is none.
 	GetTask(ctx context.Context, id string) (TaskRecord, error)
@@ -73,7 +85,10 @@ type Tasks interface {
 // TaskTables is what SQLTasks asks of a backend: the statements on its
 // tasks table, handed checked records.
 type TaskTables interface {
-	CreateTask(ctx context.Context, t TaskRecord) error
+	// CreateTask inserts t; limit > 0: only if the owner holds fewer
+	// than limit unexpired tasks of t.Server on t.Route, in the same
+	// atomic step, else ErrTaskLimit.
+	CreateTask(ctx context.Context, t TaskRecord, limit int) error
 	GetTask(ctx context.Context, id string) (TaskRecord, error)
 	ListTasks(ctx context.Context, owner string) ([]TaskRecord, error)
 	UpdateTask(ctx context.Context, t TaskRecord) (bool, error)
@@ -136,13 +151,17 @@ func CheckTask(t TaskRecord) error {
 }
 
 func (s SQLTasks) CreateTask(ctx context.Context, t TaskRecord) error {
+	return s.CreateTaskWithin(ctx, t, 0)
+}
+
+func (s SQLTasks) CreateTaskWithin(ctx context.Context, t TaskRecord, limit int) error {
 	if t.UpdatedAt.IsZero() {
 		t.UpdatedAt = t.CreatedAt
 	}
 	if err := CheckTask(t); err != nil {
 		return fmt.Errorf("create task: %w", err)
 	}
-	if err := s.Tables.CreateTask(ctx, t); err != nil {
+	if err := s.Tables.CreateTask(ctx, t, max(limit, 0)); err != nil {
 		return fmt.Errorf("create task: %w", err)
 	}
 	return nil

@@ -91,37 +91,25 @@ func rowID(id string) string {
 	return hex.EncodeToString(nonce[:])
 }
 
-func (s *Shared) create(nonce [nonceLen]byte, owner Owner, server string, t Task, expires time.Time) error {
+// create stores the record of a new task, unless owner already holds
+// limit tasks of server (ErrTooMany), counted by the store on every
+// replica in the same atomic step as the insert. limit <= 0: no limit.
+func (s *Shared) create(nonce [nonceLen]byte, owner Owner, server string, t Task, expires time.Time, limit int) error {
 	ctx, cancel := s.op()
 	defer cancel()
-	err := s.Store.CreateTask(ctx, store.TaskRecord{
+	err := s.Store.CreateTaskWithin(ctx, store.TaskRecord{
 		ID: hex.EncodeToString(nonce[:]), Owner: ownerPrint(owner), Route: owner.Route, Server: server,
 		Status: string(t.Status), StatusMessage: t.StatusMessage, CreatedAt: t.Created, UpdatedAt: t.Updated,
 		ExpiresAt: expires, TTL: t.TTL, Replica: s.Replica,
-	})
-	if err != nil {
+	}, limit)
+	switch {
+	case errors.Is(err, store.ErrTaskLimit):
+		return ErrTooMany
+	case err != nil:
 		s.Logger.Error("a task could not be stored; it was not started", "error", err)
 		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return nil
-}
-
-// count is how many unexpired tasks owner holds of server, on any
-// replica.
-func (s *Shared) count(owner Owner, server string, now time.Time) (int, error) {
-	ctx, cancel := s.op()
-	defer cancel()
-	recs, err := s.Store.ListTasks(ctx, ownerPrint(owner))
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStore, err)
-	}
-	n := 0
-	for _, r := range recs {
-		if r.Server == server && r.Route == owner.Route && now.Before(r.ExpiresAt) {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // update writes t (and its outcome) through, unless its row is terminal.

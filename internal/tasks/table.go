@@ -220,16 +220,6 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	stop := context.AfterFunc(t.ctx, cancel)
 	e.cancel = cancel
 	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
-	held := -1
-	if t.shared != nil && cfg.MaxPerCaller > 0 {
-		var err error
-		if held, err = t.shared.count(owner, server, now); err != nil {
-			stop()
-			cancel()
-			return Task{}, err
-		}
-	}
-
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -238,24 +228,22 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 		return Task{}, ErrClosed
 	}
 	t.sweepLocked(now)
-	n := 0
-	for _, o := range t.m {
-		if o.owner == owner && o.server == server {
-			n++
+	if t.shared == nil && cfg.MaxPerCaller > 0 {
+		n := 0
+		for _, o := range t.m {
+			if o.owner == owner && o.server == server {
+				n++
+			}
+		}
+		if n >= cfg.MaxPerCaller {
+			t.mu.Unlock()
+			stop()
+			cancel()
+			return Task{}, ErrTooMany
 		}
 	}
-	if held >= 0 {
-		// Shared: every replica's tasks of the owner count (read
-		// before the lock; two replicas starting at once may each let
-		// one more in).
-		n = held
-	}
-	if cfg.MaxPerCaller > 0 && n >= cfg.MaxPerCaller {
-		t.mu.Unlock()
-		stop()
-		cancel()
-		return Task{}, ErrTooMany
-	}
+	// Shared, the store counts every replica's tasks of the owner as it
+	// creates the row (create, below), in one atomic step.
 	t.m[nonce] = e
 	t.wg.Add(1)
 	snap := e.task
@@ -263,7 +251,7 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	if t.shared != nil {
 		// The record exists before the caller hears of the id: another
 		// replica asked for it at once finds it.
-		if err := t.shared.create(nonce, owner, server, snap, e.expires); err != nil {
+		if err := t.shared.create(nonce, owner, server, snap, e.expires, cfg.MaxPerCaller); err != nil {
 			t.mu.Lock()
 			delete(t.m, nonce)
 			t.mu.Unlock()

@@ -32,13 +32,40 @@ func scanTask(row pgx.Row) (store.TaskRecord, error) {
 // bounded by the statement timeout.
 type taskTables struct{ s *Store }
 
-func (t taskTables) CreateTask(ctx context.Context, r store.TaskRecord) error {
+// CreateTask with a limit runs in a transaction that first takes an
+// advisory lock of the owner, route and server: the creates of one owner's
+// tasks of one server queue, and each INSERT ... SELECT counts (in a
+// snapshot taken once the lock is held, READ COMMITTED) every row the
+// ones before it committed.
+func (t taskTables) CreateTask(ctx context.Context, r store.TaskRecord, limit int) error {
 	ctx, cancel := t.s.op(ctx)
 	defer cancel()
-	_, err := t.s.pool.Exec(ctx, `INSERT INTO tasks (`+taskCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		r.ID, r.Owner, r.Route, r.Server, r.Status, r.StatusMessage, ms(r.CreatedAt), ms(r.UpdatedAt),
-		ms(r.ExpiresAt), r.TTL.Milliseconds(), r.Replica, string(r.Result), string(r.Error))
+	args := []any{r.ID, r.Owner, r.Route, r.Server, r.Status, r.StatusMessage, ms(r.CreatedAt), ms(r.UpdatedAt),
+		ms(r.ExpiresAt), r.TTL.Milliseconds(), r.Replica, string(r.Result), string(r.Error)}
+	var err error
+	if limit <= 0 {
+		_, err = t.s.pool.Exec(ctx, `INSERT INTO tasks (`+taskCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`, args...)
+	} else {
+		err = t.s.inTx(ctx, func(tx pgx.Tx) error {
+			// The lock's key is a hash: two owners whose keys collide
+			// only queue behind each other.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+				"mcpgate.task-limit:"+r.Owner+":"+r.Server+":"+r.Route); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO tasks (`+taskCols+`)
+				SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::timestamptz,
+					$8::timestamptz, $9::timestamptz, $10::bigint, $11::text, $12::text, $13::text
+				WHERE (SELECT count(*) FROM tasks
+					WHERE owner = $2 AND route = $3 AND server = $4 AND expires_at > $7) < $14`,
+				append(args, limit)...)
+			if err == nil && tag.RowsAffected() == 0 {
+				return store.ErrTaskLimit
+			}
+			return err
+		})
+	}
 	if pe, ok := pgError(err); ok && pe.Code == codeUniqueViolation {
 		return fmt.Errorf("%s: %w", pe.Message, store.ErrConflict)
 	}

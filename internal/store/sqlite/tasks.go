@@ -30,15 +30,29 @@ func scanTask(sc scanner) (store.TaskRecord, error) {
 // taskTables runs store.SQLTasks's statements on the tasks table.
 type taskTables struct{ s *Store }
 
-func (t taskTables) CreateTask(ctx context.Context, r store.TaskRecord) error {
-	_, err := t.s.w.ExecContext(ctx, `INSERT INTO tasks (`+taskCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+// CreateTask is one INSERT ... SELECT whose WHERE counts the owner's
+// tasks: a single statement on the one writer connection, so no other
+// write comes between the count and the insert.
+func (t taskTables) CreateTask(ctx context.Context, r store.TaskRecord, limit int) error {
+	res, err := t.s.w.ExecContext(ctx, `INSERT INTO tasks (`+taskCols+`)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE ? <= 0 OR (SELECT count(*) FROM tasks
+			WHERE owner = ? AND route = ? AND server = ? AND expires_at > ?) < ?`,
 		r.ID, r.Owner, r.Route, r.Server, r.Status, r.StatusMessage, ms(r.CreatedAt), ms(r.UpdatedAt),
-		ms(r.ExpiresAt), r.TTL.Milliseconds(), r.Replica, string(r.Result), string(r.Error))
+		ms(r.ExpiresAt), r.TTL.Milliseconds(), r.Replica, string(r.Result), string(r.Error),
+		limit, r.Owner, r.Route, r.Server, ms(r.CreatedAt), limit)
 	if msg, ok := uniqueViolation(err); ok {
 		return fmt.Errorf("%s: %w", msg, store.ErrConflict)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return store.ErrTaskLimit
+	}
+	return nil
 }
 
 func (t taskTables) GetTask(ctx context.Context, id string) (store.TaskRecord, error) {

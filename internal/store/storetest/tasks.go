@@ -3,6 +3,9 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,8 @@ var taskTests = []test{
 	{"PerOwner", testTaskPerOwner},
 	{"Sweep", testTaskSweep},
 	{"Invalid", testTaskInvalid},
+	{"Limit", testTaskLimit},
+	{"LimitConcurrent", testTaskLimitConcurrent},
 }
 
 func newTask(id, owner string, created int) store.TaskRecord {
@@ -164,5 +169,98 @@ func testTaskInvalid(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetTask(ctx, "e0"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused task was stored: %v", err)
+	}
+}
+
+// The limit counts the owner's unexpired tasks of one server on one route,
+// whatever their status, and refuses the one past it without writing.
+func testTaskLimit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i, id := range []string{"f0", "f1"} {
+		if err := s.CreateTaskWithin(ctx, newTask(id, "alice", i), 2); err != nil {
+			t.Fatalf("CreateTaskWithin(%s): %v", id, err)
+		}
+	}
+	third := newTask("f2", "alice", 2)
+	if err := s.CreateTaskWithin(ctx, third, 2); !errors.Is(err, store.ErrTaskLimit) {
+		t.Fatalf("third task: %v, want ErrTaskLimit", err)
+	}
+	if _, err := s.GetTask(ctx, "f2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused task was stored: %v", err)
+	}
+	// A finished task still counts until it expires.
+	done := newTask("f0", "alice", 0)
+	done.Status, done.Result = store.TaskCompleted, json.RawMessage(`{}`)
+	if ok, err := s.UpdateTask(ctx, done); !ok || err != nil {
+		t.Fatalf("UpdateTask: %v, %v", ok, err)
+	}
+	if err := s.CreateTaskWithin(ctx, third, 2); !errors.Is(err, store.ErrTaskLimit) {
+		t.Fatalf("third task beside a finished one: %v, want ErrTaskLimit", err)
+	}
+	// Another owner, another server, another route: their own counts.
+	other := []store.TaskRecord{newTask("f3", "mallory", 2), newTask("f4", "alice", 2), newTask("f5", "alice", 2)}
+	other[1].Server, other[2].Route = "search", "/other"
+	for _, r := range other {
+		if err := s.CreateTaskWithin(ctx, r, 2); err != nil {
+			t.Fatalf("CreateTaskWithin(%s): %v", r.ID, err)
+		}
+	}
+	// An expired task does not count: one created at the expiry of f0.
+	later := newTask("f6", "alice", 0)
+	later.CreatedAt, later.UpdatedAt = at(0).Add(time.Hour), at(0).Add(time.Hour)
+	later.ExpiresAt = later.CreatedAt.Add(time.Hour)
+	if err := s.CreateTaskWithin(ctx, later, 2); err != nil {
+		t.Fatalf("task once one expired: %v", err)
+	}
+	// No limit, and the limit's own checks.
+	if err := s.CreateTaskWithin(ctx, newTask("f7", "alice", 3), 0); err != nil {
+		t.Fatalf("CreateTaskWithin(limit 0): %v", err)
+	}
+	if err := s.CreateTaskWithin(ctx, newTask("f7", "alice", 3), 100); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateTaskWithin(taken id): %v, want ErrConflict", err)
+	}
+	bad := newTask("f8", "alice", 3)
+	bad.Owner = "alice"
+	if err := s.CreateTaskWithin(ctx, bad, 100); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("CreateTaskWithin(bad owner): %v, want ErrInvalid", err)
+	}
+}
+
+// Many creates at once for one owner (as from several replicas): exactly
+// the limit gets in, the rest are refused with ErrTaskLimit, nothing else
+// fails.
+func testTaskLimitConcurrent(t *testing.T, s store.Store) {
+	const limit, tries = 5, 40
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	var ok, full atomic.Int64
+	errc := make(chan error, tries)
+	start := make(chan struct{})
+	for i := range tries {
+		wg.Go(func() {
+			<-start
+			err := s.CreateTaskWithin(ctx, newTask(fmt.Sprintf("g%02d", i), "alice", i%3), limit)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, store.ErrTaskLimit):
+				full.Add(1)
+			default:
+				errc <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Errorf("CreateTaskWithin: %v", err)
+	}
+	if ok.Load() != limit || full.Load() != tries-limit {
+		t.Fatalf("%d created, %d refused; want %d and %d", ok.Load(), full.Load(), limit, tries-limit)
+	}
+	recs, err := s.ListTasks(ctx, fp("alice"))
+	if err != nil || len(recs) != limit {
+		t.Fatalf("ListTasks = %d rows, %v; want %d", len(recs), err, limit)
 	}
 }
