@@ -28,6 +28,10 @@ import (
 // to Watch after its cancel). A task left unfinished by a replica that is
 // no longer alive (Shared.Alive) is failed, with a message saying so, by
 // whichever replica is asked for it first.
+//
+// What the row keeps of the call (result, error) is sealed (seal.go)
+// under SealKeys and bound to the row: a row that does not open is
+// ErrStore, never a result.
 
 // ErrStore is what a table says when its store cannot be reached: the
 // task's state is unknown, which is not the same as not found.
@@ -51,9 +55,27 @@ type Shared struct {
 	// runs (0: PollInterval), Timeout bounds each store call (0: 5s).
 	Watch, Timeout time.Duration
 	Logger         *slog.Logger
+	// SealKeys seal what the store keeps of each call (seal.go): the
+	// first seals, every one opens. Every replica must hold the same
+	// (fleet.TaskResultKeys). None: keys derived from the table's id
+	// keys.
+	SealKeys [][]byte
+
+	sealer *sealer // set by init
 }
 
-func (s *Shared) init() {
+// init completes s for a table whose ids are sealed under idKeys.
+func (s *Shared) init(idKeys [][]byte) {
+	keys := s.SealKeys
+	if len(keys) == 0 {
+		keys = sealKeysOf(idKeys)
+	}
+	sl, err := newSealer(keys)
+	if err != nil {
+		// Keys come from HKDF (32 bytes): only a caller's bug gets here.
+		panic(err)
+	}
+	s.sealer = sl
 	if s.Watch <= 0 {
 		s.Watch = PollInterval
 	}
@@ -125,12 +147,37 @@ func (s *Shared) update(t Task, out Outcome) (bool, error) {
 	}
 	ctx, cancel := s.op()
 	defer cancel()
-	ok, err := s.Store.UpdateTask(ctx, rec)
+	ok, err := s.put(ctx, rec)
 	if err != nil {
 		s.Logger.Error("a task's status could not be stored", "status", string(t.Status), "error", err)
 		return false, fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return ok, nil
+}
+
+// put writes rec through UpdateTask with its outcome sealed.
+func (s *Shared) put(ctx context.Context, rec store.TaskRecord) (bool, error) {
+	rec.Result = s.sealer.seal(rec.ID, fieldResult, rec.Result)
+	rec.Error = s.sealer.seal(rec.ID, fieldError, rec.Error)
+	return s.Store.UpdateTask(ctx, rec)
+}
+
+// get reads the row of id with its outcome opened. A row that does not
+// open is ErrStore (logged without any part of it): what the store holds
+// cannot be shown, and nothing else may be shown instead.
+func (s *Shared) get(ctx context.Context, id string) (store.TaskRecord, error) {
+	rec, err := s.Store.GetTask(ctx, id)
+	if err != nil {
+		return rec, err
+	}
+	res, err1 := s.sealer.open(rec.ID, fieldResult, rec.Result)
+	e, err2 := s.sealer.open(rec.ID, fieldError, rec.Error)
+	if err := errors.Join(err1, err2); err != nil {
+		s.Logger.Error("a stored task's outcome does not open: altered or moved in the store, or sealed under a key this replica does not hold", "error", err)
+		return store.TaskRecord{}, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	rec.Result, rec.Error = res, e
+	return rec, nil
 }
 
 // finish stores how the call ended and returns the task's final state:
@@ -143,7 +190,7 @@ func (s *Shared) finish(t Task, out Outcome) (Task, Outcome) {
 	}
 	ctx, cancel := s.op()
 	defer cancel()
-	rec, err := s.Store.GetTask(ctx, rowID(t.ID))
+	rec, err := s.get(ctx, rowID(t.ID))
 	if err != nil || !store.TaskTerminal(rec.Status) {
 		return t, out
 	}
@@ -169,24 +216,29 @@ func outcomeOf(rec store.TaskRecord) Outcome {
 	return out
 }
 
-// orphanLocked fails rec, whose replica stopped, unless the row ended
-// meanwhile; it returns the row as it now is.
-func (s *Shared) orphan(ctx context.Context, rec store.TaskRecord, now time.Time) store.TaskRecord {
+// orphan fails rec, whose replica stopped, unless the row ended
+// meanwhile; it returns the row as it now is (ErrStore when the ended row
+// does not open). A store that cannot be written leaves rec as it was.
+func (s *Shared) orphan(ctx context.Context, rec store.TaskRecord, now time.Time) (store.TaskRecord, error) {
 	e, _ := json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", ReplicaStopped))
 	failed := rec
 	failed.Status, failed.StatusMessage, failed.UpdatedAt, failed.Error, failed.Result = store.TaskFailed, ReplicaStopped, now, e, nil
-	ok, err := s.Store.UpdateTask(ctx, failed)
+	ok, err := s.put(ctx, failed)
 	if err != nil {
-		return rec
+		return rec, nil
 	}
 	if ok {
 		s.Logger.Warn("a task's replica stopped while its call ran; the task is failed", "replica", rec.Replica, "server", rec.Server)
-		return failed
+		return failed, nil
 	}
-	if cur, err := s.Store.GetTask(ctx, rec.ID); err == nil {
-		return cur
+	cur, err := s.get(ctx, rec.ID)
+	if errors.Is(err, ErrStore) {
+		return store.TaskRecord{}, err
 	}
-	return rec
+	if err != nil {
+		return rec, nil
+	}
+	return cur, nil
 }
 
 // load reads the task id names from the store, if owner's and not
@@ -206,10 +258,12 @@ func (t *Table) loadRecord(owner Owner, id string) (store.TaskRecord, error) {
 	}
 	ctx, cancel := t.shared.op()
 	defer cancel()
-	rec, err := t.shared.Store.GetTask(ctx, hex.EncodeToString(nonce[:]))
+	rec, err := t.shared.get(ctx, hex.EncodeToString(nonce[:]))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.TaskRecord{}, ErrNotFound
+	case errors.Is(err, ErrStore):
+		return store.TaskRecord{}, err
 	case err != nil:
 		return store.TaskRecord{}, fmt.Errorf("%w: %v", ErrStore, err)
 	}
@@ -219,7 +273,7 @@ func (t *Table) loadRecord(owner Owner, id string) (store.TaskRecord, error) {
 		return store.TaskRecord{}, ErrNotFound
 	}
 	if !store.TaskTerminal(rec.Status) && !t.runsHere(nonce, rec.Replica) && !t.shared.alive(ctx, rec.Replica) {
-		rec = t.shared.orphan(ctx, rec, now)
+		return t.shared.orphan(ctx, rec, now)
 	}
 	return rec, nil
 }
@@ -301,7 +355,13 @@ func (t *Table) listShared(owner Owner) ([]Task, error) {
 				alive[rec.Replica] = a
 			}
 			if !a || (rec.Replica == t.shared.Replica && !t.runsHere(nonce, rec.Replica)) {
-				rec = t.shared.orphan(ctx, rec, now)
+				if cur, err := t.shared.orphan(ctx, rec, now); err == nil {
+					rec = cur
+				} else if raw, err := t.shared.Store.GetTask(ctx, rec.ID); err == nil {
+					// The row ended and its outcome does not open; a
+					// list shows the status alone, which is the row's.
+					rec = raw
+				}
 			}
 		}
 		out = append(out, taskOf(formatID(nonce, idMAC(t.keys[0], nonce, owner)), rec))
@@ -339,9 +399,11 @@ func (t *Table) watch() {
 			id := e.task.ID
 			t.mu.Unlock()
 			ctx, cancel := t.shared.op()
-			rec, err := t.shared.Store.GetTask(ctx, rowID(id))
+			rec, err := t.shared.get(ctx, rowID(id))
 			cancel()
 			if err != nil || !store.TaskTerminal(rec.Status) {
+				// A row that does not open leaves the call running: its
+				// end is this replica's to store and show (finish).
 				continue
 			}
 			t.mu.Lock()

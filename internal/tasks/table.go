@@ -185,7 +185,7 @@ func NewTable(o Options) *Table {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Table{keys: o.Keys, now: o.Now, shared: o.Shared, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
 	if t.shared != nil {
-		t.shared.init()
+		t.shared.init(o.Keys)
 		t.wg.Add(1)
 		go t.watch()
 	}
