@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Task statuses as the store keeps them (MCP 2025-11-25 tasks); the last
@@ -53,7 +55,15 @@ type TaskRecord struct {
 	// most one is set, and only once the status is terminal.
 	Result json.RawMessage
 	Error  json.RawMessage
+	// Input is the task's pending input requests (a JSON object, sealed
+	// by the caller as results are): raw bytes to the store, written by
+	// CreateTask and, when not nil, by UpdateTask (empty clears it). A
+	// terminal status clears it: nothing is pending for a task that ended.
+	Input []byte
 }
+
+// MaxTaskAnswerKey bounds the key of a task answer.
+const MaxTaskAnswerKey = 256
 
 // Tasks stores the task records.
 type Tasks interface {
@@ -77,9 +87,21 @@ type Tasks interface {
 	// whether it wrote (false: terminal, or no such row). So a cancel and
 	// a result racing on two replicas settle on whichever came first.
 	UpdateTask(ctx context.Context, t TaskRecord) (bool, error)
-	// SweepTasks deletes the tasks that expired at or before now and
-	// returns how many.
+	// SweepTasks deletes the tasks that expired at or before now, and
+	// their answers, and returns how many tasks.
 	SweepTasks(ctx context.Context, now time.Time) (int64, error)
+	// PutTaskAnswers keeps answers (to the task's input requests, by
+	// request key) until TakeTaskAnswers takes them: a key the task
+	// already has an answer for keeps its first (insert or ignore). The
+	// bodies are raw bytes to the store (sealing them is the caller's
+	// business). ErrNotFound when there is no task of that ID, ErrInvalid
+	// for a key that is empty, longer than MaxTaskAnswerKey, or not UTF-8
+	// without NUL; nothing is written then.
+	PutTaskAnswers(ctx context.Context, taskID string, answers map[string][]byte) error
+	// TakeTaskAnswers returns the task's answers and deletes them, in one
+	// atomic step: each answer is taken once, by one caller. An empty map
+	// when there are none (or no such task).
+	TakeTaskAnswers(ctx context.Context, taskID string) (map[string][]byte, error)
 }
 
 // TaskTables is what SQLTasks asks of a backend: the statements on its
@@ -93,6 +115,9 @@ type TaskTables interface {
 	ListTasks(ctx context.Context, owner string) ([]TaskRecord, error)
 	UpdateTask(ctx context.Context, t TaskRecord) (bool, error)
 	SweepTasks(ctx context.Context, now time.Time) (int64, error)
+	// PutTaskAnswers is handed checked, non-nil bodies.
+	PutTaskAnswers(ctx context.Context, taskID string, answers map[string][]byte) error
+	TakeTaskAnswers(ctx context.Context, taskID string) (map[string][]byte, error)
 }
 
 // SQLTasks is the Tasks of a SQL backend: checks here, statements in
@@ -206,4 +231,49 @@ func (s SQLTasks) SweepTasks(ctx context.Context, at time.Time) (int64, error) {
 		return 0, fmt.Errorf("sweep tasks: %w", err)
 	}
 	return n, nil
+}
+
+// CheckTaskAnswerKey returns ErrInvalid for a key no backend can store.
+func CheckTaskAnswerKey(key string) error {
+	if key == "" || len(key) > MaxTaskAnswerKey || !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+		return fmt.Errorf("task answer key must be 1 to %d bytes of UTF-8 without NUL: %w", MaxTaskAnswerKey, ErrInvalid)
+	}
+	return nil
+}
+
+func (s SQLTasks) PutTaskAnswers(ctx context.Context, taskID string, answers map[string][]byte) error {
+	if err := checkTaskID(taskID); err != nil {
+		return fmt.Errorf("put task answers: %w", err)
+	}
+	if len(answers) == 0 {
+		return nil
+	}
+	checked := make(map[string][]byte, len(answers))
+	for k, body := range answers {
+		if err := CheckTaskAnswerKey(k); err != nil {
+			return fmt.Errorf("put task answers: %w", err)
+		}
+		if body == nil {
+			body = []byte{}
+		}
+		checked[k] = body
+	}
+	if err := s.Tables.PutTaskAnswers(ctx, taskID, checked); err != nil {
+		return fmt.Errorf("put task answers: %w", err)
+	}
+	return nil
+}
+
+func (s SQLTasks) TakeTaskAnswers(ctx context.Context, taskID string) (map[string][]byte, error) {
+	if err := checkTaskID(taskID); err != nil {
+		return nil, fmt.Errorf("take task answers: %w", err)
+	}
+	out, err := s.Tables.TakeTaskAnswers(ctx, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("take task answers: %w", err)
+	}
+	if out == nil {
+		out = map[string][]byte{}
+	}
+	return out, nil
 }

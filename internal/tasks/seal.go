@@ -26,7 +26,8 @@ import (
 //	"mcpts1.<base64url(key id (4) | nonce (12) | ciphertext and tag)>"
 //
 // The additional data binds the value to its row and column: a domain
-// string, the field ("result", "error", "input") and the row id, so a
+// string, the field ("result", "error", "input", "answer:" and the
+// request's key for an answer to an input request) and the row id, so a
 // value copied to another task's row, or from one column to another, does
 // not open. A value that does not open is errSealed, which the table
 // reports as ErrStore (the store cannot say), never as a result.
@@ -133,17 +134,18 @@ func (s *sealer) seal(row, field string, doc []byte) []byte {
 }
 
 // open is the document a stored value of field in row holds: nil for an
-// empty value, the value itself for a clear JSON object (a row from
-// before sealing, whose results and errors were objects), the opened document for a sealed one, and
+// empty value, the value itself for a clear JSON object in a result or
+// error (a row from before sealing, whose results and errors were objects), the opened document for a sealed one, and
 // errSealed for anything else.
 func (s *sealer) open(row, field string, stored []byte) ([]byte, error) {
 	v := bytes.TrimLeft(stored, " \t\r\n")
 	if len(v) == 0 {
 		return nil, nil
 	}
-	if v[0] == '{' {
+	if v[0] == '{' && (field == fieldResult || field == fieldError) {
 		// Clear, from before sealing: the store checked it was JSON when
-		// it was written; check again, it is about to be served.
+		// it was written; check again, it is about to be served. Inputs
+		// and answers were never written in clear.
 		if !json.Valid(v) {
 			return nil, errSealed
 		}

@@ -287,3 +287,87 @@ func FuzzOpenSealed(f *testing.F) {
 		}
 	})
 }
+
+// The pending input and the answers to it are sealed as results are, each
+// answer to its task and key: moved, they do not open; never clear.
+func TestSealedInputAndAnswers(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			st, _ := be.open(t)
+			a := sealedTable(t, st, "A", rootKey(1))
+			release := make(chan struct{})
+			defer close(release)
+			var rows []string
+			for range 2 {
+				task, err := a.Start(t.Context(), alice, "s", cfgShort, 0, block(release, `{}`), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, rowID(task.ID))
+			}
+			sh, ctx := a.shared, t.Context()
+			input := []byte(`{"q1":{"method":"elicitation/create","params":{"message":"your PIN?"}}}`)
+			rec, err := sh.get(ctx, rows[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Status, rec.Input = store.TaskInputRequired, input
+			if ok, err := sh.put(ctx, rec); !ok || err != nil {
+				t.Fatalf("put: %v %v", ok, err)
+			}
+			raw, err := st.GetTask(ctx, rows[0])
+			if err != nil || bytes.Contains(raw.Input, []byte("PIN")) || !bytes.HasPrefix(raw.Input, []byte(`"`+sealPrefix)) {
+				t.Fatalf("stored input %q, %v: not sealed", raw.Input, err)
+			}
+			if got, err := sh.get(ctx, rows[0]); err != nil || string(got.Input) != string(input) {
+				t.Fatalf("input read back = %q, %v", got.Input, err)
+			}
+
+			answer := []byte(`{"action":"accept","content":{"pin":"1234"}}`)
+			if err := sh.putAnswers(rows[0], map[string][]byte{"q1": answer}); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := st.TakeTaskAnswers(ctx, rows[0])
+			if err != nil || bytes.Contains(stored["q1"], []byte("1234")) || !bytes.HasPrefix(stored["q1"], []byte(`"`+sealPrefix)) {
+				t.Fatalf("stored answer %q, %v: not sealed", stored["q1"], err)
+			}
+			// Moved to another task, or to another key: it does not open.
+			for _, moved := range []struct{ row, key string }{{rows[1], "q1"}, {rows[0], "q2"}} {
+				if err := st.PutTaskAnswers(ctx, moved.row, map[string][]byte{moved.key: stored["q1"]}); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := sh.takeAnswers(moved.row); !errors.Is(err, ErrStore) || got != nil {
+					t.Fatalf("a moved answer (%s) = %q, %v; want ErrStore", moved.key, got, err)
+				}
+			}
+			// Put back where it belongs, it opens, once.
+			if err := st.PutTaskAnswers(ctx, rows[0], map[string][]byte{"q1": stored["q1"]}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := sh.takeAnswers(rows[0]); err != nil || string(got["q1"]) != string(answer) {
+				t.Fatalf("takeAnswers = %q, %v", got, err)
+			}
+			if got, err := sh.takeAnswers(rows[0]); err != nil || len(got) != 0 {
+				t.Fatalf("second take = %q, %v", got, err)
+			}
+			if err := sh.putAnswers("ffff", map[string][]byte{"q1": answer}); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("answers to no task: %v", err)
+			}
+			// A clear input or answer written into the store is refused.
+			raw.Input = []byte(`{"q1":{}}`)
+			raw.Status = store.TaskInputRequired
+			if ok, err := st.UpdateTask(ctx, raw); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			if _, err := sh.get(ctx, rows[0]); !errors.Is(err, ErrStore) {
+				t.Fatalf("a clear input: %v, want ErrStore", err)
+			}
+			if err := st.PutTaskAnswers(ctx, rows[1], map[string][]byte{"q1": answer}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sh.takeAnswers(rows[1]); !errors.Is(err, ErrStore) {
+				t.Fatalf("a clear answer: %v, want ErrStore", err)
+			}
+		})
+	}
+}

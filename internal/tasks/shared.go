@@ -155,16 +155,20 @@ func (s *Shared) update(t Task, out Outcome) (bool, error) {
 	return ok, nil
 }
 
-// put writes rec through UpdateTask with its outcome sealed.
+// put writes rec through UpdateTask with its outcome and input sealed (an
+// empty input stays empty: it clears the column).
 func (s *Shared) put(ctx context.Context, rec store.TaskRecord) (bool, error) {
 	rec.Result = s.sealer.seal(rec.ID, fieldResult, rec.Result)
 	rec.Error = s.sealer.seal(rec.ID, fieldError, rec.Error)
+	if len(rec.Input) > 0 {
+		rec.Input = s.sealer.seal(rec.ID, fieldInput, rec.Input)
+	}
 	return s.Store.UpdateTask(ctx, rec)
 }
 
-// get reads the row of id with its outcome opened. A row that does not
-// open is ErrStore (logged without any part of it): what the store holds
-// cannot be shown, and nothing else may be shown instead.
+// get reads the row of id with its outcome and input opened. A row that
+// does not open is ErrStore (logged without any part of it): what the
+// store holds cannot be shown, and nothing else may be shown instead.
 func (s *Shared) get(ctx context.Context, id string) (store.TaskRecord, error) {
 	rec, err := s.Store.GetTask(ctx, id)
 	if err != nil {
@@ -172,12 +176,59 @@ func (s *Shared) get(ctx context.Context, id string) (store.TaskRecord, error) {
 	}
 	res, err1 := s.sealer.open(rec.ID, fieldResult, rec.Result)
 	e, err2 := s.sealer.open(rec.ID, fieldError, rec.Error)
-	if err := errors.Join(err1, err2); err != nil {
+	in, err3 := s.sealer.open(rec.ID, fieldInput, rec.Input)
+	if err := errors.Join(err1, err2, err3); err != nil {
 		s.Logger.Error("a stored task's outcome does not open: altered or moved in the store, or sealed under a key this replica does not hold", "error", err)
 		return store.TaskRecord{}, fmt.Errorf("%w: %v", ErrStore, err)
 	}
-	rec.Result, rec.Error = res, e
+	rec.Result, rec.Error, rec.Input = res, e, in
 	return rec, nil
+}
+
+// answerField is the sealed field of the answer to input request key.
+func answerField(key string) string { return "answer:" + key }
+
+// putAnswers keeps answers to the input requests of the task id names
+// (row: rowID), each body sealed to its task and key, until takeAnswers
+// takes them; a key already answered keeps its first answer. ErrNotFound
+// when the task's row is gone, ErrStore when the store cannot say.
+func (s *Shared) putAnswers(row string, answers map[string][]byte) error {
+	sealed := make(map[string][]byte, len(answers))
+	for k, body := range answers {
+		sealed[k] = s.sealer.seal(row, answerField(k), body)
+	}
+	ctx, cancel := s.op()
+	defer cancel()
+	err := s.Store.PutTaskAnswers(ctx, row, sealed)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
+
+// takeAnswers takes the answers kept for the task of row, each once: a
+// body that does not open (moved from another task or key, altered) is
+// ErrStore, and no answer of that take is used.
+func (s *Shared) takeAnswers(row string) (map[string][]byte, error) {
+	ctx, cancel := s.op()
+	defer cancel()
+	got, err := s.Store.TakeTaskAnswers(ctx, row)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	out := make(map[string][]byte, len(got))
+	for k, sealed := range got {
+		body, err := s.sealer.open(row, answerField(k), sealed)
+		if err != nil || body == nil {
+			s.Logger.Error("a stored task answer does not open: altered or moved in the store, or sealed under a key this replica does not hold")
+			return nil, fmt.Errorf("%w: %v", ErrStore, errSealed)
+		}
+		out[k] = body
+	}
+	return out, nil
 }
 
 // finish stores how the call ended and returns the task's final state:

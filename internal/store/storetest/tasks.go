@@ -22,6 +22,9 @@ var taskTests = []test{
 	{"Invalid", testTaskInvalid},
 	{"Limit", testTaskLimit},
 	{"LimitConcurrent", testTaskLimitConcurrent},
+	{"Input", testTaskInput},
+	{"Answers", testTaskAnswers},
+	{"AnswersConcurrent", testTaskAnswersConcurrent},
 }
 
 func newTask(id, owner string, created int) store.TaskRecord {
@@ -262,5 +265,183 @@ func testTaskLimitConcurrent(t *testing.T, s store.Store) {
 	recs, err := s.ListTasks(ctx, fp("alice"))
 	if err != nil || len(recs) != limit {
 		t.Fatalf("ListTasks = %d rows, %v; want %d", len(recs), err, limit)
+	}
+}
+
+// The input column: written when given, kept when not, cleared by a
+// terminal status; bytes as they were handed.
+func testTaskInput(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := newTask("h0", "alice", 1)
+	if err := s.CreateTask(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetTask(ctx, "h0"); err != nil || got.Input != nil {
+		t.Fatalf("GetTask = %q, %v; want no input", got.Input, err)
+	}
+	pending := []byte("\x00sealed\xffbytes")
+	r.Status, r.UpdatedAt, r.Input = store.TaskInputRequired, at(2), pending
+	if ok, err := s.UpdateTask(ctx, r); !ok || err != nil {
+		t.Fatalf("UpdateTask(input): %v, %v", ok, err)
+	}
+	if got, err := s.GetTask(ctx, "h0"); err != nil || string(got.Input) != string(pending) {
+		t.Fatalf("input = %q, %v; want %q", got.Input, err, pending)
+	}
+	// An update without input keeps it; an empty one clears it.
+	r.StatusMessage, r.Input = "still waiting", nil
+	if ok, err := s.UpdateTask(ctx, r); !ok || err != nil {
+		t.Fatalf("UpdateTask: %v, %v", ok, err)
+	}
+	if got, _ := s.GetTask(ctx, "h0"); string(got.Input) != string(pending) || got.StatusMessage != "still waiting" {
+		t.Fatalf("after an update without input: %q %q", got.Input, got.StatusMessage)
+	}
+	r.Input = []byte{}
+	if ok, err := s.UpdateTask(ctx, r); !ok || err != nil {
+		t.Fatalf("UpdateTask(clear): %v, %v", ok, err)
+	}
+	if got, _ := s.GetTask(ctx, "h0"); got.Input != nil {
+		t.Fatalf("cleared input = %q", got.Input)
+	}
+	// Set again, then the task ends: nothing is pending any more.
+	r.Input = pending
+	if ok, err := s.UpdateTask(ctx, r); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	r.Status, r.Input, r.Result = store.TaskCompleted, nil, json.RawMessage(`{}`)
+	if ok, err := s.UpdateTask(ctx, r); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if got, _ := s.GetTask(ctx, "h0"); got.Input != nil || got.Status != store.TaskCompleted {
+		t.Fatalf("terminal task = %s with input %q", got.Status, got.Input)
+	}
+}
+
+// Answers: put (insert or ignore per key), take (returns and deletes, once),
+// refused for an unknown task or a bad key, swept with their task.
+func testTaskAnswers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := newTask("j0", "alice", 1)
+	other := newTask("j1", "bob", 1)
+	for _, x := range []store.TaskRecord{r, other} {
+		if err := s.CreateTask(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutTaskAnswers(ctx, "j0", map[string][]byte{"q1": []byte("first"), "q2": {0, 1, 0xff}, "q3": nil}); err != nil {
+		t.Fatalf("PutTaskAnswers: %v", err)
+	}
+	// A second answer to q1 is ignored; q4 is new.
+	if err := s.PutTaskAnswers(ctx, "j0", map[string][]byte{"q1": []byte("second"), "q4": []byte("four")}); err != nil {
+		t.Fatalf("PutTaskAnswers again: %v", err)
+	}
+	if err := s.PutTaskAnswers(ctx, "j1", map[string][]byte{"q1": []byte("bob's")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.TakeTaskAnswers(ctx, "j0")
+	if err != nil {
+		t.Fatalf("TakeTaskAnswers: %v", err)
+	}
+	want := map[string][]byte{"q1": []byte("first"), "q2": {0, 1, 0xff}, "q3": {}, "q4": []byte("four")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("answers (-want +got):\n%s", diff)
+	}
+	if got, err := s.TakeTaskAnswers(ctx, "j0"); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("second take = %v, %v; want an empty map", got, err)
+	}
+	// Taken, a key may be answered anew.
+	if err := s.PutTaskAnswers(ctx, "j0", map[string][]byte{"q1": []byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.TakeTaskAnswers(ctx, "j0"); string(got["q1"]) != "again" || len(got) != 1 {
+		t.Fatalf("take after a new answer = %q", got)
+	}
+	if err := s.PutTaskAnswers(ctx, "j9", map[string][]byte{"q1": nil}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PutTaskAnswers(unknown task): %v, want ErrNotFound", err)
+	}
+	for name, key := range map[string]string{"empty": "", "long": string(make([]byte, store.MaxTaskAnswerKey+1)), "nul": "a\x00b", "not utf-8": "\xff"} {
+		err := s.PutTaskAnswers(ctx, "j0", map[string][]byte{"ok": []byte("x"), key: []byte("y")})
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s key: %v, want ErrInvalid", name, err)
+		}
+	}
+	if got, _ := s.TakeTaskAnswers(ctx, "j0"); len(got) != 0 {
+		t.Fatalf("a refused put wrote %q", got)
+	}
+	if _, err := s.TakeTaskAnswers(ctx, ""); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("TakeTaskAnswers(no id): %v", err)
+	}
+	// Swept with the task: a task made again under the id has none.
+	if n, err := s.SweepTasks(ctx, at(1).Add(time.Hour)); n != 2 || err != nil {
+		t.Fatalf("SweepTasks = %d, %v", n, err)
+	}
+	if err := s.CreateTask(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.TakeTaskAnswers(ctx, "j1"); err != nil || len(got) != 0 {
+		t.Fatalf("answers of a swept task = %q, %v", got, err)
+	}
+}
+
+// Takes racing puts: every answer is taken exactly once.
+func testTaskAnswersConcurrent(t *testing.T, s store.Store) {
+	const writers, perWriter, takers = 4, 25, 3
+	ctx := t.Context()
+	if err := s.CreateTask(ctx, newTask("k0", "alice", 1)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	taken := map[string]int{}
+	take := func() error {
+		got, err := s.TakeTaskAnswers(ctx, "k0")
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range got {
+			if string(v) != "body-"+k {
+				return fmt.Errorf("answer %s = %q", k, v)
+			}
+			taken[k]++
+		}
+		return err
+	}
+	var puts, takes sync.WaitGroup
+	var done atomic.Bool
+	errc := make(chan error, writers*perWriter+1000)
+	for w := range writers {
+		puts.Go(func() {
+			for i := range perWriter {
+				k := fmt.Sprintf("w%d-%02d", w, i)
+				if err := s.PutTaskAnswers(ctx, "k0", map[string][]byte{k: []byte("body-" + k)}); err != nil {
+					errc <- err
+				}
+			}
+		})
+	}
+	for range takers {
+		takes.Go(func() {
+			for !done.Load() {
+				if err := take(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	puts.Wait()
+	done.Store(true)
+	takes.Wait()
+	if err := take(); err != nil {
+		t.Fatal(err)
+	}
+	close(errc)
+	for err := range errc {
+		t.Errorf("concurrent answers: %v", err)
+	}
+	if len(taken) != writers*perWriter {
+		t.Fatalf("%d answers taken, want %d", len(taken), writers*perWriter)
+	}
+	for k, n := range taken {
+		if n != 1 {
+			t.Fatalf("answer %s taken %d times", k, n)
+		}
 	}
 }
