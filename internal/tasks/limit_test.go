@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,9 +23,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // store (a file has one process).
 var backends = []struct {
 	name string
-	open func(t *testing.T) (a, b store.Tasks)
+	open func(t testing.TB) (a, b store.Tasks)
 }{
-	{"sqlite", func(t *testing.T) (store.Tasks, store.Tasks) {
+	{"sqlite", func(t testing.TB) (store.Tasks, store.Tasks) {
 		st, err := sqlite.Open(t.Context(), t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -32,7 +33,7 @@ var backends = []struct {
 		t.Cleanup(func() { st.Close() })
 		return st, st
 	}},
-	{"postgres", func(t *testing.T) (store.Tasks, store.Tasks) {
+	{"postgres", func(t testing.TB) (store.Tasks, store.Tasks) {
 		dsn := pgtest.DSN(t)
 		var out [2]store.Tasks
 		for i := range out {
@@ -103,5 +104,29 @@ func TestSharedMaxPerCallerConcurrent(t *testing.T) {
 				t.Fatalf("another caller's task: %v", err)
 			}
 		})
+	}
+}
+
+// BenchmarkTaskCreate: a task's row created with and without the limit
+// (CreateTaskWithin's count in the same step), on each backend; owners
+// rotate over 100, so each holds up to b.N/100 rows.
+func BenchmarkTaskCreate(b *testing.B) {
+	for _, be := range backends {
+		for _, limit := range []int{0, 1 << 30} {
+			b.Run(fmt.Sprintf("%s/limit=%v", be.name, limit > 0), func(b *testing.B) {
+				st, _ := be.open(b)
+				now := time.Now().UTC().Truncate(time.Millisecond)
+				i := 0
+				for b.Loop() {
+					i++
+					r := store.TaskRecord{ID: fmt.Sprintf("%032x", i), Owner: ownerPrint(Owner{Caller: fmt.Sprint(i % 100), Route: "r1"}),
+						Route: "r1", Server: "s", Status: store.TaskWorking, CreatedAt: now, UpdatedAt: now,
+						TTL: time.Hour, ExpiresAt: now.Add(time.Hour)}
+					if err := st.CreateTaskWithin(b.Context(), r, limit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

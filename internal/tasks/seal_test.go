@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -367,6 +368,25 @@ func TestSealedInputAndAnswers(t *testing.T) {
 			}
 			if _, err := sh.takeAnswers(rows[1]); !errors.Is(err, ErrStore) {
 				t.Fatalf("a clear answer: %v, want ErrStore", err)
+			}
+		})
+	}
+}
+
+// BenchmarkSeal: sealing and opening a stored result of each size.
+func BenchmarkSeal(b *testing.B) {
+	s, err := newSealer([][]byte{rootKey(1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{256, 16 << 10, 1 << 20} {
+		doc := append(append([]byte(`{"content":[{"type":"text","text":"`), bytes.Repeat([]byte("x"), size)...), `"}]}`...)
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if _, err := s.open("00ff", fieldResult, s.seal("00ff", fieldResult, doc)); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
