@@ -36,8 +36,10 @@ var ErrTaskLimit = errors.New("task limit reached")
 // every replica of a fleet, and this one after a restart, can answer for
 // it. It holds no secret: ID is the key the task table holds the task by
 // (the id's nonce), never the sealed id a caller presents, and Owner is a
-// fingerprint of the owner, never a credential. The store checks shapes;
-// who may see a task is the task table's to decide.
+// fingerprint of the owner, never a credential. Result, Error and Input
+// reach the store sealed by the task table (a JSON string, for Result and
+// Error); rows of an older version may hold clear results. The store checks
+// shapes; who may see a task is the task table's to decide.
 type TaskRecord struct {
 	ID     string // the task's key (hex of the sealed id's nonce)
 	Owner  string // sha256 hex fingerprint of the task's owner

@@ -18,9 +18,9 @@
 // Alone it keeps tasks in memory: a restart forgets them, and their calls
 // end with the process. Shared (shared.go) it also keeps every task's
 // record and result (sealed, seal.go) in the store, written through the
-// moment they change,
-// so any replica of a fleet whose ids are sealed under the same key
-// answers for any task, and a task whose replica died ends failed.
+// moment they change, so any replica of a fleet whose ids are sealed
+// under the same key answers for any task, and a task whose replica died
+// ends failed.
 package tasks
 
 import (
