@@ -19,8 +19,8 @@ import (
 
 const secretResult = `{"content":[{"type":"text","text":"the launch code is 0000"}]}`
 
-// sealedTables are two tables over one store, as two replicas whose
-// fleet.session_keys are idKeys and sealKeys (first seals).
+// sealedTable is a table over st, as a replica of that id whose results
+// are sealed under sealKeys (the first seals, every one opens).
 func sealedTable(t *testing.T, st store.Tasks, replica string, sealKeys ...[]byte) *Table {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	tb := NewTable(Options{Keys: [][]byte{key}, Shared: &Shared{Store: st, Replica: replica, SealKeys: sealKeys,
