@@ -45,6 +45,10 @@ const (
 	// PurposeTaskID keys the HMAC that binds a task id to its owner
 	// (internal/tasks); it seals nothing.
 	PurposeTaskID = "task-id"
+	// PurposeTaskResult keys the AEAD that seals what the task store
+	// keeps of a task's call (internal/tasks): its result, its error and
+	// its pending input requests.
+	PurposeTaskResult = "task-result"
 )
 
 // version is the first byte of every token: the layout below. A new
@@ -209,9 +213,21 @@ func (ks *keySet) additional(head []byte, bind string) []byte {
 // the same, so a task made on one is opened on any, and none of them is a
 // key of another purpose.
 func TaskIDKeys(keys [][]byte) ([][]byte, error) {
+	return purposeKeys(keys, PurposeTaskID)
+}
+
+// TaskResultKeys are the keys stored task results are sealed under, as
+// TaskIDKeys are for ids (the first seals, every one opens): a purpose of
+// their own, so no id MAC or token is ever made under them.
+func TaskResultKeys(keys [][]byte) ([][]byte, error) {
+	return purposeKeys(keys, PurposeTaskResult)
+}
+
+// purposeKeys derives one 32-byte key of purpose per session key, in order.
+func purposeKeys(keys [][]byte, purpose string) ([][]byte, error) {
 	out := make([][]byte, 0, len(keys))
 	for i, k := range keys {
-		dk, err := hkdf.Key(sha256.New, k, []byte("mcpgate fleet session keys"), "mcpgate/fleet/v1 "+PurposeTaskID, 32)
+		dk, err := hkdf.Key(sha256.New, k, []byte("mcpgate fleet session keys"), "mcpgate/fleet/v1 "+purpose, 32)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: session key %d: %w", i, err)
 		}

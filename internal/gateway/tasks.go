@@ -837,16 +837,17 @@ func (g *Gateway) taskMethodExtension(sc *scope, m *jsonrpc.Message) (json.RawMe
 // for any task. Otherwise the key is this process's and the tasks live in
 // its memory alone: nothing else could open their ids.
 func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
-	var keys [][]byte
+	var keys, sealKeys [][]byte
 	if g.ring != nil && cfg.Fleet != nil {
 		if roots, err := cfg.Fleet.SessionKeyBytes(); err == nil {
 			keys, _ = fleet.TaskIDKeys(roots)
+			sealKeys, _ = fleet.TaskResultKeys(roots) // seal what the store keeps of each call
 		}
 	}
 	if len(keys) == 0 || o.Tasks == nil {
 		return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now})
 	}
-	sh := &tasks.Shared{Store: o.Tasks, Replica: g.instance, Logger: g.log}
+	sh := &tasks.Shared{Store: o.Tasks, Replica: g.instance, Logger: g.log, SealKeys: sealKeys}
 	switch {
 	case g.peers != nil:
 		// The registry says which replicas run; a registry that cannot

@@ -185,11 +185,19 @@ func (t *Table) Answer(owner Owner, id string, responses json.RawMessage) error 
 	if err != nil {
 		t.mu.Unlock()
 		if t.shared != nil && errors.Is(err, ErrNotFound) {
-			// Another replica's task: it exists for owner, or not.
-			_, _, err = t.load(owner, id)
+			// Another replica's task: the answers wait in the store for
+			// the replica that runs the call (watch).
+			return t.answerShared(owner, id, m)
 		}
 		return err
 	}
+	t.answerLocked(e, m)
+	return nil
+}
+
+// answerLocked hands m's answers to e's open questions and publishes the
+// change; t.mu is held, and released.
+func (t *Table) answerLocked(e *entry, m map[string]json.RawMessage) {
 	answered := 0
 	for k, v := range m {
 		q, open := e.questions[k]
@@ -202,12 +210,78 @@ func (t *Table) Answer(owner Owner, id string, responses json.RawMessage) error 
 	}
 	if answered == 0 {
 		t.mu.Unlock()
-		return nil
+		return
 	}
 	snap, notify := t.questionsChangedLocked(e)
 	t.mu.Unlock()
 	t.published(snap, notify)
-	return nil
+}
+
+// answerShared keeps answers to the open questions of a task another
+// replica runs in the store, sealed, for that replica to take (watch), and
+// takes the answered keys out of the row's inputRequests at once, so that
+// tasks/get on any replica stops showing them.
+func (t *Table) answerShared(owner Owner, id string, m map[string]json.RawMessage) error {
+	rec, err := t.loadRecord(owner, id)
+	if err != nil {
+		return err
+	}
+	if Status(rec.Status) != InputRequired || len(rec.Input) == 0 {
+		return nil
+	}
+	var open map[string]json.RawMessage
+	if json.Unmarshal(rec.Input, &open) != nil {
+		return nil
+	}
+	answers := map[string][]byte{}
+	for k, v := range m {
+		if _, ok := open[k]; ok {
+			answers[k] = v
+			delete(open, k)
+		}
+	}
+	if len(answers) == 0 {
+		return nil
+	}
+	if err := t.shared.putAnswers(rec.ID, answers); err != nil {
+		return err
+	}
+	cur := taskOf(id, rec)
+	cur.Updated = t.now()
+	if len(open) == 0 {
+		cur.Status, cur.StatusMessage, cur.InputRequests = Working, "", nil
+	} else {
+		cur.InputRequests, _ = json.Marshal(open)
+	}
+	// The replica running the call writes the row again when it takes
+	// the answers; until then this is what every replica shows.
+	_, err = t.shared.update(cur, Outcome{})
+	return err
+}
+
+// takeRemoteAnswers hands e, a call this replica runs, the answers other
+// replicas kept in the store for it.
+func (t *Table) takeRemoteAnswers(e *entry, id string) {
+	t.mu.Lock()
+	asking := len(e.questions) > 0
+	t.mu.Unlock()
+	if !asking {
+		return
+	}
+	got, err := t.shared.takeAnswers(rowID(id))
+	if err != nil || len(got) == 0 {
+		return
+	}
+	m := make(map[string]json.RawMessage, len(got))
+	for k, v := range got {
+		m[k] = v
+	}
+	t.mu.Lock()
+	if e.task.Status.Terminal() {
+		t.mu.Unlock()
+		return
+	}
+	t.answerLocked(e, m)
 }
 
 func trimSpace(b []byte) []byte {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // asker is a Run that asks n questions at once and returns their answers
@@ -184,4 +185,72 @@ func FuzzAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSharedInputAcrossReplicas: replica B shows the open questions of a
+// call replica A runs, in the store; an answer on B leaves B's tasks/get
+// at once, reaches A's call (A takes it from the store), and the call
+// completes with both answers; another owner on B can neither see nor
+// answer them.
+func TestSharedInputAcrossReplicas(t *testing.T) {
+	a, b, _ := twoReplicas(t)
+	task, err := a.Start(t.Context(), alice, "s", cfgShort, 0, asker(2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(keys) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("B never saw the two questions")
+		}
+		cur, _, err := b.Peek(alice, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = inputKeys(t, cur)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, _, err := b.Peek(bob, task.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob on B: %v", err)
+	}
+	if err := b.Answer(bob, task.ID, json.RawMessage(`{"`+keys[0]+`":{"n":7}}`)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob's answer on B: %v", err)
+	}
+	if err := b.Answer(alice, task.ID, json.RawMessage(`{"`+keys[0]+`":{"n":1},"unknown":{"n":5}}`)); err != nil {
+		t.Fatal(err)
+	}
+	cur, _, _ := b.Peek(alice, task.ID)
+	if left := inputKeys(t, cur); cur.Status != InputRequired || len(left) != 1 || left[0] != keys[1] {
+		t.Fatalf("B after one answer: %+v %v", cur, left)
+	}
+	// A takes the answer: its own view drops the key too.
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("A never took the answer")
+		}
+		a.mu.Lock()
+		n := 0
+		for _, e := range a.m {
+			n += len(e.questions)
+		}
+		a.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := b.Answer(alice, task.ID, json.RawMessage(`{"`+keys[1]+`":{"n":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	fin, out, err := b.Result(ctx, alice, task.ID)
+	if err != nil || fin.Status != Completed || fin.InputRequests != nil {
+		t.Fatalf("final on B: %+v %v", fin, err)
+	}
+	var got []map[string]int
+	if json.Unmarshal(out.Result, &got) != nil || len(got) != 2 || got[0]["n"]+got[1]["n"] != 3 {
+		t.Fatalf("answers reached A's call as %s", out.Result)
+	}
 }

@@ -28,6 +28,10 @@ import (
 // to Watch after its cancel). A task left unfinished by a replica that is
 // no longer alive (Shared.Alive) is failed, with a message saying so, by
 // whichever replica is asked for it first.
+//
+// What the row keeps of the call (result, error) is sealed (seal.go)
+// under SealKeys and bound to the row: a row that does not open is
+// ErrStore, never a result.
 
 // ErrStore is what a table says when its store cannot be reached: the
 // task's state is unknown, which is not the same as not found.
@@ -51,9 +55,27 @@ type Shared struct {
 	// runs (0: PollInterval), Timeout bounds each store call (0: 5s).
 	Watch, Timeout time.Duration
 	Logger         *slog.Logger
+	// SealKeys seal what the store keeps of each call (seal.go): the
+	// first seals, every one opens. Every replica must hold the same
+	// (fleet.TaskResultKeys). None: keys derived from the table's id
+	// keys.
+	SealKeys [][]byte
+
+	sealer *sealer // set by init
 }
 
-func (s *Shared) init() {
+// init completes s for a table whose ids are sealed under idKeys.
+func (s *Shared) init(idKeys [][]byte) {
+	keys := s.SealKeys
+	if len(keys) == 0 {
+		keys = sealKeysOf(idKeys)
+	}
+	sl, err := newSealer(keys)
+	if err != nil {
+		// Keys come from HKDF (32 bytes): only a caller's bug gets here.
+		panic(err)
+	}
+	s.sealer = sl
 	if s.Watch <= 0 {
 		s.Watch = PollInterval
 	}
@@ -91,42 +113,34 @@ func rowID(id string) string {
 	return hex.EncodeToString(nonce[:])
 }
 
-func (s *Shared) create(nonce [nonceLen]byte, owner Owner, server string, t Task, expires time.Time) error {
+// create stores the record of a new task, unless owner already holds
+// limit tasks of server (ErrTooMany), counted by the store on every
+// replica in the same atomic step as the insert. limit <= 0: no limit.
+func (s *Shared) create(nonce [nonceLen]byte, owner Owner, server string, t Task, expires time.Time, limit int) error {
 	ctx, cancel := s.op()
 	defer cancel()
-	err := s.Store.CreateTask(ctx, store.TaskRecord{
+	err := s.Store.CreateTaskWithin(ctx, store.TaskRecord{
 		ID: hex.EncodeToString(nonce[:]), Owner: ownerPrint(owner), Route: owner.Route, Server: server,
 		Status: string(t.Status), StatusMessage: t.StatusMessage, CreatedAt: t.Created, UpdatedAt: t.Updated,
 		ExpiresAt: expires, TTL: t.TTL, Replica: s.Replica,
-	})
-	if err != nil {
+	}, limit)
+	switch {
+	case errors.Is(err, store.ErrTaskLimit):
+		return ErrTooMany
+	case err != nil:
 		s.Logger.Error("a task could not be stored; it was not started", "error", err)
 		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return nil
 }
 
-// count is how many unexpired tasks owner holds of server, on any
-// replica.
-func (s *Shared) count(owner Owner, server string, now time.Time) (int, error) {
-	ctx, cancel := s.op()
-	defer cancel()
-	recs, err := s.Store.ListTasks(ctx, ownerPrint(owner))
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStore, err)
-	}
-	n := 0
-	for _, r := range recs {
-		if r.Server == server && r.Route == owner.Route && now.Before(r.ExpiresAt) {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // update writes t (and its outcome) through, unless its row is terminal.
 func (s *Shared) update(t Task, out Outcome) (bool, error) {
 	rec := store.TaskRecord{ID: rowID(t.ID), Status: string(t.Status), StatusMessage: t.StatusMessage, UpdatedAt: t.Updated}
+	if t.Status == InputRequired {
+		// The open questions, for tasks/get on any replica (input.go).
+		rec.Input = t.InputRequests
+	}
 	if t.Status.Terminal() {
 		switch {
 		case out.Err != nil:
@@ -137,12 +151,88 @@ func (s *Shared) update(t Task, out Outcome) (bool, error) {
 	}
 	ctx, cancel := s.op()
 	defer cancel()
-	ok, err := s.Store.UpdateTask(ctx, rec)
+	ok, err := s.put(ctx, rec)
 	if err != nil {
 		s.Logger.Error("a task's status could not be stored", "status", string(t.Status), "error", err)
 		return false, fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return ok, nil
+}
+
+// put writes rec through UpdateTask with its outcome and input sealed (an
+// empty input stays empty: it clears the column).
+func (s *Shared) put(ctx context.Context, rec store.TaskRecord) (bool, error) {
+	rec.Result = s.sealer.seal(rec.ID, fieldResult, rec.Result)
+	rec.Error = s.sealer.seal(rec.ID, fieldError, rec.Error)
+	if len(rec.Input) > 0 {
+		rec.Input = s.sealer.seal(rec.ID, fieldInput, rec.Input)
+	}
+	return s.Store.UpdateTask(ctx, rec)
+}
+
+// get reads the row of id with its outcome and input opened. A row that
+// does not open is ErrStore (logged without any part of it): what the
+// store holds cannot be shown, and nothing else may be shown instead.
+func (s *Shared) get(ctx context.Context, id string) (store.TaskRecord, error) {
+	rec, err := s.Store.GetTask(ctx, id)
+	if err != nil {
+		return rec, err
+	}
+	res, err1 := s.sealer.open(rec.ID, fieldResult, rec.Result)
+	e, err2 := s.sealer.open(rec.ID, fieldError, rec.Error)
+	in, err3 := s.sealer.open(rec.ID, fieldInput, rec.Input)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		s.Logger.Error("a stored task's outcome does not open: altered or moved in the store, or sealed under a key this replica does not hold", "error", err)
+		return store.TaskRecord{}, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	rec.Result, rec.Error, rec.Input = res, e, in
+	return rec, nil
+}
+
+// answerField is the sealed field of the answer to input request key.
+func answerField(key string) string { return "answer:" + key }
+
+// putAnswers keeps answers to the input requests of the task id names
+// (row: rowID), each body sealed to its task and key, until takeAnswers
+// takes them; a key already answered keeps its first answer. ErrNotFound
+// when the task's row is gone, ErrStore when the store cannot say.
+func (s *Shared) putAnswers(row string, answers map[string][]byte) error {
+	sealed := make(map[string][]byte, len(answers))
+	for k, body := range answers {
+		sealed[k] = s.sealer.seal(row, answerField(k), body)
+	}
+	ctx, cancel := s.op()
+	defer cancel()
+	err := s.Store.PutTaskAnswers(ctx, row, sealed)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
+
+// takeAnswers takes the answers kept for the task of row, each once: a
+// body that does not open (moved from another task or key, altered) is
+// ErrStore, and no answer of that take is used.
+func (s *Shared) takeAnswers(row string) (map[string][]byte, error) {
+	ctx, cancel := s.op()
+	defer cancel()
+	got, err := s.Store.TakeTaskAnswers(ctx, row)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	out := make(map[string][]byte, len(got))
+	for k, sealed := range got {
+		body, err := s.sealer.open(row, answerField(k), sealed)
+		if err != nil || body == nil {
+			s.Logger.Error("a stored task answer does not open: altered or moved in the store, or sealed under a key this replica does not hold")
+			return nil, fmt.Errorf("%w: %v", ErrStore, errSealed)
+		}
+		out[k] = body
+	}
+	return out, nil
 }
 
 // finish stores how the call ended and returns the task's final state:
@@ -155,7 +245,7 @@ func (s *Shared) finish(t Task, out Outcome) (Task, Outcome) {
 	}
 	ctx, cancel := s.op()
 	defer cancel()
-	rec, err := s.Store.GetTask(ctx, rowID(t.ID))
+	rec, err := s.get(ctx, rowID(t.ID))
 	if err != nil || !store.TaskTerminal(rec.Status) {
 		return t, out
 	}
@@ -163,8 +253,12 @@ func (s *Shared) finish(t Task, out Outcome) (Task, Outcome) {
 }
 
 func taskOf(id string, rec store.TaskRecord) Task {
-	return Task{ID: id, Status: Status(rec.Status), StatusMessage: rec.StatusMessage, Created: rec.CreatedAt,
+	t := Task{ID: id, Status: Status(rec.Status), StatusMessage: rec.StatusMessage, Created: rec.CreatedAt,
 		Updated: rec.UpdatedAt, TTL: rec.TTL, PollInterval: PollInterval}
+	if t.Status == InputRequired && len(rec.Input) > 0 {
+		t.InputRequests = json.RawMessage(rec.Input)
+	}
+	return t
 }
 
 func outcomeOf(rec store.TaskRecord) Outcome {
@@ -181,24 +275,29 @@ func outcomeOf(rec store.TaskRecord) Outcome {
 	return out
 }
 
-// orphanLocked fails rec, whose replica stopped, unless the row ended
-// meanwhile; it returns the row as it now is.
-func (s *Shared) orphan(ctx context.Context, rec store.TaskRecord, now time.Time) store.TaskRecord {
+// orphan fails rec, whose replica stopped, unless the row ended
+// meanwhile; it returns the row as it now is (ErrStore when the ended row
+// does not open). A store that cannot be written leaves rec as it was.
+func (s *Shared) orphan(ctx context.Context, rec store.TaskRecord, now time.Time) (store.TaskRecord, error) {
 	e, _ := json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", ReplicaStopped))
 	failed := rec
 	failed.Status, failed.StatusMessage, failed.UpdatedAt, failed.Error, failed.Result = store.TaskFailed, ReplicaStopped, now, e, nil
-	ok, err := s.Store.UpdateTask(ctx, failed)
+	ok, err := s.put(ctx, failed)
 	if err != nil {
-		return rec
+		return rec, nil
 	}
 	if ok {
 		s.Logger.Warn("a task's replica stopped while its call ran; the task is failed", "replica", rec.Replica, "server", rec.Server)
-		return failed
+		return failed, nil
 	}
-	if cur, err := s.Store.GetTask(ctx, rec.ID); err == nil {
-		return cur
+	cur, err := s.get(ctx, rec.ID)
+	if errors.Is(err, ErrStore) {
+		return store.TaskRecord{}, err
 	}
-	return rec
+	if err != nil {
+		return rec, nil
+	}
+	return cur, nil
 }
 
 // load reads the task id names from the store, if owner's and not
@@ -218,10 +317,12 @@ func (t *Table) loadRecord(owner Owner, id string) (store.TaskRecord, error) {
 	}
 	ctx, cancel := t.shared.op()
 	defer cancel()
-	rec, err := t.shared.Store.GetTask(ctx, hex.EncodeToString(nonce[:]))
+	rec, err := t.shared.get(ctx, hex.EncodeToString(nonce[:]))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.TaskRecord{}, ErrNotFound
+	case errors.Is(err, ErrStore):
+		return store.TaskRecord{}, err
 	case err != nil:
 		return store.TaskRecord{}, fmt.Errorf("%w: %v", ErrStore, err)
 	}
@@ -231,7 +332,7 @@ func (t *Table) loadRecord(owner Owner, id string) (store.TaskRecord, error) {
 		return store.TaskRecord{}, ErrNotFound
 	}
 	if !store.TaskTerminal(rec.Status) && !t.runsHere(nonce, rec.Replica) && !t.shared.alive(ctx, rec.Replica) {
-		rec = t.shared.orphan(ctx, rec, now)
+		return t.shared.orphan(ctx, rec, now)
 	}
 	return rec, nil
 }
@@ -313,7 +414,13 @@ func (t *Table) listShared(owner Owner) ([]Task, error) {
 				alive[rec.Replica] = a
 			}
 			if !a || (rec.Replica == t.shared.Replica && !t.runsHere(nonce, rec.Replica)) {
-				rec = t.shared.orphan(ctx, rec, now)
+				if cur, err := t.shared.orphan(ctx, rec, now); err == nil {
+					rec = cur
+				} else if raw, err := t.shared.Store.GetTask(ctx, rec.ID); err == nil {
+					// The row ended and its outcome does not open; a
+					// list shows the status alone, which is the row's.
+					rec = raw
+				}
 			}
 		}
 		out = append(out, taskOf(formatID(nonce, idMAC(t.keys[0], nonce, owner)), rec))
@@ -351,9 +458,15 @@ func (t *Table) watch() {
 			id := e.task.ID
 			t.mu.Unlock()
 			ctx, cancel := t.shared.op()
-			rec, err := t.shared.Store.GetTask(ctx, rowID(id))
+			rec, err := t.shared.get(ctx, rowID(id))
 			cancel()
+			if err == nil && !store.TaskTerminal(rec.Status) {
+				// Answers another replica took for this call's questions.
+				t.takeRemoteAnswers(e, id)
+			}
 			if err != nil || !store.TaskTerminal(rec.Status) {
+				// A row that does not open leaves the call running: its
+				// end is this replica's to store and show (finish).
 				continue
 			}
 			t.mu.Lock()

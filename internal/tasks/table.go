@@ -17,9 +17,10 @@
 // returns into MCP messages (Task.JSON is the one wire shape it owns).
 // Alone it keeps tasks in memory: a restart forgets them, and their calls
 // end with the process. Shared (shared.go) it also keeps every task's
-// record and result in the store, written through the moment they change,
-// so any replica of a fleet whose ids are sealed under the same key
-// answers for any task, and a task whose replica died ends failed.
+// record and result (sealed, seal.go) in the store, written through the
+// moment they change, so any replica of a fleet whose ids are sealed
+// under the same key answers for any task, and a task whose replica died
+// ends failed.
 package tasks
 
 import (
@@ -193,7 +194,7 @@ func NewTable(o Options) *Table {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Table{keys: o.Keys, now: o.Now, shared: o.Shared, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
 	if t.shared != nil {
-		t.shared.init()
+		t.shared.init(o.Keys)
 		t.wg.Add(1)
 		go t.watch()
 	}
@@ -229,16 +230,6 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	e.cancel = cancel
 	ctx = context.WithValue(ctx, reporterKey{}, func(s Status, msg string) { t.report(e, s, msg) })
 	ctx = context.WithValue(ctx, runKey{}, &runState{t: t, e: e, ctx: ctx})
-	held := -1
-	if t.shared != nil && cfg.MaxPerCaller > 0 {
-		var err error
-		if held, err = t.shared.count(owner, server, now); err != nil {
-			stop()
-			cancel()
-			return Task{}, err
-		}
-	}
-
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -247,24 +238,22 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 		return Task{}, ErrClosed
 	}
 	t.sweepLocked(now)
-	n := 0
-	for _, o := range t.m {
-		if o.owner == owner && o.server == server {
-			n++
+	if t.shared == nil && cfg.MaxPerCaller > 0 {
+		n := 0
+		for _, o := range t.m {
+			if o.owner == owner && o.server == server {
+				n++
+			}
+		}
+		if n >= cfg.MaxPerCaller {
+			t.mu.Unlock()
+			stop()
+			cancel()
+			return Task{}, ErrTooMany
 		}
 	}
-	if held >= 0 {
-		// Shared: every replica's tasks of the owner count (read
-		// before the lock; two replicas starting at once may each let
-		// one more in).
-		n = held
-	}
-	if cfg.MaxPerCaller > 0 && n >= cfg.MaxPerCaller {
-		t.mu.Unlock()
-		stop()
-		cancel()
-		return Task{}, ErrTooMany
-	}
+	// Shared, the store counts every replica's tasks of the owner as it
+	// creates the row (create, below), in one atomic step.
 	t.m[nonce] = e
 	t.wg.Add(1)
 	snap := e.task
@@ -272,7 +261,7 @@ func (t *Table) Start(parent context.Context, owner Owner, server string, cfg Co
 	if t.shared != nil {
 		// The record exists before the caller hears of the id: another
 		// replica asked for it at once finds it.
-		if err := t.shared.create(nonce, owner, server, snap, e.expires); err != nil {
+		if err := t.shared.create(nonce, owner, server, snap, e.expires, cfg.MaxPerCaller); err != nil {
 			t.mu.Lock()
 			delete(t.m, nonce)
 			t.mu.Unlock()

@@ -20,6 +20,7 @@ var migrations = []string{
 	schemaV4,
 	schemaV5,
 	schemaV6,
+	schemaV7,
 }
 
 //go:embed migrations/0001_init.sql
@@ -39,6 +40,9 @@ var schemaV5 string
 
 //go:embed migrations/0006_tasks.sql
 var schemaV6 string
+
+//go:embed migrations/0007_task_input.sql
+var schemaV7 string
 
 // migrateLock is the advisory lock migrations hold, one per schema of a
 // database (a database may hold several gateways' schemas).

@@ -19,6 +19,7 @@ var migrations = []string{
 	schemaV4,
 	schemaV5,
 	schemaV6,
+	schemaV7,
 }
 
 //go:embed migrations/0001_init.sql
@@ -38,6 +39,9 @@ var schemaV5 string
 
 //go:embed migrations/0006_tasks.sql
 var schemaV6 string
+
+//go:embed migrations/0007_task_input.sql
+var schemaV7 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,
