@@ -307,14 +307,21 @@ conformance_runs() {
   # The tasks extension's scenarios (io.modelcontextprotocol/tasks,
   # SEP-2663: every tasks-* scenario the pinned CLI lists, side by side):
   # the fixture has no tasks (go-sdk v1.8.0), so mcpgate runs its calls as
-  # tasks (mode gateway). A JWT caller: the gateway binds a 2026-07-28 task
-  # to an identified caller, and gives an anonymous one none. Known
-  # failures, each with whose limit it is, are in the baseline; any other
-  # fails the run. About 15 s.
-  run "conformance tasks-* (2026-07-28 extension) through mcpgate, gateway-run tasks, JWT caller" \
-    CONFORMANCE_SUITE=next CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http CONFORMANCE_SCENARIOS='tasks-*' \
-    CONFORMANCE_SERVER_TASKS='{mode: gateway, ttl: 1h, max_per_caller: 100}' \
-    bash scripts/conformance.sh --gateway --expected-failures test/fixtures/conformance/expected-failures-tasks.yml
+  # tasks (mode gateway, answering plainly what ends within 500 ms). A JWT
+  # caller: the gateway binds a 2026-07-28 task to an identified caller,
+  # and gives an anonymous one none. Twice: the upstream's questions are
+  # requests during the call (old era: a task's inputRequests) or
+  # input_required results (2026-07-28: passed on as the call's answer),
+  # which the scenarios tell apart. Known failures, each with whose limit
+  # it is, are in the baselines; any other fails the run. About 15 s each.
+  local tasks=(CONFORMANCE_SUITE=next CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http CONFORMANCE_SCENARIOS='tasks-*'
+    CONFORMANCE_SERVER_TASKS='{mode: gateway, ttl: 1h, max_per_caller: 100, answer_within: 500ms}')
+  run "conformance tasks-* (2026-07-28 extension) through mcpgate running the tasks, handshake-era upstream, JWT caller" \
+    "${tasks[@]}" bash scripts/conformance.sh --gateway \
+    --expected-failures test/fixtures/conformance/expected-failures-tasks-legacy-upstream.yml
+  run "conformance tasks-* (2026-07-28 extension) through mcpgate running the tasks, 2026-07-28 upstream (-stateless), JWT caller" \
+    "${tasks[@]}" CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway \
+    --expected-failures test/fixtures/conformance/expected-failures-tasks-2026-07-28-upstream.yml
   if [[ ${#failed[@]} -gt 0 ]]; then
     echo
     printf 'failed: %s\n' "${failed[@]}"
