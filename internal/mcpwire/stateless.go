@@ -170,6 +170,22 @@ func NameParam(method string) (string, bool) {
 	return "", false
 }
 
+// TaskNameParam returns the params member that Mcp-Name mirrors for the
+// tasks extension's methods (SEP-2663: tasks/get, tasks/update and
+// tasks/cancel carry Mcp-Name: <taskId>). Unlike NameParam's, the header
+// is checked only when sent: clients written before the extension's
+// routing headers send none, and a request without it is still served.
+// A sent one that is not the body's taskId is refused like any other
+// mismatch, so an intermediary routing on the header never sees a request
+// that means another task than it says.
+func TaskNameParam(method string) (string, bool) {
+	switch method {
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel:
+		return "taskId", true
+	}
+	return "", false
+}
+
 // RequestInfo is what a stateless request's _meta says about its sender.
 type RequestInfo struct {
 	ProtocolVersion string
@@ -305,7 +321,8 @@ func HeaderMismatch(detail string) *jsonrpc.Error {
 // returns nil when they agree, otherwise the HeaderMismatch error the
 // response must carry (with HTTP status 400). Mcp-Name is checked only for
 // the methods that need it (NameParam), after decoding a Base64 sentinel
-// value; on other methods it is ignored.
+// value, and for the tasks extension's methods when it is sent
+// (TaskNameParam); on other methods it is ignored.
 func CheckHeaders(method string, params json.RawMessage, hdrMethod, hdrName string) *jsonrpc.Error {
 	switch {
 	case hdrMethod == "":
@@ -317,9 +334,10 @@ func CheckHeaders(method string, params json.RawMessage, hdrMethod, hdrName stri
 	}
 	field, ok := NameParam(method)
 	if !ok {
-		return nil
-	}
-	if hdrName == "" {
+		if field, ok = TaskNameParam(method); !ok || hdrName == "" {
+			return nil
+		}
+	} else if hdrName == "" {
 		return HeaderMismatch("missing required Mcp-Name header for method " + method)
 	}
 	name, err := DecodeHeaderValue(hdrName)

@@ -494,6 +494,27 @@ func TestCheckHeaders(t *testing.T) {
 		{"repeated name", "tools/call", json.RawMessage(`{"name":"safe","name":"evil"}`), "tools/call", "safe",
 			"Header mismatch: Mcp-Name header value 'safe' does not match body value 'evil'"},
 		{"escaped body name", "tools/call", json.RawMessage(`{"name":"get\u005fweather"}`), "tools/call", "get_weather", ""},
+
+		// The tasks extension (SEP-2663): Mcp-Name is the taskId, checked
+		// when sent.
+		{"tasks/get with its taskId", "tasks/get", json.RawMessage(`{"taskId":"mcpt1.abc"}`), "tasks/get", "mcpt1.abc", ""},
+		{"tasks/update with its taskId", "tasks/update", json.RawMessage(`{"taskId":"t1","inputResponses":{}}`), "tasks/update", "t1", ""},
+		{"tasks/cancel, base64 taskId", "tasks/cancel", json.RawMessage(`{"taskId":"t 1"}`), "tasks/cancel", mcpwireB64("t 1"), ""},
+		{"tasks/get without Mcp-Name", "tasks/get", json.RawMessage(`{"taskId":"t1"}`), "tasks/get", "", ""},
+		{"tasks/get, another task's id", "tasks/get", json.RawMessage(`{"taskId":"t1"}`), "tasks/get", "t2",
+			"Header mismatch: Mcp-Name header value 't2' does not match body value 't1'"},
+		{"tasks/cancel, another task's id", "tasks/cancel", json.RawMessage(`{"taskId":"t1"}`), "tasks/cancel", "t2",
+			"Header mismatch: Mcp-Name header value 't2' does not match body value 't1'"},
+		{"tasks/update, the tool's name", "tasks/update", json.RawMessage(`{"taskId":"t1","name":"x"}`), "tasks/update", "x",
+			"Header mismatch: Mcp-Name header value 'x' does not match body value 't1'"},
+		{"tasks/get, no taskId", "tasks/get", json.RawMessage(`{}`), "tasks/get", "t1",
+			"Header mismatch: Mcp-Name header value 't1' does not match body value (params.taskId is missing or not a string)"},
+		{"tasks/get, repeated taskId", "tasks/get", json.RawMessage(`{"taskId":"t1","taskId":"t2"}`), "tasks/get", "t1",
+			"Header mismatch: Mcp-Name header value 't1' does not match body value 't2'"},
+		{"tasks/get, bad base64", "tasks/get", json.RawMessage(`{"taskId":"t1"}`), "tasks/get", "=?base64?literal?=",
+			"Header mismatch: Mcp-Name header value is not valid Base64-encoded UTF-8"},
+		// tasks/result and tasks/list are 2025-11-25's: not checked.
+		{"tasks/result not checked", "tasks/result", json.RawMessage(`{"taskId":"t1"}`), "tasks/result", "t2", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -823,6 +844,8 @@ func FuzzCheckHeaders(f *testing.F) {
 	}
 	f.Add("tools/call", []byte(`{"name":"Hello, 世界"}`), "tools/call", "=?base64?SGVsbG8sIOS4lueVjA==?=")
 	f.Add("tools/call", []byte(`{"name":"x"}`), "tools/call", "=?base64??=")
+	f.Add("tasks/get", []byte(`{"taskId":"t1"}`), "tasks/get", "t1")
+	f.Add("tasks/cancel", []byte(`{"taskId":"t1"}`), "tasks/cancel", "t2")
 	f.Fuzz(func(t *testing.T, method string, params []byte, hdrMethod, hdrName string) {
 		e := mcpwire.CheckHeaders(method, params, hdrMethod, hdrName)
 		if e != nil {
