@@ -118,7 +118,10 @@ if [[ -n "${CONFORMANCE_SCENARIOS:-}" ]]; then
     n=0
     for s in "${known[@]}"; do
       # shellcheck disable=SC2053 # a pattern, on purpose
-      if [[ "$s" == $pattern ]]; then scenarios+=("$s"); n=$((n + 1)); fi
+      if [[ "$s" == $pattern ]]; then
+        n=$((n + 1))
+        [[ " ${scenarios[*]} " == *" $s "* ]] || scenarios+=("$s")
+      fi
     done
     [[ $n -gt 0 ]] || die "CONFORMANCE_SCENARIOS: no server scenario matches '$pattern'"
   done
@@ -287,6 +290,8 @@ else
     pids+=($!)
   done
   results=()
+  passed=0
+  total=0
   for i in "${!scenarios[@]}"; do
     wait "${pids[$i]}"
     r=$?
@@ -295,6 +300,10 @@ else
     # "Passed: 7/9, 2 failed, 0 warnings", and the baseline's "~ " lines.
     counts="$(sed 's/\x1b\[[0-9;]*m//g' "$workdir/scenario-$i.out" | sed -n 's/^Passed: //p' | head -n1)"
     expected="$(sed 's/\x1b\[[0-9;]*m//g' "$workdir/scenario-$i.out" | grep -c '^  ~ ')" || true
+    if [[ "$counts" =~ ^([0-9]+)/([0-9]+), ]]; then
+      passed=$((passed + BASH_REMATCH[1]))
+      total=$((total + BASH_REMATCH[2]))
+    fi
     line="${scenarios[$i]}: ${counts:-no results}"
     if [[ $expected -gt 0 ]]; then line+=" ($expected expected)"; fi
     if [[ $r -eq 0 ]]; then
@@ -311,6 +320,7 @@ else
   done
   printf '\n=== conformance.sh: %d scenarios, %ss\n' "${#scenarios[@]}" "$(($(date +%s) - t0))"
   printf '%s\n' "${results[@]}"
+  printf 'Checks: %d of %d passed\n' "$passed" "$total"
 fi
 set -e
 if [[ "$caller" == "jwt" ]]; then
