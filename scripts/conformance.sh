@@ -39,6 +39,9 @@
 #                                   serves 2026-07-28); with --gateway and an
 #                                   HTTP upstream, the gateway then speaks
 #                                   2026-07-28 to it.
+#   CONFORMANCE_FIXTURE_FLAGS       more flags for the fixture, split at
+#                                   spaces (e.g. '-ask-after 1s'); over stdio
+#                                   too.
 #   CONFORMANCE_UPSTREAM_PROTOCOL   --gateway: protocol_version of the fixture's
 #                                   server entry (auto, 2026-07-28, 2025-11-25,
 #                                   ...). Default: 2026-07-28 with a stateless
@@ -86,16 +89,21 @@ case "${CONFORMANCE_SUITE:-current}" in
   *) die "CONFORMANCE_SUITE must be current or next, not '${CONFORMANCE_SUITE}'" ;;
 esac
 fixture_flags=()
+stateless=0
 if [[ "${CONFORMANCE_FIXTURE_STATELESS:-0}" == "1" ]]; then
   fixture_flags+=(-stateless)
+  stateless=1
 fi
+# shellcheck disable=SC2206 # split into flags on purpose
+extra_fixture_flags=(${CONFORMANCE_FIXTURE_FLAGS:-})
+fixture_flags+=("${extra_fixture_flags[@]}")
 caller="${CONFORMANCE_CALLER:-anonymous}"
 case "$caller" in
   anonymous|jwt) ;;
   *) die "CONFORMANCE_CALLER must be anonymous or jwt, not '$caller'" ;;
 esac
 upstream_protocol="${CONFORMANCE_UPSTREAM_PROTOCOL:-}"
-if [[ -z "$upstream_protocol" && ${#fixture_flags[@]} -gt 0 ]]; then
+if [[ -z "$upstream_protocol" && $stateless -eq 1 ]]; then
   upstream_protocol="2026-07-28"
 fi
 
@@ -179,12 +187,14 @@ elif [[ "$target" == "--gateway" ]]; then
   (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance && go build -o "$workdir/mcpgate" ./cmd/mcpgate) || die "build failed"
   if [[ "${CONFORMANCE_UPSTREAM:-http}" == "stdio" ]]; then
     # -stateless is an HTTP mode: over stdio the fixture serves both eras.
+    stdio_args='"-stdio"'
+    for f in "${extra_fixture_flags[@]}"; do stdio_args+=", \"$f\""; done
     cat >"$workdir/gateway.yaml" <<YAML
 servers:
   fixture:
     transport: stdio
     command: $workdir/conformance-fixture
-    args: ["-stdio"]
+    args: [$stdio_args]
 YAML
   else
     "$workdir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
@@ -320,7 +330,7 @@ else
   done
   printf '\n=== conformance.sh: %d scenarios, %ss\n' "${#scenarios[@]}" "$(($(date +%s) - t0))"
   printf '%s\n' "${results[@]}"
-  printf 'Checks: %d of %d passed\n' "$passed" "$total"
+  printf 'Total: %d of %d checks passed\n' "$passed" "$total"
 fi
 set -e
 if [[ "$caller" == "jwt" ]]; then

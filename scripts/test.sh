@@ -322,6 +322,14 @@ conformance_runs() {
   run "conformance tasks-* (2026-07-28 extension) through mcpgate running the tasks, 2026-07-28 upstream (-stateless), JWT caller" \
     "${tasks[@]}" CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway \
     --expected-failures test/fixtures/conformance/expected-failures-tasks-2026-07-28-upstream.yml
+  # The questions again, asked only after answer_within (the fixture's
+  # -ask-after 1s), when the call is already a task, by a 2026-07-28
+  # upstream (an input_required result): tasks-mrtr-input alone, against a
+  # baseline that holds the gateway's gap there. (To a handshake-era
+  # upstream it passes 4/4, the path the run above takes: not repeated.)
+  run "conformance tasks-mrtr-input through mcpgate, questions after answer_within, 2026-07-28 upstream (-stateless), JWT caller" \
+    "${tasks[@]}" CONFORMANCE_FIXTURE_FLAGS='-ask-after 1s' CONFORMANCE_SCENARIOS='tasks-mrtr-input' CONFORMANCE_FIXTURE_STATELESS=1 \
+    bash scripts/conformance.sh --gateway --expected-failures test/fixtures/conformance/expected-failures-tasks-2026-07-28-upstream-ask-late.yml
   if [[ ${#failed[@]} -gt 0 ]]; then
     echo
     printf 'failed: %s\n' "${failed[@]}"
