@@ -4,7 +4,8 @@
 # the TypeScript-SDK and server-everything interop test, the test IdP
 # (oidc-provider) and test browser, and the MCP conformance suite against
 # the conformance fixture directly and through the gateway (also with a JWT
-# caller), and its client scenarios with mcpgate's egress as the client.
+# caller; its tasks scenarios with the gateway running the tasks), and its
+# client scenarios with mcpgate's egress as the client.
 #
 # Steps that time nothing run side by side, each into its own log, printed
 # whole when it ends: installing the test dependencies beside gofmt and go
