@@ -25,7 +25,12 @@ const maxInputRounds = 10
 // relayableCaps is what the gateway can declare to a stateless upstream
 // for a call of sc: what the downstream itself declared (a stateless one
 // answers input_required itself; an handshake-era one is asked on its session).
-func relayableCaps(sc *scope) json.RawMessage {
+func relayableCaps(sc *scope) json.RawMessage { return relayableCapsWith(sc, false) }
+
+// relayableCapsWith is relayableCaps, with the 2026-07-28 tasks extension
+// declared when tasks is set: the gateway then follows the upstream's task
+// itself (awaitExtensionTask), whatever its client speaks.
+func relayableCapsWith(sc *scope, tasks bool) json.RawMessage {
 	c := sc.caps
 	b := []byte{'{'}
 	add := func(on bool, member string) {
@@ -40,14 +45,22 @@ func relayableCaps(sc *scope) json.RawMessage {
 	add(c.Sampling, `"sampling":{}`)
 	add(c.Elicitation || c.ElicitationForm || c.ElicitationURL, `"elicitation":{}`)
 	add(c.Roots, `"roots":{}`)
+	var ext []byte
 	if c.UI {
 		// MCP Apps: the client's own declaration, passed on (apps.go).
 		settings := c.UISettings
 		if len(settings) == 0 {
 			settings = json.RawMessage(mcpwire.UISettingsDefault)
 		}
-		add(true, `"extensions":{"`+mcpwire.ExtUI+`":`+string(settings)+`}`)
+		ext = append(ext, `"`+mcpwire.ExtUI+`":`+string(settings)...)
 	}
+	if tasks {
+		if len(ext) > 0 {
+			ext = append(ext, ',')
+		}
+		ext = append(ext, `"`+mcpwire.ExtensionTasks+`":{}`...)
+	}
+	add(len(ext) > 0, `"extensions":{`+string(ext)+`}`)
 	return append(b, '}')
 }
 
