@@ -277,9 +277,11 @@ func (c *call) send() {
 		// Created upstream: its result is the call's (tasks.go).
 		res, err = g.awaitUpstreamTask(ctx, c.server, res)
 	}
-	if err == nil && !sc.stateless && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
+	if err == nil && (!sc.stateless || sc.task != nil) && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// S18.2: a stateless upstream's questions, asked of this handshake-era
-		// client on its session; it sees one ordinary result.
+		// client on its session, or, for a 2026-07-28 task's call, of the
+		// task's owner through tasks/get and tasks/update; it sees one
+		// ordinary result.
 		res, err = g.answerInputs(ctx, sc, c.server, c.method, c.params, res)
 	}
 	if err == nil && g.up.Stateless(c.server) {

@@ -165,3 +165,76 @@ func TestExtensionUpstreamTask(t *testing.T) {
 		t.Errorf("tasks requests without the extension declared: %v", up.undeclare)
 	}
 }
+
+// TestTaskOverMRTRUpstream: a 2026-07-28 upstream without tasks answers
+// a gateway task's call input_required with two questions: both show on
+// the task's tasks/get at once, answered one at a time (the answered one
+// leaves at once), and the call is retried with both answers and the
+// upstream's requestState; the task completes with the retry's result.
+func TestTaskOverMRTRUpstream(t *testing.T) {
+	var mu sync.Mutex
+	var retry json.RawMessage
+	up := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
+		switch m.Method {
+		case "server/discover":
+			return `{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"serverInfo":{"name":"m","version":"1"},"ttlMs":0,"cacheScope":"public"}`
+		case "tools/list":
+			return `{"resultType":"complete","ttlMs":0,"cacheScope":"public","tools":[{"name":"two","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			resp, ok := jsonrpc.Get(m.Params, "inputResponses")
+			if !ok {
+				q := `{"method":"elicitation/create","params":{"mode":"form","message":"%s","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}`
+				return `{"resultType":"input_required","requestState":"st1","inputRequests":{"a":` + fmt.Sprintf(q, "first?") + `,"b":` + fmt.Sprintf(q, "second?") + `}}`
+			}
+			mu.Lock()
+			retry = append(json.RawMessage(nil), m.Params...)
+			mu.Unlock()
+			a, _ := jsonrpc.GetPath(resp, "a", "content", "name")
+			b, _ := jsonrpc.GetPath(resp, "b", "content", "name")
+			return `{"resultType":"complete","content":[{"type":"text","text":"a=` + strings.Trim(string(a), `"`) + ` b=` + strings.Trim(string(b), `"`) + `"}]}`
+		}
+		return `{"resultType":"complete"}`
+	})
+	srv := httpServer(up.URL)
+	srv.ProtocolVersion = "2026-07-28"
+	srv.Tasks = &config.ServerTasks{Mode: config.TasksGateway, TTL: time.Hour, MaxPerCaller: 10, AnswerWithin: 2 * time.Second}
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"m": srv}}})
+	url := gw.URL + "/mcp/m"
+
+	start := time.Now()
+	id := newTaskHandle(t, extCall(t, url, alice, "tools/call", "two", `"name":"two","arguments":{},`+askMeta))
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("the questions made the call a task after %s", d)
+	}
+	var d detailedTask
+	waitFor(t, "two questions", func() bool {
+		d, _ = getTask(t, url, alice, id, askMeta)
+		return len(d.InputRequests) == 2
+	})
+	keyOf := map[string]string{}
+	for k, v := range d.InputRequests {
+		if strings.Contains(string(v), "first?") {
+			keyOf["a"] = k
+		} else {
+			keyOf["b"] = k
+		}
+	}
+	extCall(t, url, alice, "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"`+keyOf["a"]+`":{"action":"accept","content":{"name":"Ann"}}},`+askMeta)
+	d, _ = getTask(t, url, alice, id, askMeta)
+	if _, still := d.InputRequests[keyOf["a"]]; still || d.Status != "input_required" || len(d.InputRequests) != 1 {
+		t.Fatalf("after one answer: %+v", d)
+	}
+	extCall(t, url, alice, "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"`+keyOf["b"]+`":{"action":"accept","content":{"name":"Bo"}}},`+askMeta)
+	d = awaitStatus(t, url, alice, id, "completed")
+	if !strings.Contains(string(d.Result), `"text":"a=Ann b=Bo"`) {
+		t.Fatalf("result %s", d.Result)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st, _ := jsonrpc.GetString(retry, "requestState"); st != "st1" {
+		t.Errorf("the retry's requestState %q", st)
+	}
+}
