@@ -276,6 +276,8 @@ type Gateway struct {
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
 	streams atomic.Int64
+	// held are the GET streams held off net/http (held.go).
+	held heldStreams
 	// inflight counts requests being served. A counter, not a WaitGroup:
 	// requests may still start while Close waits (legacy SSE posts), which
 	// a WaitGroup forbids.
@@ -440,6 +442,9 @@ func (g *Gateway) Upstreams() *upstream.Manager { return g.up }
 func (g *Gateway) Shutdown() {
 	g.closing.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
+	// A held stream is no longer net/http's: its Server.Shutdown would
+	// not end it.
+	g.held.stopAll()
 	g.bgCancel()
 	g.resumables.Stop()
 	g.endExchanges()

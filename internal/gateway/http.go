@@ -686,32 +686,49 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	defer done()
 	if fleet {
 		// Any replica, the newest stream wins (fleetbus.go).
 		version, ok := g.openFleetStream(r.Context(), sess, st)
 		if !ok {
+			done()
 			g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 				"Conflict: a newer GET stream of this session is open")))
 			return
 		}
 		g.keepFleetStream(sess, st, version)
-		defer st.Finish()
 	} else if !sess.AttachStream(st) {
+		done()
 		g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session")))
 		return
 	}
-	defer sess.DetachStream(st)
+	// What the stream's end undoes, whoever ends it: this handler, or
+	// the held stream after it returned.
+	release := func() {
+		sess.DetachStream(st)
+		if fleet {
+			st.Finish()
+		}
+		done()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set(mcpwire.HeaderSessionID, sess.ClientID())
+	sw := holdable(w)
+	if sw != nil {
+		// The connection ends with the stream (held.go).
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusOK)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
+	if sw != nil && g.hold(sw, r, st, release) {
+		return
+	}
+	defer release()
 	st.run(r.Context(), w, g.stop)
 }
 
