@@ -175,10 +175,10 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 			}
 			defer func() {
 				if h := sw.held; h != nil {
-					h.afterEnd(&requestEnd{g: g, sw: sw, a: a, r: r, span: span})
+					h.afterEnd(&requestEnd{g: g, sw: sw, a: a, method: r.Method, path: r.URL.Path, span: span})
 					return
 				}
-				g.endRequest(sw, a, r, span)
+				g.endRequest(sw, a, r.Method, r.URL.Path, span)
 			}()
 		}
 		next.ServeHTTP(w, r)
@@ -187,28 +187,29 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 
 // endRequest is the Middleware's end of a request: the access log line,
 // the request metric, the HTTP span (a and span may be nil).
-func (g *Gateway) endRequest(sw *statusWriter, a *accessLine, r *http.Request, span func()) {
+func (g *Gateway) endRequest(sw *statusWriter, a *accessLine, method, path string, span func()) {
 	if a != nil {
 		a.finish()
 	}
 	if g.metrics != nil {
-		g.metrics.ObserveRequest(g.routeKind(r.URL.Path), r.Method, sw.status)
+		g.metrics.ObserveRequest(g.routeKind(path), method, sw.status)
 	}
 	if span != nil {
 		span()
 	}
 }
 
-// requestEnd is endRequest deferred to the end of a held stream.
+// requestEnd is endRequest deferred to the end of a held stream. It
+// keeps the request's method and path, not the request.
 type requestEnd struct {
-	g    *Gateway
-	sw   *statusWriter
-	a    *accessLine
-	r    *http.Request
-	span func()
+	g            *Gateway
+	sw           *statusWriter
+	a            *accessLine
+	method, path string
+	span         func()
 }
 
-func (e *requestEnd) run() { e.g.endRequest(e.sw, e.a, e.r, e.span) }
+func (e *requestEnd) run() { e.g.endRequest(e.sw, e.a, e.method, e.path, e.span) }
 
 // Guard runs S2.1 before next: the Origin allow-list and, on loopback,
 // the Host allow-list against DNS rebinding. Every route but the probes

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -135,12 +136,16 @@ func holdable(w http.ResponseWriter) *statusWriter {
 }
 
 // hold takes the connection of a GET stream whose status and headers
-// (with Connection: close) sw has written, and serves st on it from now
-// on; release runs when the stream ends. false: the stream could not be
-// held (the gateway is shutting down, or the hijack failed), and the
-// caller serves it the usual way; nothing was taken.
-func (g *Gateway) hold(sw *statusWriter, r *http.Request, st *streamSender, release func()) bool {
-	h := &heldStream{g: g, st: st, entry: accessOf(r.Context()), timeout: st.writeTimeout, release: release}
+// (with Connection: close) w has written, and serves st on it from now
+// on; sw is holdable(w); release runs when the stream ends. false: the
+// stream could not be held (the gateway is shutting down, or the hijack
+// failed), and the caller serves it the usual way; nothing was taken.
+func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender, release func()) bool {
+	h := &heldStream{g: g, st: st, timeout: st.writeTimeout, release: release}
+	a, _ := w.(*accessLine)
+	if a != nil {
+		h.entry = &a.e
+	}
 	if h.timeout <= 0 {
 		h.timeout = writeTimeout
 	}
@@ -161,6 +166,11 @@ func (g *Gateway) hold(sw *statusWriter, r *http.Request, st *streamSender, rele
 	// its buffers go (the Middleware keeps sw for the status).
 	sw.ResponseWriter = hijackedWriter{}
 	sw.held = h
+	if a != nil {
+		// Its line needs the method and path alone: the request (its
+		// headers, its context) need not live as long as the stream.
+		a.r = &http.Request{Method: a.r.Method, URL: &url.URL{Path: a.r.URL.Path}}
+	}
 	h.ka = time.AfterFunc(keepAliveInterval, h.keepAliveDue)
 	if !g.tasks.start(h.watch) {
 		h.end() // the gateway closed meanwhile

@@ -725,7 +725,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
-	if sw != nil && g.hold(sw, r, st, release) {
+	if sw != nil && g.hold(w, sw, st, release) {
 		return
 	}
 	defer release()
