@@ -278,6 +278,8 @@ type Gateway struct {
 	streams atomic.Int64
 	// held are the GET streams held off net/http (held.go).
 	held heldStreams
+	// hangups notices held streams' clients going away (held_linux.go).
+	hangups hangupWatch
 	// inflight counts requests being served. A counter, not a WaitGroup:
 	// requests may still start while Close waits (legacy SSE posts), which
 	// a WaitGroup forbids.
@@ -445,6 +447,7 @@ func (g *Gateway) Shutdown() {
 	// A held stream is no longer net/http's: its Server.Shutdown would
 	// not end it.
 	g.held.stopAll()
+	g.hangups.close()
 	g.bgCancel()
 	g.resumables.Stop()
 	g.endExchanges()

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -19,9 +20,11 @@ import (
 // A held stream leaves net/http once its status and headers are written:
 // serveGet hijacks the HTTP/1.1 connection and returns, the handler chain
 // unwinds and net/http's goroutine ends. What stays is a heldStream: the
-// connection, the stream's queue (streamSender), a keep-alive timer and
-// one small goroutine blocked reading the connection, which notices a
-// client that closed it (the kernel's readiness, not a buffer). Nothing
+// connection, the stream's queue (streamSender) and a keep-alive timer.
+// A client that closes its connection is noticed at once, from the
+// kernel's readiness, with no buffer: on Linux one goroutine of the
+// gateway waits for every held socket (held_linux.go), elsewhere (and
+// over TLS) a small goroutine per stream blocks reading it. Nothing
 // writes while nothing is queued: a goroutine is started to write what is
 // queued and ends when the queue is empty.
 //
@@ -55,6 +58,12 @@ type heldStream struct {
 	timeout time.Duration
 	release func() // undoes what serveGet did for the stream (its slot, its count)
 	ka      *time.Timer
+	// rc and watchID: the connection's socket and its id in the
+	// gateway's hangupWatch (held_linux.go), when it watches it; junk is
+	// what the client sent, counted by whoever watches.
+	rc      syscall.RawConn
+	watchID uint64
+	junk    int
 
 	mu        sync.Mutex
 	writing   bool        // a writer goroutine runs
@@ -172,7 +181,7 @@ func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender
 		a.r = &http.Request{Method: a.r.Method, URL: &url.URL{Path: a.r.URL.Path}}
 	}
 	h.ka = time.AfterFunc(keepAliveInterval, h.keepAliveDue)
-	if !g.tasks.start(h.watch) {
+	if !g.watchHangup(h) && !g.tasks.start(h.watch) {
 		h.end() // the gateway closed meanwhile
 		return true
 	}
@@ -181,18 +190,19 @@ func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender
 }
 
 // watch reads the connection until the client closes it (or end does):
-// a client that went away is noticed at once, not at the next write. A
-// client has nothing to send on a held stream; what it sends anyway is
-// discarded, and a client that keeps sending loses the stream.
+// a client that went away is noticed at once, not at the next write. It
+// is the goroutine of a stream the gateway's hangupWatch cannot watch
+// (held_linux.go). A client has nothing to send on a held stream; what
+// it sends anyway is discarded, and a client that keeps sending loses
+// the stream.
 func (h *heldStream) watch() {
 	var b [64]byte
-	total := 0
-	for total < maxHeldJunk {
+	for h.junk < maxHeldJunk {
 		n, err := h.conn.Read(b[:])
 		if err != nil {
 			break
 		}
-		total += n
+		h.junk += n
 	}
 	h.end()
 }
@@ -334,6 +344,7 @@ func (h *heldStream) end() {
 	after := h.after
 	h.after = nil
 	h.mu.Unlock()
+	h.g.hangups.forget(h) // before its descriptor can be another's
 	_ = h.conn.Close()
 	h.ka.Stop()
 	h.st.Finish()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,4 +274,81 @@ func TestHTTP2StreamNotHeld(t *testing.T) {
 	}
 	resp.Body.Close()
 	waitFor(t, "the HTTP/2 stream to close", func() bool { return g.OpenStreams() == 0 })
+}
+
+// Over TLS a held stream's connection has no socket of its own to watch
+// (it is a *tls.Conn): a goroutine reading it notices its client going
+// away instead, as promptly.
+func TestHeldStreamOverTLS(t *testing.T) {
+	g, _ := startGatewayWith(t, Options{Config: &config.Config{Servers: map[string]*config.Server{"f": httpServer(faultyUpstream(t).URL + "/mcp")}}})
+	ts := httptest.NewTLSServer(g)
+	defer ts.Close()
+	hc := ts.Client()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(initBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get(mcpwire.HeaderSessionID)
+	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(mcpwire.HeaderSessionID, sid)
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.ProtoMajor != 1 {
+		t.Fatalf("GET stream over TLS: %s %d", resp.Proto, resp.StatusCode)
+	}
+	waitFor(t, "the stream to be held", func() bool { return g.held.len() == 1 })
+	sess := g.lookupSession(sid)
+	sess.Notify(jsonrpc.NewNotification("notifications/tools/list_changed", nil))
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the held TLS stream: %v", err)
+		}
+		if strings.Contains(line, "notifications/tools/list_changed") {
+			break
+		}
+	}
+	resp.Body.Close()
+	hc.Transport.(*http.Transport).CloseIdleConnections()
+	waitFor(t, "the closed TLS stream to be noticed", func() bool {
+		return !sess.Streaming() && g.OpenStreams() == 0 && g.held.len() == 0
+	})
+}
+
+// On Linux a held stream costs no goroutine of its own while idle: one
+// goroutine of the gateway watches every held connection.
+func TestHeldStreamsNoGoroutines(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a goroutine per held stream watches its client here")
+	}
+	g, url := ownerGateway(t, Options{})
+	const n = 50
+	sids := make([]string, n)
+	for i := range sids {
+		sids[i] = initOwned(t, url, "alice")
+	}
+	openHeld(t, url, initOwned(t, url, "alice")) // the watcher starts
+	waitFor(t, "the first stream to be held", func() bool { return g.held.len() == 1 })
+	before := runtime.NumGoroutine()
+	var cs []*heldClient
+	for _, sid := range sids {
+		cs = append(cs, openHeld(t, url, sid))
+	}
+	waitFor(t, "the streams to be held", func() bool { return g.held.len() == n+1 })
+	time.Sleep(100 * time.Millisecond) // net/http's goroutines end
+	if d := runtime.NumGoroutine() - before; d > n/10 {
+		t.Errorf("%d held streams added %d goroutines", n, d)
+	}
+	for _, c := range cs {
+		c.conn.Close()
+	}
+	waitFor(t, "the closed streams to be noticed", func() bool { return g.held.len() == 1 && g.OpenStreams() == 1 })
 }
