@@ -352,3 +352,56 @@ func TestHeldStreamsNoGoroutines(t *testing.T) {
 	}
 	waitFor(t, "the closed streams to be noticed", func() bool { return g.held.len() == 1 && g.OpenStreams() == 1 })
 }
+
+// A legacy SSE stream (2024-11-05) is held too: its endpoint event and
+// the replies to its POSTs arrive as chunks, and its session, which
+// lives as long as the stream, ends as soon as the client closes it.
+func TestHeldLegacyStream(t *testing.T) {
+	g, url := ownerGateway(t, Options{})
+	addr := strings.TrimPrefix(url, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nX-Test-Owner: alice\r\n\r\n", addr)
+	c := &heldClient{conn: conn, r: bufio.NewReader(conn)}
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the legacy stream's head: %v %q", err, c.head)
+		}
+		if line == "\r\n" {
+			break
+		}
+		c.head += line
+	}
+	if !strings.HasPrefix(c.head, "HTTP/1.1 200") || !strings.Contains(c.head, "Connection: close\r\n") {
+		t.Fatalf("legacy stream: %q", c.head)
+	}
+	ev := c.chunk(t)
+	_, endpoint, ok := strings.Cut(strings.TrimSuffix(ev, "\n\n"), "data: ")
+	if !strings.HasPrefix(ev, "event: endpoint\n") || !ok {
+		t.Fatalf("the endpoint event: %q", ev)
+	}
+	waitFor(t, "the legacy stream to be held", func() bool { return g.held.len() == 1 })
+	sid := endpoint[strings.Index(endpoint, "session_id=")+len("session_id="):]
+	if g.lookupSession(sid) == nil {
+		t.Fatalf("no session %q", sid)
+	}
+	if code, body := send(t, http.MethodPost, url+endpoint, "alice", "", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`); code != http.StatusAccepted {
+		t.Fatalf("a legacy POST: %d %s", code, body)
+	}
+	// Notifications (list_changed as the catalog fills) may come first.
+	got := ""
+	for i := 0; i < 20 && !strings.Contains(got, `"id":7`); i++ {
+		got += c.chunk(t)
+	}
+	if !strings.HasPrefix(got, "event: message\n") || !strings.Contains(got, `"id":7`) || !strings.Contains(got, "f__ok") {
+		t.Errorf("the reply on the held legacy stream: %.300q", got)
+	}
+	conn.Close()
+	waitFor(t, "the legacy session to end with its stream", func() bool {
+		return g.lookupSession(sid) == nil && g.held.len() == 0 && g.OpenStreams() == 0
+	})
+}

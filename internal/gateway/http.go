@@ -794,20 +794,29 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	if st == nil {
 		return
 	}
-	defer done()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
+		done()
 		g.writeError(w, r, refusedBusy.err())
 		return
 	}
 	sess := g.newSession(rt, id, false)
 	sess.AttachStream(st)
-	defer sess.close()
+	// The session lives as long as its stream, whoever ends it: this
+	// handler, or the held stream after it returned (held.go).
+	release := func() {
+		sess.close()
+		done()
+	}
 	// In a fleet, every replica's administrators see it (fleetbus.go).
 	g.touchSessionState(sess)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	sw := holdable(w)
+	if sw != nil {
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusOK)
 	endpoint := rt.path + "/sse/messages?session_id=" + sess.ID()
 	_, _ = w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "endpoint", Data: []byte(endpoint)}))
@@ -815,6 +824,10 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
+	if sw != nil && g.hold(w, sw, st, release) {
+		return
+	}
+	defer release()
 	st.run(r.Context(), w, g.stop)
 }
 
