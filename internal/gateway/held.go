@@ -18,8 +18,9 @@ import (
 // notification, so a gateway with many clients pays that per client.
 //
 // A held stream leaves net/http once its status and headers are written:
-// serveGet hijacks the HTTP/1.1 connection and returns, the handler chain
-// unwinds and net/http's goroutine ends. What stays is a heldStream: the
+// serveGet (and serveLegacySSE, after its endpoint event) hijacks the
+// HTTP/1.1 connection and returns, the handler chain unwinds and
+// net/http's goroutine ends. What stays is a heldStream: the
 // connection, the stream's queue (streamSender) and a keep-alive timer.
 // A client that closes its connection is noticed at once, from the
 // kernel's readiness, with no buffer: on Linux one goroutine of the
@@ -34,13 +35,14 @@ import (
 // not reuse it; the stream's end is the chunked terminator, then the
 // connection closes.
 //
-// Held only when nothing between the gateway's Middleware and serveGet
+// Held only when nothing between the gateway's Middleware and the handler
 // wraps the response (the debug header's writer does: such a stream is
 // served the usual way), the request is HTTP/1.1 and the connection can
 // be hijacked. HTTP/2 (and HTTP/1.0) streams are served as before. The
 // Middleware's own end of the request (access log line, request metric,
 // HTTP span) runs when the held stream ends, as it ran when the handler
-// returned.
+// returned; a handler that wraps the Middleware (an embedder's) sees it
+// return while the held stream goes on.
 //
 // What it must not do: write to the connection from two goroutines at
 // once, let a client that stops reading pin memory (every write has the
@@ -48,7 +50,7 @@ import (
 // gateway's Shutdown (heldStreams ends them all, and Close waits for
 // their goroutines: they are the gateway's tasks).
 
-// heldStream is one GET stream held off net/http. mu guards the fields
+// heldStream is one stream held off net/http. mu guards the fields
 // below it; the fields above are set before any goroutine sees it.
 type heldStream struct {
 	g       *Gateway
