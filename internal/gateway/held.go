@@ -98,6 +98,13 @@ func (hs *heldStreams) add(h *heldStream) bool {
 	return true
 }
 
+// isClosed reports whether Shutdown began: nothing more is held.
+func (hs *heldStreams) isClosed() bool {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.closed
+}
+
 func (hs *heldStreams) remove(h *heldStream) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -160,8 +167,8 @@ func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender
 	if h.timeout <= 0 {
 		h.timeout = writeTimeout
 	}
-	if !g.held.add(h) {
-		return false
+	if g.held.isClosed() {
+		return false // shutting down: run ends it at once
 	}
 	// Hijack writes what net/http holds of the response (its status
 	// line and headers) first. What the client sent after the request
@@ -169,7 +176,6 @@ func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender
 	// Connection: close.
 	conn, _, err := sw.ResponseWriter.(http.Hijacker).Hijack()
 	if err != nil {
-		g.held.remove(h)
 		return false
 	}
 	h.conn = conn
@@ -183,11 +189,17 @@ func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender
 		a.r = &http.Request{Method: a.r.Method, URL: &url.URL{Path: a.r.URL.Path}}
 	}
 	h.ka = time.AfterFunc(keepAliveInterval, h.keepAliveDue)
+	// In the set once it is whole (Shutdown may stop it from now on),
+	// before anything can end it (end takes it out).
+	late := !g.held.add(h)
 	if !g.watchHangup(h) && !g.tasks.start(h.watch) {
 		h.end() // the gateway closed meanwhile
 		return true
 	}
 	st.holdBy(h) // and write what was queued meanwhile
+	if late {
+		h.stop() // Shutdown began since isClosed: it ends at once
+	}
 	return true
 }
 
@@ -246,11 +258,13 @@ func (h *heldStream) kick() {
 	}
 }
 
-// stop ends the stream for the gateway's shutdown.
+// stop ends the stream for the gateway's shutdown, within a second even
+// when a write to a client that does not read is under way.
 func (h *heldStream) stop() {
 	h.mu.Lock()
 	h.stopping = true
 	h.mu.Unlock()
+	_ = h.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	h.kick()
 }
 
