@@ -125,7 +125,11 @@ func (hw *hangupWatch) run(raw syscall.RawConn) {
 			h := hw.m[id]
 			hw.mu.Unlock()
 			if h != nil && h.drain() {
-				h.end()
+				// Not here: ending a stream may wait (a legacy session's
+				// end, the access log), and this goroutine watches them all.
+				if !h.g.tasks.start(h.end) {
+					h.end()
+				}
 			}
 		}
 	}
