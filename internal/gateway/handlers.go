@@ -158,9 +158,11 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 		}
 		// One status recorder serves the metrics and the access log.
 		logged := g.access != nil && logsAccess(r.URL.Path)
-		// A GET over HTTP/1.1 may be a stream that serveGet holds off
-		// net/http (held.go): the request ends when the stream does.
-		holdable := r.Method == http.MethodGet && r.ProtoMajor == 1 && r.ProtoMinor == 1
+		// A GET over HTTP/1.1, or a subscriptions/listen POST, may be a
+		// stream held off net/http (held.go): the request ends when the
+		// stream does.
+		holdable := r.ProtoMajor == 1 && r.ProtoMinor == 1 && (r.Method == http.MethodGet ||
+			r.Method == http.MethodPost && r.Header.Get(mcpwire.HeaderMethod) == mcpwire.MethodSubscriptionsListen)
 		if g.metrics != nil || logged || g.tracer != nil || holdable {
 			sw := &statusWriter{ResponseWriter: w, holdable: holdable}
 			w = sw

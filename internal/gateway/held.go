@@ -18,8 +18,9 @@ import (
 // notification, so a gateway with many clients pays that per client.
 //
 // A held stream leaves net/http once its status and headers are written:
-// serveGet (and serveLegacySSE, after its endpoint event) hijacks the
-// HTTP/1.1 connection and returns, the handler chain unwinds and
+// serveGet (and serveLegacySSE after its endpoint event, serveListen for
+// a subscriptions/listen POST) hijacks the HTTP/1.1 connection and
+// returns, the handler chain unwinds and
 // net/http's goroutine ends. What stays is a heldStream: the
 // connection, the stream's queue (streamSender) and a keep-alive timer.
 // A client that closes its connection is noticed at once, from the
@@ -59,7 +60,10 @@ type heldStream struct {
 	entry   *accessEntry // the access log line's, or nil
 	timeout time.Duration
 	release func() // undoes what serveGet did for the stream (its slot, its count)
-	ka      *time.Timer
+	// farewell, if set, ends the stream on the gateway's shutdown with a
+	// last message (a listen request's answer) instead of cutting it.
+	farewell func()
+	ka       *time.Timer
 	// rc and watchID: the connection's socket and its id in the
 	// gateway's hangupWatch (held_linux.go), when it watches it; junk is
 	// what the client sent, counted by whoever watches.
@@ -72,6 +76,7 @@ type heldStream struct {
 	dirty     bool        // kicked while writing: look again before stopping
 	keepAlive bool        // a keep-alive comment is due
 	stopping  bool        // the gateway is shutting down: end now
+	hurry     bool        // the gateway is shutting down: the farewell is queued, write it within a second
 	ended     bool        // end ran
 	after     *requestEnd // the Middleware's end of the request, once it returned
 }
@@ -153,13 +158,14 @@ func holdable(w http.ResponseWriter) *statusWriter {
 	return sw
 }
 
-// hold takes the connection of a GET stream whose status and headers
-// (with Connection: close) w has written, and serves st on it from now
-// on; sw is holdable(w); release runs when the stream ends. false: the
+// hold takes the connection of a stream whose status and headers (with
+// Connection: close) w has written, and serves st on it from now on; sw
+// is holdable(w); release runs when the stream ends; farewell (or nil) is
+// what Shutdown does to it, else it is cut (see heldStream). false: the
 // stream could not be held (the gateway is shutting down, or the hijack
 // failed), and the caller serves it the usual way; nothing was taken.
-func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender, release func()) bool {
-	h := &heldStream{g: g, st: st, timeout: st.writeTimeout, release: release}
+func (g *Gateway) hold(w http.ResponseWriter, sw *statusWriter, st *streamSender, release, farewell func()) bool {
+	h := &heldStream{g: g, st: st, timeout: st.writeTimeout, release: release, farewell: farewell}
 	a, _ := w.(*accessLine)
 	if a != nil {
 		h.entry = &a.e
@@ -259,12 +265,22 @@ func (h *heldStream) kick() {
 }
 
 // stop ends the stream for the gateway's shutdown, within a second even
-// when a write to a client that does not read is under way.
+// when a write to a client that does not read is under way: with its
+// farewell (which queues a last message and finishes the stream), else
+// at once, what is queued left unwritten.
 func (h *heldStream) stop() {
 	h.mu.Lock()
-	h.stopping = true
+	if h.farewell != nil {
+		h.hurry = true
+	} else {
+		h.stopping = true
+	}
 	h.mu.Unlock()
 	_ = h.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	if h.farewell != nil {
+		h.farewell()
+		return
+	}
 	h.kick()
 }
 
@@ -276,7 +292,7 @@ func (h *heldStream) write() {
 	for {
 		h.mu.Lock()
 		h.dirty = false
-		ka, stopping := h.keepAlive, h.stopping
+		ka, stopping, hurry := h.keepAlive, h.stopping, h.hurry
 		h.keepAlive = false
 		h.mu.Unlock()
 		// Finished before the queue is taken: what was queued before
@@ -284,6 +300,9 @@ func (h *heldStream) write() {
 		finished := h.st.Done()
 		var events [][]byte
 		timeout := h.timeout
+		if hurry {
+			timeout = min(timeout, time.Second)
+		}
 		if stopping {
 			// As before: on shutdown what is queued is not written, and
 			// the end is not held up by a client that does not read.

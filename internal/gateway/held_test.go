@@ -440,3 +440,53 @@ func TestHeldStreamShutdownSlowReader(t *testing.T) {
 		t.Errorf("Shutdown ended a stuck held stream after %v, want about a second", d)
 	}
 }
+
+// A subscriptions/listen stream (2026-07-28) is held too: its
+// acknowledgement and notifications arrive as chunks, and on the
+// gateway's shutdown the listen request is answered (resultType
+// complete) before the body ends, as when net/http served it.
+func TestHeldListenStream(t *testing.T) {
+	g, url := ownerGateway(t, Options{})
+	addr := strings.TrimPrefix(url, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + statelessMetaJSON + `}}`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"X-Test-Owner: alice\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+	c := &heldClient{conn: conn, r: bufio.NewReader(conn)}
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the listen stream's head: %v %q", err, c.head)
+		}
+		if line == "\r\n" {
+			break
+		}
+		c.head += line
+	}
+	if !strings.HasPrefix(c.head, "HTTP/1.1 200") || !strings.Contains(c.head, "Connection: close\r\n") {
+		t.Fatalf("listen stream: %q", c.head)
+	}
+	if ack := c.chunk(t); !strings.Contains(ack, "notifications/subscriptions/acknowledged") {
+		t.Fatalf("the acknowledgement: %q", ack)
+	}
+	waitFor(t, "the listen stream to be held", func() bool { return g.held.len() == 1 && openListeners(g) == 1 })
+	g.notifyListeners("f", "notifications/tools/list_changed", nil)
+	if got := c.chunk(t); !strings.Contains(got, "notifications/tools/list_changed") || !strings.Contains(got, `"L1"`) {
+		t.Errorf("a notification on the held listen stream: %q", got)
+	}
+	g.Shutdown()
+	got := "-"
+	answered := false
+	for i := 0; i < 20 && got != ""; i++ {
+		got = c.chunk(t)
+		answered = answered || strings.Contains(got, `"id":"L1","result"`) && strings.Contains(got, `"complete"`)
+	}
+	if !answered || got != "" {
+		t.Errorf("on shutdown the held listen stream ended (%v) without its answer (%v)", got == "", answered)
+	}
+	waitFor(t, "the listener to be released", func() bool { return g.held.len() == 0 && openListeners(g) == 0 && g.OpenStreams() == 0 })
+}

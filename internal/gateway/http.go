@@ -725,7 +725,7 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
-	if sw != nil && g.hold(w, sw, st, release) {
+	if sw != nil && g.hold(w, sw, st, release, nil) {
 		return
 	}
 	defer release()
@@ -824,7 +824,7 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
-	if sw != nil && g.hold(w, sw, st, release) {
+	if sw != nil && g.hold(w, sw, st, release, nil) {
 		return
 	}
 	defer release()
