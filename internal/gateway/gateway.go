@@ -276,7 +276,7 @@ type Gateway struct {
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
 	streams atomic.Int64
-	// held are the GET streams held off net/http (held.go).
+	// held are the streams held off net/http (held.go).
 	held heldStreams
 	// hangups notices held streams' clients going away (held_linux.go).
 	hangups hangupWatch
