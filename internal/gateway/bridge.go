@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
@@ -25,7 +26,12 @@ const maxInputRounds = 10
 // relayableCaps is what the gateway can declare to a stateless upstream
 // for a call of sc: what the downstream itself declared (a stateless one
 // answers input_required itself; an handshake-era one is asked on its session).
-func relayableCaps(sc *scope) json.RawMessage {
+func relayableCaps(sc *scope) json.RawMessage { return relayableCapsWith(sc, false) }
+
+// relayableCapsWith is relayableCaps, with the 2026-07-28 tasks extension
+// declared when tasks is set: the gateway then follows the upstream's task
+// itself (awaitExtensionTask), whatever its client speaks.
+func relayableCapsWith(sc *scope, tasks bool) json.RawMessage {
 	c := sc.caps
 	b := []byte{'{'}
 	add := func(on bool, member string) {
@@ -40,14 +46,22 @@ func relayableCaps(sc *scope) json.RawMessage {
 	add(c.Sampling, `"sampling":{}`)
 	add(c.Elicitation || c.ElicitationForm || c.ElicitationURL, `"elicitation":{}`)
 	add(c.Roots, `"roots":{}`)
+	var ext []byte
 	if c.UI {
 		// MCP Apps: the client's own declaration, passed on (apps.go).
 		settings := c.UISettings
 		if len(settings) == 0 {
 			settings = json.RawMessage(mcpwire.UISettingsDefault)
 		}
-		add(true, `"extensions":{"`+mcpwire.ExtUI+`":`+string(settings)+`}`)
+		ext = append(ext, `"`+mcpwire.ExtUI+`":`+string(settings)...)
 	}
+	if tasks {
+		if len(ext) > 0 {
+			ext = append(ext, ',')
+		}
+		ext = append(ext, `"`+mcpwire.ExtensionTasks+`":{}`...)
+	}
+	add(len(ext) > 0, `"extensions":{`+string(ext)+`}`)
 	return append(b, '}')
 }
 
@@ -69,7 +83,13 @@ func (g *Gateway) answerInputs(ctx context.Context, sc *scope, server, method st
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "upstream %s asked for input more than %d times for one call", server, maxInputRounds)
 		}
 		reqs, _ := jsonrpc.Get(res, mcpwire.FieldInputRequests)
-		responses := []byte{'{'}
+		type input struct {
+			key, method string
+			params      json.RawMessage
+			ans         json.RawMessage
+			err         *jsonrpc.Error
+		}
+		var inputs []*input
 		var failed *jsonrpc.Error
 		err := jsonrpc.Fields(reqs, func(key string, req []byte) bool {
 			m, _ := jsonrpc.GetString(req, "method")
@@ -78,16 +98,11 @@ func (g *Gateway) answerInputs(ctx context.Context, sc *scope, server, method st
 				failed = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "upstream %s needs %s, which this client does not support", server, m)
 				return false
 			}
-			ans, e := g.askDownstream(ctx, sc, jsonrpc.NewRequest(jsonrpc.Int64ID(0), m, json.RawMessage(p)))
-			if e != nil {
-				failed = e
+			if len(inputs) == maxUpstreamQuestions {
+				failed = jsonrpc.NewError(jsonrpc.CodeInternalError, "upstream %s asked too many questions at once", server)
 				return false
 			}
-			if len(responses) > 1 {
-				responses = append(responses, ',')
-			}
-			responses = append(jsonrpc.AppendString(responses, key), ':')
-			responses = append(responses, ans...)
+			inputs = append(inputs, &input{key: key, method: m, params: json.RawMessage(p)})
 			return true
 		})
 		if failed != nil {
@@ -95,6 +110,32 @@ func (g *Gateway) answerInputs(ctx context.Context, sc *scope, server, method st
 		}
 		if err != nil {
 			return nil, &upstream.Error{Server: server, Kind: upstream.KindInvalidResponse, Err: err}
+		}
+		// Asked all at once, as the upstream asked them: the client may
+		// answer them in any order (a task's client sees them together
+		// in inputRequests).
+		var wg sync.WaitGroup
+		for _, in := range inputs {
+			wg.Go(func() {
+				req := jsonrpc.NewRequest(jsonrpc.Int64ID(0), in.method, in.params)
+				if sc.task != nil {
+					in.ans, in.err = sc.task.ask(ctx, req)
+				} else {
+					in.ans, in.err = g.askDownstream(ctx, sc, req)
+				}
+			})
+		}
+		wg.Wait()
+		responses := []byte{'{'}
+		for _, in := range inputs {
+			if in.err != nil {
+				return nil, &clientError{in.err}
+			}
+			if len(responses) > 1 {
+				responses = append(responses, ',')
+			}
+			responses = append(jsonrpc.AppendString(responses, in.key), ':')
+			responses = append(responses, in.ans...)
 		}
 		responses = append(responses, '}')
 		retry, err := jsonrpc.Set(params, mcpwire.FieldInputResponses, responses)

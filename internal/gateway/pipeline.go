@@ -251,7 +251,10 @@ func (c *call) send() {
 		c.params = stripStatelessMeta(c.params)
 	}
 	task, upTask := c.upstreamTaskParams()
-	if upTask {
+	// A 2026-07-28 upstream takes no task member: the request declares
+	// its tasks extension instead, and the upstream decides.
+	upStateless := upTask && g.up.Stateless(c.server)
+	if upTask && !upStateless {
 		p, err := jsonrpc.Set(c.params, mcpwire.FieldTask, task)
 		if err != nil {
 			c.fail, c.fault = errInvalidParams("Invalid params"), store.FaultDenied
@@ -261,16 +264,24 @@ func (c *call) send() {
 	}
 	c.start = time.Now()
 	tracing.NoteServer(c.ctx, c.server)
-	ctx := upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(c.ctx, sc), sc), relayableCaps(sc)), sc.logLevelName())
+	ctx := upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(c.ctx, sc), sc), relayableCapsWith(sc, upStateless)), sc.logLevelName())
 	c.ctx = ctx
 	res, err := g.callConnecting(ctx, sc, c.server, c.method, c.params)
-	if err == nil && upTask {
+	switch {
+	case err == nil && c.method == mcpwire.MethodToolsCall && g.up.Stateless(c.server) && mcpwire.ResultTypeOf(res) == mcpwire.ResultTask:
+		// A 2026-07-28 upstream's task handle, asked for or not: the
+		// gateway follows it, and its id never reaches the client
+		// (tasks.go).
+		res, err = g.awaitExtensionTask(ctx, sc, c.server, res)
+	case err == nil && upTask:
 		// Created upstream: its result is the call's (tasks.go).
 		res, err = g.awaitUpstreamTask(ctx, c.server, res)
 	}
-	if err == nil && !sc.stateless && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
+	if err == nil && (!sc.stateless || sc.task != nil) && mcpwire.AllowsInputRequired(c.method) && mcpwire.ResultTypeOf(res) == mcpwire.ResultInputRequired {
 		// S18.2: a stateless upstream's questions, asked of this handshake-era
-		// client on its session; it sees one ordinary result.
+		// client on its session, or, for a 2026-07-28 task's call, of the
+		// task's owner through tasks/get and tasks/update; it sees one
+		// ordinary result.
 		res, err = g.answerInputs(ctx, sc, c.server, c.method, c.params, res)
 	}
 	if err == nil && g.up.Stateless(c.server) {

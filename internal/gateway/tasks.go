@@ -44,6 +44,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/tasks"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // taskSettings is server's tasks block (or the defaults).
@@ -437,7 +438,165 @@ func (g *Gateway) upstreamToolTasks(ctx context.Context, server string) bool {
 		return false
 	}
 	defer release()
-	return s.Info().Caps.ToolTasks
+	caps := s.Info().Caps
+	return caps.ToolTasks || caps.TasksExtension && g.up.Stateless(server)
+}
+
+// maxUpstreamQuestions bounds the input requests one poll of an upstream
+// task may carry: more is a hostile or broken upstream.
+const maxUpstreamQuestions = 16
+
+// awaitExtensionTask follows the task handle a 2026-07-28 upstream answered
+// a tools/call with (resultType task): it polls tasks/get, puts the
+// upstream's inputRequests to the call's client as the upstream's own
+// requests would be (relay.HandleRequest: on the client's session, or as
+// the questions of its own task or exchange) and answers them with
+// tasks/update, and returns the inline result, or the inline error. Its
+// status is reported to the gateway's task, if the call is one's. When
+// ctx ends first the upstream task is cancelled. The upstream's id never
+// reaches the client.
+func (g *Gateway) awaitExtensionTask(ctx context.Context, sc *scope, server string, created json.RawMessage) (json.RawMessage, error) {
+	id, _ := jsonrpc.GetString(created, "taskId")
+	if id == "" {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server answered with a task handle without a taskId")
+	}
+	// Every tasks/* request must declare the extension too.
+	ctx = upstream.WithClientCapabilities(ctx, relayableCapsWith(sc, true))
+	idParams, _ := json.Marshal(map[string]string{"taskId": id})
+	poll := time.Second
+	if ms, ok := jsonrpc.Get(created, "pollIntervalMs"); ok {
+		if n, err := strconv.ParseFloat(string(ms), 64); err == nil && n > 0 {
+			poll = time.Duration(n) * time.Millisecond
+		}
+	}
+	poll = min(max(poll, minUpstreamPoll), maxUpstreamPoll)
+	cancelUpstream := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := g.up.Call(cctx, server, mcpwire.MethodTasksCancel, idParams); err != nil {
+			g.log.Debug("upstream tasks/cancel failed", "server", server, "error", err)
+		}
+	}
+	answered := map[string]bool{}
+	for {
+		st, err := g.up.Call(ctx, server, mcpwire.MethodTasksGet, idParams)
+		if err != nil {
+			if ctx.Err() != nil {
+				cancelUpstream()
+			}
+			return nil, err
+		}
+		status, _ := jsonrpc.GetString(st, "status")
+		msg, _ := jsonrpc.GetString(st, "statusMessage")
+		switch tasks.Status(status) {
+		case tasks.Completed:
+			res, ok := jsonrpc.Get(st, "result")
+			if !ok || len(res) == 0 || res[0] != '{' {
+				return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's completed task carries no result")
+			}
+			return res, nil
+		case tasks.Failed:
+			var e jsonrpc.Error
+			if raw, ok := jsonrpc.Get(st, "error"); ok && json.Unmarshal(raw, &e) == nil && e.Message != "" {
+				return nil, &e
+			}
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task failed")
+		case tasks.Cancelled:
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server cancelled the task")
+		case tasks.InputRequired:
+			tasks.Report(ctx, tasks.InputRequired, msg)
+			if e := g.answerUpstreamTask(ctx, sc, server, id, st, answered); e != nil {
+				cancelUpstream()
+				return nil, e
+			}
+			continue // poll at once: the answers may have ended it
+		case tasks.Working:
+			tasks.Report(ctx, tasks.Working, msg)
+		default:
+			cancelUpstream()
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task has an unknown status")
+		}
+		select {
+		case <-ctx.Done():
+			cancelUpstream()
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// answerUpstreamTask puts the input requests of st (a tasks/get result of
+// an upstream task) not yet answered to sc's client, at once, and answers
+// them upstream with one tasks/update. A question the client refuses or
+// cannot answer ends the call with that error.
+func (g *Gateway) answerUpstreamTask(ctx context.Context, sc *scope, server, id string, st json.RawMessage, answered map[string]bool) *jsonrpc.Error {
+	var reqs map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	raw, _ := jsonrpc.Get(st, mcpwire.FieldInputRequests)
+	if json.Unmarshal(raw, &reqs) != nil {
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks for input in a form the gateway cannot read")
+	}
+	type answer struct {
+		key string
+		res json.RawMessage
+		err *jsonrpc.Error
+	}
+	var asks []string
+	for k, q := range reqs {
+		if answered[k] {
+			continue
+		}
+		if !mcpwire.IsInputRequestMethod(q.Method) || len(k) > 256 || (len(q.Params) > 0 && q.Params[0] != '{' && string(q.Params) != "null") {
+			return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks for input the gateway does not relay")
+		}
+		asks = append(asks, k)
+	}
+	if len(asks) == 0 {
+		// Nothing new: the upstream has not taken the last answers yet.
+		select {
+		case <-ctx.Done():
+			return jsonrpc.NewError(-32800, "Request cancelled")
+		case <-time.After(minUpstreamPoll):
+		}
+		return nil
+	}
+	if len(asks) > maxUpstreamQuestions {
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks too many questions at once")
+	}
+	out := make(chan answer, len(asks))
+	for _, k := range asks {
+		q := reqs[k]
+		go func() {
+			res, e := (*relay)(g).HandleRequest(ctx, server, sc, &jsonrpc.Message{Method: q.Method, Params: q.Params})
+			out <- answer{k, res, e}
+		}()
+	}
+	responses := map[string]json.RawMessage{}
+	var first *jsonrpc.Error
+	for range asks {
+		a := <-out
+		if a.err != nil && first == nil {
+			first = a.err
+		}
+		responses[a.key] = a.res
+	}
+	if first != nil {
+		return first
+	}
+	params, _ := json.Marshal(map[string]any{"taskId": id, mcpwire.FieldInputResponses: responses})
+	if _, err := g.up.Call(ctx, server, mcpwire.MethodTasksUpdate, params); err != nil {
+		var e *jsonrpc.Error
+		if errors.As(err, &e) {
+			return e
+		}
+		return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server could not be given the client's answers: %v", err)
+	}
+	for _, k := range asks {
+		answered[k] = true
+	}
+	return nil
 }
 
 // Bounds of the interval at which an upstream task is polled.

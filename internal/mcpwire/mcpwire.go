@@ -229,6 +229,10 @@ type ServerCaps struct {
 	ToolTasks bool
 	// UI: the server declared the MCP Apps extension (ExtUI).
 	UI bool
+	// TasksExtension: the server declared the 2026-07-28 tasks
+	// extension (ExtensionTasks): it may answer a tools/call of a request
+	// that declares it with a task handle.
+	TasksExtension bool
 }
 
 // ParseServerCaps reads an initialize result's capabilities object. Each
@@ -253,6 +257,9 @@ func ParseServerCaps(raw json.RawMessage) ServerCaps {
 	if ui := members(c["extensions"])[ExtUI]; len(ui) > 0 && ui[0] == '{' {
 		s.UI = true
 	}
+	if tx := members(c["extensions"])[ExtensionTasks]; len(tx) > 0 && tx[0] == '{' {
+		s.TasksExtension = true
+	}
 	return s
 }
 
@@ -264,6 +271,6 @@ func (s ServerCaps) Merge(o ServerCaps) ServerCaps {
 		ToolsListChanged: s.ToolsListChanged || o.ToolsListChanged, PromptsListChanged: s.PromptsListChanged || o.PromptsListChanged,
 		ResourcesListChanged: s.ResourcesListChanged || o.ResourcesListChanged, ResourcesSubscribe: s.ResourcesSubscribe || o.ResourcesSubscribe,
 		ToolTasks: s.ToolTasks || o.ToolTasks,
-		UI:        s.UI || o.UI,
+		UI:        s.UI || o.UI, TasksExtension: s.TasksExtension || o.TasksExtension,
 	}
 }
