@@ -310,27 +310,26 @@ conformance_runs() {
   # the fixture has no tasks (go-sdk v1.8.0), so mcpgate runs its calls as
   # tasks (mode gateway, answering plainly what ends within 500 ms). A JWT
   # caller: the gateway binds a 2026-07-28 task to an identified caller,
-  # and gives an anonymous one none. Twice: the upstream's questions are
-  # requests during the call (old era: a task's inputRequests) or
-  # input_required results (2026-07-28: passed on as the call's answer),
-  # which the scenarios tell apart. Known failures, each with whose limit
-  # it is, are in the baselines; any other fails the run. About 15 s each.
+  # and gives an anonymous one none. Twice: the upstream asks its questions
+  # with requests during the call (old era) or with input_required results
+  # (2026-07-28), which the gateway turns into the task's inputRequests
+  # either way. Known failures, each with whose limit it is, are in the
+  # baseline; any other fails the run. About 15 s each.
   local tasks=(CONFORMANCE_SUITE=next CONFORMANCE_CALLER=jwt CONFORMANCE_UPSTREAM=http CONFORMANCE_SCENARIOS='tasks-*'
     CONFORMANCE_SERVER_TASKS='{mode: gateway, ttl: 1h, max_per_caller: 100, answer_within: 500ms}')
+  local baseline=test/fixtures/conformance/expected-failures-tasks.yml
   run "conformance tasks-* (2026-07-28 extension) through mcpgate running the tasks, handshake-era upstream, JWT caller" \
-    "${tasks[@]}" bash scripts/conformance.sh --gateway \
-    --expected-failures test/fixtures/conformance/expected-failures-tasks-legacy-upstream.yml
+    "${tasks[@]}" bash scripts/conformance.sh --gateway --expected-failures "$baseline"
   run "conformance tasks-* (2026-07-28 extension) through mcpgate running the tasks, 2026-07-28 upstream (-stateless), JWT caller" \
-    "${tasks[@]}" CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway \
-    --expected-failures test/fixtures/conformance/expected-failures-tasks-2026-07-28-upstream.yml
-  # The questions again, asked only after answer_within (the fixture's
-  # -ask-after 1s), when the call is already a task, by a 2026-07-28
-  # upstream (an input_required result): tasks-mrtr-input alone, against a
-  # baseline that holds the gateway's gap there. (To a handshake-era
-  # upstream it passes 4/4, the path the run above takes: not repeated.)
+    "${tasks[@]}" CONFORMANCE_FIXTURE_STATELESS=1 bash scripts/conformance.sh --gateway --expected-failures "$baseline"
+  # The questions asked only after answer_within (the fixture's -ask-after
+  # 1s), when the call is already a task, by a 2026-07-28 upstream (an
+  # input_required result, which the gateway answers from the task and
+  # retries): tasks-mrtr-input alone. (To a handshake-era upstream the late
+  # questions take the path of the runs above: not repeated.)
   run "conformance tasks-mrtr-input through mcpgate, questions after answer_within, 2026-07-28 upstream (-stateless), JWT caller" \
     "${tasks[@]}" CONFORMANCE_FIXTURE_FLAGS='-ask-after 1s' CONFORMANCE_SCENARIOS='tasks-mrtr-input' CONFORMANCE_FIXTURE_STATELESS=1 \
-    bash scripts/conformance.sh --gateway --expected-failures test/fixtures/conformance/expected-failures-tasks-2026-07-28-upstream-ask-late.yml
+    bash scripts/conformance.sh --gateway
   if [[ ${#failed[@]} -gt 0 ]]; then
     echo
     printf 'failed: %s\n' "${failed[@]}"
