@@ -111,11 +111,13 @@ func TestIdleSessionFootprint(t *testing.T) {
 // TestIdleStreamFootprint measures what an idle GET stream keeps in the
 // gateway: heap and goroutine stacks, over a real loopback connection (the
 // client end is a bare net.Conn, a few hundred bytes of this process's
-// heap), opened with an API key so that its key is watched. Most of it is
-// net/http's own per-connection state (its connection goroutine and its
-// background reader, read and write buffers, the request); the bounds are
-// there to catch what the gateway adds per stream (issue 25): a goroutine
-// of its own (the key watcher's was one) would go over the stacks'.
+// heap), opened with an API key so that its key is watched. The stream is
+// held off net/http (held.go): what stays is its connection, its queue, a
+// keep-alive timer and the request's end (issue 25: at most 8 KiB per
+// idle stream, RSS included; bench/sessions.sh measures that on the real
+// binary). The bounds have headroom over what it measures and fail on a
+// regression: a stream served by net/http again (36 KiB), or a goroutine
+// per stream (on Linux, where one goroutine watches every held stream).
 func TestIdleStreamFootprint(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("measures the heap: not under -short or -race")
@@ -173,10 +175,14 @@ func TestIdleStreamFootprint(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	if heap > 20<<10 {
-		t.Errorf("an idle GET stream keeps %.0f B on the heap, want at most 20 KiB", heap)
+	if heap > 5<<10 {
+		t.Errorf("an idle GET stream keeps %.0f B on the heap, want at most 5 KiB", heap)
 	}
-	if stack > 20<<10 {
-		t.Errorf("an idle GET stream keeps %.0f B of goroutine stacks, want at most 20 KiB", stack)
+	maxStack := 1 << 10
+	if runtime.GOOS != "linux" {
+		maxStack = 4 << 10 // a goroutine per stream reads its connection
+	}
+	if stack > float64(maxStack) {
+		t.Errorf("an idle GET stream keeps %.0f B of goroutine stacks, want at most %d B", stack, maxStack)
 	}
 }

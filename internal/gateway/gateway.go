@@ -277,6 +277,10 @@ type Gateway struct {
 	// streams counts the open long-lived downstream streams
 	// (limits.max_streams).
 	streams atomic.Int64
+	// held are the streams held off net/http (held.go).
+	held heldStreams
+	// hangups notices held streams' clients going away (held_linux.go).
+	hangups hangupWatch
 	// inflight counts requests being served. A counter, not a WaitGroup:
 	// requests may still start while Close waits (legacy SSE posts), which
 	// a WaitGroup forbids.
@@ -441,6 +445,10 @@ func (g *Gateway) Upstreams() *upstream.Manager { return g.up }
 func (g *Gateway) Shutdown() {
 	g.closing.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
+	// A held stream is no longer net/http's: its Server.Shutdown would
+	// not end it.
+	g.held.stopAll()
+	g.hangups.close()
 	g.bgCancel()
 	g.resumables.Stop()
 	g.endExchanges()

@@ -158,26 +158,60 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 		}
 		// One status recorder serves the metrics and the access log.
 		logged := g.access != nil && logsAccess(r.URL.Path)
-		if g.metrics != nil || logged || g.tracer != nil {
-			sw := &statusWriter{ResponseWriter: w}
+		// A GET over HTTP/1.1, or a subscriptions/listen POST, may be a
+		// stream held off net/http (held.go): the request ends when the
+		// stream does.
+		holdable := r.ProtoMajor == 1 && r.ProtoMinor == 1 && (r.Method == http.MethodGet ||
+			r.Method == http.MethodPost && r.Header.Get(mcpwire.HeaderMethod) == mcpwire.MethodSubscriptionsListen)
+		if g.metrics != nil || logged || g.tracer != nil || holdable {
+			sw := &statusWriter{ResponseWriter: w, holdable: holdable}
 			w = sw
+			var span func()
 			if g.tracer != nil && logsAccess(r.URL.Path) { // probes and scrapes: no trace
-				var end func()
-				r, end = g.startHTTPSpan(sw, r)
-				defer end()
+				r, span = g.startHTTPSpan(sw, r)
 			}
-			if g.metrics != nil {
-				defer func() { g.metrics.ObserveRequest(g.routeKind(r.URL.Path), r.Method, sw.status) }()
-			}
+			var a *accessLine
 			if logged {
-				a := g.beginAccess(sw, r)
+				a = g.beginAccess(sw, r)
 				w, r = a, a.r
-				defer a.finish()
 			}
+			defer func() {
+				if h := sw.held; h != nil {
+					h.afterEnd(&requestEnd{g: g, sw: sw, a: a, method: r.Method, path: r.URL.Path, span: span})
+					return
+				}
+				g.endRequest(sw, a, r.Method, r.URL.Path, span)
+			}()
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// endRequest is the Middleware's end of a request: the access log line,
+// the request metric, the HTTP span (a and span may be nil).
+func (g *Gateway) endRequest(sw *statusWriter, a *accessLine, method, path string, span func()) {
+	if a != nil {
+		a.finish()
+	}
+	if g.metrics != nil {
+		g.metrics.ObserveRequest(g.routeKind(path), method, sw.status)
+	}
+	if span != nil {
+		span()
+	}
+}
+
+// requestEnd is endRequest deferred to the end of a held stream. It
+// keeps the request's method and path, not the request.
+type requestEnd struct {
+	g            *Gateway
+	sw           *statusWriter
+	a            *accessLine
+	method, path string
+	span         func()
+}
+
+func (e *requestEnd) run() { e.g.endRequest(e.sw, e.a, e.method, e.path, e.span) }
 
 // Guard runs S2.1 before next: the Origin allow-list and, on loopback,
 // the Host allow-list against DNS rebinding. Every route but the probes

@@ -686,32 +686,49 @@ func (g *Gateway) serveGet(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	defer done()
 	if fleet {
 		// Any replica, the newest stream wins (fleetbus.go).
 		version, ok := g.openFleetStream(r.Context(), sess, st)
 		if !ok {
+			done()
 			g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 				"Conflict: a newer GET stream of this session is open")))
 			return
 		}
 		g.keepFleetStream(sess, st, version)
-		defer st.Finish()
 	} else if !sess.AttachStream(st) {
+		done()
 		g.writeError(w, r, rpcRefusal(http.StatusConflict, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"Conflict: only one GET stream per session")))
 		return
 	}
-	defer sess.DetachStream(st)
+	// What the stream's end undoes, whoever ends it: this handler, or
+	// the held stream after it returned.
+	release := func() {
+		sess.DetachStream(st)
+		if fleet {
+			st.Finish()
+		}
+		done()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set(mcpwire.HeaderSessionID, sess.ClientID())
+	sw := holdable(w)
+	if sw != nil {
+		// The connection ends with the stream (held.go).
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusOK)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
+	if sw != nil && g.hold(w, sw, st, release, nil) {
+		return
+	}
+	defer release()
 	st.run(r.Context(), w, g.stop)
 }
 
@@ -777,20 +794,29 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 	if st == nil {
 		return
 	}
-	defer done()
 	id := identityOf(r)
 	if !g.admitSession(id.Owner) {
+		done()
 		g.writeError(w, r, refusedBusy.err())
 		return
 	}
 	sess := g.newSession(rt, id, false)
 	sess.AttachStream(st)
-	defer sess.close()
+	// The session lives as long as its stream, whoever ends it: this
+	// handler, or the held stream after it returned (held.go).
+	release := func() {
+		sess.close()
+		done()
+	}
 	// In a fleet, every replica's administrators see it (fleetbus.go).
 	g.touchSessionState(sess)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	sw := holdable(w)
+	if sw != nil {
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusOK)
 	endpoint := rt.path + "/sse/messages?session_id=" + sess.ID()
 	_, _ = w.Write(jsonrpc.AppendEvent(nil, &jsonrpc.Event{Name: "endpoint", Data: []byte(endpoint)}))
@@ -798,6 +824,10 @@ func (g *Gateway) serveLegacySSE(w http.ResponseWriter, r *http.Request, rt rout
 		f.Flush()
 	}
 	g.watchCaller(r.Context(), st.done, st.Finish)
+	if sw != nil && g.hold(w, sw, st, release, nil) {
+		return
+	}
+	defer release()
 	st.run(r.Context(), w, g.stop)
 }
 

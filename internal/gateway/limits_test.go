@@ -191,6 +191,8 @@ func TestSlowStreamReader(t *testing.T) {
 	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nX-Test-Owner: alice\r\n%s: %s\r\n\r\n",
 		strings.TrimPrefix(url, "http://"), mcpwire.HeaderSessionID, sid)
 	waitFor(t, "the GET stream", streaming)
+	// Held off net/http (held.go): its writer has the deadline.
+	waitFor(t, "the GET stream to be held", func() bool { return g.held.len() == 1 })
 
 	// Push 64KiB notifications until the stream is gone; the client
 	// reads nothing.

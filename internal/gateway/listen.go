@@ -93,34 +93,49 @@ func (g *Gateway) serveListen(w http.ResponseWriter, r *http.Request, rt route, 
 	if st == nil {
 		return
 	}
-	defer done()
 	ln, ack := g.openListener(r.Context(), rt, m.ID, filter, st)
-	defer g.closeListener(ln)
+	// Whoever ends the stream: this handler, or the held stream after it
+	// returned (held.go).
+	release := func() {
+		g.closeListener(ln)
+		done()
+	}
+	// On the gateway's own teardown the listen request is answered, so
+	// the client knows the stream ended on purpose.
+	farewell := func() {
+		_ = st.send(listenEnded(ln.id))
+		st.Finish()
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	sw := holdable(w)
+	if sw != nil {
+		h.Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusOK)
 	_ = st.send(ack)
 	g.listen.add(ln)
+	g.watchCaller(r.Context(), st.done, func() {
+		_ = st.send(jsonrpc.NewErrorResponse(ln.id, errKeyGone()))
+		st.Finish()
+	})
+	if sw != nil && g.hold(w, sw, st, release, farewell) {
+		return
+	}
+	defer release()
 	// The request's own: st.run finishes st when it returns, and the
 	// request waits for this before it does.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		// On the gateway's own teardown the listen request is answered,
-		// so the client knows the stream ended on purpose.
 		select {
 		case <-g.stop:
-			_ = st.send(listenEnded(ln.id))
-			st.Finish()
+			farewell()
 		case <-st.done:
 		}
-	})
-	g.watchCaller(r.Context(), st.done, func() {
-		_ = st.send(jsonrpc.NewErrorResponse(ln.id, errKeyGone()))
-		st.Finish()
 	})
 	st.run(r.Context(), w, nil)
 }

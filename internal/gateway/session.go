@@ -137,6 +137,9 @@ type streamSender struct {
 	// bounded by streamBacklogBytes: a count alone would let a few large
 	// messages pile up hundreds of megabytes behind a slow client.
 	queued int64
+	// held writes the stream once it was held off net/http (held.go;
+	// under mu): sends and Finish kick it instead of waking run.
+	held *heldStream
 }
 
 // Bounds of the events queued for one stream. An event that would go over
@@ -178,7 +181,12 @@ func (st *streamSender) sendEvent(ev *jsonrpc.Event) error {
 	}
 	st.pending = append(st.pending, buf)
 	st.queued += n
+	h := st.held
 	st.mu.Unlock()
+	if h != nil {
+		h.kick()
+		return nil
+	}
 	select {
 	case st.wake <- struct{}{}:
 	default: // already signalled: the writer takes everything queued
@@ -208,7 +216,30 @@ func (st *streamSender) takeAll() [][]byte {
 }
 
 // Finish ends the stream: what is queued is written, then it closes.
-func (st *streamSender) Finish() { st.once.Do(func() { close(st.done) }) }
+func (st *streamSender) Finish() {
+	st.once.Do(func() {
+		close(st.done)
+		st.mu.Lock()
+		h := st.held
+		st.mu.Unlock()
+		if h != nil {
+			h.kick()
+		}
+	})
+}
+
+// holdBy hands the stream's writing to h, which writes what is queued
+// already: from now on run is not used.
+func (st *streamSender) holdBy(h *heldStream) {
+	st.mu.Lock()
+	st.held = h
+	queued := len(st.pending) > 0
+	st.mu.Unlock()
+	// After held is set: a Finish from now on kicks h itself.
+	if queued || st.Done() {
+		h.kick()
+	}
+}
 
 // Done reports whether the stream ended.
 func (st *streamSender) Done() bool {

@@ -263,6 +263,11 @@ func routeKind(path string) string {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// holdable: the Middleware lets a stream of this response be
+	// held off net/http (held.go); held is that stream once it is, whose
+	// end ends the request.
+	holdable bool
+	held     *heldStream
 }
 
 func (s *statusWriter) WriteHeader(code int) {
