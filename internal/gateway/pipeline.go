@@ -266,7 +266,16 @@ func (c *call) send() {
 	tracing.NoteServer(c.ctx, c.server)
 	ctx := upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(c.ctx, sc), sc), relayableCapsWith(sc, upStateless)), sc.logLevelName())
 	c.ctx = ctx
-	res, err := g.callConnecting(ctx, sc, c.server, c.method, c.params)
+	callCtx := ctx
+	if upTask {
+		// The task is created upstream even if the call is cancelled
+		// while the creation is under way: its handle must come back,
+		// or nothing could cancel the upstream's task (the await below
+		// cancels it at once when ctx has ended). The server's timeout
+		// still bounds the request.
+		callCtx = context.WithoutCancel(ctx)
+	}
+	res, err := g.callConnecting(callCtx, sc, c.server, c.method, c.params)
 	switch {
 	case err == nil && c.method == mcpwire.MethodToolsCall && g.up.Stateless(c.server) && mcpwire.ResultTypeOf(res) == mcpwire.ResultTask:
 		// A 2026-07-28 upstream's task handle, asked for or not: the

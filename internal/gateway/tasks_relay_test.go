@@ -415,3 +415,52 @@ func TestTasksAndAppsExtensionsTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayedTaskCancelWhileCreating: a gateway task cancelled while its
+// upstream task is being created still cancels the upstream's task once
+// the creation answers (before, the cancelled request dropped the handle
+// and the upstream task ran on, owned by nobody).
+func TestRelayedTaskCancelWhileCreating(t *testing.T) {
+	creating, proceed := make(chan struct{}), make(chan struct{})
+	cancelled := make(chan string, 2)
+	up := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) string {
+		id, _ := jsonrpc.GetString(m.Params, "taskId")
+		switch m.Method {
+		case "initialize":
+			return `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"slowcreate","version":"0"}}`
+		case "tools/list":
+			return `{"tools":[{"name":"job","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
+		case "tools/call":
+			close(creating)
+			<-proceed
+			return `{"task":{"taskId":"up-slow","status":"working","createdAt":"2025-11-25T10:00:00Z","lastUpdatedAt":"2025-11-25T10:00:00Z","ttl":60000,"pollInterval":20}}`
+		case "tasks/get":
+			return `{"taskId":"` + id + `","status":"working","createdAt":"2025-11-25T10:00:00Z","lastUpdatedAt":"2025-11-25T10:00:00Z","ttl":60000}`
+		case "tasks/cancel":
+			cancelled <- id
+			return `{"taskId":"` + id + `","status":"cancelled","createdAt":"2025-11-25T10:00:00Z","lastUpdatedAt":"2025-11-25T10:00:00Z","ttl":60000}`
+		}
+		return `{}`
+	})
+	srv := httpServer(up.URL)
+	srv.ProtocolVersion = "2025-11-25"
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"s": srv}}})
+	a, _ := newTaskClient(t, gw.URL+"/mcp/s", alice, "2025-11-25")
+	id := a.startTask("job", "x")["taskId"].(string)
+	<-creating
+	if r := a.call("tasks/cancel", map[string]string{"taskId": id}); r.Error != nil {
+		t.Fatalf("cancel %+v", r.Error)
+	}
+	close(proceed)
+	select {
+	case got := <-cancelled:
+		if got != "up-slow" {
+			t.Fatalf("cancelled %s", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream task created during the cancel was never cancelled")
+	}
+}
