@@ -365,3 +365,36 @@ func TestProvenance(t *testing.T) {
 		t.Errorf("yaml:\n%s", y)
 	}
 }
+
+// TestDockerEnvSecrets: a container's environment written into docker run's
+// arguments (-e NAME=value, --env NAME=value, --env=NAME=value) moves to
+// a variable when NAME is named like a secret; a name passed through from
+// the host (-e NAME), a non-secret name and a reference stay as they are.
+func TestDockerEnvSecrets(t *testing.T) {
+	f, err := Parse([]byte(`{"mcpServers": {
+		"box": {"command": "docker", "args": ["run", "-i", "--rm", "-e", "GITHUB_TOKEN=ghp-secret-1", "--env", "API_KEY=k-2",
+			"--env=DB_PASSWORD=p-3", "-e", "LOG_LEVEL=debug", "-e", "PASSTHRU_TOKEN", "-e", "REF_TOKEN=${env:T}", "ghcr.io/acme/mcp:1.4"]}
+	}}`), ClaudeDesktop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Convert(f, Options{Path: "/home/me/claude_desktop_config.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(r.Servers["box"].Args, " ")
+	for _, secret := range []string{"ghp-secret-1", "k-2", "p-3"} {
+		if strings.Contains(args, secret) || strings.Contains(string(ServersYAML(r)), secret) {
+			t.Errorf("%s left in the arguments: %s", secret, args)
+		}
+	}
+	for _, want := range []string{"-e GITHUB_TOKEN=${MCPGATE_BOX_GITHUB_TOKEN}", "--env API_KEY=${MCPGATE_BOX_API_KEY}",
+		"--env=DB_PASSWORD=${MCPGATE_BOX_DB_PASSWORD}", "-e LOG_LEVEL=debug", "-e PASSTHRU_TOKEN"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if strings.Contains(args, "ghcr.io/acme/mcp:1.4") == false {
+		t.Errorf("the image was changed: %s", args)
+	}
+}

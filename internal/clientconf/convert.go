@@ -353,12 +353,30 @@ var valueFlags = map[string]bool{
 func (c *converter) args(name string, s Server) []string {
 	var out []string
 	secretFlag := "" // the previous argument was --token and the like
+	envFlag := false // the previous argument was docker's -e or --env
 	for i, a := range s.Args {
 		v := c.value(name, s, "args", a)
 		flagName, flagValue, hasValue := strings.Cut(a, "=")
 		isFlag := strings.HasPrefix(a, "-") && len(strings.TrimLeft(flagName, "-")) > 0
+		// docker run -e NAME=value, --env NAME=value, --env=NAME=value:
+		// a variable named like a secret, with its value written out.
+		envArg := ""
+		switch {
+		case envFlag && !isFlag:
+			envArg = a
+		case isFlag && hasValue && (flagName == "-e" || flagName == "--env"):
+			envArg = flagValue
+		}
+		envName, envValue, envHas := strings.Cut(envArg, "=")
 		switch {
 		case HasReference(v):
+		case envHas && envValue != "" && SecretName(envName):
+			ref := escapeDollar(envName) + "=${" + c.addVar(name, envName, fmt.Sprintf("the value of %s passed to the container by %s", envName, label(s)), true) + "}"
+			if envFlag {
+				v = ref
+			} else {
+				v = flagName + "=" + ref
+			}
 		case secretFlag != "" && !strings.HasPrefix(a, "-"):
 			v = "${" + c.addVar(name, secretFlag, fmt.Sprintf("the value of argument %s of %s", secretFlag, label(s)), true) + "}"
 		case isFlag && hasValue && flagValue != "" && SecretName(flagName):
@@ -368,6 +386,7 @@ func (c *converter) args(name string, s Server) []string {
 			v = "${" + c.addVar(name, fmt.Sprintf("ARG%d", i+1), fmt.Sprintf("argument %d of %s", i+1, label(s)), true) + "}"
 		}
 		secretFlag = ""
+		envFlag = isFlag && !hasValue && (a == "-e" || a == "--env")
 		if isFlag && !hasValue && SecretName(flagName) {
 			secretFlag = strings.TrimLeft(flagName, "-")
 		}

@@ -39,6 +39,10 @@ type compiled struct {
 	// guards are the compiled guardrails (S21) by server, and
 	// routeGuards by route path; compiled here so a reload applies them.
 	guards, routeGuards map[string]*guard.Set
+	// auditRedact are the argument redaction patterns of each server
+	// whose audit records its calls' arguments, built once here rather
+	// than for every call.
+	auditRedact map[string][]string
 }
 
 func compileConfig(cfg *config.Config) *compiled {
@@ -52,6 +56,12 @@ func compileConfig(cfg *config.Config) *compiled {
 	}
 	st.guards, st.routeGuards = compileGuards(cfg)
 	for name, srv := range cfg.Servers {
+		if srv.Audit != nil && srv.Audit.Arguments {
+			if st.auditRedact == nil {
+				st.auditRedact = map[string][]string{}
+			}
+			st.auditRedact[name] = srv.Audit.RedactPatterns()
+		}
 		if srv.Auth != nil && srv.Auth.Type == config.AuthPassthrough {
 			st.passthrough = true
 		}

@@ -182,15 +182,15 @@ func (c *call) callCost() float64 {
 // (audit.Writer.RecordWithRawArguments); they go to the exporters and
 // nowhere else (never a log line).
 func (g *Gateway) auditArguments(server string, params json.RawMessage) (json.RawMessage, []string) {
-	srv := g.compiled.Load().cfg.Servers[server]
-	if srv == nil || srv.Audit == nil || !srv.Audit.Arguments {
+	patterns, on := g.compiled.Load().auditRedact[server]
+	if !on {
 		return nil, nil
 	}
 	raw, ok := jsonrpc.Get(params, "arguments")
 	if !ok {
 		return nil, nil
 	}
-	return raw, srv.Audit.RedactPatterns()
+	return raw, patterns
 }
 
 // toolError reports whether a tools/call result says isError: true.
