@@ -47,6 +47,13 @@ func startExtTaskUpstream(t *testing.T) (*extTaskUpstream, *config.Server) {
 			u.undeclare = append(u.undeclare, m.Method)
 		}
 		id, _ := jsonrpc.GetString(m.Params, "taskId")
+		if strings.HasPrefix(m.Method, "tasks/") && r.Header.Get("Mcp-Name") != id {
+			// SEP-2663's routing header, checked as a strict server does.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32020,"message":"Mcp-Name does not match taskId"}}`, m.ID.Raw())
+			return ""
+		}
 		switch m.Method {
 		case "server/discover":
 			return `{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"serverInfo":{"name":"ext","version":"1"},"ttlMs":0,"cacheScope":"public"}`

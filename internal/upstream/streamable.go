@@ -157,7 +157,13 @@ func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Respon
 		if m.Method != "" {
 			req.Header.Set("Mcp-Method", m.Method)
 		}
-		if field, ok := mcpwire.NameParam(m.Method); ok {
+		field, ok := mcpwire.NameParam(m.Method)
+		if !ok {
+			// tasks/get, tasks/update, tasks/cancel: Mcp-Name is the
+			// taskId (SEP-2663's routing header).
+			field, ok = mcpwire.TaskNameParam(m.Method)
+		}
+		if ok {
 			if v, ok := jsonrpc.GetString(m.Params, field); ok {
 				req.Header.Set("Mcp-Name", mcpwire.EncodeHeaderValue(v))
 			}
