@@ -65,11 +65,15 @@ type heldStream struct {
 	farewell func()
 	ka       *time.Timer
 	// rc and watchID: the connection's socket and its id in the
-	// gateway's hangupWatch (held_linux.go), when it watches it; junk is
-	// what the client sent, counted by whoever watches.
-	rc      syscall.RawConn
-	watchID uint64
-	junk    int
+	// gateway's hangupWatch (held_linux.go), when it watches it; forgotten:
+	// the stream ended (forget ran), so it is never watched. The three are
+	// guarded by the hangupWatch's mu: the stream may end (a failed write)
+	// while hold is still registering it. junk is what the client sent,
+	// counted by whoever watches.
+	rc        syscall.RawConn
+	watchID   uint64
+	forgotten bool
+	junk      int
 
 	mu        sync.Mutex
 	writing   bool        // a writer goroutine runs

@@ -54,6 +54,10 @@ func (g *Gateway) watchHangup(h *heldStream) bool {
 	hw := &g.hangups
 	hw.mu.Lock()
 	defer hw.mu.Unlock()
+	if h.forgotten {
+		// It ended before it could be watched: nothing is left to watch.
+		return true
+	}
 	if hw.closed || hw.failed {
 		return false
 	}
@@ -163,11 +167,12 @@ func (h *heldStream) drain() (gone bool) {
 
 // forget stops watching h, before its connection closes.
 func (hw *hangupWatch) forget(h *heldStream) {
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	h.forgotten = true
 	if h.rc == nil {
 		return
 	}
-	hw.mu.Lock()
-	defer hw.mu.Unlock()
 	delete(hw.m, h.watchID)
 	if hw.closed {
 		return
