@@ -251,13 +251,8 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		_ = sessionOut{sess}.send(jsonrpc.NewNotification(mcpwire.NotifyTasksStatus, t.JSON()))
 	}
 	t, err := g.taskTable.Start(ctx, owner, ref.server, tasks.Config{TTL: settings.TTL, MaxPerCaller: settings.MaxPerCaller}, ttl, run, notify)
-	switch {
-	case errors.Is(err, tasks.ErrTooMany):
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller), true
-	case errors.Is(err, tasks.ErrStore):
-		return nil, taskStoreError(), true
-	case err != nil:
-		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down"), true
+	if e := taskStartError(err, settings); e != nil {
+		return nil, e, true
 	}
 	return append(append([]byte(`{"task":`), t.JSON()...), '}'), nil, true
 }
@@ -463,20 +458,8 @@ func (g *Gateway) awaitExtensionTask(ctx context.Context, sc *scope, server stri
 	// Every tasks/* request must declare the extension too.
 	ctx = upstream.WithClientCapabilities(ctx, relayableCapsWith(sc, true))
 	idParams, _ := json.Marshal(map[string]string{"taskId": id})
-	poll := time.Second
-	if ms, ok := jsonrpc.Get(created, "pollIntervalMs"); ok {
-		if n, err := strconv.ParseFloat(string(ms), 64); err == nil && n > 0 {
-			poll = time.Duration(n) * time.Millisecond
-		}
-	}
-	poll = min(max(poll, minUpstreamPoll), maxUpstreamPoll)
-	cancelUpstream := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := g.up.Call(cctx, server, mcpwire.MethodTasksCancel, idParams); err != nil {
-			g.log.Debug("upstream tasks/cancel failed", "server", server, "error", err)
-		}
-	}
+	poll := upstreamPoll(jsonrpc.Get(created, "pollIntervalMs"))
+	cancelUpstream := func() { g.cancelUpstreamTask(ctx, server, idParams) }
 	answered := map[string]bool{}
 	for {
 		st, err := g.up.Call(ctx, server, mcpwire.MethodTasksGet, idParams)
@@ -599,6 +582,31 @@ func (g *Gateway) answerUpstreamTask(ctx context.Context, sc *scope, server, id 
 	return nil
 }
 
+// upstreamPoll is the interval at which to poll an upstream task whose
+// handle asks for ms milliseconds (its pollInterval or pollIntervalMs),
+// within the bounds below; a second when it asks for none.
+func upstreamPoll(ms []byte, ok bool) time.Duration {
+	poll := time.Second
+	if ok {
+		if n, err := strconv.ParseFloat(string(ms), 64); err == nil && n > 0 {
+			poll = time.Duration(n) * time.Millisecond
+		}
+	}
+	return min(max(poll, minUpstreamPoll), maxUpstreamPoll)
+}
+
+// cancelUpstreamTask asks server to cancel its task (idParams: its
+// taskId) when the call following it ended first, whatever became of
+// ctx. A cancel that fails leaves the task running upstream until its TTL,
+// which the operator is told of.
+func (g *Gateway) cancelUpstreamTask(ctx context.Context, server string, idParams json.RawMessage) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := g.up.Call(cctx, server, mcpwire.MethodTasksCancel, idParams); err != nil {
+		g.log.Warn("an upstream task could not be cancelled: it runs on until its TTL", "server", server, "error", err)
+	}
+}
+
 // Bounds of the interval at which an upstream task is polled.
 const (
 	minUpstreamPoll = 20 * time.Millisecond
@@ -617,20 +625,8 @@ func (g *Gateway) awaitUpstreamTask(ctx context.Context, server string, created 
 		return created, nil
 	}
 	idParams, _ := json.Marshal(map[string]string{"taskId": id})
-	poll := time.Second
-	if ms, ok := jsonrpc.GetPath(created, mcpwire.FieldTask, "pollInterval"); ok {
-		if n, err := strconv.ParseFloat(string(ms), 64); err == nil && n > 0 {
-			poll = time.Duration(n) * time.Millisecond
-		}
-	}
-	poll = min(max(poll, minUpstreamPoll), maxUpstreamPoll)
-	cancelUpstream := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := g.up.Call(cctx, server, mcpwire.MethodTasksCancel, idParams); err != nil {
-			g.log.Debug("upstream tasks/cancel failed", "server", server, "error", err)
-		}
-	}
+	poll := upstreamPoll(jsonrpc.GetPath(created, mcpwire.FieldTask, "pollInterval"))
+	cancelUpstream := func() { g.cancelUpstreamTask(ctx, server, idParams) }
 	for {
 		st, err := g.up.Call(ctx, server, mcpwire.MethodTasksGet, idParams)
 		if err != nil {
