@@ -629,3 +629,79 @@ func TestTaskQuestionsOnTasksResult(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskQuestionsNotOnAnotherSessionsTasksResult: another session of the
+// same caller may wait on the task's tasks/result (2025-11-25 lets a
+// caller fetch its tasks from any of its sessions), but the task's
+// questions never go on that stream: only the creating session may answer
+// them (the taskOuts entry is that session's party). They go on the
+// creating session's GET stream.
+func TestTaskQuestionsNotOnAnotherSessionsTasksResult(t *testing.T) {
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "later", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask_later"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text, RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult(fmt.Sprintf("%s:%v", res.Action, res.Content["name"])), nil, nil
+	})
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil),
+		Config: &config.Config{Servers: map[string]*config.Server{"later": httpServer(serveSDK(t, srv).URL)}}})
+	url := gw.URL + "/mcp/later"
+	const caps = `{"elicitation":{"form":{}}}`
+	a, _ := newTaskClientCaps(t, url, alice, "2025-11-25", caps)
+	other, _ := newTaskClientCaps(t, url, alice, "2025-11-25", caps)
+	aMsgs := a.stream()
+	id := a.startTask("ask_later", "name?")["taskId"].(string)
+
+	otherResult := make(chan rpcReply, 1)
+	go func() { otherResult <- other.call("tasks/result", map[string]string{"taskId": id}) }()
+	// The request has no observable wait state of its own: give it time
+	// to reach the point where it would attach.
+	time.Sleep(300 * time.Millisecond)
+	n := 0
+	g.taskOuts.each(func(o *taskOut) {
+		o.mu.Lock()
+		n += len(o.waiting)
+		o.mu.Unlock()
+	})
+	if n != 0 {
+		t.Fatalf("another session's tasks/result was made the task's side channel (%d)", n)
+	}
+	close(release)
+	var ask struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	for ask.Method != "elicitation/create" {
+		select {
+		case m := <-aMsgs:
+			_ = json.Unmarshal([]byte(m), &ask)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the question did not reach the creating session")
+		}
+	}
+	answer := `{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"action":"accept","content":{"name":"Ann"}}}`
+	if code, _, body := rpc(t, url, other.hdr, answer); code != http.StatusBadRequest {
+		t.Fatalf("the other session answered: %d %s", code, body)
+	}
+	if code, _, body := rpc(t, url, a.hdr, answer); code != http.StatusAccepted {
+		t.Fatalf("owner's answer: %d %s", code, body)
+	}
+	select {
+	case r := <-otherResult:
+		if r.Error != nil || !strings.Contains(string(r.Result), `"text":"accept:Ann"`) {
+			t.Fatalf("the other session's tasks/result: %+v %s", r.Error, r.Result)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other session's tasks/result never ended")
+	}
+}
