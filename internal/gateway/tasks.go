@@ -488,11 +488,16 @@ func (g *Gateway) awaitExtensionTask(ctx context.Context, sc *scope, server stri
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server cancelled the task")
 		case tasks.InputRequired:
 			tasks.Report(ctx, tasks.InputRequired, msg)
-			if e := g.answerUpstreamTask(ctx, sc, server, id, st, answered); e != nil {
+			asked, e := g.answerUpstreamTask(ctx, sc, server, id, st, answered)
+			if e != nil {
 				cancelUpstream()
 				return nil, e
 			}
-			continue // poll at once: the answers may have ended it
+			if asked {
+				continue // poll at once: the answers may have ended it
+			}
+			// Nothing new: the upstream has not taken the last answers
+			// yet; poll at its pace, not in a loop.
 		case tasks.Working:
 			tasks.Report(ctx, tasks.Working, msg)
 		default:
@@ -512,14 +517,14 @@ func (g *Gateway) awaitExtensionTask(ctx context.Context, sc *scope, server stri
 // an upstream task) not yet answered to sc's client, at once, and answers
 // them upstream with one tasks/update. A question the client refuses or
 // cannot answer ends the call with that error.
-func (g *Gateway) answerUpstreamTask(ctx context.Context, sc *scope, server, id string, st json.RawMessage, answered map[string]bool) *jsonrpc.Error {
+func (g *Gateway) answerUpstreamTask(ctx context.Context, sc *scope, server, id string, st json.RawMessage, answered map[string]bool) (asked bool, e *jsonrpc.Error) {
 	var reqs map[string]struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
 	raw, _ := jsonrpc.Get(st, mcpwire.FieldInputRequests)
 	if json.Unmarshal(raw, &reqs) != nil {
-		return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks for input in a form the gateway cannot read")
+		return false, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks for input in a form the gateway cannot read")
 	}
 	type answer struct {
 		key string
@@ -532,21 +537,15 @@ func (g *Gateway) answerUpstreamTask(ctx context.Context, sc *scope, server, id 
 			continue
 		}
 		if !mcpwire.IsInputRequestMethod(q.Method) || len(k) > 256 || (len(q.Params) > 0 && q.Params[0] != '{' && string(q.Params) != "null") {
-			return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks for input the gateway does not relay")
+			return false, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks for input the gateway does not relay")
 		}
 		asks = append(asks, k)
 	}
 	if len(asks) == 0 {
-		// Nothing new: the upstream has not taken the last answers yet.
-		select {
-		case <-ctx.Done():
-			return jsonrpc.NewError(-32800, "Request cancelled")
-		case <-time.After(minUpstreamPoll):
-		}
-		return nil
+		return false, nil
 	}
 	if len(asks) > maxUpstreamQuestions {
-		return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks too many questions at once")
+		return false, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server's task asks too many questions at once")
 	}
 	out := make(chan answer, len(asks))
 	for _, k := range asks {
@@ -566,20 +565,20 @@ func (g *Gateway) answerUpstreamTask(ctx context.Context, sc *scope, server, id 
 		responses[a.key] = a.res
 	}
 	if first != nil {
-		return first
+		return false, first
 	}
 	params, _ := json.Marshal(map[string]any{"taskId": id, mcpwire.FieldInputResponses: responses})
 	if _, err := g.up.Call(ctx, server, mcpwire.MethodTasksUpdate, params); err != nil {
 		var e *jsonrpc.Error
 		if errors.As(err, &e) {
-			return e
+			return false, e
 		}
-		return jsonrpc.NewError(jsonrpc.CodeInternalError, "The server could not be given the client's answers: %v", err)
+		return false, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server could not be given the client's answers: %v", err)
 	}
 	for _, k := range asks {
 		answered[k] = true
 	}
-	return nil
+	return true, nil
 }
 
 // upstreamPoll is the interval at which to poll an upstream task whose
