@@ -11,6 +11,8 @@ package bench_test
 //	stateless ServeHTTP on /mcp, a 2026-07-28 request (no session)
 //	serve     through a real net/http server on loopback, /mcp/echo, with
 //	          metrics on; the client is raw HTTP/1.1 too (no allocation)
+//	serve-h1  serve through mcpgate serve's listener (h1server in front
+//	          of net/http)
 //
 // The first three call the gateway's handler directly with a reused
 // request and response writer, so they leave out net/http's server work;
@@ -35,6 +37,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 )
@@ -66,24 +69,42 @@ func BenchmarkCallPath(b *testing.B) {
 		benchDirect(b, g, "/mcp", callStatelessBody, http.Header{
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo__echo"}})
 	})
-	b.Run("serve", func(b *testing.B) {
-		gs, _ := newCallPathGateway(b, up, gateway.Options{Metrics: metrics.New(), MetricsOnMain: true})
+	b.Run("serve", func(b *testing.B) { benchServe(b, up, false) })
+	b.Run("serve-h1", func(b *testing.B) { benchServe(b, up, true) })
+}
+
+// benchServe is the serve sub-benchmarks: through net/http's server, or
+// (h1) through the listener mcpgate serve runs, h1server in front of it.
+func benchServe(b *testing.B, up string, h1 bool) {
+	gs, _ := newCallPathGateway(b, up, gateway.Options{Metrics: metrics.New(), MetricsOnMain: true})
+	var addr string
+	if h1 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs := h1server.New(&http.Server{Handler: gs, ReadHeaderTimeout: 10 * time.Second})
+		go hs.Serve(ln)
+		b.Cleanup(func() { hs.Close() })
+		addr = ln.Addr().String()
+	} else {
 		srv := httptest.NewServer(gs)
 		b.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-		sid := initDirect(b, gs, "/mcp/echo")
-		c := dialRaw(b, srv.Listener.Addr().String())
-		req := rawPost("/mcp/echo", callRouteBody, "Mcp-Session-Id: "+sid+"\r\nMcp-Protocol-Version: 2025-06-18\r\n")
-		c.call(b, req) // warm
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu0 := processCPU()
-		for range b.N {
-			c.call(b, req)
-		}
-		cpu := processCPU() - cpu0
-		b.StopTimer()
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1000, "cpu-µs/call")
-	})
+		addr = srv.Listener.Addr().String()
+	}
+	sid := initDirect(b, gs, "/mcp/echo")
+	c := dialRaw(b, addr)
+	req := rawPost("/mcp/echo", callRouteBody, "Mcp-Session-Id: "+sid+"\r\nMcp-Protocol-Version: 2025-06-18\r\n")
+	c.call(b, req) // warm
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for range b.N {
+		c.call(b, req)
+	}
+	cpu := processCPU() - cpu0
+	b.StopTimer()
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1000, "cpu-µs/call")
 }
 
 // newCallPathGateway is a started gateway with the one server echo at

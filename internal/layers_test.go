@@ -38,6 +38,7 @@ var layers = []layer{
 		"internal/clientconf",
 		"internal/config",
 		"internal/fleet",
+		"internal/h1server", // the listener's own HTTP/1.1 connection loop
 		"internal/guard",
 		"internal/metrics",
 		"internal/netaddr",

@@ -48,7 +48,7 @@ var (
 		"audit", "access_log", "public_url", "client_metadata_url", "tool_name_separator", "sessions",
 		"runtime_servers"} // runtime servers are loaded at start under it
 	restartAuth      = []string{"master_key", "anonymous", "oidc", "login"}
-	restartLimits    = []string{"max_upstream_message", "max_bound_sessions_per_server", "read_header_timeout", "idle_timeout"}
+	restartLimits    = []string{"max_upstream_message", "max_bound_sessions_per_server", "read_header_timeout", "idle_timeout", "standard_http_server"}
 	restartTelemetry = []string{"tracing"} // the tracer and its exporter are built at start
 )
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
 
@@ -164,14 +165,30 @@ func checkBound(cfg *config.Config, addr net.Addr) error {
 // is closed. There is no overall read or write timeout, as streams are
 // long-lived: the gateway bounds each body read and each SSE event write
 // itself.
-func newHTTPServer(h http.Handler, l config.Limits) *http.Server {
+//
+// Plain HTTP/1.1 GET and POST requests are served by h1server's own
+// connection loop, the rest by net/http (limits.standard_http_server:
+// all by net/http).
+func newHTTPServer(h http.Handler, l config.Limits) httpServer {
 	l = l.OrDefaults()
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
+	if l.StandardHTTPServer {
+		return srv
+	}
+	return h1server.New(srv)
+}
+
+// httpServer is what serve needs of its listener's server: net/http's or
+// h1server's.
+type httpServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
 }
 
 // metricsMux serves /metrics alone (metrics_listen).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/h1server"
 )
 
 // The listener's slow-client limits (SPEC S23): a client that does not
@@ -69,9 +70,16 @@ func TestListenerTimeouts(t *testing.T) {
 
 // Zero limits (a Config built in code) are the documented defaults.
 func TestListenerDefaults(t *testing.T) {
-	srv := newHTTPServer(http.NotFoundHandler(), config.Limits{})
+	hs, ok := newHTTPServer(http.NotFoundHandler(), config.Limits{}).(*h1server.Server)
+	if !ok {
+		t.Fatal("the default listener is not h1server's")
+	}
+	srv := hs.Fallback
 	if d := config.DefaultLimits(); srv.ReadHeaderTimeout != d.ReadHeaderTimeout || srv.IdleTimeout != d.IdleTimeout {
 		t.Errorf("read header %v, idle %v", srv.ReadHeaderTimeout, srv.IdleTimeout)
+	}
+	if _, ok := newHTTPServer(http.NotFoundHandler(), config.Limits{StandardHTTPServer: true}).(*http.Server); !ok {
+		t.Error("standard_http_server: the listener is not net/http's")
 	}
 }
 

@@ -31,6 +31,8 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration `config:"read_header_timeout,default=10s,positive" doc:"Time a client has to send a request's headers on mcpgate serve's listener; one that trickles them in is dropped."`
 	IdleTimeout       time.Duration `config:"idle_timeout,default=120s,positive" doc:"A keep-alive connection idle this long is closed (mcpgate serve's listener)."`
 	SSEWriteTimeout   time.Duration `config:"sse_write_timeout,default=10s,positive" doc:"Writing one SSE event to a client: one that stops reading loses its stream (its queue freed), not the gateway's memory; the session survives."`
+	// StandardHTTPServer: the escape hatch from internal/h1server.
+	StandardHTTPServer bool `config:"standard_http_server" doc:"Serve every request of mcpgate serve's listener with Go's net/http server. By default plain HTTP/1.1 GET and POST requests are served by mcpgate's own connection loop (fewer allocations and goroutine hand-offs per call) and everything else by net/http; set this to rule out the former when diagnosing a client."`
 }
 
 // DefaultLimits are the limits of a config file that sets none: the

@@ -1,0 +1,330 @@
+package h1server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	return nc, bufio.NewReader(nc)
+}
+
+func post(path, body string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+}
+
+// A streamed response (flushed) whose client goes away has its request's
+// context cancelled, as net/http's; the handler is not left waiting.
+func TestStreamClientGoneCancels(t *testing.T) {
+	ended := make(chan error, 1)
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // as net/http, the watch starts once the body is read
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			ended <- nil
+		case <-time.After(5 * time.Second):
+			ended <- errors.New("the client left and the context was not cancelled")
+		}
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, post("/s", "{}"))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	if line != "data: one\n" || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("stream: %q %v", line, resp.TransferEncoding)
+	}
+	nc.Close()
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stream whose client stays ends with the chunked terminator, and the
+// connection serves the next request.
+func TestStreamThenNextRequest(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		for i := range 3 {
+			fmt.Fprintf(w, "part %d\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, post("/a", "x")+post("/b", "y"))
+	for range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || string(b) != "part 0\npart 1\npart 2\n" {
+			t.Fatalf("body %q, %v", b, err)
+		}
+	}
+}
+
+// A writer kept by a goroutine past its handler cannot write into the
+// next request's response on the same connection (another caller's).
+func TestLateWriteRefused(t *testing.T) {
+	late := make(chan http.ResponseWriter, 1)
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			late <- w
+			io.WriteString(w, "first")
+			return
+		}
+		lw := <-late
+		_, err := lw.Write([]byte("LEAK"))
+		lw.Header().Set("X-Leak", "1")
+		fmt.Fprintf(w, "second late-write-err=%v", err != nil)
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, post("/first", "")+post("/second", ""))
+	var bodies []string
+	for range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.Header.Get("X-Leak") != "" {
+			t.Error("a header set through the first request's writer reached the second response")
+		}
+		bodies = append(bodies, string(b))
+	}
+	if bodies[0] != "first" || bodies[1] != "second late-write-err=true" {
+		t.Fatalf("bodies %q", bodies)
+	}
+}
+
+// Hijack sends the head written so far (chunked, as net/http) and hands
+// over the connection; the server leaves it alone from then on.
+func TestHijack(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusOK)
+		nc, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := w.Write([]byte("x")); !errors.Is(err, http.ErrHijacked) {
+			t.Errorf("write after hijack: %v", err)
+		}
+		go func() {
+			defer nc.Close()
+			io.WriteString(nc, "5\r\nheld!\r\n0\r\n\r\n")
+		}()
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, "GET /h HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if string(b) != "held!" || err != nil || !resp.Close {
+		t.Fatalf("hijacked body %q %v close=%v", b, err, resp.Close)
+	}
+}
+
+// A client that trickles its header in is cut at ReadHeaderTimeout; one
+// that sends nothing more after a response at IdleTimeout.
+func TestSlowClientsCut(t *testing.T) {
+	srv := newStd(http.HandlerFunc(echoHandler))
+	srv.ReadHeaderTimeout = 300 * time.Millisecond
+	srv.IdleTimeout = 400 * time.Millisecond
+	s, addr := startServer(t, srv)
+	t.Cleanup(func() { s.Close() })
+
+	nc, _ := dial(t, addr)
+	start := time.Now()
+	io.WriteString(nc, "POST / HTTP/1.1\r\nHost: x\r\n")
+	for {
+		if _, err := io.WriteString(nc, "X-Drip: 1\r\n"); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("a client trickling its header was not cut")
+		}
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("cut after %v, before ReadHeaderTimeout", d)
+	}
+
+	nc2, br := dial(t, addr)
+	io.WriteString(nc2, post("/", ""))
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.ReadAll(resp.Body)
+	}
+	start = time.Now()
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("idle connection got bytes")
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
+		t.Errorf("idle connection closed after %v, want about 400ms", d)
+	}
+}
+
+// A body the handler does not read is drained up to maxDrain; a bigger
+// one closes the connection after the response instead of being read.
+func TestUnreadBody(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	nc, br := dial(t, addr)
+	big := maxDrain + 1
+	fmt.Fprintf(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", big)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Close {
+		t.Error("a response leaving more than maxDrain unread did not say Connection: close")
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Error("the connection stayed open")
+	}
+}
+
+// A handler that panics loses its connection, not the server.
+func TestPanicKeepsServing(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/boom" {
+			panic("boom")
+		}
+		io.WriteString(w, "fine")
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, post("/boom", ""))
+	if _, err := http.ReadResponse(br, nil); err == nil {
+		t.Fatal("a response after a panic")
+	}
+	resp, err := http.Post("http://"+addr+"/ok", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "fine" {
+		t.Fatalf("after a panic: %q", b)
+	}
+}
+
+// Shutdown closes idle connections, lets a request in progress finish
+// (its response saying Connection: close) and then returns.
+func TestShutdown(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	s, addr := startServer(t, newStd(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(started)
+			<-release
+		}
+		io.WriteString(w, "done")
+	})))
+	idle, ibr := dial(t, addr)
+	io.WriteString(idle, post("/quick", ""))
+	if resp, err := http.ReadResponse(ibr, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.ReadAll(resp.Body)
+	}
+	busy, bbr := dial(t, addr)
+	io.WriteString(busy, post("/slow", ""))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var serr error
+	wg.Go(func() { serr = s.Shutdown(ctx) })
+	if _, err := ibr.ReadByte(); err == nil {
+		t.Error("the idle connection was not closed")
+	}
+	close(release)
+	resp, err := http.ReadResponse(bbr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Close {
+		t.Error("a response during Shutdown did not say Connection: close")
+	}
+	wg.Wait()
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Error("still accepting after Shutdown")
+	}
+}
+
+// A handler reads the body while it streams its answer (full duplex).
+func TestReadWhileWriting(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "start\n")
+		w.(http.Flusher).Flush()
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "got %d\n", len(b))
+	}))
+	resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader(strings.Repeat("z", 100000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "start\ngot 100000\n" {
+		t.Fatalf("%q", b)
+	}
+}
+
+// Big responses go out whole: buffered ones with their length, bigger
+// ones chunked.
+func TestResponseSizes(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := 0
+		fmt.Sscan(r.URL.Query().Get("n"), &n)
+		io.WriteString(w, strings.Repeat("b", n))
+	}))
+	for _, n := range []int{0, 1, maxBuffered - 1, maxBuffered, 3*maxBuffered + 7} {
+		resp, err := http.Get(fmt.Sprintf("http://%s/?n=%d", addr, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || len(b) != n {
+			t.Fatalf("n=%d: got %d bytes, %v", n, len(b), err)
+		}
+		if chunked := len(resp.TransferEncoding) > 0; chunked != (n >= maxBuffered) {
+			t.Errorf("n=%d: chunked %v", n, chunked)
+		}
+	}
+}

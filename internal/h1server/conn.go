@@ -1,0 +1,434 @@
+package h1server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+const (
+	// readBufSize is the connection's read buffer, and so the longest
+	// header block served here: a longer one is handed to net/http,
+	// which reads up to its MaxHeaderBytes.
+	readBufSize = 8 << 10
+	// maxBuffered is how much of a response is held before it is sent
+	// chunked instead of with a Content-Length.
+	maxBuffered = 64 << 10
+	// maxKeptBuf is the largest response buffer a connection keeps for
+	// its next request; a larger one is let go.
+	maxKeptBuf = 64 << 10
+	// maxDrain is how much of a body its handler left unread is read
+	// and dropped so that the connection can serve the next request (as
+	// net/http's 256 KiB); beyond it the connection closes.
+	maxDrain = 256 << 10
+)
+
+// aLongTimeAgo is a deadline in the past: it makes a pending read return.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// errResponseDone is a write to a response whose handler returned.
+var errResponseDone = errors.New("h1server: response written after its handler returned")
+
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+	// headReaders parse a header block already in a connection's
+	// buffer (see conn.next).
+	headReaders = sync.Pool{New: func() any { return &headReader{br: bufio.NewReaderSize(nil, 4<<10)} }}
+)
+
+type headReader struct {
+	r  bytes.Reader
+	br *bufio.Reader
+}
+
+// conn is one accepted connection, served by one goroutine (serve).
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	br      *bufio.Reader
+	remote  string
+	baseCtx context.Context
+	// idle: waiting for a request (Shutdown closes it).
+	idle atomic.Bool
+
+	wbuf     []byte // the response body not yet sent
+	out      []byte // what the next write sends
+	werr     error  // the first write error: the connection is done
+	lastPOST bool
+
+	// watch is the goroutine noticing a streamed response's client
+	// going away (watchPeer); nil when none runs.
+	watch chan struct{}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc}
+	c.idle.Store(true) // a new connection has sent nothing yet
+	return c
+}
+
+// serve serves c's requests until it closes, is handed off or hijacked.
+func (c *conn) serve() {
+	kept := false // handed off or hijacked: someone else owns nc
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(c.nc)
+	defer func() {
+		c.s.track(c, false)
+		if !kept {
+			_ = c.nc.Close()
+			c.br.Reset(nil)
+			readerPool.Put(c.br)
+		}
+		c.br = nil
+	}()
+	c.remote = c.nc.RemoteAddr().String()
+	c.baseCtx = context.WithValue(context.WithValue(context.Background(),
+		http.ServerContextKey, c.s.Fallback), http.LocalAddrContextKey, c.nc.LocalAddr())
+	srv := c.s.Fallback
+	first := true
+	for {
+		wait := srv.IdleTimeout
+		if first || wait <= 0 {
+			wait = srv.ReadHeaderTimeout
+		}
+		c.setReadDeadline(wait)
+		c.idle.Store(true)
+		if c.s.shutdown.Load() {
+			return
+		}
+		// After a request, as net/http: less than four bytes before
+		// the client's end is no request, and the connection closes.
+		want := 4
+		if first {
+			want = 1
+		}
+		if _, err := c.br.Peek(want); err != nil {
+			return
+		}
+		c.idle.Store(false)
+		if c.lastPOST {
+			// RFC 9112 section 2.2: a server may ignore the CRLF an
+			// old client sends after a POST body, as net/http does.
+			if b, _ := c.br.Peek(min(c.br.Buffered(), 4)); len(b) > 0 {
+				n := 0
+				for n < len(b) && (b[n] == '\r' || b[n] == '\n') {
+					n++
+				}
+				_, _ = c.br.Discard(n)
+				if c.br.Buffered() == 0 {
+					c.lastPOST = false
+					continue
+				}
+			}
+			c.lastPOST = false
+		}
+		first = false
+		req, ok, err := c.next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return // the header timed out, or the connection broke
+		}
+		if !ok {
+			// Not ours, or the client stopped sending within a
+			// header: net/http reads it, from its first byte (and
+			// answers what it makes of it).
+			kept = true
+			buf, _ := c.br.Peek(c.br.Buffered())
+			c.s.handOff(c.nc, bytes.Clone(buf))
+			c.br.Reset(nil)
+			readerPool.Put(c.br)
+			return
+		}
+		done, hijacked := c.serveRequest(req)
+		if hijacked {
+			kept = true
+			return
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// next reads the next request when it is one served here (ok), leaving
+// the connection's buffer untouched otherwise: a header block that does
+// not fit the buffer, or a request not served here (see eligible).
+func (c *conn) next() (req *http.Request, ok bool, err error) {
+	n, err := c.headerEnd()
+	if err != nil || n < 0 {
+		return nil, false, err
+	}
+	head, _ := c.br.Peek(n)
+	if !bytes.HasPrefix(head, []byte("POST ")) && !bytes.HasPrefix(head, []byte("GET ")) {
+		return nil, false, nil
+	}
+	// net/http's parser reads the block from a copy of its own, so
+	// that nothing is taken from the connection until the request is
+	// known to be served here.
+	hr := headReaders.Get().(*headReader)
+	hr.r.Reset(head)
+	hr.br.Reset(&hr.r)
+	req, perr := http.ReadRequest(hr.br)
+	whole := perr == nil && hr.br.Buffered() == 0 && hr.r.Len() == 0
+	hr.r.Reset(nil)
+	hr.br.Reset(nil)
+	headReaders.Put(hr)
+	if !whole || !eligible(req) {
+		return nil, false, nil
+	}
+	_, _ = c.br.Discard(n)
+	return req, true, nil
+}
+
+// headerEnd returns the length of the header block at the start of the
+// connection's buffer, reading until it is whole; -1: it does not fit.
+// The block ends with an empty line ("\r\n" or a bare "\n", which
+// net/http's parser takes too).
+func (c *conn) headerEnd() (int, error) {
+	deadlined := false
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if i := endOfHeader(buf); i >= 0 {
+			return i, nil
+		}
+		if len(buf) >= c.br.Size() {
+			return -1, nil
+		}
+		if !deadlined {
+			// The client is sending its header: ReadHeaderTimeout
+			// counts from here (it was the idle wait until now).
+			c.setReadDeadline(c.s.Fallback.ReadHeaderTimeout)
+			deadlined = true
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// endOfHeader returns the length of the header block b starts with, up
+// to and including its empty line, or -1 if b holds no empty line.
+func endOfHeader(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		j += i
+		if j+1 < len(b) && b[j+1] == '\n' {
+			return j + 2
+		}
+		if j+2 < len(b) && b[j+1] == '\r' && b[j+2] == '\n' {
+			return j + 3
+		}
+		i = j + 1
+	}
+}
+
+// eligible reports whether req is served here: what net/http's server
+// would accept and serve as a plain HTTP/1.1 exchange. Everything else
+// (and every request net/http refuses, which it answers with its own
+// error) goes to net/http.
+func eligible(req *http.Request) bool {
+	if req.ProtoMajor != 1 || req.ProtoMinor != 1 {
+		return false
+	}
+	if req.Method != http.MethodPost && req.Method != http.MethodGet {
+		return false
+	}
+	if len(req.TransferEncoding) > 0 || req.ContentLength < 0 || len(req.Trailer) > 0 {
+		return false
+	}
+	// ReadRequest refused two Host fields and took the one into
+	// req.Host (from the header when the target is not absolute).
+	if req.URL.Host != "" || req.Host == "" || !httpguts.ValidHostHeader(req.Host) {
+		return false
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+		switch k {
+		case "Expect", "Upgrade", "Http2-Settings":
+			return false
+		}
+	}
+	return true
+}
+
+// serveRequest runs the handler for req and ends its response. done:
+// the connection is to close; hijacked: the handler took it.
+func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
+	ctx, cancel := context.WithCancel(c.baseCtx)
+	req = req.WithContext(ctx)
+	req.RemoteAddr = c.remote
+	w := &response{c: c, req: req, header: make(http.Header, 4), cancel: cancel, declared: -1, closeAfter: req.Close}
+	w.body.c, w.body.w = c, w
+	w.body.n = req.ContentLength
+	if req.ContentLength > 0 {
+		req.Body = &w.body
+	} else {
+		req.Body = http.NoBody
+	}
+	c.wbuf = c.wbuf[:0]
+	panicked := c.run(w, req)
+	cancel()
+	c.stopWatch()
+	if w.hijacked {
+		w.done.Store(true)
+		return true, true
+	}
+	if panicked {
+		w.done.Store(true)
+		return true, false
+	}
+	err := w.finish()
+	w.done.Store(true)
+	if cap(c.wbuf) > maxKeptBuf {
+		c.wbuf = nil
+	}
+	if err != nil || w.closeAfter || c.s.shutdown.Load() {
+		return true, false
+	}
+	// What the handler left of the body is read and dropped, within
+	// bounds, so that the next request starts where it should.
+	if left := w.body.n; left > 0 {
+		if left > maxDrain {
+			return true, false
+		}
+		c.setReadDeadline(c.s.Fallback.ReadHeaderTimeout)
+		if _, err := c.br.Discard(int(left)); err != nil {
+			return true, false
+		}
+	}
+	c.lastPOST = req.Method == http.MethodPost
+	return false, false
+}
+
+// run calls the handler; true: it panicked (logged as net/http logs it,
+// unless it is http.ErrAbortHandler).
+func (c *conn) run(w *response, req *http.Request) (panicked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = true
+			if v != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("http: panic serving %v: %v\n%s", c.remote, v, buf)
+			}
+		}
+	}()
+	c.s.Fallback.Handler.ServeHTTP(w, req)
+	return false
+}
+
+// setReadDeadline sets the read deadline d from now (none if d <= 0).
+func (c *conn) setReadDeadline(d time.Duration) {
+	var t time.Time
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	_ = c.nc.SetReadDeadline(t)
+}
+
+// write sends c.out; the first error ends the connection.
+func (c *conn) write() error {
+	if c.werr != nil {
+		return c.werr
+	}
+	_, err := c.nc.Write(c.out)
+	if err != nil {
+		c.werr = err
+	}
+	return err
+}
+
+// watchPeer starts noticing that the client of a streamed response goes
+// away, as net/http does: a read that ends in an error (not a byte of a
+// next request, which stays buffered) cancels w's context. Only once the
+// body is read (nothing else reads the connection then), and not when a
+// next request is already buffered.
+func (c *conn) watchPeer(w *response) {
+	if c.watch != nil || w.body.n > 0 || c.br.Buffered() > 0 {
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	done := make(chan struct{})
+	c.watch = done
+	br, cancel := c.br, w.cancel
+	go func() {
+		defer close(done)
+		if _, err := br.Peek(1); err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				cancel()
+			}
+		}
+	}()
+}
+
+// stopWatch ends watchPeer's goroutine, if any, and waits for it.
+func (c *conn) stopWatch() {
+	if c.watch == nil {
+		return
+	}
+	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	<-c.watch
+	c.watch = nil
+	_ = c.nc.SetReadDeadline(time.Time{})
+}
+
+// requestBody is a request's body: its Content-Length bytes of the
+// connection. Close only stops reads: what is left is the connection's
+// to drain or not (serveRequest).
+type requestBody struct {
+	c      *conn
+	w      *response
+	n      int64 // bytes not yet read
+	closed bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.c.br.Read(p)
+	b.n -= int64(n)
+	if b.n == 0 && b.w.streaming {
+		b.c.watchPeer(b.w) // as net/http: once the body is read
+	}
+	if err == io.EOF && b.n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && b.n == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *requestBody) Close() error {
+	b.closed = true
+	return nil
+}
+
+var _ io.ReadCloser = (*requestBody)(nil)
