@@ -351,7 +351,7 @@ race_pkgs=(./internal/upstream/ ./internal/gateway/ ./internal/catalog/
   ./internal/callers/ ./internal/audit/ ./internal/metrics/ ./internal/policy/ ./internal/admin/
   ./internal/oauth/ ./internal/oauth/authserver/ ./internal/oauth/client/ ./internal/store/...
   ./internal/state/... ./internal/session/ ./internal/connect/ ./internal/guard/ ./internal/toolsearch/
-  ./internal/relay/)
+  ./internal/relay/ ./internal/h1server/)
 plain_pkgs=$(go list ./... | grep -v '/test/chaos$' | grep -vxF -f <(go list "${race_pkgs[@]}"))
 
 # race_skipped prints "DIR ^(TestA|TestB)$" for every package with tests
