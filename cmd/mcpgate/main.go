@@ -263,11 +263,14 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 		return nil, &usageError{fmt.Sprintf("--log-level: unknown level %q", l.level)}
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	// Access lines may wait in a batch; every other record flushes it
+	// (logbatch.go).
+	b := newLineBatch(w)
 	switch strings.ToLower(l.format) {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(batchHandler{slog.NewJSONHandler(b, opts), b}), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(batchHandler{slog.NewTextHandler(b, opts), b}), nil
 	}
 	return nil, &usageError{fmt.Sprintf("--log-format: want json or text, got %q", l.format)}
 }

@@ -39,7 +39,7 @@ const serverTestTimeout = 10 * time.Second
 type stack struct {
 	gw *gateway.Gateway
 	// accessFile is access_log.path, open; nil for the main log or none.
-	accessFile *os.File
+	accessFile *accessFile
 	store      store.Store
 	auth       *callers.Authenticator
 	audit      *audit.Writer
@@ -564,7 +564,7 @@ func fleetState(cfg *config.Config, sb state.Backend) state.Backend {
 
 // openAccessLog is the access log of cfg: off, the gateway's own log, or
 // a JSON-lines file of its own (created 0600, appended to).
-func openAccessLog(cfg config.AccessLog, log *slog.Logger) (*slog.Logger, *os.File, error) {
+func openAccessLog(cfg config.AccessLog, log *slog.Logger) (*slog.Logger, *accessFile, error) {
 	if !cfg.On() {
 		return nil, nil, nil
 	}
@@ -578,5 +578,18 @@ func openAccessLog(cfg config.AccessLog, log *slog.Logger) (*slog.Logger, *os.Fi
 	if err != nil {
 		return nil, nil, fmt.Errorf("access_log.path: %w", err)
 	}
-	return slog.New(slog.NewJSONHandler(f, nil)), f, nil
+	b := newLineBatch(f)
+	return slog.New(batchHandler{slog.NewJSONHandler(b, nil), b}), &accessFile{File: f, batch: b}, nil
+}
+
+// accessFile is access_log.path's file, whose lines are batched: Close
+// writes the batch first.
+type accessFile struct {
+	*os.File
+	batch *lineBatch
+}
+
+func (f *accessFile) Close() error {
+	f.batch.Flush()
+	return f.File.Close()
 }

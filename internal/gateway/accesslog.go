@@ -147,5 +147,22 @@ func (a *accessLine) finish() {
 		}
 	}
 	e.mu.Unlock()
-	a.g.access.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs...)
+	a.g.access.LogAttrs(deferredLineCtx, slog.LevelInfo, "access", attrs...)
+}
+
+// deferredLineKey marks the context of an access line: its handler may
+// write it a little later, in a batch (cmd/mcpgate's logbatch.go), since
+// nothing waits for it, unlike a warning or an error.
+type deferredLineKey struct{}
+
+var deferredLineCtx = context.WithValue(context.Background(), deferredLineKey{}, true)
+
+// AccessLineContext is the context access lines are logged with.
+func AccessLineContext() context.Context { return deferredLineCtx }
+
+// DeferredLine reports whether a log record's context marks it as a line
+// that may be written in a batch (the access log's).
+func DeferredLine(ctx context.Context) bool {
+	v, _ := ctx.Value(deferredLineKey{}).(bool)
+	return v
 }

@@ -158,3 +158,30 @@ func BenchmarkAccessLog(b *testing.B) {
 		done()
 	}
 }
+
+// An access line is logged with a context that marks it deferrable (the
+// process's log may batch it, cmd/mcpgate logbatch.go); nothing else the
+// gateway logs is.
+func TestAccessLineDeferrable(t *testing.T) {
+	var deferred []bool
+	g := &Gateway{access: slog.New(ctxHandler{f: func(ctx context.Context) { deferred = append(deferred, DeferredLine(ctx)) }})}
+	r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", nil)
+	_, _, done := g.startAccess(&statusWriter{ResponseWriter: httptest.NewRecorder()}, r)
+	done()
+	if len(deferred) != 1 || !deferred[0] {
+		t.Fatalf("access line deferrable: %v", deferred)
+	}
+	if DeferredLine(context.Background()) || DeferredLine(r.Context()) {
+		t.Fatal("a plain context is deferrable")
+	}
+}
+
+type ctxHandler struct{ f func(context.Context) }
+
+func (h ctxHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h ctxHandler) Handle(ctx context.Context, _ slog.Record) error {
+	h.f(ctx)
+	return nil
+}
+func (h ctxHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h ctxHandler) WithGroup(string) slog.Handler      { return h }
