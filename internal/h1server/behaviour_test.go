@@ -328,3 +328,56 @@ func TestResponseSizes(t *testing.T) {
 		}
 	}
 }
+
+// http.ResponseController's deadlines reach the connection: a body read
+// under a read deadline ends at it, and a write deadline ends with its
+// response (the next one on the connection is not cut by it).
+func TestHandlerDeadlines(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		switch r.URL.Path {
+		case "/read":
+			if err := rc.SetReadDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+				t.Error(err)
+			}
+			start := time.Now()
+			_, err := io.ReadAll(r.Body)
+			var ne net.Error
+			fmt.Fprintf(w, "timeout=%t after=%v", errors.As(err, &ne) && ne.Timeout(), time.Since(start) < 2*time.Second)
+		case "/write":
+			if err := rc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+				t.Error(err)
+			}
+			io.WriteString(w, "first")
+		default:
+			io.WriteString(w, "second")
+		}
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, "POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "timeout=true after=true" {
+		t.Fatalf("a body read under a read deadline: %q", b)
+	}
+
+	nc2, br2 := dial(t, addr)
+	io.WriteString(nc2, post("/write", ""))
+	resp, err = http.ReadResponse(br2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	time.Sleep(200 * time.Millisecond) // the first response's deadline has passed
+	io.WriteString(nc2, post("/next", ""))
+	resp, err = http.ReadResponse(br2, nil)
+	if err != nil {
+		t.Fatalf("the next response on the connection: %v", err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "second" {
+		t.Fatalf("next: %q", b)
+	}
+}

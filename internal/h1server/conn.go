@@ -65,6 +65,8 @@ type conn struct {
 	out      []byte // what the next write sends
 	werr     error  // the first write error: the connection is done
 	lastPOST bool
+	// writeDeadline: a handler set one; it ends with its response.
+	writeDeadline bool
 
 	// watch is the goroutine noticing a streamed response's client
 	// going away (watchPeer); nil when none runs.
@@ -298,6 +300,12 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	}
 	err := w.finish()
 	w.done.Store(true)
+	if c.writeDeadline {
+		// A handler's write deadline is its response's, as with
+		// net/http: the next response on the connection starts free.
+		_ = c.nc.SetWriteDeadline(time.Time{})
+		c.writeDeadline = false
+	}
 	if cap(c.wbuf) > maxKeptBuf {
 		c.wbuf = nil
 	}

@@ -151,6 +151,7 @@ func (w *response) SetWriteDeadline(t time.Time) error {
 	if w.done.Load() || w.hijacked {
 		return errResponseDone
 	}
+	w.c.writeDeadline = true
 	return w.c.nc.SetWriteDeadline(t)
 }
 
