@@ -173,10 +173,15 @@ func (s *Server) Close() error {
 func (s *Server) beginShutdown() {
 	s.shutdown.Store(true)
 	s.mu.Lock()
-	ln := s.ln
+	ln, ho := s.ln, s.handoff
 	s.mu.Unlock()
 	if ln != nil {
 		_ = ln.Close()
+	}
+	if ho != nil {
+		// Fallback closes it too, but only once its Serve runs: a
+		// hand-off must not wait for a Serve that will never accept.
+		_ = ho.Close()
 	}
 }
 
