@@ -26,6 +26,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -40,6 +41,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
@@ -136,8 +138,9 @@ func startFullGateway(b *testing.B) (url, key string) {
 	return startGatewayWith(b, gateway.Options{Authenticator: auth, Metrics: m, MetricsOnMain: true, Audit: aw}, http.Header{"X-Mcpgate-Api-Key": {key}}), key
 }
 
-// startGateway starts an echo server and an mcpgate in front of it, both on
-// httptest servers, and returns the gateway's base URL.
+// startGateway starts an echo server (on an httptest server) and an
+// mcpgate in front of it (on mcpgate serve's listener, h1server), and
+// returns the gateway's base URL.
 func startGateway(b *testing.B) string {
 	return startGatewayWith(b, gateway.Options{}, nil)
 }
@@ -161,14 +164,19 @@ func startGatewayWith(b *testing.B, o gateway.Options, hdr http.Header) string {
 	o.Config, o.Version = cfg, "bench"
 	g := gateway.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
-	var srv *httptest.Server
+	// The listener mcpgate serve runs: h1server in front of net/http.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := h1server.New(&http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second})
 	withSide("gateway", func() {
 		g.Start(ctx)
-		srv = httptest.NewServer(g)
+		go hs.Serve(ln)
 	})
+	base := "http://" + ln.Addr().String()
 	b.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
+		hs.Close()
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer ccancel()
 		_ = g.Close(cctx)
@@ -176,14 +184,13 @@ func startGatewayWith(b *testing.B, o gateway.Options, hdr http.Header) string {
 	})
 	// Warm the upstream session and the catalog, so the first measured
 	// calls do not pay for them.
-	var err error
 	withSide("loadgen", func() {
-		_, err = loadgen.Run(context.Background(), loadgen.Options{URL: srv.URL + "/mcp/echo", Calls: 10, Header: hdr})
+		_, err = loadgen.Run(context.Background(), loadgen.Options{URL: base + "/mcp/echo", Calls: 10, Header: hdr})
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return srv.URL
+	return base
 }
 
 // startEcho starts the echo server (labelled side=echo).
