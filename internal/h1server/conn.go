@@ -17,16 +17,20 @@ import (
 )
 
 const (
-	// readBufSize is the connection's read buffer, and so the longest
-	// header block served here: a longer one is handed to net/http,
-	// which reads up to its MaxHeaderBytes.
-	readBufSize = 8 << 10
+	// readBufSize is the connection's read buffer (net/http's size),
+	// and so the longest header block served here: a longer one is
+	// handed to net/http, which reads up to its MaxHeaderBytes.
+	readBufSize = 4 << 10
 	// maxBuffered is how much of a response is held before it is sent
 	// chunked instead of with a Content-Length.
 	maxBuffered = 64 << 10
 	// maxKeptBuf is the largest response buffer a connection keeps for
-	// its next request; a larger one is let go.
-	maxKeptBuf = 64 << 10
+	// its next request; a larger one is let go (an idle keep-alive
+	// connection should not hold the memory of its largest response).
+	maxKeptBuf = 16 << 10
+	// writevFrom is the body size from which a response's head and body
+	// go out in one writev rather than copied into one buffer.
+	writevFrom = 4 << 10
 	// maxDrain is how much of a body its handler left unread is read
 	// and dropped so that the connection can serve the next request (as
 	// net/http's 256 KiB); beyond it the connection closes.
@@ -61,8 +65,9 @@ type conn struct {
 	// idle: waiting for a request (Shutdown closes it).
 	idle atomic.Bool
 
-	wbuf     []byte // the response body not yet sent
-	out      []byte // what the next write sends
+	wbuf     []byte      // the response body not yet sent
+	out      []byte      // what the next write sends
+	bufs     net.Buffers // a head and a body written at once (writev)
 	werr     error  // the first write error: the connection is done
 	lastPOST bool
 	// writeDeadline: a handler set one; it ends with its response.
@@ -309,6 +314,9 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	if cap(c.wbuf) > maxKeptBuf {
 		c.wbuf = nil
 	}
+	if cap(c.out) > maxKeptBuf {
+		c.out = nil
+	}
 	if err != nil || w.closeAfter || c.s.shutdown.Load() {
 		return true, false
 	}
@@ -359,6 +367,20 @@ func (c *conn) write() error {
 		return c.werr
 	}
 	_, err := c.nc.Write(c.out)
+	if err != nil {
+		c.werr = err
+	}
+	return err
+}
+
+// writeWith sends c.out, then body, in one system call.
+func (c *conn) writeWith(body []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	c.bufs = append(c.bufs[:0], c.out, body)
+	_, err := c.bufs.WriteTo(c.nc)
+	c.bufs = c.bufs[:0]
 	if err != nil {
 		c.werr = err
 	}

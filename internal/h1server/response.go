@@ -252,6 +252,11 @@ func (w *response) finish() error {
 		c.wbuf = c.wbuf[:0]
 	}
 	c.out = w.appendHead(c.out[:0], framing)
+	if len(c.wbuf) >= writevFrom {
+		err := c.writeWith(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		return err
+	}
 	c.out = append(c.out, c.wbuf...)
 	c.wbuf = c.wbuf[:0]
 	return c.write()
