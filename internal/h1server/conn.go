@@ -68,7 +68,7 @@ type conn struct {
 	wbuf     []byte      // the response body not yet sent
 	out      []byte      // what the next write sends
 	bufs     net.Buffers // a head and a body written at once (writev)
-	werr     error  // the first write error: the connection is done
+	werr     error       // the first write error: the connection is done
 	lastPOST bool
 	// writeDeadline: a handler set one; it ends with its response.
 	writeDeadline bool
