@@ -251,7 +251,7 @@ func (g *Gateway) taskCall(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 		_ = sessionOut{sess}.send(jsonrpc.NewNotification(mcpwire.NotifyTasksStatus, t.JSON()))
 	}
 	t, err := g.taskTable.Start(ctx, owner, ref.server, tasks.Config{TTL: settings.TTL, MaxPerCaller: settings.MaxPerCaller}, ttl, run, notify)
-	if e := taskStartError(err, settings); e != nil {
+	if e := g.taskStartError(err, settings, ref.server); e != nil {
 		return nil, e, true
 	}
 	return append(append([]byte(`{"task":`), t.JSON()...), '}'), nil, true
@@ -748,7 +748,7 @@ func (g *Gateway) taskCallExtension(ctx context.Context, sc *scope, m *jsonrpc.M
 			return makeCall(rctx)
 		}
 		t, err := g.taskTable.Start(ctx, owner, ref.server, cfg, 0, run, nil)
-		if e := taskStartError(err, settings); e != nil {
+		if e := g.taskStartError(err, settings, ref.server); e != nil {
 			return nil, e, true
 		}
 		return taskHandle(t), nil, true
@@ -804,7 +804,7 @@ func (g *Gateway) answerWithin(ctx context.Context, owner tasks.Owner, server st
 		return <-outc
 	}
 	t, err := g.taskTable.Start(ctx, owner, server, cfg, 0, run, nil)
-	if e := taskStartError(err, settings); e != nil {
+	if e := g.taskStartError(err, settings, server); e != nil {
 		tq.refuse()
 		g.log.Debug("a call the gateway would make a task is answered when it ends", "server", server, "reason", e.Message)
 		select {
@@ -821,15 +821,18 @@ func (g *Gateway) answerWithin(ctx context.Context, owner tasks.Owner, server st
 	return taskHandle(t), nil, true
 }
 
-// taskStartError is the answer to a task the table did not start, nil
-// when it did.
-func taskStartError(err error, settings config.ServerTasks) *jsonrpc.Error {
+// taskStartError is the answer to a task the table did not start for a
+// call to server, nil when it did; a refusal is counted
+// (mcpgate_tasks_refused_total).
+func (g *Gateway) taskStartError(err error, settings config.ServerTasks, server string) *jsonrpc.Error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, tasks.ErrTooMany):
+		g.metrics.TaskRefused(server, "max_per_caller")
 		return jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Too many tasks for this caller on this server (max_per_caller %d); wait for one to expire", settings.MaxPerCaller)
 	case errors.Is(err, tasks.ErrStore):
+		g.metrics.TaskRefused(server, "store")
 		return taskStoreError()
 	}
 	return jsonrpc.NewError(jsonrpc.CodeInternalError, "The gateway is shutting down")
@@ -998,8 +1001,10 @@ func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
 			sealKeys, _ = fleet.TaskResultKeys(roots) // seal what the store keeps of each call
 		}
 	}
+	// Every task run here that ends is counted (mcpgate_tasks_ended_total).
+	onEnd := func(server, outcome string) { g.metrics.TaskEnded(server, outcome) }
 	if len(keys) == 0 || o.Tasks == nil {
-		return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now})
+		return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now, OnEnd: onEnd})
 	}
 	sh := &tasks.Shared{Store: o.Tasks, Replica: g.instance, Logger: g.log, SealKeys: sealKeys}
 	switch {
@@ -1018,7 +1023,7 @@ func (g *Gateway) newTaskTable(cfg *config.Config, o Options) *tasks.Table {
 		// One process on its own SQLite file: a task of another
 		// replica id is this store's previous process's, which stopped.
 	}
-	return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now, Shared: sh})
+	return tasks.NewTable(tasks.Options{Keys: keys, Now: o.Now, Shared: sh, OnEnd: onEnd})
 }
 
 // taskStoreError is the answer when the task store cannot say what became

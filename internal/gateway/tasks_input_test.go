@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
 
@@ -213,4 +214,53 @@ func TestTaskAnswerWithin(t *testing.T) {
 	if !strings.Contains(string(d.Result), `"text":"slow:a"`) {
 		t.Errorf("the slow task: %s", d.Result)
 	}
+}
+
+// TestTaskMetrics: what an operator sees of tasks. A running task is in
+// mcpgate_tasks{status="working"}; a call refused a task (max_per_caller)
+// is counted in mcpgate_tasks_refused_total; a task that ends, by its
+// outcome, in mcpgate_tasks_ended_total.
+func TestTaskMetrics(t *testing.T) {
+	slowUp, slowSrv := startTaskUpstream(t)
+	slowSrv.Tasks = &config.ServerTasks{Mode: config.TasksGateway, TTL: time.Hour, MaxPerCaller: 1, AnswerWithin: 200 * time.Millisecond}
+	keys := &memKeys{}
+	alice := keys.add(t, store.Key{Alias: "alice"})
+	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), Metrics: metrics.New(), MetricsOnMain: true,
+		Config: &config.Config{Servers: map[string]*config.Server{"slowsrv": slowSrv}}})
+	url := gw.URL + "/mcp"
+	has := func(want string) bool { return strings.Contains(scrapeMetrics(t, gw.URL), want) }
+
+	id := newTaskHandle(t, extCall(t, url, alice, "tools/call", "slowsrv__slow", `"name":"slowsrv__slow","arguments":{"text":"a"},`+askMeta))
+	if !has(`mcpgate_tasks{status="working"} 1`) {
+		t.Errorf("a running task is not in mcpgate_tasks:\n%s", grepLines(scrapeMetrics(t, gw.URL), "mcpgate_tasks"))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		extCall(t, url, alice, "tools/call", "slowsrv__slow", `"name":"slowsrv__slow","arguments":{"text":"b"},`+askMeta)
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for !has(`mcpgate_tasks_refused_total{reason="max_per_caller",server="slowsrv"} 1`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a call past max_per_caller is not counted:\n%s", grepLines(scrapeMetrics(t, gw.URL), "mcpgate_tasks"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(slowUp.release)
+	wg.Wait()
+	awaitStatus(t, url, alice, id, "completed")
+	text := scrapeMetrics(t, gw.URL)
+	if !strings.Contains(text, `mcpgate_tasks_ended_total{outcome="completed",server="slowsrv"} 1`) || !strings.Contains(text, `mcpgate_tasks{status="working"} 0`) {
+		t.Errorf("after the task ended:\n%s", grepLines(text, "mcpgate_tasks"))
+	}
+}
+
+// grepLines is text's lines that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

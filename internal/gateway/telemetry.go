@@ -212,6 +212,7 @@ func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g.metrics.SetSessions(n)
+	g.metrics.SetTasks(g.taskTable.Running())
 	for _, name := range g.current().names {
 		for _, k := range []catalog.Kind{catalog.Tools, catalog.Prompts, catalog.Resources} {
 			if size, ok := g.cat.Size(name, k); ok {

@@ -96,6 +96,9 @@ type Metrics struct {
 	guardFails  *prometheus.CounterVec // server, guardrail
 	listFails   *prometheus.CounterVec // server, kind, fault
 	integrity   *prometheus.CounterVec // server, kind, event
+	tasks       *prometheus.GaugeVec   // status (working, input_required)
+	tasksEnded  *prometheus.CounterVec // server, outcome
+	tasksRefuse *prometheus.CounterVec // server, reason
 
 	// tools caches the two series of each (server, tool, outcome), so an
 	// observation is one map load instead of two hashed vector lookups.
@@ -240,6 +243,21 @@ func New() *Metrics {
 			Name:      "integrity_changes_total",
 			Help:      "Tool integrity events (docs/security.md \"Tool integrity\"), by upstream server, kind (tool, prompt, template) and event (changed, added, held, finding, reverted, approved, rejected).",
 		}, []string{"server", "kind", "event"}),
+		tasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "tasks",
+			Help:      "MCP tasks running on this replica, by status (working, input_required: waiting for its client's answer).",
+		}, []string{"status"}),
+		tasksEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "tasks_ended_total",
+			Help:      "MCP tasks run here that ended, by upstream server and outcome (completed, failed, cancelled, expired: its TTL passed while it ran).",
+		}, []string{"server", "outcome"}),
+		tasksRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "tasks_refused_total",
+			Help:      "Task-augmented calls refused a task, by upstream server and reason (max_per_caller, store: the task store did not answer).",
+		}, []string{"server", "reason"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -249,6 +267,7 @@ func New() *Metrics {
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp,
 		m.guardBlocks, m.guardRedact, m.guardFails, m.listFails, m.integrity,
+		m.tasks, m.tasksEnded, m.tasksRefuse,
 	)
 	m.reload = newReloadMetrics(m.reg)
 	// Up until a probe says otherwise: the memory driver is never probed.
@@ -513,6 +532,34 @@ func (m *Metrics) RateLimitLocal() {
 	m.limitLocalN.Inc()
 }
 
+// SetTasks records the tasks running on this replica: working, and
+// waiting for their client's answer (input_required).
+func (m *Metrics) SetTasks(working, inputRequired int) {
+	if m == nil {
+		return
+	}
+	m.tasks.WithLabelValues("working").Set(float64(working))
+	m.tasks.WithLabelValues("input_required").Set(float64(inputRequired))
+}
+
+// TaskEnded counts a task of server that ended with outcome (completed,
+// failed, cancelled, expired).
+func (m *Metrics) TaskEnded(server, outcome string) {
+	if m == nil {
+		return
+	}
+	m.tasksEnded.WithLabelValues(server, outcome).Inc()
+}
+
+// TaskRefused counts a call refused a task of server, for reason
+// (max_per_caller, store).
+func (m *Metrics) TaskRefused(server, reason string) {
+	if m == nil {
+		return
+	}
+	m.tasksRefuse.WithLabelValues(server, reason).Inc()
+}
+
 // ForgetServer deletes every series labelled with server, for a server
 // removed at runtime, so it stops being exported.
 func (m *Metrics) ForgetServer(server string) {
@@ -536,6 +583,8 @@ func (m *Metrics) ForgetServer(server string) {
 	m.guardFails.DeletePartialMatch(l)
 	m.listFails.DeletePartialMatch(l)
 	m.integrity.DeletePartialMatch(l)
+	m.tasksEnded.DeletePartialMatch(l)
+	m.tasksRefuse.DeletePartialMatch(l)
 	m.healthMu.Lock()
 	m.upstreamUp.DeletePartialMatch(l)
 	m.healthMu.Unlock()

@@ -475,7 +475,7 @@ func (t *Table) watch() {
 				continue
 			}
 			e.task, e.out = taskOf(id, rec), outcomeOf(rec)
-			close(e.done)
+			t.endLocked(e, string(e.task.Status))
 			snap, notify := e.task, e.notify
 			t.mu.Unlock()
 			e.cancel()

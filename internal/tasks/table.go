@@ -132,6 +132,7 @@ type Table struct {
 	keys   [][]byte // the first mints ids, every one opens them
 	now    func() time.Time
 	shared *Shared // nil: the tasks live in this table alone
+	onEnd  func(server, outcome string)
 
 	ctx    context.Context // ends with Close: every run's context derives from it
 	cancel context.CancelFunc
@@ -179,6 +180,10 @@ type Options struct {
 	Now  func() time.Time // nil: time.Now
 	// Shared keeps the tasks in a store too (shared.go); nil: memory only.
 	Shared *Shared
+	// OnEnd, when set, is told of each task run here that ends: its
+	// server and outcome (completed, failed, cancelled, expired). It is
+	// called under the table's lock and must not block (a metric).
+	OnEnd func(server, outcome string)
 }
 
 // NewTable returns an empty table as o says.
@@ -192,7 +197,7 @@ func NewTable(o Options) *Table {
 		o.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Table{keys: o.Keys, now: o.Now, shared: o.Shared, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
+	t := &Table{keys: o.Keys, now: o.Now, shared: o.Shared, onEnd: o.OnEnd, ctx: ctx, cancel: cancel, m: map[[nonceLen]byte]*entry{}}
 	if t.shared != nil {
 		t.shared.init(o.Keys)
 		t.wg.Add(1)
@@ -319,7 +324,7 @@ func (t *Table) finish(e *entry, out Outcome) {
 	}
 	e.task, e.out = snap, out
 	notify := e.notify
-	close(e.done)
+	t.endLocked(e, string(snap.Status))
 	t.mu.Unlock()
 	if notify != nil {
 		notify(snap)
@@ -503,7 +508,7 @@ func (t *Table) Cancel(owner Owner, id string) (Task, error) {
 		return Task{}, ErrTerminal
 	}
 	e.task = snap
-	close(e.done)
+	t.endLocked(e, string(Cancelled))
 	notify := e.notify
 	t.mu.Unlock()
 	e.cancel()
@@ -571,6 +576,30 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
+// endLocked makes e terminal: its waiters go on, and OnEnd hears of it.
+func (t *Table) endLocked(e *entry, outcome string) {
+	close(e.done)
+	if t.onEnd != nil {
+		t.onEnd(e.server, outcome)
+	}
+}
+
+// Running is how many of the table's tasks run here: working, and
+// waiting for their client's answer.
+func (t *Table) Running() (working, inputRequired int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.m {
+		switch e.task.Status {
+		case Working:
+			working++
+		case InputRequired:
+			inputRequired++
+		}
+	}
+	return working, inputRequired
+}
+
 // Len is how many tasks the table holds (expired ones not yet swept
 // included).
 func (t *Table) Len() int {
@@ -600,7 +629,7 @@ func (t *Table) dropLocked(n [nonceLen]byte, e *entry) {
 	delete(t.m, n)
 	if !e.task.Status.Terminal() {
 		e.task.Status, e.task.StatusMessage, e.task.InputRequests = Failed, "The task expired.", nil
-		close(e.done)
+		t.endLocked(e, "expired")
 	}
 	e.cancel()
 }

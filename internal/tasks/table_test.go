@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -357,5 +359,62 @@ func TestTaskReport(t *testing.T) {
 			t.Fatalf("notified %v, want %v", seen, want)
 		}
 		Report(t.Context(), Working, "outside a task: nothing")
+	})
+}
+
+// TestOnEndAndRunning: OnEnd hears of every task run here that ends, once,
+// with its outcome (completed, failed, cancelled, expired), and Running
+// counts the ones still going (the gateway's metrics).
+func TestOnEndAndRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		ended := map[string]int{}
+		tb := NewTable(Options{OnEnd: func(server, outcome string) {
+			mu.Lock()
+			ended[server+" "+outcome]++
+			mu.Unlock()
+		}})
+		defer tb.Close()
+		release := make(chan struct{})
+		okTask, _ := tb.Start(t.Context(), alice, "s", cfgShort, 0, block(release, `{}`), nil)
+		failTask, _ := tb.Start(t.Context(), alice, "s", cfgShort, 0, func(context.Context) Outcome {
+			<-release
+			return Outcome{Err: jsonrpc.NewError(jsonrpc.CodeInternalError, "no")}
+		}, nil)
+		cancelled, _ := tb.Start(t.Context(), alice, "s", cfgShort, 0, func(ctx context.Context) Outcome {
+			<-ctx.Done()
+			return Outcome{}
+		}, nil)
+		expiring, _ := tb.Start(t.Context(), alice, "x", cfgShort, 5*time.Second, func(ctx context.Context) Outcome {
+			<-ctx.Done()
+			return Outcome{}
+		}, nil)
+		synctest.Wait()
+		if w, ir := tb.Running(); w != 4 || ir != 0 {
+			t.Fatalf("running %d working, %d input_required; want 4, 0", w, ir)
+		}
+		if _, err := tb.Cancel(alice, cancelled.ID); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		for _, id := range []string{okTask.ID, failTask.ID} {
+			if _, _, err := tb.Result(t.Context(), alice, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(6 * time.Second)
+		if _, err := tb.Get(alice, expiring.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("past its ttl: %v", err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[string]int{"s completed": 1, "s failed": 1, "s cancelled": 1, "x expired": 1}
+		if !maps.Equal(ended, want) {
+			t.Fatalf("OnEnd heard %v, want %v", ended, want)
+		}
+		if w, ir := tb.Running(); w != 0 || ir != 0 {
+			t.Fatalf("running after all ended: %d, %d", w, ir)
+		}
 	})
 }
