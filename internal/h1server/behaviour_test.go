@@ -381,3 +381,45 @@ func TestHandlerDeadlines(t *testing.T) {
 		t.Fatalf("next: %q", b)
 	}
 }
+
+// A goroutine still reading a body after its handler returned reads no
+// byte of the next request on the connection (another caller's, behind a
+// proxy that shares connections).
+func TestLateBodyReadGetsNothing(t *testing.T) {
+	lateBody := make(chan io.Reader, 1)
+	got := make(chan string, 1)
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			lateBody <- r.Body
+			io.WriteString(w, "first")
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "second got %q", b)
+	}))
+	nc, br := dial(t, addr)
+	// The first request's body is 3 bytes, of which the handler reads none.
+	io.WriteString(nc, "POST /first HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	go func() {
+		b, err := io.ReadAll(<-lateBody)
+		got <- fmt.Sprintf("%q %v", b, err)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	io.WriteString(nc, post("/second", "SECRET"))
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != `second got "SECRET"` {
+		t.Fatalf("the next request: %q", b)
+	}
+	if late := <-got; strings.Contains(late, "SECRET") || !strings.Contains(late, "invalid Read on closed Body") {
+		t.Fatalf("a late read of the first body: %s", late)
+	}
+}

@@ -295,6 +295,7 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	panicked := c.run(w, req)
 	cancel()
 	c.stopWatch()
+	left := w.body.end() // from here on nobody else reads the connection
 	if w.hijacked {
 		w.done.Store(true)
 		return true, true
@@ -322,7 +323,7 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	}
 	// What the handler left of the body is read and dropped, within
 	// bounds, so that the next request starts where it should.
-	if left := w.body.n; left > 0 {
+	if left > 0 {
 		if left > maxDrain {
 			return true, false
 		}
@@ -393,7 +394,7 @@ func (c *conn) writeWith(body []byte) error {
 // body is read (nothing else reads the connection then), and not when a
 // next request is already buffered.
 func (c *conn) watchPeer(w *response) {
-	if c.watch != nil || w.body.n > 0 || c.br.Buffered() > 0 {
+	if c.watch != nil || w.body.unread() > 0 || c.br.Buffered() > 0 {
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
@@ -424,41 +425,73 @@ func (c *conn) stopWatch() {
 
 // requestBody is a request's body: its Content-Length bytes of the
 // connection. Close only stops reads: what is left is the connection's
-// to drain or not (serveRequest).
+// to drain or not (serveRequest), which closes it when the handler
+// returns, so that a goroutine still reading it then can never read the
+// next request's bytes (mu orders the two, as net/http's body lock).
 type requestBody struct {
-	c      *conn
-	w      *response
-	n      int64 // bytes not yet read
+	c *conn
+	w *response
+
+	mu     sync.Mutex // guards the fields below, and the reads
+	n      int64      // bytes not yet read
 	closed bool
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	n, err, read := b.readLocked(p)
+	b.mu.Unlock()
+	if read && b.w.streaming {
+		// As net/http: a streamed response watches its client once
+		// the body is read.
+		b.c.watchPeer(b.w)
+	}
+	return n, err
+}
+
+// readLocked reads from the body; read: this read took its last byte.
+func (b *requestBody) readLocked(p []byte) (n int, err error, read bool) {
 	if b.closed {
-		return 0, http.ErrBodyReadAfterClose
+		return 0, http.ErrBodyReadAfterClose, false
 	}
 	if b.n <= 0 {
-		return 0, io.EOF
+		return 0, io.EOF, false
 	}
 	if int64(len(p)) > b.n {
 		p = p[:b.n]
 	}
-	n, err := b.c.br.Read(p)
+	n, err = b.c.br.Read(p)
 	b.n -= int64(n)
-	if b.n == 0 && b.w.streaming {
-		b.c.watchPeer(b.w) // as net/http: once the body is read
-	}
 	if err == io.EOF && b.n > 0 {
 		err = io.ErrUnexpectedEOF
 	}
 	if err == nil && b.n == 0 {
 		err = io.EOF
 	}
-	return n, err
+	return n, err, b.n == 0 && n > 0
 }
 
 func (b *requestBody) Close() error {
+	b.mu.Lock()
 	b.closed = true
+	b.mu.Unlock()
 	return nil
+}
+
+// end closes the body for its handler and returns how much of it is
+// left unread on the connection.
+func (b *requestBody) end() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return b.n
+}
+
+// unread is how much of the body is left on the connection.
+func (b *requestBody) unread() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
 }
 
 var _ io.ReadCloser = (*requestBody)(nil)

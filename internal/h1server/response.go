@@ -276,7 +276,7 @@ func (w *response) sniff() {
 // line.
 func (w *response) appendHead(b []byte, framing string) []byte {
 	b = appendStatusLine(b, w.status)
-	if w.body.n > maxDrain {
+	if w.body.unread() > maxDrain {
 		// The rest of the body will not be read: the connection
 		// closes after this response (net/http says so too).
 		w.closeAfter = true
