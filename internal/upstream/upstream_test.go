@@ -377,23 +377,7 @@ func TestTimeout(t *testing.T) {
 			srv, cancelled := tc.start(t)
 			srv.Timeout = 200 * time.Millisecond
 			logger, logs := newLogger()
-			// The 0.2 s budget bounds initialize too, which a loaded
-			// machine (the race detector beside other tests) can miss
-			// now and then, a stdio child most of all; the call's
-			// timeout is what is tested, so the handshake may be retried.
-			var s *conn
-			for attempt := 1; s == nil; attempt++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				c, err := Connect(ctx, Options{Server: srv, Logger: logger})
-				cancel()
-				switch {
-				case err == nil:
-					s = c.(*conn)
-					t.Cleanup(func() { s.Close() })
-				case attempt == 5:
-					t.Fatalf("Connect: %v", err)
-				}
-			}
+			s := connectRetrying(t, Options{Server: srv, Logger: logger})
 			start := time.Now()
 			_, err := callTool(context.Background(), s, "slow", "")
 			var ue *Error
@@ -442,10 +426,32 @@ func TestRPCError408IsNotATimeout(t *testing.T) {
 	}
 }
 
+// connectRetrying connects for a test whose server has a short timeout:
+// the budget bounds initialize too, which a loaded machine (the race
+// detector beside other tests) can miss now and then, a stdio child most
+// of all. What such a test checks is a call's timeout, so the handshake
+// may be retried.
+func connectRetrying(t *testing.T, o Options) *conn {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := Connect(ctx, o)
+		cancel()
+		switch {
+		case err == nil:
+			s := c.(*conn)
+			t.Cleanup(func() { s.Close() })
+			return s
+		case attempt == 5:
+			t.Fatalf("Connect: %v", err)
+		}
+	}
+}
+
 func TestProgressExtendsTheReadTimeout(t *testing.T) {
 	srv := stdioServer(t, "raw", nil)
 	srv.Timeout = 300 * time.Millisecond
-	s := connect(t, Options{Server: srv})
+	s := connectRetrying(t, Options{Server: srv})
 	// notify waits 200ms, reports progress, then answers: within budget.
 	params := `{"name":"notify","arguments":{"delay_ms":200},"_meta":{"progressToken":"t"}}`
 	if _, err := s.Call(context.Background(), mcpwire.MethodToolsCall, json.RawMessage(params)); err != nil {
