@@ -525,10 +525,10 @@ func auditExporters(specs []config.AuditExport, log *slog.Logger, m *metrics.Met
 
 // auditQueue is how many tool-call records wait for the store: about a
 // second of calls at this machine's peak rate, while the writer drains
-// every 200 ms. A record is ~200 bytes of live heap, and with the GC target
-// of 400% every live byte costs about five of RSS: 10,000 (the audit
-// package's default) cost ~7 MiB of RSS under load for buffering nobody
-// needs unless the disk stalls for seconds; drops are counted
+// every 200 ms. A record is ~220 bytes of live heap while it waits (the
+// queue grows with its backlog and shrinks after, so the bound costs
+// memory only while the disk stalls: 0.9 MB at 4096, about three times
+// that in RSS at the GC target of 200%); drops are counted
 // (mcpgate_audit_records_dropped_total) and logged.
 const auditQueue = 4096
 

@@ -72,8 +72,8 @@ func TestRecordDurable(t *testing.T) {
 	for i := 1; i < n; i++ {
 		wg.Go(func() { errs[i] = w.RecordDurable(t.Context(), call(100+i)) })
 	}
-	if !eventually(func() bool { return len(w.queue) >= n-1 }) {
-		t.Fatalf("%d of %d durable records queued behind the slow commit", len(w.queue), n-1)
+	if !eventually(func() bool { return w.queue.len() >= n-1 }) {
+		t.Fatalf("%d of %d durable records queued behind the slow commit", w.queue.len(), n-1)
 	}
 	close(release)
 	wg.Wait()

@@ -114,7 +114,7 @@ type Writer struct {
 	s     store.AuditLog
 	opts  Options
 	log   *slog.Logger
-	queue chan item
+	queue *recordQueue
 
 	// mu orders Record's send against Close: Record sends under the read
 	// lock and Close sets closed under the write lock, so once Close holds
@@ -162,7 +162,7 @@ func NewWriter(s store.AuditLog, opts Options) *Writer {
 		s:     s,
 		opts:  opts,
 		log:   log,
-		queue: make(chan item, opts.QueueSize),
+		queue: newRecordQueue(opts.QueueSize),
 		stop:  make(chan struct{}),
 		ctx:   ctx,
 		abort: cancel,
@@ -272,12 +272,7 @@ func (w *Writer) enqueue(it item) bool {
 	if w.closed {
 		return false
 	}
-	select {
-	case w.queue <- it:
-		return true
-	default:
-		return false
-	}
+	return w.queue.push(it)
 }
 
 func (w *Writer) dropFull() {
@@ -397,10 +392,14 @@ func (w *Writer) run() {
 	defer tick.Stop()
 	for {
 		select {
-		case it := <-w.queue:
-			b.add(it)
-			w.fill(b)
-			if len(b.calls) >= w.opts.BatchSize || len(b.waiters) > 0 {
+		case <-w.queue.ready:
+			// One wake-up for what was pushed since the last: drain
+			// it, a batch at a time.
+			for {
+				w.fill(b)
+				if len(b.calls) < w.opts.BatchSize && len(b.waiters) == 0 {
+					break
+				}
 				// Full, or a durable record waits: now (the records
 				// queued meanwhile share the commit).
 				w.flush(b)
@@ -410,6 +409,7 @@ func (w *Writer) run() {
 			if len(b.calls) > 0 {
 				w.flush(b)
 			}
+			w.queue.trim()
 			w.depth()
 			if n, ok := w.full.flush(w.opts.now(), false); ok {
 				w.logDropped(n)
@@ -476,14 +476,7 @@ func (w *Writer) shutdown(b *pending) {
 // fill moves queued records into batch, without waiting, until it is full
 // or the queue is empty.
 func (w *Writer) fill(b *pending) {
-	for len(b.calls) < w.opts.BatchSize {
-		select {
-		case it := <-w.queue:
-			b.add(it)
-		default:
-			return
-		}
-	}
+	w.queue.popInto(b, w.opts.BatchSize)
 }
 
 // write stores batch. A store error does not cost the batch: it is tried
@@ -528,7 +521,7 @@ func (w *Writer) write(batch []store.ToolCall, sync bool) bool {
 			if attempt == 1 {
 				w.log.Warn("audit: writing tool calls failed; retrying until the store takes them", logRecords, len(batch), logServers, servers(batch), logErr, err)
 			} else {
-				w.log.Warn("audit: the store still fails; retrying", logRecords, len(batch), logQueued, len(w.queue), logAttempts, attempt, logErr, err)
+				w.log.Warn("audit: the store still fails; retrying", logRecords, len(batch), logQueued, w.queue.len(), logAttempts, attempt, logErr, err)
 			}
 		}
 		w.depthWith(len(batch))
@@ -555,7 +548,7 @@ func (w *Writer) depth() { w.depthWith(0) }
 // queue but not yet written (a batch being retried).
 func (w *Writer) depthWith(pending int) {
 	if w.opts.OnDepth != nil {
-		w.opts.OnDepth(len(w.queue) + pending)
+		w.opts.OnDepth(w.queue.len() + pending)
 	}
 }
 

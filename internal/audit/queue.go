@@ -1,0 +1,121 @@
+package audit
+
+import "sync"
+
+// recordQueue is the Writer's bounded FIFO of records waiting for the
+// store: a ring that grows with the backlog, by doubling, up to its bound,
+// and shrinks again (trim, on the writer's tick) once a backlog is gone. A channel
+// of the bound's capacity held all of it for the process's life: 4096
+// records of ~220 bytes, 0.9 MB of live heap that every GC cycle scanned
+// and that the GC target multiplied into ~3 MB of peak RSS, for a backlog
+// that exists only while the disk stalls. Record pushes (never waiting);
+// the writer goroutine pops.
+type recordQueue struct {
+	// ready holds a token when something was pushed since the writer
+	// last woke: the writer waits on it, and drains the ring on waking.
+	ready chan struct{}
+	bound int // most records held; push refuses past it
+
+	mu   sync.Mutex // guards the fields below
+	buf  []item     // ring; len(buf) is its capacity
+	head int        // index in buf of the oldest record
+	n    int        // records held
+	peak int        // most records held since the last trim
+}
+
+// Ring sizes: the first allocation, and the size above which trim may
+// shrink it. At c=64 the writer keeps the backlog to a few dozen
+// records, so a ring of a batch or so is what the steady state holds.
+const (
+	queueMinCap      = 64
+	queueShrinkAbove = 1024
+)
+
+func newRecordQueue(bound int) *recordQueue {
+	return &recordQueue{ready: make(chan struct{}, 1), bound: bound}
+}
+
+// push adds it at the tail and wakes the writer; false when the queue
+// holds bound records.
+func (q *recordQueue) push(it item) bool {
+	q.mu.Lock()
+	if q.n >= q.bound {
+		q.mu.Unlock()
+		return false
+	}
+	if q.n == len(q.buf) {
+		q.growLocked()
+	}
+	tail := q.head + q.n
+	if tail >= len(q.buf) {
+		tail -= len(q.buf) // no division on the call's path
+	}
+	q.buf[tail] = it
+	q.n++
+	q.peak = max(q.peak, q.n)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default: // a wake-up is already pending; the writer drains all
+	}
+	return true
+}
+
+// growLocked doubles the ring (queueMinCap at first, bound at most).
+func (q *recordQueue) growLocked() {
+	q.resizeLocked(min(max(2*len(q.buf), queueMinCap), q.bound))
+}
+
+// resizeLocked moves the records, in order from index 0, to a ring of
+// size (at least q.n).
+func (q *recordQueue) resizeLocked(size int) {
+	buf := make([]item, size)
+	if q.n > 0 {
+		k := copy(buf, q.buf[q.head:min(q.head+q.n, len(q.buf))])
+		copy(buf[k:q.n], q.buf[:q.n-k])
+	}
+	q.buf, q.head = buf, 0
+}
+
+// popInto moves the oldest records into b until b holds limit calls or
+// the queue is empty.
+func (q *recordQueue) popInto(b *pending, limit int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(b.calls) < limit && q.n > 0 {
+		b.add(q.buf[q.head])
+		q.buf[q.head] = item{} // the ring must not keep a popped record's strings alive
+		if q.head++; q.head == len(q.buf) {
+			q.head = 0
+		}
+		q.n--
+	}
+}
+
+// trim shrinks a ring that a backlog grew (above queueShrinkAbove) when
+// the most it held since the last trim is under a quarter of it, to twice
+// that; the writer calls it every FlushInterval. Shrinking only on a
+// quiet interval, not whenever the ring drains, keeps a queue that fills
+// and drains under sustained overload from reallocating over and over.
+func (q *recordQueue) trim() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.buf) > queueShrinkAbove && q.peak < len(q.buf)/4 {
+		q.resizeLocked(max(2*q.peak, queueMinCap))
+	}
+	q.peak = q.n
+}
+
+// len is how many records are queued.
+func (q *recordQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// capacity is the ring's current size (tests).
+func (q *recordQueue) capacity() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.buf)
+}
