@@ -15,12 +15,19 @@ type recordQueue struct {
 	// last woke: the writer waits on it, and drains the ring on waking.
 	ready chan struct{}
 	bound int // most records held; push refuses past it
+	// wakeAt is how many records make a push wake the writer (a
+	// batch); fewer wait for its tick, and a durable record always
+	// wakes it. One wake-up per record was a futex wake and a
+	// goroutine switch on every call's path for a batch that the
+	// tick wrote anyway (issue 25).
+	wakeAt int
 
 	mu   sync.Mutex // guards the fields below
 	buf  []item     // ring; len(buf) is its capacity
 	head int        // index in buf of the oldest record
-	n    int        // records held
-	peak int        // most records held since the last trim
+	n       int        // records held
+	durable int        // records held that a caller waits for
+	peak    int        // most records held since the last trim
 }
 
 // Ring sizes: the first allocation, and the size above which trim may
@@ -31,11 +38,12 @@ const (
 	queueShrinkAbove = 1024
 )
 
-func newRecordQueue(bound int) *recordQueue {
-	return &recordQueue{ready: make(chan struct{}, 1), bound: bound}
+func newRecordQueue(bound, wakeAt int) *recordQueue {
+	return &recordQueue{ready: make(chan struct{}, 1), bound: bound, wakeAt: max(wakeAt, 1)}
 }
 
-// push adds it at the tail and wakes the writer; false when the queue
+// push adds it at the tail, waking the writer when a batch is waiting or
+// it is durable (a caller waits for its commit); false when the queue
 // holds bound records.
 func (q *recordQueue) push(it item) bool {
 	q.mu.Lock()
@@ -52,8 +60,15 @@ func (q *recordQueue) push(it item) bool {
 	}
 	q.buf[tail] = it
 	q.n++
+	if it.done != nil {
+		q.durable++
+	}
 	q.peak = max(q.peak, q.n)
+	wake := q.n >= q.wakeAt || q.durable > 0
 	q.mu.Unlock()
+	if !wake {
+		return true // the writer's tick takes it
+	}
 	select {
 	case q.ready <- struct{}{}:
 	default: // a wake-up is already pending; the writer drains all
@@ -82,7 +97,28 @@ func (q *recordQueue) resizeLocked(size int) {
 func (q *recordQueue) popInto(b *pending, limit int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.popLocked(b, limit)
+}
+
+// popReady is popInto when a whole batch is queued or a caller waits for
+// a queued record's commit; false (nothing taken) otherwise: what is
+// left waits for the writer's tick, in the queue, so that the next
+// push's count still tells when a batch is waiting.
+func (q *recordQueue) popReady(b *pending, limit int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 || (q.n < limit-len(b.calls) && q.durable == 0) {
+		return false
+	}
+	q.popLocked(b, limit)
+	return true
+}
+
+func (q *recordQueue) popLocked(b *pending, limit int) {
 	for len(b.calls) < limit && q.n > 0 {
+		if q.buf[q.head].done != nil {
+			q.durable--
+		}
 		b.add(q.buf[q.head])
 		q.buf[q.head] = item{} // the ring must not keep a popped record's strings alive
 		if q.head++; q.head == len(q.buf) {

@@ -1,8 +1,13 @@
 package audit
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/store"
 )
 
 // popAll drains q in batches of batch records, returning their DurationMs
@@ -28,7 +33,7 @@ func seq(i int) item { c := call(0); c.DurationMs = int64(i); return item{c: c} 
 // interval.
 func TestRecordQueueOrderBoundAndShrink(t *testing.T) {
 	const bound = 3000
-	q := newRecordQueue(bound)
+	q := newRecordQueue(bound, 1)
 	if q.capacity() != 0 {
 		t.Fatalf("new queue holds a ring of %d", q.capacity())
 	}
@@ -118,7 +123,7 @@ func TestRecordQueueOrderBoundAndShrink(t *testing.T) {
 // never lost (the popper waits only on ready).
 func TestRecordQueueConcurrent(t *testing.T) {
 	const pushers, each, bound = 8, 2000, 500
-	q := newRecordQueue(bound)
+	q := newRecordQueue(bound, 1)
 	var accepted [pushers]int
 	var wg sync.WaitGroup
 	for p := range pushers {
@@ -166,5 +171,57 @@ func TestRecordQueueConcurrent(t *testing.T) {
 	}
 	if q.len() != 0 {
 		t.Fatalf("%d left", q.len())
+	}
+}
+
+// A push wakes the writer only when a batch is waiting or a caller waits
+// for the record's commit; fewer records wait for the writer's tick.
+func TestRecordQueueWakesForABatch(t *testing.T) {
+	q := newRecordQueue(100, 4)
+	woken := func() bool {
+		select {
+		case <-q.ready:
+			return true
+		default:
+			return false
+		}
+	}
+	for i := range 3 {
+		q.push(seq(i))
+	}
+	if woken() {
+		t.Fatal("three records of a batch of four woke the writer")
+	}
+	q.push(seq(3))
+	if !woken() {
+		t.Fatal("a whole batch did not wake the writer")
+	}
+	popAll(q, 4)
+	durable := seq(4)
+	durable.done = make(chan error, 1)
+	q.push(durable)
+	if !woken() {
+		t.Fatal("a durable record did not wake the writer")
+	}
+}
+
+// Records that never fill a batch are written by the tick, within about
+// FlushInterval.
+func TestRecordsBelowABatchWrittenOnTheTick(t *testing.T) {
+	var written atomic.Int64
+	l := &fakeLog{appendCalls: func(_ context.Context, calls []store.ToolCall) error {
+		written.Add(int64(len(calls)))
+		return nil
+	}}
+	w := newWriter(t, l, Options{FlushInterval: 30 * time.Millisecond, BatchSize: 1000})
+	for range 3 {
+		w.Record(call(0))
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for written.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 records written after 2s", written.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -162,7 +162,7 @@ func NewWriter(s store.AuditLog, opts Options) *Writer {
 		s:     s,
 		opts:  opts,
 		log:   log,
-		queue: newRecordQueue(opts.QueueSize),
+		queue: newRecordQueue(opts.QueueSize, opts.BatchSize),
 		stop:  make(chan struct{}),
 		ctx:   ctx,
 		abort: cancel,
@@ -393,21 +393,27 @@ func (w *Writer) run() {
 	for {
 		select {
 		case <-w.queue.ready:
-			// One wake-up for what was pushed since the last: drain
-			// it, a batch at a time.
-			for {
-				w.fill(b)
-				if len(b.calls) < w.opts.BatchSize && len(b.waiters) == 0 {
-					break
-				}
-				// Full, or a durable record waits: now (the records
-				// queued meanwhile share the commit).
+			// A batch is queued, or a durable record waits: write
+			// now, a batch at a time (the records queued meanwhile
+			// share the commit); a partial batch without a waiter
+			// stays queued for the tick.
+			for w.queue.popReady(b, w.opts.BatchSize) {
 				w.flush(b)
 				w.depth()
 			}
 		case <-tick.C:
-			if len(b.calls) > 0 {
+			// What waited for the tick (pushes below a batch do not
+			// wake the writer), a batch at a time.
+			for {
+				w.fill(b)
+				if len(b.calls) == 0 {
+					break
+				}
+				full := len(b.calls) >= w.opts.BatchSize
 				w.flush(b)
+				if !full {
+					break
+				}
 			}
 			w.queue.trim()
 			w.depth()
