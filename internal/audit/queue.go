@@ -22,9 +22,9 @@ type recordQueue struct {
 	// tick wrote anyway (issue 25).
 	wakeAt int
 
-	mu   sync.Mutex // guards the fields below
-	buf  []item     // ring; len(buf) is its capacity
-	head int        // index in buf of the oldest record
+	mu      sync.Mutex // guards the fields below
+	buf     []item     // ring; len(buf) is its capacity
+	head    int        // index in buf of the oldest record
 	n       int        // records held
 	durable int        // records held that a caller waits for
 	peak    int        // most records held since the last trim
