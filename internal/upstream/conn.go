@@ -128,6 +128,8 @@ type call struct {
 	budget   time.Duration
 	timer    *time.Timer // read timeout; reset by progress for this call
 	result   chan callResult
+	// x is the call's HTTP exchange on a streamable transport (send).
+	x exchange
 }
 
 type callResult struct {
