@@ -989,13 +989,13 @@ type statelessMeta struct {
 	clientInfo json.RawMessage
 }
 
-type clientCapsKey struct{}
-
 // WithClientCapabilities attaches the client capabilities a stateless
 // upstream may rely on during a call (those of the downstream the gateway
 // can relay); without it the call declares none.
 func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
-	return context.WithValue(ctx, clientCapsKey{}, caps)
+	v := CallValuesFrom(ctx)
+	v.ClientCapabilities = caps
+	return WithCallValues(ctx, &v)
 }
 
 // resourceSubscriber is a transport that carries resource subscriptions
@@ -1004,8 +1004,6 @@ type resourceSubscriber interface {
 	setResourceSubscription(uri string, on bool) error
 }
 
-type logLevelKey struct{}
-
 // WithLogLevel attaches the least severe log level the caller asked for
 // ("" = none): a stateless upstream sends notifications/message only for
 // requests that carry one (io.modelcontextprotocol/logLevel).
@@ -1013,7 +1011,9 @@ func WithLogLevel(ctx context.Context, level string) context.Context {
 	if level == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, logLevelKey{}, level)
+	v := CallValuesFrom(ctx)
+	v.LogLevel = level
+	return WithCallValues(ctx, &v)
 }
 
 type paramHeadersKey struct{}
@@ -1038,7 +1038,8 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
 	}
-	caps, _ := ctx.Value(clientCapsKey{}).(json.RawMessage)
+	v := CallValuesFrom(ctx)
+	caps := v.ClientCapabilities
 	if len(caps) == 0 {
 		caps = json.RawMessage("{}")
 	}
@@ -1050,7 +1051,7 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 		{mcpwire.MetaKeyProtocolVersion, jsonrpc.String(mcpwire.Rev20260728)},
 		{mcpwire.MetaKeyClientInfo, sm.clientInfo},
 		{mcpwire.MetaKeyClientCapabilities, caps},
-		{mcpwire.MetaKeyLogLevel, logLevelOf(ctx)},
+		{mcpwire.MetaKeyLogLevel, logLevelOf(v.LogLevel)},
 	} {
 		if kv.val == nil {
 			continue
@@ -1062,8 +1063,8 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 	return out
 }
 
-func logLevelOf(ctx context.Context) []byte {
-	if l, _ := ctx.Value(logLevelKey{}).(string); l != "" {
+func logLevelOf(l string) []byte {
+	if l != "" {
 		return jsonrpc.String(l)
 	}
 	return nil
