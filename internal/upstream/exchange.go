@@ -28,9 +28,9 @@ import (
 // https, the dialer) uses the generic AfterFunc, which context.AfterFunc
 // and context.WithCancel find through the afterFuncer interface.
 type exchange struct {
-	// vals is the call's context without its cancellation: it answers
-	// Value, so the exchange carries the call's values (trace context,
-	// credentials) and context.Cause of it is its own Err.
+	// vals is the call's context: the exchange carries its values (trace
+	// context, credentials), as a context.WithoutCancel of it would (see
+	// Value).
 	vals context.Context
 
 	mu    sync.Mutex
@@ -76,8 +76,18 @@ func (x *exchange) Err() error {
 	return x.err
 }
 
-// Value implements context.Context.
-func (x *exchange) Value(key any) any { return x.vals.Value(key) }
+// Value implements context.Context. It answers as context.WithoutCancel
+// of the call's context would: that one hides the context package's own
+// key (an *int), by which context.Cause would find the call's
+// cancellation and report its cause (nil while the call lives) for the
+// exchange's. WithoutCancel's Value allocates on every lookup, so it is
+// asked only for *int keys (Cause, WithCancel), which no other code uses.
+func (x *exchange) Value(key any) any {
+	if _, ok := key.(*int); ok {
+		return context.WithoutCancel(x.vals).Value(key)
+	}
+	return x.vals.Value(key)
+}
 
 // AfterFunc arranges for f to run in its own goroutine once x ends, as
 // context.AfterFunc does; stop reports whether it stopped f from running.

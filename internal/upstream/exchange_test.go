@@ -152,7 +152,7 @@ func TestExchangeContext(t *testing.T) {
 	parent, cancelParent := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
 	defer cancelParent(nil)
 	var x exchange
-	x.vals = context.WithoutCancel(parent)
+	x.vals = parent
 	if x.Value(key{}) != "v" {
 		t.Errorf("Value = %v, want the call's", x.Value(key{}))
 	}

@@ -188,7 +188,7 @@ func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Respon
 func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) error {
 	if cl != nil {
 		x := &cl.x
-		x.vals = context.WithoutCancel(ctx)
+		x.vals = ctx
 		t.mu.Lock()
 		closed := t.closed
 		if !closed {
