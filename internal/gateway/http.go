@@ -351,7 +351,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		sess = g.newInitSession(rt, id, msgs[0].Params)
 		w.Header().Set(mcpwire.HeaderSessionID, sess.ClientID())
 	} else if sess != nil {
-		w.Header().Set(mcpwire.HeaderSessionID, sess.ClientID())
+		w.Header()[mcpwire.HeaderSessionID] = sess.ClientIDHeader() // canonical already
 		g.touchSessionState(sess)
 	}
 	noteSession(r.Context(), sess)
@@ -436,7 +436,7 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if sc.sess != nil {
-		defer sc.sess.Begin(m.ID, cancel)()
+		defer sc.sess.Finish(sc.sess.Start(m.ID, cancel))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {
