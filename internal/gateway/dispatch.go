@@ -564,7 +564,8 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	if !ok || name == "" {
 		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params: missing %s name", what)
 	}
-	cands := g.candidates(sc.rt, k, name)
+	var candBuf [2]toolRef
+	cands := g.candidates(candBuf[:0], sc.rt, k, name)
 	if len(cands) == 0 && k == catalog.Tools {
 		// A view's call by its own server's name (apps.go), resolved
 		// before anything looks at the tool, so every later stage sees
@@ -575,7 +576,7 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 			return ctx, toolRef{}, nil, denied, e
 		}
 		if ok {
-			cands = g.candidates(sc.rt, k, exposed)
+			cands = g.candidates(candBuf[:0], sc.rt, k, exposed)
 		}
 	}
 	if len(cands) == 0 {
@@ -806,7 +807,7 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case "ref/prompt":
 		name, _ := jsonrpc.GetString(ref, "name")
 		var failed string
-		it, found, conflict, err := g.resolve(g.candidates(sc.rt, catalog.Prompts, name), catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
+		it, found, conflict, err := g.resolve(g.candidates(nil, sc.rt, catalog.Prompts, name), catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
 			failed = c.server
 			return g.cat.Lookup(ctx, c.server, catalog.Prompts, c.name)
 		})
