@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 type streamable struct {
 	httpBase
 	url    string
+	target *url.URL // url parsed, for newRequestTo; nil: newRequest reports the error
 	maxMsg int
 
 	mu        sync.Mutex
@@ -79,6 +81,7 @@ func newStreamable(c *conn, opts *Options) error {
 	t := &streamable{
 		httpBase:  base,
 		url:       srv.URL,
+		target:    parseTarget(srv.URL),
 		maxMsg:    c.maxMsg,
 		exchanges: make(map[*exchange]struct{}),
 		ctx:       ctx,
@@ -131,9 +134,14 @@ func (t *streamable) markGetAnswered() {
 
 // request builds a request with the session headers.
 func (t *streamable) request(ctx context.Context, method string, body []byte) (*http.Request, bool, error) {
-	req, err := t.newRequest(ctx, method, t.url, body)
-	if err != nil {
-		return nil, false, err
+	var req *http.Request
+	if t.target != nil {
+		req = t.newRequestTo(ctx, method, t.target, body)
+	} else {
+		var err error
+		if req, err = t.newRequest(ctx, method, t.url, body); err != nil {
+			return nil, false, err
+		}
 	}
 	t.mu.Lock()
 	sid, rev := t.sessionID, t.revision
