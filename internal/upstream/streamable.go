@@ -257,7 +257,10 @@ func (t *streamable) roundTrip(ctx context.Context, x *exchange, m *jsonrpc.Mess
 			t.endExchange(x)
 		}
 	}()
-	stop := context.AfterFunc(ctx, func() {
+	// The call ends unanswered when the caller's context ends (watched
+	// here: the call's own context would need a registration of its own)
+	// or its read timeout fires (conn.call cancels x then).
+	stop := context.AfterFunc(cl.parent, func() {
 		if !cl.answered.Load() {
 			x.cancel()
 		}
