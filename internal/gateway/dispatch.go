@@ -37,6 +37,9 @@ type scope struct {
 	// done ends with the request: server-initiated requests it caused are
 	// moot after that and are cancelled downstream. nil: never.
 	done <-chan struct{}
+	// single: the scope carries one request alone (a POST that is not a
+	// batch), so serve sets done in it rather than in a copy.
+	single bool
 	// stateless: a stateless (2026-07-28) request; logLevel is the minimum
 	// level of log messages it asked for (-1: none).
 	stateless bool

@@ -374,7 +374,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			defer stop()
 		}
 	}
-	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner}
+	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner, single: !batch}
 	sc := &pc.sc
 	if sess != nil {
 		sc.caps = sess.Caps()
@@ -444,7 +444,11 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 			}
 		}
 	}
-	if sc.done == nil {
+	switch {
+	case sc.done == nil && sc.single:
+		sc.done = ctx.Done()
+		sc.single = false // served: a second request gets its own copy
+	case sc.done == nil:
 		sc2 := *sc
 		sc2.done = ctx.Done()
 		sc = &sc2
