@@ -67,8 +67,9 @@ func (g *Gateway) maxBody() int64 {
 }
 
 // decodeBody parses one message or a batch of at most maxBatch messages,
-// or returns the JSON-RPC error that refuses the body.
-func decodeBody(body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool, err error) {
+// or returns the JSON-RPC error that refuses the body. One message is
+// returned in one, a caller's array (so that it need not be allocated).
+func decodeBody(one *[1]*jsonrpc.Message, body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool, err error) {
 	if jsonrpc.IsBatch(body) {
 		ms, errs, err := jsonrpc.DecodeBatch(body)
 		if err != nil {
@@ -92,7 +93,8 @@ func decodeBody(body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool,
 	if err != nil {
 		return nil, false, decodeError(err)
 	}
-	return []*jsonrpc.Message{m}, false, nil
+	one[0] = m
+	return one[:], false, nil
 }
 
 // batchTooLarge is the one error of a batch over limits.max_batch, or nil.
@@ -236,7 +238,8 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		g.writeError(w, r, bodyErr)
 		return
 	}
-	msgs, batch, err := decodeBody(body, g.limits().MaxBatch)
+	var one [1]*jsonrpc.Message
+	msgs, batch, err := decodeBody(&one, body, g.limits().MaxBatch)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -860,7 +863,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
-	msgs, _, err := decodeBody(body, g.limits().MaxBatch)
+	var one [1]*jsonrpc.Message
+	msgs, _, err := decodeBody(&one, body, g.limits().MaxBatch)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
