@@ -33,6 +33,36 @@ func relayableCaps(sc *scope) json.RawMessage { return relayableCapsWith(sc, fal
 // itself (awaitExtensionTask), whatever its client speaks.
 func relayableCapsWith(sc *scope, tasks bool) json.RawMessage {
 	c := sc.caps
+	if c.UI {
+		return buildRelayableCaps(c, tasks)
+	}
+	return relayableCapsTable[relayableCapsIndex(c.Sampling, c.Elicitation || c.ElicitationForm || c.ElicitationURL, c.Roots, tasks)]
+}
+
+// relayableCapsTable is relayableCapsWith's answer for each client
+// without MCP Apps (most of them), by relayableCapsIndex: made once, as
+// every call to a stateless upstream carries one. Shared, so read-only:
+// capacity equals length, an append copies.
+var relayableCapsTable = func() (t [16]json.RawMessage) {
+	for i := range t {
+		c := mcpwire.ClientCaps{Sampling: i&1 != 0, Elicitation: i&2 != 0, Roots: i&4 != 0}
+		b := buildRelayableCaps(c, i&8 != 0)
+		t[i] = b[:len(b):len(b)]
+	}
+	return t
+}()
+
+func relayableCapsIndex(sampling, elicitation, roots, tasks bool) int {
+	i := 0
+	for bit, on := range []bool{sampling, elicitation, roots, tasks} {
+		if on {
+			i |= 1 << bit
+		}
+	}
+	return i
+}
+
+func buildRelayableCaps(c mcpwire.ClientCaps, tasks bool) json.RawMessage {
 	b := []byte{'{'}
 	add := func(on bool, member string) {
 		if !on {

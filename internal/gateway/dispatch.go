@@ -37,6 +37,9 @@ type scope struct {
 	// done ends with the request: server-initiated requests it caused are
 	// moot after that and are cancelled downstream. nil: never.
 	done <-chan struct{}
+	// single: the scope carries one request alone (a POST that is not a
+	// batch), so serve sets done in it rather than in a copy.
+	single bool
 	// stateless: a stateless (2026-07-28) request; logLevel is the minimum
 	// level of log messages it asked for (-1: none).
 	stateless bool
@@ -564,7 +567,8 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	if !ok || name == "" {
 		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params: missing %s name", what)
 	}
-	cands := g.candidates(sc.rt, k, name)
+	var candBuf [2]toolRef
+	cands := g.candidates(candBuf[:0], sc.rt, k, name)
 	if len(cands) == 0 && k == catalog.Tools {
 		// A view's call by its own server's name (apps.go), resolved
 		// before anything looks at the tool, so every later stage sees
@@ -575,7 +579,7 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 			return ctx, toolRef{}, nil, denied, e
 		}
 		if ok {
-			cands = g.candidates(sc.rt, k, exposed)
+			cands = g.candidates(candBuf[:0], sc.rt, k, exposed)
 		}
 	}
 	if len(cands) == 0 {
@@ -806,7 +810,7 @@ func (g *Gateway) complete(ctx context.Context, sc *scope, m *jsonrpc.Message) (
 	case "ref/prompt":
 		name, _ := jsonrpc.GetString(ref, "name")
 		var failed string
-		it, found, conflict, err := g.resolve(g.candidates(sc.rt, catalog.Prompts, name), catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
+		it, found, conflict, err := g.resolve(g.candidates(nil, sc.rt, catalog.Prompts, name), catalog.Prompts, name, func(c toolRef) (catalog.Item, bool, error) {
 			failed = c.server
 			return g.cat.Lookup(ctx, c.server, catalog.Prompts, c.name)
 		})

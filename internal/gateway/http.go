@@ -67,8 +67,9 @@ func (g *Gateway) maxBody() int64 {
 }
 
 // decodeBody parses one message or a batch of at most maxBatch messages,
-// or returns the JSON-RPC error that refuses the body.
-func decodeBody(body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool, err error) {
+// or returns the JSON-RPC error that refuses the body. One message is
+// returned in one, a caller's array (so that it need not be allocated).
+func decodeBody(one *[1]*jsonrpc.Message, body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool, err error) {
 	if jsonrpc.IsBatch(body) {
 		ms, errs, err := jsonrpc.DecodeBatch(body)
 		if err != nil {
@@ -92,7 +93,8 @@ func decodeBody(body []byte, maxBatch int) (msgs []*jsonrpc.Message, batch bool,
 	if err != nil {
 		return nil, false, decodeError(err)
 	}
-	return []*jsonrpc.Message{m}, false, nil
+	one[0] = m
+	return one[:], false, nil
 }
 
 // batchTooLarge is the one error of a batch over limits.max_batch, or nil.
@@ -236,7 +238,8 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		g.writeError(w, r, bodyErr)
 		return
 	}
-	msgs, batch, err := decodeBody(body, g.limits().MaxBatch)
+	var one [1]*jsonrpc.Message
+	msgs, batch, err := decodeBody(&one, body, g.limits().MaxBatch)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -351,7 +354,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		sess = g.newInitSession(rt, id, msgs[0].Params)
 		w.Header().Set(mcpwire.HeaderSessionID, sess.ClientID())
 	} else if sess != nil {
-		w.Header().Set(mcpwire.HeaderSessionID, sess.ClientID())
+		w.Header()[mcpwire.HeaderSessionID] = sess.ClientIDHeader() // canonical already
 		g.touchSessionState(sess)
 	}
 	noteSession(r.Context(), sess)
@@ -374,7 +377,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 			defer stop()
 		}
 	}
-	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner}
+	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner, single: !batch}
 	sc := &pc.sc
 	if sess != nil {
 		sc.caps = sess.Caps()
@@ -436,7 +439,7 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if sc.sess != nil {
-		defer sc.sess.Begin(m.ID, cancel)()
+		defer sc.sess.Finish(sc.sess.Start(m.ID, cancel))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {
@@ -444,7 +447,11 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 			}
 		}
 	}
-	if sc.done == nil {
+	switch {
+	case sc.done == nil && sc.single:
+		sc.done = ctx.Done()
+		sc.single = false // served: a second request gets its own copy
+	case sc.done == nil:
 		sc2 := *sc
 		sc2.done = ctx.Done()
 		sc = &sc2
@@ -856,7 +863,8 @@ func (g *Gateway) serveLegacyMessage(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
-	msgs, _, err := decodeBody(body, g.limits().MaxBatch)
+	var one [1]*jsonrpc.Message
+	msgs, _, err := decodeBody(&one, body, g.limits().MaxBatch)
 	if err != nil {
 		g.writeError(w, r, err)
 		return

@@ -59,9 +59,9 @@ func (g *Gateway) exposed(rt *route, k catalog.Kind, server, name string) string
 // tool an override shows under the rest, and the rest itself unless an
 // override shows that tool under another name. Items the route's view
 // hides are not candidates (S6.2). Whether each exists is the catalog's
-// to say.
-func (g *Gateway) candidates(rt *route, k catalog.Kind, name string) []toolRef {
-	var out []toolRef
+// to say. They are appended to out (a caller's buffer, so that the usual
+// one or two need no allocation).
+func (g *Gateway) candidates(out []toolRef, rt *route, k catalog.Kind, name string) []toolRef {
 	st := g.current()
 	for _, server := range rt.servers {
 		shown := name
@@ -101,7 +101,11 @@ func (g *Gateway) candidates(rt *route, k catalog.Kind, name string) []toolRef {
 // lookup error ends the search: uniqueness cannot be told without that
 // list.
 func (g *Gateway) resolve(cands []toolRef, k catalog.Kind, name string, lookup func(c toolRef) (catalog.Item, bool, error)) (it catalog.Item, found, conflict bool, err error) {
+	// The servers are listed only for a conflict: one found allocates
+	// nothing.
+	var first string
 	var servers []string
+	n := 0
 	for _, c := range cands {
 		got, ok, err := lookup(c)
 		if err != nil {
@@ -109,10 +113,17 @@ func (g *Gateway) resolve(cands []toolRef, k catalog.Kind, name string, lookup f
 		}
 		if ok {
 			it = got
-			servers = append(servers, c.server)
+			switch n++; n {
+			case 1:
+				first = c.server
+			case 2:
+				servers = []string{first, c.server}
+			default:
+				servers = append(servers, c.server)
+			}
 		}
 	}
-	switch len(servers) {
+	switch n {
 	case 0:
 		return catalog.Item{}, false, false, nil
 	case 1:

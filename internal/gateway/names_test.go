@@ -393,12 +393,12 @@ func FuzzExposedNames(f *testing.F) {
 		rt := &route{servers: slices.Sorted(slices.Values([]string{s1, s2})), prefixed: true}
 		for _, s := range []string{s1, s2} {
 			name := g.exposed(rt, catalog.Tools, s, tool)
-			got := g.candidates(rt, catalog.Tools, name)
+			got := g.candidates(nil, rt, catalog.Tools, name)
 			if len(got) != 1 || got[0] != (toolRef{s, tool}) {
 				t.Fatalf("servers %q and %q, sep %q: %q (tool %q of %q) resolves to %v", s1, s2, sep, name, tool, s, got)
 			}
 			single := &route{servers: []string{s}}
-			if got := g.candidates(single, catalog.Tools, g.exposed(single, catalog.Tools, s, tool)); len(got) != 1 || got[0] != (toolRef{s, tool}) {
+			if got := g.candidates(nil, single, catalog.Tools, g.exposed(single, catalog.Tools, s, tool)); len(got) != 1 || got[0] != (toolRef{s, tool}) {
 				t.Fatalf("single-server route of %q: %q resolves to %v", s, tool, got)
 			}
 		}

@@ -99,7 +99,7 @@ func (g *Gateway) ExplainAs(c *callers.Caller, path, name string) (policy.Explan
 	// comes first. A name of no server, or of several, is explained as a
 	// name of none.
 	server, upName := "", name
-	if c := g.candidates(&rt, catalog.Tools, name); len(c) > 0 && !slices.ContainsFunc(c, func(r toolRef) bool { return r.server != c[0].server }) {
+	if c := g.candidates(nil, &rt, catalog.Tools, name); len(c) > 0 && !slices.ContainsFunc(c, func(r toolRef) bool { return r.server != c[0].server }) {
 		server, upName = c[0].server, c[0].name
 	}
 	return g.current().policy.Explain(policyCaller(c), policy.Route{Servers: rt.named, Header: rt.header, Toolset: rt.toolset}, server, upName), nil

@@ -125,6 +125,11 @@ type call struct {
 
 	fail  *jsonrpc.Error // the client's error: no later stage runs but audit
 	fault string         // the fault class of the stage that set fail (store.Fault*)
+
+	// up is what the upstream call's context carries (origin,
+	// capabilities, log level): set once by send, then only read. Kept
+	// here, the context takes one allocation for all of it.
+	up upstream.CallValues
 }
 
 // run passes c through stages in order, then releases what they held. A
@@ -264,7 +269,14 @@ func (c *call) send() {
 	}
 	c.start = time.Now()
 	tracing.NoteServer(c.ctx, c.server)
-	ctx := upstream.WithLogLevel(upstream.WithClientCapabilities(upstream.WithOrigin(g.bind(c.ctx, sc), sc), relayableCapsWith(sc, upStateless)), sc.logLevelName())
+	ctx := g.bind(c.ctx, sc)
+	c.up = upstream.CallValuesFrom(ctx)
+	c.up.Origin = sc
+	c.up.ClientCapabilities = relayableCapsWith(sc, upStateless)
+	if l := sc.logLevelName(); l != "" {
+		c.up.LogLevel = l
+	}
+	ctx = upstream.WithCallValues(ctx, &c.up)
 	c.ctx = ctx
 	callCtx := ctx
 	if upTask {

@@ -41,7 +41,7 @@ func classifyBody(b []byte) bodyKind {
 		switch {
 		case !found:
 			return bodyResponse
-		case method == "notifications/cancelled":
+		case string(method) == "notifications/cancelled":
 			return bodyCancel
 		}
 		return bodyRequest
@@ -82,41 +82,42 @@ func classifyBody(b []byte) bodyKind {
 }
 
 // topLevelMethod scans the object starting at b[start] == '{' for a key
-// "method" at its own depth and returns its string value.
-func topLevelMethod(b []byte, start int) (method string, found bool) {
+// "method" at its own depth and returns its string value (raw, within b:
+// the caller compares it, so nothing is copied).
+func topLevelMethod(b []byte, start int) (method []byte, found bool) {
 	i := start + 1
 	for {
 		i = jsonrpc.SkipSpace(b, i)
 		if i >= len(b) || b[i] == '}' {
-			return "", false
+			return nil, false
 		}
 		if b[i] == ',' {
 			i++
 			continue
 		}
 		if b[i] != '"' {
-			return "", false
+			return nil, false
 		}
 		keyEnd, ok := jsonrpc.PrefixString(b, i)
 		if !ok {
-			return "", false
+			return nil, false
 		}
 		key := b[i+1 : keyEnd-1]
 		i = jsonrpc.SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
-			return "", false
+			return nil, false
 		}
 		i = jsonrpc.SkipSpace(b, i+1)
 		if string(key) == "method" {
 			if i < len(b) && b[i] == '"' {
 				if end, ok := jsonrpc.PrefixString(b, i); ok {
-					return string(b[i+1 : end-1]), true
+					return b[i+1 : end-1], true
 				}
 			}
-			return "", true
+			return nil, true
 		}
 		if i, ok = jsonrpc.PrefixValue(b, i); !ok {
-			return "", false
+			return nil, false
 		}
 	}
 }

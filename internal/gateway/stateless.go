@@ -207,7 +207,8 @@ func (g *Gateway) checkParamHeaders(r *http.Request, rt *route, m *jsonrpc.Messa
 		return nil
 	}
 	name, _ := jsonrpc.GetString(m.Params, "name")
-	it, found, _, err := g.resolve(g.candidates(rt, catalog.Tools, name), catalog.Tools, name, g.lookupIn(r.Context(), catalog.Tools))
+	var candBuf [2]toolRef
+	it, found, _, err := g.resolve(g.candidates(candBuf[:0], rt, catalog.Tools, name), catalog.Tools, name, g.lookupIn(r.Context(), catalog.Tools))
 	if err != nil || !found || len(it.ParamHeaders) == 0 {
 		return nil
 	}

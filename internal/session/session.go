@@ -139,9 +139,12 @@ type Session struct {
 	// The requests in flight by raw id: the first in call (a session
 	// mostly has one at a time, which then needs no map), the others in
 	// calls (nil when empty). A raw id is in one of the two.
-	call  *call
-	calls map[string]*call
+	call  *InFlight
+	calls map[string]*InFlight
 	subs  map[string]string // uri -> server; nil when empty
+
+	// idHeader is ClientIDHeader's value, made by its first call.
+	idHeader atomic.Pointer[[]string]
 }
 
 // waits is what a session's requests wait on (under its mu).
@@ -224,6 +227,19 @@ func (s *Session) ClientID() string {
 		return s.token
 	}
 	return s.id
+}
+
+// ClientIDHeader is ClientID as a header value, made once: every
+// response of the session carries it. It must not be modified (Header's
+// Set replaces a value and Add appends to a copy, as its capacity is 1).
+func (s *Session) ClientIDHeader() []string {
+	id := s.ClientID()
+	if v := s.idHeader.Load(); v != nil && (*v)[0] == id {
+		return *v
+	}
+	v := []string{id}[:1:1]
+	s.idHeader.Store(&v)
+	return v
 }
 
 // Resumed: this replica re-created it from its sealed id.
@@ -398,10 +414,10 @@ func (s *Session) releaseLocked() {
 	w <- struct{}{} // capacity 1, sent once: never blocks
 }
 
-// call is one request in flight, by identity: with requests of a session
-// running concurrently, a client that reuses an id must not make the
-// first request's end forget the second's cancel.
-type call struct {
+// InFlight is one request in flight (Start), by identity: with requests
+// of a session running concurrently, a client that reuses an id must not
+// make the first request's end forget the second's cancel.
+type InFlight struct {
 	raw    string
 	cancel context.CancelFunc
 }
@@ -409,36 +425,45 @@ type call struct {
 // Begin marks a request in flight, for idle expiry and cancellation
 // (CancelCall); the returned end must be called when it is done.
 func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
+	c := s.Start(id, cancel)
+	return func() { s.Finish(c) }
+}
+
+// Start is Begin without a function to allocate: Finish(c) must be
+// called with what it returns (nil for a request that cannot be
+// cancelled) when the request is done.
+func (s *Session) Start(id jsonrpc.ID, cancel context.CancelFunc) *InFlight {
 	s.inflight.Add(1)
 	s.Touch()
-	var c *call
-	var raw string
-	if id.IsValid() && cancel != nil {
-		raw = id.Raw()
-		c = &call{raw: raw, cancel: cancel}
+	if !id.IsValid() || cancel == nil {
+		return nil
+	}
+	c := &InFlight{raw: id.Raw(), cancel: cancel}
+	s.mu.Lock()
+	if s.closed {
+		// Ended while this request waited: it ends at once too.
+		cancel()
+	} else {
+		s.putCallLocked(c.raw, c)
+	}
+	s.mu.Unlock()
+	return c
+}
+
+// Finish ends a request Start marked in flight.
+func (s *Session) Finish(c *InFlight) {
+	if c != nil {
 		s.mu.Lock()
-		if s.closed {
-			// Ended while this request waited: it ends at once too.
-			cancel()
-		} else {
-			s.putCallLocked(raw, c)
-		}
+		s.dropCallLocked(c.raw, c)
 		s.mu.Unlock()
 	}
-	return func() {
-		if c != nil {
-			s.mu.Lock()
-			s.dropCallLocked(raw, c)
-			s.mu.Unlock()
-		}
-		s.Touch()
-		s.inflight.Add(-1)
-	}
+	s.Touch()
+	s.inflight.Add(-1)
 }
 
 // putCallLocked records c as the request in flight with raw id raw (the
 // latest of that id wins, as it would in one map).
-func (s *Session) putCallLocked(raw string, c *call) {
+func (s *Session) putCallLocked(raw string, c *InFlight) {
 	switch {
 	case s.call != nil && s.call.raw == raw:
 		s.call = c
@@ -448,14 +473,14 @@ func (s *Session) putCallLocked(raw string, c *call) {
 		s.call = c
 	default:
 		if s.calls == nil {
-			s.calls = map[string]*call{}
+			s.calls = map[string]*InFlight{}
 		}
 		s.calls[raw] = c
 	}
 }
 
 // dropCallLocked forgets c, if it is still what raw names.
-func (s *Session) dropCallLocked(raw string, c *call) {
+func (s *Session) dropCallLocked(raw string, c *InFlight) {
 	if s.call == c {
 		s.call = nil
 		return

@@ -127,7 +127,23 @@ type call struct {
 	onListen atomic.Bool
 	budget   time.Duration
 	timer    *time.Timer // read timeout; reset by progress for this call
-	result   chan callResult
+	// res is the call's outcome, set once by whoever removes the call
+	// from the pending table (deliver), before done is signalled.
+	res  callResult
+	done chan struct{} // buffered; see deliver
+	// parent is the caller's context: the exchange watches it (roundTrip)
+	// rather than the call's own, which only adds the read timeout.
+	parent context.Context
+	// x is the call's HTTP exchange on a streamable transport (send).
+	x exchange
+}
+
+// deliver hands r to the waiting Call; only the remover of cl from the
+// pending table calls it, once. (A channel of struct{} is one allocation;
+// one of callResult, which holds pointers, is two.)
+func (cl *call) deliver(r callResult) {
+	cl.res = r
+	cl.done <- struct{}{}
 }
 
 type callResult struct {
@@ -248,14 +264,20 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 		method: method,
 		origin: OriginFrom(ctx),
 		budget: c.timeout,
-		result: make(chan callResult, 1),
+		done:   make(chan struct{}, 1),
+		parent: ctx,
 	}
 	if len(params) > 0 {
 		if tok, ok := jsonrpc.GetPath(params, "_meta", "progressToken"); ok {
 			cl.token = string(tok)
 		}
 	}
-	cl.timer = time.AfterFunc(cl.budget, func() { cancel(errReadTimeout) })
+	cl.timer = time.AfterFunc(cl.budget, func() {
+		cancel(errReadTimeout)
+		if !cl.answered.Load() {
+			cl.x.cancel() // the exchange, if any, watches only the caller's context
+		}
+	})
 	defer cl.timer.Stop()
 	if err := c.register(cl); err != nil {
 		return nil, err
@@ -270,22 +292,22 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 		// A reply or a shutdown may have raced the failed write; either
 		// is a better answer than the write error.
 		select {
-		case r := <-cl.result:
-			return r.value()
+		case <-cl.done:
+			return cl.res.value()
 		default:
 		}
 		return nil, err
 	}
 
 	select {
-	case r := <-cl.result:
-		return r.value()
+	case <-cl.done:
+		return cl.res.value()
 	case <-callCtx.Done():
 	}
 	c.forget(cl)
 	select {
-	case r := <-cl.result: // the reply won the race
-		return r.value()
+	case <-cl.done: // the reply won the race
+		return cl.res.value()
 	default:
 	}
 	if context.Cause(callCtx) == errReadTimeout {
@@ -386,7 +408,7 @@ func (c *conn) finish(id int64, r callResult) bool {
 	if cl == nil {
 		return false
 	}
-	cl.result <- r // buffered; only the remover sends
+	cl.deliver(r) // only the remover delivers
 	return true
 }
 
@@ -517,7 +539,7 @@ func (c *conn) shutdown(err error) {
 		close(c.done)
 	}
 	for _, cl := range calls {
-		cl.result <- callResult{err: err}
+		cl.deliver(callResult{err: err})
 	}
 }
 
@@ -552,8 +574,8 @@ func (c *conn) expire(err error) {
 	c.mu.Unlock()
 	close(c.done)
 	for _, cl := range lost {
-		cl.result <- callResult{err: &Error{Server: c.server, Kind: KindClosed,
-			Err: fmt.Errorf("%w: the upstream ended the session before the reply", ErrClosed)}}
+		cl.deliver(callResult{err: &Error{Server: c.server, Kind: KindClosed,
+			Err: fmt.Errorf("%w: the upstream ended the session before the reply", ErrClosed)}})
 	}
 }
 
@@ -758,7 +780,7 @@ func (c *conn) badMessage(err error, via *call) {
 	c.drainedLocked()
 	c.mu.Unlock()
 	for _, cl := range calls {
-		cl.result <- callResult{err: e}
+		cl.deliver(callResult{err: e})
 	}
 }
 
@@ -987,13 +1009,13 @@ type statelessMeta struct {
 	clientInfo json.RawMessage
 }
 
-type clientCapsKey struct{}
-
 // WithClientCapabilities attaches the client capabilities a stateless
 // upstream may rely on during a call (those of the downstream the gateway
 // can relay); without it the call declares none.
 func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
-	return context.WithValue(ctx, clientCapsKey{}, caps)
+	v := CallValuesFrom(ctx)
+	v.ClientCapabilities = caps
+	return WithCallValues(ctx, &v)
 }
 
 // resourceSubscriber is a transport that carries resource subscriptions
@@ -1002,8 +1024,6 @@ type resourceSubscriber interface {
 	setResourceSubscription(uri string, on bool) error
 }
 
-type logLevelKey struct{}
-
 // WithLogLevel attaches the least severe log level the caller asked for
 // ("" = none): a stateless upstream sends notifications/message only for
 // requests that carry one (io.modelcontextprotocol/logLevel).
@@ -1011,7 +1031,9 @@ func WithLogLevel(ctx context.Context, level string) context.Context {
 	if level == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, logLevelKey{}, level)
+	v := CallValuesFrom(ctx)
+	v.LogLevel = level
+	return WithCallValues(ctx, &v)
 }
 
 type paramHeadersKey struct{}
@@ -1036,7 +1058,8 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
 	}
-	caps, _ := ctx.Value(clientCapsKey{}).(json.RawMessage)
+	v := CallValuesFrom(ctx)
+	caps := v.ClientCapabilities
 	if len(caps) == 0 {
 		caps = json.RawMessage("{}")
 	}
@@ -1048,7 +1071,7 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 		{mcpwire.MetaKeyProtocolVersion, jsonrpc.String(mcpwire.Rev20260728)},
 		{mcpwire.MetaKeyClientInfo, sm.clientInfo},
 		{mcpwire.MetaKeyClientCapabilities, caps},
-		{mcpwire.MetaKeyLogLevel, logLevelOf(ctx)},
+		{mcpwire.MetaKeyLogLevel, logLevelOf(v.LogLevel)},
 	} {
 		if kv.val == nil {
 			continue
@@ -1060,8 +1083,8 @@ func (sm *statelessMeta) apply(ctx context.Context, params json.RawMessage) json
 	return out
 }
 
-func logLevelOf(ctx context.Context) []byte {
-	if l, _ := ctx.Value(logLevelKey{}).(string); l != "" {
+func logLevelOf(l string) []byte {
+	if l != "" {
 		return jsonrpc.String(l)
 	}
 	return nil

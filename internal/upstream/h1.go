@@ -222,22 +222,48 @@ func (t *h1Transport) CloseIdleConnections() {
 
 func (pc *h1Conn) close() { pc.nc.Close() }
 
+// abortOnCancel arranges for the connection's I/O to be aborted when ctx
+// ends; stop withdraws that and reports whether it had not happened. An
+// exchange (a call's request on a streamable transport) takes the
+// connection itself, with no allocation per request.
+func (pc *h1Conn) abortOnCancel(ctx context.Context) (stop h1Stop) {
+	if x, ok := ctx.(*exchange); ok {
+		x.setAbort(pc)
+		return h1Stop{x: x, pc: pc}
+	}
+	return h1Stop{stop: context.AfterFunc(ctx, pc.abort)}
+}
+
+// h1Stop withdraws an abortOnCancel.
+type h1Stop struct {
+	x    *exchange
+	pc   *h1Conn
+	stop func() bool
+}
+
+func (s h1Stop) do() bool {
+	if s.x != nil {
+		return s.x.clearAbort(s.pc)
+	}
+	return s.stop()
+}
+
 func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	// Cancelling the request unblocks whatever I/O is pending on the
 	// connection; the connection is then not reused.
-	stop := context.AfterFunc(req.Context(), pc.abort)
+	stop := pc.abortOnCancel(req.Context())
 	before := pc.nread
 	if err := writeRequest(pc.bw, req); err != nil {
-		stop()
+		stop.do()
 		return nil, pc.ioErr(req, err, true)
 	}
 	if err := pc.bw.Flush(); err != nil {
-		stop()
+		stop.do()
 		return nil, pc.ioErr(req, err, true)
 	}
 	resp, err := readResponse(pc.br, req)
 	if err != nil {
-		stop()
+		stop.do()
 		return nil, pc.ioErr(req, err, pc.nread == before)
 	}
 	body := &h1Body{rc: resp.Body, pc: pc, stop: stop, reuse: !resp.Close && !req.Close}
@@ -272,7 +298,7 @@ func isConnReset(err error) bool {
 type h1Body struct {
 	rc    io.ReadCloser
 	pc    *h1Conn
-	stop  func() bool
+	stop  h1Stop
 	reuse bool
 	mu    sync.Mutex
 	done  bool
@@ -304,7 +330,7 @@ func (b *h1Body) release(complete bool) {
 	}
 	b.done = true
 	b.mu.Unlock()
-	notFired := b.stop()
+	notFired := b.stop.do()
 	if complete && notFired && b.reuse {
 		b.pc.t.put(b.pc)
 		return

@@ -184,6 +184,63 @@ type httpBase struct {
 	redirects *http.Client
 }
 
+// newRequestTo is newRequest to a URL parsed once (parseTarget): what
+// http.NewRequestWithContext does, less the URL parse and with one body
+// object instead of two. u is shared by the requests, as nothing on the
+// way modifies a request's URL (a RoundTripper must not; Clone copies).
+func (b *httpBase) newRequestTo(ctx context.Context, method string, u *url.URL, body []byte) *http.Request {
+	req := http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header),
+		Host:       u.Host,
+	}
+	if body != nil {
+		rb := &replayBody{data: body}
+		rb.Reset(body)
+		req.Body = rb
+		req.ContentLength = int64(len(body))
+		if len(body) == 0 {
+			req.Body = http.NoBody
+		}
+		req.GetBody = rb.again
+	}
+	r := req.WithContext(ctx) // req stays on the stack: one Request
+	tracing.InjectHeader(ctx, r.Header)
+	return r
+}
+
+// parseTarget parses a request target as NewRequestWithContext would, for
+// newRequestTo; nil when it does not parse (newRequest reports that).
+func parseTarget(target string) *url.URL {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil
+	}
+	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
+		u.Host = strings.TrimSuffix(u.Host, ":") // net/http's removeEmptyPort
+	}
+	return u
+}
+
+// replayBody is an in-memory request body that can be had again
+// (GetBody: a retry, a redirect).
+type replayBody struct {
+	bytes.Reader
+	data []byte
+}
+
+func (*replayBody) Close() error { return nil }
+
+func (b *replayBody) again() (io.ReadCloser, error) {
+	rb := &replayBody{data: b.data}
+	rb.Reset(b.data)
+	return rb, nil
+}
+
 // newRequest builds a request; do adds the static headers and credentials.
 func (b *httpBase) newRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
 	var r io.Reader

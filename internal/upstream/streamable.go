@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 type streamable struct {
 	httpBase
 	url    string
+	target *url.URL // url parsed, for newRequestTo; nil: newRequest reports the error
 	maxMsg int
 
 	mu        sync.Mutex
@@ -51,9 +53,12 @@ type streamable struct {
 	listenGone   bool               // the upstream refused the stream
 	listenReopen bool               // the next stream starts at once
 	closed       bool               // under mu: close has begun; start no goroutine
-	ctx          context.Context
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
+	// exchanges are the calls' exchanges in flight (under mu): close
+	// cancels them, which aborts their I/O.
+	exchanges map[*exchange]struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Backoff of the GET stream and of POST-stream resumption.
@@ -74,11 +79,13 @@ func newStreamable(c *conn, opts *Options) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &streamable{
-		httpBase: base,
-		url:      srv.URL,
-		maxMsg:   c.maxMsg,
-		ctx:      ctx,
-		cancel:   cancel,
+		httpBase:  base,
+		url:       srv.URL,
+		target:    parseTarget(srv.URL),
+		maxMsg:    c.maxMsg,
+		exchanges: make(map[*exchange]struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	c.t = t
 	return nil
@@ -127,9 +134,14 @@ func (t *streamable) markGetAnswered() {
 
 // request builds a request with the session headers.
 func (t *streamable) request(ctx context.Context, method string, body []byte) (*http.Request, bool, error) {
-	req, err := t.newRequest(ctx, method, t.url, body)
-	if err != nil {
-		return nil, false, err
+	var req *http.Request
+	if t.target != nil {
+		req = t.newRequestTo(ctx, method, t.target, body)
+	} else {
+		var err error
+		if req, err = t.newRequest(ctx, method, t.url, body); err != nil {
+			return nil, false, err
+		}
 	}
 	t.mu.Lock()
 	sid, rev := t.sessionID, t.revision
@@ -183,8 +195,13 @@ func (t *streamable) post(ctx context.Context, m *jsonrpc.Message) (*http.Respon
 
 func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) error {
 	if cl != nil {
+		x := &cl.x
+		x.vals = ctx
 		t.mu.Lock()
 		closed := t.closed
+		if !closed {
+			t.exchanges[x] = struct{}{}
+		}
 		t.mu.Unlock()
 		if closed {
 			return &Error{Server: t.c.server, Kind: KindClosed, Err: ErrClosed}
@@ -194,7 +211,7 @@ func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) err
 		// cancellation still apply: they cancel the exchange's context, which
 		// aborts its I/O. Only reading on after the reply (the drain) moves
 		// to the background.
-		t.roundTrip(ctx, m, cl)
+		t.roundTrip(ctx, x, m, cl)
 		return nil
 	}
 	resp, withSession, err := t.post(ctx, m)
@@ -229,27 +246,28 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 const streamDrain = time.Second
 
 // roundTrip POSTs a request and reads its reply, on Call's goroutine.
-// ctx ends when the call is over. The HTTP exchange outlives it only when
-// the call was answered, to finish reading the stream (bounded by
-// streamDrain): cutting a response short costs its connection.
-func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call) {
-	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
-	handedOff := false // the drain owns the request and its body
+// ctx ends when the call is over. The HTTP exchange x (tracked by send)
+// outlives it only when the call was answered, to finish reading the
+// stream (bounded by streamDrain): cutting a response short costs its
+// connection.
+func (t *streamable) roundTrip(ctx context.Context, x *exchange, m *jsonrpc.Message, cl *call) {
+	handedOff := false // the drain owns the exchange and its body
 	defer func() {
 		if !handedOff {
-			cancelReq()
+			t.endExchange(x)
 		}
 	}()
-	stop := context.AfterFunc(ctx, func() {
+	// The call ends unanswered when the caller's context ends (watched
+	// here: the call's own context would need a registration of its own)
+	// or its read timeout fires (conn.call cancels x then).
+	stop := context.AfterFunc(cl.parent, func() {
 		if !cl.answered.Load() {
-			cancelReq()
+			x.cancel()
 		}
 	})
 	defer stop()
-	stopOnClose := context.AfterFunc(t.ctx, cancelReq)
-	defer stopOnClose()
 
-	resp, withSession, err := t.post(reqCtx, m)
+	resp, withSession, err := t.post(x, m)
 	if err != nil {
 		t.fail(ctx, cl, err)
 		return
@@ -290,7 +308,7 @@ func (t *streamable) roundTrip(ctx context.Context, m *jsonrpc.Message, cl *call
 			t.fail(ctx, cl, t.c.invalidResponse("the response carried no reply to the request"))
 		}
 	case acceptStream:
-		handedOff = t.readReplyStream(ctx, reqCtx, cancelReq, resp.Body, cl)
+		handedOff = t.readReplyStream(ctx, x, resp.Body, cl)
 	default:
 		t.fail(ctx, cl, t.unsupportedContentType(resp))
 	}
@@ -362,18 +380,18 @@ func (t *streamable) readEvents(r *jsonrpc.SSEReader, via *call, st *streamState
 // readReplyStream reads a POST's SSE stream until the reply to cl arrives,
 // resuming the stream with GET when it breaks after event ids were given.
 //
-// ctx is the call's, reqCtx the HTTP exchange's (see roundTrip).
+// ctx is the call's, x the HTTP exchange (see roundTrip).
 //
 // It reports true when it handed the answered stream to a background drain,
-// which then owns body and cancelReq.
-func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq context.CancelFunc, body io.ReadCloser, cl *call) bool {
+// which then owns body and ends x.
+func (t *streamable) readReplyStream(ctx context.Context, x *exchange, body io.ReadCloser, cl *call) bool {
 	var st streamState
 	done := func() bool { return !t.c.pending(cl) }
 	for resumes := 0; ; resumes++ {
 		r := jsonrpc.NewSSEReader(body, t.maxMsg)
 		err := t.readEvents(r, cl, &st, done)
 		if done() || ctx.Err() != nil {
-			if err == nil && cl.answered.Load() && t.drainLater(r, cl, &st, cancelReq, body) {
+			if err == nil && cl.answered.Load() && t.drainLater(r, cl, &st, x, body) {
 				return true
 			}
 			body.Close()
@@ -387,7 +405,7 @@ func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq cont
 		if !sleepCtx(ctx, retryDelay(st.retry, resumes)) {
 			return false
 		}
-		resp, ok := t.resume(reqCtx, cl, st.lastID)
+		resp, ok := t.resume(x, cl, st.lastID)
 		if !ok {
 			return false
 		}
@@ -399,20 +417,28 @@ func (t *streamable) readReplyStream(ctx, reqCtx context.Context, cancelReq cont
 // (bounded by streamDrain), for messages sent after the reply and so the
 // connection can be reused. It reports false when the transport is
 // closing and nothing was started.
-func (t *streamable) drainLater(r *jsonrpc.SSEReader, cl *call, st *streamState, cancelReq context.CancelFunc, body io.ReadCloser) bool {
+func (t *streamable) drainLater(r *jsonrpc.SSEReader, cl *call, st *streamState, x *exchange, body io.ReadCloser) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
 	t.wg.Go(func() {
-		defer cancelReq()
-		drain := time.AfterFunc(streamDrain, cancelReq)
+		defer t.endExchange(x)
+		drain := time.AfterFunc(streamDrain, x.cancel)
 		_ = t.readEvents(r, cl, st, func() bool { return false })
 		drain.Stop()
 		body.Close()
 	})
 	return true
+}
+
+// endExchange ends x and stops tracking it.
+func (t *streamable) endExchange(x *exchange) {
+	x.cancel()
+	t.mu.Lock()
+	delete(t.exchanges, x)
+	t.mu.Unlock()
 }
 
 // streamEnded is the error for a reply stream that ended without the reply
@@ -558,7 +584,14 @@ func (t *streamable) close() error {
 	t.mu.Lock()
 	t.closed = true
 	sid := t.sessionID
+	exchanges := make([]*exchange, 0, len(t.exchanges))
+	for x := range t.exchanges {
+		exchanges = append(exchanges, x)
+	}
 	t.mu.Unlock()
+	for _, x := range exchanges {
+		x.cancel() // aborts its I/O; its owner stops tracking it
+	}
 	if sid != "" && !sessionExpired(t.c.Err()) {
 		ctx, cancel := context.WithTimeout(t.c.cleanup, t.c.closeBudget)
 		defer cancel()

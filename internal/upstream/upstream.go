@@ -87,15 +87,57 @@ type Handler interface {
 	HandleRequest(ctx context.Context, server string, origin any, msg *jsonrpc.Message) (json.RawMessage, *jsonrpc.Error)
 }
 
-type originKey struct{}
+// CallValues is what a caller tells the package about one call: one
+// context value (WithCallValues) instead of one per field, since every
+// tools/call sets them all.
+type CallValues struct {
+	// Origin is the party the call is made for (WithOrigin).
+	Origin any
+	// ClientCapabilities are those a stateless upstream may rely on
+	// (WithClientCapabilities).
+	ClientCapabilities json.RawMessage
+	// LogLevel is the least severe log level asked for, "" for none
+	// (WithLogLevel).
+	LogLevel string
+}
+
+type callValuesKey struct{}
+
+// WithCallValues attaches v to ctx; v must not change afterwards (the
+// package reads it from other goroutines). A field left empty is not
+// inherited from ctx: start from CallValuesFrom(ctx) to keep them.
+func WithCallValues(ctx context.Context, v *CallValues) context.Context {
+	return context.WithValue(ctx, callValuesKey{}, v)
+}
+
+// CallValuesFrom returns a copy of the values attached to ctx (zero if
+// none).
+func CallValuesFrom(ctx context.Context) CallValues {
+	if v := callValuesOf(ctx); v != nil {
+		return *v
+	}
+	return CallValues{}
+}
+
+func callValuesOf(ctx context.Context) *CallValues {
+	v, _ := ctx.Value(callValuesKey{}).(*CallValues)
+	return v
+}
 
 // WithOrigin attaches an origin to the context of a call.
 func WithOrigin(ctx context.Context, origin any) context.Context {
-	return context.WithValue(ctx, originKey{}, origin)
+	v := CallValuesFrom(ctx)
+	v.Origin = origin
+	return WithCallValues(ctx, &v)
 }
 
 // OriginFrom returns the origin attached to ctx, or nil.
-func OriginFrom(ctx context.Context) any { return ctx.Value(originKey{}) }
+func OriginFrom(ctx context.Context) any {
+	if v := callValuesOf(ctx); v != nil {
+		return v.Origin
+	}
+	return nil
+}
 
 // Options configures a connection to one upstream server.
 type Options struct {
