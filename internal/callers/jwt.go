@@ -44,9 +44,11 @@ var (
 
 type resourceKey struct{}
 
-// resourceValue is what WithResource and WithAdminResource store.
+// resourceValue is what WithResource, WithResourceFunc and
+// WithAdminResource store.
 type resourceValue struct {
 	url   string
+	lazy  func() string // WithResourceFunc: url, worked out when asked
 	exact bool
 }
 
@@ -55,6 +57,13 @@ type resourceValue struct {
 // issued for. The gateway sets it before Authenticate.
 func WithResource(ctx context.Context, resource string) context.Context {
 	return context.WithValue(ctx, resourceKey{}, resourceValue{url: resource})
+}
+
+// WithResourceFunc is WithResource with the URL worked out only when a
+// bearer token is verified: a key or an anonymous caller never needs it,
+// and it is a few string operations on every request otherwise.
+func WithResourceFunc(ctx context.Context, resource func() string) context.Context {
+	return context.WithValue(ctx, resourceKey{}, resourceValue{lazy: resource})
 }
 
 // WithAdminResource is WithResource for the admin API: a JWT bearer must
@@ -67,6 +76,9 @@ func WithAdminResource(ctx context.Context, resource string) context.Context {
 // the resource asks for it.
 func (a *Authenticator) verifyToken(ctx context.Context, token string) (*oauth.Identity, error) {
 	res, _ := ctx.Value(resourceKey{}).(resourceValue)
+	if res.lazy != nil {
+		res.url = res.lazy()
+	}
 	if !res.exact {
 		return a.tokens.Verify(ctx, token, res.url)
 	}

@@ -170,3 +170,28 @@ func TestKeyLoginIsCached(t *testing.T) {
 		t.Errorf("after revocation: %d", w.Code)
 	}
 }
+
+// WithResourceFunc: a bearer token is verified for the resource the
+// function gives, and a key caller never asks for it.
+func TestResourceWorkedOutOnlyForTokens(t *testing.T) {
+	st := openStore(t)
+	secret := addKey(t, st, store.Key{Alias: "bot"})
+	exp := time.Now().Add(10 * time.Minute)
+	tokens := &tableTokens{ids: map[string]*oauth.Identity{
+		jwtLike("a1"): {Issuer: "https://idp", Subject: "s-ann", User: "ann", Expiry: exp},
+	}}
+	a := newAuth(t, Options{Keys: st, Tokens: tokens, CacheTTL: -1})
+	asked := 0
+	req := func(name, value string) *http.Request {
+		r := request(remote, name, value)
+		return r.WithContext(WithResourceFunc(r.Context(), func() string { asked++; return "https://gw/mcp/alpha" }))
+	}
+	mustAuth(t, a, req("X-Mcpgate-Api-Key", secret))
+	if asked != 0 {
+		t.Fatalf("a key caller worked out the resource %d times", asked)
+	}
+	mustAuth(t, a, req("Authorization", "Bearer "+jwtLike("a1")))
+	if asked != 1 || len(tokens.seen) != 1 || tokens.seen[0] != "https://gw/mcp/alpha" {
+		t.Fatalf("a token was verified for %v (asked %d times)", tokens.seen, asked)
+	}
+}

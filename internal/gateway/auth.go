@@ -39,7 +39,10 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	}
 	if g.auth != nil {
 		var f *callers.Failure
-		r = r.WithContext(callers.WithResource(r.Context(), g.resourceOf(r)))
+		// The route's resource is what a bearer token must name; only
+		// a token's check asks for it.
+		req := r
+		r = r.WithContext(callers.WithResourceFunc(r.Context(), func() string { return g.resourceOf(req) }))
 		if c, f = g.auth.Authenticate(r); f != nil {
 			noteRefusal(r.Context(), f.Reason)
 			g.challenge(f, r)
