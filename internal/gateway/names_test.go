@@ -388,6 +388,11 @@ func FuzzExposedNames(f *testing.F) {
 		if cfg.Validate() != nil {
 			return
 		}
+		if sep == "" {
+			// What New does (and Validate judges server names by):
+			// an unset separator is the default one.
+			sep = config.DefaultSeparator
+		}
 		g := &Gateway{sep: sep}
 		g.compiled.Store(compileConfig(cfg))
 		rt := &route{servers: slices.Sorted(slices.Values([]string{s1, s2})), prefixed: true}
