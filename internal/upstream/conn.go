@@ -287,7 +287,9 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 		params = sm.apply(ctx, params)
 	}
 	msg := jsonrpc.NewRequest(jsonrpc.Int64ID(cl.id), method, params)
-	if err := c.t.send(callCtx, msg, cl); err != nil && callCtx.Err() == nil {
+	// The caller's context too: its cancellation aborts the exchange's
+	// I/O, which can fail send before callCtx, its child, is done.
+	if err := c.t.send(callCtx, msg, cl); err != nil && callCtx.Err() == nil && ctx.Err() == nil {
 		c.forget(cl)
 		// A reply or a shutdown may have raced the failed write; either
 		// is a better answer than the write error.

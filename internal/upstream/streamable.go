@@ -232,8 +232,13 @@ func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) err
 
 // fail fails cl with err, unless the call is already over.
 func (t *streamable) fail(ctx context.Context, cl *call, err error) {
-	if ctx.Err() != nil {
-		return // the call ended first; its own outcome stands
+	if ctx.Err() != nil || cl.parent.Err() != nil {
+		// The call ended first; its own outcome stands. The caller's
+		// context is asked too: the exchange watches it, so the I/O
+		// its cancellation aborts can fail here before the call's own
+		// context (a child of it) is marked done, and the call must
+		// still end as cancelled (and tell the upstream so).
+		return
 	}
 	t.c.failCall(cl, err)
 	if sessionExpired(err) {
