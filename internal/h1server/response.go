@@ -57,7 +57,13 @@ func (w *response) WriteHeader(code int) {
 	w.wroteHeader = true
 }
 
-func (w *response) Write(p []byte) (int, error) {
+func (w *response) Write(p []byte) (int, error) { return write(w, p) }
+
+func (w *response) WriteString(s string) (int, error) { return write(w, s) }
+
+// write is Write and WriteString: the body is buffered, and sent as a
+// stream once it reaches maxBuffered.
+func write[T []byte | string](w *response, p T) (int, error) {
 	if err := w.writable(); err != nil {
 		return 0, err
 	}
@@ -68,19 +74,6 @@ func (w *response) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
-}
-
-func (w *response) WriteString(s string) (int, error) {
-	if err := w.writable(); err != nil {
-		return 0, err
-	}
-	w.c.wbuf = append(w.c.wbuf, s...)
-	if len(w.c.wbuf) >= maxBuffered {
-		if err := w.flush(false); err != nil {
-			return 0, err
-		}
-	}
-	return len(s), nil
 }
 
 func (w *response) writable() error {
