@@ -130,3 +130,40 @@ func TestShutdownDelay(t *testing.T) {
 		t.Fatal("no exit after SIGTERM")
 	}
 }
+
+// The body limit (SPEC S2.6, S23) holds on the listener mcpgate serve
+// runs (h1server in front of net/http): an oversized POST gets 413 with
+// a JSON-RPC error naming the size, the connection is not reused for
+// the rest of the body, and the gateway keeps serving.
+func TestBodyLimitOnTheListener(t *testing.T) {
+	gw, notes := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	cfg := fmt.Sprintf("data_dir: ./state\nmax_body_bytes: 64KiB\nservers:\n  notes: {transport: stdio, command: %s}\n", notes)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGateway(t, gw, cfgPath)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 512<<10) + `"}}`
+	req, _ := http.NewRequest(http.MethodPost, p.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "exceeds 65536 bytes") {
+		t.Fatalf("an oversized body: %d %s", resp.StatusCode, b)
+	}
+	// Still serving.
+	hr, err := http.Get(p.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if hr.StatusCode != http.StatusOK {
+		t.Fatalf("healthz after an oversized body: %d", hr.StatusCode)
+	}
+}
