@@ -53,7 +53,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log() { printf '%s\n' "$*" >&2; }
+source bench/lib.sh # log, wait_log
 log "building into $tmp ..."
 go build -o "$tmp/echo" ./examples/echo
 go build "${GOFLAGS_EXTRA[@]}" -o "$tmp/mcpgate" ./cmd/mcpgate
@@ -66,13 +66,6 @@ if [[ ${RSS_COLD:-0} == 1 ]]; then
   done
 fi
 
-wait_log() {
-  for _ in $(seq 100); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  log "timed out waiting for /$2/ in $1:"; cat "$1" >&2; return 1
-}
 addr() { grep -E "$2" "$1" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1; }
 
 # status PID: VmHWM, RssAnon and RssFile in MiB.

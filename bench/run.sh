@@ -93,7 +93,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { printf '%s\n' "$*" >&2; }
+source bench/lib.sh # log, wait_log
 
 log "building into $tmp ..."
 go build -o "$tmp/echo" ./examples/echo
@@ -107,14 +107,6 @@ if [[ $PIN == 1 ]]; then
   PIN_SERVER=(taskset -c 1)
 fi
 
-# wait_log FILE REGEX: wait up to 10s for a line matching REGEX in FILE.
-wait_log() {
-  for _ in $(seq 100); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  log "timed out waiting for /$2/ in $1:"; cat "$1" >&2; return 1
-}
 
 "${PIN_SERVER[@]}" "$tmp/echo" -listen 127.0.0.1:0 2>"$tmp/echo.log" &
 echo_pid=$!

@@ -47,14 +47,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-log() { printf '%s\n' "$*" >&2; }
-wait_log() {
-  for _ in $(seq 100); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  log "timed out waiting for /$2/ in $1:"; cat "$1" >&2; return 1
-}
+source bench/lib.sh # log, wait_log
 
 log "building into $tmp ..."
 go build -o "$tmp/echo" ./examples/echo
