@@ -147,7 +147,17 @@ func (a *accessLine) finish() {
 		}
 	}
 	e.mu.Unlock()
-	a.g.access.LogAttrs(deferredLineCtx, slog.LevelInfo, "access", attrs...)
+	// The handler directly, not Logger.LogAttrs: the logger would capture
+	// the caller's program counter for every line (runtime.Callers, about
+	// a fifth of the line's cost), and no handler mcpgate builds has
+	// AddSource on.
+	h := a.g.access.Handler()
+	if !h.Enabled(deferredLineCtx, slog.LevelInfo) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "access", 0)
+	rec.AddAttrs(attrs...)
+	_ = h.Handle(deferredLineCtx, rec)
 }
 
 // deferredLineKey marks the context of an access line: its handler may
