@@ -49,6 +49,10 @@
 #                                        placeholders) filled in and written
 #                                        to {tmp}; replaced by its path
 #                      "none": only mcpgate and the reverse proxy.
+#   BENCH_PEER_HEADERS request headers the load generator sends to a peer:
+#                      "NAME=Header: value;NAME=Header: value" (repeat a
+#                      NAME for more headers). bench/features.sh uses it
+#                      for the key of mcpgate variants that require one.
 #   BENCH_OUT          markdown file to update (default docs/benchmarks.md;
 #                      "-" to only print)
 #
@@ -156,6 +160,22 @@ fill() {
 # Peers: PEER_NAMES[i] is started as PEER_PIDS, reached at PEER_URLS[i]
 # with tool PEER_TOOLS[i].
 PEER_NAMES=() PEER_URLS=() PEER_TOOLS=() PEER_DESCS=()
+# PEER_HDRS[NAME]: "-H\tHeader: value\t-H\t..." for the load generator.
+declare -A PEER_HDRS=()
+if [[ -n ${BENCH_PEER_HEADERS:-} ]]; then
+  IFS=';' read -ra hspecs <<<"$BENCH_PEER_HEADERS"
+  for hs in "${hspecs[@]}"; do
+    [[ $hs == *=*:* ]] || { log "BENCH_PEER_HEADERS: bad entry '$hs' (want NAME=Header: value)"; exit 2; }
+    hn=${hs%%=*} hv=${hs#*=}
+    PEER_HDRS[$hn]+="-H"$'\t'"$hv"$'\t'
+  done
+fi
+# peer_hdr_args NAME: sets HDR_ARGS to the -H arguments for peer NAME.
+peer_hdr_args() {
+  HDR_ARGS=()
+  [[ -n ${PEER_HDRS[$1]:-} ]] && IFS=$'\t' read -ra HDR_ARGS <<<"${PEER_HDRS[$1]%$'\t'}"
+  return 0
+}
 if [[ -n $PEERS && $PEERS != none ]]; then
   IFS=';' read -ra specs <<<"$PEERS"
   for spec in "${specs[@]}"; do
@@ -206,7 +226,8 @@ fi
 for i in "${!PEER_NAMES[@]}"; do
   targs=()
   [[ ${PEER_TOOLS[i]} != echo ]] && targs=(-args '{"text":"hello"}')
-  if ! "$tmp/mcpgate-bench" -url "${PEER_URLS[i]}" -tool "${PEER_TOOLS[i]}" "${targs[@]}" -n 20 -warmup 0 -json >"$tmp/peer-smoke.json"; then
+  peer_hdr_args "${PEER_NAMES[i]}"
+  if ! "$tmp/mcpgate-bench" -url "${PEER_URLS[i]}" -tool "${PEER_TOOLS[i]}" "${targs[@]}" "${HDR_ARGS[@]}" -n 20 -warmup 0 -json >"$tmp/peer-smoke.json"; then
     log "peer ${PEER_NAMES[i]}: smoke test failed:"; cat "$tmp/peer-smoke.json" "$tmp/peer-${PEER_NAMES[i]}.log" >&2; exit 1
   fi
 done
@@ -248,6 +269,8 @@ measure() {
   local out="$tmp/$name-c$c-$RANDOM.json"
   local args=()
   [[ $tool != echo ]] && args=(-args '{"text":"hello"}')
+  peer_hdr_args "${name#peer:}"
+  args+=("${HDR_ARGS[@]}")
   local rssf="$tmp/rss.max"
   echo 0 >"$rssf"
   (
