@@ -72,7 +72,18 @@ type budgetSpent struct {
 	fetched  time.Time // when the read of base began
 	base     float64   // the store's sum then
 	local    []localCost
+	localSum float64 // the sum of local's costs
 	reserved float64 // this replica's calls in flight
+	// reading: a read of the store for this entry is in flight; its
+	// caller applies it, and the key's other calls count from the entry
+	// as it is meanwhile, rather than each read the store again: under
+	// load every call of a key in flight found the entry stale at once,
+	// and each read the period's whole sum (a quarter of the gateway's
+	// CPU at c=64, bench/features.sh).
+	reading bool
+	// ready is closed when the entry's first read ends (nil after it):
+	// the key's calls that arrive meanwhile wait for it.
+	ready chan struct{}
 }
 
 // localCost is one of this replica's settled calls, counted until a read
@@ -82,57 +93,78 @@ type localCost struct {
 	cost float64
 }
 
-func (s *budgetSpent) sum() float64 {
-	t := s.base + s.reserved
-	for _, c := range s.local {
-		t += c.cost
-	}
-	return t
-}
+func (s *budgetSpent) sum() float64 { return s.base + s.reserved + s.localSum }
 
 // entryLocked returns alias's sum for the period at start, read again
 // from the store when stale; it takes b.mu and returns with it held (on
-// success only).
+// success only). One read per key is in flight at a time: a call that
+// finds its key's entry stale while another call reads it counts from
+// the entry as it is (stale by at most budgetRefresh and that read's
+// time), and a call that finds no entry yet waits for the first read.
 func (b *Budgets) entryLocked(ctx context.Context, alias string, start, now time.Time) (*budgetSpent, error) {
-	b.mu.Lock()
-	s := b.m[alias]
-	if s != nil && s.start.Equal(start) && now.Sub(s.fetched) < budgetRefresh {
-		return s, nil
-	}
-	b.mu.Unlock()
-	began := now
-	base, err := b.usage(ctx, alias, start)
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	if len(b.m) > budgetEntries {
-		for k, v := range b.m {
-			if v.reserved == 0 {
-				delete(b.m, k)
+	for {
+		b.mu.Lock()
+		s := b.m[alias]
+		if s != nil && s.start.Equal(start) {
+			if ready := s.ready; ready != nil {
+				b.mu.Unlock()
+				select {
+				case <-ready:
+					continue
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 			}
+			if s.reading || now.Sub(s.fetched) < budgetRefresh {
+				return s, nil
+			}
+			s.reading = true
+		} else {
+			if len(b.m) >= budgetEntries {
+				for k, v := range b.m {
+					if v.reserved == 0 && !v.reading {
+						delete(b.m, k)
+					}
+				}
+			}
+			s = &budgetSpent{start: start, reading: true, ready: make(chan struct{})}
+			b.m[alias] = s
 		}
+		b.mu.Unlock()
+		return b.read(ctx, alias, s, now)
 	}
-	s = b.m[alias]
-	if s == nil || !s.start.Equal(start) {
-		s = &budgetSpent{start: start}
-		b.m[alias] = s
+}
+
+// read reads s's base from the store, the read beginning at began, and
+// applies it; it returns with b.mu held (on success only).
+func (b *Budgets) read(ctx context.Context, alias string, s *budgetSpent, began time.Time) (*budgetSpent, error) {
+	base, err := b.usage(ctx, alias, s.start)
+	b.mu.Lock()
+	s.reading = false
+	first := s.ready != nil
+	if first {
+		// The waiters go on: with the base, or to read it themselves.
+		close(s.ready)
+		s.ready = nil
 	}
-	if s.fetched.After(began) {
-		// A read that began later was applied meanwhile (concurrent
-		// calls of one key): it knows more than this one.
-		return s, nil
+	if err != nil {
+		if first && b.m[alias] == s {
+			delete(b.m, alias)
+		}
+		b.mu.Unlock()
+		return nil, err
 	}
 	// What this replica's calls cost before the read began is in the
 	// store's sum now (or about to be); what they cost since is not, and
 	// what is in flight is not.
-	kept := s.local[:0]
+	kept, sum := s.local[:0], 0.0
 	for _, c := range s.local {
 		if !c.at.Before(began) {
 			kept = append(kept, c)
+			sum += c.cost
 		}
 	}
-	s.fetched, s.base, s.local = began, base, kept
+	s.fetched, s.base, s.local, s.localSum = began, base, kept, sum
 	return s, nil
 }
 
@@ -236,6 +268,7 @@ func (r *Reservation) Settle(ctx context.Context, cost float64) error {
 				s.reserved = max(s.reserved-r.est, 0)
 				if cost != 0 {
 					s.local = append(s.local, localCost{r.b.now(), cost})
+					s.localSum += cost
 				}
 			}
 			r.b.mu.Unlock()

@@ -2,6 +2,9 @@ package guard
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -93,8 +96,10 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	if v := <-done; v != 1 {
 		t.Errorf("a read that began before a settled call: spent %v, want 1 (the call is not in the store's sum yet)", v)
 	}
-	// Two refreshes at once: the older one, finishing last, must not
-	// overwrite what the newer one and a call since made of the sum.
+	// While a refresh is in flight the key's other calls do not read the
+	// store again: they count from the entry as it is, calls settled
+	// meanwhile included, and the refresh, applied, keeps the calls
+	// settled after it began.
 	slow, release = true, make(chan struct{})
 	t1 := later.Add(budgetRefresh)
 	go func() {
@@ -104,16 +109,82 @@ func TestBudgetReadsDoNotForgetLaterCalls(t *testing.T) {
 	slow = false
 	t2 := t1.Add(time.Second)
 	call = &Reservation{b: b, alias: "k", start: day, est: 1}
-	if v, ok, _ := b.reserve(ctx, call, 1e9, t2); !ok || v != 0 {
-		t.Errorf("the newer refresh: spent %v, want 0 (the store has the call by then)", v)
+	if v, ok, err := b.reserve(ctx, call, 1e9, t2); err != nil || !ok || v != 1 {
+		t.Errorf("during the refresh: spent %v (%v), want 1 (the call settled after the last read)", v, err)
 	}
 	clock = t2.Add(time.Millisecond)
 	call.Settle(ctx, 1)
 	close(release)
 	if v := <-done; v != 1 {
-		t.Errorf("the older refresh, applied last: spent %v, want 1", v)
+		t.Errorf("the refresh, applied: spent %v, want 1 (the call settled after it began)", v)
 	}
 	if v := readSpent(t, b, "k", day, t2.Add(time.Second)); v != 1 {
-		t.Errorf("after both refreshes: spent %v, want 1", v)
+		t.Errorf("after the refresh: spent %v, want 1", v)
+	}
+}
+
+// Many calls of one key at once read the store once: the first read of a
+// key (the others wait for it) and each refresh of a stale entry (the
+// others count from the entry meanwhile). Before, every call in flight
+// read the period's whole sum, a quarter of the gateway's CPU at c=64.
+func TestBudgetOneReadPerKeyAtATime(t *testing.T) {
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := day.Add(time.Hour)
+	var reads atomic.Int64
+	var mu sync.Mutex // guards gate, closed to end the reads in flight
+	gate := make(chan struct{})
+	b := &Budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(context.Context, string, time.Time) (float64, error) {
+		reads.Add(1)
+		mu.Lock()
+		g := gate
+		mu.Unlock()
+		<-g
+		return 5, nil
+	}}
+	const n = 32
+	run := func(at time.Time) []float64 {
+		var wg sync.WaitGroup
+		spent := make([]float64, n)
+		for i := range n {
+			wg.Go(func() { spent[i] = readSpent(t, b, "k", day, at) })
+		}
+		// Every call has reached the store or the entry before the read
+		// ends (they wait on it or count from it).
+		for reads.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		close(gate)
+		gate = make(chan struct{})
+		mu.Unlock()
+		wg.Wait()
+		return spent
+	}
+	for i, v := range run(now) {
+		if v != 5 {
+			t.Fatalf("first read, call %d: spent %v, want the store's 5", i, v)
+		}
+	}
+	if got := reads.Load(); got != 1 {
+		t.Errorf("%d calls of a new key read the store %d times, want once", n, got)
+	}
+	reads.Store(0)
+	run(now.Add(budgetRefresh))
+	if got := reads.Load(); got != 1 {
+		t.Errorf("%d calls finding the entry stale read the store %d times, want once", n, got)
+	}
+	// A failed first read: the waiting calls read for themselves (each
+	// gets the store's answer), and nothing is left half made.
+	fail := errors.New("store down")
+	b2 := &Budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }, usage: func(context.Context, string, time.Time) (float64, error) {
+		return 0, fail
+	}}
+	r := &Reservation{b: b2, alias: "k", start: day, est: 1}
+	if _, _, err := b2.reserve(context.Background(), r, 1e9, now); !errors.Is(err, fail) {
+		t.Errorf("a failed read: %v, want the store's error", err)
+	}
+	if len(b2.m) != 0 {
+		t.Errorf("a failed first read left %d entries", len(b2.m))
 	}
 }
