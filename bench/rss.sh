@@ -68,9 +68,11 @@ fi
 
 addr() { grep -E "$2" "$1" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1; }
 
-# status PID: VmHWM, RssAnon and RssFile in MiB.
+# status PID: VmHWM, RssAnon and RssFile in MiB, and the minor page faults
+# so far (a page mapped from the page cache or a fresh anonymous page).
 status() {
   awk '/^(VmHWM|RssAnon|RssFile):/ { printf "%s %.1f  ", $1, $2 / 1024 }' "/proc/$1/status"
+  awk '{ sub(/^.*\) /, ""); printf "minflt %d  ", $8 }' "/proc/$1/stat"
 }
 
 # mappings PID EXE: resident MiB of EXE's text, read-only data and data.
