@@ -9,8 +9,8 @@ import (
 // mappings (MADV_DONTNEED) and returns the bytes of mappings trimmed. A
 // mapping holding a private copy of any page (smaps Anonymous > 0: the
 // relocated read-only data of a position-independent executable, a
-// debugger's breakpoint) is left whole: dropping it would lose what the
-// file does not hold. The pages stay in the page cache; the ones the
+// debugger's breakpoint), or whose smaps entry does not say, is left
+// whole: dropping it would lose what the file does not hold. The pages stay in the page cache; the ones the
 // process runs again fault back in.
 func Trim() (bytes uint64, err error) {
 	exe, err := os.Readlink("/proc/self/exe")
@@ -26,7 +26,7 @@ func Trim() (bytes uint64, err error) {
 		return 0, err
 	}
 	for _, m := range ms {
-		if m.path != exe || !m.readOnly() || m.anonymous != 0 {
+		if m.path != exe || !m.readOnly() || !m.anonymousKnown || m.anonymous != 0 {
 			continue
 		}
 		if err := madvise(m.start, m.end-m.start, syscall.MADV_DONTNEED); err != nil {

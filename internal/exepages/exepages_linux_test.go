@@ -23,7 +23,7 @@ func exeRss(t *testing.T) (kb uint64, n int) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.path == exe && m.readOnly() && m.anonymous == 0 {
+		if m.path == exe && m.readOnly() && m.anonymousKnown && m.anonymous == 0 {
 			n++
 			kb += m.rss
 		}

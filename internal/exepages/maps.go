@@ -15,9 +15,11 @@ type mapping struct {
 	inode      uint64
 	path       string // "" for anonymous memory; may end in " (deleted)"
 	// anonymous is smaps' "Anonymous:" in kB: pages of a file mapping
-	// the process has its own copy of. Only parseSmaps sets it.
-	anonymous uint64
-	rss       uint64 // smaps' "Rss:" in kB (tests read it)
+	// the process has its own copy of; known says the line was there.
+	// Only parseSmaps sets them.
+	anonymous      uint64
+	anonymousKnown bool
+	rss            uint64 // smaps' "Rss:" in kB (tests read it)
 }
 
 // readOnly reports whether m can be read and not written: the
@@ -91,6 +93,7 @@ func parseSmaps(text string) ([]mapping, error) {
 				out[len(out)-1].rss = kb
 			} else {
 				out[len(out)-1].anonymous = kb
+				out[len(out)-1].anonymousKnown = true
 			}
 			continue
 		}

@@ -35,12 +35,15 @@ func TestParseSmaps(t *testing.T) {
 	if len(ms) != 10 {
 		t.Fatalf("%d mappings, want 10", len(ms))
 	}
-	exe := mapping{start: 0x400000, end: 0x164c000, perms: "r-xp", inode: 1234, path: "/opt/mcpgate/bin/mcpgate", rss: 13700}
+	exe := mapping{start: 0x400000, end: 0x164c000, perms: "r-xp", inode: 1234, path: "/opt/mcpgate/bin/mcpgate", rss: 13700, anonymousKnown: true}
 	if ms[0] != exe {
 		t.Errorf("text: %+v, want %+v", ms[0], exe)
 	}
 	if ms[1].anonymous != 12 || ms[2].anonymous != 100 || ms[3].anonymous != 0 {
 		t.Errorf("Anonymous: %d %d %d, want 12 100 0", ms[1].anonymous, ms[2].anonymous, ms[3].anonymous)
+	}
+	if !ms[0].anonymousKnown || !ms[2].anonymousKnown || ms[3].anonymousKnown {
+		t.Errorf("Anonymous known: %v %v %v, want true true false", ms[0].anonymousKnown, ms[2].anonymousKnown, ms[3].anonymousKnown)
 	}
 	if !ms[0].readOnly() || !ms[1].readOnly() || ms[2].readOnly() {
 		t.Errorf("readOnly: text %v rodata %v data %v, want true true false", ms[0].readOnly(), ms[1].readOnly(), ms[2].readOnly())
