@@ -25,10 +25,7 @@ func Trim() (bytes uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, m := range ms {
-		if m.path != exe || !m.readOnly() || !m.anonymousKnown || m.anonymous != 0 {
-			continue
-		}
+	for _, m := range trimmable(ms, exe) {
 		if err := madvise(m.start, m.end-m.start, syscall.MADV_DONTNEED); err != nil {
 			return bytes, err
 		}

@@ -22,11 +22,9 @@ func exeRss(t *testing.T) (kb uint64, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range ms {
-		if m.path == exe && m.readOnly() && m.anonymousKnown && m.anonymous == 0 {
-			n++
-			kb += m.rss
-		}
+	for _, m := range trimmable(ms, exe) {
+		n++
+		kb += m.rss
 	}
 	return kb, n
 }

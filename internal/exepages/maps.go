@@ -105,3 +105,15 @@ func parseSmaps(text string) ([]mapping, error) {
 	}
 	return out, nil
 }
+
+// trimmable returns the mappings of ms that Trim may drop: exe's
+// read-only ones whose smaps entry says they hold no private page.
+func trimmable(ms []mapping, exe string) []mapping {
+	var out []mapping
+	for _, m := range ms {
+		if m.path == exe && m.readOnly() && m.anonymousKnown && m.anonymous == 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}

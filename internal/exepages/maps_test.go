@@ -62,6 +62,27 @@ func TestParseSmaps(t *testing.T) {
 	}
 }
 
+// Only the executable's read-only mappings with no private page are
+// trimmed: not its relocated read-only data (Anonymous 12 kB), not its
+// data, not another file's mappings (libc, an old executable of the same
+// name but deleted), not a mapping whose entry has no Anonymous line.
+func TestTrimmable(t *testing.T) {
+	ms, err := parseSmaps(sampleSmaps + "7f0e2a500000-7f0e2a501000 r--p 00000000 fd:01 1234 /opt/mcpgate/bin/mcpgate\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := trimmable(ms, "/opt/mcpgate/bin/mcpgate")
+	if len(got) != 1 || got[0].start != 0x400000 || got[0].perms != "r-xp" {
+		t.Fatalf("trimmable: %+v, want the text mapping alone", got)
+	}
+	if got := trimmable(ms, "/tmp/a dir/old exe (deleted)"); len(got) != 0 {
+		t.Errorf("a mapping without an Anonymous line: %+v", got)
+	}
+	if got := trimmable(ms, ""); len(got) != 0 {
+		t.Errorf("empty executable path matched %+v", got)
+	}
+}
+
 func TestParseSmapsRejects(t *testing.T) {
 	for _, line := range []string{
 		"00400000 r-xp 00000000 fd:01 1234 /x",          // no range
