@@ -13,7 +13,9 @@
 # from /proc, each process's VmHWM, RssAnon and RssFile idle and after each
 # round, and the gateway's resident memory per mapping of its executable:
 # text (r-xp), read-only data (r--p: rodata, pclntab) and data (rw-p), so
-# the file-backed half of the RSS can be read apart from the heap.
+# the file-backed half of the RSS can be read apart from the heap, and
+# each process's minor page faults so far (what faulting the executable's
+# pages back in after the gateway's start-up trim costs shows there).
 #
 # Environment:
 #   RSS_ROUNDS       gateway+proxy rounds (default 3)
@@ -22,12 +24,15 @@
 #   RSS_GOFLAGS      extra go build flags for mcpgate and revproxy (e.g.
 #                    "-trimpath -ldflags=-s -w"; CGO_ENABLED is the
 #                    caller's environment's)
-#   RSS_GW_ENV       environment for the gateway (e.g. "GOGC=100")
+#   RSS_GW_ENV       environment for the gateway (e.g. "GOGC=100", or
+#                    "MCPGATE_EXE_PAGES=keep" to keep the executable's
+#                    start-up pages mapped, as before issue 25's trim)
 #   RSS_COLD         1: drop the page cache of the two executables before
 #                    starting them (dd iflag=nocache, these files only), to
 #                    measure a start from disk. The executable's RssFile is
-#                    the part of it a start and the load fault in, in 64 KiB
-#                    fault-around windows of what is cached: one run of this
+#                    the part of it the load faults in after the start's
+#                    trim (the start too with MCPGATE_EXE_PAGES=keep), in
+#                    64 KiB fault-around windows of what is cached: one run of this
 #                    script measured the gateway's RssFile at 35.5 MiB
 #                    idle instead of the usual 26.6-28.6, not reproduced
 #                    since (warm or cold alike), so watch the text and
@@ -68,9 +73,11 @@ fi
 
 addr() { grep -E "$2" "$1" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1; }
 
-# status PID: VmHWM, RssAnon and RssFile in MiB.
+# status PID: VmHWM, RssAnon and RssFile in MiB, and the minor page faults
+# so far (a page mapped from the page cache or a fresh anonymous page).
 status() {
   awk '/^(VmHWM|RssAnon|RssFile):/ { printf "%s %.1f  ", $1, $2 / 1024 }' "/proc/$1/status"
+  awk '{ sub(/^.*\) /, ""); printf "minflt %d  ", $8 }' "/proc/$1/stat"
 }
 
 # mappings PID EXE: resident MiB of EXE's text, read-only data and data.

@@ -37,6 +37,7 @@ var layers = []layer{
 		"internal/callers",
 		"internal/clientconf",
 		"internal/config",
+		"internal/exepages", // the executable's start-up pages
 		"internal/fleet",
 		"internal/h1server", // the listener's own HTTP/1.1 connection loop
 		"internal/guard",

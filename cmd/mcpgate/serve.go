@@ -100,6 +100,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		go func() { errc <- msrv.Serve(mln) }()
 		log.Info("metrics serving", "addr", "http://"+mln.Addr().String()+"/metrics")
 	}
+	// Started: what start-up alone touched of the executable need not
+	// stay mapped (exepages.go).
+	trimExecutable(os.Getenv, log)
 	log.Info("mcpgate serving", "addr", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers), "version", version())
 	if c.ready != nil {
 		c.ready(ln.Addr().String())

@@ -472,7 +472,7 @@ func TestGrantsEndpoints(t *testing.T) {
 func TestOpenAPIForbiddenText(t *testing.T) {
 	doc := document()
 	paths := doc["paths"].(map[string]any)
-	for key := range docs {
+	for key := range docs() {
 		method, path, _ := strings.Cut(key, " ")
 		op := paths[Prefix+path].(map[string]any)[strings.ToLower(method)].(map[string]any)
 		got := op["responses"].(map[string]any)["403"].(map[string]any)["description"]

@@ -3,6 +3,7 @@ package guard
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Built-in redaction patterns (config: redact.patterns).
@@ -26,26 +27,30 @@ var BuiltinPatterns = []string{PatternAPIKey, PatternBearer, PatternCard, Patter
 // builtin holds each built-in's expression. The order of builtinOrder is
 // the order they apply in, whatever order the config lists them in: a
 // private key block or a JWT goes whole before a looser pattern could
-// take a piece of it.
-var builtin = map[string]*regexp.Regexp{
-	PatternPrivateKey: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`),
-	PatternJWT:        regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`),
-	PatternBearer:     regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/-]{8,}=*`),
-	PatternAPIKey: regexp.MustCompile(strings.Join([]string{
-		`\bsk-ant-[A-Za-z0-9_-]{20,}`,                       // Anthropic
-		`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`, // OpenAI
-		`\bgh[pousr]_[A-Za-z0-9]{36,}`,                      // GitHub tokens
-		`\bgithub_pat_[A-Za-z0-9_]{22,}`,                    // GitHub fine-grained
-		`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`,                     // AWS access key ids
-		`\bxox[abposr]-[A-Za-z0-9-]{10,}`,                   // Slack
-		`\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}`,            // Stripe
-		`\bAIza[0-9A-Za-z_-]{35}`,                           // Google
-	}, "|")),
-	// Candidates only: a run of 13-19 digits, with single spaces or dashes
-	// between them; Luhn decides.
-	PatternCard:  regexp.MustCompile(`\b\d(?:[ -]?\d){12,18}\b`),
-	PatternEmail: regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`),
-}
+// take a piece of it. Compiled on first use: only a redact guardrail
+// reads them, and compiled at init they were ~80 KB of heap in every
+// gateway.
+var builtin = sync.OnceValue(func() map[string]*regexp.Regexp {
+	return map[string]*regexp.Regexp{
+		PatternPrivateKey: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`),
+		PatternJWT:        regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`),
+		PatternBearer:     regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/-]{8,}=*`),
+		PatternAPIKey: regexp.MustCompile(strings.Join([]string{
+			`\bsk-ant-[A-Za-z0-9_-]{20,}`,                       // Anthropic
+			`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`, // OpenAI
+			`\bgh[pousr]_[A-Za-z0-9]{36,}`,                      // GitHub tokens
+			`\bgithub_pat_[A-Za-z0-9_]{22,}`,                    // GitHub fine-grained
+			`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`,                     // AWS access key ids
+			`\bxox[abposr]-[A-Za-z0-9-]{10,}`,                   // Slack
+			`\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}`,            // Stripe
+			`\bAIza[0-9A-Za-z_-]{35}`,                           // Google
+		}, "|")),
+		// Candidates only: a run of 13-19 digits, with single spaces or dashes
+		// between them; Luhn decides.
+		PatternCard:  regexp.MustCompile(`\b\d(?:[ -]?\d){12,18}\b`),
+		PatternEmail: regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`),
+	}
+})
 
 var builtinOrder = []string{PatternPrivateKey, PatternJWT, PatternBearer, PatternAPIKey, PatternCard, PatternEmail}
 
@@ -77,14 +82,14 @@ func NewRedactor(patterns []string) (*Redactor, error) {
 			custom = append(custom, rule{kind: PatternCustom, re: re})
 			continue
 		}
-		if builtin[strings.ToLower(p)] == nil {
+		if builtin()[strings.ToLower(p)] == nil {
 			return nil, &PatternError{Pattern: p}
 		}
 		want[strings.ToLower(p)] = true
 	}
 	for _, k := range builtinOrder {
 		if want[k] {
-			r.rules = append(r.rules, rule{kind: k, re: builtin[k], luhn: k == PatternCard})
+			r.rules = append(r.rules, rule{kind: k, re: builtin()[k], luhn: k == PatternCard})
 		}
 	}
 	r.rules = append(r.rules, custom...)
