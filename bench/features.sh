@@ -10,6 +10,7 @@
 # bench/features/ (the default config plus one feature), run as a
 # BENCH_PEERS peer on its single-server route /mcp/echo:
 #   key          one virtual key, sent as Authorization: Bearer
+#   ratelimit    that key with a rate limit (never reached)
 #   budget       that key with a budget and a cost per call
 #   guardrails   deny + redact (arguments) before, redact + max_bytes after
 #   debug        telemetry.debug_header on and x-mcpgate-debug: true sent
@@ -18,15 +19,15 @@
 # A feature's cost is its row's CPU per call minus mcpgate's (the default
 # gateway) in the same run; the ratios column gives it against the proxy.
 #
-# Environment: FEATURES (default "key budget guardrails debug noaccesslog
-# durable"), and bench/run.sh's own (BENCH_CONCURRENCY defaults to 64
+# Environment: FEATURES (default "key ratelimit budget guardrails debug
+# noaccesslog durable"), and bench/run.sh's own (BENCH_CONCURRENCY defaults to 64
 # here, BENCH_OUT to "-": the results are printed, docs/benchmarks.md is
 # left alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FEATURES=${FEATURES:-key budget guardrails debug noaccesslog durable}
-KEY=bench-key-0123456789abcdef # the key in key.yaml and budget.yaml
+FEATURES=${FEATURES:-key ratelimit budget guardrails debug noaccesslog durable}
+KEY=bench-key-0123456789abcdef # the key in key.yaml, ratelimit.yaml and budget.yaml
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
@@ -37,7 +38,7 @@ for f in $FEATURES; do
   [[ -f bench/features/$f.yaml ]] || { echo "features.sh: no bench/features/$f.yaml" >&2; exit 2; }
   peers+=("$f/mcp/echo=$bin/mcpgate:serve --config {config:bench/features/$f.yaml} --listen 127.0.0.1:{port}")
   case $f in
-  key | budget) headers+=("$f=Authorization: Bearer $KEY") ;;
+  key | ratelimit | budget) headers+=("$f=Authorization: Bearer $KEY") ;;
   debug) headers+=("$f=X-Mcpgate-Debug: true") ;;
   esac
 done

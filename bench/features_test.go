@@ -41,7 +41,9 @@ func TestFeatureTemplates(t *testing.T) {
 			var on bool
 			switch name {
 			case "key":
-				on = c.Auth != nil && len(c.Auth.Keys) == 1 && c.Auth.Keys[0].Budget == nil
+				on = c.Auth != nil && len(c.Auth.Keys) == 1 && c.Auth.Keys[0].Budget == nil && c.Auth.Keys[0].RateLimitRPM == 0
+			case "ratelimit":
+				on = c.Auth != nil && len(c.Auth.Keys) == 1 && c.Auth.Keys[0].RateLimitRPM > 0
 			case "budget":
 				on = c.Auth != nil && len(c.Auth.Keys) == 1 && c.Auth.Keys[0].Budget != nil &&
 					echo.Tools != nil && echo.Tools.Costs["*"] > 0
