@@ -29,6 +29,13 @@ import (
 // budgetRefresh is how stale a key's spent sum from the store may be.
 const budgetRefresh = 5 * time.Second
 
+// budgetReadShare spaces a key's reads of the store by at least this many
+// times what the last one took: the sum is of the whole period (a month
+// of a busy key's calls), and reading it every budgetRefresh must not
+// become a CPU's worth of work. The sum is then at most that much stale;
+// this replica's own calls are counted exactly meanwhile.
+const budgetReadShare = 50
+
 // budgetStateTimeout bounds one round trip to the shared state for a
 // budget: a call of a budgeted key waits at most that long for it.
 const budgetStateTimeout = 2 * time.Second
@@ -72,8 +79,9 @@ type budgetSpent struct {
 	fetched  time.Time // when the read of base began
 	base     float64   // the store's sum then
 	local    []localCost
-	localSum float64 // the sum of local's costs
-	reserved float64 // this replica's calls in flight
+	localSum float64       // the sum of local's costs
+	took     time.Duration // how long the read of base took
+	reserved float64       // this replica's calls in flight
 	// reading: a read of the store for this entry is in flight; its
 	// caller applies it, and the key's other calls count from the entry
 	// as it is meanwhile, rather than each read the store again: under
@@ -115,7 +123,7 @@ func (b *Budgets) entryLocked(ctx context.Context, alias string, start, now time
 					return nil, ctx.Err()
 				}
 			}
-			if s.reading || now.Sub(s.fetched) < budgetRefresh {
+			if s.reading || now.Sub(s.fetched) < max(budgetRefresh, budgetReadShare*s.took) {
 				return s, nil
 			}
 			s.reading = true
@@ -139,6 +147,7 @@ func (b *Budgets) entryLocked(ctx context.Context, alias string, start, now time
 // applies it; it returns with b.mu held (on success only).
 func (b *Budgets) read(ctx context.Context, alias string, s *budgetSpent, began time.Time) (*budgetSpent, error) {
 	base, err := b.usage(ctx, alias, s.start)
+	took := b.now().Sub(began)
 	b.mu.Lock()
 	s.reading = false
 	first := s.ready != nil
@@ -164,7 +173,7 @@ func (b *Budgets) read(ctx context.Context, alias string, s *budgetSpent, began 
 			sum += c.cost
 		}
 	}
-	s.fetched, s.base, s.local, s.localSum = began, base, kept, sum
+	s.fetched, s.base, s.local, s.localSum, s.took = began, base, kept, sum, max(took, 0)
 	return s, nil
 }
 

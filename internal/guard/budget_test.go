@@ -188,3 +188,29 @@ func TestBudgetOneReadPerKeyAtATime(t *testing.T) {
 		t.Errorf("a failed first read left %d entries", len(b2.m))
 	}
 }
+
+// A read of the period's sum that takes long spaces the next one by
+// budgetReadShare times as much: reading a busy key's month every five
+// seconds must not take a CPU.
+func TestBudgetSlowReadsSpaced(t *testing.T) {
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := day.Add(time.Hour)
+	reads := 0
+	b := &Budgets{m: map[string]*budgetSpent{}, clock: func() time.Time { return now }}
+	b.usage = func(context.Context, string, time.Time) (float64, error) {
+		reads++
+		now = now.Add(time.Second) // the read takes a second
+		return 0, nil
+	}
+	readSpent(t, b, "k", day, now)
+	if reads != 1 {
+		t.Fatalf("%d reads", reads)
+	}
+	fetched := now.Add(-time.Second)
+	if readSpent(t, b, "k", day, fetched.Add(budgetRefresh)); reads != 1 {
+		t.Errorf("read again after %v, with the last read taking 1s: want %v between reads", budgetRefresh, budgetReadShare*time.Second)
+	}
+	if readSpent(t, b, "k", day, fetched.Add(budgetReadShare*time.Second)); reads != 2 {
+		t.Errorf("not read again after %v", budgetReadShare*time.Second)
+	}
+}
