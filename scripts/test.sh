@@ -132,6 +132,24 @@ install_deps() {
   bash scripts/install-test-deps.sh >/dev/null
 }
 
+# The binaries the test suites and the interop and conformance scripts run,
+# built once into $bins: each would otherwise link its own mcpgate (about
+# 6 CPU-seconds each) into a directory of its own, some twenty-five times a
+# run (a conformance.sh run links the fixture and mcpgate every time). The
+# suites and the conformance scripts still go build, into $bins
+# (MCPGATE_TEST_BIN_DIR, CONFORMANCE_BIN_DIR), with the same flags: go
+# build finds the binaries up to date and links nothing, and rebuilds one
+# older than its source. The interop tests run $bins/mcpgate
+# (INTEROP_GATEWAY_BIN). Built beside the dependencies' install, which
+# mostly waits on the network and the disk.
+bins="$logs/bin"
+build_shared() {
+  go build -o "$bins/" ./cmd/mcpgate ./examples/notes ./examples/calc ./examples/echo \
+    ./test/fixtures/conformance ./test/fixtures/bearerproxy ./test/fixtures/conformance-client ./test/chaos/internal/chaosup
+  go build -o "$bins/conformance-fixture" ./test/fixtures/conformance # conformance.sh's name for it
+}
+export MCPGATE_TEST_BIN_DIR="$bins" CONFORMANCE_BIN_DIR="$bins" INTEROP_GATEWAY_BIN="$bins/mcpgate"
+
 vet() {
   local unformatted
   unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*'))
@@ -337,9 +355,10 @@ conformance_runs() {
   fi
 }
 
-step "install test dependencies; gofmt and go vet"
+step "install test dependencies; gofmt and go vet; build the shared binaries"
 side "install test dependencies" install_deps
 side "gofmt and go vet" vet
+side "build the binaries the suites and scripts share" build_shared
 sides_wait
 
 # The packages with concurrency run under the race detector only (their
