@@ -10,7 +10,7 @@
 # Steps that time nothing run side by side, each into its own log, printed
 # whole when it ends: installing the test dependencies beside gofmt and go
 # vet; the interop tests beside the conformance server runs. The fuzz runs,
-# niced, go on beside every step from the chaos suite to the interop tests,
+# niced, go on beside every step from the Go tests to the interop tests,
 # on the CPU time the others leave. The Go tests, the chaos suite, the race
 # tests and the conformance client scenarios, which time faults and
 # reconnections, run without other tests beside them. The packages with
@@ -382,21 +382,25 @@ race_skipped() {
     done | sort -u | awk '{ names[$1] = names[$1] (names[$1] ? "|" : "") $2 } END { for (d in names) print d, "^(" names[d] ")$" }'
 }
 
-step "go test (all packages but the chaos suite and the race-tested ones)"
-go test -count=1 -timeout 10m $plain_pkgs
-while read -r dir pattern; do
-  go test -count=1 -timeout 5m -run "$pattern" "$dir"
-done < <(race_skipped)
-
 # From here on the fuzz runs go on beside every step until the interop
 # tests end: they are niced, so a step that times things gets a CPU first
 # when it wakes (the chaos suite's tightest bound is 100 ms), and fuzzing
 # soaks up the time the steps spend waiting on child processes and sockets.
-# They start after the plain go test step so that their builds reuse the
-# dependencies it compiled.
+# Each target fuzzes for a fixed wall time, whatever CPU it gets: the
+# earlier they start, the less of them is left to run alone at the end
+# (started after the plain Go tests, they were the last thing running, a
+# minute or more after everything else). Their builds instrument only
+# mcpgate's packages, so they share no compile work with the plain tests'
+# builds beside them, but for the dependencies: from the build cache, or
+# on a cold cache compiled a second time, niced, beside the plain step's.
+failed_steps=()
 side "fuzz" fuzz_all
 
-failed_steps=()
+step "go test (all packages but the chaos suite and the race-tested ones)"
+go test -count=1 -timeout 10m $plain_pkgs || failed_steps+=("go test")
+while read -r dir pattern; do
+  go test -count=1 -timeout 5m -run "$pattern" "$dir" || failed_steps+=("go test -run '$pattern' $dir (skipped under -race)")
+done < <(race_skipped)
 
 # Its own step: it times faults (a refused call must fail in under 100 ms),
 # so it must not share the machine with the other packages' tests, which
