@@ -45,6 +45,10 @@
 #   CONFORMANCE_TIMEOUT  seconds (default 300), bounds each CLI run.
 #   CONFORMANCE_BASELINE the expected-failures file (default above; "none"
 #                        for no baseline).
+#   CONFORMANCE_BIN_DIR  build mcpgate and the driver into this directory
+#                        instead of a temporary one: go build relinks only
+#                        what changed (scripts/test.sh, whose conformance.sh
+#                        runs linked mcpgate there already).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,9 +68,11 @@ workdir="$(mktemp -d)"
 trap 'rm -rf "$workdir"' EXIT
 # The CLI splits --command on spaces: the paths must have none.
 [[ "$workdir" != *" "* ]] || die "temporary directory has a space: $workdir"
-(cd "$ROOT" && go build -o "$workdir/mcpgate" ./cmd/mcpgate && go build -o "$workdir/conformance-client" ./test/fixtures/conformance-client) ||
+bindir="${CONFORMANCE_BIN_DIR:-$workdir}"
+[[ "$bindir" != *" "* ]] || die "CONFORMANCE_BIN_DIR has a space: $bindir"
+(cd "$ROOT" && go build -o "$bindir/mcpgate" ./cmd/mcpgate && go build -o "$bindir/conformance-client" ./test/fixtures/conformance-client) ||
   die "build failed"
-export MCPGATE_BIN="$workdir/mcpgate"
+export MCPGATE_BIN="$bindir/mcpgate"
 
 baseline=()
 if [[ "$BASELINE" != "none" ]]; then
@@ -77,7 +83,7 @@ fi
 # cli ARGS...: one `conformance client` run against the driver.
 cli() {
   local rc=0
-  timeout --kill-after=10 "$TIMEOUT" "$NODE22" "$CLI" client --command "$workdir/conformance-client" "$@" || rc=$?
+  timeout --kill-after=10 "$TIMEOUT" "$NODE22" "$CLI" client --command "$bindir/conformance-client" "$@" || rc=$?
   if [[ $rc -eq 124 || $rc -eq 137 ]]; then
     echo "conformance-client.sh: timed out after ${TIMEOUT}s" >&2
   fi

@@ -58,6 +58,13 @@
 #                                   scenario. Not with --scenario, --suite
 #                                   or --requirements. An --expected-failures
 #                                   file applies to each scenario's entries.
+#   CONFORMANCE_BIN_DIR             build the fixture, mcpgate and the bearer
+#                                   proxy into this directory instead of the
+#                                   run's own: go build relinks only what
+#                                   changed, so a series of runs sharing it
+#                                   (scripts/test.sh) links each once instead
+#                                   of once a run (mcpgate: about 6 CPU-s).
+#                                   Runs sharing it one after another.
 #   CONFORMANCE_KEEP_LOG=1          --gateway: keep mcpgate's stderr log in
 #                                   /tmp/conformance-gateway.log.
 #   CONFORMANCE_GATEWAY_LOG_LEVEL   --gateway: mcpgate's --log-level (default
@@ -140,6 +147,7 @@ if [[ -n "${CONFORMANCE_SCENARIOS:-}" ]]; then
 fi
 
 workdir="$(mktemp -d)"
+bindir="${CONFORMANCE_BIN_DIR:-$workdir}"
 fixture_pid=""
 gateway_pid=""
 proxy_pid=""
@@ -170,8 +178,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ "$target" == "--fixture" ]]; then
-  (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance) || die "building the fixture failed"
-  "$workdir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
+  (cd "$ROOT" && go build -o "$bindir/conformance-fixture" ./test/fixtures/conformance) || die "building the fixture failed"
+  "$bindir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
   fixture_pid=$!
   for _ in $(seq 1 100); do
     [[ -s "$workdir/fixture.out" ]] && break
@@ -184,7 +192,7 @@ if [[ "$target" == "--fixture" ]]; then
 elif [[ "$target" == "--gateway" ]]; then
   # The fixture behind mcpgate, tested at /mcp/fixture (single-server route,
   # names unprefixed). Upstream transport: CONFORMANCE_UPSTREAM=http|stdio.
-  (cd "$ROOT" && go build -o "$workdir/conformance-fixture" ./test/fixtures/conformance && go build -o "$workdir/mcpgate" ./cmd/mcpgate) || die "build failed"
+  (cd "$ROOT" && go build -o "$bindir/conformance-fixture" ./test/fixtures/conformance && go build -o "$bindir/mcpgate" ./cmd/mcpgate) || die "build failed"
   if [[ "${CONFORMANCE_UPSTREAM:-http}" == "stdio" ]]; then
     # -stateless is an HTTP mode: over stdio the fixture serves both eras.
     stdio_args='"-stdio"'
@@ -193,11 +201,11 @@ elif [[ "$target" == "--gateway" ]]; then
 servers:
   fixture:
     transport: stdio
-    command: $workdir/conformance-fixture
+    command: $bindir/conformance-fixture
     args: [$stdio_args]
 YAML
   else
-    "$workdir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
+    "$bindir/conformance-fixture" -listen 127.0.0.1:0 "${fixture_flags[@]}" >"$workdir/fixture.out" 2>"$workdir/fixture.err" &
     fixture_pid=$!
     for _ in $(seq 1 100); do
       [[ -s "$workdir/fixture.out" ]] && break
@@ -223,7 +231,7 @@ YAML
     # The test IdP. It exits when its stdin closes: that is a fifo whose
     # write end this shell holds open (closed in cleanup, or when the shell
     # dies), so it never outlives the run.
-    (cd "$ROOT" && go build -o "$workdir/bearerproxy" ./test/fixtures/bearerproxy) || die "building the bearer proxy failed"
+    (cd "$ROOT" && go build -o "$bindir/bearerproxy" ./test/fixtures/bearerproxy) || die "building the bearer proxy failed"
     mkfifo "$workdir/idp.in"
     "$NODE22" "$INTEROP/idp.mjs" --port 0 <"$workdir/idp.in" >"$workdir/idp.out" 2>"$workdir/idp.err" &
     idp_pid=$!
@@ -246,7 +254,7 @@ auth:
     - role: service
 YAML
   fi
-  spawn "$workdir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json --log-level "${CONFORMANCE_GATEWAY_LOG_LEVEL:-info}" >"$workdir/gateway.out" 2>"$workdir/gateway.err"
+  spawn "$bindir/mcpgate" serve --config "$workdir/gateway.yaml" --listen 127.0.0.1:0 --log-format json --log-level "${CONFORMANCE_GATEWAY_LOG_LEVEL:-info}" >"$workdir/gateway.out" 2>"$workdir/gateway.err"
   gateway_pid=$!
   gurl=""
   for _ in $(seq 1 100); do
@@ -260,7 +268,7 @@ YAML
   echo "conformance.sh: fixture (${CONFORMANCE_UPSTREAM:-http}${fixture_flags[*]:+, ${fixture_flags[*]}}${upstream_protocol:+, protocol_version $upstream_protocol}) behind mcpgate at $url" >&2
   if [[ "$caller" == "jwt" ]]; then
     # gurl is <base>/mcp; the token is for the route's resource URL.
-    spawn "$workdir/bearerproxy" -target "${gurl%/mcp}" -issuer "$issuer" -client-id machine -client-secret machine-secret \
+    spawn "$bindir/bearerproxy" -target "${gurl%/mcp}" -issuer "$issuer" -client-id machine -client-secret machine-secret \
       -resource "$url" -scope mcp >"$workdir/proxy.out" 2>"$workdir/proxy.err"
     proxy_pid=$!
     purl=""

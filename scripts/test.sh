@@ -10,7 +10,7 @@
 # Steps that time nothing run side by side, each into its own log, printed
 # whole when it ends: installing the test dependencies beside gofmt and go
 # vet; the interop tests beside the conformance server runs. The fuzz runs,
-# niced, go on beside every step from the chaos suite to the interop tests,
+# niced, go on beside every step from the Go tests to the interop tests,
 # on the CPU time the others leave. The Go tests, the chaos suite, the race
 # tests and the conformance client scenarios, which time faults and
 # reconnections, run without other tests beside them. The packages with
@@ -131,6 +131,24 @@ sides_wait() {
 install_deps() {
   bash scripts/install-test-deps.sh >/dev/null
 }
+
+# The binaries the test suites and the interop and conformance scripts run,
+# built once into $bins: each would otherwise link its own mcpgate (about
+# 6 CPU-seconds each) into a directory of its own, some twenty-five times a
+# run (a conformance.sh run links the fixture and mcpgate every time). The
+# suites and the conformance scripts still go build, into $bins
+# (MCPGATE_TEST_BIN_DIR, CONFORMANCE_BIN_DIR), with the same flags: go
+# build finds the binaries up to date and links nothing, and rebuilds one
+# older than its source. The interop tests run $bins/mcpgate
+# (INTEROP_GATEWAY_BIN). Built beside the dependencies' install, which
+# mostly waits on the network and the disk.
+bins="$logs/bin"
+build_shared() {
+  go build -o "$bins/" ./cmd/mcpgate ./examples/notes ./examples/calc ./examples/echo \
+    ./test/fixtures/conformance ./test/fixtures/bearerproxy ./test/fixtures/conformance-client ./test/chaos/internal/chaosup
+  go build -o "$bins/conformance-fixture" ./test/fixtures/conformance # conformance.sh's name for it
+}
+export MCPGATE_TEST_BIN_DIR="$bins" CONFORMANCE_BIN_DIR="$bins" INTEROP_GATEWAY_BIN="$bins/mcpgate"
 
 vet() {
   local unformatted
@@ -337,9 +355,10 @@ conformance_runs() {
   fi
 }
 
-step "install test dependencies; gofmt and go vet"
+step "install test dependencies; gofmt and go vet; build the shared binaries"
 side "install test dependencies" install_deps
 side "gofmt and go vet" vet
+side "build the binaries the suites and scripts share" build_shared
 sides_wait
 
 # The packages with concurrency run under the race detector only (their
@@ -363,21 +382,25 @@ race_skipped() {
     done | sort -u | awk '{ names[$1] = names[$1] (names[$1] ? "|" : "") $2 } END { for (d in names) print d, "^(" names[d] ")$" }'
 }
 
-step "go test (all packages but the chaos suite and the race-tested ones)"
-go test -count=1 -timeout 10m $plain_pkgs
-while read -r dir pattern; do
-  go test -count=1 -timeout 5m -run "$pattern" "$dir"
-done < <(race_skipped)
-
 # From here on the fuzz runs go on beside every step until the interop
 # tests end: they are niced, so a step that times things gets a CPU first
 # when it wakes (the chaos suite's tightest bound is 100 ms), and fuzzing
 # soaks up the time the steps spend waiting on child processes and sockets.
-# They start after the plain go test step so that their builds reuse the
-# dependencies it compiled.
+# Each target fuzzes for a fixed wall time, whatever CPU it gets: the
+# earlier they start, the less of them is left to run alone at the end
+# (started after the plain Go tests, they were the last thing running, a
+# minute or more after everything else). Their builds instrument only
+# mcpgate's packages, so they share no compile work with the plain tests'
+# builds beside them, but for the dependencies: from the build cache, or
+# on a cold cache compiled a second time, niced, beside the plain step's.
+failed_steps=()
 side "fuzz" fuzz_all
 
-failed_steps=()
+step "go test (all packages but the chaos suite and the race-tested ones)"
+go test -count=1 -timeout 10m $plain_pkgs || failed_steps+=("go test")
+while read -r dir pattern; do
+  go test -count=1 -timeout 5m -run "$pattern" "$dir" || failed_steps+=("go test -run '$pattern' $dir (skipped under -race)")
+done < <(race_skipped)
 
 # Its own step: it times faults (a refused call must fail in under 100 ms),
 # so it must not share the machine with the other packages' tests, which
@@ -398,8 +421,18 @@ if [[ "${SKIP_INTEROP:-0}" != "1" ]]; then
   side "conformance suite (server scenarios, 0.1.16 and 2026-07-28)" niced conformance_runs
 fi
 
+# -race also turns on checkptr (-d=checkptr), which checks every
+# unsafe.Pointer conversion at run time. modernc.org's SQLite is C
+# translated to Go, all unsafe.Pointer arithmetic: under checkptr a SQLite
+# statement costs several times what the race detector itself adds (half
+# the CPU of the sqlite store's tests went to runtime.checkptr*, measured
+# with pprof). checkptr is off for modernc.org's packages only: mcpgate's
+# packages and every other dependency keep it, and all code, modernc.org's
+# included, stays instrumented for races.
+race_gcflags='modernc.org/...=-d=checkptr=0'
+
 step "go test -race (packages with concurrency)"
-CGO_ENABLED=1 go test -count=1 -race -timeout 10m "${race_pkgs[@]}" || failed_steps+=("go test -race")
+CGO_ENABLED=1 go test -count=1 -race -gcflags="$race_gcflags" -timeout 10m "${race_pkgs[@]}" || failed_steps+=("go test -race")
 
 if [[ "${SKIP_INTEROP:-0}" == "1" ]]; then
   step "fuzz (short runs), the rest"

@@ -60,11 +60,14 @@ func TestValidate(t *testing.T) {
 
 // built holds the binaries buildBinary made: they are built once per test
 // run (linking mcpgate takes seconds, and a dozen tests start it) into a
-// directory TestMain removes.
+// directory TestMain removes, or into $MCPGATE_TEST_BIN_DIR when set
+// (shared: scripts/test.sh built them there already, so go build links
+// nothing; see test/internal/gwproc.BinDirEnv), which it leaves.
 var built struct {
-	once sync.Once
-	dir  string
-	err  error
+	once   sync.Once
+	dir    string
+	shared bool
+	err    error
 }
 
 // buildBinary builds cmd/mcpgate and the notes example, once, and returns
@@ -72,7 +75,9 @@ var built struct {
 func buildBinary(t *testing.T) (gw, notes string) {
 	t.Helper()
 	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "mcpgate-cmd-test-"); built.err != nil {
+		if built.dir = os.Getenv("MCPGATE_TEST_BIN_DIR"); built.dir != "" {
+			built.shared = true
+		} else if built.dir, built.err = os.MkdirTemp("", "mcpgate-cmd-test-"); built.err != nil {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", built.dir+"/", ".", "../../examples/notes")

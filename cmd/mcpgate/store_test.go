@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runImportServer(name))
 	}
 	code := pgtest.Main(m)
-	if built.dir != "" {
+	if built.dir != "" && !built.shared {
 		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)

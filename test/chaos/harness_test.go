@@ -37,20 +37,20 @@ func TestMain(m *testing.M) {
 		lim.Cur = lim.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	}
-	dir, err := os.MkdirTemp("", "mcpgate-chaos-bin-")
+	dir, cleanup, err := gwproc.BinDir("mcpgate-chaos-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if err := gwproc.Build(dir, "../../cmd/mcpgate", "./internal/chaosup"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
+		cleanup()
 		os.Exit(1)
 	}
 	bins.gateway = filepath.Join(dir, "mcpgate")
 	bins.up = filepath.Join(dir, "chaosup")
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -26,6 +26,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgate/mcpgate/test/internal/gwproc"
 )
 
 const masterKey = "console-master-key-0123456789"
@@ -61,17 +63,19 @@ func shop(t *testing.T) string {
 // mcpgate takes seconds, and most tests start a gateway), into a
 // directory TestMain removes.
 var gateway struct {
-	once sync.Once
-	dir  string
-	err  error
-	out  []byte
+	once    sync.Once
+	dir     string
+	cleanup func()
+	err     error
+	out     []byte
 }
 
-// TestMain removes the binary the tests ran.
+// TestMain removes the binary the tests ran (unless its directory is the
+// shared gwproc.BinDirEnv).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if gateway.dir != "" {
-		os.RemoveAll(gateway.dir)
+	if gateway.cleanup != nil {
+		gateway.cleanup()
 	}
 	os.Exit(code)
 }
@@ -81,7 +85,7 @@ func TestMain(m *testing.M) {
 func gatewayBinary(t *testing.T) string {
 	t.Helper()
 	gateway.once.Do(func() {
-		if gateway.dir, gateway.err = os.MkdirTemp("", "mcpgate-console-test-"); gateway.err != nil {
+		if gateway.dir, gateway.cleanup, gateway.err = gwproc.BinDir("mcpgate-console-test-"); gateway.err != nil {
 			return
 		}
 		gateway.out, gateway.err = exec.Command("go", "build", "-o", gateway.dir+"/", "../../cmd/mcpgate").CombinedOutput()

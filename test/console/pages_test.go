@@ -203,7 +203,12 @@ servers:
 	// other fields stay, and the form then shows no expiry.
 	b.step("remove the expiry", click("#edit-no-expiry"), evalTrue("the date is emptied", `document.getElementById("edit-expires").value === ""`),
 		evalTrue("the status is cleared", `(document.getElementById("status").textContent = "", true)`),
-		click(`#edit-key button[type="submit"]`), chromedp.WaitVisible(x(`//div[@id="status" and text()="Key ci-bot saved"]`)))
+		click(`#edit-key button[type="submit"]`), chromedp.WaitVisible(x(`//div[@id="status" and text()="Key ci-bot saved"]`)),
+		// The status shows before the key list is fetched again, and an Edit
+		// button of the list before that fills the form from the key as it
+		// was: the next step clicks one of the list fetched after the save
+		// (its Expires cell empty).
+		chromedp.WaitVisible(x(`//tr[td[text()="ci-bot"] and td[@data-label="Expires" and not(normalize-space())]]//button[@aria-label="Edit ci-bot"]`)))
 	code, _, body = do(t, http.MethodGet, base+"/admin/v1/keys/ci-bot", "", "", "")
 	k.Expires = "" // the answer omits an absent expiry
 	if err := json.Unmarshal([]byte(body), &k); code != 200 || err != nil || k.Expires != "" || k.Team != "ops" ||

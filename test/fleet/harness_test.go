@@ -20,23 +20,26 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
+	"github.com/mcpgate/mcpgate/test/internal/gwproc"
 )
 
 // TestMain stops the throwaway PostgreSQL server and removes the built
 // binaries.
 func TestMain(m *testing.M) {
 	code := pgtest.Main(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	if binCleanup != nil {
+		binCleanup()
 	}
 	os.Exit(code)
 }
 
-// The binaries, built once per test binary.
+// The binaries, built once per test binary (into the shared
+// gwproc.BinDirEnv when set).
 var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	buildOnce  sync.Once
+	binDir     string
+	binCleanup func()
+	buildErr   error
 )
 
 // binaries builds mcpgate and the notes example once; it returns their
@@ -44,7 +47,7 @@ var (
 func binaries(t testing.TB) (gw, notes string) {
 	t.Helper()
 	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "mcpgate-fleet-bin-"); buildErr != nil {
+		if binDir, binCleanup, buildErr = gwproc.BinDir("mcpgate-fleet-bin-"); buildErr != nil {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+"/",

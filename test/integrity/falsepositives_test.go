@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/integrity"
 	"github.com/mcpgate/mcpgate/internal/openapi"
 	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/test/internal/gwproc"
 )
 
 // definitions are one server's tools, prompts and resource templates as
@@ -150,6 +151,9 @@ func TestScannerFalsePositives(t *testing.T) {
 	}
 	root := root(t)
 	bin := t.TempDir()
+	if d := os.Getenv(gwproc.BinDirEnv); d != "" {
+		bin = d // built there by scripts/test.sh already: nothing to link
+	}
 	build := exec.Command("go", "build", "-o", bin+"/", "./examples/calc", "./examples/echo", "./examples/notes", "./test/fixtures/conformance")
 	build.Dir, build.Stderr = root, os.Stderr
 	if err := build.Run(); err != nil {

@@ -25,21 +25,21 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcpgate-security-bin-")
+	dir, cleanup, err := gwproc.BinDir("mcpgate-security-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if err := gwproc.Build(dir, "../../cmd/mcpgate"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
+		cleanup()
 		os.Exit(1)
 	}
 	bins.gateway = filepath.Join(dir, "mcpgate")
 	// The fleet cases start a throwaway PostgreSQL server: pgtest.Main
 	// stops it.
 	code := pgtest.Main(m)
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/test/internal/gwproc"
 	"github.com/mcpgate/mcpgate/test/interop/idp"
 )
 
@@ -33,11 +34,12 @@ var (
 	buildErr  error
 )
 
-// binaries builds mcpgate and the notes example once per test binary.
+// binaries builds mcpgate and the notes example once per test binary
+// (into the shared gwproc.BinDirEnv when set).
 func binaries(t *testing.T) (gateway, notes string) {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "mcpgate-identity-")
+		binDir, _, buildErr = gwproc.BinDir("mcpgate-identity-")
 		if buildErr != nil {
 			return
 		}
