@@ -218,6 +218,15 @@ servers:
 	b.step("edit shows no expiry", click(`button[aria-label="Edit ci-bot"]`), chromedp.WaitVisible(c("#edit-tools")),
 		evalTrue("no expiry shown", `document.getElementById("edit-no-expiry").checked && document.getElementById("edit-expires").value === ""`))
 
+	// Another admin changes the key while this page shows its list (drawn
+	// with a limit of 120): Edit fills the form from the key as it is now.
+	if code, _, body := do(t, http.MethodPatch, base+"/admin/v1/keys/ci-bot", "", "", `{"rate_limit_rpm":240}`); code != 200 {
+		t.Fatalf("PATCH the key behind the page: %d %s", code, body)
+	}
+	b.step("edit shows the key as it is now", evalTrue("the form is closed", `(document.getElementById("key-edit").replaceChildren(), true)`),
+		click(`button[aria-label="Edit ci-bot"]`), chromedp.WaitVisible(c("#edit-rpm")),
+		evalTrue("the limit set behind the page", `document.getElementById("edit-rpm").value === "240" && document.getElementById("edit-team").value === "ops"`))
+
 	// Usage: calls as ci-bot (priced) and anonymous ones, per key.
 	callTools(t, base, secret, "shop__order", `{"item":"bolt"}`, 2)
 	waitAudit(t, base, 11)

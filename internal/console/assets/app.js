@@ -346,7 +346,7 @@ function keys() {
         { label: "Source", get: k => k.source },
         { label: "Last used", get: k => when(k.last_used_at) },
         { label: "", get: k => k.source === "config" ? h("span", { class: "muted" }, "config file") : h("span", { class: "row" },
-          h("button", { type: "button", class: "secondary", onclick: () => edit(k), "aria-label": `Edit ${k.alias}` }, "Edit"),
+          h("button", { type: "button", class: "secondary", onclick: () => openEdit(k.alias), "aria-label": `Edit ${k.alias}` }, "Edit"),
           twoStep("Revoke", "Confirm revoke", async () => {
             try { await api("DELETE", `/keys/${encodeURIComponent(k.alias)}`); say(`Key ${k.alias} revoked`); refresh(); }
             catch (e) { out.replaceChildren(errorBox(e)); }
@@ -355,6 +355,13 @@ function keys() {
     } catch (e) { list.replaceChildren(errorBox(e)); }
   }
   const editBox = h("div", { id: "key-edit" });
+  // The form is filled from the key as it is now, not as the list last
+  // drew it: right after a save, or another admin's change, the row's
+  // copy is old.
+  async function openEdit(alias) {
+    try { edit(await api("GET", `/keys/${encodeURIComponent(alias)}`)); }
+    catch (e) { editBox.replaceChildren(errorBox(e)); }
+  }
   function edit(k) {
     const list = v => (v || []).join(", ");
     const split = v => v.split(",").map(x => x.trim()).filter(Boolean);
