@@ -377,7 +377,7 @@ func TestTimeout(t *testing.T) {
 			srv, cancelled := tc.start(t)
 			srv.Timeout = 200 * time.Millisecond
 			logger, logs := newLogger()
-			s := connectRetrying(t, Options{Server: srv, Logger: logger})
+			s := connectShortTimeout(t, Options{Server: srv, Logger: logger})
 			start := time.Now()
 			_, err := callTool(context.Background(), s, "slow", "")
 			var ue *Error
@@ -426,32 +426,36 @@ func TestRPCError408IsNotATimeout(t *testing.T) {
 	}
 }
 
-// connectRetrying connects for a test whose server has a short timeout:
-// the budget bounds initialize too, which a loaded machine (the race
-// detector beside other tests) can miss now and then, a stdio child most
-// of all. What such a test checks is a call's timeout, so the handshake
-// may be retried.
-func connectRetrying(t *testing.T, o Options) *conn {
+// connectShortTimeout connects for a test whose server has a short
+// timeout (o.Server.Timeout): the budget bounds initialize too, which a
+// loaded machine (the race detector beside other tests and the fuzzing)
+// misses now and then, a stdio child most of all, even when retried. What
+// such a test checks is a call's timeout, so the handshake runs with a
+// generous budget on a copy of the server's config, and the connection
+// takes the short one once connected, before any call (nothing else
+// reads it meanwhile).
+func connectShortTimeout(t *testing.T, o Options) *conn {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := Connect(ctx, o)
-		cancel()
-		switch {
-		case err == nil:
-			s := c.(*conn)
-			t.Cleanup(func() { s.Close() })
-			return s
-		case attempt == 5:
-			t.Fatalf("Connect: %v", err)
-		}
+	short := o.Server.Timeout
+	srv := *o.Server
+	srv.Timeout = 10 * time.Second
+	o.Server = &srv
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, o)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
 	}
+	s := c.(*conn)
+	t.Cleanup(func() { s.Close() })
+	s.timeout = short
+	return s
 }
 
 func TestProgressExtendsTheReadTimeout(t *testing.T) {
 	srv := stdioServer(t, "raw", nil)
 	srv.Timeout = 300 * time.Millisecond
-	s := connectRetrying(t, Options{Server: srv})
+	s := connectShortTimeout(t, Options{Server: srv})
 	// notify waits 200ms, reports progress, then answers: within budget.
 	params := `{"name":"notify","arguments":{"delay_ms":200},"_meta":{"progressToken":"t"}}`
 	if _, err := s.Call(context.Background(), mcpwire.MethodToolsCall, json.RawMessage(params)); err != nil {
