@@ -487,7 +487,12 @@ func (g *Gateway) awaitExtensionTask(ctx context.Context, sc *scope, server stri
 		case tasks.Cancelled:
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "The server cancelled the task")
 		case tasks.InputRequired:
-			tasks.Report(ctx, tasks.InputRequired, msg)
+			// Not reported to the gateway's task as such: its status is
+			// input_required while its client has a question open, which
+			// putting the questions to it sets together with them
+			// (tasks.Ask, or the asking hook of a handshake-era task). A
+			// status reported here, before the questions, showed on
+			// tasks/get as input_required with no inputRequests.
 			asked, e := g.answerUpstreamTask(ctx, sc, server, id, st, answered)
 			if e != nil {
 				cancelUpstream()

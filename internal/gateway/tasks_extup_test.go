@@ -146,6 +146,11 @@ func TestExtensionUpstreamTask(t *testing.T) {
 		t.Fatalf("the upstream's task id reached the client: %s", id)
 	}
 	d := awaitStatus(t, url, alice, id, "input_required")
+	if len(d.InputRequests) == 0 {
+		// The upstream's status was once reported before its questions
+		// were put to the client: input_required with nothing to answer.
+		t.Fatalf("input_required without inputRequests: %+v", d)
+	}
 	var key string
 	for k, v := range d.InputRequests {
 		key = k
