@@ -2,6 +2,7 @@ package h1server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -421,5 +422,28 @@ func TestLateBodyReadGetsNothing(t *testing.T) {
 	}
 	if late := <-got; strings.Contains(late, "SECRET") || !strings.Contains(late, "invalid Read on closed Body") {
 		t.Fatalf("a late read of the first body: %s", late)
+	}
+}
+
+// A response to a request whose body is left unread beyond what is
+// drained (a 413 for a body over the limit) reaches a client that is
+// still sending the body: the connection ends with a FIN and a pause, as
+// net/http's does, not at once with an RST, on which Go's own client
+// reports the failed write of the body instead of the response.
+func TestUnreadBodyResponseNotReset(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	}))
+	body := make([]byte, 8<<20)
+	for i := range 20 {
+		resp, err := http.Post("http://"+addr+"/", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "too large") {
+			t.Fatalf("attempt %d: %d %q %v", i, resp.StatusCode, b, err)
+		}
 	}
 }

@@ -319,12 +319,16 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 		c.out = nil
 	}
 	if err != nil || w.closeAfter || c.s.shutdown.Load() {
+		if err == nil && left > 0 {
+			c.closeWriteAndWait()
+		}
 		return true, false
 	}
 	// What the handler left of the body is read and dropped, within
 	// bounds, so that the next request starts where it should.
 	if left > 0 {
 		if left > maxDrain {
+			c.closeWriteAndWait()
 			return true, false
 		}
 		c.setReadDeadline(c.s.Fallback.ReadHeaderTimeout)
@@ -334,6 +338,22 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	}
 	c.lastPOST = req.Method == http.MethodPost
 	return false, false
+}
+
+// rstAvoidanceDelay is how long a connection closed with some of its
+// request's body unread waits after its FIN, as net/http's does: closing
+// a socket with unread bytes sends an RST, which makes the client drop
+// the response it has not read yet (a 413 for a body over the limit) and
+// see "connection reset" instead.
+const rstAvoidanceDelay = 500 * time.Millisecond
+
+// closeWriteAndWait ends c's sending side and waits rstAvoidanceDelay
+// for the client to read the response before the connection closes.
+func (c *conn) closeWriteAndWait() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	time.Sleep(rstAvoidanceDelay)
 }
 
 // run calls the handler; true: it panicked (logged as net/http logs it,
