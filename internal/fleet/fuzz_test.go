@@ -63,3 +63,24 @@ func FuzzParsePeerAuth(f *testing.F) {
 		}
 	})
 }
+
+// A sealed token has one spelling: line breaks inside it, which the
+// base64 decoder would skip, make it malformed.
+func TestSealedTokenOneSpelling(t *testing.T) {
+	r, err := NewRing([][]byte{testKey(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := r.SealSession(testSession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.OpenSession(tok); err != nil {
+		t.Fatalf("the genuine token: %v", err)
+	}
+	for _, bad := range []string{tok[:10] + "\n" + tok[10:], tok[:10] + "\r\n" + tok[10:], tok + "\n"} {
+		if _, err := r.OpenSession(bad); err == nil {
+			t.Errorf("%q opened", bad)
+		}
+	}
+}

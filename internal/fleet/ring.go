@@ -29,6 +29,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // KeyLen is the length of a session key: 32 bytes.
@@ -173,7 +174,9 @@ func (ks *keySet) seal(plaintext []byte, bind string) string {
 // open verifies and opens a token of the set; the plaintext is returned
 // in a buffer of its own.
 func (ks *keySet) open(token, bind string) ([]byte, error) {
-	if len(token) > maxToken || len(token) < base64.RawURLEncoding.EncodedLen(headerLen+tagLen) {
+	// Line breaks are refused before decoding: the decoder, even Strict,
+	// skips them, which would give one token a second spelling.
+	if len(token) > maxToken || len(token) < base64.RawURLEncoding.EncodedLen(headerLen+tagLen) || strings.ContainsAny(token, "\r\n") {
 		return nil, ErrMalformed
 	}
 	buf, err := base64.RawURLEncoding.Strict().DecodeString(token)
