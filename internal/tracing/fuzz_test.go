@@ -30,7 +30,9 @@ func FuzzMeta(f *testing.F) {
 		out := tracing.OutgoingParams(traced, params)
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(params, &obj) != nil {
-			return // not an object: passed as it was
+			// Not an object, nor null (which decodes into a nil map and,
+			// like no params at all, gets params of its own).
+			return
 		}
 		var got struct {
 			Meta map[string]json.RawMessage `json:"_meta"`

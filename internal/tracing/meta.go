@@ -111,7 +111,9 @@ func deleteFolded(obj []byte, key string, keepExact bool) ([]byte, error) {
 // of c set (c nil: the client's traceparent is left as it was). params
 // that are not an object are returned as they are.
 func withMeta(params json.RawMessage, c propagation.MapCarrier) json.RawMessage {
-	if len(bytes.TrimSpace(params)) == 0 {
+	// No params, or null (which some clients send for none): the trace
+	// context goes in params of its own.
+	if t := bytes.TrimSpace(params); len(t) == 0 || string(t) == "null" {
 		if c == nil {
 			return params
 		}
