@@ -114,6 +114,16 @@ func TestTasksSurviveRestart(t *testing.T) {
 		t.Fatalf("tasks/result before the restart: %+v", r.Error)
 	}
 	running := c.startTask("slow", "cut")["taskId"].(string)
+	// The task's call runs in the background: the stop must find it
+	// running upstream, not cancel it before it is sent.
+	for started := false; !started; {
+		select {
+		case got := <-up.started:
+			started = got == "cut"
+		case <-time.After(10 * time.Second):
+			t.Fatal("the task's call never reached the upstream")
+		}
+	}
 	ts.CloseClientConnections()
 	ts.Close()
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)

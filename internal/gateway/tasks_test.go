@@ -25,12 +25,17 @@ import (
 type taskUpstream struct {
 	release   chan struct{}
 	cancelled chan string
+	started   chan string // a slow call's text once it runs (dropped when full)
 }
 
 func startTaskUpstream(t *testing.T) (*taskUpstream, *config.Server) {
-	u := &taskUpstream{release: make(chan struct{}), cancelled: make(chan string, 8)}
+	u := &taskUpstream{release: make(chan struct{}), cancelled: make(chan string, 8), started: make(chan string, 16)}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		select {
+		case u.started <- a.Text:
+		default:
+		}
 		select {
 		case <-u.release:
 			return textResult("slow:" + a.Text), nil, nil
