@@ -145,17 +145,8 @@ func TestBodyLimitOnTheListener(t *testing.T) {
 	}
 	p := startGateway(t, gw, cfgPath)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 512<<10) + `"}}`
-	req, _ := http.NewRequest(http.MethodPost, p.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "exceeds 65536 bytes") {
-		t.Fatalf("an oversized body: %d %s", resp.StatusCode, b)
+	if code, _, b := post(t, p.url+"/mcp", "", body); code != http.StatusRequestEntityTooLarge || !strings.Contains(b, "exceeds 65536 bytes") {
+		t.Fatalf("an oversized body: %d %s", code, b)
 	}
 	// Still serving.
 	hr, err := http.Get(p.url + "/healthz")
