@@ -32,6 +32,11 @@ KEY=bench-key-0123456789abcdef # the key in key.yaml, ratelimit.yaml and budget.
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/mcpgate" ./cmd/mcpgate
+# A binary just written is dirty in the page cache until written back, and
+# the kernel drops only clean pages: write them now, so that mcpgate's
+# start-up trim (internal/exepages) behaves as it does on an installed
+# binary.
+sync "$bin/mcpgate"
 
 peers=() headers=()
 for f in $FEATURES; do

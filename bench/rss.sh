@@ -64,6 +64,11 @@ go build -o "$tmp/echo" ./examples/echo
 go build "${GOFLAGS_EXTRA[@]}" -o "$tmp/mcpgate" ./cmd/mcpgate
 go build "${GOFLAGS_EXTRA[@]}" -o "$tmp/revproxy" ./bench/revproxy
 go build -o "$tmp/mcpgate-bench" ./cmd/mcpgate-bench
+# A binary just written is dirty in the page cache until written back, and
+# the kernel drops only clean pages: write them now, so that mcpgate's
+# start-up trim (internal/exepages) behaves as it does on an installed
+# binary.
+sync "$tmp/mcpgate"
 if [[ ${RSS_COLD:-0} == 1 ]]; then
   for f in "$tmp/mcpgate" "$tmp/revproxy"; do
     sync "$f"

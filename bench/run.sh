@@ -104,6 +104,11 @@ go build -o "$tmp/echo" ./examples/echo
 go build -o "$tmp/mcpgate" ./cmd/mcpgate
 go build -o "$tmp/mcpgate-bench" ./cmd/mcpgate-bench
 [[ $REFPROXY == 1 ]] && go build -o "$tmp/revproxy" ./bench/revproxy
+# A binary just written is dirty in the page cache until written back, and
+# the kernel drops only clean pages: write them now, so that mcpgate's
+# start-up trim (internal/exepages) behaves as it does on an installed
+# binary.
+sync "$tmp/mcpgate"
 
 PIN_LOADGEN=() PIN_SERVER=()
 if [[ $PIN == 1 ]]; then

@@ -58,6 +58,9 @@ if [[ -n $GATEWAY ]]; then
 else
   go build -o "$tmp/mcpgate" ./cmd/mcpgate
 fi
+# Written back before it runs, as an installed binary is: the start-up
+# trim (internal/exepages) drops only clean pages from the page cache.
+sync "$tmp/mcpgate"
 
 "$tmp/echo" -listen 127.0.0.1:0 2>"$tmp/echo.log" &
 echo_pid=$!

@@ -14,8 +14,9 @@ func TestTrimExecutableSetting(t *testing.T) {
 	}{
 		{"", "trimmed the executable's start-up pages"},
 		{"trim", "trimmed the executable's start-up pages"},
+		{"unmap", "trimmed the executable's start-up pages"},
 		{"keep", ""},
-		{"Keep", "level=WARN msg=\"MCPGATE_EXE_PAGES is trim (the default) or keep; keeping the executable's pages\" value=Keep"},
+		{"Keep", "level=WARN msg=\"MCPGATE_EXE_PAGES is trim (the default), unmap or keep; keeping the executable's pages\" value=Keep"},
 	} {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -7,10 +7,15 @@
 // 64 KiB or a large folio), and a start runs code and reads type data
 // that serving never does again: the runtime and a few hundred package
 // inits, the config, the store's migrations. Trim drops the mappings of
-// the executable's read-only pages (MADV_DONTNEED); the page cache keeps
-// them, and the ones serving needs fault back in from it on first use.
+// the executable's read-only pages (MADV_DONTNEED). By default it also
+// drops the page cache of the read-only data (the runtime's function
+// tables, type data) where no process maps it, and reads that data a page
+// at a time from then on: the runtime reads it a few bytes here and
+// there (stack maps when it scans or grows a goroutine's stack), and a
+// fault that found its neighbours cached mapped 64 KiB for each. The code
+// stays cached, and what serving runs faults back in from there.
 //
-// The package owns that one call. It must never drop a page the file
+// The package owns those calls. It must never drop a page the file
 // does not hold (a private copy: relocations, breakpoints), never touch
 // writable mappings, and it does nothing outside Linux.
 package exepages

@@ -2,7 +2,11 @@ package exepages
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // exeRss returns the resident kB of the running executable's read-only
@@ -37,7 +41,7 @@ func TestTrimDropsTheExecutablesPages(t *testing.T) {
 	if n < 2 || before < 512 {
 		t.Fatalf("%d read-only mappings of the executable, %d kB resident: want the text and read-only data", n, before)
 	}
-	size, err := Trim()
+	size, err := Trim(Unmap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +56,103 @@ func TestTrimDropsTheExecutablesPages(t *testing.T) {
 		t.Errorf("resident %d kB -> %d kB: want fewer", before, after)
 	}
 	// The code still runs: a second Trim, and parsing, after the first.
-	if _, err := Trim(); err != nil {
+	if _, err := Trim(Evict); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := parseSmaps(sampleSmaps); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cachedPages counts the pages of b the page cache holds (mincore).
+func cachedPages(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// evictDir is a directory on a file system with a page cache of its own:
+// t.TempDir, unless that is tmpfs or ramfs (whose pages are the file and
+// cannot be dropped), then the package's directory.
+func evictDir(t *testing.T) string {
+	for _, dir := range []string{t.TempDir(), "."} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Type != unix.TMPFS_MAGIC && st.Type != unix.RAMFS_MAGIC {
+			if dir == "." {
+				d, err := os.MkdirTemp(".", "evict-test-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(d) })
+				return d
+			}
+			return dir
+		}
+	}
+	t.Fatal("no directory on a file system with a page cache of its own")
+	return ""
+}
+
+// A read-only mapping evicted as Trim(Evict) evicts the executable's
+// read-only data: its pages leave the page cache, reading it still gives
+// the file's bytes, and a read brings back the page read, not the
+// read-around window (32 pages by default) a mapping without MADV_RANDOM
+// would read.
+func TestEvictReadsOnePageAtATime(t *testing.T) {
+	const pages = 64
+	ps := os.Getpagesize()
+	data := make([]byte, pages*ps)
+	for i := range data {
+		data[i] = byte(i / ps)
+	}
+	path := filepath.Join(evictDir(t), "data")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Written pages are dirty until written back, and the kernel drops
+	// only clean ones.
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	sum := 0
+	for i := 0; i < len(b); i += ps {
+		sum += int(b[i])
+	}
+	if n := cachedPages(t, b); n != pages {
+		t.Fatalf("%d of %d pages cached after reading them all", n, pages)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&b[0])))
+	unmapped, err := evict(f, mapping{start: addr, end: addr + uint64(len(b)), perms: "r--p"})
+	if err != nil || !unmapped {
+		t.Fatalf("evict: unmapped %v, %v", unmapped, err)
+	}
+	if n := cachedPages(t, b); n != 0 {
+		t.Fatalf("%d pages still cached after evict", n)
+	}
+	if got := b[40*ps+1]; got != 40 {
+		t.Fatalf("page 40 reads %d after evict", got)
+	}
+	if n := cachedPages(t, b); n != 1 {
+		t.Errorf("reading one byte cached %d pages: want the one page, no read-around", n)
 	}
 }

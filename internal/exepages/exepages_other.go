@@ -3,4 +3,4 @@
 package exepages
 
 // Trim does nothing outside Linux.
-func Trim() (bytes uint64, err error) { return 0, ErrUnsupported }
+func Trim(Mode) (bytes uint64, err error) { return 0, ErrUnsupported }

@@ -12,6 +12,7 @@ import (
 type mapping struct {
 	start, end uint64 // [start, end)
 	perms      string // "r-xp": read, write, execute, private or shared
+	offset     uint64 // of start in the file
 	inode      uint64
 	path       string // "" for anonymous memory; may end in " (deleted)"
 	// anonymous is smaps' "Anonymous:" in kB: pages of a file mapping
@@ -21,6 +22,9 @@ type mapping struct {
 	anonymousKnown bool
 	rss            uint64 // smaps' "Rss:" in kB (tests read it)
 }
+
+// code reports whether m can be executed: the executable's text.
+func (m mapping) code() bool { return len(m.perms) == 4 && m.perms[2] == 'x' }
 
 // readOnly reports whether m can be read and not written: the
 // executable's text and its read-only data, never its data or bss.
@@ -59,9 +63,11 @@ func parseMapsLine(line string) (mapping, error) {
 	if err1 != nil || err2 != nil || err3 != nil || m.end < m.start || len(f[1]) != 4 {
 		return m, errMapsLine
 	}
-	if _, err := strconv.ParseUint(f[2], 16, 64); err != nil {
+	off, err := strconv.ParseUint(f[2], 16, 64)
+	if err != nil {
 		return m, errMapsLine
 	}
+	m.offset = off
 	m.perms = f[1]
 	m.path = strings.TrimLeft(rest, " ")
 	return m, nil

@@ -45,6 +45,15 @@ func TestParseSmaps(t *testing.T) {
 	if !ms[0].anonymousKnown || !ms[2].anonymousKnown || ms[3].anonymousKnown {
 		t.Errorf("Anonymous known: %v %v %v, want true true false", ms[0].anonymousKnown, ms[2].anonymousKnown, ms[3].anonymousKnown)
 	}
+	// Evict drops the page cache at the file offset a mapping starts at.
+	if ms[1].offset != 0x124c000 || ms[2].offset != 0x2d6b000 {
+		t.Errorf("offsets %#x %#x, want 0x124c000 0x2d6b000", ms[1].offset, ms[2].offset)
+	}
+	// Evict leaves the code cached: the kernel reads it around a fault
+	// whatever the advice.
+	if !ms[0].code() || ms[1].code() || ms[2].code() {
+		t.Errorf("code: text %v rodata %v data %v, want true false false", ms[0].code(), ms[1].code(), ms[2].code())
+	}
 	if !ms[0].readOnly() || !ms[1].readOnly() || ms[2].readOnly() {
 		t.Errorf("readOnly: text %v rodata %v data %v, want true true false", ms[0].readOnly(), ms[1].readOnly(), ms[2].readOnly())
 	}
