@@ -459,6 +459,16 @@ report=$tmp/report.md
         n = get("gw_rss", 64, arr); worstrss = mx(arr, n)
         printf "| RSS <= 40 MiB under c=64 | max %.1f MiB (VmHWM %.1f MiB at the end of the c=64 runs) | %s |\n", worstrss, med("gw_hwm", 64), (worstrss <= 40 ? "PASS" : "MISS")
       }
+      # The goals of issue 25 are ratios to the reverse proxy, run in the same rounds.
+      if (("64" in seen) && get("px_cpu", 64, arr) > 0) {
+        r = med("gw_cpu", 64) / med("px_cpu", 64)
+        printf "| gateway CPU per call at c=64 <= 0.6x the reverse proxy (issue 25) | %s vs %s µs: %.2fx | %s |\n", stat("gw_cpu", 64, "%.0f"), stat("px_cpu", 64, "%.0f"), r, (r <= 0.6 ? "PASS" : "MISS")
+        r = med("gw_rss", 64) / med("px_rss", 64)
+        printf "| max RSS under c=64 <= 2x the reverse proxy (issue 25) | %s vs %s MiB: %.2fx | %s |\n", stat("gw_rss", 64, "%.1f"), stat("px_rss", 64, "%.1f"), r, (r <= 2 ? "PASS" : "MISS")
+      }
+      if (("1" in seen) && get("px_added", 1, arr) > 0) {
+        printf "| added p50 at c=1 <= the reverse proxy (issue 25) | %s vs %s ms | %s |\n", stat("added", 1, "%.3f"), stat("px_added", 1, "%.3f"), (med("added", 1) <= med("px_added", 1) ? "PASS" : "MISS")
+      }
       print ""
       print "<details><summary>Every run</summary>"
       print ""
