@@ -6,36 +6,54 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/exepages"
 )
 
 func TestTrimExecutableSetting(t *testing.T) {
 	for _, tc := range []struct {
-		value, want string
+		value   string
+		on      bool
+		mode    exepages.Mode
+		warning string
 	}{
-		{"", "trimmed the executable's start-up pages"},
-		{"trim", "trimmed the executable's start-up pages"},
-		{"unmap", "trimmed the executable's start-up pages"},
-		{"keep", ""},
-		{"Keep", "level=WARN msg=\"MCPGATE_EXE_PAGES is trim (the default), unmap or keep; keeping the executable's pages\" value=Keep"},
+		{"", true, exepages.Evict, ""},
+		{"trim", true, exepages.Evict, ""},
+		{"unmap", true, exepages.Unmap, ""},
+		{"keep", false, 0, ""},
+		{"Keep", false, 0, "level=WARN msg=\"MCPGATE_EXE_PAGES is trim (the default), unmap or keep; keeping the executable's pages\" value=Keep"},
 	} {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		trimExecutable(func(k string) string {
+		mode, on := exePages(func(k string) string {
 			if k == exePagesEnv {
 				return tc.value
 			}
 			return ""
 		}, log)
+		if on != tc.on || mode != tc.mode {
+			t.Errorf("%s=%q: mode %v, on %v; want %v, %v", exePagesEnv, tc.value, mode, on, tc.mode, tc.on)
+		}
+		if got := buf.String(); tc.warning == "" && got != "" || !strings.Contains(got, tc.warning) {
+			t.Errorf("%s=%q: logged %q, want %q", exePagesEnv, tc.value, got, tc.warning)
+		}
+	}
+}
+
+func TestTrimExecutableLogs(t *testing.T) {
+	for _, mode := range []exepages.Mode{exepages.Unmap, exepages.Evict} {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		trimExecutable(mode, "start", log)
 		got := buf.String()
-		want := tc.want
-		if runtime.GOOS != "linux" && strings.HasPrefix(want, "trimmed") {
-			want = ""
+		if runtime.GOOS != "linux" {
+			if got != "" {
+				t.Errorf("mode %v off Linux: logged %q", mode, got)
+			}
+			continue
 		}
-		if want == "" && got != "" || !strings.Contains(got, want) {
-			t.Errorf("%s=%q: logged %q, want %q", exePagesEnv, tc.value, got, want)
-		}
-		if strings.Contains(got, "WARN") != strings.Contains(want, "WARN") {
-			t.Errorf("%s=%q: logged %q", exePagesEnv, tc.value, got)
+		if !strings.Contains(got, "level=DEBUG msg=\"trimmed the executable's start-up pages\" stage=start mapped_bytes=") || strings.Contains(got, "WARN") {
+			t.Errorf("mode %v: logged %q", mode, got)
 		}
 	}
 }

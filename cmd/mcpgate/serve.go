@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/exepages"
 	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 )
@@ -44,6 +45,10 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
+	}
+	exeMode, trimExe := exePages(os.Getenv, log)
+	if trimExe {
+		trimExecutable(exepages.Unmap, "start", log)
 	}
 	stk, err := build(ctx, cfg, log, cfg.Listen)
 	if err != nil {
@@ -102,7 +107,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	// Started: what start-up alone touched of the executable need not
 	// stay mapped (exepages.go).
-	trimExecutable(os.Getenv, log)
+	if trimExe {
+		trimExecutable(exeMode, "serving", log)
+	}
 	log.Info("mcpgate serving", "addr", "http://"+ln.Addr().String()+"/mcp", "servers", len(cfg.Servers), "version", version())
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
