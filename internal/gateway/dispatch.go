@@ -676,8 +676,9 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	}
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
-	// than the one this gateway checked.
-	params, err = jsonrpc.Set(params, "name", jsonrpc.String(upName))
+	// than the one this gateway checked. Params that already read so are
+	// kept as they are, not copied (nothing writes to params in place).
+	params, err = jsonrpc.SetShared(params, "name", jsonrpc.String(upName))
 	if err != nil {
 		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params")
 	}
