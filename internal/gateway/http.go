@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -378,6 +379,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner, single: !batch}
+	if !batch {
+		pc.sc.own = &pc.own
+	}
 	sc := &pc.sc
 	if sess != nil {
 		sc.caps = sess.Caps()
@@ -438,8 +442,16 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	defer g.inflight.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var own *ownRequest // the single scope's request: kept in its POST's allocation
+	if sc.done == nil && sc.single {
+		own = sc.own
+	}
 	if sc.sess != nil {
-		defer sc.sess.Finish(sc.sess.Start(m.ID, cancel))
+		var inf *sessions.InFlight
+		if own != nil {
+			inf = &own.inflight
+		}
+		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, cancel))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {
@@ -473,6 +485,10 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	if rpcErr != nil {
 		return jsonrpc.NewErrorResponse(m.ID, rpcErr)
 	}
+	if own != nil {
+		own.reply = jsonrpc.Result(m.ID, res)
+		return &own.reply
+	}
 	return jsonrpc.NewResult(m.ID, res)
 }
 
@@ -492,9 +508,10 @@ func (g *Gateway) safeDispatch(ctx context.Context, sc *scope, m *jsonrpc.Messag
 // an SSE stream as soon as a related message must go out before the reply.
 // postCall is what servePost allocates for the requests of one POST.
 type postCall struct {
-	ps postSender
-	sc scope
-	rt route
+	ps  postSender
+	sc  scope
+	rt  route
+	own ownRequest // a single request's (scope.own)
 }
 
 type postSender struct {
