@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -648,7 +649,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	body := reply.Append((*buf)[:0])
 	h := ps.w.Header()
 	h["Content-Type"] = jsonContentType
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Length"] = contentLength(len(body))
 	ps.w.WriteHeader(status)
 	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
 	_, _ = ps.w.Write(body) // a Writer retains nothing it was given
@@ -667,6 +668,25 @@ const maxPooledReply = 64 << 10
 // jsonContentType is the Content-Type of every JSON reply, shared (a
 // header value is replaced, never changed in place).
 var jsonContentType = []string{"application/json"}
+
+// contentLengths are the Content-Length values of replies shorter than
+// their count, made once each and shared as jsonContentType is: a reply
+// costs no allocation for its length. What they hold is bounded (a few
+// bytes for each length that occurs).
+var contentLengths [4 << 10]atomic.Pointer[[]string]
+
+// contentLength is the Content-Length header value of a body of n bytes.
+func contentLength(n int) []string {
+	if n < 0 || n >= len(contentLengths) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := contentLengths[n].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	contentLengths[n].Store(&v)
+	return v
+}
 
 func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
 	ps.mu.Lock()
