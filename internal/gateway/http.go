@@ -247,8 +247,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	if len(msgs) == 1 && !batch {
-		name, _ := jsonrpc.GetString(msgs[0].Params, "name")
-		noteMCP(r.Context(), msgs[0].Method, name)
+		noteMCPParams(r.Context(), msgs[0].Method, msgs[0].Params)
 	} else {
 		noteMCP(r.Context(), "batch", "")
 	}
