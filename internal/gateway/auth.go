@@ -75,8 +75,9 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	callers.StripCredentials(r.Header, c)
 	// An identity set by an embedding layer (in code, never by a client)
 	// stands; otherwise the caller's is used.
+	var id *Identity
 	if IdentityFrom(ctx) == nil {
-		id := anonID
+		id = anonID
 		if id == nil {
 			if clientIP == "" {
 				clientIP = callers.ClientIP(r)
@@ -87,11 +88,16 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 				id.Owner = callers.OwnerOf(c, r)
 			}
 		}
-		ctx = WithIdentity(ctx, id)
 	}
 	noteCaller(ctx, c.Alias, c.User)
 	tracing.NoteCaller(ctx, c.Alias, c.User)
-	ctx = withSubjectToken(callers.NewContext(ctx, c), subject)
+	if id != nil {
+		// WithIdentity and callers.NewContext in one context.
+		ctx = callers.NewContextWith(ctx, c, identityKey{}, id)
+	} else {
+		ctx = callers.NewContext(ctx, c)
+	}
+	ctx = withSubjectToken(ctx, subject)
 	if c.RateLimitRPM > 0 {
 		// Authenticate took one request of the limit: the first JSON-RPC
 		// request this HTTP request carries is paid for (limits.go).
