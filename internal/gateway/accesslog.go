@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // The access log (issue 15, SPEC S16): one line per HTTP request the
@@ -67,6 +70,16 @@ func noteMCP(ctx context.Context, method, name string) {
 		e.mcpMethod, e.tool = method, name
 		e.mu.Unlock()
 	}
+}
+
+// noteMCPParams is noteMCP with the name read from params, only when an
+// access line takes it: reading it is a scan and a string.
+func noteMCPParams(ctx context.Context, method string, params json.RawMessage) {
+	if accessOf(ctx) == nil {
+		return
+	}
+	name, _ := jsonrpc.GetString(params, "name")
+	noteMCP(ctx, method, name)
 }
 
 // noteSession records the request's session (by a short hash of its id).

@@ -31,7 +31,8 @@ var internalHeaders = []string{"X-Mcp-Toolset-Id", "X-Mcpgate-Caller", "X-Mcpgat
 // caller and its identity; a refusal is returned for writeError.
 func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	var c *callers.Caller
-	clientIP := "" // callers.ClientIP(r), when already known
+	clientIP := ""       // callers.ClientIP(r), when already known
+	var anonID *Identity // the anonymous caller's identity, when shared
 	if tokenInQuery(r) && oauthEnabled(g.conf()) {
 		f := callers.InvalidRequest("access tokens are not accepted in the query string; send Authorization: Bearer")
 		g.challenge(f, r)
@@ -49,8 +50,8 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 			return r, failureRefusal(f)
 		}
 	} else {
-		c = &callers.Caller{Anonymous: true}
-		clientIP, c.Owner = anonymousOwner(r, c)
+		c, anonID = anonymousCaller(r)
+		clientIP = anonID.ClientIP
 	}
 	if a := g.conf().Auth; a != nil && a.AllowedClients != nil {
 		l := a.AllowedClients
@@ -74,20 +75,29 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	callers.StripCredentials(r.Header, c)
 	// An identity set by an embedding layer (in code, never by a client)
 	// stands; otherwise the caller's is used.
+	var id *Identity
 	if IdentityFrom(ctx) == nil {
-		if clientIP == "" {
-			clientIP = callers.ClientIP(r)
+		id = anonID
+		if id == nil {
+			if clientIP == "" {
+				clientIP = callers.ClientIP(r)
+			}
+			id = &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: clientIP, Admin: c.Admin || c.Master,
+				Issuer: c.Issuer, Subject: c.Subject}
+			if id.Owner == "" {
+				id.Owner = callers.OwnerOf(c, r)
+			}
 		}
-		id := &Identity{Owner: c.Owner, Alias: c.Alias, User: c.User, Team: c.Team, ClientIP: clientIP, Admin: c.Admin || c.Master,
-			Issuer: c.Issuer, Subject: c.Subject}
-		if id.Owner == "" {
-			id.Owner = callers.OwnerOf(c, r)
-		}
-		ctx = WithIdentity(ctx, id)
 	}
 	noteCaller(ctx, c.Alias, c.User)
 	tracing.NoteCaller(ctx, c.Alias, c.User)
-	ctx = withSubjectToken(callers.NewContext(ctx, c), subject)
+	if id != nil {
+		// WithIdentity and callers.NewContext in one context.
+		ctx = callers.NewContextWith(ctx, c, identityKey{}, id)
+	} else {
+		ctx = callers.NewContext(ctx, c)
+	}
+	ctx = withSubjectToken(ctx, subject)
 	if c.RateLimitRPM > 0 {
 		// Authenticate took one request of the limit: the first JSON-RPC
 		// request this HTTP request carries is paid for (limits.go).
@@ -96,33 +106,45 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	return r.WithContext(ctx), nil
 }
 
-// anonymousOwner is callers.ClientIP(r) and callers.OwnerOf(c, r) for the
-// anonymous caller c. Without an Authorization header both follow from
-// the client's address alone, and are remembered for it: hashing the
-// address into an owner on every request of every client costs four
-// allocations. Addresses share a few slots (direct-mapped, last one
-// wins), so the memory stays bounded whatever the clients.
-func anonymousOwner(r *http.Request, c *callers.Caller) (ip, owner string) {
+// anonymousCaller is the caller of a gateway without authentication, and
+// the identity authenticate gives it: {Anonymous: true} with the owner
+// callers.OwnerOf gives it, and its callers.ClientIP. Without an
+// Authorization header both follow from the client's address alone, and
+// are remembered for it: hashing the address into an owner on every
+// request of every client costs four allocations, and the two structs two
+// more. The remembered ones are shared by every request from the address,
+// and so are never written to once published (nothing on the call path
+// writes to a request's Caller or Identity). Addresses share a few slots
+// (direct-mapped, last one wins), so the memory stays bounded whatever
+// the clients. A request with an Authorization header (the caller's
+// upstream token, whose hash is its owner) gets structs of its own.
+func anonymousCaller(r *http.Request) (*callers.Caller, *Identity) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil || r.Header.Get("Authorization") != "" {
-		return callers.ClientIP(r), callers.OwnerOf(c, r)
+		c := &callers.Caller{Anonymous: true}
+		c.Owner = callers.OwnerOf(c, r)
+		return c, &Identity{Owner: c.Owner, ClientIP: callers.ClientIP(r)}
 	}
 	addr := ap.Addr()
 	b := addr.As16()
-	slot := &anonymousOwners[(uint(b[15])^uint(b[14])<<1^uint(b[13])<<2)%uint(len(anonymousOwners))]
+	slot := &anonymousCallers[(uint(b[15])^uint(b[14])<<1^uint(b[13])<<2)%uint(len(anonymousCallers))]
 	if a := slot.Load(); a != nil && a.addr == addr {
-		return a.ip, a.owner
+		return &a.caller, &a.id
 	}
-	a := &anonymousCaller{addr: addr, ip: callers.ClientIP(r), owner: callers.OwnerOf(c, r)}
+	a := &sharedAnonymous{addr: addr, caller: callers.Caller{Anonymous: true}}
+	a.caller.Owner = callers.OwnerOf(&a.caller, r)
+	a.id = Identity{Owner: a.caller.Owner, ClientIP: callers.ClientIP(r)}
 	slot.Store(a)
-	return a.ip, a.owner
+	return &a.caller, &a.id
 }
 
-var anonymousOwners [64]atomic.Pointer[anonymousCaller]
+var anonymousCallers [64]atomic.Pointer[sharedAnonymous]
 
-type anonymousCaller struct {
-	addr      netip.Addr
-	ip, owner string
+// sharedAnonymous is one address's remembered anonymous caller: read-only.
+type sharedAnonymous struct {
+	addr   netip.Addr
+	caller callers.Caller
+	id     Identity
 }
 
 // callerChecker re-checks a caller's key; *callers.Authenticator

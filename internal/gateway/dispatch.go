@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 	"github.com/mcpgate/mcpgate/internal/upstream"
@@ -38,8 +39,11 @@ type scope struct {
 	// moot after that and are cancelled downstream. nil: never.
 	done <-chan struct{}
 	// single: the scope carries one request alone (a POST that is not a
-	// batch), so serve sets done in it rather than in a copy.
+	// batch), so serve sets done in it rather than in a copy, and keeps
+	// that request's in-flight entry and reply in own (allocated with
+	// the POST's scope; nil: serve allocates them).
 	single bool
+	own    *ownRequest
 	// stateless: a stateless (2026-07-28) request; logLevel is the minimum
 	// level of log messages it asked for (-1: none).
 	stateless bool
@@ -57,6 +61,12 @@ type scope struct {
 	// task, for the call of a 2026-07-28 task, takes the questions the
 	// upstream asks: they wait on the task for tasks/update (tasks.go).
 	task *taskQuestions
+}
+
+// ownRequest is what serve keeps of a single scope's one request.
+type ownRequest struct {
+	inflight sessions.InFlight
+	reply    jsonrpc.Message
 }
 
 // OriginKey makes calls of one downstream session one party for the
@@ -676,8 +686,9 @@ func (g *Gateway) resolveName(ctx context.Context, sc *scope, params json.RawMes
 	}
 	// Always rewritten, even when unchanged: Set leaves exactly one "name"
 	// member, so an upstream cannot read a different copy of a repeated key
-	// than the one this gateway checked.
-	params, err = jsonrpc.Set(params, "name", jsonrpc.String(upName))
+	// than the one this gateway checked. Params that already read so are
+	// kept as they are, not copied (nothing writes to params in place).
+	params, err = jsonrpc.SetShared(params, "name", jsonrpc.String(upName))
 	if err != nil {
 		return ctx, toolRef{}, nil, denied, errInvalidParams("Invalid params")
 	}

@@ -84,7 +84,11 @@ func isPlainPattern(p string) bool {
 // clean ("//mcp", "/a/../b"), which a ServeMux would redirect to its clean
 // form: the gateway never answered with a redirect, and a path is matched
 // as the client sent it (the "/" route answers it 404 after its gates).
-func NewMux(routes []Route) http.Handler {
+func NewMux(routes []Route) http.Handler { return newMux(routes, true) }
+
+// newMux is NewMux; fast false leaves every clean path to the mux (what
+// TestMuxFastPathAsServeMux compares the fast path with).
+func newMux(routes []Route, fast bool) http.Handler {
 	mux := http.NewServeMux()
 	seen := map[string]bool{}
 	var root http.Handler
@@ -107,13 +111,60 @@ func NewMux(routes []Route) http.Handler {
 			mux.Handle(p, root)
 		}
 	}
+	var firsts map[string]bool
+	if fast {
+		firsts = firstSegments(routes)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.EscapedPath(); p == "" || p[0] != '/' || !isCleanPath(p) {
+		p := r.URL.EscapedPath()
+		if p == "" || p[0] != '/' || !isCleanPath(p) {
+			root.ServeHTTP(w, r)
+			return
+		}
+		if firsts != nil && r.Method != http.MethodConnect && r.RequestURI != "*" && rootOnly(firsts, p) {
+			// What the mux would do, without its two walks of the tree
+			// (and their three allocations) on every MCP request.
+			r.Pattern = "/"
 			root.ServeHTTP(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// firstSegments are the first path segments of routes' patterns but "/":
+// a clean path whose first segment is none of them, and has no escape
+// (the mux matches segments unescaped), can match no pattern but "/",
+// nor be redirected to one with a trailing slash. nil when a pattern
+// makes that false or hard to see: a host, a wildcard first segment, or
+// "/" with a method.
+func firstSegments(routes []Route) map[string]bool {
+	firsts := map[string]bool{}
+	for _, rt := range routes {
+		p := rt.Pattern
+		if p == "/" {
+			continue
+		}
+		if i := strings.IndexAny(p, " \t"); i >= 0 {
+			p = strings.TrimLeft(p[i:], " \t") // after a method
+		}
+		if !strings.HasPrefix(p, "/") || p == "/" {
+			return nil
+		}
+		first, _, _ := strings.Cut(p[1:], "/")
+		if first == "" || strings.ContainsAny(first, "{}%") {
+			return nil
+		}
+		firsts[first] = true
+	}
+	return firsts
+}
+
+// rootOnly reports whether the clean escaped path p can match only the
+// pattern "/" (firstSegments).
+func rootOnly(firsts map[string]bool, p string) bool {
+	first, _, _ := strings.Cut(p[1:], "/")
+	return first != "" && !strings.Contains(p, "%") && !firsts[first]
 }
 
 // isCleanPath reports whether the escaped path p is its own path.Clean

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +24,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
+	sessions "github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -245,8 +247,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	if len(msgs) == 1 && !batch {
-		name, _ := jsonrpc.GetString(msgs[0].Params, "name")
-		noteMCP(r.Context(), msgs[0].Method, name)
+		noteMCPParams(r.Context(), msgs[0].Method, msgs[0].Params)
 	} else {
 		noteMCP(r.Context(), "batch", "")
 	}
@@ -378,6 +379,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	pc.sc = scope{g: g, sess: sess, rt: &pc.rt, out: ps, owner: id.Owner, single: !batch}
+	if !batch {
+		pc.sc.own = &pc.own
+	}
 	sc := &pc.sc
 	if sess != nil {
 		sc.caps = sess.Caps()
@@ -438,8 +442,16 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	defer g.inflight.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var own *ownRequest // the single scope's request: kept in its POST's allocation
+	if sc.done == nil && sc.single {
+		own = sc.own
+	}
 	if sc.sess != nil {
-		defer sc.sess.Finish(sc.sess.Start(m.ID, cancel))
+		var inf *sessions.InFlight
+		if own != nil {
+			inf = &own.inflight
+		}
+		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, cancel))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {
@@ -473,6 +485,10 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	if rpcErr != nil {
 		return jsonrpc.NewErrorResponse(m.ID, rpcErr)
 	}
+	if own != nil {
+		own.reply = jsonrpc.Result(m.ID, res)
+		return &own.reply
+	}
 	return jsonrpc.NewResult(m.ID, res)
 }
 
@@ -492,9 +508,10 @@ func (g *Gateway) safeDispatch(ctx context.Context, sc *scope, m *jsonrpc.Messag
 // an SSE stream as soon as a related message must go out before the reply.
 // postCall is what servePost allocates for the requests of one POST.
 type postCall struct {
-	ps postSender
-	sc scope
-	rt route
+	ps  postSender
+	sc  scope
+	rt  route
+	own ownRequest // a single request's (scope.own)
 }
 
 type postSender struct {
@@ -631,7 +648,7 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 	body := reply.Append((*buf)[:0])
 	h := ps.w.Header()
 	h["Content-Type"] = jsonContentType
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Length"] = contentLength(len(body))
 	ps.w.WriteHeader(status)
 	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
 	_, _ = ps.w.Write(body) // a Writer retains nothing it was given
@@ -650,6 +667,25 @@ const maxPooledReply = 64 << 10
 // jsonContentType is the Content-Type of every JSON reply, shared (a
 // header value is replaced, never changed in place).
 var jsonContentType = []string{"application/json"}
+
+// contentLengths are the Content-Length values of replies shorter than
+// their count, made once each and shared as jsonContentType is: a reply
+// costs no allocation for its length. What they hold is bounded (a few
+// bytes for each length that occurs).
+var contentLengths [4 << 10]atomic.Pointer[[]string]
+
+// contentLength is the Content-Length header value of a body of n bytes.
+func contentLength(n int) []string {
+	if n < 0 || n >= len(contentLengths) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := contentLengths[n].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	contentLengths[n].Store(&v)
+	return v
+}
 
 func (ps *postSender) finishBatch(replies []*jsonrpc.Message) {
 	ps.mu.Lock()

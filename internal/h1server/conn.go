@@ -73,6 +73,10 @@ type conn struct {
 	// writeDeadline: a handler set one; it ends with its response.
 	writeDeadline bool
 
+	// parsed is the request parseRequest read, until serveRequest
+	// copies it into the one its handler gets.
+	parsed http.Request
+
 	// watch is the goroutine noticing a streamed response's client
 	// going away (watchPeer); nil when none runs.
 	watch chan struct{}
@@ -178,6 +182,17 @@ func (c *conn) next() (req *http.Request, ok bool, err error) {
 	if !bytes.HasPrefix(head, []byte("POST ")) && !bytes.HasPrefix(head, []byte("GET ")) {
 		return nil, false, nil
 	}
+	// The usual request is parsed here, into c.parsed (serveRequest's
+	// WithContext makes the one request the handler gets of it);
+	// anything else by net/http's parser.
+	if parseRequest(head, &c.parsed) {
+		if !eligible(&c.parsed) {
+			c.parsed = http.Request{}
+			return nil, false, nil
+		}
+		_, _ = c.br.Discard(n)
+		return &c.parsed, true, nil
+	}
 	// net/http's parser reads the block from a copy of its own, so
 	// that nothing is taken from the connection until the request is
 	// known to be served here.
@@ -282,6 +297,7 @@ func eligible(req *http.Request) bool {
 func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	ctx, cancel := context.WithCancel(c.baseCtx)
 	req = req.WithContext(ctx)
+	c.parsed = http.Request{} // req is a copy: nothing kept from it here
 	req.RemoteAddr = c.remote
 	w := &response{c: c, req: req, header: make(http.Header, 4), cancel: cancel, declared: -1, closeAfter: req.Close}
 	w.body.c, w.body.w = c, w

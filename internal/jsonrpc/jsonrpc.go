@@ -135,10 +135,17 @@ func NewNotification(method string, params json.RawMessage) *Message {
 
 // NewResult builds a success response.
 func NewResult(id ID, result json.RawMessage) *Message {
+	m := Result(id, result)
+	return &m
+}
+
+// Result is NewResult's response as a value, for a caller that allocates
+// it with something else.
+func Result(id ID, result json.RawMessage) Message {
 	if len(result) == 0 {
 		result = json.RawMessage("{}")
 	}
-	return &Message{ID: id, Result: result}
+	return Message{ID: id, Result: result}
 }
 
 // NewErrorResponse builds an error response.

@@ -273,7 +273,14 @@ func plainString(tok []byte) (string, bool) {
 // is appended. Everything else keeps its bytes, except that earlier copies of
 // a repeated key are removed, so that every decoder (first or last wins)
 // reads val. obj must be an object (or empty, meaning {}).
-func Set(obj []byte, key string, val []byte) ([]byte, error) {
+func Set(obj []byte, key string, val []byte) ([]byte, error) { return set(obj, key, val, false) }
+
+// SetShared is Set, except that obj itself comes back, not a copy, when it
+// already holds key once with exactly val's bytes (what Set would return
+// is then byte for byte obj). For a caller that never writes to either.
+func SetShared(obj []byte, key string, val []byte) ([]byte, error) { return set(obj, key, val, true) }
+
+func set(obj []byte, key string, val []byte, shared bool) ([]byte, error) {
 	if len(skipWSBytes(obj)) == 0 {
 		obj = []byte("{}")
 	}
@@ -281,6 +288,9 @@ func Set(obj []byte, key string, val []byte) ([]byte, error) {
 		return nil, err
 	}
 	hit, n := lastMember(obj, key)
+	if shared && n == 1 && bytes.Equal(obj[hit.valStart:hit.valEnd], val) {
+		return obj, nil
+	}
 	for ; n > 1; n-- {
 		var err error
 		if obj, _, err = deleteFirst(obj, key); err != nil {

@@ -503,3 +503,31 @@ func FuzzRaw(f *testing.F) {
 		}
 	})
 }
+
+// SetShared returns what Set does, and obj itself when that is obj byte
+// for byte (the key once, with val's bytes), never when a repeated key
+// or another value makes Set write a new object.
+func TestSetShared(t *testing.T) {
+	for _, tc := range []struct {
+		obj, val string
+		same     bool
+	}{
+		{`{"name":"echo","arguments":{}}`, `"echo"`, true},
+		{`{"name": "echo" }`, `"echo"`, true},
+		{`{"name":"echo","name":"echo"}`, `"echo"`, false},
+		{`{"name":"other"}`, `"echo"`, false},
+		{`{"na\u006de":"echo"}`, `"echo"`, true},
+		{`{"arguments":{}}`, `"echo"`, false},
+		{``, `"echo"`, false},
+	} {
+		obj := []byte(tc.obj)
+		want, werr := jsonrpc.Set([]byte(tc.obj), "name", []byte(tc.val))
+		got, gerr := jsonrpc.SetShared(obj, "name", []byte(tc.val))
+		if string(got) != string(want) || (werr == nil) != (gerr == nil) {
+			t.Errorf("%s: SetShared %q %v, Set %q %v", tc.obj, got, gerr, want, werr)
+		}
+		if same := len(got) > 0 && len(obj) > 0 && &got[0] == &obj[0]; same != tc.same {
+			t.Errorf("%s: shared %v, want %v", tc.obj, same, tc.same)
+		}
+	}
+}

@@ -127,3 +127,28 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// StartIn fills the caller's InFlight rather than allocating one, and the
+// call it marks is cancelled by id and finished as Start's.
+func TestStartInUsesTheCallersInFlight(t *testing.T) {
+	s := New(Params{MaxInflight: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	var own InFlight
+	c := s.StartIn(&own, jsonrpc.Int64ID(7), cancel)
+	if c != &own {
+		t.Fatalf("StartIn returned %p, want the caller's %p", c, &own)
+	}
+	s.CancelCall(jsonrpc.Int64ID(7).Raw())
+	if ctx.Err() == nil {
+		t.Error("the call was not cancelled by its id")
+	}
+	s.Finish(c)
+	if n := testing.AllocsPerRun(50, func() { s.Finish(s.StartIn(&own, jsonrpc.Int64ID(7), cancel)) }); n != 0 {
+		t.Errorf("StartIn and Finish: %v allocations, want none", n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.call != nil || len(s.calls) != 0 {
+		t.Errorf("finished session holds call %v calls %v", s.call, s.calls)
+	}
+}

@@ -433,12 +433,22 @@ func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
 // called with what it returns (nil for a request that cannot be
 // cancelled) when the request is done.
 func (s *Session) Start(id jsonrpc.ID, cancel context.CancelFunc) *InFlight {
+	return s.StartIn(nil, id, cancel)
+}
+
+// StartIn is Start with the caller's own InFlight c to fill (nil: one is
+// allocated), for a caller that allocates it with something else. c must
+// not be used again until Finish(c).
+func (s *Session) StartIn(c *InFlight, id jsonrpc.ID, cancel context.CancelFunc) *InFlight {
 	s.inflight.Add(1)
 	s.Touch()
 	if !id.IsValid() || cancel == nil {
 		return nil
 	}
-	c := &InFlight{raw: id.Raw(), cancel: cancel}
+	if c == nil {
+		c = new(InFlight)
+	}
+	*c = InFlight{raw: id.Raw(), cancel: cancel}
 	s.mu.Lock()
 	if s.closed {
 		// Ended while this request waited: it ends at once too.

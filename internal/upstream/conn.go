@@ -136,6 +136,8 @@ type call struct {
 	parent context.Context
 	// x is the call's HTTP exchange on a streamable transport (send).
 	x exchange
+	// req is the request sent, allocated with the call.
+	req jsonrpc.Message
 }
 
 // deliver hands r to the waiting Call; only the remover of cl from the
@@ -286,7 +288,8 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	if sm := c.statelessInfo(); sm != nil {
 		params = sm.apply(ctx, params)
 	}
-	msg := jsonrpc.NewRequest(jsonrpc.Int64ID(cl.id), method, params)
+	cl.req = jsonrpc.Message{ID: jsonrpc.Int64ID(cl.id), Method: method, Params: params}
+	msg := &cl.req
 	// The caller's context too: its cancellation aborts the exchange's
 	// I/O, which can fail send before callCtx, its child, is done.
 	if err := c.t.send(callCtx, msg, cl); err != nil && callCtx.Err() == nil && ctx.Err() == nil {

@@ -269,12 +269,15 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 		stop.do()
 		return nil, pc.ioErr(req, err, true)
 	}
-	resp, err := readResponse(pc.br, req)
+	resp, body, err := readResponse(pc.br, req)
 	if err != nil {
 		stop.do()
 		return nil, pc.ioErr(req, err, pc.nread == before)
 	}
-	body := &h1Body{rc: resp.Body, pc: pc, stop: stop, reuse: !resp.Close && !req.Close}
+	if body == nil {
+		body = new(h1Body)
+	}
+	body.rc, body.pc, body.stop, body.reuse = resp.Body, pc, stop, !resp.Close && !req.Close
 	if resp.ContentLength == 0 || req.Method == http.MethodHead {
 		// Nothing to read: release the connection now.
 		_, _ = io.Copy(io.Discard, resp.Body)

@@ -14,22 +14,46 @@ import (
 // a folded or odd line, another status, a head larger than the buffer)
 // is left to http.ReadResponse on the untouched reader, so the result is
 // the same either way (FuzzReadResponse holds that).
-func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+//
+// A response read here comes with spare, an h1Body allocated with it for
+// the caller's wrapper of its body (nil when http.ReadResponse read it).
+func readResponse(br *bufio.Reader, req *http.Request) (resp *http.Response, spare *h1Body, err error) {
 	head := peekHead(br)
 	if head == nil || req.Method == http.MethodHead {
-		return http.ReadResponse(br, req)
+		resp, err = http.ReadResponse(br, req)
+		return resp, nil, err
 	}
-	resp, ok := parseHead(head, req)
+	fr, ok := parseHead(head, req)
 	if !ok {
-		return http.ReadResponse(br, req)
+		resp, err = http.ReadResponse(br, req)
+		return resp, nil, err
 	}
 	_, _ = br.Discard(len(head))
+	resp = &fr.resp
 	if resp.ContentLength == 0 {
 		resp.Body = http.NoBody
 	} else {
-		resp.Body = &fixedBody{br: br, left: resp.ContentLength}
+		fr.body = fixedBody{br: br, left: resp.ContentLength}
+		resp.Body = &fr.body
 	}
-	return resp, nil
+	return resp, &fr.wrap, nil
+}
+
+// fastValues is how many header values a fastResponse holds (a Go or
+// Python server's reply has five or six lines; the struct is then in the
+// size class the four allocations it replaces added up to); a head with
+// more lines gets a slice of its own for them.
+const fastValues = 6
+
+// fastResponse is what a response read by parseHead needs, in one
+// allocation: the response, its body, the connection's wrapper of that
+// body (h1Conn.roundTrip) and the values of its header lines (all but
+// the keys substrings of one copy of the head).
+type fastResponse struct {
+	resp http.Response
+	body fixedBody
+	wrap h1Body
+	vals [fastValues]string
 }
 
 // peekHead is the response head (through its empty line) once it is in
@@ -59,7 +83,7 @@ func peekHead(br *bufio.Reader) []byte {
 
 // parseHead parses a head that needs nothing http.ReadResponse would do
 // beyond splitting it; ok false: let http.ReadResponse read it.
-func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
+func parseHead(head []byte, req *http.Request) (*fastResponse, bool) {
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
 	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
 		return nil, false
@@ -87,7 +111,11 @@ func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
 	// The values are substrings of one copy of the head: one allocation
 	// for every header string but the keys (interned or copied).
 	text := string(rest)
-	values := make([]string, lines)
+	fr := new(fastResponse)
+	values := fr.vals[:min(lines, fastValues)]
+	if lines > fastValues {
+		values = make([]string, lines)
+	}
 	h := make(http.Header, lines)
 	var keyBuf [64]byte
 	clen := int64(-1)
@@ -129,12 +157,12 @@ func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
 	if clen < 0 {
 		return nil, false // read until close, or a 202 without a length
 	}
-	resp := &http.Response{
+	fr.resp = http.Response{
 		Status: statusText(line[9:]), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: clen, Request: req,
 	}
-	return resp, true
+	return fr, true
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

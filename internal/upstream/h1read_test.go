@@ -71,7 +71,7 @@ var responseSeeds = []string{
 func TestReadResponseAsNetHTTP(t *testing.T) {
 	for _, s := range responseSeeds {
 		for _, m := range []string{http.MethodPost, http.MethodHead} {
-			got, want := readWith([]byte(s), m, readResponse), readWith([]byte(s), m, http.ReadResponse)
+			got, want := readWith([]byte(s), m, readResponseOnly), readWith([]byte(s), m, http.ReadResponse)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("%s %q:\nreadResponse      %+v\nhttp.ReadResponse %+v", m, s, got, want)
 			}
@@ -88,7 +88,7 @@ func FuzzReadResponse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, want := readWith(data, http.MethodPost, readResponse), readWith(data, http.MethodPost, http.ReadResponse)
+		got, want := readWith(data, http.MethodPost, readResponseOnly), readWith(data, http.MethodPost, http.ReadResponse)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\nreadResponse      %+v\nhttp.ReadResponse %+v", data, got, want)
 		}
@@ -104,7 +104,7 @@ func FuzzReadResponseHeaders(f *testing.F) {
 	f.Add("X-\x01", "v\tw", "1", "xy")
 	f.Fuzz(func(t *testing.T, key, val, length, body string) {
 		data := []byte("HTTP/1.1 200 OK\r\n" + key + ": " + val + "\r\nContent-Length: " + length + "\r\n\r\n" + body)
-		got, want := readWith(data, http.MethodPost, readResponse), readWith(data, http.MethodPost, http.ReadResponse)
+		got, want := readWith(data, http.MethodPost, readResponseOnly), readWith(data, http.MethodPost, http.ReadResponse)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\nreadResponse      %+v\nhttp.ReadResponse %+v", data, got, want)
 		}
@@ -126,7 +126,7 @@ func TestReadResponseDoesNotWaitForMore(t *testing.T) {
 	}()
 	_ = client.SetDeadline(time.Now().Add(5 * time.Second))
 	req, _ := http.NewRequest(http.MethodPost, "http://example.com/mcp", nil)
-	resp, err := readResponse(bufio.NewReaderSize(client, 4096), req)
+	resp, _, err := readResponse(bufio.NewReaderSize(client, 4096), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +134,10 @@ func TestReadResponseDoesNotWaitForMore(t *testing.T) {
 	if err != nil || string(body) != "{}" || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("body %q, %v; header %v", body, err, resp.Header)
 	}
+}
+
+// readResponseOnly is readResponse without its spare body wrapper.
+func readResponseOnly(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	resp, _, err := readResponse(br, req)
+	return resp, err
 }
