@@ -2,7 +2,7 @@ package main
 
 // The Go runtime's memory settings, chosen for the machine the gateway
 // runs on: a memory limit that follows the container's (cgroup) limit,
-// and a GC target for a small live heap with much per-call garbage.
+// and Go's own GC target unless the operator chose one.
 
 import (
 	"bufio"
@@ -16,12 +16,13 @@ import (
 )
 
 // defaultGCPercent is the GC target when neither GOGC nor GOMEMLIMIT is
-// set. The live heap is small and each call's garbage large beside it, so
-// Go's default of 100 collects far more often than it needs to; 200 halves
-// the collections for a peak heap of about three times the live one. (It
-// was 400: 200 gives back most of the RSS 400 cost, for a few percent of
-// CPU per call; docs/benchmarks.md "Audit and memory".)
-const defaultGCPercent = 200
+// set: Go's own default. It was 400, then 200 (fewer collections of a
+// small live heap with much per-call garbage, for a peak heap of three
+// times the live one); at 100 the heap peaks at twice the live one, which
+// keeps the gateway's peak RSS under c=64 within twice a bare reverse
+// proxy's, for several microseconds more GC work per call (a tenth of a
+// call's cost at most). docs/benchmarks.md "Where the peak RSS goes".
+const defaultGCPercent = 100
 
 // memoryLimitShare is the part of the container's memory limit the Go
 // runtime may use before its GC works harder than GOGC says. The rest is
