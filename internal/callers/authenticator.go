@@ -341,6 +341,23 @@ func (a *Authenticator) StillValid(ctx context.Context, c *Caller) bool {
 }
 
 // noKey answers a request that presented no gateway key.
+// AnonymousRequest reports whether Authenticate would serve r as an
+// anonymous caller on the request alone: anonymous callers are allowed
+// and r carries no gateway key (no X-Mcpgate-Api-Key, no bearer token).
+// Authenticate then returns what noKey builds, &Caller{Anonymous: true}
+// with OwnerOf's owner, and nothing else: a caller that can build that
+// more cheaply (a per-address cache) may skip Authenticate.
+func (a *Authenticator) AnonymousRequest(r *http.Request) bool {
+	if !a.anonymous {
+		return false
+	}
+	if _, ok := apiKeyHeader(r.Header.Get(HeaderAPIKey)); ok {
+		return false
+	}
+	_, ok := bearerToken(r.Header.Get("Authorization"))
+	return !ok
+}
+
 func (a *Authenticator) noKey(r *http.Request) (*Caller, *Failure) {
 	if !a.anonymous {
 		return nil, unauthorized(RefusedNoKey)

@@ -1000,3 +1000,54 @@ func TestRefusalReasons(t *testing.T) {
 		})
 	}
 }
+
+// AnonymousRequest says true only for requests Authenticate serves as the
+// anonymous caller it builds from the request alone, and the caller is
+// then exactly {Anonymous: true} with OwnerOf's owner: the gateway gives
+// such requests a caller remembered per address instead of calling
+// Authenticate, so the two must never differ.
+func TestAnonymousRequestAsAuthenticate(t *testing.T) {
+	s := openStore(t)
+	key := addKey(t, s, store.Key{Alias: "alice"})
+	open := newAuth(t, Options{Keys: s, MasterKey: master, Anonymous: true})
+	closed := newAuth(t, Options{Keys: s, MasterKey: master})
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		want    bool
+	}{
+		{"no credentials", nil, true},
+		{"blank key header", []string{HeaderAPIKey, " \t"}, true},
+		{"basic authorization", []string{"Authorization", "Basic dXNlcjpwYXNz"}, true},
+		{"bearer without a token", []string{"Authorization", "Bearer  "}, true},
+		{"other headers", []string{"Mcp-Session-Id", "x", "X-Forwarded-For", "10.0.0.9"}, true},
+		{"an upstream bearer token", []string{"Authorization", "Bearer upstream"}, false},
+		{"a key in Authorization", []string{"Authorization", "Bearer " + key}, false},
+		{"a key header", []string{HeaderAPIKey, key}, false},
+		{"a wrong key header", []string{HeaderAPIKey, "mcpg_wrong"}, false},
+		{"the master key", []string{HeaderAPIKey, master}, false},
+	} {
+		for _, remote := range []string{"192.0.2.7:4000", "[2001:db8::7]:4000", "[::ffff:192.0.2.7]:4000", "not an address"} {
+			r := request(remote, tc.headers...)
+			if got := open.AnonymousRequest(r); got != tc.want {
+				t.Errorf("%s from %s: AnonymousRequest %v, want %v", tc.name, remote, got, tc.want)
+				continue
+			}
+			if closed.AnonymousRequest(r) {
+				t.Errorf("%s from %s: anonymous on a gateway that serves no anonymous caller", tc.name, remote)
+			}
+			if !tc.want {
+				continue
+			}
+			c, f := open.Authenticate(r)
+			if f != nil {
+				t.Fatalf("%s from %s: Authenticate refused: %d %s", tc.name, remote, f.Status, f.Body)
+			}
+			want := Caller{Anonymous: true}
+			want.Owner = OwnerOf(&want, r)
+			if !reflect.DeepEqual(*c, want) {
+				t.Errorf("%s from %s: Authenticate gave %+v, want %+v", tc.name, remote, *c, want)
+			}
+		}
+	}
+}

@@ -21,6 +21,22 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (*callers.Caller, *callers.Failure)
 }
 
+// anonymousRequester is an optional capability of an Authenticator
+// (*callers.Authenticator has it): whether Authenticate would serve a
+// request as the anonymous caller on the request alone, so that
+// authenticate can give it the caller remembered for its address instead
+// (anonymousCaller).
+type anonymousRequester interface {
+	AnonymousRequest(r *http.Request) bool
+}
+
+// servesAnonymously reports whether g.auth would take r as the anonymous
+// caller without looking up anything.
+func (g *Gateway) servesAnonymously(r *http.Request) bool {
+	a, ok := g.auth.(anonymousRequester)
+	return ok && a.AnonymousRequest(r)
+}
+
 // internalHeaders are headers only the gateway may set: a client's copy is
 // dropped (S2.4), so that scope comes from the route alone.
 var internalHeaders = []string{"X-Mcp-Toolset-Id", "X-Mcpgate-Caller", "X-Mcpgate-Owner"}
@@ -38,7 +54,7 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 		g.challenge(f, r)
 		return r, failureRefusal(f)
 	}
-	if g.auth != nil {
+	if g.auth != nil && !g.servesAnonymously(r) {
 		var f *callers.Failure
 		// The route's resource is what a bearer token must name; only
 		// a token's check asks for it.
@@ -106,8 +122,10 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	return r.WithContext(ctx), nil
 }
 
-// anonymousCaller is the caller of a gateway without authentication, and
-// the identity authenticate gives it: {Anonymous: true} with the owner
+// anonymousCaller is the caller of a gateway without authentication (or
+// of a request its Authenticator would serve anonymously, on the request
+// alone: callers.Authenticator.AnonymousRequest), and the identity
+// authenticate gives it: {Anonymous: true} with the owner
 // callers.OwnerOf gives it, and its callers.ClientIP. Without an
 // Authorization header both follow from the client's address alone, and
 // are remembered for it: hashing the address into an owner on every
