@@ -29,8 +29,9 @@ import (
 // is for (a front is never a leaf because it happens to import only leaves).
 var layers = []layer{
 	{name: "wire", pkgs: []string{
-		"internal/jsonrpc", // JSON-RPC framing on raw messages
-		"internal/mcpwire", // MCP vocabulary and both eras' wire rules
+		"internal/httpwire", // HTTP/1.1 byte rules the two head parsers share
+		"internal/jsonrpc",  // JSON-RPC framing on raw messages
+		"internal/mcpwire",  // MCP vocabulary and both eras' wire rules
 	}},
 	{name: "leaves", pkgs: []string{
 		"internal/audit",

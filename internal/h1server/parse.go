@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
+	"github.com/mcpgate/mcpgate/internal/httpwire"
 )
 
 // maxFastHeaders is the most header lines parseRequest takes; a longer
@@ -107,7 +107,7 @@ func parseRequest(head []byte, req *http.Request) bool {
 			if clen >= 0 {
 				return false // repeated: net/http checks they agree
 			}
-			if clen = parseLength(v); clen < 0 {
+			if clen = httpwire.ParseLength(v); clen < 0 {
 				return false
 			}
 		}
@@ -135,19 +135,9 @@ func parseRequest(head []byte, req *http.Request) bool {
 // when k is a token (ok false otherwise); the headers MCP clients send
 // come back as constants, others are copied.
 func canonicalKey(buf []byte, k string) (string, bool) {
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if byteClass[c]&tokenByte == 0 {
-			return "", false
-		}
-		if upper && 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		} else if !upper && 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		buf = append(buf, c)
-		upper = c == '-'
+	buf, ok := httpwire.AppendCanonicalKey(buf, k)
+	if !ok {
+		return "", false
 	}
 	switch string(buf) {
 	case "Host":
@@ -208,38 +198,15 @@ func canonicalKey(buf []byte, k string) (string, bool) {
 	return string(buf), true
 }
 
-// byteClass tells the bytes parseRequest takes as they are: plainByte,
-// in a line (HTAB, SP and VCHAR, no obs-text); tokenByte, in a header
-// name (httpguts.IsTokenRune, as textproto's validHeaderFieldByte).
+// byteClass tells the bytes parseRequest takes as they are in a line:
+// plainByte, HTAB, SP and VCHAR, no obs-text.
 var byteClass = func() (t [256]uint8) {
 	for c := range 0x80 {
 		if c == '\t' || c >= ' ' && c < 0x7f {
 			t[c] |= plainByte
 		}
-		if httpguts.IsTokenRune(rune(c)) {
-			t[c] |= tokenByte
-		}
 	}
 	return t
 }()
 
-const (
-	plainByte = 1 << iota
-	tokenByte
-)
-
-// parseLength is a Content-Length as net/http accepts it (digits, at most
-// 63 bits: strconv.ParseUint's base 10, 63 bits), or -1.
-func parseLength(s string) int64 {
-	if s == "" || len(s) > 18 {
-		return -1
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return -1
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return n
-}
+const plainByte = 1

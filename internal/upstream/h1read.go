@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+
+	"github.com/mcpgate/mcpgate/internal/httpwire"
 )
 
 // readResponse reads the response to req from br as http.ReadResponse
@@ -142,7 +144,7 @@ func parseHead(head []byte, req *http.Request) (*fastResponse, bool) {
 			if clen >= 0 {
 				return nil, false // repeated: net/http checks they agree
 			}
-			if clen = parseLength(val); clen < 0 {
+			if clen = httpwire.ParseLength(val); clen < 0 {
 				return nil, false
 			}
 		}
@@ -175,7 +177,7 @@ func plainHeaderLine(l []byte) bool {
 		return false
 	}
 	for _, c := range l[:colon] {
-		if !isTokenByte(c) {
+		if !httpwire.IsTokenByte(c) {
 			return false
 		}
 	}
@@ -190,19 +192,11 @@ func plainHeaderLine(l []byte) bool {
 	return true
 }
 
-// canonicalKey is textproto.CanonicalMIMEHeaderKey of a token, written
-// into buf; the headers an MCP reply carries come back as constants.
+// canonicalKey is textproto.CanonicalMIMEHeaderKey of a token (the
+// caller has checked it is one: plainHeaderLine), written into buf; the
+// headers an MCP reply carries come back as constants.
 func canonicalKey(buf []byte, k []byte) string {
-	upper := true
-	for _, c := range k {
-		if upper && 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		} else if !upper && 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		buf = append(buf, c)
-		upper = c == '-'
-	}
+	buf, _ = httpwire.AppendCanonicalKey(buf, k)
 	switch string(buf) {
 	case "Content-Type":
 		return "Content-Type"
@@ -245,22 +239,6 @@ func statusText(s []byte) string {
 }
 
 func equalFold(s, t string) bool { return len(s) == len(t) && bytes.EqualFold([]byte(s), []byte(t)) }
-
-// parseLength is a Content-Length as net/http accepts it (digits, at most
-// 63 bits), or -1.
-func parseLength(s string) int64 {
-	if s == "" || len(s) > 18 {
-		return -1
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if !isDigit(s[i]) {
-			return -1
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return n
-}
 
 // fixedBody is a Content-Length body read from the connection's reader:
 // what net/http's body does for one, without its wrappers. A connection

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+
+	"github.com/mcpgate/mcpgate/internal/httpwire"
 )
 
 // maxFastHeaders bounds the header keys writeRequest sorts on its stack;
@@ -119,23 +121,11 @@ func validFieldName(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		if !isTokenByte(k[i]) {
+		if !httpwire.IsTokenByte(k[i]) {
 			return false
 		}
 	}
 	return true
-}
-
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
 }
 
 // plainValue: a value net/http writes unchanged (no line break to turn
