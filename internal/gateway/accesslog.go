@@ -87,7 +87,7 @@ func noteSession(ctx context.Context, s *session) {
 	noteDebugSession(ctx, s)
 	if e := accessOf(ctx); e != nil && s != nil {
 		e.mu.Lock()
-		e.session = hashHex(s.ID())[:idPrefixLen]
+		e.session = s.ShortHash()
 		e.mu.Unlock()
 	}
 }

@@ -138,7 +138,7 @@ func debugOf(ctx context.Context) *debugInfo {
 func noteDebugSession(ctx context.Context, s *session) {
 	if d := debugOf(ctx); d != nil && s != nil {
 		d.mu.Lock()
-		d.session = hashHex(s.ID())[:idPrefixLen]
+		d.session = s.ShortHash()
 		d.mu.Unlock()
 	}
 }

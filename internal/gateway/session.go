@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,15 @@ type session struct {
 	// stateTouched is when the shared state was last renewed (Unix ns;
 	// fleetbus.go).
 	stateTouched atomic.Int64
+	// shortHash is the short hash of the id that the access log, the
+	// debug header and traces name the session by: made
+	// once here rather than a sha256 and two strings on every request.
+	shortHash string
 }
+
+// ShortHash is the first idPrefixLen hex digits of the sha256 of the
+// session's id: it names the session in logs without revealing the id.
+func (s *session) ShortHash() string { return s.shortHash }
 
 // newSession creates and stores a session. initializing: the session is
 // created by an initialize request and serves nothing else until
@@ -48,7 +57,8 @@ func (g *Gateway) buildSession(rt route, id *Identity, p sessions.Params) *sessi
 	p.Who = sessions.Who{Owner: id.Owner, Alias: id.Alias, User: id.User, Team: id.Team, ClientIP: id.ClientIP}
 	p.MaxInflight = g.limits().MaxInflightPerSession
 	p.Now = g.now
-	return &session{Session: sessions.New(p), g: g, route: rt}
+	ss := sessions.New(p)
+	return &session{Session: ss, g: g, route: rt, shortHash: strings.Clone(hashHex(ss.ID())[:idPrefixLen])}
 }
 
 // storeSession makes s findable; initializing: it serves nothing but

@@ -42,7 +42,7 @@ func (g *Gateway) startMessageSpan(ctx context.Context, sc *scope, m *jsonrpc.Me
 			tm.Route = sc.rt.path
 		}
 		if sc.sess != nil {
-			tm.SessionHash = hashHex(sc.sess.ID())[:idPrefixLen]
+			tm.SessionHash = sc.sess.ShortHash()
 			tm.Protocol = sc.sess.Rev()
 		} else if rev, ok := mcpwire.StatelessVersion(m.Params); ok {
 			tm.Protocol = rev
