@@ -61,15 +61,22 @@ const toolCallParams = 14
 func insertToolCalls(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO tool_calls (` + insertCols + `) VALUES `)
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(row)
+		b.WriteString(insertRow)
 	}
 	return b.String()
 }
+
+// insertRow is one row's VALUES. A text parameter bound to NULL stands
+// for ” (bindToolCall): the driver copies each string it binds into C
+// memory and records the copy in a slice it grows for every execution,
+// and most records leave several text columns empty (no caller identity
+// without auth, no error class, no guardrail).
+const insertRow = `(?, coalesce(?, ''), coalesce(?, ''), coalesce(?, ''), coalesce(?, ''), coalesce(?, ''), ?, ` +
+	`coalesce(?, ''), coalesce(?, ''), coalesce(?, ''), ?, ?, coalesce(?, ''), ?)`
 
 // insertChunks are the row counts of the prepared multi-row inserts, the
 // largest first: a batch is cut into chunks of maxInsertRows rows, and the
@@ -176,6 +183,7 @@ func (t *toolCallInserts) stmt(ctx context.Context, c *writerConn, i int) (execS
 // id of the last row.
 func (t *toolCallInserts) insert(ctx context.Context, c *writerConn, calls []store.ToolCall) (last int64, err error) {
 	defer t.clear()
+	var b boxes
 	for i, rest := 0, calls; len(rest) > 0; i++ {
 		n := insertChunks[i]
 		if len(rest) < n {
@@ -188,7 +196,7 @@ func (t *toolCallInserts) insert(ctx context.Context, c *writerConn, calls []sto
 		args := t.argsOf(n)
 		for ; len(rest) >= n; rest = rest[n:] {
 			for j := range n {
-				bindToolCall(args[j*toolCallParams:(j+1)*toolCallParams], &rest[j])
+				bindToolCall(args[j*toolCallParams:(j+1)*toolCallParams], &rest[j], &b)
 			}
 			res, err := st.ExecContext(ctx, args)
 			if err != nil {
@@ -232,22 +240,57 @@ func (t *toolCallInserts) close() error {
 	return errors.Join(errs...)
 }
 
-// bindToolCall sets the values of one row's parameters (insertCols).
-func bindToolCall(row []driver.NamedValue, c *store.ToolCall) {
-	row[0].Value = ms(c.Time)
-	row[1].Value = c.KeyAlias
-	row[2].Value = c.User
-	row[3].Value = c.Team
-	row[4].Value = c.Server
-	row[5].Value = c.Tool
-	row[6].Value = c.DurationMs
-	row[7].Value = c.Outcome
-	row[8].Value = c.ErrorClass
-	row[9].Value = c.SessionIDPrefix
-	row[10].Value = c.RequestBytes
-	row[11].Value = c.ResponseBytes
-	row[12].Value = c.Guardrail
-	row[13].Value = c.Cost
+// bindToolCall sets the values of one row's parameters (insertCols),
+// boxing them through b.
+func bindToolCall(row []driver.NamedValue, c *store.ToolCall, b *boxes) {
+	row[0].Value = box(&b[0], ms(c.Time))
+	row[1].Value = text(&b[1], c.KeyAlias)
+	row[2].Value = text(&b[2], c.User)
+	row[3].Value = text(&b[3], c.Team)
+	row[4].Value = text(&b[4], c.Server)
+	row[5].Value = text(&b[5], c.Tool)
+	row[6].Value = box(&b[6], c.DurationMs)
+	row[7].Value = text(&b[7], c.Outcome)
+	row[8].Value = text(&b[8], c.ErrorClass)
+	row[9].Value = text(&b[9], c.SessionIDPrefix)
+	row[10].Value = box(&b[10], c.RequestBytes)
+	row[11].Value = box(&b[11], c.ResponseBytes)
+	row[12].Value = text(&b[12], c.Guardrail)
+	row[13].Value = box(&b[13], c.Cost)
+}
+
+// text is the value of a text parameter: nil for "", which insertRow
+// stores as ”.
+func text(recent *[recentBoxes]any, s string) any {
+	if s == "" {
+		return nil
+	}
+	return box(recent, s)
+}
+
+// boxes holds, for each parameter of a row, the last values bound to it,
+// boxed. The driver takes values as `any`, and boxing a string or an
+// integer past 255 allocates; a batch's records mostly repeat recent
+// records' key, user, team, server, tool, outcome, millisecond, sizes and
+// price, and share their boxes. One lives for one batch (insert's), so it
+// keeps none of the batch's strings alive after it.
+type boxes [toolCallParams][recentBoxes]any
+
+// recentBoxes is how many values boxes keeps per parameter: a batch mixes
+// a few keys, servers and tools, and a lookup that misses compares this
+// many.
+const recentBoxes = 4
+
+// box returns v boxed, sharing the box of an equal recent value.
+func box[T comparable](recent *[recentBoxes]any, v T) any {
+	for _, x := range recent {
+		if y, ok := x.(T); ok && y == v {
+			return x
+		}
+	}
+	copy(recent[1:], recent[:])
+	recent[0] = v
+	return recent[0]
 }
 
 func (a auditTables) SelectToolCalls(ctx context.Context, page string, args []any) ([]store.ToolCall, error) {
