@@ -70,8 +70,8 @@ func insertToolCalls(n int) string {
 	return b.String()
 }
 
-// insertRow is one row's VALUES. A text parameter bound to NULL stands
-// for ” (bindToolCall): the driver copies each string it binds into C
+// insertRow is one row's VALUES. A text parameter bound to NULL stores
+// the empty string (bindToolCall): the driver copies each string it binds into C
 // memory and records the copy in a slice it grows for every execution,
 // and most records leave several text columns empty (no caller identity
 // without auth, no error class, no guardrail).
@@ -136,7 +136,7 @@ func (a auditTables) InsertToolCalls(ctx context.Context, calls []store.ToolCall
 // toolCallInserts are a writer connection's prepared inserts into
 // tool_calls, and the arguments they bind, both kept from batch to batch:
 // preparing a 128-row insert costs more than running it, and the
-// arguments (maxInsertRows*toolCallParams values, 72 KiB) would otherwise
+// arguments (maxInsertRows*toolCallParams values, 70 KiB) would otherwise
 // be a batch's largest garbage. No value outlives its batch: insert
 // clears them, so the pool's connection keeps none of a batch's strings.
 type toolCallInserts struct {
@@ -260,7 +260,7 @@ func bindToolCall(row []driver.NamedValue, c *store.ToolCall, b *boxes) {
 }
 
 // text is the value of a text parameter: nil for "", which insertRow
-// stores as ”.
+// stores as the empty string.
 func text(recent *[recentBoxes]any, s string) any {
 	if s == "" {
 		return nil

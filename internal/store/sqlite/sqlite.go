@@ -15,7 +15,9 @@
 // read-then-write transaction never has to upgrade and lose); and a
 // read-only pool for the lookups on the request path (GetKeyByHash,
 // IsTerminated), which never wait for writes. busy_timeout covers other
-// processes on the same file (the CLI while the gateway runs).
+// processes on the same file (the CLI while the gateway runs). The
+// writer's connection owns the audit batches' prepared inserts, which run
+// on the driver's connection, past database/sql (writer.go).
 //
 // It keeps only its statements, driver calls and row encoding: Store
 // embeds the store.SQL* types, which decide what to read and write (the
