@@ -161,7 +161,7 @@ func TestReplacedWriterConnInserts(t *testing.T) {
 			}
 		}},
 		{"interrupted", func(t *testing.T, s *Store) {
-			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond) // long enough to start under load
 			defer cancel()
 			_, err := s.w.ExecContext(ctx, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c`)
 			if !errors.Is(err, context.DeadlineExceeded) {
