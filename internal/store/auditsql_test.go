@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -39,5 +41,47 @@ func TestWhereClauses(t *testing.T) {
 	}
 	if got := (SQLAudit{Dialect: Dialect{Param: func(int) string { return "?" }}}).where().clause(); got != "" {
 		t.Errorf("clause with no filter = %q, want empty", got)
+	}
+}
+
+// insertRecorder is an AuditTables that keeps the batches it is handed.
+type insertRecorder struct {
+	AuditTables
+	got [][]ToolCall
+}
+
+func (r *insertRecorder) InsertToolCalls(_ context.Context, calls []ToolCall, _ bool) error {
+	r.got = append(r.got, calls)
+	return nil
+}
+
+// A batch whose records are all timed (the audit writer's) reaches the
+// backend as it is, without a copy; one with a zero time reaches it as a
+// copy with that time stamped, the caller's slice unchanged.
+func TestAppendToolCallsStampsACopy(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var r insertRecorder
+	a := SQLAudit{Tables: &r}
+
+	timed := []ToolCall{{Time: at, Server: "s", Tool: "t", Outcome: OutcomeOK}, {Time: at, Server: "s", Tool: "u", Outcome: OutcomeOK}}
+	if err := a.AppendToolCalls(t.Context(), timed); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.got[0]; &got[0] != &timed[0] {
+		t.Error("a timed batch was copied")
+	}
+
+	untimed := []ToolCall{{Time: at, Server: "s", Tool: "t", Outcome: OutcomeOK}, {Server: "s", Tool: "u", Outcome: OutcomeOK}}
+	orig := slices.Clone(untimed)
+	before := time.Now().Add(-time.Second)
+	if err := a.AppendToolCallsSync(t.Context(), untimed); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(untimed, orig); diff != "" {
+		t.Errorf("AppendToolCalls changed its argument (-got +want):\n%s", diff)
+	}
+	got := r.got[1]
+	if &got[0] == &untimed[0] || !got[0].Time.Equal(at) || got[1].Time.Before(before) {
+		t.Errorf("an untimed batch reached the backend as %+v", got)
 	}
 }

@@ -15,7 +15,9 @@
 // read-then-write transaction never has to upgrade and lose); and a
 // read-only pool for the lookups on the request path (GetKeyByHash,
 // IsTerminated), which never wait for writes. busy_timeout covers other
-// processes on the same file (the CLI while the gateway runs).
+// processes on the same file (the CLI while the gateway runs). The
+// writer's connection owns the audit batches' prepared inserts, which run
+// on the driver's connection, past database/sql (writer.go).
 //
 // It keeps only its statements, driver calls and row encoding: Store
 // embeds the store.SQL* types, which decide what to read and write (the
@@ -99,8 +101,8 @@ type Store struct {
 	keyByHash    *sql.Stmt // r
 	isTerminated *sql.Stmt // r
 	touchKey     *sql.Stmt // w
-	// addToolCalls[i] inserts insertChunks[i] rows; the last, one.
-	addToolCalls [len(insertChunks)]*sql.Stmt // w
+	// The tool_calls inserts belong to the writer's connection
+	// (writerConn), which prepares them.
 }
 
 var (
@@ -148,7 +150,7 @@ func open(ctx context.Context, dir string) (*Store, error) {
 	s.SQLPins = store.SQLPins{Tables: pinTables{s}}
 	s.SQLTasks = store.SQLTasks{Tables: taskTables{s}}
 	s.SQLAudit = store.SQLAudit{Dialect: dialect, Tables: auditTables{s}}
-	if s.w, err = sql.Open("sqlite", dsn(path, "&_txlock=immediate"+writerPragmas)); err != nil {
+	if s.w, err = openWriter(dsn(path, "&_txlock=immediate"+writerPragmas)); err != nil {
 		return nil, err
 	}
 	s.w.SetMaxOpenConns(1)
@@ -191,11 +193,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("prepare: %w", err)
 		}
 	}
-	for i, n := range insertChunks {
-		var err error
-		if s.addToolCalls[i], err = s.w.PrepareContext(ctx, insertToolCalls(n)); err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
+	err := s.withWriter(ctx, func(w *writerConn) (bool, error) { return false, w.calls.prepare(ctx, w) })
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
 	}
 	return nil
 }
@@ -251,7 +251,7 @@ func dsn(path, extra string) string {
 // into the database file and removes the -wal and -shm files.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range append([]*sql.Stmt{s.keyByHash, s.isTerminated, s.touchKey}, s.addToolCalls[:]...) {
+	for _, st := range []*sql.Stmt{s.keyByHash, s.isTerminated, s.touchKey} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
