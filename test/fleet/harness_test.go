@@ -164,7 +164,13 @@ func (f *Fleet) writeConfig(replicas int, notes string, sessionKeys []string) {
 	var keys strings.Builder
 	fmt.Fprintf(&keys, "    - {alias: alice, key: %q, user: alice, servers: [notes]}\n", aliceKey)
 	fmt.Fprintf(&keys, "    - {alias: limited, key: %q, rate_limit_rpm: %d}\n", limitedKey, limitedRPM)
-	fmt.Fprintf(&keys, "    - {alias: streamer, key: %q, servers: [everything]}\n", streamKey)
+	// server-everything, for streaming, when Node is installed (the
+	// scenario that needs it skips or fails otherwise); without it no key
+	// may name it, or the config does not load.
+	node, nodeDir, nodeErr := nodePaths()
+	if nodeErr == nil {
+		fmt.Fprintf(&keys, "    - {alias: streamer, key: %q, servers: [everything]}\n", streamKey)
+	}
 	fmt.Fprintf(&keys, "    - {alias: budgeted, key: %q, servers: [notes], budget: {amount: 1, period: day}}\n", budgetedKey)
 	for i := range loadClients {
 		fmt.Fprintf(&keys, "    - {alias: %s, key: %q, servers: [notes]}\n", loadAlias(i), loadKey(i))
@@ -188,10 +194,8 @@ auth:
 %sservers:
   notes: {transport: stdio, command: %q, args: [-file, %q], tools: {costs: {"*": 1}}}
 `, replicas, strings.Join(quoted, ", "), masterKey, keys.String(), notes, filepath.Join(f.dir, "notes.json"))
-	// server-everything, for streaming, when Node is installed (the
-	// scenario that needs it skips or fails otherwise).
-	if node, dir, err := nodePaths(); err == nil {
-		cfg += fmt.Sprintf("  everything: {transport: stdio, command: %q, args: [%q, stdio]}\n", node, everythingJS(dir))
+	if nodeErr == nil {
+		cfg += fmt.Sprintf("  everything: {transport: stdio, command: %q, args: [%q, stdio]}\n", node, everythingJS(nodeDir))
 	}
 	if err := os.WriteFile(f.cfgPath, []byte(cfg), 0o600); err != nil {
 		f.t.Fatal(err)
