@@ -7,6 +7,9 @@ package bench_test
 // so allocs/op is the gateway's count:
 //
 //	route     ServeHTTP on /mcp/echo (single-server route, session era)
+//	route-100k  the same, the tool's result 100 KB of text (what a
+//	          tool's real output costs: every reply is validated whole
+//	          and its envelope read before its result is forwarded)
 //	merged    ServeHTTP on /mcp, the tool called as echo__echo
 //	stateless ServeHTTP on /mcp, a 2026-07-28 request (no session)
 //	serve     through a real net/http server on loopback, /mcp/echo, with
@@ -44,6 +47,7 @@ import (
 
 const (
 	callRouteBody     = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+	callBigBody       = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"big"}}}`
 	callMergedBody    = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"hello"}}}`
 	callStatelessBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"hello"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
@@ -58,6 +62,11 @@ func BenchmarkCallPath(b *testing.B) {
 	b.Run("route", func(b *testing.B) {
 		sid := initDirect(b, g, "/mcp/echo")
 		benchDirect(b, g, "/mcp/echo", callRouteBody, http.Header{
+			"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-06-18"}})
+	})
+	b.Run("route-100k", func(b *testing.B) {
+		sid := initDirect(b, g, "/mcp/echo")
+		benchDirect(b, g, "/mcp/echo", callBigBody, http.Header{
 			"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-06-18"}})
 	})
 	b.Run("merged", func(b *testing.B) {
@@ -270,6 +279,17 @@ var (
 	upInitResult = []byte(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`)
 	upListResult = []byte(`{"tools":[{"name":"echo","description":"Echoes back the given text.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}]}`)
 	upCallResult = []byte(`{"content":[{"type":"text",` + callReplyText + `}]}`)
+	// upBigResult answers a call whose text is "big": about 100 KB of
+	// text content, escapes and non-ASCII included, as a tool's output.
+	upBigResult = func() []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"content":[{"type":"text",` + callReplyText + `}`)
+		for i := 0; b.Len() < 100<<10; i++ {
+			b.WriteString(`,{"type":"text","text":"line ` + strconv.Itoa(i) + ` of the tool's output, with \"quotes\", \u00e9 and a path C:\\tmp\\x"}`)
+		}
+		b.WriteString(`]}`)
+		return b.Bytes()
+	}()
 )
 
 func serveRawUpstream(c net.Conn) {
@@ -326,6 +346,8 @@ func serveRawUpstream(c net.Conn) {
 					return
 				}
 				continue
+			case string(method) == `"tools/call"` && bytes.Contains(body, []byte(`"text":"big"`)):
+				reply = append(append(append(reply, `,"result":`...), upBigResult...), '}')
 			case string(method) == `"tools/call"`:
 				reply = append(append(append(reply, `,"result":`...), upCallResult...), '}')
 			case string(method) == `"initialize"`:
