@@ -645,18 +645,41 @@ func (ps *postSender) finish(reply *jsonrpc.Message) {
 		return
 	}
 	buf := replyBuffers.Get().(*[]byte)
+	if len(reply.Result) > maxPooledReply {
+		if head, ok := reply.AppendResultHead((*buf)[:0]); ok {
+			// A large result is written where it lies, between its
+			// envelope's head and the closing brace, not copied into
+			// a buffer the pool would not keep: a copy the size of
+			// the result, and the collections it causes, saved.
+			ps.writeJSON(status, len(head)+len(reply.Result)+1, head, reply.Result, closingBrace)
+			*buf = head
+			replyBuffers.Put(buf)
+			return
+		}
+	}
 	body := reply.Append((*buf)[:0])
-	h := ps.w.Header()
-	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = contentLength(len(body))
-	ps.w.WriteHeader(status)
-	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
-	_, _ = ps.w.Write(body) // a Writer retains nothing it was given
+	ps.writeJSON(status, len(body), body)
 	if cap(body) <= maxPooledReply {
 		*buf = body
 		replyBuffers.Put(buf)
 	}
 }
+
+// writeJSON writes a JSON reply of n bytes, the parts in order.
+func (ps *postSender) writeJSON(status, n int, parts ...[]byte) {
+	h := ps.w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = contentLength(n)
+	ps.w.WriteHeader(status)
+	setWriteDeadline(ps.w, time.Now().Add(writeTimeout))
+	for _, p := range parts {
+		if _, err := ps.w.Write(p); err != nil { // a Writer retains nothing it was given
+			return
+		}
+	}
+}
+
+var closingBrace = []byte{'}'}
 
 // replyBuffers hold the encoding of JSON replies; one larger than
 // maxPooledReply is left to the collector, so the pool stays small.

@@ -199,7 +199,6 @@ func valid(data []byte) bool {
 	return segmentjson.Valid(data)
 }
 
-
 // Decode parses exactly one JSON-RPC message (not a batch).
 //
 // Member names are matched exactly (JSON-RPC names are case-sensitive, unlike
@@ -497,6 +496,25 @@ func (m *Message) Append(buf []byte) []byte {
 		buf = append(buf, m.Result...)
 	}
 	return append(buf, '}')
+}
+
+// AppendResultHead appends what Append writes before a response's
+// result, `{"jsonrpc":"2.0","id":ID,"result":`, when m is a response
+// with a result; the encoding is then that, the result's bytes and a
+// closing brace. It lets a large result be written where it lies instead
+// of copied into one buffer with its envelope. ok is false, and buf
+// unchanged, for any other message.
+func (m *Message) AppendResultHead(buf []byte) (_ []byte, ok bool) {
+	if m.Method != "" || m.Error != nil || len(m.Result) == 0 {
+		return buf, false
+	}
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	if m.ID.IsValid() {
+		buf = append(buf, m.ID.raw...)
+	} else {
+		buf = append(buf, "null"...)
+	}
+	return append(buf, `,"result":`...), true
 }
 
 // Encode returns the JSON encoding of m.

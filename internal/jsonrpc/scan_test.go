@@ -104,3 +104,28 @@ func FuzzValidAsStandardLibrary(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendResultHead(t *testing.T) {
+	for _, m := range []*Message{
+		{ID: Int64ID(7), Result: json.RawMessage(`{"content":[]}`)},
+		{ID: StringID("a\"b"), Result: json.RawMessage(`[1,2]`)},
+		{Result: json.RawMessage(`{}`)},
+	} {
+		head, ok := m.AppendResultHead([]byte("x"))
+		if !ok {
+			t.Fatalf("%s: not a result", Encode(m))
+		}
+		if got, want := string(head[1:])+string(m.Result)+"}", string(Encode(m)); got != want {
+			t.Errorf("head+result+} = %s, want %s", got, want)
+		}
+	}
+	for _, m := range []*Message{
+		{ID: Int64ID(1), Method: "tools/call", Params: json.RawMessage(`{}`)},
+		{ID: Int64ID(1), Error: NewError(CodeInternalError, "x")},
+		{ID: Int64ID(1)},
+	} {
+		if head, ok := m.AppendResultHead([]byte("x")); ok || string(head) != "x" {
+			t.Errorf("%s: AppendResultHead = %q, %v; want buf unchanged, false", Encode(m), head, ok)
+		}
+	}
+}
