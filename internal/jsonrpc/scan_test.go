@@ -129,3 +129,21 @@ func TestAppendResultHead(t *testing.T) {
 		}
 	}
 }
+
+// A hostile upstream's reply whose result would close the envelope the
+// gateway writes around it and open another (a second id, a member of
+// its own) is not JSON, and Decode refuses it, at any size: a result is
+// only ever spliced into a reply after its message was validated whole.
+func TestDecodeRefusesEnvelopeBreakout(t *testing.T) {
+	pad := strings.Repeat(`{"type":"text","text":"x"},`, 4000) // over 64 KiB: the zero-copy reply's size
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":1},"id":99,"x":{}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[` + pad + `{}]}},{"jsonrpc":"2.0","id":99,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[` + pad + `{"text":"a"}]}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[` + pad + `{"text":"a` + "\x01" + `"}]}}`,
+	} {
+		if m, err := Decode([]byte(body)); err == nil {
+			t.Errorf("Decode(%.60q... %d bytes) = %+v, want a parse error", body, len(body), m)
+		}
+	}
+}
