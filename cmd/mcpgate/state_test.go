@@ -210,3 +210,44 @@ func TestFleetStateOnlyWithSessionKeys(t *testing.T) {
 		}
 	}
 }
+
+// A registry listing with fewer replicas than state.replicas does not
+// raise each replica's share of a limit: the first replica of a fleet
+// that starts together, or the first to renew after Redis came back
+// empty, lists itself alone until its next heartbeat, and Redis going
+// down before then froze that count. Here a replica alone in the registry
+// with replicas: 3 configured allows a third of the limit, not all of it.
+func TestBuildFleetSizeUnderStateReplicas(t *testing.T) {
+	srv := redistest.New(t)
+	const secret = "mcpg_fleet-size-floor-secret"
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{6}, 32))
+	doc := "listen: 127.0.0.1:0\ndata_dir: " + t.TempDir() + "\n" +
+		"auth:\n  keys:\n    - {alias: k, key: " + secret + ", rate_limit_rpm: 6}\n" +
+		"state: {driver: redis, url: '" + srv.URL() + "', replicas: 3}\n" +
+		"fleet: {session_keys: ['" + key + "'], advertise: 'http://10.0.0.1:4000'}\n"
+	cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stk, err := build(t.Context(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stk.gw.Start(t.Context())
+	t.Cleanup(func() { stk.close(context.Background()) })
+	if n := stk.gw.FleetSize(); n != 1 {
+		t.Fatalf("the replica sees %d live replicas, want 1 (itself)", n)
+	}
+	srv.Stop()
+	n := 0
+	for range 8 {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set(callers.HeaderAPIKey, secret)
+		if _, f := stk.auth.Authenticate(r); f == nil {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("Redis down, one replica listed, replicas: 3: %d of 8 allowed, want 2 (6/3)", n)
+	}
+}

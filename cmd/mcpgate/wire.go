@@ -171,11 +171,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		copts.RateLimiter = sb
 		copts.Replicas = func() int {
 			// The registry's count, the last one read while Redis is down
-			// (when this is asked); state.replicas until it has answered.
+			// (when this is asked), when it lists more than state.replicas.
+			// A listing with fewer may lack replicas that have not renewed
+			// since they or Redis (re)started: the first replica of a fleet
+			// starting together lists itself alone until its next
+			// heartbeat, and an outage then would leave it the whole limit.
 			if g := gw.Load(); g != nil {
-				if n := g.FleetSize(); n > 0 {
-					return n
-				}
+				return max(g.FleetSize(), replicas)
 			}
 			return replicas
 		}
