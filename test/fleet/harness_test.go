@@ -152,6 +152,12 @@ func newFleet(t testing.TB, n int, keys ...string) *Fleet {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+	// A replica lists its peers from the registry when it starts and then
+	// once a heartbeat (relay.HeartbeatInterval, 1 s): until then the
+	// first to start know only those registered before them, and the
+	// scenarios (who holds a session, limit/N in an outage) are about a
+	// fleet whose replicas know each other.
+	time.Sleep(1200 * time.Millisecond)
 	f.LB = newBalancer(t, f.Replicas)
 	return f
 }
