@@ -130,6 +130,9 @@ type call struct {
 	// capabilities, log level): set once by send, then only read. Kept
 	// here, it costs no allocation of its own.
 	up upstream.CallContext
+	// nc is what record uses as WithoutCancel of the call's context
+	// (detached).
+	nc noCancel
 }
 
 // run passes c through stages in order, then releases what they held. A
