@@ -67,6 +67,7 @@ type scope struct {
 type ownRequest struct {
 	inflight sessions.InFlight
 	reply    jsonrpc.Message
+	ctx      reqContext
 }
 
 // OriginKey makes calls of one downstream session one party for the

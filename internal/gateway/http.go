@@ -440,18 +440,27 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	)
 	g.inflight.Add(1)
 	defer g.inflight.Add(-1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var own *ownRequest // the single scope's request: kept in its POST's allocation
 	if sc.done == nil && sc.single {
 		own = sc.own
 	}
+	// The request's own context (reqctx.go): what context.WithCancel
+	// made before, cheaper on the usual call.
+	var rc *reqContext
+	if own != nil {
+		rc = &own.ctx
+	} else {
+		rc = new(reqContext)
+	}
+	rc.start(ctx)
+	defer rc.cancel()
+	ctx = rc
 	if sc.sess != nil {
 		var inf *sessions.InFlight
 		if own != nil {
 			inf = &own.inflight
 		}
-		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, cancel))
+		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, rc.cancel))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {

@@ -141,6 +141,9 @@ type call struct {
 	// cancel ends the call's send context, on the transports that have
 	// one (see call); nil on streamable HTTP.
 	cancel context.CancelCauseFunc
+	// watcher is the caller's context when it tells the call itself that
+	// it ended (ContextEnded; see CallWatcher); nil: the call watches it.
+	watcher CallWatcher
 	// timedOut is set once the read timeout fired (timeOut).
 	timedOut atomic.Bool
 	// req is the request sent, allocated with the call.
@@ -284,10 +287,20 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	// legacy SSE POST). Streamable HTTP's send watches the call's exchange
 	// instead, which the timer cancels (timeOut): a context per call, its
 	// cancel func and its Done channel less on the usual path.
+	//
+	// A caller's context that is a CallWatcher tells the call that it
+	// ended (ContextEnded): nothing is registered on it then, and the send
+	// context's parent is cut from it (ContextEnded cancels the send
+	// context instead).
+	cl.watcher = watcherOf(ctx)
 	sendCtx := ctx
 	if _, ok := c.t.(*streamable); !ok {
+		parent := ctx
+		if cl.watcher != nil {
+			parent = context.WithoutCancel(ctx)
+		}
 		var cancel context.CancelCauseFunc
-		sendCtx, cancel = context.WithCancelCause(ctx)
+		sendCtx, cancel = context.WithCancelCause(parent)
 		defer cancel(nil)
 		cl.cancel = cancel
 	}
@@ -295,6 +308,12 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	defer cl.timer.Stop()
 	if err := c.register(cl); err != nil {
 		return nil, err
+	}
+	if cl.watcher != nil {
+		if !cl.watcher.Watch(cl) {
+			cl.ContextEnded() // ended just now
+		}
+		defer cl.watcher.Unwatch(cl)
 	}
 
 	if sm := c.statelessInfo(); sm != nil {
@@ -331,6 +350,19 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	}
 	c.cancelUpstream(cl, "request cancelled by the client")
 	return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, ctx.Err())
+}
+
+// ContextEnded implements Watched: the caller's context ended, which
+// cancels the call's send context and its unanswered exchange, aborting
+// their I/O; Call, waiting on that context too, then ends the call as
+// cancelled.
+func (cl *call) ContextEnded() {
+	if cl.cancel != nil {
+		cl.cancel(cl.parent.Err())
+	}
+	if !cl.answered.Load() {
+		cl.x.cancel()
+	}
 }
 
 // timeOut ends cl when its read timeout fires: its send's context (if it

@@ -236,7 +236,8 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 	if ctx.Err() != nil || cl.parent.Err() != nil {
 		// The call ended first; its own outcome stands. The caller's
 		// context is asked too: its end cancels the exchange from
-		// another goroutine (roundTrip's AfterFunc), so the I/O that
+		// another goroutine (roundTrip's AfterFunc, or the context's
+		// own call.ContextEnded), so the I/O that
 		// cancellation aborts can fail here before the exchange is
 		// marked done, and the call must still end as cancelled (and
 		// tell the upstream so).
@@ -266,14 +267,16 @@ func (t *streamable) roundTrip(x *exchange, m *jsonrpc.Message, cl *call) {
 		}
 	}()
 	// The call ends unanswered when the caller's context ends (watched
-	// here: the call has no context of its own) or its read timeout fires
-	// (conn.timeOut cancels x then).
-	stop := context.AfterFunc(cl.parent, func() {
-		if !cl.answered.Load() {
-			x.cancel()
-		}
-	})
-	defer stop()
+	// here, unless that context tells the call itself: call.ContextEnded)
+	// or its read timeout fires (conn.timeOut cancels x then).
+	if cl.watcher == nil {
+		stop := context.AfterFunc(cl.parent, func() {
+			if !cl.answered.Load() {
+				x.cancel()
+			}
+		})
+		defer stop()
+	}
 
 	resp, withSession, err := t.post(x, m)
 	if err != nil {
