@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -67,7 +68,7 @@ type scope struct {
 type ownRequest struct {
 	inflight sessions.InFlight
 	reply    jsonrpc.Message
-	ctx      reqContext
+	ctx      cancelctx.Context
 }
 
 // OriginKey makes calls of one downstream session one party for the

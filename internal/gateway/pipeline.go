@@ -279,11 +279,6 @@ func (c *call) send() {
 	if l := sc.logLevelName(); l != "" {
 		c.up.Values.LogLevel = l
 	}
-	if rc := reqContextOf(ctx); rc != nil {
-		// The upstream call is told when the request ends, rather
-		// than registering on its context (upstream.CallWatcher).
-		c.up.Values.Watcher = rc
-	}
 	c.up.Context = ctx
 	ctx = &c.up
 	c.ctx = ctx

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/tracing"
@@ -142,8 +143,8 @@ type call struct {
 	// one (see call); nil on streamable HTTP.
 	cancel context.CancelCauseFunc
 	// watcher is the caller's context when it tells the call itself that
-	// it ended (ContextEnded; see CallWatcher); nil: the call watches it.
-	watcher CallWatcher
+	// it ended (ContextEnded; package cancelctx); nil: the call watches it.
+	watcher cancelctx.Watcher
 	// timedOut is set once the read timeout fired (timeOut).
 	timedOut atomic.Bool
 	// req is the request sent, allocated with the call.
@@ -288,11 +289,12 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	// instead, which the timer cancels (timeOut): a context per call, its
 	// cancel func and its Done channel less on the usual path.
 	//
-	// A caller's context that is a CallWatcher tells the call that it
-	// ended (ContextEnded): nothing is registered on it then, and the send
+	// A caller's context that ends with a cancelctx.Watcher (the
+	// gateway's request context) tells the call that it ended
+	// (ContextEnded): nothing is registered on it then, and the send
 	// context's parent is cut from it (ContextEnded cancels the send
 	// context instead).
-	cl.watcher = watcherOf(ctx)
+	cl.watcher = cancelctx.WatcherOf(ctx)
 	sendCtx := ctx
 	if _, ok := c.t.(*streamable); !ok {
 		parent := ctx
@@ -352,7 +354,7 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, ctx.Err())
 }
 
-// ContextEnded implements Watched: the caller's context ended, which
+// ContextEnded implements cancelctx.Watched: the caller's context ended, which
 // cancels the call's send context and its unanswered exchange, aborting
 // their I/O; Call, waiting on that context too, then ends the call as
 // cancelled.

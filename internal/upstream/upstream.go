@@ -99,44 +99,6 @@ type CallValues struct {
 	// LogLevel is the least severe log level asked for, "" for none
 	// (WithLogLevel).
 	LogLevel string
-	// Watcher, if set, is the context the call's context ends with,
-	// which tells the call itself that it ended: the call then registers
-	// nothing on its context (see CallWatcher).
-	Watcher CallWatcher
-}
-
-// CallWatcher is a caller's context that tells the calls made under it
-// that it ended, so that a call does not register on it itself
-// (context.AfterFunc is three allocations, and the first one on a context
-// makes its children map, two more). A call uses it only when its own
-// context's Done is the watcher's: nothing between them (a WithTimeout, a
-// WithoutCancel) ends the call's context otherwise.
-type CallWatcher interface {
-	Done() <-chan struct{}
-	Err() error
-	// Watch arranges for w.ContextEnded to be called once the context
-	// ends, with Err already set, and reports whether it did: false when
-	// the context has ended already (ContextEnded is then not called).
-	Watch(w Watched) bool
-	// Unwatch withdraws w; a ContextEnded under way may still run.
-	Unwatch(w Watched)
-}
-
-// Watched is what a CallWatcher tells that its context ended.
-// ContextEnded may run on any goroutine, at most once per Watch, and must
-// not block.
-type Watched interface{ ContextEnded() }
-
-// watcherOf returns the CallWatcher a call under ctx can use, or nil.
-func watcherOf(ctx context.Context) CallWatcher {
-	v := callValuesOf(ctx)
-	if v == nil || v.Watcher == nil {
-		return nil
-	}
-	if d := ctx.Done(); d == nil || d != v.Watcher.Done() {
-		return nil
-	}
-	return v.Watcher
 }
 
 type callValuesKey struct{}
