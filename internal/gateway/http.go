@@ -463,7 +463,7 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		if own != nil {
 			inf = &own.inflight
 		}
-		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, rc.Cancel))
+		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, rc))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {
