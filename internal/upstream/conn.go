@@ -324,7 +324,8 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	cl.req = jsonrpc.Message{ID: jsonrpc.Int64ID(cl.id), Method: method, Params: params}
 	msg := &cl.req
 	// The caller's context too: its cancellation aborts the exchange's
-	// I/O, which can fail send before sendCtx, its child, is done.
+	// I/O, which can fail send before sendCtx (its child, or cancelled by
+	// ContextEnded) is done.
 	if err := c.t.send(sendCtx, msg, cl); err != nil && !cl.timedOut.Load() && ctx.Err() == nil {
 		c.forget(cl)
 		// A reply or a shutdown may have raced the failed write; either
