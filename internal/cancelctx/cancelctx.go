@@ -131,8 +131,15 @@ func (c *Context) Cancel() {
 }
 
 // ContextEnded implements Watched: c's parent ended, and so does c, with
-// the parent's Err.
-func (c *Context) ContextEnded() { c.end(c.parent.Err()) }
+// the parent's Err (context.Canceled if the parent has none: c must not
+// end with a nil Err).
+func (c *Context) ContextEnded() {
+	err := c.parent.Err()
+	if err == nil {
+		err = context.Canceled
+	}
+	c.end(err)
+}
 
 // Deadline implements context.Context: the parent's.
 func (c *Context) Deadline() (time.Time, bool) { return c.parent.Deadline() }

@@ -92,6 +92,15 @@ func TestContext(t *testing.T) {
 	default:
 		t.Error("Done of an ended context is open")
 	}
+
+	// Told that its parent ended while the parent has no Err: it ends
+	// all the same, never done with a nil Err.
+	var told Context
+	told.Start(context.Background())
+	told.ContextEnded()
+	if !errors.Is(told.Err(), context.Canceled) {
+		t.Errorf("ContextEnded without the parent's Err: %v", told.Err())
+	}
 }
 
 // A Context started on a Context (through values) watches it: the
