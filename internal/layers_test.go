@@ -36,6 +36,7 @@ var layers = []layer{
 	{name: "leaves", pkgs: []string{
 		"internal/audit",
 		"internal/callers",
+		"internal/cancelctx", // a request's cancellable context, watched rather than registered on
 		"internal/clientconf",
 		"internal/config",
 		"internal/exepages", // the executable's start-up pages

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -43,10 +44,12 @@ type scope struct {
 	// that request's in-flight entry and reply in own (allocated with
 	// the POST's scope; nil: serve allocates them).
 	single bool
-	own    *ownRequest
-	// stateless: a stateless (2026-07-28) request; logLevel is the minimum
-	// level of log messages it asked for (-1: none).
+	// stateless: a stateless (2026-07-28) request (beside single, so that
+	// the two bools share one word: a postCall, which holds a scope,
+	// stays within its size class); logLevel is the minimum level of log
+	// messages it asked for (-1: none).
 	stateless bool
+	own       *ownRequest
 	logLevel  int
 	// exchange carries a 2026-07-28 call across input_required rounds.
 	exchange *exchange
@@ -67,6 +70,7 @@ type scope struct {
 type ownRequest struct {
 	inflight sessions.InFlight
 	reply    jsonrpc.Message
+	ctx      cancelctx.Context
 }
 
 // OriginKey makes calls of one downstream session one party for the

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/fleet"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -440,18 +441,29 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	)
 	g.inflight.Add(1)
 	defer g.inflight.Add(-1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var own *ownRequest // the single scope's request: kept in its POST's allocation
 	if sc.done == nil && sc.single {
 		own = sc.own
 	}
+	// The request's own context: what context.WithCancel made before,
+	// without its allocations on the usual call (package cancelctx):
+	// the upstream calls under it are told when it ends, and it is told
+	// when the listener's request context ends.
+	var rc *cancelctx.Context
+	if own != nil {
+		rc = &own.ctx
+	} else {
+		rc = new(cancelctx.Context)
+	}
+	rc.Start(ctx)
+	defer rc.Cancel()
+	ctx = rc
 	if sc.sess != nil {
 		var inf *sessions.InFlight
 		if own != nil {
 			inf = &own.inflight
 		}
-		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, cancel))
+		defer sc.sess.Finish(sc.sess.StartIn(inf, m.ID, rc))
 		if m.Method != mcpwire.MethodLoggingSetLevel {
 			// A level set through another replica (fleetbus.go).
 			if idx, ok := sc.sess.PendingLevel(); ok {

@@ -126,10 +126,13 @@ type call struct {
 	fail  *jsonrpc.Error // the client's error: no later stage runs but audit
 	fault string         // the fault class of the stage that set fail (store.Fault*)
 
-	// up is what the upstream call's context carries (origin,
+	// up is the upstream call's context, with what it carries (origin,
 	// capabilities, log level): set once by send, then only read. Kept
-	// here, the context takes one allocation for all of it.
-	up upstream.CallValues
+	// here, it costs no allocation of its own.
+	up upstream.CallContext
+	// nc is what record uses as WithoutCancel of the call's context
+	// (detached).
+	nc noCancel
 }
 
 // run passes c through stages in order, then releases what they held. A
@@ -270,13 +273,14 @@ func (c *call) send() {
 	c.start = time.Now()
 	tracing.NoteServer(c.ctx, c.server)
 	ctx := g.bind(c.ctx, sc)
-	c.up = upstream.CallValuesFrom(ctx)
-	c.up.Origin = sc
-	c.up.ClientCapabilities = relayableCapsWith(sc, upStateless)
+	c.up.Values = upstream.CallValuesFrom(ctx)
+	c.up.Values.Origin = sc
+	c.up.Values.ClientCapabilities = relayableCapsWith(sc, upStateless)
 	if l := sc.logLevelName(); l != "" {
-		c.up.LogLevel = l
+		c.up.Values.LogLevel = l
 	}
-	ctx = upstream.WithCallValues(ctx, &c.up)
+	c.up.Context = ctx
+	ctx = &c.up
 	c.ctx = ctx
 	callCtx := ctx
 	if upTask {

@@ -93,7 +93,7 @@ func (c *call) record() {
 		if c.upName != "" {
 			// The name resolved (a call that failed before that is
 			// not looked up again: its server may be the one down).
-			if _, found, _ := g.cat.Lookup(context.WithoutCancel(ctx), server, catalog.Tools, tool); found {
+			if _, found, _ := g.cat.Lookup(c.detached(ctx), server, catalog.Tools, tool); found {
 				label = tool
 			}
 		}
@@ -130,7 +130,7 @@ func (c *call) record() {
 	// audit.durable: the answer waits for the record's commit (bounded:
 	// a stalled store must not hold every call), whatever the caller
 	// does meanwhile.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.auditWait)
+	wctx, cancel := context.WithTimeout(c.detached(ctx), g.auditWait)
 	defer cancel()
 	var werr error
 	if args != nil {
@@ -144,6 +144,33 @@ func (c *call) record() {
 			g.log.Warn("audit: a tool call answered before its audit record was committed", "server", server, "error", werr)
 		}
 	}
+}
+
+// detached returns context.WithoutCancel(ctx), kept in c: the call is
+// allocated anyway, WithoutCancel would be an allocation of its own.
+func (c *call) detached(ctx context.Context) context.Context {
+	c.nc.parent = ctx
+	return &c.nc
+}
+
+// noCancel is context.WithoutCancel of parent: its values, never done.
+type noCancel struct{ parent context.Context }
+
+var _ context.Context = (*noCancel)(nil)
+
+func (*noCancel) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*noCancel) Done() <-chan struct{}       { return nil }
+func (*noCancel) Err() error                  { return nil }
+
+// Value answers as context.WithoutCancel(parent) would. That one hides
+// the context package's own key (an *int), by which context.Cause would
+// find the parent's cancellation; its Value is asked for *int keys only
+// (it allocates on every lookup), which no other code uses.
+func (c *noCancel) Value(key any) any {
+	if _, ok := key.(*int); ok {
+		return context.WithoutCancel(c.parent).Value(key)
+	}
+	return c.parent.Value(key)
 }
 
 // maxAuditToolName bounds the tool name an audit record keeps: a denied

@@ -295,11 +295,12 @@ func eligible(req *http.Request) bool {
 // serveRequest runs the handler for req and ends its response. done:
 // the connection is to close; hijacked: the handler took it.
 func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
-	ctx, cancel := context.WithCancel(c.baseCtx)
-	req = req.WithContext(ctx)
+	w := &response{c: c, header: make(http.Header, 4), declared: -1, closeAfter: req.Close}
+	w.ctx.Start(c.baseCtx) // which never ends: nothing to register on
+	req = req.WithContext(&w.ctx)
 	c.parsed = http.Request{} // req is a copy: nothing kept from it here
 	req.RemoteAddr = c.remote
-	w := &response{c: c, req: req, header: make(http.Header, 4), cancel: cancel, declared: -1, closeAfter: req.Close}
+	w.req = req
 	w.body.c, w.body.w = c, w
 	w.body.n = req.ContentLength
 	if req.ContentLength > 0 {
@@ -309,7 +310,7 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	}
 	c.wbuf = c.wbuf[:0]
 	panicked := c.run(w, req)
-	cancel()
+	w.ctx.Cancel()
 	c.stopWatch()
 	left := w.body.end() // from here on nobody else reads the connection
 	if w.hijacked {
@@ -436,13 +437,13 @@ func (c *conn) watchPeer(w *response) {
 	_ = c.nc.SetReadDeadline(time.Time{})
 	done := make(chan struct{})
 	c.watch = done
-	br, cancel := c.br, w.cancel
+	br, ctx := c.br, &w.ctx
 	go func() {
 		defer close(done)
 		if _, err := br.Peek(1); err != nil {
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
-				cancel()
+				ctx.Cancel()
 			}
 		}
 	}()

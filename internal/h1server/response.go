@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 )
 
 // response is one request's http.ResponseWriter (with Flush, Hijack and
@@ -20,8 +22,12 @@ type response struct {
 	c      *conn
 	req    *http.Request
 	header http.Header
-	cancel func()
-	body   requestBody
+	// ctx is req's context: it ends when the handler returns or the
+	// client of a streamed response goes away. Kept here, it costs no
+	// allocation of its own, and the gateway's request context watches
+	// it rather than registering on it (package cancelctx).
+	ctx  cancelctx.Context
+	body requestBody
 
 	status      int
 	wroteHeader bool
@@ -186,7 +192,7 @@ func (w *response) flush(final bool) error {
 	}
 	err := c.write()
 	if err != nil {
-		w.cancel() // the client is gone: so is the stream
+		w.ctx.Cancel() // the client is gone: so is the stream
 		return err
 	}
 	if !final {

@@ -14,7 +14,9 @@
 //
 // What it owns: each accepted connection until it is handed off, hijacked
 // or closed; the connection's read and write buffers; each request's
-// response writer, which dies with its request.
+// response writer and context (a cancelctx.Context kept in the writer,
+// which a handler's own request context watches rather than registering
+// on), which die with their request.
 //
 // What it must not do:
 //   - parse HTTP itself: http.ReadRequest (net/http's own parser) reads

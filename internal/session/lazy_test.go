@@ -134,7 +134,7 @@ func TestStartInUsesTheCallersInFlight(t *testing.T) {
 	s := New(Params{MaxInflight: 4})
 	ctx, cancel := context.WithCancel(context.Background())
 	var own InFlight
-	c := s.StartIn(&own, jsonrpc.Int64ID(7), cancel)
+	c := s.StartIn(&own, jsonrpc.Int64ID(7), CancelFunc(cancel))
 	if c != &own {
 		t.Fatalf("StartIn returned %p, want the caller's %p", c, &own)
 	}
@@ -143,7 +143,7 @@ func TestStartInUsesTheCallersInFlight(t *testing.T) {
 		t.Error("the call was not cancelled by its id")
 	}
 	s.Finish(c)
-	if n := testing.AllocsPerRun(50, func() { s.Finish(s.StartIn(&own, jsonrpc.Int64ID(7), cancel)) }); n != 0 {
+	if n := testing.AllocsPerRun(50, func() { s.Finish(s.StartIn(&own, jsonrpc.Int64ID(7), CancelFunc(cancel))) }); n != 0 {
 		t.Errorf("StartIn and Finish: %v allocations, want none", n)
 	}
 	s.mu.Lock()

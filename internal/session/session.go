@@ -419,8 +419,21 @@ func (s *Session) releaseLocked() {
 // make the first request's end forget the second's cancel.
 type InFlight struct {
 	raw    string
-	cancel context.CancelFunc
+	cancel Canceler
 }
+
+// Canceler cancels one request in flight: a context.CancelFunc
+// (CancelFunc), or a context that is its own cancel (the gateway's
+// cancelctx.Context), which a method value would cost an allocation per
+// request to pass as a func. Cancel may be called more than once.
+type Canceler interface{ Cancel() }
+
+// CancelFunc is a context.CancelFunc as a Canceler (no allocation: a
+// func is one word).
+type CancelFunc context.CancelFunc
+
+// Cancel implements Canceler.
+func (f CancelFunc) Cancel() { f() }
 
 // Begin marks a request in flight, for idle expiry and cancellation
 // (CancelCall); the returned end must be called when it is done.
@@ -433,13 +446,16 @@ func (s *Session) Begin(id jsonrpc.ID, cancel context.CancelFunc) (end func()) {
 // called with what it returns (nil for a request that cannot be
 // cancelled) when the request is done.
 func (s *Session) Start(id jsonrpc.ID, cancel context.CancelFunc) *InFlight {
-	return s.StartIn(nil, id, cancel)
+	if cancel == nil {
+		return s.StartIn(nil, id, nil)
+	}
+	return s.StartIn(nil, id, CancelFunc(cancel))
 }
 
 // StartIn is Start with the caller's own InFlight c to fill (nil: one is
-// allocated), for a caller that allocates it with something else. c must
-// not be used again until Finish(c).
-func (s *Session) StartIn(c *InFlight, id jsonrpc.ID, cancel context.CancelFunc) *InFlight {
+// allocated), for a caller that allocates it with something else, and
+// its cancel as a Canceler. c must not be used again until Finish(c).
+func (s *Session) StartIn(c *InFlight, id jsonrpc.ID, cancel Canceler) *InFlight {
 	s.inflight.Add(1)
 	s.Touch()
 	if !id.IsValid() || cancel == nil {
@@ -452,7 +468,7 @@ func (s *Session) StartIn(c *InFlight, id jsonrpc.ID, cancel context.CancelFunc)
 	s.mu.Lock()
 	if s.closed {
 		// Ended while this request waited: it ends at once too.
-		cancel()
+		cancel.Cancel()
 	} else {
 		s.putCallLocked(c.raw, c)
 	}
@@ -512,7 +528,7 @@ func (s *Session) CancelCall(rawID string) {
 	}
 	s.mu.Unlock()
 	if c != nil {
-		c.cancel()
+		c.cancel.Cancel()
 	}
 }
 
@@ -549,10 +565,10 @@ func (s *Session) End() (e Ending, ok bool) {
 		st.Finish()
 	}
 	if first != nil {
-		first.cancel()
+		first.cancel.Cancel()
 	}
 	for _, c := range calls {
-		c.cancel()
+		c.cancel.Cancel()
 	}
 	return e, true
 }

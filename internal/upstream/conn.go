@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/tracing"
@@ -26,7 +27,9 @@ const logKeyServer = "server"
 // bytes, and hands every inbound message to conn.receiveData.
 type transport interface {
 	// send writes m upstream. When cl is non-nil, m is the request of that
-	// call and ctx ends when the call is over: a transport that reads the
+	// call and ctx ends when the call is over (on streamable HTTP, which
+	// has the call's exchange cl.x for that, ctx is the caller's and does
+	// not end with the read timeout): a transport that reads the
 	// reply on the response to its own write (streamable HTTP) may finish in
 	// the background and report a failure with conn.failCall. A returned
 	// error fails the call at once.
@@ -136,6 +139,14 @@ type call struct {
 	parent context.Context
 	// x is the call's HTTP exchange on a streamable transport (send).
 	x exchange
+	// cancel ends the call's send context, on the transports that have
+	// one (see call); nil on streamable HTTP.
+	cancel context.CancelCauseFunc
+	// watcher is the caller's context when it tells the call itself that
+	// it ended (ContextEnded; package cancelctx); nil: the call watches it.
+	watcher cancelctx.Watcher
+	// timedOut is set once the read timeout fired (timeOut).
+	timedOut atomic.Bool
 	// req is the request sent, allocated with the call.
 	req jsonrpc.Message
 }
@@ -198,8 +209,8 @@ func newConn(opts *Options) *conn {
 // defaultCloseBudget is CloseTimeout; tests shorten it.
 var defaultCloseBudget = CloseTimeout
 
-// errReadTimeout is the cancellation cause of a call whose read timeout
-// fired.
+// errReadTimeout is the outcome (and the send context's cancellation
+// cause) of a call whose read timeout fired.
 var errReadTimeout = errors.New("read timeout")
 
 // timeoutError is the Err of a KindTimeout *Error.
@@ -259,8 +270,6 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 			return json.RawMessage("{}"), nil
 		}
 	}
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	cl := &call{
 		id:     c.nextID.Add(1),
 		method: method,
@@ -274,15 +283,39 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 			cl.token = string(tok)
 		}
 	}
-	cl.timer = time.AfterFunc(cl.budget, func() {
-		cancel(errReadTimeout)
-		if !cl.answered.Load() {
-			cl.x.cancel() // the exchange, if any, watches only the caller's context
+	// The call's own context, ended by its read timeout too, is made only
+	// for a transport whose send watches a context (stdio's queue, the
+	// legacy SSE POST). Streamable HTTP's send watches the call's exchange
+	// instead, which the timer cancels (timeOut): a context per call, its
+	// cancel func and its Done channel less on the usual path.
+	//
+	// A caller's context that ends with a cancelctx.Watcher (the
+	// gateway's request context) tells the call that it ended
+	// (ContextEnded): nothing is registered on it then, and the send
+	// context's parent is cut from it (ContextEnded cancels the send
+	// context instead).
+	cl.watcher = cancelctx.WatcherOf(ctx)
+	sendCtx := ctx
+	if _, ok := c.t.(*streamable); !ok {
+		parent := ctx
+		if cl.watcher != nil {
+			parent = context.WithoutCancel(ctx)
 		}
-	})
+		var cancel context.CancelCauseFunc
+		sendCtx, cancel = context.WithCancelCause(parent)
+		defer cancel(nil)
+		cl.cancel = cancel
+	}
+	cl.timer = time.AfterFunc(cl.budget, func() { c.timeOut(cl) })
 	defer cl.timer.Stop()
 	if err := c.register(cl); err != nil {
 		return nil, err
+	}
+	if cl.watcher != nil {
+		if !cl.watcher.Watch(cl) {
+			cl.ContextEnded() // ended just now
+		}
+		defer cl.watcher.Unwatch(cl)
 	}
 
 	if sm := c.statelessInfo(); sm != nil {
@@ -291,38 +324,76 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	cl.req = jsonrpc.Message{ID: jsonrpc.Int64ID(cl.id), Method: method, Params: params}
 	msg := &cl.req
 	// The caller's context too: its cancellation aborts the exchange's
-	// I/O, which can fail send before callCtx, its child, is done.
-	if err := c.t.send(callCtx, msg, cl); err != nil && callCtx.Err() == nil && ctx.Err() == nil {
+	// I/O, which can fail send before sendCtx (its child, or cancelled by
+	// ContextEnded) is done.
+	if err := c.t.send(sendCtx, msg, cl); err != nil && !cl.timedOut.Load() && ctx.Err() == nil {
 		c.forget(cl)
 		// A reply or a shutdown may have raced the failed write; either
 		// is a better answer than the write error.
 		select {
 		case <-cl.done:
-			return cl.res.value()
+			return c.outcome(cl)
 		default:
 		}
 		return nil, err
 	}
 
+	// The read timeout answers through cl.done as a reply would (timeOut):
+	// only the caller's end is watched besides.
 	select {
 	case <-cl.done:
-		return cl.res.value()
-	case <-callCtx.Done():
+		return c.outcome(cl)
+	case <-ctx.Done():
 	}
 	c.forget(cl)
 	select {
-	case <-cl.done: // the reply won the race
-		return cl.res.value()
+	case <-cl.done: // the reply (or the timeout) won the race
+		return c.outcome(cl)
 	default:
-	}
-	if context.Cause(callCtx) == errReadTimeout {
-		te := &timeoutError{method: method, budget: cl.budget}
-		c.log.Warn("upstream request timed out", "target", c.target, "method", method, "budget", formatBudget(cl.budget))
-		c.cancelUpstream(cl, te.Error())
-		return nil, &Error{Server: c.server, Kind: KindTimeout, Err: te}
 	}
 	c.cancelUpstream(cl, "request cancelled by the client")
 	return nil, fmt.Errorf("upstream %s: %s: %w", c.server, method, ctx.Err())
+}
+
+// ContextEnded implements cancelctx.Watched: the caller's context ended, which
+// cancels the call's send context and its unanswered exchange, aborting
+// their I/O; Call, waiting on that context too, then ends the call as
+// cancelled.
+func (cl *call) ContextEnded() {
+	if cl.cancel != nil {
+		cl.cancel(cl.parent.Err())
+	}
+	if !cl.answered.Load() {
+		cl.x.cancel()
+	}
+}
+
+// timeOut ends cl when its read timeout fires: its send's context (if it
+// has one) and its unanswered exchange are cancelled, which aborts their
+// I/O, and the call is taken from the pending table with errReadTimeout
+// as its outcome, unless a reply or a shutdown took it first.
+func (c *conn) timeOut(cl *call) {
+	cl.timedOut.Store(true)
+	if cl.cancel != nil {
+		cl.cancel(errReadTimeout)
+	}
+	if !cl.answered.Load() {
+		cl.x.cancel() // the exchange, if any, watches only the caller's context
+	}
+	c.finish(cl.id, callResult{err: errReadTimeout})
+}
+
+// outcome is what Call returns for cl once it was delivered: a read
+// timeout is logged and cancelled upstream here, on the caller's
+// goroutine.
+func (c *conn) outcome(cl *call) (json.RawMessage, error) {
+	if cl.res.err == errReadTimeout {
+		te := &timeoutError{method: cl.method, budget: cl.budget}
+		c.log.Warn("upstream request timed out", "target", c.target, "method", cl.method, "budget", formatBudget(cl.budget))
+		c.cancelUpstream(cl, te.Error())
+		return nil, &Error{Server: c.server, Kind: KindTimeout, Err: te}
+	}
+	return cl.res.value()
 }
 
 func (r callResult) value() (json.RawMessage, error) {

@@ -211,7 +211,7 @@ func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) err
 		// cancellation still apply: they cancel the exchange's context, which
 		// aborts its I/O. Only reading on after the reply (the drain) moves
 		// to the background.
-		t.roundTrip(ctx, x, m, cl)
+		t.roundTrip(x, m, cl)
 		return nil
 	}
 	resp, withSession, err := t.post(ctx, m)
@@ -230,14 +230,17 @@ func (t *streamable) send(ctx context.Context, m *jsonrpc.Message, cl *call) err
 	return nil
 }
 
-// fail fails cl with err, unless the call is already over.
+// fail fails cl with err, unless the call is already over: ctx (its
+// exchange) was cancelled, or its caller's context ended.
 func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 	if ctx.Err() != nil || cl.parent.Err() != nil {
 		// The call ended first; its own outcome stands. The caller's
-		// context is asked too: the exchange watches it, so the I/O
-		// its cancellation aborts can fail here before the call's own
-		// context (a child of it) is marked done, and the call must
-		// still end as cancelled (and tell the upstream so).
+		// context is asked too: its end cancels the exchange from
+		// another goroutine (roundTrip's AfterFunc, or the context's
+		// own call.ContextEnded), so the I/O that
+		// cancellation aborts can fail here before the exchange is
+		// marked done, and the call must still end as cancelled (and
+		// tell the upstream so).
 		return
 	}
 	t.c.failCall(cl, err)
@@ -251,11 +254,12 @@ func (t *streamable) fail(ctx context.Context, cl *call, err error) {
 const streamDrain = time.Second
 
 // roundTrip POSTs a request and reads its reply, on Call's goroutine.
-// ctx ends when the call is over. The HTTP exchange x (tracked by send)
-// outlives it only when the call was answered, to finish reading the
-// stream (bounded by streamDrain): cutting a response short costs its
-// connection.
-func (t *streamable) roundTrip(ctx context.Context, x *exchange, m *jsonrpc.Message, cl *call) {
+// The HTTP exchange x (tracked by send) is the call's context here: it
+// ends when the call ends unanswered (its caller's context ends, its read
+// timeout fires, the transport closes), and outlives the call only when
+// the call was answered, to finish reading the stream (bounded by
+// streamDrain): cutting a response short costs its connection.
+func (t *streamable) roundTrip(x *exchange, m *jsonrpc.Message, cl *call) {
 	handedOff := false // the drain owns the exchange and its body
 	defer func() {
 		if !handedOff {
@@ -263,18 +267,20 @@ func (t *streamable) roundTrip(ctx context.Context, x *exchange, m *jsonrpc.Mess
 		}
 	}()
 	// The call ends unanswered when the caller's context ends (watched
-	// here: the call's own context would need a registration of its own)
-	// or its read timeout fires (conn.call cancels x then).
-	stop := context.AfterFunc(cl.parent, func() {
-		if !cl.answered.Load() {
-			x.cancel()
-		}
-	})
-	defer stop()
+	// here, unless that context tells the call itself: call.ContextEnded)
+	// or its read timeout fires (conn.timeOut cancels x then).
+	if cl.watcher == nil {
+		stop := context.AfterFunc(cl.parent, func() {
+			if !cl.answered.Load() {
+				x.cancel()
+			}
+		})
+		defer stop()
+	}
 
 	resp, withSession, err := t.post(x, m)
 	if err != nil {
-		t.fail(ctx, cl, err)
+		t.fail(x, cl, err)
 		return
 	}
 	defer func() {
@@ -283,19 +289,19 @@ func (t *streamable) roundTrip(ctx context.Context, x *exchange, m *jsonrpc.Mess
 		}
 	}()
 	if resp.StatusCode/100 != 2 {
-		t.fail(ctx, cl, t.statusError(resp, withSession))
+		t.fail(x, cl, t.statusError(resp, withSession))
 		return
 	}
 	t.c.noteServed(m.Method) // taken on: it may run, whatever else expires
 	if m.Method == mcpwire.MethodInitialize {
 		if err := t.takeSessionID(resp); err != nil {
-			t.fail(ctx, cl, err)
+			t.fail(x, cl, err)
 			return
 		}
 	}
 	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
 		if !t.listening.Load() {
-			t.fail(ctx, cl, t.c.invalidResponse("HTTP %d without a reply to the request", resp.StatusCode))
+			t.fail(x, cl, t.c.invalidResponse("HTTP %d without a reply to the request", resp.StatusCode))
 			return
 		}
 		cl.onListen.Store(true)
@@ -305,17 +311,17 @@ func (t *streamable) roundTrip(ctx context.Context, x *exchange, m *jsonrpc.Mess
 	case contentTypeJSON:
 		data, err := t.readBody(resp, t.maxMsg)
 		if err != nil {
-			t.fail(ctx, cl, err)
+			t.fail(x, cl, err)
 			return
 		}
 		t.c.receiveData(data, cl)
 		if t.c.pending(cl) {
-			t.fail(ctx, cl, t.c.invalidResponse("the response carried no reply to the request"))
+			t.fail(x, cl, t.c.invalidResponse("the response carried no reply to the request"))
 		}
 	case acceptStream:
-		handedOff = t.readReplyStream(ctx, x, resp.Body, cl)
+		handedOff = t.readReplyStream(x, resp.Body, cl)
 	default:
-		t.fail(ctx, cl, t.unsupportedContentType(resp))
+		t.fail(x, cl, t.unsupportedContentType(resp))
 	}
 }
 
@@ -385,17 +391,17 @@ func (t *streamable) readEvents(r *jsonrpc.SSEReader, via *call, st *streamState
 // readReplyStream reads a POST's SSE stream until the reply to cl arrives,
 // resuming the stream with GET when it breaks after event ids were given.
 //
-// ctx is the call's, x the HTTP exchange (see roundTrip).
+// x is the HTTP exchange, the call's context (see roundTrip).
 //
 // It reports true when it handed the answered stream to a background drain,
 // which then owns body and ends x.
-func (t *streamable) readReplyStream(ctx context.Context, x *exchange, body io.ReadCloser, cl *call) bool {
+func (t *streamable) readReplyStream(x *exchange, body io.ReadCloser, cl *call) bool {
 	var st streamState
 	done := func() bool { return !t.c.pending(cl) }
 	for resumes := 0; ; resumes++ {
 		r := jsonrpc.NewSSEReader(body, t.maxMsg)
 		err := t.readEvents(r, cl, &st, done)
-		if done() || ctx.Err() != nil {
+		if done() || x.Err() != nil {
 			if err == nil && cl.answered.Load() && t.drainLater(r, cl, &st, x, body) {
 				return true
 			}
@@ -404,10 +410,10 @@ func (t *streamable) readReplyStream(ctx context.Context, x *exchange, body io.R
 		}
 		body.Close()
 		if st.lastID == "" || resumes >= maxResumes || errors.Is(err, jsonrpc.ErrEventTooLarge) {
-			t.fail(ctx, cl, t.streamEnded(err))
+			t.fail(x, cl, t.streamEnded(err))
 			return false
 		}
-		if !sleepCtx(ctx, retryDelay(st.retry, resumes)) {
+		if !sleepCtx(x, retryDelay(st.retry, resumes)) {
 			return false
 		}
 		resp, ok := t.resume(x, cl, st.lastID)

@@ -110,6 +110,27 @@ func WithCallValues(ctx context.Context, v *CallValues) context.Context {
 	return context.WithValue(ctx, callValuesKey{}, v)
 }
 
+// CallContext is Context with Values attached, as WithCallValues(Context,
+// &Values) would make it, for a caller that keeps it in a struct it
+// allocates anyway: WithCallValues is an allocation of its own on every
+// call. Context is the parent: its deadline, cancellation and other
+// values are the CallContext's. Neither field may change once the
+// CallContext is in use (the package reads Values from other goroutines).
+type CallContext struct {
+	context.Context
+	Values CallValues
+}
+
+var _ context.Context = (*CallContext)(nil)
+
+// Value implements context.Context.
+func (c *CallContext) Value(key any) any {
+	if key == (callValuesKey{}) {
+		return &c.Values
+	}
+	return c.Context.Value(key)
+}
+
 // CallValuesFrom returns a copy of the values attached to ctx (zero if
 // none).
 func CallValuesFrom(ctx context.Context) CallValues {
