@@ -33,20 +33,29 @@ func TestListChangedReachesDownstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStreams(t, g)
+	changes := func() int { d.mu.Lock(); defer d.mu.Unlock(); return d.toolsChg }
+	seen := changes()
 	mcp.AddTool(alpha.server, &mcp.Tool{Name: "fresh"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return textResult("new"), nil, nil
 	})
-	waitFor(t, "tools/list_changed", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.toolsChg > 0 })
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// As a client does: list again at each list_changed. The gateway
+	// also announces one of its own whenever an upstream session
+	// (re)starts (onUpstreamSession), which may come first; the upstream's
+	// must follow, and the list after it hold the new tool.
 	found := false
-	for _, tl := range tools.Tools {
-		found = found || tl.Name == "alpha__fresh"
-	}
-	if !found {
-		t.Error("alpha__fresh missing from the list after list_changed")
+	for tries := 0; !found; tries++ {
+		if tries == 5 {
+			t.Fatalf("alpha__fresh missing from the list after %d list_changed", tries)
+		}
+		waitFor(t, "tools/list_changed", func() bool { return changes() > seen })
+		seen = changes()
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range tools.Tools {
+			found = found || tl.Name == "alpha__fresh"
+		}
 	}
 	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "alpha__fresh"}); got != "new" {
 		t.Errorf("fresh = %q", got)
