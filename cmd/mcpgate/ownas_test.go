@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,7 +19,6 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/mcpgate/mcpgate/internal/admin"
-	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver"
 	"github.com/mcpgate/mcpgate/internal/oauth/authserver/astest"
@@ -87,15 +85,7 @@ func TestOwnTokensAreBoundToOneResource(t *testing.T) {
 		"  oidc:\n    - {issuer: " + idp.URL + ", audience: gw, claims: {user: sub, roles: roles}}\n" +
 		"  grants:\n    - {role: admin, admin: true}\n" +
 		"servers:\n  alpha: {transport: http, url: " + up.URL + "}\n  beta: {transport: http, url: " + up.URL + "}\n"
-	cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	stk, err := build(t.Context(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stk.close(t.Context()) })
+	stk := buildDoc(t, doc)
 	hs.Config.Handler = stk.handler
 	hs.Start()
 	t.Cleanup(hs.Close)

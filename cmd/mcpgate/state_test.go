@@ -83,18 +83,8 @@ func TestBuildStateRateLimits(t *testing.T) {
 	srv := redistest.New(t)
 	const secret = "mcpg_rate-limit-wiring-secret"
 	newStack := func(t *testing.T, state string) *stack {
-		doc := "listen: 127.0.0.1:0\ndata_dir: " + t.TempDir() + "\n" +
-			"auth:\n  keys:\n    - {alias: k, key: " + secret + ", rate_limit_rpm: 4}\n" + state
-		cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		stk, err := build(t.Context(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { stk.close(context.Background()) })
-		return stk
+		return buildDoc(t, "listen: 127.0.0.1:0\ndata_dir: "+t.TempDir()+"\n"+
+			"auth:\n  keys:\n    - {alias: k, key: "+secret+", rate_limit_rpm: 4}\n"+state)
 	}
 	allowed := func(stks ...*stack) int {
 		n := 0
@@ -148,25 +138,9 @@ func TestBuildStateRateLimits(t *testing.T) {
 // allow a third of the limit while Redis is down.
 func TestBuildFleetSizeDividesTheFallback(t *testing.T) {
 	srv := redistest.New(t)
-	const secret = "mcpg_fleet-size-wiring-secret"
-	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))
 	var stks []*stack
 	for i := range 3 {
-		doc := "listen: 127.0.0.1:0\ndata_dir: " + t.TempDir() + "\n" +
-			"auth:\n  keys:\n    - {alias: k, key: " + secret + ", rate_limit_rpm: 6}\n" +
-			"state: {driver: redis, url: '" + srv.URL() + "', replicas: 1}\n" +
-			"fleet: {session_keys: ['" + key + "'], advertise: 'http://10.0.0." + fmt.Sprint(i+1) + ":4000'}\n"
-		cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		stk, err := build(t.Context(), cfg, slog.New(slog.DiscardHandler), cfg.Listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stk.gw.Start(t.Context())
-		t.Cleanup(func() { stk.close(context.Background()) })
-		stks = append(stks, stk)
+		stks = append(stks, startFleetReplica(t, srv.URL(), 1, i+1))
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for stks[0].gw.FleetSize() != 3 {
@@ -179,7 +153,7 @@ func TestBuildFleetSizeDividesTheFallback(t *testing.T) {
 	n := 0
 	for range 8 {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		r.Header.Set(callers.HeaderAPIKey, secret)
+		r.Header.Set(callers.HeaderAPIKey, fleetKeySecret)
 		if _, f := stks[0].auth.Authenticate(r); f == nil {
 			n++
 		}
@@ -219,12 +193,47 @@ func TestFleetStateOnlyWithSessionKeys(t *testing.T) {
 // with replicas: 3 configured allows a third of the limit, not all of it.
 func TestBuildFleetSizeUnderStateReplicas(t *testing.T) {
 	srv := redistest.New(t)
-	const secret = "mcpg_fleet-size-floor-secret"
-	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{6}, 32))
+	stk := startFleetReplica(t, srv.URL(), 3, 1)
+	if n := stk.gw.FleetSize(); n != 1 {
+		t.Fatalf("the replica sees %d live replicas, want 1 (itself)", n)
+	}
+	srv.Stop()
+	n := 0
+	for range 8 {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set(callers.HeaderAPIKey, fleetKeySecret)
+		if _, f := stk.auth.Authenticate(r); f == nil {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("Redis down, one replica listed, replicas: 3: %d of 8 allowed, want 2 (6/3)", n)
+	}
+}
+
+// fleetKeySecret is the key startFleetReplica's replicas accept, limited
+// to 6 requests a minute.
+const fleetKeySecret = "mcpg_fleet-size-secret"
+
+// startFleetReplica builds and starts a fleet replica on Redis at url
+// (state.replicas: replicas), advertised as 10.0.0.<n>, with the one key
+// fleetKeySecret; it stops with t.
+func startFleetReplica(t *testing.T, url string, replicas, n int) *stack {
+	t.Helper()
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))
 	doc := "listen: 127.0.0.1:0\ndata_dir: " + t.TempDir() + "\n" +
-		"auth:\n  keys:\n    - {alias: k, key: " + secret + ", rate_limit_rpm: 6}\n" +
-		"state: {driver: redis, url: '" + srv.URL() + "', replicas: 3}\n" +
-		"fleet: {session_keys: ['" + key + "'], advertise: 'http://10.0.0.1:4000'}\n"
+		"auth:\n  keys:\n    - {alias: k, key: " + fleetKeySecret + ", rate_limit_rpm: 6}\n" +
+		"state: {driver: redis, url: '" + url + "', replicas: " + fmt.Sprint(replicas) + "}\n" +
+		"fleet: {session_keys: ['" + key + "'], advertise: 'http://10.0.0." + fmt.Sprint(n) + ":4000'}\n"
+	stk := buildDoc(t, doc)
+	stk.gw.Start(t.Context())
+	return stk
+}
+
+// buildDoc builds the stack of the config doc (no environment); it is
+// closed with t.
+func buildDoc(t *testing.T, doc string) *stack {
+	t.Helper()
 	cfg, err := config.Parse([]byte(doc), "", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -233,21 +242,6 @@ func TestBuildFleetSizeUnderStateReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stk.gw.Start(t.Context())
 	t.Cleanup(func() { stk.close(context.Background()) })
-	if n := stk.gw.FleetSize(); n != 1 {
-		t.Fatalf("the replica sees %d live replicas, want 1 (itself)", n)
-	}
-	srv.Stop()
-	n := 0
-	for range 8 {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		r.Header.Set(callers.HeaderAPIKey, secret)
-		if _, f := stk.auth.Authenticate(r); f == nil {
-			n++
-		}
-	}
-	if n != 2 {
-		t.Errorf("Redis down, one replica listed, replicas: 3: %d of 8 allowed, want 2 (6/3)", n)
-	}
+	return stk
 }

@@ -37,18 +37,10 @@ func variedCalls(t0 time.Time, n int) []store.ToolCall {
 }
 
 // toolCallsAfter reads the tool_calls rows with an id above id, in id
-// order.
+// order, as the admin API's listing reads them.
 func toolCallsAfter(t *testing.T, s *Store, id int64) []store.ToolCall {
 	t.Helper()
-	got, err := selectRows(t.Context(), s.r, selectToolCallsSQL(" WHERE id > ? ORDER BY id"), []any{id},
-		func(sc scanner) (store.ToolCall, error) {
-			var c store.ToolCall
-			var ts int64
-			err := sc.Scan(&c.ID, &ts, &c.KeyAlias, &c.User, &c.Team, &c.Server, &c.Tool, &c.DurationMs,
-				&c.Outcome, &c.ErrorClass, &c.SessionIDPrefix, &c.RequestBytes, &c.ResponseBytes, &c.Guardrail, &c.Cost)
-			c.Time = fromMS(ts)
-			return c, err
-		})
+	got, err := auditTables{s}.SelectToolCalls(t.Context(), " WHERE id > ? ORDER BY id", []any{id})
 	if err != nil {
 		t.Fatal(err)
 	}
