@@ -266,20 +266,26 @@ func (v *Verifier) discover(ctx context.Context, issuer string) (string, error) 
 // jwksURIOf decodes a metadata document and returns its jwks_uri when it
 // is issuer's (FuzzDiscoveryDocument).
 func jwksURIOf(body []byte, issuer string) (string, error) {
-	var md AuthServerMetadata
-	// A field of an unexpected type is skipped rather than fatal: IdPs add
-	// odd extensions, and only issuer and jwks_uri matter here.
-	var te *json.UnmarshalTypeError
-	if err := json.Unmarshal(body, &md); err != nil && !errors.As(err, &te) {
+	// Members are matched by their exact names, as OpenID Connect
+	// Discovery and RFC 8414 spell them: encoding/json's struct decoding
+	// would also take "Issuer" or "JWKS_URI", so a document could name
+	// its issuer under a key no conforming reader sees. A member of an
+	// unexpected type counts as absent (IdPs add odd extensions, and only
+	// issuer and jwks_uri matter here).
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
 		return "", err
 	}
+	var iss, uri string
+	_ = json.Unmarshal(doc["issuer"], &iss)
+	_ = json.Unmarshal(doc["jwks_uri"], &uri)
 	switch {
-	case md.Issuer != issuer:
-		return "", fmt.Errorf("names issuer %q, not %q", truncate(md.Issuer, 200), issuer)
-	case !fetchableURL(md.JWKSURI):
+	case iss != issuer:
+		return "", fmt.Errorf("names issuer %q, not %q", truncate(iss, 200), issuer)
+	case !fetchableURL(uri):
 		return "", errors.New("jwks_uri missing, or not https")
 	}
-	return md.JWKSURI, nil
+	return uri, nil
 }
 
 // fetchJWKS fetches a JWK set, keeping the keys it can use and skipping

@@ -1,7 +1,7 @@
 package oauth
 
 import (
-	"strings"
+	"encoding/json"
 	"testing"
 )
 
@@ -20,7 +20,15 @@ func FuzzDiscoveryDocument(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !fetchableURL(uri) || !strings.Contains(string(body), `"issuer"`) {
+		// Accepted: the document has a member named exactly "issuer"
+		// (after unescaping, as any JSON reader sees it, never a case
+		// variant) whose value is the issuer.
+		var doc map[string]json.RawMessage
+		var named string
+		if json.Unmarshal(body, &doc) == nil {
+			_ = json.Unmarshal(doc["issuer"], &named)
+		}
+		if !fetchableURL(uri) || named != iss {
 			t.Fatalf("accepted jwks_uri %q from %q", uri, body)
 		}
 	})
@@ -42,4 +50,24 @@ func FuzzJWKS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A discovery document is read by its members' exact names: one that
+// names the issuer only under a case variant ("issuEr", "Issuer") names
+// no issuer; an escaped spelling of the exact name is the name.
+func TestDiscoveryDocumentExactNames(t *testing.T) {
+	const iss = "https://idp.example/realms/a"
+	for body, ok := range map[string]bool{
+		`{"issuer":"https://idp.example/realms/a","jwks_uri":"https://idp.example/jwks"}`:              true,
+		`{"issu\u0065r":"https://idp.example/realms/a","jwks_uri":"https://idp.example/jwks"}`:         true,
+		`{"issuEr":"https://idp.example/realms/a","jwks_uri":"https://idp.example/jwks"}`:              false,
+		`{"Issuer":"https://idp.example/realms/a","jwks_uri":"https://idp.example/jwks"}`:              false,
+		`{"issuer":"https://idp.example/realms/a","JWKS_URI":"https://idp.example/jwks"}`:              false,
+		`{"issuer":"https://idp.example/realms/a","jwks_uri":"https://idp.example/jwks","issuer":"x"}`: false,
+		`[1]`: false,
+	} {
+		if _, err := jwksURIOf([]byte(body), iss); (err == nil) != ok {
+			t.Errorf("%s: err %v, want accepted %v", body, err, ok)
+		}
+	}
 }
