@@ -60,7 +60,9 @@ func FuzzAskReplica(f *testing.F) {
 		if !ok {
 			return
 		}
-		n, found := strings.CutPrefix(raw, `"mcpg-`+replica+`-`)
+		// The id is read as its JSON text, without the whitespace around
+		// it (a leading space was the input CI's fuzz run found).
+		n, found := strings.CutPrefix(id.Raw(), `"mcpg-`+replica+`-`)
 		random, quoted := strings.CutSuffix(n, `"`)
 		if !found || !quoted || replica == "" || strings.Trim(replica, "0123456789abcdef") != "" || len(random) != 32 || strings.Trim(random, "0123456789abcdef") != "" {
 			t.Fatalf("%s named replica %q", raw, replica)
