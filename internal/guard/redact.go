@@ -43,7 +43,11 @@ var builtin = sync.OnceValue(func() map[string]*regexp.Regexp {
 			`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`,                     // AWS access key ids
 			`\bxox[abposr]-[A-Za-z0-9-]{10,}`,                   // Slack
 			`\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}`,            // Stripe
-			`\bAIza[0-9A-Za-z_-]{35}`,                           // Google
+			// A Google key is 39 characters, but a match that stopped
+			// there could end inside a run of word characters; the
+			// next key in that run was then missed, and found by a
+			// second pass (FuzzRedact). The whole run goes.
+			`\bAIza[0-9A-Za-z_-]{35,}`, // Google
 		}, "|")),
 		// Candidates only: a run of 13-19 digits, with single spaces or dashes
 		// between them; Luhn decides.
