@@ -32,6 +32,10 @@ type h1Transport struct {
 	dial        func(ctx context.Context, network, address string) (net.Conn, error)
 	maxIdle     int
 	idleTimeout time.Duration
+	// trustIdle is how long after its last response a drained
+	// connection is reused without the liveness check (see conn); 0
+	// checks every reuse.
+	trustIdle time.Duration
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn
@@ -44,14 +48,18 @@ type h1Conn struct {
 	br     *bufio.Reader
 	idleAt time.Time
 	nread  int64 // bytes read from nc, to tell whether a response began
-	live   *liveness
-	abort  func() // unblocks the connection's I/O; made once, run on cancel
+	// drained: the last read from nc returned less than it asked for,
+	// so nothing more was waiting in the socket when it returned.
+	drained bool
+	live    *liveness
+	abort   func() // unblocks the connection's I/O; made once, run on cancel
 }
 
 // Read counts what the response reader takes from the connection.
 func (pc *h1Conn) Read(p []byte) (int, error) {
 	n, err := pc.nc.Read(p)
 	pc.nread += int64(n)
+	pc.drained = n < len(p)
 	return n, err
 }
 
@@ -70,6 +78,7 @@ func newH1Transport(fallback http.RoundTripper, usesProxy func(*http.Request) bo
 		dialer:      net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
 		maxIdle:     256,
 		idleTimeout: 90 * time.Second,
+		trustIdle:   defaultTrustIdle,
 		idle:        map[string][]*h1Conn{},
 	}
 	t.usesProxy = usesProxy
@@ -144,8 +153,9 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 		}
 		// Servers close idle keep-alive connections on their own clock
 		// (uvicorn and node after 5 s): check before use, outside the
-		// lock, rather than learn it from a failed request.
-		if pc.br.Buffered() == 0 && pc.live.check() {
+		// lock, rather than learn it from a failed request; unless the
+		// connection is trusted (recent and drained, see trusted).
+		if pc.br.Buffered() == 0 && (pc.trusted() || pc.live.check()) {
 			return pc, true, nil
 		}
 		pc.nc.Close()
@@ -168,6 +178,30 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 	pc.br = bufio.NewReaderSize(pc, h1BufSize)
 	pc.abort = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	return pc, false, nil
+}
+
+// defaultTrustIdle: a connection back in the pool for less than this is
+// reused without the liveness check. Keep-alive timeouts are seconds
+// (gunicorn 2 s, uvicorn and node 5 s, nginx 75 s), so no server has
+// closed such a connection on its idle clock; one that closed it for
+// another reason (a restart, a crash) fails the request before any
+// response byte, and RoundTrip sends it again on a fresh dial, as after
+// any close the check could not see coming. At load every connection
+// comes back within a millisecond or so, and the check (a system call
+// through the runtime's poller on every reuse) was about 2% of a call's
+// CPU. Short, because within it bytes an upstream sends unasked after a
+// response would be read as its next answer on that connection.
+const defaultTrustIdle = 10 * time.Millisecond
+
+// trusted reports whether pc, just taken from the pool, may be reused
+// without the liveness check: it came back less than trustIdle ago and
+// its last read left nothing in the socket. What a server sends after a
+// complete response (a stray byte, an unasked-for 408) is then what it
+// sent within trustIdle of that response; bytes that came with it are
+// seen by the Buffered check or, past the buffer, by this check's
+// drained condition.
+func (pc *h1Conn) trusted() bool {
+	return pc.drained && time.Since(pc.idleAt) < pc.t.trustIdle
 }
 
 // takeIdle pops the most recently pooled connection of key that has not
