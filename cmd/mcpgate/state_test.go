@@ -99,16 +99,7 @@ func TestBuildStateRateLimits(t *testing.T) {
 		}
 		return n
 	}
-	degraded := func(stk *stack) string {
-		w := httptest.NewRecorder()
-		stk.metrics.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		for line := range strings.Lines(w.Body.String()) {
-			if strings.HasPrefix(line, "mcpgate_ratelimit_degraded ") {
-				return strings.TrimSpace(line)
-			}
-		}
-		return ""
-	}
+	degraded := func(stk *stack) string { return metricLine(stk, "mcpgate_ratelimit_degraded") }
 
 	t.Run("memory", func(t *testing.T) {
 		if got := allowed(newStack(t, ""), newStack(t, "")); got != 8 {
@@ -148,6 +139,14 @@ func TestBuildFleetSizeDividesTheFallback(t *testing.T) {
 			t.Fatalf("the first replica sees %d live replicas, want 3", stks[0].gw.FleetSize())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The count shows in the replica's metrics (its state probe, every
+	// second, reads it).
+	for want := "mcpgate_fleet_replicas 3"; metricLine(stks[0], "mcpgate_fleet_replicas") != want; {
+		if time.Now().After(deadline.Add(3 * time.Second)) {
+			t.Fatalf("%q, want %q", metricLine(stks[0], "mcpgate_fleet_replicas"), want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	srv.Stop()
 	n := 0
@@ -244,4 +243,17 @@ func buildDoc(t *testing.T, doc string) *stack {
 	}
 	t.Cleanup(func() { stk.close(context.Background()) })
 	return stk
+}
+
+// metricLine is the line of stk's /metrics for the unlabelled metric
+// name ("" when absent).
+func metricLine(stk *stack, name string) string {
+	w := httptest.NewRecorder()
+	stk.metrics.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for line := range strings.Lines(w.Body.String()) {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }

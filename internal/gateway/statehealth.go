@@ -7,7 +7,8 @@ import (
 )
 
 // How often, and how patiently, the shared state backend is asked whether
-// it answers, for /readyz and mcpgate_state_up.
+// it answers, for /readyz and mcpgate_state_up (and, beside it, how many
+// replicas the fleet registry lists, mcpgate_fleet_replicas).
 const (
 	stateProbeInterval = time.Second
 	stateProbeTimeout  = 500 * time.Millisecond
@@ -66,6 +67,13 @@ func (g *Gateway) probeState(ctx context.Context) {
 		}
 	}
 	g.metrics.SetStateUp(up)
+	// The registry's count as this replica sees it, beside the probe
+	// that says whether it can still be read: an operator sees a fleet
+	// whose replicas undercount each other (and so would divide a rate
+	// limit by too few during an outage).
+	if n := g.FleetSize(); n > 0 {
+		g.metrics.SetFleetReplicas(n)
+	}
 }
 
 // watchState probes the backend every stateProbeInterval until Shutdown,

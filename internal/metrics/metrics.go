@@ -90,6 +90,7 @@ type Metrics struct {
 	limitLocal  prometheus.Gauge       // 1 while rate limits are replica-local
 	limitLocalN prometheus.Counter     // decisions taken locally
 	stateUp     prometheus.Gauge       // 1 while the shared state answers
+	fleetSize   prometheus.Gauge       // replicas in the registry, as this one last read it
 	reload      reloadMetrics          // config reloads (reload.go)
 	guardBlocks *prometheus.CounterVec // server, guardrail, phase
 	guardRedact *prometheus.CounterVec // server, guardrail, phase
@@ -216,6 +217,11 @@ func New() *Metrics {
 			Name:      "state_up",
 			Help:      "1 while the shared state backend (state.driver) answers this replica's probe (every second), 0 while it does not. Always 1 with the memory driver.",
 		}),
+		fleetSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "fleet_replicas",
+			Help:      "Replicas in the fleet registry (this one included) at this replica's last read of it, every heartbeat; 1 outside a fleet. While the shared state is unavailable, rate limits are divided by the larger of this and state.replicas: a value below the fleet's real size there lets the fleet allow more than a limit.",
+		}),
 		// Guardrail names come from the config: bounded.
 		guardBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,
@@ -265,13 +271,14 @@ func New() *Metrics {
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
 		m.sessions, m.catalog, m.conflicts, m.refusals, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
-		m.limitLocal, m.limitLocalN, m.stateUp,
+		m.limitLocal, m.limitLocalN, m.stateUp, m.fleetSize,
 		m.guardBlocks, m.guardRedact, m.guardFails, m.listFails, m.integrity,
 		m.tasks, m.tasksEnded, m.tasksRefuse,
 	)
 	m.reload = newReloadMetrics(m.reg)
 	// Up until a probe says otherwise: the memory driver is never probed.
 	m.stateUp.Set(1)
+	m.fleetSize.Set(1) // alone until a fleet's registry says otherwise
 	return m
 }
 
@@ -510,6 +517,15 @@ func (m *Metrics) SetRateLimitDegraded(degraded bool) {
 	} else {
 		m.limitLocal.Set(0)
 	}
+}
+
+// SetFleetReplicas records how many replicas the fleet registry listed
+// at this replica's last read.
+func (m *Metrics) SetFleetReplicas(n int) {
+	if m == nil {
+		return
+	}
+	m.fleetSize.Set(float64(n))
 }
 
 // SetStateUp records whether the shared state backend answers.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -82,6 +83,18 @@ func testRedisOutage(t *testing.T, f *Fleet) {
 	}
 	before := sdkConnect(t, ctx, f.LB.URL+"/mcp", aliceKey, revStateful)
 	useSDK(t, ctx, before, "a session before the outage")
+	// Every replica counts the whole fleet, which the fallback below
+	// divides the limit by.
+	want := strconv.Itoa(len(f.Replicas))
+	for _, r := range f.Replicas {
+		deadline := time.Now().Add(3 * time.Second)
+		for r.Metric(t, "mcpgate_fleet_replicas") != want && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got := r.Metric(t, "mcpgate_fleet_replicas"); got != want {
+			t.Errorf("replica %s: mcpgate_fleet_replicas %q, want %s", r.Name, got, want)
+		}
+	}
 
 	f.Redis.Stop()
 	t.Logf("redis stopped; every replica reported it degraded within %v", waitState(t, f, "degraded"))
