@@ -68,7 +68,8 @@ type rule struct {
 // Redactor replaces secrets and personal data in text with
 // [REDACTED:<kind>]. It is immutable and safe for concurrent use.
 type Redactor struct {
-	rules []rule
+	rules    []rule // the built-in rules first, in builtinOrder
+	builtins int    // how many of rules are built in
 }
 
 // NewRedactor compiles patterns: built-in names and "regex:<expression>".
@@ -96,6 +97,7 @@ func NewRedactor(patterns []string) (*Redactor, error) {
 			r.rules = append(r.rules, rule{kind: k, re: builtin()[k], luhn: k == PatternCard})
 		}
 	}
+	r.builtins = len(r.rules)
 	r.rules = append(r.rules, custom...)
 	return r, nil
 }
@@ -124,22 +126,49 @@ func CheckPattern(p string) error {
 
 // Redact returns s with every match replaced, and how many replacements
 // were made.
+//
+// A replacement can expose a match a built-in pattern could not see: the
+// marker starts a word where the text it replaced did not, so a card
+// written right after an e-mail address ("a@b.co4111…") is a card only
+// once the address is gone, and the card rule ran before the e-mail one.
+// The built-in rules therefore run again while their last pass replaced
+// something, at most maxPasses times in all (the chain known is two
+// long: an e-mail, then a card). A marker matches no built-in pattern,
+// so a pass that finds nothing new ends it. An operator's own patterns
+// run once: one might match the markers themselves.
 func (r *Redactor) Redact(s string) (string, int) {
 	n := 0
-	for _, ru := range r.rules {
-		if !ru.re.MatchString(s) {
-			continue
+	for pass := 0; pass < maxPasses; pass++ {
+		before := n
+		for _, ru := range r.rules[:r.builtins] {
+			s = ru.replace(s, &n)
 		}
-		kind := "[REDACTED:" + ru.kind + "]"
-		s = ru.re.ReplaceAllStringFunc(s, func(m string) string {
-			if ru.luhn && !luhnValid(m) {
-				return m
-			}
-			n++
-			return kind
-		})
+		if n == before {
+			break
+		}
+	}
+	for _, ru := range r.rules[r.builtins:] {
+		s = ru.replace(s, &n)
 	}
 	return s, n
+}
+
+// maxPasses bounds the built-in rules' passes over one text.
+const maxPasses = 3
+
+// replace replaces ru's matches in s, counting them in *n.
+func (ru rule) replace(s string, n *int) string {
+	if !ru.re.MatchString(s) {
+		return s
+	}
+	kind := "[REDACTED:" + ru.kind + "]"
+	return ru.re.ReplaceAllStringFunc(s, func(m string) string {
+		if ru.luhn && !luhnValid(m) {
+			return m
+		}
+		*n++
+		return kind
+	})
 }
 
 // luhnValid reports whether the digits of s (13 to 19 of them, spaces and
