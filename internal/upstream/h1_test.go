@@ -296,7 +296,9 @@ func TestH1IdleConnectionsPastServerKeepAlive(t *testing.T) {
 // dropServer is a raw HTTP/1.1 server that answers a request with its
 // body, except when drop says to close the connection instead, right
 // after reading the request: the race of a keep-alive timeout firing as
-// the request arrives, which no liveness check can see coming.
+// the request arrives, which no liveness check can see coming. After
+// each answer, after (when set) does what it likes with the connection:
+// close it, write stray bytes.
 type dropServer struct {
 	ln       net.Listener
 	conns    atomic.Int64
@@ -305,6 +307,10 @@ type dropServer struct {
 }
 
 func newDropServer(t *testing.T, drop func(conn, nth int) bool) *dropServer {
+	return newRawServer(t, drop, nil)
+}
+
+func newRawServer(t *testing.T, drop func(conn, nth int) bool, after func(nc net.Conn)) *dropServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -328,10 +334,13 @@ func newDropServer(t *testing.T, drop func(conn, nth int) bool) *dropServer {
 					}
 					body, _ := io.ReadAll(req.Body)
 					s.requests.Add(1)
-					if drop(conn, nth) {
+					if drop != nil && drop(conn, nth) {
 						return
 					}
 					fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+					if after != nil {
+						after(nc)
+					}
 				}
 			})
 		}

@@ -1,69 +1,19 @@
 package upstream
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
-
-// afterServer is a raw HTTP/1.1 server that answers each request with
-// its body, keeping the connection, and then does after(nc) with the
-// connection: close it, write stray bytes, or nothing.
-type afterServer struct {
-	ln       net.Listener
-	conns    atomic.Int64
-	requests atomic.Int64
-	wg       sync.WaitGroup
-}
-
-func newAfterServer(t *testing.T, after func(nc net.Conn)) *afterServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &afterServer{ln: ln}
-	s.wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.conns.Add(1)
-			s.wg.Go(func() {
-				defer nc.Close()
-				br := bufio.NewReader(nc)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					body, _ := io.ReadAll(req.Body)
-					s.requests.Add(1)
-					fmt.Fprintf(nc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-					after(nc)
-				}
-			})
-		}
-	})
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
-	return s
-}
-
-func (s *afterServer) url() string { return "http://" + s.ln.Addr().String() }
 
 // A connection back in the pool a moment ago is reused without the
 // liveness check; one the server closed in that moment (a restart, not a
 // keep-alive timeout) costs the request nothing: it goes again on a fresh
 // dial, and the server runs it once.
 func TestH1TrustedReuseOfAClosedConnectionRetries(t *testing.T) {
-	s := newAfterServer(t, func(nc net.Conn) { nc.Close() })
+	s := newRawServer(t, nil, func(nc net.Conn) { nc.Close() })
 	tr := newTestH1()
 	tr.trustIdle = time.Minute // every reuse in this test is trusted
 	t.Cleanup(tr.CloseIdleConnections)
@@ -88,7 +38,7 @@ func TestH1TrustedReuseOfAClosedConnectionRetries(t *testing.T) {
 // last response: past it, or with bytes maybe left in the socket, the
 // reuse is checked.
 func TestH1TrustedOnlyRecentAndDrained(t *testing.T) {
-	s := newAfterServer(t, func(net.Conn) {})
+	s := newRawServer(t, nil, func(net.Conn) {})
 	tr := newTestH1()
 	tr.trustIdle = time.Minute // not the default's few ms: a loaded machine may take longer
 	t.Cleanup(tr.CloseIdleConnections)
@@ -121,7 +71,7 @@ func TestH1TrustedOnlyRecentAndDrained(t *testing.T) {
 // after its response (a 408 before closing) does not answer the next
 // request with them; that goes on a fresh connection.
 func TestH1StrayBytesPastTrustIdleAreSeen(t *testing.T) {
-	s := newAfterServer(t, func(nc net.Conn) {
+	s := newRawServer(t, nil, func(nc net.Conn) {
 		time.Sleep(5 * time.Millisecond)
 		fmt.Fprint(nc, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
 	})
