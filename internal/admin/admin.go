@@ -614,7 +614,14 @@ func contains(list []string, s string) bool { return slices.Contains(list, s) }
 func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Servers []metrics.ServerStat `json:"servers"`
+		// State: the shared state backend (redis), when there is one,
+		// for the overview to show an outage (the replica serves on,
+		// degraded).
+		State *gateway.SharedState `json:"state,omitempty"`
 	}{Servers: []metrics.ServerStat{}}
+	if a.o.Gateway != nil {
+		out.State = a.o.Gateway.SharedState()
+	}
 	if a.o.Stats != nil {
 		st, err := a.o.Stats()
 		if err != nil {

@@ -48,7 +48,7 @@ var docs = sync.OnceValue(func() map[string]opDoc {
 		"GET /tools":                            {summary: "The merged catalog, as the key named by ?key= would see it on ?route=", response: "Tools", status: "200", query: []string{"key", "route"}},
 		"POST /tools/call":                      {summary: "Call a tool as the key named in the body (or as the master key), without a session", body: "CallRequest", response: "CallToolResult", status: "200"},
 		"GET /explain":                          {summary: "Whether a key may call a tool on a route, and the rule that decided", response: "Explanation", status: "200", query: []string{"key", "user", "team", "role", "route", "tool"}},
-		"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics", response: "Stats", status: "200"},
+		"GET /stats":                            {summary: "Tool calls per server since start (calls, errors, p50 and p99 latency), from the gateway's metrics; with a shared state backend, its health and the fleet's size as this replica sees them", response: "Stats", status: "200"},
 		"GET /sessions":                         {summary: "Live downstream sessions (S13.1); in a fleet every replica's, each naming the replicas holding a copy (incomplete says why some may be missing)", response: "SessionsReport", status: "200"},
 		"POST /sessions/terminate":              {summary: "End sessions by id prefix and/or user on every replica; their ids are remembered first (S13.2); 503 (with what was ended) when the store does not record an end or other replicas' sessions cannot be found", body: "TerminateRequest", response: "TerminateResult", status: "200"},
 		"GET /stats/series":                     {summary: "The last hour of tool calls per server in one-minute buckets (calls, errors, p50 and p99 latency), read from the audit store; at most 20,000 calls are read (truncated says when more were made)", response: "StatsSeries", status: "200"},
@@ -174,7 +174,8 @@ var schemas = sync.OnceValue(func() map[string]any {
 			"team": str, "client_ip": str, "route": str, "servers": strList, "created": str, "idle_seconds": map[string]any{"type": "number"},
 			"in_flight": integer, "upstream_sessions": integer, "replicas": strList}),
 		"Stats": obj(map[string]any{"servers": map[string]any{"type": "array", "items": obj(map[string]any{
-			"server": str, "calls": integer, "errors": integer, "p50_ms": map[string]any{"type": "number"}, "p99_ms": map[string]any{"type": "number"}})}}, "servers"),
+			"server": str, "calls": integer, "errors": integer, "p50_ms": map[string]any{"type": "number"}, "p99_ms": map[string]any{"type": "number"}})},
+			"state": obj(map[string]any{"driver": str, "status": map[string]any{"type": "string", "enum": []string{"ok", "degraded"}}, "since": str, "last_error": str, "replicas": integer}, "driver", "status", "since")}, "servers"),
 		"CallRequest":    obj(map[string]any{"name": str, "arguments": map[string]any{"type": "object"}, "key": str, "route": str}, "name"),
 		"CallToolResult": obj(map[string]any{"content": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}, "isError": boolean, "structuredContent": map[string]any{"type": "object"}}),
 		"Count":          obj(map[string]any{"label": str, "count": integer}),

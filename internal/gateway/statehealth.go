@@ -93,18 +93,46 @@ func (g *Gateway) watchState() {
 
 // stateReport is the "state" entry of /readyz; nil without a checker.
 func (g *Gateway) stateReport() map[string]any {
+	st := g.SharedState()
+	if st == nil {
+		return nil
+	}
+	r := map[string]any{"driver": st.Driver, "status": st.Status, "since": st.Since}
+	if st.LastError != "" {
+		r["last_error"] = st.LastError
+	}
+	return r
+}
+
+// SharedState is the shared state backend's health as this replica's
+// probe last found it, and the fleet's size as it last read the replica
+// registry: what an administrator sees of them on the console.
+type SharedState struct {
+	Driver string `json:"driver"`
+	// Status is "ok" or "degraded" (the backend did not answer the
+	// last probe; the replica still serves, see stateHealth).
+	Status    string `json:"status"`
+	Since     string `json:"since"` // RFC 3339: the last change of Status
+	LastError string `json:"last_error,omitempty"`
+	// Replicas is how many replicas the registry listed, this one
+	// included; 0 outside a fleet.
+	Replicas int `json:"replicas,omitempty"`
+}
+
+// SharedState reports the shared state backend; nil without one that is
+// probed (the memory driver, a single process).
+func (g *Gateway) SharedState() *SharedState {
 	if g.stateCheck == nil {
 		return nil
 	}
 	h := &g.stateHealth
-	status := "ok"
+	st := &SharedState{Driver: g.stateCheck.Name(), Status: "ok",
+		Since: time.Unix(0, h.since.Load()).UTC().Format(time.RFC3339), Replicas: g.FleetSize()}
 	if !h.up.Load() {
-		status = "degraded"
+		st.Status = "degraded"
+		if e := h.lastErr.Load(); e != nil {
+			st.LastError = *e
+		}
 	}
-	r := map[string]any{"driver": g.stateCheck.Name(), "status": status,
-		"since": time.Unix(0, h.since.Load()).UTC().Format(time.RFC3339)}
-	if e := h.lastErr.Load(); e != nil && status != "ok" {
-		r["last_error"] = *e
-	}
-	return r
+	return st
 }

@@ -73,6 +73,10 @@ func TestReadyStateDegraded(t *testing.T) {
 	if got := gauge(); got != "mcpgate_state_up 0" {
 		t.Errorf("state down: %q", got)
 	}
+	// What the console's overview shows (GET /admin/v1/stats).
+	if ss := g.SharedState(); ss == nil || ss.Driver != "fake" || ss.Status != "degraded" || ss.LastError != "fake: connection refused" || ss.Since == "" || ss.Replicas != 0 {
+		t.Errorf("SharedState, state down: %+v", ss)
+	}
 	st.down.Store(false)
 	g.probeState(t.Context())
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"status":"ok"`) || strings.Contains(body, "last_error") {
@@ -80,5 +84,8 @@ func TestReadyStateDegraded(t *testing.T) {
 	}
 	if got := gauge(); got != "mcpgate_state_up 1" {
 		t.Errorf("state back: %q", got)
+	}
+	if ss := g.SharedState(); ss == nil || ss.Status != "ok" || ss.LastError != "" {
+		t.Errorf("SharedState, state back: %+v", ss)
 	}
 }

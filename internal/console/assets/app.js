@@ -99,6 +99,17 @@ function stateCell(s) {
 
 // ---- overview ----
 
+// sharedStateCard shows the shared state backend (redis) as this replica
+// sees it: "degraded since 18:02:11" while it does not answer (the replica
+// serves on; rate limits are per replica meanwhile), and how many
+// replicas the fleet registry lists.
+function sharedStateCard(s) {
+  const text = s.status === "ok" ? "ok" : `${s.status} since ${when(s.since)}`;
+  return h("div", { class: "card" },
+    h("b", { id: "state-status", class: s.status === "ok" ? "state-ready" : "state-degraded", title: s.last_error || "" }, text),
+    `shared state (${s.driver})` + (s.replicas ? `, ${s.replicas} replica${s.replicas === 1 ? "" : "s"}` : ""));
+}
+
 const pct = v => (Math.round(v * 10) / 10) + "%";
 const ms = v => v >= 1000 ? (v / 1000).toFixed(1) + " s" : v >= 10 || v === 0 ? Math.round(v) + " ms" : v.toFixed(1) + " ms";
 const perSec = v => v < 10 ? (Math.round(v * 100) / 100).toString() : Math.round(v).toString();
@@ -147,7 +158,8 @@ function overview() {
       cards.replaceChildren(h("div", { class: "cards" },
         h("div", { class: "card" }, h("b", { id: "ready-count" }, `${ready}/${srv.servers.length}`), "servers ready"),
         h("div", { class: "card" }, h("b", { id: "session-count" }, ses.total), "live sessions"),
-        h("div", { class: "card" }, h("b", {}, st.servers.reduce((n, s) => n + s.calls, 0)), "tool calls since start")));
+        h("div", { class: "card" }, h("b", {}, st.servers.reduce((n, s) => n + s.calls, 0)), "tool calls since start"),
+        st.state ? sharedStateCard(st.state) : null));
       body.replaceChildren(table("Servers, health and tool calls", [
         { label: "Server", get: s => s.name },
         { label: "State", get: stateCell },
