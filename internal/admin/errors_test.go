@@ -110,6 +110,9 @@ func TestEveryRouteRefusesThroughTheAdapter(t *testing.T) {
 		{"POST", "/servers/calc/test", master, "", 501, "cannot test servers"},
 		{"PUT", "/servers/calc/tools", master, `{"allow":["` + secretMarker + `"]}`, 409, "defined in the config file"},
 		{"GET", "/stats", master, "", 500, "metrics registry gone"},
+		// It carries the shared state's last error (an address,
+		// perhaps): administrators only.
+		{"GET", "/stats", personal, "", 403, ""},
 		{"GET", "/sessions", personal, "", 403, ""},
 		{"POST", "/sessions/terminate", master, `{}`, 400, ""},
 		{"GET", "/toolsets", personal, "", 403, ""},
