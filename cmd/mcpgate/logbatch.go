@@ -12,6 +12,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -75,9 +76,40 @@ func (b *lineBatch) flushLocked() {
 
 // batchHandler writes its records through a lineBatch: deferrable ones
 // (gateway.DeferredLine) stay in the batch, every other one flushes it.
+//
+// format says which of slog's handlers Handler is, as made by
+// newBatchHandler, with no attributes or groups added: an access line
+// (gateway.AccessLineWriter) is then written here, byte for byte as that
+// handler writes its record, without building the record, when every
+// value it holds is one that handler writes as is (appendAccessLine).
 type batchHandler struct {
 	slog.Handler
-	batch *lineBatch
+	batch  *lineBatch
+	format lineFormat
+}
+
+// lineFormat is the format of a batchHandler's lines, when it writes
+// access lines itself.
+type lineFormat uint8
+
+const (
+	formatOther lineFormat = iota // a derived handler: records only
+	formatText                    // slog.NewTextHandler's
+	formatJSON                    // slog.NewJSONHandler's
+)
+
+// newBatchHandler is slog's text or JSON handler writing to b.
+func newBatchHandler(b *lineBatch, f lineFormat, opts *slog.HandlerOptions) batchHandler {
+	var h slog.Handler
+	if f == formatJSON {
+		h = slog.NewJSONHandler(b, opts)
+	} else {
+		h = slog.NewTextHandler(b, opts)
+	}
+	if opts != nil && (opts.ReplaceAttr != nil || opts.AddSource) {
+		f = formatOther
+	}
+	return batchHandler{h, b, f}
 }
 
 func (h batchHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -89,9 +121,121 @@ func (h batchHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h batchHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return batchHandler{h.Handler.WithAttrs(as), h.batch}
+	return batchHandler{h.Handler.WithAttrs(as), h.batch, formatOther}
 }
 
 func (h batchHandler) WithGroup(name string) slog.Handler {
-	return batchHandler{h.Handler.WithGroup(name), h.batch}
+	return batchHandler{h.Handler.WithGroup(name), h.batch, formatOther}
+}
+
+// WriteAccessLine writes l into the batch as the handler would write its
+// record (gateway.AccessLineWriter); the caller has checked that the
+// handler logs at info.
+func (h batchHandler) WriteAccessLine(l gateway.AccessLine) bool {
+	if h.format == formatOther {
+		return false
+	}
+	var buf [512]byte
+	b, ok := appendAccessLine(buf[:0], h.format, &l)
+	if !ok {
+		return false
+	}
+	_, _ = h.batch.Write(b)
+	return true
+}
+
+// appendAccessLine appends l as slog's text or JSON handler writes the
+// record gateway logs for it (the same keys, in the same order), and
+// reports whether it could: a string value either handler would quote
+// or escape (anything but printable ASCII other than space, '"', '\\'
+// and '='), an empty one (which the text handler quotes), or a time
+// outside years 0-9999 is left to the handler.
+func appendAccessLine(b []byte, f lineFormat, l *gateway.AccessLine) ([]byte, bool) {
+	if y := l.Time.Year(); y < 0 || y >= 10000 {
+		return b, false
+	}
+	t := l.Time.Round(0) // as slog: no monotonic reading
+	if f == formatJSON {
+		b = append(b, `{"time":"`...)
+		b = t.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","level":"INFO","msg":"access"`...)
+	} else {
+		b = append(b, "time="...)
+		b = t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		b = append(b, " level=INFO msg=access"...)
+	}
+	ok := true
+	str := func(key, v string, always bool) {
+		if v == "" && !always {
+			return
+		}
+		if !plainValue(v) {
+			ok = false
+			return
+		}
+		if f == formatJSON {
+			b = append(b, `,"`...)
+			b = append(b, key...)
+			b = append(b, `":"`...)
+			b = append(b, v...)
+			b = append(b, '"')
+		} else {
+			b = append(b, ' ')
+			b = append(b, key...)
+			b = append(b, '=')
+			b = append(b, v...)
+		}
+	}
+	num := func(key string, v int64) {
+		if f == formatJSON {
+			b = append(b, `,"`...)
+			b = append(b, key...)
+			b = append(b, `":`...)
+		} else {
+			b = append(b, ' ')
+			b = append(b, key...)
+			b = append(b, '=')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	str("method", l.Method, true)
+	str("route", l.Route, true)
+	str("path", l.Path, true)
+	num("status", int64(l.Status))
+	num("bytes", l.Bytes)
+	if f == formatJSON {
+		b = append(b, `,"ms":"`...)
+		b = l.AppendMS(b)
+		b = append(b, '"')
+	} else {
+		b = append(b, " ms="...)
+		b = l.AppendMS(b)
+	}
+	str("alias", l.Alias, false)
+	str("user", l.User, false)
+	str("session", l.Session, false)
+	str("mcp_method", l.MCPMethod, false)
+	str("tool", l.Tool, false)
+	str("reason", l.Reason, false)
+	if f == formatJSON {
+		b = append(b, '}')
+	}
+	return append(b, '\n'), ok
+}
+
+// plainValue reports whether both of slog's handlers write s as it is:
+// not empty, and only printable ASCII other than space, '"', '\\' and
+// '=' (the text handler quotes a value with any of those, the JSON
+// handler escapes '"' and '\\').
+func plainValue(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '=' {
+			return false
+		}
+	}
+	return true
 }

@@ -268,9 +268,9 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	b := newLineBatch(w)
 	switch strings.ToLower(l.format) {
 	case "json":
-		return slog.New(batchHandler{slog.NewJSONHandler(b, opts), b}), nil
+		return slog.New(newBatchHandler(b, formatJSON, opts)), nil
 	case "text":
-		return slog.New(batchHandler{slog.NewTextHandler(b, opts), b}), nil
+		return slog.New(newBatchHandler(b, formatText, opts)), nil
 	}
 	return nil, &usageError{fmt.Sprintf("--log-format: want json or text, got %q", l.format)}
 }

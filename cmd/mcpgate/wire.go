@@ -581,7 +581,7 @@ func openAccessLog(cfg config.AccessLog, log *slog.Logger) (*slog.Logger, *acces
 		return nil, nil, fmt.Errorf("access_log.path: %w", err)
 	}
 	b := newLineBatch(f)
-	return slog.New(batchHandler{slog.NewJSONHandler(b, nil), b}), &accessFile{File: f, batch: b}, nil
+	return slog.New(newBatchHandler(b, formatJSON, nil)), &accessFile{File: f, batch: b}, nil
 }
 
 // accessFile is access_log.path's file, whose lines are batched: Close

@@ -101,7 +101,6 @@ type accessLine struct {
 	g     *Gateway
 	r     *http.Request
 	start time.Time
-	attrs [12]slog.Attr
 }
 
 // Write counts what the response writes.
@@ -137,40 +136,83 @@ func (g *Gateway) beginAccess(sw *statusWriter, r *http.Request) *accessLine {
 	return a
 }
 
+// AccessLine is one access log line's fields, in the order they are
+// logged.
+type AccessLine struct {
+	Time                time.Time
+	Method, Route, Path string
+	Status              int
+	Bytes               int64
+	Elapsed             time.Duration // logged as "ms", AppendMS
+	// Logged when not empty.
+	Alias, User, Session, MCPMethod, Tool, Reason string
+}
+
+// AppendMS appends the line's "ms": the duration in milliseconds, to a
+// tenth, as text.
+func (l *AccessLine) AppendMS(b []byte) []byte {
+	return strconv.AppendFloat(b, float64(l.Elapsed.Microseconds())/1000, 'f', 1, 64)
+}
+
+// AccessLineWriter is a log handler that can write an access line itself,
+// exactly as it would write the line's record, without building the
+// record (about 1 µs and an allocation per request, issue 25). It reports
+// whether it did; false (a value it would have to quote or escape, say):
+// the line is logged as a record.
+type AccessLineWriter interface {
+	WriteAccessLine(l AccessLine) bool
+}
+
 // finish writes the line.
 func (a *accessLine) finish() {
+	h := a.g.access.Handler()
+	if !h.Enabled(deferredLineCtx, slog.LevelInfo) {
+		return
+	}
 	status := a.status
 	if status == 0 {
 		status = http.StatusOK // nothing written: net/http sends 200
 	}
 	r, e := a.r, &a.e
-	var ms [24]byte
 	e.mu.Lock()
-	attrs := append(a.attrs[:0],
-		slog.String("method", r.Method),
-		slog.String("route", a.g.routeKind(r.URL.Path)),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Int64("bytes", e.bytes),
-		slog.String("ms", string(strconv.AppendFloat(ms[:0], float64(time.Since(a.start).Microseconds())/1000, 'f', 1, 64))),
-	)
-	for _, kv := range [...][2]string{{"alias", e.alias}, {"user", e.user}, {"session", e.session}, {"mcp_method", e.mcpMethod}, {"tool", e.tool}, {"reason", e.refused}} {
-		if kv[1] != "" {
-			attrs = append(attrs, slog.String(kv[0], kv[1]))
-		}
+	l := AccessLine{
+		Method: r.Method, Route: a.g.routeKind(r.URL.Path), Path: r.URL.Path, Status: status, Bytes: e.bytes,
+		Elapsed: time.Since(a.start),
+		Alias:   e.alias, User: e.user, Session: e.session, MCPMethod: e.mcpMethod, Tool: e.tool, Reason: e.refused,
 	}
 	e.mu.Unlock()
+	l.Time = time.Now()
 	// The handler directly, not Logger.LogAttrs: the logger would capture
 	// the caller's program counter for every line (runtime.Callers, about
 	// a fifth of the line's cost), and no handler mcpgate builds has
 	// AddSource on.
-	h := a.g.access.Handler()
-	if !h.Enabled(deferredLineCtx, slog.LevelInfo) {
+	if w, ok := h.(AccessLineWriter); ok && w.WriteAccessLine(l) {
 		return
 	}
-	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "access", 0)
+	_ = h.Handle(deferredLineCtx, l.Record())
+}
+
+// Record is the log record of l, as the access log writes it (with
+// deferredLineCtx, at info, message "access").
+func (l *AccessLine) Record() slog.Record {
+	var ms [24]byte
+	var buf [12]slog.Attr
+	attrs := append(buf[:0],
+		slog.String("method", l.Method),
+		slog.String("route", l.Route),
+		slog.String("path", l.Path),
+		slog.Int("status", l.Status),
+		slog.Int64("bytes", l.Bytes),
+		slog.String("ms", string(l.AppendMS(ms[:0]))),
+	)
+	for _, kv := range [...][2]string{{"alias", l.Alias}, {"user", l.User}, {"session", l.Session}, {"mcp_method", l.MCPMethod}, {"tool", l.Tool}, {"reason", l.Reason}} {
+		if kv[1] != "" {
+			attrs = append(attrs, slog.String(kv[0], kv[1]))
+		}
+	}
+	rec := slog.NewRecord(l.Time, slog.LevelInfo, "access", 0)
 	rec.AddAttrs(attrs...)
-	_ = h.Handle(deferredLineCtx, rec)
+	return rec
 }
 
 // deferredLineKey marks the context of an access line: its handler may
