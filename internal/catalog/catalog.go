@@ -112,7 +112,10 @@ type Catalog struct {
 	now      func() time.Time
 	review   Reviewer // nil: every item is served
 
-	mu      sync.Mutex
+	// mu guards entries and every list's fields. Every call of every
+	// caller reads its server's list (get): a fresh one is found under
+	// the read lock, so those reads never queue behind one another.
+	mu      sync.RWMutex
 	entries map[string]*[numKinds]*list
 }
 
@@ -259,6 +262,15 @@ func (c *Catalog) MatchTemplate(ctx context.Context, server, uri string) (bool, 
 
 func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error) {
 	key := c.key(ctx, server)
+	now := c.now()
+	c.mu.RLock()
+	if e := c.entries[key]; e != nil {
+		if l := e[k]; l != nil && l.loaded && now.Sub(l.fetched) < l.trust(c.ttl) {
+			c.mu.RUnlock()
+			return l, nil
+		}
+	}
+	c.mu.RUnlock()
 	for {
 		c.mu.Lock()
 		l := c.slot(key, k)
