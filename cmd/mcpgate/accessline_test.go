@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -40,15 +41,17 @@ func sampleLine() gateway.AccessLine {
 func TestAccessLineAsSlogWrites(t *testing.T) {
 	base := sampleLine()
 	variants := map[string]func(l *gateway.AccessLine){
-		"usual":          func(*gateway.AccessLine) {},
-		"whole second":   func(l *gateway.AccessLine) { l.Time = l.Time.Truncate(time.Second) },
-		"nanoseconds":    func(l *gateway.AccessLine) { l.Time = l.Time.Add(7) },
-		"zone":           func(l *gateway.AccessLine) { l.Time = l.Time.In(time.FixedZone("X", -(3*3600 + 1800))) },
-		"monotonic":      func(l *gateway.AccessLine) { l.Time = time.Now() },
-		"caller":         func(l *gateway.AccessLine) { l.Alias, l.User = "ci-bot", "alice@example.com" },
-		"refused":        func(l *gateway.AccessLine) { l.Status, l.Reason, l.Session, l.MCPMethod, l.Tool = 401, "expired-key", "", "", "" },
+		"usual":        func(*gateway.AccessLine) {},
+		"whole second": func(l *gateway.AccessLine) { l.Time = l.Time.Truncate(time.Second) },
+		"nanoseconds":  func(l *gateway.AccessLine) { l.Time = l.Time.Add(7) },
+		"zone":         func(l *gateway.AccessLine) { l.Time = l.Time.In(time.FixedZone("X", -(3*3600 + 1800))) },
+		"monotonic":    func(l *gateway.AccessLine) { l.Time = time.Now() },
+		"caller":       func(l *gateway.AccessLine) { l.Alias, l.User = "ci-bot", "alice@example.com" },
+		"refused": func(l *gateway.AccessLine) {
+			l.Status, l.Reason, l.Session, l.MCPMethod, l.Tool = 401, "expired-key", "", "", ""
+		},
 		"no session":     func(l *gateway.AccessLine) { l.Session = "" },
-		"long":           func(l *gateway.AccessLine) { l.Elapsed, l.Bytes = 93*time.Second+450*time.Millisecond, 1 << 40 },
+		"long":           func(l *gateway.AccessLine) { l.Elapsed, l.Bytes = 93*time.Second+450*time.Millisecond, 1<<40 },
 		"get":            func(l *gateway.AccessLine) { l.Method, l.Path, l.Status, l.Bytes = "GET", "/mcp", 202, 0 },
 		"every optional": func(l *gateway.AccessLine) { l.Alias, l.User, l.Reason = "k", "u", "r" },
 	}
@@ -183,3 +186,30 @@ func FuzzAccessLine(f *testing.F) {
 	})
 }
 
+// BenchmarkAccessLine: one access line into the batch, written by the
+// handler itself (fast) and through slog's handler (record), for each
+// format. The batch is emptied between lines, so nothing is written out.
+func BenchmarkAccessLine(b *testing.B) {
+	l := sampleLine()
+	for _, f := range []lineFormat{formatText, formatJSON} {
+		name := map[lineFormat]string{formatText: "text", formatJSON: "json"}[f]
+		lb := newLineBatch(io.Discard)
+		h := newBatchHandler(lb, f, &slog.HandlerOptions{Level: slog.LevelInfo})
+		b.Run(name+"/fast", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !h.WriteAccessLine(l) {
+					b.Fatal("not written")
+				}
+				lb.buf = lb.buf[:0]
+			}
+		})
+		b.Run(name+"/record", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = h.Handle(gateway.AccessLineContext(), l.Record())
+				lb.buf = lb.buf[:0]
+			}
+		})
+	}
+}

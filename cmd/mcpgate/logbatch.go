@@ -29,22 +29,30 @@ const (
 // lineBatch is a writer that holds what is written until Flush, a batch
 // of lineBatchMax, or lineBatchDelay after the first write of a batch.
 // The handlers write whole records, so the batch holds whole lines.
+//
+// A full batch is written out after mu is released (under out, which
+// keeps the batches in order): every request appends its line under mu,
+// and one of them holding mu through the write system call made the
+// others queue behind it (the process's most contended lock at c=64,
+// issue 25).
 type lineBatch struct {
 	w io.Writer
 
 	mu    sync.Mutex
 	buf   []byte
+	spare []byte      // the buffer last written out, to fill next
 	timer *time.Timer // armed while buf holds something
+
+	out sync.Mutex // held while a batch is written: batches leave in order
 }
 
 func newLineBatch(w io.Writer) *lineBatch { return &lineBatch{w: w} }
 
 func (b *lineBatch) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.buf = append(b.buf, p...)
 	if len(b.buf) >= lineBatchMax {
-		b.flushLocked()
+		b.flushLocked() // unlocks b.mu
 		return len(p), nil
 	}
 	if b.timer == nil {
@@ -52,25 +60,37 @@ func (b *lineBatch) Write(p []byte) (int, error) {
 	} else if len(b.buf) == len(p) {
 		b.timer.Reset(lineBatchDelay)
 	}
+	b.mu.Unlock()
 	return len(p), nil
 }
 
 // Flush writes what is held.
 func (b *lineBatch) Flush() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.flushLocked()
 }
 
+// flushLocked takes the batch, unlocks b.mu and writes the batch out.
+// out is taken before b.mu is released, so a later batch cannot be
+// written first.
 func (b *lineBatch) flushLocked() {
 	if len(b.buf) == 0 {
+		b.mu.Unlock()
 		return
 	}
+	full := b.buf
+	b.buf, b.spare = b.spare[:0], nil
+	b.out.Lock()
+	b.mu.Unlock()
 	// A log that cannot be written has nowhere to say so.
-	_, _ = b.w.Write(b.buf)
-	b.buf = b.buf[:0]
-	if cap(b.buf) > 4*lineBatchMax {
-		b.buf = nil
+	_, _ = b.w.Write(full)
+	b.out.Unlock()
+	if cap(full) <= 4*lineBatchMax {
+		b.mu.Lock()
+		if b.spare == nil {
+			b.spare = full[:0]
+		}
+		b.mu.Unlock()
 	}
 }
 

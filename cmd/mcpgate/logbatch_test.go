@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,4 +58,86 @@ func accessCtx(t *testing.T) context.Context {
 		t.Fatal("DeferredLine does not tell access lines from others")
 	}
 	return ctx
+}
+
+// blockingWriter holds every Write until release is closed.
+type blockingWriter struct {
+	started chan struct{} // gets a value as each Write starts
+	release chan struct{}
+	out     lockedBuffer
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.started <- struct{}{}
+	<-w.release
+	return w.out.Write(p)
+}
+
+// A full batch is written out after the batch's lock is released: while
+// its write blocks (a slow disk, a full pipe), other requests still
+// append their lines, and the batches leave in the order they filled.
+func TestLineBatchWritesOutsideItsLock(t *testing.T) {
+	w := &blockingWriter{started: make(chan struct{}, 4), release: make(chan struct{})}
+	b := newLineBatch(w)
+	first := strings.Repeat("a", lineBatchMax-1) + "\n"
+	go b.Write([]byte(first)) // fills the batch: its write blocks
+	select {
+	case <-w.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a full batch was not written")
+	}
+	appended := make(chan struct{})
+	go func() {
+		b.Write([]byte("b\n"))
+		close(appended)
+	}()
+	select {
+	case <-appended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a line waited for another batch's write")
+	}
+	close(w.release)
+	b.Flush()
+	if got := w.out.String(); got != first+"b\n" {
+		t.Fatalf("written %d bytes, want the full batch then the line (%d bytes), in that order", len(got), len(first)+2)
+	}
+}
+
+// Lines written at once from many goroutines, through batches filling
+// and the timer's flushes, all come out whole, once, each writer's in its
+// order.
+func TestLineBatchConcurrentWriters(t *testing.T) {
+	var out lockedBuffer
+	b := newLineBatch(&out)
+	const writers, lines = 8, 3000
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range lines {
+				fmt.Fprintf(b, "w%d %06d %s\n", w, i, strings.Repeat("x", 40))
+				if i%500 == 0 {
+					b.Flush()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.Flush()
+	next := make([]int, writers)
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var w, i int
+		var pad string
+		if n, err := fmt.Sscanf(l, "w%d %d %s", &w, &i, &pad); n != 3 || err != nil || len(pad) != 40 || w < 0 || w >= writers {
+			t.Fatalf("a torn or foreign line: %q", l)
+		}
+		if i != next[w] {
+			t.Fatalf("writer %d: line %d after %d", w, i, next[w]-1)
+		}
+		next[w]++
+	}
+	for w, n := range next {
+		if n != lines {
+			t.Errorf("writer %d: %d lines out, want %d", w, n, lines)
+		}
+	}
 }
