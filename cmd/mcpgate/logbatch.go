@@ -180,8 +180,14 @@ func appendAccessLine(b []byte, f lineFormat, l *gateway.AccessLine) ([]byte, bo
 		b = t.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, `","level":"INFO","msg":"access"`...)
 	} else {
+		// As slog's text handler writes a time: RFC 3339 to the
+		// millisecond (RFC3339Nano is the layout time formats fastest;
+		// a tenth of a millisecond added keeps its trailing zeros, and
+		// the fourth digit is dropped).
 		b = append(b, "time="...)
-		b = t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		n := len(b)
+		b = t.Truncate(time.Millisecond).Add(time.Millisecond/10).AppendFormat(b, time.RFC3339Nano)
+		b = append(b[:n+len("2006-01-02T15:04:05.000")], b[n+len("2006-01-02T15:04:05.0000"):]...)
 		b = append(b, " level=INFO msg=access"...)
 	}
 	ok := true
