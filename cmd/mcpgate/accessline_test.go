@@ -54,6 +54,9 @@ func TestAccessLineAsSlogWrites(t *testing.T) {
 		"long":           func(l *gateway.AccessLine) { l.Elapsed, l.Bytes = 93*time.Second+450*time.Millisecond, 1<<40 },
 		"get":            func(l *gateway.AccessLine) { l.Method, l.Path, l.Status, l.Bytes = "GET", "/mcp", 202, 0 },
 		"every optional": func(l *gateway.AccessLine) { l.Alias, l.User, l.Reason = "k", "u", "r" },
+		// Printable ASCII that neither handler quotes or escapes (HTML
+		// characters included: slog's JSON handler leaves them).
+		"punctuation": func(l *gateway.AccessLine) { l.Path, l.Tool = "/mcp/a<b>&c%20#x?y;z~!$'()*+,@[]^`{|}", "x.y-z_w:v/u" },
 	}
 	for name, change := range variants {
 		for _, f := range []lineFormat{formatText, formatJSON} {
