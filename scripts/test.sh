@@ -182,7 +182,8 @@ vet() {
 # which then also fails every later plain `go test`. The fuzzing engine can
 # also give up on its own on a loaded machine ("fuzzing process hung or
 # terminated unexpectedly", a deadline) without any input: that run is
-# retried once, and its output shown. Minimising a new interesting input
+# retried once, and its output shown; when it did record an input for a
+# dead worker, the input is rerun first (unreproduced_crash). Minimising a new interesting input
 # may take up to a minute by default, beyond a short -fuzztime: it is
 # bounded to 2s.
 fuzz_all() {
@@ -258,8 +259,12 @@ fuzz_one() {
     fi
     tail -25 <<<"$out"
     if grep -q "testdata/fuzz/$target/" <<<"$out"; then
-      echo "fuzz $target ($dir): found a failing input (see above; it is in ${dir%/}/testdata/fuzz/$target/)"
-      return 1
+      if ! unreproduced_crash "$dir" "$bin" "$target" "$out"; then
+        echo "fuzz $target ($dir): found a failing input (see above; it is in ${dir%/}/testdata/fuzz/$target/)"
+        return 1
+      fi
+      echo "fuzz $target ($dir): the engine recorded an input when its worker died (\"hung or terminated unexpectedly\"), and that input passes three reruns: not a failure of the target; input removed (attempt $attempt)"
+      continue
     fi
     if grep -q "context deadline exceeded" <<<"$out" && ! grep -q "panic:" <<<"$out" &&
       grep -q "fuzz: elapsed: [0-9]*s, execs: [1-9]" <<<"$out"; then
@@ -273,6 +278,26 @@ fuzz_one() {
     echo "fuzz $target ($dir): engine failure without a failing input (attempt $attempt)"
   done
   return 1
+}
+
+# unreproduced_crash DIR BIN TARGET OUTPUT succeeds when OUTPUT is a fuzz
+# run whose worker process died or stopped answering ("fuzzing process hung
+# or terminated unexpectedly": no failure or panic of the target itself)
+# and the input the engine recorded for it passes three plain reruns, each
+# bounded to a minute: a worker starved or killed on a loaded machine, not
+# an input the target fails or hangs on. The recorded input, new in this
+# run, is then removed. Anything else (the target failed, panicked, or the
+# input fails or hangs on rerun) is a real failing input.
+unreproduced_crash() {
+  local dir="$1" bin="$2" target="$3" out="$4" file i
+  grep -q "fuzzing process hung or terminated unexpectedly" <<<"$out" || return 1
+  grep -qE "^panic:|--- FAIL: $target/" <<<"$out" && return 1
+  file=$(grep -oE "testdata/fuzz/$target/[0-9a-f]+" <<<"$out" | head -1)
+  [[ -n $file && -f "$dir/$file" ]] || return 1
+  for i in 1 2 3; do
+    (cd "$dir" && "$bin" -test.run="^$target/${file##*/}\$" -test.timeout=60s >/dev/null 2>&1) || return 1
+  done
+  rm -f "$dir/$file"
 }
 
 # The conformance suite's server scenarios, against the fixture directly and
