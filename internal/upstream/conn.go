@@ -79,6 +79,7 @@ type conn struct {
 
 	mu       sync.Mutex
 	calls    map[int64]*call
+	dl       deadlines // the read timeouts of calls, under mu
 	seq      uint64
 	incoming map[string]context.CancelFunc // server-initiated requests being handled, by raw id
 	err      error                         // set once, when the session ends
@@ -129,7 +130,12 @@ type call struct {
 	// SSE's one stream), not on a response of its own.
 	onListen atomic.Bool
 	budget   time.Duration
-	timer    *time.Timer // read timeout; reset by progress for this call
+	// deadline ends the read timeout (restarted by progress for this
+	// call); prev and next link the connection's deadline list, and
+	// linked says the call is on it (deadlines, under the conn's mu).
+	deadline   time.Time
+	prev, next *call
+	linked     bool
 	// res is the call's outcome, set once by whoever removes the call
 	// from the pending table (deliver), before done is signalled.
 	res  callResult
@@ -306,8 +312,6 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 		defer cancel(nil)
 		cl.cancel = cancel
 	}
-	cl.timer = time.AfterFunc(cl.budget, func() { c.timeOut(cl) })
-	defer cl.timer.Stop()
 	if err := c.register(cl); err != nil {
 		return nil, err
 	}
@@ -372,6 +376,100 @@ func (cl *call) ContextEnded() {
 // has one) and its unanswered exchange are cancelled, which aborts their
 // I/O, and the call is taken from the pending table with errReadTimeout
 // as its outcome, unless a reply or a shutdown took it first.
+// deadlines are the read timeouts of a connection's pending calls: one
+// timer for the connection, not one per call (a timer and its closure
+// allocated, and the runtime's timer heap touched twice, on every call;
+// issue 25). Every call of a connection has the same budget, so the calls
+// in the order they were registered are in the order of their deadlines;
+// progress moves a call to the end, its new deadline being the latest.
+// The list holds exactly the calls of c.calls: whatever removes a call
+// from the table unlinks it. The timer is armed for the first deadline
+// when the list starts (linkLocked) and by each sweep; a call that ends
+// before its deadline leaves it armed early, never late, and the sweep
+// then arms it for the new first one.
+type deadlines struct {
+	head, tail *call
+	timer      *time.Timer
+}
+
+// linkLocked puts cl at the end of the deadline list, its deadline its
+// budget from now, and arms the timer when cl is the only call.
+func (c *conn) linkLocked(cl *call, now time.Time) {
+	cl.deadline = now.Add(cl.budget)
+	cl.prev, cl.next, cl.linked = c.dl.tail, nil, true
+	if c.dl.tail != nil {
+		c.dl.tail.next = cl
+	} else {
+		c.dl.head = cl
+	}
+	c.dl.tail = cl
+	if c.dl.head == cl {
+		c.armLocked(now)
+	}
+}
+
+// unlinkLocked takes cl off the deadline list, if it is on it.
+func (c *conn) unlinkLocked(cl *call) {
+	if !cl.linked {
+		return
+	}
+	if cl.prev != nil {
+		cl.prev.next = cl.next
+	} else {
+		c.dl.head = cl.next
+	}
+	if cl.next != nil {
+		cl.next.prev = cl.prev
+	} else {
+		c.dl.tail = cl.prev
+	}
+	cl.prev, cl.next, cl.linked = nil, nil, false
+}
+
+// unlinkAllLocked empties the deadline list (the table was emptied) and
+// stops the timer, which would otherwise keep the connection until it
+// fired.
+func (c *conn) unlinkAllLocked() {
+	for cl := c.dl.head; cl != nil; {
+		next := cl.next
+		cl.prev, cl.next, cl.linked = nil, nil, false
+		cl = next
+	}
+	c.dl.head, c.dl.tail = nil, nil
+	if c.dl.timer != nil {
+		c.dl.timer.Stop()
+	}
+}
+
+// armLocked arms the timer for the first deadline.
+func (c *conn) armLocked(now time.Time) {
+	d := c.dl.head.deadline.Sub(now)
+	if c.dl.timer == nil {
+		c.dl.timer = time.AfterFunc(d, c.sweepDeadlines)
+	} else {
+		c.dl.timer.Reset(d)
+	}
+}
+
+// sweepDeadlines times out every call whose deadline has passed, and
+// arms the timer for the next.
+func (c *conn) sweepDeadlines() {
+	c.mu.Lock()
+	now := time.Now()
+	var late []*call
+	for cl := c.dl.head; cl != nil && !cl.deadline.After(now); cl = c.dl.head {
+		c.unlinkLocked(cl)
+		late = append(late, cl)
+	}
+	if c.dl.head != nil {
+		c.armLocked(now)
+	}
+	c.mu.Unlock()
+	for _, cl := range late {
+		c.timeOut(cl)
+	}
+}
+
 func (c *conn) timeOut(cl *call) {
 	cl.timedOut.Store(true)
 	if cl.cancel != nil {
@@ -419,6 +517,7 @@ func (c *conn) register(cl *call) error {
 	c.seq++
 	cl.seq = c.seq
 	c.calls[cl.id] = cl
+	c.linkLocked(cl, time.Now())
 	return nil
 }
 
@@ -435,6 +534,7 @@ func (c *conn) forget(cl *call) {
 	c.mu.Lock()
 	if c.calls[cl.id] == cl {
 		delete(c.calls, cl.id)
+		c.unlinkLocked(cl)
 		c.drainedLocked()
 		c.idleLocked()
 	}
@@ -472,6 +572,7 @@ func (c *conn) finish(id int64, r callResult) bool {
 	cl := c.calls[id]
 	delete(c.calls, id)
 	if cl != nil {
+		c.unlinkLocked(cl)
 		if r.msg != nil {
 			cl.answered.Store(true)
 			// Before drained can close: servedBeforeExpiry reads both.
@@ -608,6 +709,7 @@ func (c *conn) shutdown(err error) {
 	}
 	calls := c.calls
 	c.calls = make(map[int64]*call)
+	c.unlinkAllLocked()
 	c.drainedLocked()
 	c.mu.Unlock()
 	c.cancel()
@@ -643,6 +745,7 @@ func (c *conn) expire(err error) {
 	for id, cl := range c.calls {
 		if cl.onListen.Load() {
 			delete(c.calls, id)
+			c.unlinkLocked(cl)
 			lost = append(lost, cl)
 		}
 	}
@@ -853,6 +956,7 @@ func (c *conn) badMessage(err error, via *call) {
 	c.mu.Lock()
 	calls := c.calls
 	c.calls = make(map[int64]*call)
+	c.unlinkAllLocked()
 	c.drainedLocked()
 	c.mu.Unlock()
 	for _, cl := range calls {
@@ -977,7 +1081,9 @@ func (c *conn) progressCall(params json.RawMessage) *call {
 	defer c.mu.Unlock()
 	for _, cl := range c.calls {
 		if cl.token != "" && cl.token == string(tok) {
-			cl.timer.Reset(cl.budget)
+			// Its new deadline is the latest of all: to the end.
+			c.unlinkLocked(cl)
+			c.linkLocked(cl, time.Now())
 			return cl
 		}
 	}
