@@ -68,8 +68,15 @@ func (c *call) record() {
 	}
 	ctx, sc, server, params, res, err, cost, start := c.ctx, c.sc, c.server, c.params, c.res, c.err, c.cost, c.start
 	d := time.Since(start)
-	tool, _ := jsonrpc.GetString(params, "name")
+	// The upstream name the call resolved to is the name its params
+	// carry (checkPolicy put it there); only a call that failed before
+	// resolving is read from its params.
+	tool := c.upName
+	if tool == "" {
+		tool, _ = jsonrpc.GetString(params, "name")
+	}
 	tool = boundName(tool)
+	guardrail := guardrailOf(ctx)
 	outcome, fault := store.OutcomeOK, ""
 	switch {
 	case c.fail != nil:
@@ -80,7 +87,7 @@ func (c *call) record() {
 		if ce := (*clientError)(nil); errors.As(err, &ce) {
 			fault = store.FaultClientError
 		}
-	case guardrailOf(ctx) != "":
+	case guardrail != "":
 		fault = store.FaultBlocked
 	case toolError(res):
 		outcome = store.OutcomeToolError
@@ -91,11 +98,10 @@ func (c *call) record() {
 	if g.metrics != nil {
 		label := metrics.UnknownTool // bounded cardinality: catalog tools only
 		if c.upName != "" {
-			// The name resolved (a call that failed before that is
-			// not looked up again: its server may be the one down).
-			if _, found, _ := g.cat.Lookup(c.detached(ctx), server, catalog.Tools, tool); found {
-				label = tool
-			}
+			// The name resolved: checkPolicy found it in the catalog (a
+			// call that failed before that is not looked up: its server
+			// may be the one down).
+			label = tool
 		}
 		g.metrics.ObserveToolCall(server, label, outcome, d)
 	}
@@ -104,7 +110,7 @@ func (c *call) record() {
 	}
 	rec := store.ToolCall{Time: start, Server: server, Tool: tool, DurationMs: d.Milliseconds(), Outcome: outcome,
 		ErrorClass: fault, RequestBytes: int64(len(params)), ResponseBytes: int64(len(res)),
-		Guardrail: guardrailOf(ctx), Cost: cost}
+		Guardrail: guardrail, Cost: cost}
 	if c := callers.FromContext(ctx); c != nil {
 		rec.KeyAlias, rec.User, rec.Team = c.Alias, c.User, c.Team
 		if c.Master {
