@@ -131,11 +131,10 @@ type call struct {
 	onListen atomic.Bool
 	budget   time.Duration
 	// deadline ends the read timeout (restarted by progress for this
-	// call); prev and next link the connection's deadline list, and
-	// linked says the call is on it (deadlines, under the conn's mu).
+	// call); prev and next link the connection's deadline list
+	// (deadlines, under the conn's mu).
 	deadline   time.Time
 	prev, next *call
-	linked     bool
 	// res is the call's outcome, set once by whoever removes the call
 	// from the pending table (deliver), before done is signalled.
 	res  callResult
@@ -372,10 +371,6 @@ func (cl *call) ContextEnded() {
 	}
 }
 
-// timeOut ends cl when its read timeout fires: its send's context (if it
-// has one) and its unanswered exchange are cancelled, which aborts their
-// I/O, and the call is taken from the pending table with errReadTimeout
-// as its outcome, unless a reply or a shutdown took it first.
 // deadlines are the read timeouts of a connection's pending calls: one
 // timer for the connection, not one per call (a timer and its closure
 // allocated, and the runtime's timer heap touched twice, on every call;
@@ -396,7 +391,7 @@ type deadlines struct {
 // budget from now, and arms the timer when cl is the only call.
 func (c *conn) linkLocked(cl *call, now time.Time) {
 	cl.deadline = now.Add(cl.budget)
-	cl.prev, cl.next, cl.linked = c.dl.tail, nil, true
+	cl.prev, cl.next = c.dl.tail, nil
 	if c.dl.tail != nil {
 		c.dl.tail.next = cl
 	} else {
@@ -408,9 +403,13 @@ func (c *conn) linkLocked(cl *call, now time.Time) {
 	}
 }
 
+// onListLocked reports whether cl is on the deadline list: the first
+// call, or one with a call before it.
+func (c *conn) onListLocked(cl *call) bool { return cl.prev != nil || c.dl.head == cl }
+
 // unlinkLocked takes cl off the deadline list, if it is on it.
 func (c *conn) unlinkLocked(cl *call) {
-	if !cl.linked {
+	if !c.onListLocked(cl) {
 		return
 	}
 	if cl.prev != nil {
@@ -423,7 +422,7 @@ func (c *conn) unlinkLocked(cl *call) {
 	} else {
 		c.dl.tail = cl.prev
 	}
-	cl.prev, cl.next, cl.linked = nil, nil, false
+	cl.prev, cl.next = nil, nil
 }
 
 // unlinkAllLocked empties the deadline list (the table was emptied) and
@@ -432,7 +431,7 @@ func (c *conn) unlinkLocked(cl *call) {
 func (c *conn) unlinkAllLocked() {
 	for cl := c.dl.head; cl != nil; {
 		next := cl.next
-		cl.prev, cl.next, cl.linked = nil, nil, false
+		cl.prev, cl.next = nil, nil
 		cl = next
 	}
 	c.dl.head, c.dl.tail = nil, nil
@@ -470,6 +469,10 @@ func (c *conn) sweepDeadlines() {
 	}
 }
 
+// timeOut ends cl when its read timeout fires: its send's context (if it
+// has one) and its unanswered exchange are cancelled, which aborts their
+// I/O, and the call is taken from the pending table with errReadTimeout
+// as its outcome, unless a reply or a shutdown took it first.
 func (c *conn) timeOut(cl *call) {
 	cl.timedOut.Store(true)
 	if cl.cancel != nil {

@@ -17,7 +17,7 @@ func listed(t *testing.T, c *conn) []int64 {
 	var ids []int64
 	var prev *call
 	for cl := c.dl.head; cl != nil; cl = cl.next {
-		if cl.prev != prev || !cl.linked {
+		if cl.prev != prev || !c.onListLocked(cl) {
 			t.Fatalf("call %d: badly linked", cl.id)
 		}
 		if prev != nil && cl.deadline.Before(prev.deadline) {
@@ -91,7 +91,7 @@ func TestDeadlinesShareOneTimer(t *testing.T) {
 			t.Errorf("left on the list: %v", got)
 		}
 		for _, cl := range calls {
-			if cl.linked || cl.prev != nil || cl.next != nil {
+			if c.onListLocked(cl) || cl.prev != nil || cl.next != nil {
 				t.Errorf("call %d still linked", cl.id)
 			}
 		}
@@ -111,8 +111,8 @@ func TestDeadlinesEmptiedWithTheTable(t *testing.T) {
 		c.mu.Unlock()
 		c.shutdown(ErrClosed)
 		<-cl.done
-		if cl.res.err != ErrClosed || cl.linked {
-			t.Fatalf("shut down: %v, linked %v", cl.res.err, cl.linked)
+		if cl.res.err != ErrClosed || c.onListLocked(cl) {
+			t.Fatalf("shut down: %v, listed %v", cl.res.err, c.onListLocked(cl))
 		}
 		time.Sleep(2 * time.Second)
 		if cl.timedOut.Load() {

@@ -238,6 +238,7 @@ func (f *fake) result(ctx context.Context, m *jsonrpc.Message, emit emitter) (js
 		Arguments struct {
 			Text    string `json:"text"`
 			DelayMS int    `json:"delay_ms"`
+			ThenMS  int    `json:"then_ms"` // notify: how long after its progress it answers
 			Size    int    `json:"size"`
 			Name    string `json:"name"`
 		} `json:"arguments"`
@@ -255,6 +256,9 @@ func (f *fake) result(ctx context.Context, m *jsonrpc.Message, emit emitter) (js
 		if tok, ok := jsonrpc.GetPath(m.Params, "_meta", "progressToken"); ok {
 			emitMsg(emit, jsonrpc.NewNotification(mcpwire.NotifyProgress,
 				json.RawMessage(`{"progressToken":`+string(tok)+`,"progress":1}`)))
+		}
+		if !sleepCtx(ctx, time.Duration(args.ThenMS)*time.Millisecond) {
+			return nil, nil
 		}
 		return textResult("notified"), nil
 	case "ask":

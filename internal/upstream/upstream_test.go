@@ -461,6 +461,21 @@ func TestProgressExtendsTheReadTimeout(t *testing.T) {
 	if _, err := s.Call(context.Background(), mcpwire.MethodToolsCall, json.RawMessage(params)); err != nil {
 		t.Fatal(err)
 	}
+	// Progress restarts the budget: a call that reports progress at 200ms
+	// and answers 200ms later (400ms in all, over its 300ms) succeeds; the
+	// same call without a progress token times out at 300ms.
+	extended := `{"name":"notify","arguments":{"delay_ms":200,"then_ms":200},"_meta":{"progressToken":"t2"}}`
+	start := time.Now()
+	if _, err := s.Call(context.Background(), mcpwire.MethodToolsCall, json.RawMessage(extended)); err != nil {
+		t.Fatalf("a call whose progress restarted its budget: %v", err)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Errorf("answered after %v: the extended call did not run past its budget", d)
+	}
+	plain := `{"name":"notify","arguments":{"delay_ms":200,"then_ms":200}}`
+	if _, err := s.Call(context.Background(), mcpwire.MethodToolsCall, json.RawMessage(plain)); KindOf(err) != KindTimeout {
+		t.Errorf("the same call without progress: %v, want a timeout", err)
+	}
 }
 
 func TestStdioProcessDeath(t *testing.T) {
