@@ -265,7 +265,7 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 	now := c.now()
 	c.mu.RLock()
 	if e := c.entries[key]; e != nil {
-		if l := e[k]; l != nil && l.loaded && now.Sub(l.fetched) < l.trust(c.ttl) {
+		if l := e[k]; l != nil && l.fresh(now, c.ttl) {
 			c.mu.RUnlock()
 			return l, nil
 		}
@@ -274,7 +274,7 @@ func (c *Catalog) get(ctx context.Context, server string, k Kind) (*list, error)
 	for {
 		c.mu.Lock()
 		l := c.slot(key, k)
-		if l.loaded && c.now().Sub(l.fetched) < l.trust(c.ttl) {
+		if l.fresh(c.now(), c.ttl) {
 			c.mu.Unlock()
 			return l, nil
 		}
@@ -506,13 +506,18 @@ func (c *Catalog) Size(server string, k Kind) (n int, ok bool) {
 // Remaining is how much longer the cached list of kind k for server (with
 // the server's own credentials) will be trusted; 0 when none is cached.
 func (c *Catalog) Remaining(server string, k Kind) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	e := c.entries[server]
 	if e == nil || e[k] == nil || !e[k].loaded {
 		return 0
 	}
 	return max(0, c.ttl-c.now().Sub(e[k].fetched))
+}
+
+// fresh reports whether the list is loaded and may still be reused at now.
+func (l *list) fresh(now time.Time, def time.Duration) bool {
+	return l.loaded && now.Sub(l.fetched) < l.trust(def)
 }
 
 // trust is how long the list may be reused: the catalog's TTL, or the

@@ -174,14 +174,15 @@ func (a *accessLine) finish() {
 		status = http.StatusOK // nothing written: net/http sends 200
 	}
 	r, e := a.r, &a.e
+	now := time.Now() // the line's time, and the end of its duration
 	e.mu.Lock()
 	l := AccessLine{
+		Time:   now,
 		Method: r.Method, Route: a.g.routeKind(r.URL.Path), Path: r.URL.Path, Status: status, Bytes: e.bytes,
-		Elapsed: time.Since(a.start),
+		Elapsed: now.Sub(a.start),
 		Alias:   e.alias, User: e.user, Session: e.session, MCPMethod: e.mcpMethod, Tool: e.tool, Reason: e.refused,
 	}
 	e.mu.Unlock()
-	l.Time = time.Now()
 	// The handler directly, not Logger.LogAttrs: the logger would capture
 	// the caller's program counter for every line (runtime.Callers, about
 	// a fifth of the line's cost), and no handler mcpgate builds has
