@@ -9,11 +9,13 @@ package main
 // error is never late.
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -24,39 +26,65 @@ const (
 	lineBatchDelay = 100 * time.Millisecond
 	// lineBatchMax is the batch written at once, whatever its age.
 	lineBatchMax = 32 << 10
+	// lineBatchHeld bounds what waits while the output is blocked (a
+	// full pipe, a stalled disk): past it, access lines are dropped and
+	// counted rather than held, or waited for.
+	lineBatchHeld = 1 << 20
 )
 
 // lineBatch is a writer that holds what is written until Flush, a batch
 // of lineBatchMax, or lineBatchDelay after the first write of a batch.
-// The handlers write whole records, so the batch holds whole lines.
 //
-// A full batch is written out after mu is released (under out, which
-// keeps the batches in order): every request appends its line under mu,
-// and one of them holding mu through the write system call made the
-// others queue behind it (the process's most contended lock at c=64,
-// issue 25).
+// Writing a batch out never holds mu, under which every request appends
+// its line, and a request never waits for the output: a full batch is
+// written by a goroutine the request that filled it starts when no other
+// batch is being written; otherwise the goroutine writing takes it next
+// (out is held by whoever writes, which keeps the batches in order). While the
+// output blocks, lines pile up to lineBatchHeld and then are dropped,
+// counted (Dropped, the metric mcpgate_log_lines_dropped_total) and
+// reported in the log once it moves again (dropNotice). Only Flush, for
+// a record that must not be late (a warning, an error, the last lines at
+// shutdown), waits for the output, and only its own caller does.
 type lineBatch struct {
 	w io.Writer
+	// dropNotice formats the line that reports n dropped lines, in the
+	// log's format; nil: a plain text line.
+	dropNotice func(n int64) []byte
 
-	mu    sync.Mutex
-	buf   []byte
-	spare []byte      // the buffer last written out, to fill next
-	timer *time.Timer // armed while buf holds something
+	mu      sync.Mutex
+	buf     []byte
+	spare   []byte      // the buffer last written out, to fill next
+	timer   *time.Timer // armed while buf holds something
+	due     bool        // Flush or the timer asked for what buf holds
+	dropped int64       // lines dropped since the last notice
 
-	out sync.Mutex // held while a batch is written: batches leave in order
+	out     sync.Mutex // held while batches are written: they leave in order
+	dropsTo atomic.Int64
 }
 
 func newLineBatch(w io.Writer) *lineBatch { return &lineBatch{w: w} }
 
 func (b *lineBatch) Write(p []byte) (int, error) {
 	b.mu.Lock()
+	if len(b.buf)+len(p) > lineBatchHeld {
+		b.dropped++
+		b.mu.Unlock()
+		b.dropsTo.Add(1)
+		return len(p), nil
+	}
 	b.buf = append(b.buf, p...)
 	if len(b.buf) >= lineBatchMax {
-		b.flushLocked() // unlocks b.mu
+		b.mu.Unlock()
+		if b.out.TryLock() {
+			// Not on the caller's goroutine: slog's handlers hold
+			// their own lock through this Write, which a blocked
+			// output would then hold for every other record.
+			go b.writeOut()
+		}
 		return len(p), nil
 	}
 	if b.timer == nil {
-		b.timer = time.AfterFunc(lineBatchDelay, b.Flush)
+		b.timer = time.AfterFunc(lineBatchDelay, b.flushSoon)
 	} else if len(b.buf) == len(p) {
 		b.timer.Reset(lineBatchDelay)
 	}
@@ -64,34 +92,69 @@ func (b *lineBatch) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Flush writes what is held.
+// Dropped is how many lines were dropped because the output was blocked.
+func (b *lineBatch) Dropped() int64 { return b.dropsTo.Load() }
+
+// Flush writes what is held, and waits for it to be written.
 func (b *lineBatch) Flush() {
 	b.mu.Lock()
-	b.flushLocked()
+	b.due = true
+	b.mu.Unlock()
+	b.out.Lock()
+	b.writeOut()
 }
 
-// flushLocked takes the batch, unlocks b.mu and writes the batch out.
-// out is taken before b.mu is released, so a later batch cannot be
-// written first.
-func (b *lineBatch) flushLocked() {
-	if len(b.buf) == 0 {
-		b.mu.Unlock()
-		return
-	}
-	full := b.buf
-	b.buf, b.spare = b.spare[:0], nil
-	b.out.Lock()
+// flushSoon is the timer's Flush: when a batch is being written, the
+// goroutine writing it writes this one after it.
+func (b *lineBatch) flushSoon() {
+	b.mu.Lock()
+	b.due = true
 	b.mu.Unlock()
-	// A log that cannot be written has nowhere to say so.
-	_, _ = b.w.Write(full)
-	b.out.Unlock()
-	if cap(full) <= 4*lineBatchMax {
-		b.mu.Lock()
-		if b.spare == nil {
-			b.spare = full[:0]
-		}
-		b.mu.Unlock()
+	if b.out.TryLock() {
+		b.writeOut()
 	}
+}
+
+// writeOut writes, holding out (which it releases), every batch that is
+// full or due, in order. After releasing out it looks again: a batch
+// that filled, or a flush asked for, while out was held found it taken
+// and left its batch to this goroutine.
+func (b *lineBatch) writeOut() {
+	for {
+		b.mu.Lock()
+		for len(b.buf) >= lineBatchMax || (b.due && len(b.buf) > 0) || b.dropped > 0 {
+			full, dropped := b.buf, b.dropped
+			b.buf, b.spare, b.dropped, b.due = b.spare[:0], nil, 0, false
+			b.mu.Unlock()
+			if dropped > 0 {
+				// After the lines held before the drops, which were
+				// the oldest: the notice comes where the gap is.
+				full = append(full, b.notice(dropped)...)
+			}
+			// A log that cannot be written has nowhere to say so.
+			_, _ = b.w.Write(full)
+			b.mu.Lock()
+			if b.spare == nil && cap(full) <= 4*lineBatchMax {
+				b.spare = full[:0]
+			}
+		}
+		b.due = false
+		b.mu.Unlock()
+		b.out.Unlock()
+		b.mu.Lock()
+		again := len(b.buf) >= lineBatchMax || (b.due && len(b.buf) > 0) || b.dropped > 0
+		b.mu.Unlock()
+		if !again || !b.out.TryLock() {
+			return
+		}
+	}
+}
+
+func (b *lineBatch) notice(n int64) []byte {
+	if b.dropNotice != nil {
+		return b.dropNotice(n)
+	}
+	return []byte("log: " + strconv.FormatInt(n, 10) + " lines dropped while the output was blocked\n")
 }
 
 // batchHandler writes its records through a lineBatch: deferrable ones
@@ -121,13 +184,31 @@ const (
 // newBatchHandler is slog's text or JSON handler writing to b.
 func newBatchHandler(b *lineBatch, f lineFormat, opts *slog.HandlerOptions) batchHandler {
 	var h slog.Handler
-	if f == formatJSON {
+	json := f == formatJSON
+	if json {
 		h = slog.NewJSONHandler(b, opts)
 	} else {
 		h = slog.NewTextHandler(b, opts)
 	}
 	if opts != nil && (opts.ReplaceAttr != nil || opts.AddSource) {
 		f = formatOther
+	}
+	b.dropNotice = func(n int64) []byte {
+		// The notice in the log's own format, whatever its level.
+		var o slog.HandlerOptions
+		if opts != nil {
+			o = *opts
+		}
+		o.Level = nil
+		var buf bytes.Buffer
+		var nh slog.Handler
+		if json {
+			nh = slog.NewJSONHandler(&buf, &o)
+		} else {
+			nh = slog.NewTextHandler(&buf, &o)
+		}
+		slog.New(nh).Warn("log: lines dropped while the log's output was blocked", "lines", n)
+		return buf.Bytes()
 	}
 	return batchHandler{h, b, f}
 }

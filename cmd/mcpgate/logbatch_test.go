@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -44,6 +45,7 @@ func TestAccessLinesBatched(t *testing.T) {
 		// A full batch goes out whatever its age.
 		big := strings.Repeat("x", lineBatchMax)
 		log.InfoContext(access, "access", "big", big)
+		synctest.Wait() // its writer's goroutine
 		if !strings.Contains(out.String(), big) {
 			t.Fatal("a full batch was held")
 		}
@@ -139,5 +141,144 @@ func TestLineBatchConcurrentWriters(t *testing.T) {
 		if n != lines {
 			t.Errorf("writer %d: %d lines out, want %d", w, n, lines)
 		}
+	}
+}
+
+// gateWriter holds every Write until open is closed, and counts the
+// writes that started.
+type gateWriter struct {
+	open    chan struct{}
+	started atomic.Int32
+	out     lockedBuffer
+}
+
+func (w *gateWriter) Write(p []byte) (int, error) {
+	w.started.Add(1)
+	<-w.open
+	return w.out.Write(p)
+}
+
+// While the output blocks, lines keep being taken without waiting: they
+// are held up to lineBatchHeld, then dropped and counted; once the output
+// moves, what was held comes out in order and a notice says how many
+// lines were dropped, where they were.
+func TestLineBatchNeverWaitsForABlockedOutput(t *testing.T) {
+	w := &gateWriter{open: make(chan struct{})}
+	b := newLineBatch(w)
+	first := strings.Repeat("a", lineBatchMax-1) + "\n"
+	go b.Write([]byte(first)) // fills the batch: its write blocks
+	for w.started.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	const writers, lines = 4, 5000 // 2 MB of lines: twice what is held
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				for n := range lines {
+					fmt.Fprintf(b, "w%d %06d %s\n", i, n, strings.Repeat("x", 88))
+				}
+			})
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a writer waited for the blocked output")
+	}
+	dropped := b.Dropped()
+	if dropped == 0 || dropped >= writers*lines {
+		t.Fatalf("dropped %d of %d lines while the output blocked, want some but not all", dropped, writers*lines)
+	}
+	close(w.open)
+	b.Flush()
+	out := w.out.String()
+	if !strings.HasPrefix(out, first) {
+		t.Fatal("the first batch did not come out first")
+	}
+	rest := strings.Split(strings.TrimSuffix(out[len(first):], "\n"), "\n")
+	notice := fmt.Sprintf("log: %d lines dropped while the output was blocked", dropped)
+	if rest[len(rest)-1] != notice {
+		t.Fatalf("the last line is %q, want the notice %q", rest[len(rest)-1], notice)
+	}
+	next := make([]int, writers)
+	for _, l := range rest[:len(rest)-1] {
+		var i, n int
+		var pad string
+		if c, err := fmt.Sscanf(l, "w%d %d %s", &i, &n, &pad); c != 3 || err != nil || len(pad) != 88 || i < 0 || i >= writers {
+			t.Fatalf("a torn or foreign line: %q", l)
+		}
+		if n != next[i] {
+			t.Fatalf("writer %d: line %d after %d: a line was dropped before one that was kept", i, n, next[i]-1)
+		}
+		next[i]++
+	}
+	kept := int64(len(rest) - 1)
+	if kept+dropped != writers*lines {
+		t.Errorf("%d lines kept and %d dropped, want %d in all", kept, dropped, writers*lines)
+	}
+	if held := len(out) - len(first); held > lineBatchHeld+len(notice)+1 {
+		t.Errorf("%d bytes held while blocked, over the bound %d", held, lineBatchHeld)
+	}
+}
+
+// A warning waits for a blocked output, in its own goroutine only: the
+// access lines of other requests are taken meanwhile, and the warning
+// comes out after the lines logged before it.
+func TestLogWarningWaitsAlone(t *testing.T) {
+	w := &gateWriter{open: make(chan struct{})}
+	log, err := (&logFlags{format: "text", level: "info"}).logger(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	access := accessCtx(t)
+	go log.InfoContext(access, "access", "big", strings.Repeat("x", lineBatchMax))
+	for w.started.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	first := make(chan struct{})
+	go func() {
+		log.InfoContext(access, "access", "n", 1)
+		close(first)
+	}()
+	select {
+	case <-first:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an access line waited for the blocked output")
+	}
+	warned := make(chan struct{})
+	go func() {
+		log.Warn("upstream down")
+		close(warned)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	accessDone := make(chan struct{})
+	go func() {
+		log.InfoContext(access, "access", "n", 2)
+		close(accessDone)
+	}()
+	select {
+	case <-accessDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an access line waited for the blocked output")
+	}
+	select {
+	case <-warned:
+		t.Fatal("the warning returned before the blocked output took it")
+	default:
+	}
+	close(w.open)
+	select {
+	case <-warned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the warning was not written once the output moved")
+	}
+	out := w.out.String()
+	i1, iw := strings.Index(out, "n=1"), strings.Index(out, "upstream down")
+	if i1 < 0 || iw < 0 || iw < i1 || strings.Index(out, "big=") > i1 {
+		t.Fatalf("the log is out of order: big line, n=1, warning wanted; got n=1 at %d, the warning at %d", i1, iw)
 	}
 }

@@ -274,6 +274,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		st.Close()
 		return nil, err
 	}
+	m.CountLogDrops(logDrops(log, accessFile))
 	aw := audit.NewWriter(st, audit.Options{QueueSize: auditQueue, Logger: log, OnDepth: m.SetAuditQueueDepth, OnDrop: m.AuditDropped, Exporters: exporters})
 	// Keys' budgets read what a key spent from the audit log.
 	var usage gateway.UsageFunc
@@ -582,6 +583,25 @@ func openAccessLog(cfg config.AccessLog, log *slog.Logger) (*slog.Logger, *acces
 	}
 	b := newLineBatch(f)
 	return slog.New(newBatchHandler(b, formatJSON, nil)), &accessFile{File: f, batch: b}, nil
+}
+
+// logDrops counts the lines dropped by the batches of log and of the
+// access log's file, while their output was blocked (logbatch.go).
+func logDrops(log *slog.Logger, access *accessFile) func() int64 {
+	var batches []*lineBatch
+	if h, ok := log.Handler().(batchHandler); ok {
+		batches = append(batches, h.batch)
+	}
+	if access != nil {
+		batches = append(batches, access.batch)
+	}
+	return func() int64 {
+		var n int64
+		for _, b := range batches {
+			n += b.Dropped()
+		}
+		return n
+	}
 }
 
 // accessFile is access_log.path's file, whose lines are batched: Close

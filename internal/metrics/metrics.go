@@ -474,6 +474,21 @@ func (m *Metrics) ObserveToolSearch(d time.Duration) {
 	m.searches.Observe(d.Seconds())
 }
 
+// CountLogDrops makes mcpgate_log_lines_dropped_total read dropped, the
+// lines the process's logs dropped while their output was blocked (a
+// full pipe, a stalled disk): the log cannot say so itself until it
+// moves again. Called once, before serving.
+func (m *Metrics) CountLogDrops(dropped func() int64) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "log_lines_dropped_total",
+		Help:      "Log lines (access lines) dropped while the log's output was blocked.",
+	}, func() float64 { return float64(dropped()) }))
+}
+
 // AuditDropped counts n dropped audit records.
 func (m *Metrics) AuditDropped(n int) {
 	if m == nil || n <= 0 {

@@ -145,6 +145,24 @@ func TestNamesAndTypes(t *testing.T) {
 	}
 }
 
+// The log's dropped lines are read from the process when scraped.
+func TestLogDrops(t *testing.T) {
+	m := New()
+	var n int64 = 3
+	m.CountLogDrops(func() int64 { return n })
+	fams, _ := scrape(t, m)
+	if got := value(t, fams, "mcpgate_log_lines_dropped_total"); got != 3 {
+		t.Errorf("dropped log lines = %v, want 3", got)
+	}
+	if typ := fams["mcpgate_log_lines_dropped_total"].GetType(); typ != dto.MetricType_COUNTER {
+		t.Errorf("type %v, want a counter", typ)
+	}
+	n = 5
+	if fams, _ = scrape(t, m); value(t, fams, "mcpgate_log_lines_dropped_total") != 5 {
+		t.Error("the counter did not follow the process's count")
+	}
+}
+
 func TestRequests(t *testing.T) {
 	m := New()
 	for range 3 {
