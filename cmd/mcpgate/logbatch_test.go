@@ -125,11 +125,25 @@ func TestLineBatchConcurrentWriters(t *testing.T) {
 	}
 	wg.Wait()
 	b.Flush()
+	next := writersLines(t, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), writers, 40)
+	for w, n := range next {
+		if n != lines {
+			t.Errorf("writer %d: %d lines out, want %d", w, n, lines)
+		}
+	}
+}
+
+// writersLines checks lines written as "w<writer> <n> <pad>" by writers
+// concurrent writers, each numbering its lines from 0: every line whole
+// (pad of padLen), each writer's in order and without a gap. It returns
+// how many lines each writer has.
+func writersLines(t *testing.T, lines []string, writers, padLen int) []int {
+	t.Helper()
 	next := make([]int, writers)
-	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+	for _, l := range lines {
 		var w, i int
 		var pad string
-		if n, err := fmt.Sscanf(l, "w%d %d %s", &w, &i, &pad); n != 3 || err != nil || len(pad) != 40 || w < 0 || w >= writers {
+		if n, err := fmt.Sscanf(l, "w%d %d %s", &w, &i, &pad); n != 3 || err != nil || len(pad) != padLen || w < 0 || w >= writers {
 			t.Fatalf("a torn or foreign line: %q", l)
 		}
 		if i != next[w] {
@@ -137,11 +151,7 @@ func TestLineBatchConcurrentWriters(t *testing.T) {
 		}
 		next[w]++
 	}
-	for w, n := range next {
-		if n != lines {
-			t.Errorf("writer %d: %d lines out, want %d", w, n, lines)
-		}
-	}
+	return next
 }
 
 // gateWriter holds every Write until open is closed, and counts the
@@ -204,18 +214,9 @@ func TestLineBatchNeverWaitsForABlockedOutput(t *testing.T) {
 	if rest[len(rest)-1] != notice {
 		t.Fatalf("the last line is %q, want the notice %q", rest[len(rest)-1], notice)
 	}
-	next := make([]int, writers)
-	for _, l := range rest[:len(rest)-1] {
-		var i, n int
-		var pad string
-		if c, err := fmt.Sscanf(l, "w%d %d %s", &i, &n, &pad); c != 3 || err != nil || len(pad) != 88 || i < 0 || i >= writers {
-			t.Fatalf("a torn or foreign line: %q", l)
-		}
-		if n != next[i] {
-			t.Fatalf("writer %d: line %d after %d: a line was dropped before one that was kept", i, n, next[i]-1)
-		}
-		next[i]++
-	}
+	// Each writer's lines kept are its first ones, in order: the
+	// dropped ones came after all of them.
+	writersLines(t, rest[:len(rest)-1], writers, 88)
 	kept := int64(len(rest) - 1)
 	if kept+dropped != writers*lines {
 		t.Errorf("%d lines kept and %d dropped, want %d in all", kept, dropped, writers*lines)
