@@ -30,6 +30,9 @@ const (
 	// full pipe, a stalled disk): past it, access lines are dropped and
 	// counted rather than held, or waited for.
 	lineBatchHeld = 1 << 20
+	// flushPatience is how long Flush waits for an output that does not
+	// move at all before it leaves its record to the goroutine writing.
+	flushPatience = time.Second
 )
 
 // lineBatch is a writer that holds what is written until Flush, a batch
@@ -44,7 +47,11 @@ const (
 // counted (Dropped, the metric mcpgate_log_lines_dropped_total) and
 // reported in the log once it moves again (dropNotice). Only Flush, for
 // a record that must not be late (a warning, an error, the last lines at
-// shutdown), waits for the output, and only its own caller does.
+// shutdown), waits for the output, only its own caller does, and only
+// while the output moves: after flushPatience without a write done, it
+// leaves its record to the goroutine writing (a stalled log collector
+// and a caller whose every request logs a warning must not pile up
+// goroutines).
 type lineBatch struct {
 	w io.Writer
 	// dropNotice formats the line that reports n dropped lines, in the
@@ -57,6 +64,11 @@ type lineBatch struct {
 	timer   *time.Timer // armed while buf holds something
 	due     bool        // Flush or the timer asked for what buf holds
 	dropped int64       // lines dropped since the last notice
+	// appended and written count the bytes taken into buf and those
+	// whose write has returned; moved is closed, and replaced, as
+	// written grows (Flush waits on it).
+	appended, written int64
+	moved             chan struct{}
 
 	out     sync.Mutex // held while batches are written: they leave in order
 	dropsTo atomic.Int64
@@ -73,6 +85,7 @@ func (b *lineBatch) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	b.buf = append(b.buf, p...)
+	b.appended += int64(len(p))
 	if len(b.buf) >= lineBatchMax {
 		b.mu.Unlock()
 		if b.out.TryLock() {
@@ -95,13 +108,46 @@ func (b *lineBatch) Write(p []byte) (int, error) {
 // Dropped is how many lines were dropped because the output was blocked.
 func (b *lineBatch) Dropped() int64 { return b.dropsTo.Load() }
 
-// Flush writes what is held, and waits for it to be written.
-func (b *lineBatch) Flush() {
+// Flush writes what is held, and waits for it to be written while the
+// output moves (flushPatience).
+func (b *lineBatch) Flush() { b.flush(flushPatience) }
+
+func (b *lineBatch) flush(patience time.Duration) {
 	b.mu.Lock()
 	b.due = true
+	target := b.appended
 	b.mu.Unlock()
-	b.out.Lock()
-	b.writeOut()
+	var stuck *time.Timer
+	for {
+		if b.out.TryLock() {
+			b.writeOut()
+		}
+		b.mu.Lock()
+		if b.written >= target {
+			b.mu.Unlock()
+			if stuck != nil {
+				stuck.Stop()
+			}
+			return
+		}
+		if b.moved == nil {
+			b.moved = make(chan struct{})
+		}
+		moved := b.moved
+		b.mu.Unlock()
+		// Another goroutine is writing: what is due goes out after
+		// its write, by it or by the next turn of this loop.
+		if stuck == nil {
+			stuck = time.NewTimer(patience)
+		} else {
+			stuck.Reset(patience)
+		}
+		select {
+		case <-moved:
+		case <-stuck.C:
+			return // the output is stuck: the writer takes it later
+		}
+	}
 }
 
 // flushSoon is the timer's Flush: when a batch is being written, the
@@ -126,6 +172,7 @@ func (b *lineBatch) writeOut() {
 			full, dropped := b.buf, b.dropped
 			b.buf, b.spare, b.dropped, b.due = b.spare[:0], nil, 0, false
 			b.mu.Unlock()
+			taken := len(full)
 			if dropped > 0 {
 				// After the lines held before the drops, which were
 				// the oldest: the notice comes where the gap is.
@@ -134,6 +181,11 @@ func (b *lineBatch) writeOut() {
 			// A log that cannot be written has nowhere to say so.
 			_, _ = b.w.Write(full)
 			b.mu.Lock()
+			b.written += int64(taken)
+			if b.moved != nil {
+				close(b.moved)
+				b.moved = nil
+			}
 			if b.spare == nil && cap(full) <= 4*lineBatchMax {
 				b.spare = full[:0]
 			}

@@ -283,3 +283,28 @@ func TestLogWarningWaitsAlone(t *testing.T) {
 		t.Fatalf("the log is out of order: big line, n=1, warning wanted; got n=1 at %d, the warning at %d", i1, iw)
 	}
 }
+
+// Flush waits for its record while the output moves, and no longer than
+// its patience when it does not: the record stays in the batch, and the
+// goroutine writing writes it once the output moves, in its place.
+func TestFlushLeavesAStuckOutput(t *testing.T) {
+	w := &gateWriter{open: make(chan struct{})}
+	b := newLineBatch(w)
+	first := strings.Repeat("a", lineBatchMax-1) + "\n"
+	b.Write([]byte(first)) // its write, on a goroutine of its own, blocks
+	for w.started.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Write([]byte("warning\n"))
+	start := time.Now()
+	b.flush(50 * time.Millisecond)
+	if d := time.Since(start); d < 50*time.Millisecond || d > 5*time.Second {
+		t.Errorf("Flush on a stuck output returned after %v, want its patience (50ms)", d)
+	}
+	b.Write([]byte("later\n"))
+	close(w.open)
+	b.Flush() // the output moves: this one waits until all is out
+	if got, want := w.out.String(), first+"warning\nlater\n"; got != want {
+		t.Fatalf("out of order or lost once the output moved: %d bytes, want %d", len(got), len(want))
+	}
+}
