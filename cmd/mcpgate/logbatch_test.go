@@ -308,3 +308,45 @@ func TestFlushLeavesAStuckOutput(t *testing.T) {
 		t.Fatalf("out of order or lost once the output moved: %d bytes, want %d", len(got), len(want))
 	}
 }
+
+// slowWriter takes a while over each write, as a busy disk or a slow
+// pipe reader does: batches fill while one is being written.
+type slowWriter struct {
+	lockedBuffer
+	delay time.Duration
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.delay)
+	return w.lockedBuffer.Write(p)
+}
+
+// With an output slower than the lines coming, the batches handed from
+// one writing goroutine to the next, the timer's flushes and Flush calls
+// racing them lose, tear and reorder nothing.
+func TestLineBatchSlowOutput(t *testing.T) {
+	w := &slowWriter{delay: 2 * time.Millisecond}
+	b := newLineBatch(w)
+	const writers, lines = 8, 2000
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			for n := range lines {
+				fmt.Fprintf(b, "w%d %06d %s\n", i, n, strings.Repeat("y", 60))
+				if n%700 == 0 {
+					b.Flush()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.Flush()
+	if d := b.Dropped(); d != 0 {
+		t.Fatalf("%d lines dropped with an output that moves", d)
+	}
+	for i, n := range writersLines(t, strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n"), writers, 60) {
+		if n != lines {
+			t.Errorf("writer %d: %d lines out, want %d", i, n, lines)
+		}
+	}
+}
