@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
@@ -288,6 +290,7 @@ func TestLogWarningWaitsAlone(t *testing.T) {
 // its patience when it does not: the record stays in the batch, and the
 // goroutine writing writes it once the output moves, in its place.
 func TestFlushLeavesAStuckOutput(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the writing goroutine ends once the output moves
 	w := &gateWriter{open: make(chan struct{})}
 	b := newLineBatch(w)
 	first := strings.Repeat("a", lineBatchMax-1) + "\n"
@@ -325,6 +328,7 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 // one writing goroutine to the next, the timer's flushes and Flush calls
 // racing them lose, tear and reorder nothing.
 func TestLineBatchSlowOutput(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the writing goroutines end
 	w := &slowWriter{delay: 2 * time.Millisecond}
 	b := newLineBatch(w)
 	const writers, lines = 8, 2000
