@@ -107,32 +107,56 @@ func TestLineBatchWritesOutsideItsLock(t *testing.T) {
 	}
 }
 
-// Lines written at once from many goroutines, through batches filling
-// and the timer's flushes, all come out whole, once, each writer's in its
-// order.
+// Lines written at once from many goroutines, through batches filling,
+// the timer's flushes and Flush calls racing them, all come out whole,
+// once, each writer's in its order: with an output that keeps up, and
+// with one slower than the lines coming (a busy disk, a slow pipe
+// reader), where batches pass from one writing goroutine to the next.
 func TestLineBatchConcurrentWriters(t *testing.T) {
-	var out lockedBuffer
-	b := newLineBatch(&out)
-	const writers, lines = 8, 3000
+	for _, tc := range []struct {
+		name                        string
+		delay                       time.Duration
+		writers, lines, pad, flushN int
+	}{
+		{"output keeps up", 0, 8, 3000, 40, 500},
+		{"slow output", 2 * time.Millisecond, 8, 2000, 60, 700},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the writing goroutines end
+			w := &slowWriter{delay: tc.delay}
+			b := newLineBatch(w)
+			writeConcurrently(b, tc.writers, tc.lines, tc.pad, tc.flushN)
+			b.Flush()
+			if d := b.Dropped(); d != 0 {
+				t.Fatalf("%d lines dropped with an output that moves", d)
+			}
+			next := writersLines(t, strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n"), tc.writers, tc.pad)
+			for i, n := range next {
+				if n != tc.lines {
+					t.Errorf("writer %d: %d lines out, want %d", i, n, tc.lines)
+				}
+			}
+		})
+	}
+}
+
+// writeConcurrently has writers goroutines write lines lines each into
+// b, as "w<writer> <n> <pad>" with a pad of padLen, each calling Flush
+// every flushEvery lines (0: never), and returns when all are written.
+func writeConcurrently(b *lineBatch, writers, lines, padLen, flushEvery int) {
+	pad := strings.Repeat("x", padLen)
 	var wg sync.WaitGroup
-	for w := range writers {
+	for i := range writers {
 		wg.Go(func() {
-			for i := range lines {
-				fmt.Fprintf(b, "w%d %06d %s\n", w, i, strings.Repeat("x", 40))
-				if i%500 == 0 {
+			for n := range lines {
+				fmt.Fprintf(b, "w%d %06d %s\n", i, n, pad)
+				if flushEvery > 0 && n%flushEvery == 0 {
 					b.Flush()
 				}
 			}
 		})
 	}
 	wg.Wait()
-	b.Flush()
-	next := writersLines(t, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), writers, 40)
-	for w, n := range next {
-		if n != lines {
-			t.Errorf("writer %d: %d lines out, want %d", w, n, lines)
-		}
-	}
 }
 
 // writersLines checks lines written as "w<writer> <n> <pad>" by writers
@@ -186,15 +210,7 @@ func TestLineBatchNeverWaitsForABlockedOutput(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Go(func() {
-				for n := range lines {
-					fmt.Fprintf(b, "w%d %06d %s\n", i, n, strings.Repeat("x", 88))
-				}
-			})
-		}
-		wg.Wait()
+		writeConcurrently(b, writers, lines, 88, 0)
 	}()
 	select {
 	case <-done:
@@ -312,45 +328,16 @@ func TestFlushLeavesAStuckOutput(t *testing.T) {
 	}
 }
 
-// slowWriter takes a while over each write, as a busy disk or a slow
-// pipe reader does: batches fill while one is being written.
+// slowWriter takes delay over each write, as a busy disk or a slow pipe
+// reader does: batches fill while one is being written.
 type slowWriter struct {
 	lockedBuffer
 	delay time.Duration
 }
 
 func (w *slowWriter) Write(p []byte) (int, error) {
-	time.Sleep(w.delay)
+	if w.delay > 0 {
+		time.Sleep(w.delay)
+	}
 	return w.lockedBuffer.Write(p)
-}
-
-// With an output slower than the lines coming, the batches handed from
-// one writing goroutine to the next, the timer's flushes and Flush calls
-// racing them lose, tear and reorder nothing.
-func TestLineBatchSlowOutput(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the writing goroutines end
-	w := &slowWriter{delay: 2 * time.Millisecond}
-	b := newLineBatch(w)
-	const writers, lines = 8, 2000
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			for n := range lines {
-				fmt.Fprintf(b, "w%d %06d %s\n", i, n, strings.Repeat("y", 60))
-				if n%700 == 0 {
-					b.Flush()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.Flush()
-	if d := b.Dropped(); d != 0 {
-		t.Fatalf("%d lines dropped with an output that moves", d)
-	}
-	for i, n := range writersLines(t, strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n"), writers, 60) {
-		if n != lines {
-			t.Errorf("writer %d: %d lines out, want %d", i, n, lines)
-		}
-	}
 }
