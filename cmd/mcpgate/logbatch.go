@@ -6,7 +6,8 @@ package main
 // (gateway.DeferredLine: the access log's) waits in the batch at most
 // lineBatchDelay; any other record goes out at once, with every line
 // batched before it, so the log keeps its order and a warning or an
-// error is never late.
+// error is never late while the output moves. A request never waits for
+// a blocked output (lineBatch).
 
 import (
 	"bytes"
@@ -63,15 +64,16 @@ type lineBatch struct {
 	spare   []byte      // the buffer last written out, to fill next
 	timer   *time.Timer // armed while buf holds something
 	due     bool        // Flush or the timer asked for what buf holds
-	dropped int64       // lines dropped since the last notice
+	dropped int64       // lines dropped since the last notice (droppedTotal: ever)
 	// appended and written count the bytes taken into buf and those
 	// whose write has returned; moved is closed, and replaced, as
 	// written grows (Flush waits on it).
 	appended, written int64
 	moved             chan struct{}
 
-	out     sync.Mutex // held while batches are written: they leave in order
-	dropsTo atomic.Int64
+	out sync.Mutex // held while batches are written: they leave in order
+	// droppedTotal is read by the metric's scrape without taking mu.
+	droppedTotal atomic.Int64
 }
 
 func newLineBatch(w io.Writer) *lineBatch { return &lineBatch{w: w} }
@@ -81,7 +83,7 @@ func (b *lineBatch) Write(p []byte) (int, error) {
 	if len(b.buf)+len(p) > lineBatchHeld {
 		b.dropped++
 		b.mu.Unlock()
-		b.dropsTo.Add(1)
+		b.droppedTotal.Add(1)
 		return len(p), nil
 	}
 	b.buf = append(b.buf, p...)
@@ -106,7 +108,7 @@ func (b *lineBatch) Write(p []byte) (int, error) {
 }
 
 // Dropped is how many lines were dropped because the output was blocked.
-func (b *lineBatch) Dropped() int64 { return b.dropsTo.Load() }
+func (b *lineBatch) Dropped() int64 { return b.droppedTotal.Load() }
 
 // Flush writes what is held, and waits for it to be written while the
 // output moves (flushPatience).
