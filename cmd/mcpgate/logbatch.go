@@ -80,7 +80,10 @@ func newLineBatch(w io.Writer) *lineBatch { return &lineBatch{w: w} }
 
 func (b *lineBatch) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	if len(b.buf)+len(p) > lineBatchHeld {
+	// Once dropping, every line is dropped until the held lines are
+	// taken, even one short enough to fit: the dropped lines are one gap,
+	// where the notice stands.
+	if b.dropped > 0 || len(b.buf)+len(p) > lineBatchHeld {
 		b.dropped++
 		b.mu.Unlock()
 		b.droppedTotal.Add(1)

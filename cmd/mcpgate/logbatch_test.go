@@ -341,3 +341,31 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 	}
 	return w.lockedBuffer.Write(p)
 }
+
+// The lines dropped while the output is blocked are one gap: once a line
+// is dropped, a shorter one that would still fit is dropped too, and the
+// notice stands where they were.
+func TestLineBatchDropsAreOneGap(t *testing.T) {
+	w := &gateWriter{open: make(chan struct{})}
+	b := newLineBatch(w)
+	first := strings.Repeat("a", lineBatchMax-1) + "\n"
+	b.Write([]byte(first)) // its write blocks
+	for w.started.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	held := strings.Repeat("h", lineBatchHeld-100) + "\n"
+	b.Write([]byte(held))
+	b.Write([]byte(strings.Repeat("L", 200) + "\n")) // does not fit: dropped
+	b.Write([]byte("short\n"))                       // would fit: dropped, after the long one
+	if d := b.Dropped(); d != 2 {
+		t.Fatalf("dropped %d lines, want the long one and the short one after it", d)
+	}
+	close(w.open)
+	b.Flush()
+	b.Write([]byte("after\n"))
+	b.Flush()
+	want := first + held + "log: 2 lines dropped while the output was blocked\n" + "after\n"
+	if got := w.out.String(); got != want {
+		t.Fatalf("got %d bytes ending %q, want the held lines, the notice, then the next line", len(got), got[max(0, len(got)-80):])
+	}
+}
