@@ -94,6 +94,10 @@ type Options struct {
 	// from the gateway's metrics (GET /stats, the console's overview);
 	// nil: the endpoint answers an empty list.
 	Stats func() ([]metrics.ServerStat, error)
+	// Losses reads what the gateway dropped since it started (audit
+	// records, exporters' records, log lines) from its metrics, for GET
+	// /stats; nil: /stats names none.
+	Losses func() (metrics.Losses, error)
 	// CheckServer reaches a server afresh, as mcpgate doctor does (a new
 	// session's handshake, the tools/list walk, TLS expiry, the auth
 	// result), for POST /servers/{name}/test; false when there is no such
@@ -618,9 +622,21 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 		// for the overview to show an outage (the replica serves on,
 		// degraded).
 		State *gateway.SharedState `json:"state,omitempty"`
+		// Losses: what was dropped since start, for the overview to
+		// show (the log and the metrics say it too).
+		Losses *metrics.Losses `json:"losses,omitempty"`
 	}{Servers: []metrics.ServerStat{}}
 	if a.o.Gateway != nil {
 		out.State = a.o.Gateway.SharedState()
+	}
+	if a.o.Losses != nil {
+		l, err := a.o.Losses()
+		if err != nil {
+			e := refusal(http.StatusInternalServerError, err.Error())
+			e.title = "Could not read the metrics"
+			return e.logged(slog.LevelError, "read the metrics", err)
+		}
+		out.Losses = &l
 	}
 	if a.o.Stats != nil {
 		st, err := a.o.Stats()

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -534,5 +535,39 @@ func TestCallAsKeyCountsAgainstItsLimits(t *testing.T) {
 		if code, body := call("free"); code != 200 {
 			t.Errorf("a call as a key without limits: %d %s", code, body)
 		}
+	}
+}
+
+// GET /stats names what the gateway dropped since start, read from its
+// metrics: the console's overview shows it (the log and /metrics say it
+// too). Only the master key reads it.
+func TestStatsNameLosses(t *testing.T) {
+	m := metrics.New()
+	r, _ := newRigWith(t, func(o *Options) { o.Stats, o.Losses = m.ServerStats, m.Losses })
+	read := func() metrics.Losses {
+		t.Helper()
+		code, body := r.do(t, "GET", "/admin/v1/stats", master, "")
+		if code != http.StatusOK {
+			t.Fatalf("stats: %d %s", code, body)
+		}
+		var out struct {
+			Losses *metrics.Losses `json:"losses"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil || out.Losses == nil {
+			t.Fatalf("stats without losses: %s (%v)", body, err)
+		}
+		return *out.Losses
+	}
+	if l := read(); l.AuditRecords != 0 || l.AuditUnconfirmed != 0 || l.LogLines != 0 || len(l.ExportRecords) != 0 {
+		t.Fatalf("losses before any drop: %+v", l)
+	}
+	m.AuditDropped(3)
+	m.AuditExportDropped("siem", 2)
+	if l := read(); l.AuditRecords != 3 || l.ExportRecords["siem"] != 2 {
+		t.Fatalf("losses after drops: %+v", l)
+	}
+	key := r.createKey(t, `{"alias":"pat"}`)
+	if code, _ := r.do(t, "GET", "/admin/v1/stats", key, ""); code != http.StatusForbidden {
+		t.Fatalf("a personal key read /stats: %d", code)
 	}
 }

@@ -132,3 +132,57 @@ func quantile(b []*dto.Bucket, total uint64, q float64) float64 {
 	}
 	return prevBound
 }
+
+// Losses is what the gateway dropped since the process started, read back
+// from the metrics (the console's overview): records and lines an
+// operator would look for later and not find. Each also shows as its
+// metric and as a warning in the log; the overview is where someone
+// looking at the gateway sees them without either.
+type Losses struct {
+	// AuditRecords: tool-call records the store never got
+	// (mcpgate_audit_records_dropped_total).
+	AuditRecords uint64 `json:"audit_records"`
+	// AuditUnconfirmed: calls answered before their record was committed,
+	// with audit.durable (mcpgate_audit_unconfirmed_total).
+	AuditUnconfirmed uint64 `json:"audit_unconfirmed"`
+	// ExportRecords: records an exporter dropped, by exporter
+	// (mcpgate_audit_export_dropped_total); only exporters that dropped
+	// some.
+	ExportRecords map[string]uint64 `json:"export_records"`
+	// LogLines: access lines dropped while the log's output was blocked
+	// (mcpgate_log_lines_dropped_total).
+	LogLines uint64 `json:"log_lines"`
+}
+
+// Losses reads the gateway's drop counters.
+func (m *Metrics) Losses() (Losses, error) {
+	out := Losses{ExportRecords: map[string]uint64{}}
+	if m == nil {
+		return out, nil
+	}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		return out, err
+	}
+	for _, f := range fams {
+		var sum uint64
+		for _, mt := range f.GetMetric() {
+			sum += uint64(mt.GetCounter().GetValue())
+		}
+		switch f.GetName() {
+		case Namespace + "_audit_records_dropped_total":
+			out.AuditRecords = sum
+		case Namespace + "_audit_unconfirmed_total":
+			out.AuditUnconfirmed = sum
+		case Namespace + "_log_lines_dropped_total":
+			out.LogLines = sum
+		case Namespace + "_audit_export_dropped_total":
+			for _, mt := range f.GetMetric() {
+				if n := uint64(mt.GetCounter().GetValue()); n > 0 {
+					out.ExportRecords[label(mt, "exporter")] += n
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"math"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -38,5 +40,40 @@ func TestServerStats(t *testing.T) {
 	}
 	if b.P50ms < 100 || b.P50ms > 250 || math.IsNaN(b.P99ms) {
 		t.Errorf("b quantiles %v %v", b.P50ms, b.P99ms)
+	}
+}
+
+// Losses reads each drop counter back: nothing before a drop, then each
+// kind with its count, exporters by name (only those that dropped).
+func TestLosses(t *testing.T) {
+	m := New()
+	var logDrops atomic.Int64
+	m.CountLogDrops(logDrops.Load)
+	m.SetAuditExportDepth("quiet", 3) // an exporter that dropped nothing
+	l, err := m.Losses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.AuditRecords != 0 || l.AuditUnconfirmed != 0 || l.LogLines != 0 || len(l.ExportRecords) != 0 {
+		t.Fatalf("losses before any drop: %+v", l)
+	}
+	m.AuditDropped(5)
+	m.AuditDropped(2)
+	m.AuditUnconfirmed()
+	m.AuditExportDropped("siem", 4)
+	m.AuditExportDropped("siem", 1)
+	m.AuditExportDropped("archive", 9)
+	m.AuditExportDropped("quiet", 0)
+	logDrops.Store(40)
+	if l, err = m.Losses(); err != nil {
+		t.Fatal(err)
+	}
+	want := Losses{AuditRecords: 7, AuditUnconfirmed: 1, LogLines: 40, ExportRecords: map[string]uint64{"siem": 5, "archive": 9}}
+	if !reflect.DeepEqual(l, want) {
+		t.Fatalf("losses %+v, want %+v", l, want)
+	}
+	var none *Metrics
+	if l, err := none.Losses(); err != nil || l.AuditRecords != 0 || l.ExportRecords == nil {
+		t.Fatalf("no metrics: %+v %v", l, err)
 	}
 }

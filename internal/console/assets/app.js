@@ -110,6 +110,26 @@ function sharedStateCard(s) {
     `shared state (${s.driver})` + (s.replicas ? `, ${s.replicas} replica${s.replicas === 1 ? "" : "s"}` : ""));
 }
 
+// lossesCard shows what the gateway dropped since it started (GET /stats
+// losses): audit records the store never got, records an exporter
+// dropped, calls answered before their record was committed (durable
+// audit) and log lines dropped while the log's output was blocked. Each
+// is also a metric and a warning in the log; here an operator looking at
+// the gateway sees it without either.
+function lossesCard(l) {
+  const n = (v, one, many) => `${v} ${v === 1 ? one : many}`;
+  const parts = [];
+  if (l.audit_records) parts.push(n(l.audit_records, "audit record", "audit records") + " dropped");
+  for (const [name, v] of Object.entries(l.export_records || {}).sort()) parts.push(n(v, "record", "records") + ` dropped by exporter ${name}`);
+  if (l.audit_unconfirmed) parts.push(n(l.audit_unconfirmed, "call", "calls") + " answered before their audit record was committed");
+  if (l.log_lines) parts.push(n(l.log_lines, "log line", "log lines") + " dropped");
+  const total = (l.audit_records || 0) + (l.audit_unconfirmed || 0) + (l.log_lines || 0) +
+    Object.values(l.export_records || {}).reduce((a, v) => a + v, 0);
+  return h("div", { class: "card", id: "losses" },
+    h("b", { id: "loss-count", class: total ? "state-degraded" : "state-ready" }, String(total)),
+    total ? "lost since start: " + parts.join("; ") : "records or log lines lost since start");
+}
+
 const pct = v => (Math.round(v * 10) / 10) + "%";
 const ms = v => v >= 1000 ? (v / 1000).toFixed(1) + " s" : v >= 10 || v === 0 ? Math.round(v) + " ms" : v.toFixed(1) + " ms";
 const perSec = v => v < 10 ? (Math.round(v * 100) / 100).toString() : Math.round(v).toString();
@@ -159,6 +179,7 @@ function overview() {
         h("div", { class: "card" }, h("b", { id: "ready-count" }, `${ready}/${srv.servers.length}`), "servers ready"),
         h("div", { class: "card" }, h("b", { id: "session-count" }, ses.total), "live sessions"),
         h("div", { class: "card" }, h("b", {}, st.servers.reduce((n, s) => n + s.calls, 0)), "tool calls since start"),
+        st.losses ? lossesCard(st.losses) : null,
         st.state ? sharedStateCard(st.state) : null));
       body.replaceChildren(table("Servers, health and tool calls", [
         { label: "Server", get: s => s.name },
