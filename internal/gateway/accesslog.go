@@ -92,11 +92,12 @@ func noteSession(ctx context.Context, s *session) {
 	}
 }
 
-// accessLine is one request's access log line in the making: the entry
-// the handlers note into, the writer that counts the response's bytes,
-// and the attributes it is written with, in one allocation.
+// accessLine is one request's access log line in the making: the
+// response's status recorder (the request metric's too), the entry the
+// handlers note into, the writer that counts the response's bytes, and
+// the attributes it is written with, in one allocation.
 type accessLine struct {
-	*statusWriter
+	statusWriter
 	e     accessEntry
 	g     *Gateway
 	r     *http.Request
@@ -121,19 +122,25 @@ func logsAccess(path string) bool {
 	return true
 }
 
-// startAccess begins the access log line of r, whose response sw
-// records; the returned function writes it once the response is over.
-func (g *Gateway) startAccess(sw *statusWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
-	a := g.beginAccess(sw, r)
-	return a, a.r, a.finish
+// startAccess begins the access log line of r, written to w; the
+// returned function writes it once the response is over.
+func (g *Gateway) startAccess(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
+	a := g.newAccessLine(w, false)
+	a.begin(r)
+	return a, a.r, func() { a.finish(g.routeKind(r.URL.Path)) }
 }
 
-// beginAccess is startAccess for the middleware, which defers finish
-// itself (no closure to allocate).
-func (g *Gateway) beginAccess(sw *statusWriter, r *http.Request) *accessLine {
-	a := &accessLine{statusWriter: sw, g: g, start: time.Now()}
+// newAccessLine is the access line of a response written to w, its
+// status recorder within it (statusWriter's holdable).
+func (g *Gateway) newAccessLine(w http.ResponseWriter, holdable bool) *accessLine {
+	return &accessLine{statusWriter: statusWriter{ResponseWriter: w, holdable: holdable}, g: g}
+}
+
+// begin starts the line of r: the handlers find its entry in a.r's
+// context.
+func (a *accessLine) begin(r *http.Request) {
+	a.start = time.Now()
 	a.r = r.WithContext(withAccess(r.Context(), &a.e))
-	return a
 }
 
 // AccessLine is one access log line's fields, in the order they are
@@ -163,8 +170,9 @@ type AccessLineWriter interface {
 	WriteAccessLine(l AccessLine) bool
 }
 
-// finish writes the line.
-func (a *accessLine) finish() {
+// finish writes the line; route is the request's route kind
+// (Gateway.routeKind, which the request metric takes too).
+func (a *accessLine) finish(route string) {
 	h := a.g.access.Handler()
 	if !h.Enabled(deferredLineCtx, slog.LevelInfo) {
 		return
@@ -178,7 +186,7 @@ func (a *accessLine) finish() {
 	e.mu.Lock()
 	l := AccessLine{
 		Time:   now,
-		Method: r.Method, Route: a.g.routeKind(r.URL.Path), Path: r.URL.Path, Status: status, Bytes: e.bytes,
+		Method: r.Method, Route: route, Path: r.URL.Path, Status: status, Bytes: e.bytes,
 		Elapsed: now.Sub(a.start),
 		Alias:   e.alias, User: e.user, Session: e.session, MCPMethod: e.mcpMethod, Tool: e.tool, Reason: e.refused,
 	}

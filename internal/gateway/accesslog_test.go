@@ -151,7 +151,7 @@ func BenchmarkAccessLog(b *testing.B) {
 	w := httptest.NewRecorder()
 	b.ReportAllocs()
 	for b.Loop() {
-		aw, ar, done := g.startAccess(&statusWriter{ResponseWriter: w}, r)
+		aw, ar, done := g.startAccess(w, r)
 		noteCaller(ar.Context(), "ada-laptop", "ada")
 		noteMCP(ar.Context(), "tools/call", "a__echo")
 		_, _ = aw.Write([]byte("{}"))
@@ -166,7 +166,7 @@ func TestAccessLineDeferrable(t *testing.T) {
 	var deferred []bool
 	g := &Gateway{access: slog.New(ctxHandler{f: func(ctx context.Context) { deferred = append(deferred, DeferredLine(ctx)) }})}
 	r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", nil)
-	_, _, done := g.startAccess(&statusWriter{ResponseWriter: httptest.NewRecorder()}, r)
+	_, _, done := g.startAccess(httptest.NewRecorder(), r)
 	done()
 	if len(deferred) != 1 || !deferred[0] {
 		t.Fatalf("access line deferrable: %v", deferred)

@@ -215,15 +215,23 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 		holdable := r.ProtoMajor == 1 && r.ProtoMinor == 1 && (r.Method == http.MethodGet ||
 			r.Method == http.MethodPost && r.Header.Get(mcpwire.HeaderMethod) == mcpwire.MethodSubscriptionsListen)
 		if g.metrics != nil || logged || g.tracer != nil || holdable {
-			sw := &statusWriter{ResponseWriter: w, holdable: holdable}
+			// The access line holds the status recorder: one
+			// allocation for both.
+			var a *accessLine
+			var sw *statusWriter
+			if logged {
+				a = g.newAccessLine(w, holdable)
+				sw = &a.statusWriter
+			} else {
+				sw = &statusWriter{ResponseWriter: w, holdable: holdable}
+			}
 			w = sw
 			var span func()
 			if g.tracer != nil && logsAccess(r.URL.Path) { // probes and scrapes: no trace
 				r, span = g.startHTTPSpan(sw, r)
 			}
-			var a *accessLine
 			if logged {
-				a = g.beginAccess(sw, r)
+				a.begin(r)
 				w, r = a, a.r
 			}
 			defer func() {
@@ -241,11 +249,14 @@ func (g *Gateway) Middleware(next http.Handler) http.Handler {
 // endRequest is the Middleware's end of a request: the access log line,
 // the request metric, the HTTP span (a and span may be nil).
 func (g *Gateway) endRequest(sw *statusWriter, a *accessLine, method, path string, span func()) {
-	if a != nil {
-		a.finish()
-	}
-	if g.metrics != nil {
-		g.metrics.ObserveRequest(g.routeKind(path), method, sw.status)
+	if a != nil || g.metrics != nil {
+		route := g.routeKind(path) // once, for both
+		if a != nil {
+			a.finish(route)
+		}
+		if g.metrics != nil {
+			g.metrics.ObserveRequest(route, method, sw.status)
+		}
 	}
 	if span != nil {
 		span()

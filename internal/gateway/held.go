@@ -149,7 +149,7 @@ func holdable(w http.ResponseWriter) *statusWriter {
 	case *statusWriter:
 		sw = x
 	case *accessLine:
-		sw = x.statusWriter
+		sw = &x.statusWriter
 	default:
 		return nil
 	}
