@@ -168,6 +168,21 @@ type listenRow struct {
 	byName             bool
 }
 
+// skipHere skips the row when it cannot run on this machine; with
+// CI=true (.ci/run) that is a failure: CI's machine has IPv6 loopback and
+// a host name resolving to loopback, and a row that silently stopped
+// running there would leave that way of writing a listener untested.
+func (row listenRow) skipHere(t *testing.T) {
+	t.Helper()
+	if row.skip == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("with CI=true every row runs: %s", row.skip)
+	}
+	t.Skip(row.skip)
+}
+
 // loopbackListens are the ways of writing a loopback listener.
 func loopbackListens() []listenRow {
 	rows := []listenRow{
@@ -201,9 +216,7 @@ func TestJWTAudienceNeverFromHost(t *testing.T) {
 	is := newJWTIssuer(t)
 	for _, row := range loopbackListens() {
 		t.Run(row.name, func(t *testing.T) {
-			if row.skip != "" {
-				t.Skip(row.skip)
-			}
+			row.skipHere(t)
 			g, err := tryStartGateway(t, oidcConfig(is)+oidcServers(t), "--listen", row.listen)
 			if err != nil && row.byName {
 				// Refusing a listener named by a resolved name unless
@@ -379,9 +392,7 @@ servers:
 `, masterKey, aliceKey) + up.server()
 	for _, row := range loopbackListens() {
 		t.Run(row.name, func(t *testing.T) {
-			if row.skip != "" {
-				t.Skip(row.skip)
-			}
+			row.skipHere(t)
 			g := startGateway(t, cfg, "--listen", row.listen)
 			before, sessions := adminKeyAliases(t, g), adminSessions(t, g)
 			for _, host := range []string{"attacker.example", "attacker.example:" + portOf(g.base)} {
