@@ -16,17 +16,19 @@
 #   debug        telemetry.debug_header on and x-mcpgate-debug: true sent
 #   noaccesslog  access_log off (the access line's cost is the difference)
 #   durable      audit.durable: each answer waits for its record's commit
+#   tracing      OpenTelemetry tracing at sample_ratio 1, exported over
+#                OTLP/HTTP to bench/otlpsink ({otlp})
 # A feature's cost is its row's CPU per call minus mcpgate's (the default
 # gateway) in the same run; the ratios column gives it against the proxy.
 #
 # Environment: FEATURES (default "key ratelimit budget guardrails debug
-# noaccesslog durable"), and bench/run.sh's own (BENCH_CONCURRENCY defaults to 64
+# noaccesslog durable tracing"), and bench/run.sh's own (BENCH_CONCURRENCY defaults to 64
 # here, BENCH_OUT to "-": the results are printed, docs/benchmarks.md is
 # left alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FEATURES=${FEATURES:-key ratelimit budget guardrails debug noaccesslog durable}
+FEATURES=${FEATURES:-key ratelimit budget guardrails debug noaccesslog durable tracing}
 KEY=bench-key-0123456789abcdef # the key in key.yaml, ratelimit.yaml and budget.yaml
 
 bin=$(mktemp -d)

@@ -19,7 +19,7 @@ func TestFeatureTemplates(t *testing.T) {
 		t.Fatalf("no templates: %v", err)
 	}
 	fill := strings.NewReplacer("{tmp}", t.TempDir(), "{upstream}", "http://127.0.0.1:9/mcp",
-		"{upstream_base}", "http://127.0.0.1:9", "{port}", "4200")
+		"{upstream_base}", "http://127.0.0.1:9", "{port}", "4200", "{otlp}", "http://127.0.0.1:9")
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
@@ -55,6 +55,9 @@ func TestFeatureTemplates(t *testing.T) {
 				on = !c.AccessLog.On()
 			case "durable":
 				on = c.Audit.Durable != nil && *c.Audit.Durable
+			case "tracing":
+				tr := c.Telemetry.Tracing
+				on = tr != nil && tr.Endpoint == "http://127.0.0.1:9" && tr.SampleRatio != nil && *tr.SampleRatio == 1
 			default:
 				t.Fatalf("bench/features/%s.yaml: add what it turns on to this test", name)
 			}

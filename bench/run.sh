@@ -45,6 +45,8 @@
 #                        {upstream}      echo's MCP URL (http://127.0.0.1:P/mcp)
 #                        {upstream_base} echo's base URL (http://127.0.0.1:P)
 #                        {tmp}           the run's temp dir
+#                        {otlp}          an OTLP/HTTP trace receiver's URL
+#                                        (bench/otlpsink: answers, discards)
 #                        {config:FILE}   FILE (a template with the same
 #                                        placeholders) filled in and written
 #                                        to {tmp}; replaced by its path
@@ -83,13 +85,13 @@ NPROC=$(nproc)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 tmp=$(mktemp -d)
-echo_pid= gw_pid= proxy_pid= bench_pid= sampler_pid=
+echo_pid= gw_pid= proxy_pid= bench_pid= sampler_pid= sink_pid=
 peer_pids=()
 cleanup() {
-  for p in $sampler_pid $bench_pid "${peer_pids[@]}" $proxy_pid $gw_pid $echo_pid; do
+  for p in $sampler_pid $bench_pid "${peer_pids[@]}" $proxy_pid $gw_pid $echo_pid $sink_pid; do
     kill "$p" 2>/dev/null || true
   done
-  for p in $sampler_pid $bench_pid "${peer_pids[@]}" $proxy_pid $gw_pid $echo_pid; do
+  for p in $sampler_pid $bench_pid "${peer_pids[@]}" $proxy_pid $gw_pid $echo_pid $sink_pid; do
     wait "$p" 2>/dev/null || true
   done
   rm -rf "$tmp"
@@ -104,6 +106,7 @@ go build -o "$tmp/echo" ./examples/echo
 go build -o "$tmp/mcpgate" ./cmd/mcpgate
 go build -o "$tmp/mcpgate-bench" ./cmd/mcpgate-bench
 [[ $REFPROXY == 1 ]] && go build -o "$tmp/revproxy" ./bench/revproxy
+[[ -n $PEERS && $PEERS != none ]] && go build -o "$tmp/otlpsink" ./bench/otlpsink
 # A binary just written is dirty in the page cache until written back, and
 # the kernel drops only clean pages: write them now, so that mcpgate's
 # start-up trim (internal/exepages) behaves as it does on an installed
@@ -143,6 +146,15 @@ if [[ $REFPROXY == 1 ]]; then
   PROXY_URL=http://$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/revproxy.log" | head -1)/mcp
   log "revproxy $PROXY_URL (pid $proxy_pid)"
 fi
+# The trace receiver a peer's config may name ({otlp}); idle unless one does.
+OTLP_URL= # templates are filled only in peer mode
+if [[ -n $PEERS && $PEERS != none ]]; then
+  "$tmp/otlpsink" -listen 127.0.0.1:0 2>"$tmp/otlpsink.log" &
+  sink_pid=$!
+  wait_log "$tmp/otlpsink.log" 'listening on http://'
+  OTLP_URL=http://$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/otlpsink.log" | head -1)
+  log "otlpsink $OTLP_URL (pid $sink_pid)"
+fi
 # free_port: a loopback port nothing listens on now (a peer must bind it
 # itself: most gateways cannot be told to use port 0 and report it).
 free_port() {
@@ -160,6 +172,7 @@ fill() {
   t=${t//\{upstream_base\}/http://$ECHO_ADDR}
   t=${t//\{upstream\}/http://$ECHO_ADDR/mcp}
   t=${t//\{tmp\}/$tmp}
+  t=${t//\{otlp\}/$OTLP_URL}
   printf '%s' "$t"
 }
 # Peers: PEER_NAMES[i] is started as PEER_PIDS, reached at PEER_URLS[i]
@@ -347,6 +360,13 @@ CMAX=$(tr ' ' '\n' <<<"$CS" | grep . | sort -n | tail -1)
 log "c=$CMAX: gateway, merged endpoint /mcp, tool echo__echo ..."
 measure merged "$GW_MERGED_URL" echo__echo "$CMAX" | tee -a "$RES" >&2
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+if [[ -n $sink_pid ]]; then
+  # What the trace receiver got: a traced peer that exported nothing
+  # would have measured tracing without its exports.
+  hp=${OTLP_URL#http://}
+  got=$( (exec 3<>"/dev/tcp/${hp%:*}/${hp##*:}" && printf 'GET /stats HTTP/1.0\r\nHost: sink\r\n\r\n' >&3 && tail -n 1 <&3) 2>/dev/null || true)
+  log "otlpsink received: ${got:-nothing (its /stats did not answer)}"
+fi
 
 # ---- report ----
 CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
