@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,7 +37,7 @@ func (g *Gateway) callerTokens(r *http.Request, single string) *callerTokenSet {
 	// began it has been answered. The vault reads and token refreshes are
 	// bounded on their own.
 	ctx := context.WithoutCancel(r.Context())
-	return &callerTokenSet{g: g, ctx: ctx, headers: headerTokens(r.Header, single), person: callers.PersonID(callers.FromContext(ctx))}
+	return &callerTokenSet{g: g, ctx: ctx, req: r, headers: headerTokens(r.Header, single), person: callers.PersonID(callers.FromContext(ctx))}
 }
 
 // noHeaders is the header credentials of a call no client request
@@ -45,13 +46,20 @@ func noHeaders(string) string { return "" }
 
 // callerTokenSet is callerTokens' memo for one request.
 type callerTokenSet struct {
-	g       *Gateway
-	ctx     context.Context
+	g   *Gateway
+	ctx context.Context
+	// req is the request, for the links a refusal names (connectURL):
+	// worked out only then, not for every call. nil: no HTTP request
+	// (the stdio front, an operator's call).
+	req     *http.Request
 	headers func(string) string
 	person  string
 	mu      sync.Mutex
-	stored  map[string]string
+	stored  []storedToken // a request calls one or two servers: a slice, not a map
 }
+
+// storedToken is the memo of one server's credential.
+type storedToken struct{ server, token string }
 
 // get is the caller's credential for server (see callerTokens).
 func (t *callerTokenSet) get(server string) string {
@@ -68,24 +76,25 @@ func (t *callerTokenSet) get(server string) string {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if v, ok := t.stored[server]; ok {
-		return v
+	for _, s := range t.stored {
+		if s.server == server {
+			return s.token
+		}
 	}
-	if t.stored == nil {
-		t.stored = map[string]string{}
-	}
+	var tok string
 	if srv.Auth.Type == config.AuthOAuth2User {
-		t.stored[server] = g.connect.OAuthCredential(t.ctx, t.person, server)
+		tok = g.connect.OAuthCredential(t.ctx, t.person, server)
 	} else {
-		t.stored[server] = g.connect.StoredCredential(t.ctx, t.person, server)
+		tok = g.connect.StoredCredential(t.ctx, t.person, server)
 	}
-	return t.stored[server]
+	t.stored = append(t.stored, storedToken{server, tok})
+	return tok
 }
 
 // forget drops server's memo: the person has just connected (again).
 func (t *callerTokenSet) forget(server string) {
 	t.mu.Lock()
-	delete(t.stored, server)
+	t.stored = slices.DeleteFunc(t.stored, func(s storedToken) bool { return s.server == server })
 	t.mu.Unlock()
 }
 
@@ -112,13 +121,13 @@ func (g *Gateway) AuthType(server string) string {
 	return srv.Auth.Type
 }
 
-// baseURLKey carries the request's link base URL (linkBase) to the
-// errors that name a gateway link.
-type baseURLKey struct{}
-
-// connectURL is where the person of ctx's request connects server.
+// connectURL is where the person of ctx's request connects server: under
+// the request's link base (linkBase), else public_url.
 func (g *Gateway) connectURL(ctx context.Context, server string) string {
-	base, _ := ctx.Value(baseURLKey{}).(string)
+	base := ""
+	if t, ok := ctx.Value(callerTokenSetKey{}).(*callerTokenSet); ok && t.req != nil {
+		base = g.linkBase(t.req)
+	}
 	if base == "" {
 		base = strings.TrimRight(g.conf().PublicURL, "/")
 	}

@@ -343,8 +343,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		// The route the path names decides where a caller's Authorization
 		// may go (S9.2): to the server of a single-server route only.
 		ts := g.callerTokens(r, singleServer(&rt))
-		ctx := context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts)
-		r = r.WithContext(context.WithValue(ctx, baseURLKey{}, g.linkBase(r)))
+		r = r.WithContext(context.WithValue(upstream.WithCallerTokens(r.Context(), ts.get), callerTokenSetKey{}, ts))
 	}
 	if g.wantsDebug(r) {
 		var done func()

@@ -373,7 +373,55 @@ type callerTokensKey struct{}
 // the Manager's lock: it must be cheap after its first call for a server
 // (the Manager asks once before taking the lock).
 func WithCallerTokens(ctx context.Context, tokens func(server string) string) context.Context {
-	return context.WithValue(ctx, callerTokensKey{}, tokens)
+	return context.WithValue(ctx, callerTokensKey{}, &callerTokens{get: tokens})
+}
+
+// callerTokens is WithCallerTokens' value: the request's tokens, and the
+// credential fingerprints worked out from them. A call asks for its
+// server's fingerprint more than once (its catalog's key, its pooled
+// session, the latter under the Manager's lock); the memo hashes once per
+// server config and token. It belongs to one request: its lock is never
+// contended across callers.
+type callerTokens struct {
+	get func(server string) string
+	mu  sync.Mutex
+	fps []fingerprintMemo // one or two servers per request
+}
+
+// maxFingerprintMemo bounds a request's fingerprint memo.
+const maxFingerprintMemo = 16
+
+type fingerprintMemo struct {
+	srv     *config.Server
+	tok, fp string
+}
+
+// callerFingerprint is Fingerprint(sv.srv, the caller's token for sv),
+// from ctx's request memo when it has one; tok is that token.
+func callerFingerprint(ctx context.Context, sv *server) (fp, tok string) {
+	ct, _ := ctx.Value(callerTokensKey{}).(*callerTokens)
+	if ct == nil || ct.get == nil {
+		return Fingerprint(sv.srv, ""), ""
+	}
+	tok = ct.get(sv.name)
+	ct.mu.Lock()
+	for _, m := range ct.fps {
+		// The config and the token both: a reload or a reconnect within
+		// the request makes another fingerprint.
+		if m.srv == sv.srv && m.tok == tok {
+			ct.mu.Unlock()
+			return m.fp, tok
+		}
+	}
+	ct.mu.Unlock()
+	fp = Fingerprint(sv.srv, tok)
+	ct.mu.Lock()
+	if len(ct.fps) >= maxFingerprintMemo {
+		ct.fps = ct.fps[:0] // a context that outlives many tokens: start over
+	}
+	ct.fps = append(ct.fps, fingerprintMemo{srv: sv.srv, tok: tok, fp: fp})
+	ct.mu.Unlock()
+	return fp, tok
 }
 
 // ErrNoCredential is in the chain of the error of an operation on a
@@ -394,8 +442,8 @@ func checkOwn(ctx context.Context, sv *server) error {
 }
 
 func callerTokenFrom(ctx context.Context, server string) string {
-	if f, ok := ctx.Value(callerTokensKey{}).(func(string) string); ok && f != nil {
-		return f(server)
+	if ct, ok := ctx.Value(callerTokensKey{}).(*callerTokens); ok && ct.get != nil {
+		return ct.get(server)
 	}
 	return ""
 }
@@ -410,7 +458,8 @@ func (m *Manager) Fingerprint(ctx context.Context, server string) string {
 	if !sv.byCaller {
 		return sv.defaultFP
 	}
-	return Fingerprint(sv.srv, callerTokenFrom(ctx, server))
+	fp, _ := callerFingerprint(ctx, sv)
+	return fp
 }
 
 // CredentialKey is Fingerprint for servers whose sessions are keyed by the
@@ -421,7 +470,8 @@ func (m *Manager) CredentialKey(ctx context.Context, server string) string {
 	if sv == nil || !sv.byCaller {
 		return ""
 	}
-	return Fingerprint(sv.srv, callerTokenFrom(ctx, server))
+	fp, _ := callerFingerprint(ctx, sv)
+	return fp
 }
 
 // DefaultFingerprint is the fingerprint of server's own credentials.
@@ -799,8 +849,7 @@ func (m *Manager) Session(ctx context.Context, server string) (Session, error) {
 func (m *Manager) entryLocked(sv *server, ctx context.Context) *entry {
 	fp, tok := sv.defaultFP, ""
 	if sv.byCaller {
-		tok = callerTokenFrom(ctx, sv.name)
-		fp = Fingerprint(sv.srv, tok)
+		fp, tok = callerFingerprint(ctx, sv)
 	}
 	if b := bindingFrom(ctx); b != nil && !sv.statelessEra() {
 		return m.boundEntryLocked(sv, fp, tok, b)

@@ -349,3 +349,56 @@ func processRunning(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// A request's credential fingerprint is worked out once per server config
+// and token (its catalog key and its pooled session both ask), and a
+// token that changes within the request (a reconnect) or a config
+// reloaded under it gets a fingerprint of its own, never the memo's.
+func TestCallerFingerprintMemo(t *testing.T) {
+	f := newStreamableFake(t)
+	f.jsonReplies = true
+	srv := f.server("byok")
+	srv.Auth = &config.Auth{Type: config.AuthUserAPIKey, HeaderName: "X-API-Key"}
+	m := managerFor(t, srv)
+	tok := "alice-key"
+	asked := 0
+	ctx := WithCallerTokens(context.Background(), func(string) string { asked++; return tok })
+	alice := m.CredentialKey(ctx, "byok")
+	if alice == "" || alice != Fingerprint(srv, "alice-key") {
+		t.Fatalf("credential key %q, want the fingerprint of alice's key", alice)
+	}
+	if _, err := callEcho(ctx, m, "byok", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Fingerprint(ctx, "byok"); got != alice {
+		t.Fatalf("fingerprint %q after the call, want %q", got, alice)
+	}
+	ct := ctx.Value(callerTokensKey{}).(*callerTokens)
+	if len(ct.fps) != 1 {
+		t.Fatalf("%d fingerprints memoised for one server and token, want 1", len(ct.fps))
+	}
+	if asked == 0 {
+		t.Fatal("the caller's token was never asked for")
+	}
+	// A reconnect within the request: another credential, another
+	// fingerprint, another pooled session.
+	tok = "alice-new-key"
+	if got := m.CredentialKey(ctx, "byok"); got != Fingerprint(srv, "alice-new-key") || got == alice {
+		t.Fatalf("after the token changed: %q, want the new key's fingerprint", got)
+	}
+	// A reload: the same name, another config, worked out afresh.
+	reloaded := *srv
+	reloaded.Auth = &config.Auth{Type: config.AuthUserAPIKey, HeaderName: "X-Other-Key"}
+	sv := &server{name: "byok", srv: &reloaded, byCaller: true}
+	if got, _ := callerFingerprint(ctx, sv); got != Fingerprint(&reloaded, "alice-new-key") || got == Fingerprint(srv, "alice-new-key") {
+		t.Fatalf("after a reload: %q, want the reloaded config's fingerprint", got)
+	}
+	// The memo stays bounded whatever a long-lived context goes through.
+	for i := range 3 * maxFingerprintMemo {
+		tok = fmt.Sprint("key-", i)
+		callerFingerprint(ctx, sv)
+	}
+	if n := len(ct.fps); n > maxFingerprintMemo {
+		t.Fatalf("memo holds %d fingerprints, the bound is %d", n, maxFingerprintMemo)
+	}
+}
