@@ -18,18 +18,21 @@
 #   durable      audit.durable: each answer waits for its record's commit
 #   tracing      OpenTelemetry tracing at sample_ratio 1, exported over
 #                OTLP/HTTP to bench/otlpsink ({otlp})
+#   percred      the key's own credential for echo (user_api_key: read
+#                from the vault per request, sent as X-Api-Key), stored
+#                with mcpgate credentials set once the variant listens
 # A feature's cost is its row's CPU per call minus mcpgate's (the default
 # gateway) in the same run; the ratios column gives it against the proxy.
 #
 # Environment: FEATURES (default "key ratelimit budget guardrails debug
-# noaccesslog durable tracing"), and bench/run.sh's own (BENCH_CONCURRENCY defaults to 64
+# noaccesslog durable tracing percred"), and bench/run.sh's own (BENCH_CONCURRENCY defaults to 64
 # here, BENCH_OUT to "-": the results are printed, docs/benchmarks.md is
 # left alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FEATURES=${FEATURES:-key ratelimit budget guardrails debug noaccesslog durable tracing}
-KEY=bench-key-0123456789abcdef # the key in key.yaml, ratelimit.yaml and budget.yaml
+FEATURES=${FEATURES:-key ratelimit budget guardrails debug noaccesslog durable tracing percred}
+KEY=bench-key-0123456789abcdef # the key in key.yaml, ratelimit.yaml, budget.yaml and percred.yaml
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
@@ -40,18 +43,20 @@ go build -o "$bin/mcpgate" ./cmd/mcpgate
 # binary.
 sync "$bin/mcpgate"
 
-peers=() headers=()
+peers=() headers=() setups=()
 for f in $FEATURES; do
   [[ -f bench/features/$f.yaml ]] || { echo "features.sh: no bench/features/$f.yaml" >&2; exit 2; }
   peers+=("$f/mcp/echo=$bin/mcpgate:serve --config {config:bench/features/$f.yaml} --listen 127.0.0.1:{port}")
   case $f in
-  key | ratelimit | budget) headers+=("$f=Authorization: Bearer $KEY") ;;
+  key | ratelimit | budget | percred) headers+=("$f=Authorization: Bearer $KEY") ;;
   debug) headers+=("$f=X-Mcpgate-Debug: true") ;;
   esac
+  [[ $f == percred ]] && setups+=("$f=$bin/mcpgate credentials set echo --value bench-upstream-credential --url http://127.0.0.1:{port} --admin-key $KEY")
 done
 
 BENCH_PEERS=$(IFS=';'; echo "${peers[*]}") \
 BENCH_PEER_HEADERS=$(IFS=';'; echo "${headers[*]}") \
+BENCH_PEER_SETUP=$(IFS=';'; echo "${setups[*]}") \
 BENCH_CONCURRENCY=${BENCH_CONCURRENCY:-64} \
 BENCH_OUT=${BENCH_OUT:--} \
   bash bench/run.sh

@@ -55,6 +55,8 @@ func TestFeatureTemplates(t *testing.T) {
 				on = !c.AccessLog.On()
 			case "durable":
 				on = c.Audit.Durable != nil && *c.Audit.Durable
+			case "percred":
+				on = c.Auth != nil && len(c.Auth.Keys) == 1 && echo.Auth != nil && echo.Auth.Type == "user_api_key" && c.Vault != nil
 			case "tracing":
 				tr := c.Telemetry.Tracing
 				on = tr != nil && tr.Endpoint == "http://127.0.0.1:9" && tr.SampleRatio != nil && *tr.SampleRatio == 1

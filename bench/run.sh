@@ -55,6 +55,11 @@
 #                      "NAME=Header: value;NAME=Header: value" (repeat a
 #                      NAME for more headers). bench/features.sh uses it
 #                      for the key of mcpgate variants that require one.
+#   BENCH_PEER_SETUP   a command run once a peer listens, before its smoke
+#                      test: "NAME=BINARY ARGS;NAME=..." (ARGS split on
+#                      spaces, the peer placeholders filled in; {port} is
+#                      that peer's). bench/features.sh stores a person's
+#                      credential with it for the percred variant.
 #   BENCH_OUT          markdown file to update (default docs/benchmarks.md;
 #                      "-" to only print)
 #
@@ -194,6 +199,15 @@ peer_hdr_args() {
   [[ -n ${PEER_HDRS[$1]:-} ]] && IFS=$'\t' read -ra HDR_ARGS <<<"${PEER_HDRS[$1]%$'\t'}"
   return 0
 }
+# PEER_SETUP[NAME]: the command BENCH_PEER_SETUP gives for peer NAME.
+declare -A PEER_SETUP=()
+if [[ -n ${BENCH_PEER_SETUP:-} ]]; then
+  IFS=';' read -ra sspecs <<<"$BENCH_PEER_SETUP"
+  for ss in "${sspecs[@]}"; do
+    [[ $ss == *=* ]] || { log "BENCH_PEER_SETUP: bad entry '$ss' (want NAME=BINARY ARGS)"; exit 2; }
+    PEER_SETUP[${ss%%=*}]=${ss#*=}
+  done
+fi
 if [[ -n $PEERS && $PEERS != none ]]; then
   IFS=';' read -ra specs <<<"$PEERS"
   for spec in "${specs[@]}"; do
@@ -238,6 +252,13 @@ if [[ -n $PEERS && $PEERS != none ]]; then
     done
     if ((!up)); then log "peer $pname did not listen on $port:"; cat "$tmp/peer-$pname.log" >&2; exit 1; fi
     PEER_NAMES+=("$pname") PEER_URLS+=("http://127.0.0.1:$port$ppath") PEER_TOOLS+=("$ptool")
+    if [[ -n ${PEER_SETUP[$pname]:-} ]]; then
+      read -ra sargv <<<"$(fill "${PEER_SETUP[$pname]}" "$port")"
+      [[ ${sargv[0]} == /* ]] || sargv[0]=$CALLER_DIR/${sargv[0]}
+      if ! "${sargv[@]}" >"$tmp/peer-$pname-setup.log" 2>&1; then
+        log "peer $pname: setup failed:"; cat "$tmp/peer-$pname-setup.log" >&2; exit 1
+      fi
+    fi
     log "peer $pname http://127.0.0.1:$port$ppath tool $ptool (pid ${peer_pids[-1]})"
   done
 fi
