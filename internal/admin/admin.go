@@ -632,18 +632,14 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 	if a.o.Losses != nil {
 		l, err := a.o.Losses()
 		if err != nil {
-			e := refusal(http.StatusInternalServerError, err.Error())
-			e.title = "Could not read the metrics"
-			return e.logged(slog.LevelError, "read the metrics", err)
+			return metricsUnreadable(err)
 		}
 		out.Losses = &l
 	}
 	if a.o.Stats != nil {
 		st, err := a.o.Stats()
 		if err != nil {
-			e := refusal(http.StatusInternalServerError, err.Error())
-			e.title = "Could not read the metrics"
-			return e.logged(slog.LevelError, "read the metrics", err)
+			return metricsUnreadable(err)
 		}
 		if st != nil {
 			out.Servers = st
@@ -651,4 +647,12 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// metricsUnreadable is the refusal of a read of the gateway's metrics
+// that failed: a 500, logged with its cause.
+func metricsUnreadable(err error) error {
+	e := refusal(http.StatusInternalServerError, err.Error())
+	e.title = "Could not read the metrics"
+	return e.logged(slog.LevelError, "read the metrics", err)
 }
