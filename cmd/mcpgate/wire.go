@@ -342,8 +342,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Reload:       ref.reload,
 		Grants:       grants,
 		Vault:        vlt,
-		Stats:        m.ServerStats,
-		Losses:       m.Losses,
+		Stats:        m.Overview,
 		Integrity:    keeper,
 		CheckServer: func(ctx context.Context, name string) (any, bool) {
 			cur := g.Config()

@@ -90,14 +90,12 @@ type Options struct {
 	// the audit log. An *InvalidConfigError means nothing changed. nil:
 	// the endpoint answers 501.
 	Reload func(ctx context.Context, by string) (*ReloadReport, error)
-	// Stats reads each server's tool-call totals and latency quantiles
-	// from the gateway's metrics (GET /stats, the console's overview);
-	// nil: the endpoint answers an empty list.
-	Stats func() ([]metrics.ServerStat, error)
-	// Losses reads what the gateway dropped since it started (audit
-	// records, exporters' records, log lines) from its metrics, for GET
-	// /stats; nil: /stats names none.
-	Losses func() (metrics.Losses, error)
+	// Stats reads each server's tool-call totals and latency quantiles,
+	// and what the gateway dropped since it started (audit records,
+	// exporters' records, log lines), from one read of the gateway's
+	// metrics (GET /stats, the console's overview); nil: the endpoint
+	// answers an empty list and no losses.
+	Stats func() (metrics.Overview, error)
 	// CheckServer reaches a server afresh, as mcpgate doctor does (a new
 	// session's handshake, the tools/list walk, TLS expiry, the auth
 	// result), for POST /servers/{name}/test; false when there is no such
@@ -629,30 +627,18 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 	if a.o.Gateway != nil {
 		out.State = a.o.Gateway.SharedState()
 	}
-	if a.o.Losses != nil {
-		l, err := a.o.Losses()
-		if err != nil {
-			return metricsUnreadable(err)
-		}
-		out.Losses = &l
-	}
 	if a.o.Stats != nil {
-		st, err := a.o.Stats()
+		ov, err := a.o.Stats()
 		if err != nil {
-			return metricsUnreadable(err)
+			e := refusal(http.StatusInternalServerError, err.Error())
+			e.title = "Could not read the metrics"
+			return e.logged(slog.LevelError, "read the metrics", err)
 		}
-		if st != nil {
-			out.Servers = st
+		if ov.Servers != nil {
+			out.Servers = ov.Servers
 		}
+		out.Losses = &ov.Losses
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// metricsUnreadable is the refusal of a read of the gateway's metrics
-// that failed: a 500, logged with its cause.
-func metricsUnreadable(err error) error {
-	e := refusal(http.StatusInternalServerError, err.Error())
-	e.title = "Could not read the metrics"
-	return e.logged(slog.LevelError, "read the metrics", err)
 }

@@ -543,7 +543,7 @@ func TestCallAsKeyCountsAgainstItsLimits(t *testing.T) {
 // too). Only the master key reads it.
 func TestStatsNameLosses(t *testing.T) {
 	m := metrics.New()
-	r, _ := newRigWith(t, func(o *Options) { o.Stats, o.Losses = m.ServerStats, m.Losses })
+	r, _ := newRigWith(t, func(o *Options) { o.Stats = m.Overview })
 	read := func() metrics.Losses {
 		t.Helper()
 		code, body := r.do(t, "GET", "/admin/v1/stats", master, "")

@@ -77,7 +77,7 @@ func TestEveryRouteRefusesThroughTheAdapter(t *testing.T) {
 	r, api := newRigWith(t, func(o *Options) {
 		o.Logger = slog.New(logs)
 		// An internal failure: logged with its cause, answered as before.
-		o.Stats = func() ([]metrics.ServerStat, error) { return nil, errors.New("metrics registry gone") }
+		o.Stats = func() (metrics.Overview, error) { return metrics.Overview{}, errors.New("metrics registry gone") }
 	})
 	personal := r.createKey(t, `{"alias":"pat"}`)
 	logs.take()

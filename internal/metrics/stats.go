@@ -18,15 +18,31 @@ type ServerStat struct {
 	P99ms  float64 `json:"p99_ms"`
 }
 
-// ServerStats sums the tool-call series per server, sorted by server.
-func (m *Metrics) ServerStats() ([]ServerStat, error) {
+// Overview is what the console's overview reads of the metrics (GET
+// /admin/v1/stats): each server's tool calls, and what was lost.
+type Overview struct {
+	Servers []ServerStat
+	Losses  Losses
+}
+
+// Overview reads the servers' tool calls and the losses from one gather
+// of the registry.
+func (m *Metrics) Overview() (Overview, error) {
+	out := Overview{Losses: Losses{ExportRecords: map[string]uint64{}}}
 	if m == nil {
-		return nil, nil
+		return out, nil
 	}
 	fams, err := m.reg.Gather()
 	if err != nil {
-		return nil, err
+		return out, err
 	}
+	out.Servers = serverStats(fams)
+	out.Losses = losses(fams)
+	return out, nil
+}
+
+// serverStats sums the tool-call series per server, sorted by server.
+func serverStats(fams []*dto.MetricFamily) []ServerStat {
 	by := map[string]*ServerStat{}
 	buckets := map[string][]*dto.Bucket{}
 	counts := map[string]uint64{} // samples, the implicit +Inf bucket
@@ -77,7 +93,7 @@ func (m *Metrics) ServerStats() ([]ServerStat, error) {
 		}
 		return 0
 	})
-	return out, nil
+	return out
 }
 
 func label(m *dto.Metric, name string) string {
@@ -154,16 +170,9 @@ type Losses struct {
 	LogLines uint64 `json:"log_lines"`
 }
 
-// Losses reads the gateway's drop counters.
-func (m *Metrics) Losses() (Losses, error) {
+// losses reads the gateway's drop counters.
+func losses(fams []*dto.MetricFamily) Losses {
 	out := Losses{ExportRecords: map[string]uint64{}}
-	if m == nil {
-		return out, nil
-	}
-	fams, err := m.reg.Gather()
-	if err != nil {
-		return out, err
-	}
 	for _, f := range fams {
 		var sum uint64
 		for _, mt := range f.GetMetric() {
@@ -184,5 +193,5 @@ func (m *Metrics) Losses() (Losses, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// ServerStats sums a server's tools and outcomes, and its quantiles come
+// Overview sums a server's tools and outcomes, and its quantiles come
 // from the merged histogram.
 func TestServerStats(t *testing.T) {
 	m := New()
@@ -20,10 +20,11 @@ func TestServerStats(t *testing.T) {
 	m.ObserveToolCall("b", "z", "ok", 200*time.Millisecond)
 	// A denied call names no server: no row of its own, nobody's error.
 	m.ObserveToolCall("", UnknownTool, "denied", time.Millisecond)
-	st, err := m.ServerStats()
+	ov, err := m.Overview()
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := ov.Servers
 	if len(st) != 2 || st[0].Server != "a" || st[1].Server != "b" {
 		t.Fatalf("stats %+v", st)
 	}
@@ -43,17 +44,18 @@ func TestServerStats(t *testing.T) {
 	}
 }
 
-// Losses reads each drop counter back: nothing before a drop, then each
+// Overview reads each drop counter back: nothing before a drop, then each
 // kind with its count, exporters by name (only those that dropped).
 func TestLosses(t *testing.T) {
 	m := New()
 	var logDrops atomic.Int64
 	m.CountLogDrops(logDrops.Load)
 	m.SetAuditExportDepth("quiet", 3) // an exporter that dropped nothing
-	l, err := m.Losses()
+	ov, err := m.Overview()
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := ov.Losses
 	if l.AuditRecords != 0 || l.AuditUnconfirmed != 0 || l.LogLines != 0 || len(l.ExportRecords) != 0 {
 		t.Fatalf("losses before any drop: %+v", l)
 	}
@@ -65,15 +67,16 @@ func TestLosses(t *testing.T) {
 	m.AuditExportDropped("archive", 9)
 	m.AuditExportDropped("quiet", 0)
 	logDrops.Store(40)
-	if l, err = m.Losses(); err != nil {
+	if ov, err = m.Overview(); err != nil {
 		t.Fatal(err)
 	}
+	l = ov.Losses
 	want := Losses{AuditRecords: 7, AuditUnconfirmed: 1, LogLines: 40, ExportRecords: map[string]uint64{"siem": 5, "archive": 9}}
 	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("losses %+v, want %+v", l, want)
 	}
 	var none *Metrics
-	if l, err := none.Losses(); err != nil || l.AuditRecords != 0 || l.ExportRecords == nil {
-		t.Fatalf("no metrics: %+v %v", l, err)
+	if ov, err := none.Overview(); err != nil || ov.Servers != nil || ov.Losses.AuditRecords != 0 || ov.Losses.ExportRecords == nil {
+		t.Fatalf("no metrics: %+v %v", ov, err)
 	}
 }
