@@ -3,7 +3,10 @@
 // (POST /v1/traces) and answers 200 with an empty export response,
 // without decoding them. What a gateway's tracing costs is then its own
 // work (recording the spans, encoding and sending each batch), not a
-// collector's.
+// collector's. internal/tracing/tracetest's receiver decodes every
+// export and keeps every span, for tests' assertions: under a benchmark's
+// load (hundreds of MB of exports) it would hold them all and spend the
+// machine's CPU decoding, beside the gateway measured.
 //
 //	go run ./bench/otlpsink -listen 127.0.0.1:0
 package main
