@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -373,7 +374,14 @@ func TestStdioRefusesAnAnswerNothingWaitsFor(t *testing.T) {
 	if err := g.ServeStdioAs(context.Background(), "", strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// The answers, in order; an upstream that connects meanwhile may also
+	// send its list_changed notifications, which are not what is tested.
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if !strings.Contains(l, `"method":"notifications/`) {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) != 3 || lines[1] != notPendingBody(id, true) || lines[2] != `{"jsonrpc":"2.0","id":2,"result":{}}` {
 		t.Errorf("stdout:\n%s\nwant the initialize result, then\n%s\nthen the ping's", out.String(), notPendingBody(id, true))
 	}
@@ -651,5 +659,23 @@ func TestOwnedTable(t *testing.T) {
 	first()
 	if v, ok, _ := tab.get("w", alice); !ok || v != 2 {
 		t.Errorf("an old remover removed the new entry: %v %v", v, ok)
+	}
+}
+
+// Once ServeStdioAs has returned, its writer is its caller's again: a
+// notification still on its way to the session (an upstream's
+// list_changed broadcast) is refused, never written.
+func TestStdioWritesNothingOnceEnded(t *testing.T) {
+	var out strings.Builder
+	lw := &lineWriter{w: &out}
+	if err := lw.Send(jsonrpc.NewNotification("notifications/tools/list_changed", nil)); err != nil {
+		t.Fatal(err)
+	}
+	lw.end()
+	if err := lw.Send(jsonrpc.NewNotification("notifications/tools/list_changed", nil)); !errors.Is(err, errStdioEnded) {
+		t.Fatalf("a send after the end: %v, want errStdioEnded", err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 1 {
+		t.Fatalf("%d lines written, want the one sent before the end:\n%s", n, out.String())
 	}
 }

@@ -21,6 +21,20 @@ import (
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+	// ended: ServeStdioAs has returned, and w is its caller's again. A
+	// notification still on its way (an upstream's list_changed
+	// broadcast to every session) is dropped, never written.
+	ended bool
+}
+
+// errStdioEnded is what a send to a stdio session that has ended gets.
+var errStdioEnded = errors.New("the stdio session has ended")
+
+// end makes every later send fail; a send in progress finishes first.
+func (lw *lineWriter) end() {
+	lw.mu.Lock()
+	lw.ended = true
+	lw.mu.Unlock()
 }
 
 // Finish and Done: stdout is the session's stream for the life of the
@@ -42,6 +56,9 @@ func (lw *lineWriter) send(msg *jsonrpc.Message) error {
 	b = append(b, '\n')
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if lw.ended {
+		return errStdioEnded
+	}
 	_, err := lw.w.Write(b)
 	return err
 }
@@ -76,6 +93,9 @@ func (g *Gateway) ServeStdioAs(ctx context.Context, key string, r io.Reader, w i
 	sess := g.newSession(rt, IdentityFrom(base), false)
 	defer sess.close()
 	out := &lineWriter{w: w}
+	// Nothing is written to w once this returns: after the requests'
+	// goroutines (wg, below), and before the session is closed.
+	defer out.end()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
