@@ -403,7 +403,12 @@ func (a *API) terminateSessions(w http.ResponseWriter, r *http.Request) error {
 		return badRequest(err.Error())
 	}
 	if res.Terminated > 0 || err == nil {
-		a.audit(r.Context(), "session.terminate", req.SessionIDPrefix, map[string]any{"user": req.User, "terminated": res.Terminated})
+		detail := map[string]any{"user": req.User, "terminated": res.Terminated}
+		if res.Unconfirmed > 0 {
+			// Some replica may serve these until it hears of their end.
+			detail["unconfirmed"] = res.Unconfirmed
+		}
+		a.audit(r.Context(), "session.terminate", req.SessionIDPrefix, detail)
 	}
 	if err != nil {
 		// Not every matching session was ended: the operator is told,

@@ -77,7 +77,7 @@ func (a *API) announce(ctx context.Context, kind, name string) {
 	msg, _ := json.Marshal(change{Kind: kind, Name: name, From: a.id})
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
 	defer cancel()
-	if err := a.o.Bus.Publish(ctx, TopicChanges, msg); err != nil {
+	if _, err := a.o.Bus.Publish(ctx, TopicChanges, msg); err != nil {
 		a.log.Warn("could not announce an admin change to the other replicas; they apply it at their next resync",
 			"kind", kind, "name", name, "error", err)
 	}

@@ -463,7 +463,7 @@ func TestFleetAdminBadAnnouncements(t *testing.T) {
 	rs := fleetRig(t, 2, sqliteStores(t), mem)
 	waitFollowing(t, rs)
 	for _, m := range []string{`not json`, `{"kind":"key"}`, `{"kind":"comet","name":"x","from":"elsewhere"}`} {
-		if err := mem.Publish(context.Background(), TopicChanges, []byte(m)); err != nil {
+		if _, err := mem.Publish(context.Background(), TopicChanges, []byte(m)); err != nil {
 			t.Fatal(err)
 		}
 	}

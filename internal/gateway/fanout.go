@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"fmt"
+
+	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 )
 
 // Termination fan-out (SPEC S15, S8.2): announcing ended sessions and
@@ -11,26 +13,23 @@ import (
 // ends (busNotes.EndCopy), and after a gap every held session is checked
 // against the terminations (terminations.Resync).
 
-// announceTerminated tells the other replicas that sessions ended. A
-// failure is logged: the terminations remember them anyway, and the
-// other replicas' copies end when they idle out or their follower
-// resynchronises.
-func (g *Gateway) announceTerminated(ctx context.Context, victims []*session) {
-	hashes := make([]string, len(victims))
-	for i, s := range victims {
-		hashes[i] = hashHex(s.ID())
-	}
-	if err := g.fleetBus.AnnounceEnded(ctx, hashes...); err != nil {
+// announceEnded tells the other replicas that the sessions whose ids
+// hash to hashes ended, and returns once each replica that heard it
+// confirmed ending its copy (relay.Bus.AnnounceEnded), or after
+// relay.Timeout. It returns how many sessions some replica did not
+// confirm; that and a failure to publish are logged: the terminations
+// remember the sessions anyway, and the other replicas' copies end when
+// they hear it, idle out or resynchronise.
+func (g *Gateway) announceEnded(ctx context.Context, hashes ...string) (unconfirmed int) {
+	unconfirmed, err := g.fleetBus.AnnounceEnded(ctx, hashes...)
+	switch {
+	case err != nil:
 		g.log.Warn("could not announce a terminated session to the other replicas", "error", err)
+	case unconfirmed > 0:
+		g.log.Warn("not every replica confirmed ending its copies of terminated sessions in time; theirs end when it hears the announcement or resynchronises",
+			"sessions", unconfirmed, "waited", fleetrelay.Timeout)
 	}
-}
-
-// announceEnded is announceTerminated for a session this replica holds
-// no copy of, by the hash of its id.
-func (g *Gateway) announceEnded(ctx context.Context, hash string) {
-	if err := g.fleetBus.AnnounceEnded(ctx, hash); err != nil {
-		g.log.Warn("could not announce a terminated session to the other replicas", "error", err)
-	}
+	return unconfirmed
 }
 
 // terminations is the gateway as the terminations' follower sees it

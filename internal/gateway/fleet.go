@@ -163,7 +163,7 @@ func (g *Gateway) deleteSealed(ctx context.Context, fs fleet.Session, local stri
 	if err := g.terms.MarkTerminated(ctx, h, g.now().Add(g.idleTimeout)); err != nil {
 		return true, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
-	// The copies other replicas hold end at once (fanout.go).
+	// The copies other replicas hold end before the answer (fanout.go).
 	g.announceEnded(ctx, h)
 	g.dropSessionState(ctx, h)
 	return true, nil

@@ -837,8 +837,9 @@ func (g *Gateway) serveDelete(w http.ResponseWriter, r *http.Request) {
 			g.log.Warn("could not remember an ended session", "error", err)
 		}
 		if sess.Token() != "" {
-			// Its copies on other replicas end at once too (fanout.go).
-			g.announceTerminated(r.Context(), []*session{sess})
+			// Its copies on other replicas end before the answer too
+			// (fanout.go).
+			g.announceEnded(r.Context(), sess.Hash())
 		}
 	} else if sealed {
 		mine, err := g.deleteSealed(r.Context(), fs, local, identityOf(r))

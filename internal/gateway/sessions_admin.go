@@ -72,6 +72,10 @@ type SessionsReport struct {
 type TerminateResult struct {
 	Terminated int           `json:"terminated"`
 	Sessions   []SessionInfo `json:"sessions"`
+	// Unconfirmed counts the ended sessions whose end some other
+	// replica did not confirm in time (fanout.go): until it hears of it
+	// or resynchronises, that replica may still serve them.
+	Unconfirmed int `json:"unconfirmed,omitempty"`
 }
 
 // idPrefixLen is how much of a session id operators see.
@@ -380,7 +384,9 @@ var ErrFleetUnreachable = errors.New("the shared state did not answer: sessions 
 // each is remembered as ended in the store first (S8.2: refused on every
 // replica from then on), then this replica's copies end (their
 // transports end and their in-flight calls are cancelled) and the other
-// replicas are told to end theirs (fanout.go). A session whose end the
+// replicas are told to end theirs: it returns once they confirmed
+// (fanout.go; res.Unconfirmed counts the sessions some replica did not
+// confirm in time). A session whose end the
 // store does not record is not ended: the error wraps ErrNotRecorded,
 // and res has what was ended before (one of a local id, which opens here
 // only, is ended all the same: it is in res, and the error says that its
@@ -395,10 +401,11 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 	now := g.now()
 	res = TerminateResult{Sessions: []SessionInfo{}}
 	all, _, unreachable := g.fleetSessions(ctx)
-	var ended []*session
+	var ended []string // the hashes of the sessions ended now
 	defer func() {
-		// Other replicas' copies of these sessions end too (fanout.go).
-		g.announceTerminated(ctx, ended)
+		// Other replicas' copies of these sessions end before the
+		// answer (fanout.go).
+		res.Unconfirmed = g.announceEnded(ctx, ended...)
 		res.Terminated = len(res.Sessions)
 	}()
 	for i := range all {
@@ -414,7 +421,7 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 			if !errors.Is(err, ErrNotRecorded) {
 				// Ended, remembered or not (a local id); the operator
 				// hears when it was not remembered.
-				ended = append(ended, fs.local)
+				ended = append(ended, fs.local.Hash())
 				res.Sessions = append(res.Sessions, fs.info)
 			}
 			if err != nil {
@@ -433,7 +440,7 @@ func (g *Gateway) TerminateSessions(ctx context.Context, idPrefix, user string) 
 		if err := g.terms.Mark(ctx, fs.hash); err != nil {
 			return res, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 		}
-		g.announceEnded(ctx, fs.hash)
+		ended = append(ended, fs.hash)
 		g.dropSessionState(ctx, fs.hash)
 		res.Sessions = append(res.Sessions, fs.info)
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -34,8 +35,9 @@ import (
 //   - resumed POST streams tell the replica running their call that a
 //     client reads them (Resumables);
 //   - sessions ended for an administrator, or for a client's DELETE of a
-//     sealed id, are announced on a topic of their own, and every replica
-//     ends its copies at once (the termination fan-out, SPEC S8.2).
+//     sealed id, are announced on a topic of their own, every replica
+//     ends its copies and confirms it, and the announcer waits for the
+//     confirmations (the termination fan-out, SPEC S8.2).
 //
 // Notes carry the hash of the session's local id (as the terminations
 // key it), never the id or its token. Delivery is at most once: after a
@@ -47,6 +49,7 @@ const (
 	TopicSessions          = "gateway:sessions"
 	FollowSessionsName     = "session notes"
 	TopicTerminated        = "gateway:terminated"
+	TopicEndedCopy         = "gateway:terminated:confirmed"
 	FollowTerminationsName = "terminations"
 )
 
@@ -117,8 +120,12 @@ type BusOptions struct {
 	// only terminations are told.
 	Shared state.Backend
 	Fleet  bool
-	// Instance is this replica's id: the From of its notes.
+	// Instance is this replica's id: the From of its notes and the
+	// signature of its confirmations; "": a random one.
 	Instance string
+	// ConfirmTimeout bounds how long AnnounceEnded waits for the other
+	// replicas' confirmations; 0: Timeout.
+	ConfirmTimeout time.Duration
 	// Heard says whether the followers may have missed a note; nil
 	// without a PubSub.
 	Heard  *state.Heard
@@ -135,6 +142,9 @@ type Bus struct {
 	// lists: when each server's list changes were last told to this
 	// replica's streams, by server and method.
 	lists listSeen
+	// ends: this replica's announcements of ended sessions waiting for
+	// the other replicas to confirm (endwaits.go).
+	ends endWaits
 }
 
 // NewBus returns the bus of a replica; ctx is its owner's, ending with
@@ -144,6 +154,12 @@ func NewBus(ctx context.Context, o BusOptions) *Bus {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Fleet = o.Fleet && o.Shared != nil
+	if o.Instance == "" {
+		o.Instance = rand.Text()[:16]
+	}
+	if o.ConfirmTimeout <= 0 {
+		o.ConfirmTimeout = Timeout
+	}
 	return &Bus{o: o, ctx: ctx}
 }
 
@@ -180,7 +196,7 @@ func (b *Bus) Publish(n Note) {
 	data, _ := json.Marshal(n)
 	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
 	defer cancel()
-	if err := b.o.PubSub.Publish(ctx, TopicSessions, data); err != nil {
+	if _, err := b.o.PubSub.Publish(ctx, TopicSessions, data); err != nil {
 		b.o.Logger.Warn("could not tell the other replicas about a session", "kind", n.Kind, "error", err)
 	}
 }
@@ -306,38 +322,76 @@ func (b *Bus) listHeardRemote(server, method string) bool {
 // Terminations (SPEC S15, S8.2). A session resumed from its sealed id
 // lives on as a copy on every replica that served it; the store's
 // terminations refuse it only where no copy is held. So a replica that
-// ends sessions announces them, and every replica ends its copies at
-// once. A message is the hash of the session's local id.
+// ends sessions announces them, every replica ends its copies, and the
+// announcer waits until each replica that heard the announcement
+// confirmed that its copy ended (endwaits.go): an administrator's
+// termination, or a client's DELETE, is answered once no replica serves
+// the session any more, not a moment before. A message is the hash of
+// the session's local id; a confirmation is the hash and the confirming
+// replica's id.
 
 // AnnounceEnded tells the other replicas that the sessions whose ids hash
-// to hashes ended, stopping at the first failure (returned: the
-// terminations remember them anyway, and the other replicas' copies end
-// when they idle out or their follower resynchronises). Without a PubSub
-// it does nothing.
-func (b *Bus) AnnounceEnded(ctx context.Context, hashes ...string) error {
+// to hashes ended, and waits, up to ConfirmTimeout, until every replica
+// that heard it confirmed ending its copy. unconfirmed counts the
+// sessions whose end some replica did not confirm in time (a replica
+// that died, is stuck, or runs a version that does not confirm): their
+// copies there end when it hears the announcement or resynchronises. err
+// is the first publish that failed (the terminations remember the
+// sessions anyway, and the other replicas' copies end when they idle out
+// or their follower resynchronises). Without a PubSub it does nothing.
+func (b *Bus) AnnounceEnded(ctx context.Context, hashes ...string) (unconfirmed int, err error) {
 	if b.o.PubSub == nil || len(hashes) == 0 {
-		return nil
+		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), Timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.o.ConfirmTimeout)
 	defer cancel()
+	waits := make([]*endWait, 0, len(hashes))
+	defer func() {
+		for _, w := range waits {
+			b.ends.drop(w)
+		}
+	}()
 	for _, h := range hashes {
-		if err := b.o.PubSub.Publish(ctx, TopicTerminated, []byte(h)); err != nil {
-			return err
+		// Waiting before publishing: a confirmation may come back before
+		// Publish returns.
+		w := b.ends.add(h)
+		waits = append(waits, w)
+		n, err := b.o.PubSub.Publish(ctx, TopicTerminated, []byte(h))
+		if err != nil {
+			return 0, err
+		}
+		b.ends.expect(w, n)
+	}
+	for _, w := range waits {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
 		}
 	}
-	return nil
+	for _, w := range waits {
+		if !w.confirmed() {
+			unconfirmed++
+		}
+	}
+	return unconfirmed, nil
 }
 
 func (b *Bus) followTerminations(t Terminations) {
 	state.Follow(b.ctx, b.o.PubSub, state.FollowOptions{
-		Topics:  []string{TopicTerminated},
+		Topics:  []string{TopicTerminated, TopicEndedCopy},
 		What:    FollowTerminationsName,
 		Heard:   b.o.Heard,
 		Logger:  b.o.Logger,
 		Timeout: Timeout,
-		Handle: func(_ context.Context, m state.Message) {
-			if hash := string(m.Data); len(hash) == 64 {
-				t.EndCopy(hash)
+		Handle: func(ctx context.Context, m state.Message) {
+			switch m.Topic {
+			case TopicTerminated:
+				if hash := string(m.Data); len(hash) == 64 {
+					t.EndCopy(hash)
+					b.confirmEnded(ctx, hash)
+				}
+			case TopicEndedCopy:
+				b.ends.heard(string(m.Data))
 			}
 		},
 		// Announcements before a subscription, or in a gap, were missed.

@@ -18,6 +18,8 @@ type recorder struct {
 	mu      sync.Mutex
 	calls   []string
 	resyncs chan struct{}
+	// hold, when set, keeps EndCopy from returning until it is closed.
+	hold chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{resyncs: make(chan struct{}, 16)} }
@@ -35,7 +37,24 @@ func (r *recorder) StreamClaimed(hash string, v int64)       { r.add("claimed %s
 func (r *recorder) Message(hash string, m *jsonrpc.Message)  { r.add("msg %s %s", hash, m.Method) }
 func (r *recorder) Orphaned(hash string)                     { r.add("orphaned %s", hash) }
 func (r *recorder) StateChanged(_ context.Context, h string) { r.add("state %s", h) }
-func (r *recorder) EndCopy(hash string)                      { r.add("end %s", hash) }
+func (r *recorder) EndCopy(hash string) {
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	r.add("end %s", hash)
+}
+
+// holdEnds makes EndCopy wait until the returned func is called.
+func (r *recorder) holdEnds() (release func()) {
+	hold := make(chan struct{})
+	r.mu.Lock()
+	r.hold = hold
+	r.mu.Unlock()
+	return sync.OnceFunc(func() { close(hold) })
+}
 func (r *recorder) Resync(context.Context) {
 	select {
 	case r.resyncs <- struct{}{}:
@@ -160,16 +179,114 @@ func TestListChangedSharedOnce(t *testing.T) {
 func TestTerminationFanOut(t *testing.T) {
 	st := memState(t)
 	a, b := startBus(t, st, instA), startBus(t, st, instB)
-	if err := a.b.AnnounceEnded(context.Background(), "short", hashA); err != nil {
+	if _, err := st.Publish(context.Background(), TopicTerminated, []byte("short")); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := a.b.AnnounceEnded(context.Background(), hashA); err != nil || n != 0 {
+		t.Fatalf("AnnounceEnded = %d, %v; want it confirmed", n, err)
 	}
 	b.rec.waitCalls(t, "end "+hashA)
 	a.rec.waitCalls(t, "end "+hashA) // its own copies are ended by its caller; a second end is a no-op
 	if b.rec.has("end short") {
 		t.Error("a malformed termination reached the handler")
 	}
-	if err := NewBus(context.Background(), BusOptions{}).AnnounceEnded(context.Background(), hashA); err != nil {
-		t.Errorf("without a bus: %v", err)
+	if n, err := NewBus(context.Background(), BusOptions{}).AnnounceEnded(context.Background(), hashA); err != nil || n != 0 {
+		t.Errorf("without a bus: %d, %v", n, err)
+	}
+}
+
+// AnnounceEnded returns only once every replica that heard it ended its
+// copy: a replica whose EndCopy is still running holds the answer back
+// (the gap CI found: a termination answered through one replica while
+// the session still served on another).
+func TestTerminationWaitsForEveryCopy(t *testing.T) {
+	st := memState(t)
+	a, b := startBus(t, st, instA), startBus(t, st, instB)
+	release := b.rec.holdEnds()
+	defer release()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := a.b.AnnounceEnded(context.Background(), hashA)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("AnnounceEnded returned (%d, %v) while b was still ending its copy", r.n, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	select {
+	case r := <-done:
+		if r.n != 0 || r.err != nil {
+			t.Errorf("AnnounceEnded = %d, %v; want every copy confirmed", r.n, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("AnnounceEnded did not return once b ended its copy")
+	}
+	if !b.rec.has("end " + hashA) {
+		t.Error("AnnounceEnded returned before b's copy ended")
+	}
+}
+
+// A subscriber that never confirms (a replica that died after its
+// subscription was counted, one stuck, a version that does not confirm)
+// costs the announcer ConfirmTimeout, and its sessions are reported
+// unconfirmed, never confirmed on a guess.
+func TestTerminationUnconfirmed(t *testing.T) {
+	st := memState(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	a := NewBus(ctx, BusOptions{PubSub: st, Instance: instA, ConfirmTimeout: 200 * time.Millisecond, Heard: state.NewHeard()})
+	rec := newRecorder()
+	a.Start(rec, terms{rec})
+	t.Cleanup(func() { cancel(); a.Close() })
+	<-rec.resyncs
+	silent, err := st.Subscribe(context.Background(), TopicTerminated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	begin := time.Now()
+	n, err := a.AnnounceEnded(context.Background(), hashA, strings.Repeat("b", 64))
+	if err != nil || n != 2 {
+		t.Errorf("AnnounceEnded with a silent subscriber = %d, %v; want both sessions unconfirmed", n, err)
+	}
+	if d := time.Since(begin); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("AnnounceEnded took %s; want the confirm timeout (200ms), once for both sessions", d)
+	}
+}
+
+// Confirmations count replicas, not messages: one replica confirming two
+// announcements of one session (two terminations at once) does not stand
+// in for another replica; a malformed confirmation counts for nothing.
+func TestConfirmationsCountReplicas(t *testing.T) {
+	var e endWaits
+	first, second := e.add(hashA), e.add(hashA)
+	e.expect(first, 2)
+	e.expect(second, 2)
+	for _, c := range []string{hashA + " " + instB, hashA + " " + instB, hashA, hashA + " ", "short " + instA} {
+		e.heard(c)
+	}
+	if first.confirmed() || second.confirmed() {
+		t.Fatal("two confirmations from one replica confirmed an announcement two replicas heard")
+	}
+	e.heard(hashA + " " + instA)
+	if !first.confirmed() || !second.confirmed() {
+		t.Fatal("both replicas confirmed, the announcements are not")
+	}
+	e.drop(first)
+	e.drop(second)
+	if len(e.waits) != 0 {
+		t.Errorf("dropped waits are kept: %v", e.waits)
+	}
+	// An announcement nobody heard is confirmed at once.
+	none := e.add(hashA)
+	e.expect(none, 0)
+	if !none.confirmed() {
+		t.Error("an announcement that reached no subscription waits")
 	}
 }
 

@@ -98,7 +98,7 @@ func TestFollow(t *testing.T) {
 			t.Errorf("a failed resync was retried after %v, want Retry (%v)", d, retry)
 		}
 		for _, m := range []string{"a", "b"} {
-			if err := mem.Publish(ctx, "t", []byte(m)); err != nil {
+			if _, err := mem.Publish(ctx, "t", []byte(m)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -118,7 +118,7 @@ func TestFollow(t *testing.T) {
 		if d := resyncAt[2].Sub(upAt); d != retry/2 {
 			t.Errorf("subscribed again %v after the bus came back, want the rest of the Retry pause (%v)", d, retry/2)
 		}
-		if err := mem.Publish(ctx, "t", []byte("c")); err != nil {
+		if _, err := mem.Publish(ctx, "t", []byte("c")); err != nil {
 			t.Fatal(err)
 		}
 		want("c")

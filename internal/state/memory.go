@@ -561,19 +561,19 @@ type memSub struct {
 
 // Publish implements PubSub: it queues data on every subscription of
 // topic and never blocks.
-func (m *Memory) Publish(_ context.Context, topic string, data []byte) error {
+func (m *Memory) Publish(_ context.Context, topic string, data []byte) (int, error) {
 	if err := CheckKey("topic", topic); err != nil {
-		return err
+		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check("publish"); err != nil {
-		return err
+		return 0, err
 	}
 	for s := range m.subs[topic] {
 		s.q.Push(Message{Topic: topic, Data: slices.Clone(data)})
 	}
-	return nil
+	return len(m.subs[topic]), nil
 }
 
 // Subscribe implements PubSub.

@@ -289,8 +289,11 @@ func ParseEventID(s string) (uint64, error) {
 // messages may have been lost, and resynchronises from the source.
 type PubSub interface {
 	// Publish sends data to the current subscribers of topic, on every
-	// replica.
-	Publish(ctx context.Context, topic string, data []byte) error
+	// replica. receivers is how many subscriptions it reached (one per
+	// Subscribe naming topic, on every replica; Redis's PUBLISH count):
+	// a publisher that waits for each to act on it knows how many to
+	// wait for.
+	Publish(ctx context.Context, topic string, data []byte) (receivers int, err error)
 	// Subscribe subscribes to topics; once it returns, every later
 	// Publish to them is delivered or reported lost. The subscription
 	// outlives ctx (ctx bounds the subscribing only) until Close.

@@ -587,7 +587,7 @@ function sessions() {
       { label: "Idle", get: s => `${Math.round(s.idle_seconds || 0)} s` },
       { label: "In flight", get: s => s.in_flight ?? 0 },
       { label: "", get: s => twoStep("Terminate", "Confirm terminate", async () => {
-        try { const r = await api("POST", "/sessions/terminate", { session_id_prefix: s.id_prefix }); say(`${r.terminated} session(s) terminated`); refresh(); }
+        try { const r = await api("POST", "/sessions/terminate", { session_id_prefix: s.id_prefix }); say(`${r.terminated} session(s) terminated` + (r.unconfirmed ? `; ${r.unconfirmed} not confirmed by every replica in time: a replica may serve them until it hears of their end` : "")); refresh(); }
         catch (e) { out.replaceChildren(errorBox(e)); }
       }) },
     ], rows, "No live sessions."));

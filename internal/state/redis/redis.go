@@ -714,14 +714,15 @@ func decodeEvents(r []any) ([]state.Event, uint64, error) {
 func (b *Backend) channel(topic string) string { return b.key("topic", topic) }
 
 // Publish implements state.PubSub.
-func (b *Backend) Publish(ctx context.Context, topic string, data []byte) error {
+func (b *Backend) Publish(ctx context.Context, topic string, data []byte) (int, error) {
 	if err := errors.Join(state.CheckKey("topic", topic), b.open("publish")); err != nil {
-		return err
+		return 0, err
 	}
-	if err := b.c.Publish(ctx, b.channel(topic), data).Err(); err != nil {
-		return b.fail(ctx, "publish", err)
+	n, err := b.c.Publish(ctx, b.channel(topic), data).Result()
+	if err != nil {
+		return 0, b.fail(ctx, "publish", err)
 	}
-	return nil
+	return int(n), nil
 }
 
 // subscription relays a go-redis PubSub into a delivery queue. go-redis

@@ -44,7 +44,7 @@ func testInvalid(t *testing.T, b state.Backend) {
 		"AppendEvent huge maxLen":   func() error { _, err := b.AppendEvent(ctx, "s", nil, state.MaxEventsPerStream+1, long); return err }(),
 		"AppendEvent long stream":   func() error { _, err := b.AppendEvent(ctx, secret, nil, 1, long); return err }(),
 		"EventsAfter empty stream":  func() error { _, _, err := b.EventsAfter(ctx, "", 0); return err }(),
-		"Publish empty topic":       b.Publish(ctx, "", nil),
+		"Publish empty topic":       func() error { _, err := b.Publish(ctx, "", nil); return err }(),
 		"ListSessions zero limit":   func() error { _, _, err := b.ListSessions(ctx, 0); return err }(),
 		"ListSessions huge limit":   func() error { _, _, err := b.ListSessions(ctx, state.MaxListSessions+1); return err }(),
 		"Subscribe no topic":        func() error { _, err := b.Subscribe(ctx); return err }(),
@@ -72,7 +72,7 @@ func testClosed(t *testing.T, b state.Backend) {
 		"Ping":      b.Ping(ctx),
 		"Terminate": b.Terminate(ctx, "s", long),
 		"Allow":     func() error { _, err := b.Allow(ctx, "k", hourly); return err }(),
-		"Publish":   b.Publish(ctx, "t", nil),
+		"Publish":   func() error { _, err := b.Publish(ctx, "t", nil); return err }(),
 		"Subscribe": func() error { _, err := b.Subscribe(ctx, "t"); return err }(),
 		"ListSessions": func() error {
 			_, _, err := b.ListSessions(ctx, 1)

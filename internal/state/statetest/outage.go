@@ -37,7 +37,7 @@ func testOutage(t *testing.T, h Harness) {
 		"ClaimStream":      func() error { _, _, err := b.ClaimStream(ctx, "s", state.StreamOwner{Replica: "r"}, long); return err },
 		"AppendEvent":      func() error { _, err := b.AppendEvent(ctx, "s", nil, 1, long); return err },
 		"EventsAfter":      func() error { _, _, err := b.EventsAfter(ctx, "s", 0); return err },
-		"Publish":          func() error { return b.Publish(ctx, "t", nil) },
+		"Publish":          func() error { _, err := b.Publish(ctx, "t", nil); return err },
 		"Subscribe":        func() error { _, err := b.Subscribe(ctx, "u"); return err },
 		"AcquireLease":     func() error { _, err := b.AcquireLease(ctx, "l", "h", long); return err },
 		"ReleaseLease":     func() error { return b.ReleaseLease(ctx, "l", "h") },
@@ -91,7 +91,7 @@ func testOutage(t *testing.T, h Harness) {
 		}
 	}()
 	eventually(t, "a message published after the outage arrives", func() (bool, error) {
-		if err := b.Publish(ctx, "t", []byte("after")); err != nil {
+		if _, err := b.Publish(ctx, "t", []byte("after")); err != nil {
 			return false, err
 		}
 		select {

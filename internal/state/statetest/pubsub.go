@@ -50,18 +50,27 @@ func quiet(t testing.TB, sub state.Subscription) {
 	}
 }
 
-func publish(t testing.TB, b state.Backend, topic, data string) {
+// publish publishes and returns how many subscriptions it reached.
+func publish(t testing.TB, b state.Backend, topic, data string) int {
 	t.Helper()
-	mustNot(t, "Publish", b.Publish(t.Context(), topic, []byte(data)))
+	n, err := b.Publish(t.Context(), topic, []byte(data))
+	mustNot(t, "Publish", err)
+	return n
 }
 
 func testPubSub(t *testing.T, b state.Backend) {
 	ab := subscribe(t, b, "a", "b")
 	a := subscribe(t, b, "a")
-	publish(t, b, "nobody", "x") // no subscriber: not an error
-	publish(t, b, "a", "1")
-	publish(t, b, "b", "2")
-	publish(t, b, "a", "3")
+	// Each publish counts the subscriptions it reached (a waiter for
+	// their answers relies on it); no subscriber is not an error.
+	for _, p := range []struct {
+		topic, data string
+		want        int
+	}{{"nobody", "x", 0}, {"a", "1", 2}, {"b", "2", 1}, {"a", "3", 2}} {
+		if n := publish(t, b, p.topic, p.data); n != p.want {
+			t.Errorf("publish to %s reached %d subscriptions, want %d", p.topic, n, p.want)
+		}
+	}
 	for _, want := range []state.Message{{Topic: "a", Data: []byte("1")}, {Topic: "b", Data: []byte("2")}, {Topic: "a", Data: []byte("3")}} {
 		if m := next(t, ab); m.Topic != want.Topic || string(m.Data) != string(want.Data) || m.Lost {
 			t.Errorf("ab got %+v, want %+v", m, want)
@@ -135,7 +144,9 @@ func testPubSubClose(t *testing.T, b state.Backend) {
 			t.Fatal("C not closed 5s after Close")
 		}
 	}
-	publish(t, b, "t", "after close") // no subscriber left: fine
+	if n := publish(t, b, "t", "after close"); n != 0 { // no subscriber left: fine
+		t.Errorf("a publish after the only subscription closed reached %d", n)
+	}
 
 	// Closing the backend ends the subscriptions still open.
 	other := subscribe(t, b, "u")
@@ -159,7 +170,7 @@ func testPubSubConcurrent(t *testing.T, b state.Backend) {
 	for p := range pubs {
 		wg.Go(func() {
 			for i := range each {
-				if err := b.Publish(t.Context(), "t", fmt.Appendf(nil, "%d:%d", p, i)); err != nil {
+				if _, err := b.Publish(t.Context(), "t", fmt.Appendf(nil, "%d:%d", p, i)); err != nil {
 					t.Error(err)
 					return
 				}
