@@ -118,6 +118,9 @@ type API struct {
 	mux *http.ServeMux
 	log *slog.Logger
 	id  string // names this API's announcements (announce.go)
+	// confirms: this API's announcements waiting for every replica to
+	// apply them (announce.go).
+	confirms state.Confirms
 
 	// The runtime servers and toolsets served as the store holds them
 	// (announce.go).

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,19 +19,22 @@ import (
 // the gateway's servers and toolsets, the grant set, the vault's cache
 // of people's credentials. A change made through one replica's API is
 // committed to the store first, then announced on the bus (Options.Bus),
-// and every other replica applies it within a second:
+// and answered once every replica that heard the announcement applied
+// it and confirmed (state.Confirms; at most busTimeout):
 //
-//	handler: store write -> apply here -> announce(kind, name)
+//	handler: store write -> apply here -> announce(kind, name) -> wait
 //	follower (every replica): message -> re-read that object from the
-//	  store -> apply; gap (Lost, new subscription) -> resync everything
+//	  store -> apply -> confirm; gap (Lost, new subscription) -> resync
+//	  everything
 //
 // A message names what changed, never how: the follower re-reads the
 // store (or drops its cached copy), so a message carries no value to
 // trust, and two replicas changing one object at once both end with what
 // the store holds. A message never carries a secret (keys are named by
-// alias, vault entries by their keyed hash). Delivery is at most once; publishing failures are logged and never fail
-// the request (the change is committed, and the others converge at their
-// next resync). A replica that may have missed announcements (its bus not
+// alias, vault entries by their keyed hash). Delivery is at most once;
+// publishing failures and missing confirmations are logged and never
+// fail the request (the change is committed, and the others converge at
+// their next resync). A replica that may have missed announcements (its bus not
 // heard: the gateway's state.Heard, which this follower reports to)
 // re-reads meanwhile what they could have changed: a runtime server
 // before each use (checkServer, the gateway's ServerCheck), keys at each
@@ -38,10 +42,16 @@ import (
 // vault entries every catchUpEvery. A change the store does not record is
 // refused with 503 and never announced (storeError).
 
-// TopicChanges is the bus topic of admin changes.
-const TopicChanges = "gateway:admin"
+// TopicChanges is the bus topic of admin changes; TopicApplied carries
+// each replica's confirmation that it applied one ("<change id> <API
+// id>").
+const (
+	TopicChanges = "gateway:admin"
+	TopicApplied = "gateway:admin:applied"
+)
 
-// busTimeout bounds one publish and one resync.
+// busTimeout bounds one publish and one resync, and how long a change
+// waits for the other replicas to confirm it.
 const busTimeout = 2 * time.Second
 
 // What a change names (change.Kind).
@@ -64,22 +74,63 @@ type change struct {
 	Name string `json:"name"`
 	// From is the announcing API (API.id): its own follower skips it.
 	From string `json:"from"`
+	// ID, when set, asks every replica that applies the change to
+	// confirm it on TopicApplied; the announcer waits for them.
+	ID string `json:"id,omitempty"`
 }
 
 // newInstanceID names this API in its announcements.
 func newInstanceID() string { return rand.Text()[:16] }
 
-// announce tells the other replicas that kind name changed.
+// announce tells the other replicas that kind name changed, and returns
+// once every replica that heard it applied it (a revoked key is then
+// refused on every replica, a removed server called on none), or after
+// busTimeout. A reload is not waited for: each replica reloads its own
+// file, which may take longer, and nothing of this replica's change
+// depends on it. A publish that fails, and replicas that did not confirm
+// in time (one that died, is stuck, or runs a version that does not
+// confirm), are logged: the change is committed, and they apply it when
+// they hear it or at their next resync.
 func (a *API) announce(ctx context.Context, kind, name string) {
 	if a.o.Bus == nil {
 		return
 	}
-	msg, _ := json.Marshal(change{Kind: kind, Name: name, From: a.id})
+	c := change{Kind: kind, Name: name, From: a.id}
+	var w *state.Confirm
+	if kind != changeReload {
+		c.ID = rand.Text()[:16]
+		w = a.confirms.Add(c.ID)
+		defer a.confirms.Drop(w)
+	}
+	msg, _ := json.Marshal(c)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busTimeout)
 	defer cancel()
-	if _, err := a.o.Bus.Publish(ctx, TopicChanges, msg); err != nil {
+	n, err := a.o.Bus.Publish(ctx, TopicChanges, msg)
+	if err != nil {
 		a.log.Warn("could not announce an admin change to the other replicas; they apply it at their next resync",
 			"kind", kind, "name", name, "error", err)
+		return
+	}
+	if w == nil {
+		return
+	}
+	a.confirms.Expect(w, n)
+	select {
+	case <-w.Done():
+	case <-ctx.Done():
+		a.log.Warn("not every replica confirmed applying an admin change in time; they apply it when they hear it or at their next resync",
+			"kind", kind, "name", name, "waited", busTimeout)
+	}
+}
+
+// confirmApplied tells the announcer of change id that this replica
+// applied it. A failure is logged: the announcer then reports the change
+// as unconfirmed.
+func (a *API) confirmApplied(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	if _, err := a.o.Bus.Publish(ctx, TopicApplied, []byte(id+" "+a.id)); err != nil {
+		a.log.Warn("could not confirm an admin change to the replica that made it", "error", err)
 	}
 }
 
@@ -116,12 +167,12 @@ func (a *API) Start() {
 	go func() {
 		defer a.bg.Done()
 		state.Follow(ctx, a.o.Bus, state.FollowOptions{
-			Topics:  []string{TopicChanges},
+			Topics:  []string{TopicChanges, TopicApplied},
 			What:    followName,
 			Heard:   heard,
 			Logger:  a.log,
 			Timeout: busTimeout,
-			Handle:  a.applyChange,
+			Handle:  a.handleBus,
 			Resync:  a.resync,
 		})
 	}()
@@ -193,15 +244,33 @@ func (a *API) Close() {
 	a.bg.Wait()
 }
 
-// applyChange applies one announcement of another replica.
-func (a *API) applyChange(ctx context.Context, m state.Message) {
+// handleBus handles one message of the admin bus: a change (applied,
+// then confirmed when its announcer waits), or a confirmation of one of
+// this API's changes.
+func (a *API) handleBus(ctx context.Context, m state.Message) {
+	if m.Topic == TopicApplied {
+		if id, from, ok := strings.Cut(string(m.Data), " "); ok {
+			a.confirms.Heard(id, from)
+		}
+		return
+	}
+	if id := a.applyChange(ctx, m); id != "" {
+		a.confirmApplied(ctx, id)
+	}
+}
+
+// applyChange applies one announcement of another replica, and returns
+// its id when it is to be confirmed: this replica applied it (its own
+// changes were applied when they were made). A change of a kind this
+// version does not know is not confirmed: it is not applied here.
+func (a *API) applyChange(ctx context.Context, m state.Message) (confirm string) {
 	var c change
 	if err := json.Unmarshal(m.Data, &c); err != nil || c.Name == "" {
 		a.log.Warn("ignoring an unreadable admin change announcement")
-		return
+		return ""
 	}
 	if c.From == a.id {
-		return // applied when it was made
+		return c.ID // applied when it was made
 	}
 	ctx, cancel := context.WithTimeout(ctx, busTimeout)
 	defer cancel()
@@ -209,9 +278,13 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 	case changeKey:
 		a.keyChanged(c.Name)
 	case changeServer:
-		a.servers.apply(ctx, a, c.Name)
+		if !a.servers.apply(ctx, a, c.Name) {
+			return "" // not applied: the announcer hears it
+		}
 	case changeToolset:
-		a.toolsets.apply(ctx, a, c.Name)
+		if !a.toolsets.apply(ctx, a, c.Name) {
+			return ""
+		}
 	case changeVault:
 		if a.o.Vault != nil {
 			a.o.Vault.Forget(c.Name)
@@ -223,12 +296,15 @@ func (a *API) applyChange(ctx context.Context, m state.Message) {
 	case changeGrant:
 		if err := a.ReloadGrants(ctx); err != nil {
 			a.log.Warn("could not reload the grants after a change on another replica", "grant", c.Name, "error", err)
+			return ""
 		}
 	default:
 		// A newer replica's kind: its change takes effect here at the
 		// next resync, or when this replica is upgraded.
 		a.log.Debug("ignoring an admin change of an unknown kind", "kind", c.Kind)
+		return ""
 	}
+	return c.ID
 }
 
 // resync re-reads everything another replica may have changed while this
@@ -324,7 +400,7 @@ func (r *runtimeObjects) sync(ctx context.Context, a *API) error {
 }
 
 // apply brings the object name in line with the store.
-func (r *runtimeObjects) apply(ctx context.Context, a *API, name string) {
+func (r *runtimeObjects) apply(ctx context.Context, a *API, name string) (read bool) {
 	o, err := a.o.Store.GetObject(ctx, r.kind, name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -333,9 +409,11 @@ func (r *runtimeObjects) apply(ctx context.Context, a *API, name string) {
 		r.unloadLocked(a, name)
 	case err != nil:
 		a.log.Warn("could not read an object another replica changed; retried at the next resync", "kind", r.kind, "name", name, "error", err)
+		return false
 	default:
 		r.loadLocked(ctx, a, o)
 	}
+	return true
 }
 
 // loadLocked serves o unless it is served already as stored.

@@ -143,8 +143,8 @@ type Bus struct {
 	// replica's streams, by server and method.
 	lists listSeen
 	// ends: this replica's announcements of ended sessions waiting for
-	// the other replicas to confirm (endwaits.go).
-	ends endWaits
+	// the other replicas to confirm, by session hash.
+	ends state.Confirms
 }
 
 // NewBus returns the bus of a replica; ctx is its owner's, ending with
@@ -324,7 +324,7 @@ func (b *Bus) listHeardRemote(server, method string) bool {
 // terminations refuse it only where no copy is held. So a replica that
 // ends sessions announces them, every replica ends its copies, and the
 // announcer waits until each replica that heard the announcement
-// confirmed that its copy ended (endwaits.go): an administrator's
+// confirmed that its copy ended (state.Confirms): an administrator's
 // termination, or a client's DELETE, is answered once no replica serves
 // the session any more, not a moment before. A message is the hash of
 // the session's local id; a confirmation is the hash and the confirming
@@ -345,31 +345,29 @@ func (b *Bus) AnnounceEnded(ctx context.Context, hashes ...string) (unconfirmed 
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.o.ConfirmTimeout)
 	defer cancel()
-	waits := make([]*endWait, 0, len(hashes))
+	waits := make([]*state.Confirm, 0, len(hashes))
 	defer func() {
 		for _, w := range waits {
-			b.ends.drop(w)
+			b.ends.Drop(w)
 		}
 	}()
 	for _, h := range hashes {
-		// Waiting before publishing: a confirmation may come back before
-		// Publish returns.
-		w := b.ends.add(h)
+		w := b.ends.Add(h)
 		waits = append(waits, w)
 		n, err := b.o.PubSub.Publish(ctx, TopicTerminated, []byte(h))
 		if err != nil {
 			return 0, err
 		}
-		b.ends.expect(w, n)
+		b.ends.Expect(w, n)
 	}
 	for _, w := range waits {
 		select {
-		case <-w.done:
+		case <-w.Done():
 		case <-ctx.Done():
 		}
 	}
 	for _, w := range waits {
-		if !w.confirmed() {
+		if !w.Confirmed() {
 			unconfirmed++
 		}
 	}
@@ -391,13 +389,26 @@ func (b *Bus) followTerminations(t Terminations) {
 					b.confirmEnded(ctx, hash)
 				}
 			case TopicEndedCopy:
-				b.ends.heard(string(m.Data))
+				if hash, from, ok := strings.Cut(string(m.Data), " "); ok && len(hash) == 64 {
+					b.ends.Heard(hash, from)
+				}
 			}
 		},
 		// Announcements before a subscription, or in a gap, were missed.
 		// One that could not read the store is retried.
 		Resync: t.Resync,
 	})
+}
+
+// confirmEnded tells the announcer of hash's end that this replica's
+// copy ended (or that it held none). A failure is logged: the announcer
+// then reports the session's end as unconfirmed.
+func (b *Bus) confirmEnded(ctx context.Context, hash string) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	if _, err := b.o.PubSub.Publish(ctx, TopicEndedCopy, []byte(hash+" "+b.o.Instance)); err != nil {
+		b.o.Logger.Warn("could not confirm ending a terminated session's copy to the replica that ended it", "error", err)
+	}
 }
 
 // streamClaimTTL is how long a GET stream's claim lives unrenewed: a

@@ -259,37 +259,6 @@ func TestTerminationUnconfirmed(t *testing.T) {
 	}
 }
 
-// Confirmations count replicas, not messages: one replica confirming two
-// announcements of one session (two terminations at once) does not stand
-// in for another replica; a malformed confirmation counts for nothing.
-func TestConfirmationsCountReplicas(t *testing.T) {
-	var e endWaits
-	first, second := e.add(hashA), e.add(hashA)
-	e.expect(first, 2)
-	e.expect(second, 2)
-	for _, c := range []string{hashA + " " + instB, hashA + " " + instB, hashA, hashA + " ", "short " + instA} {
-		e.heard(c)
-	}
-	if first.confirmed() || second.confirmed() {
-		t.Fatal("two confirmations from one replica confirmed an announcement two replicas heard")
-	}
-	e.heard(hashA + " " + instA)
-	if !first.confirmed() || !second.confirmed() {
-		t.Fatal("both replicas confirmed, the announcements are not")
-	}
-	e.drop(first)
-	e.drop(second)
-	if len(e.waits) != 0 {
-		t.Errorf("dropped waits are kept: %v", e.waits)
-	}
-	// An announcement nobody heard is confirmed at once.
-	none := e.add(hashA)
-	e.expect(none, 0)
-	if !none.confirmed() {
-		t.Error("an announcement that reached no subscription waits")
-	}
-}
-
 // The newest GET stream of a session holds its claim: the others learn
 // where it is, the older holder is told, and the claim is released when
 // the stream ends.
