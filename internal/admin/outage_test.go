@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -103,15 +104,36 @@ func TestFleetSessionsThroughAnyReplica(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil || res.Terminated != 1 || res.Sessions[0].User != "alice" {
 		t.Fatalf("terminate alice through C: %d %s; want 1 ended", code, body)
 	}
-	within(t, "alice's session on A refused after its termination through C", func() bool {
-		code, _ := onSession(t, a, alice, aliceSID, listBody)
-		return code == http.StatusNotFound
-	})
+	if res.Unconfirmed != 0 {
+		t.Errorf("terminate alice through C: %s; want every replica's confirmation", body)
+	}
+	// Answered once A ended its copy: refused there at once.
+	if code, body := onSession(t, a, alice, aliceSID, listBody); code != http.StatusNotFound {
+		t.Errorf("alice's session on A after its termination through C was answered: %d %s; want 404", code, body)
+	}
 	if code, body := onSession(t, b, bob, bobSID, listBody); code != 200 || !strings.Contains(body, "calc__add") {
 		t.Errorf("bob's session on B: %d %s", code, body)
 	}
 	if code, body := c.do(t, "POST", "/admin/v1/sessions/terminate", master, `{"user":"alice"}`); code != 200 || !strings.Contains(body, `"terminated":0`) {
 		t.Errorf("terminate alice again: %d %s; want 0", code, body)
+	}
+
+	// A replica that hears terminations and never confirms (stuck, or
+	// of a version before confirmations): bob's end is answered after
+	// the wait, said unconfirmed to the operator and in the audit log.
+	silent, err := mem.Subscribe(context.Background(), relay.TopicTerminated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	code, body = c.do(t, "POST", "/admin/v1/sessions/terminate", master, `{"user":"bob"}`)
+	res = gateway.TerminateResult{}
+	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil || res.Terminated != 1 || res.Unconfirmed != 1 {
+		t.Errorf("terminate bob with a silent replica: %d %s; want 1 ended, 1 unconfirmed", code, body)
+	}
+	_, events := c.do(t, "GET", "/admin/v1/audit/events?action=session.terminate", master, "")
+	if !strings.Contains(events, `"unconfirmed":1`) {
+		t.Errorf("the audit log does not say bob's end was unconfirmed: %s", events)
 	}
 }
 
