@@ -162,7 +162,18 @@ func New(o Options) *API {
 		// Every vault write of this process (a credential or connection
 		// here, a person's connect or a refresh in the gateway) tells the
 		// other replicas which entry to forget.
-		o.Vault.OnChange(func(id string) { a.announce(context.Background(), changeVault, id) })
+		o.Vault.OnChange(func(id string, deleted bool) {
+			// A deletion revokes a person's credential or connection:
+			// answered once every replica forgot it. A write (a new
+			// value, a refresh, a last-use stamp: on the call path, under
+			// the entry's lock) is told without waiting; the others only
+			// drop the copy they cached.
+			if deleted {
+				a.announce(context.Background(), changeVault, id)
+			} else {
+				a.tell(context.Background(), changeVault, id)
+			}
+		})
 	}
 	return a
 }

@@ -85,19 +85,28 @@ func newInstanceID() string { return rand.Text()[:16] }
 // announce tells the other replicas that kind name changed, and returns
 // once every replica that heard it applied it (a revoked key is then
 // refused on every replica, a removed server called on none), or after
-// busTimeout. A reload is not waited for: each replica reloads its own
-// file, which may take longer, and nothing of this replica's change
-// depends on it. A publish that fails, and replicas that did not confirm
+// busTimeout. A publish that fails, and replicas that did not confirm
 // in time (one that died, is stuck, or runs a version that does not
 // confirm), are logged: the change is committed, and they apply it when
 // they hear it or at their next resync.
 func (a *API) announce(ctx context.Context, kind, name string) {
+	a.publishChange(ctx, kind, name, true)
+}
+
+// tell is announce without waiting for the other replicas, for what they
+// need not have applied before the change is answered: a reload (each
+// replica reloads its own file, which may take longer), a vault write.
+func (a *API) tell(ctx context.Context, kind, name string) {
+	a.publishChange(ctx, kind, name, false)
+}
+
+func (a *API) publishChange(ctx context.Context, kind, name string, wait bool) {
 	if a.o.Bus == nil {
 		return
 	}
 	c := change{Kind: kind, Name: name, From: a.id}
 	var w *state.Confirm
-	if kind != changeReload {
+	if wait {
 		c.ID = rand.Text()[:16]
 		w = a.confirms.Add(c.ID)
 		defer a.confirms.Drop(w)

@@ -683,3 +683,37 @@ func TestFollowerEndsWithClose(t *testing.T) {
 	}
 	t.Fatalf("the follower outlived Close:\n%s", stacks)
 }
+
+// A vault write (a new credential, a refresh, a last-use stamp: on the
+// call path, under the entry's lock) is told without waiting for the
+// other replicas; a deletion (a revocation) waits for them. A replica
+// that hears and never confirms shows the difference: the write returns
+// at once, the revocation after busTimeout.
+func TestVaultWritesDoNotWait(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	rs := fleetRig(t, 2, sqliteStores(t), mem)
+	a := rs[0]
+	waitFollowing(t, rs)
+	silent, err := mem.Subscribe(context.Background(), TopicChanges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	ctx := context.Background()
+	e := vault.Entry{Person: "key:alice", Server: "calc", Kind: vault.KindStatic, AccessToken: "alice-calc-token"}
+	begin := time.Now()
+	if err := a.vault.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d >= busTimeout/2 {
+		t.Errorf("a vault write took %s with a silent replica: it waited for confirmations", d)
+	}
+	begin = time.Now()
+	if err := a.vault.Delete(ctx, e.Person, e.Server); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d < busTimeout {
+		t.Errorf("a vault deletion took %s with a silent replica: it did not wait for confirmations", d)
+	}
+}

@@ -100,7 +100,7 @@ func (a *API) reload(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Each replica reads its own file: the others reload theirs, so that
 	// one request through a load balancer reloads the fleet.
-	a.announce(r.Context(), changeReload, by)
+	a.tell(r.Context(), changeReload, by)
 	writeJSON(w, http.StatusOK, rep)
 	return nil
 }

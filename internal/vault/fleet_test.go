@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,14 +100,16 @@ func TestRefreshWithoutReachableLeases(t *testing.T) {
 }
 
 // OnChange hears every write and delete, whoever makes it: Put, Refresh
-// and Delete each name the entry by its EntryID, never its person.
+// and Delete each name the entry by its EntryID, never its person, and
+// only Delete says deleted.
 func TestOnChange(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, t.TempDir())
 	defer st.Close()
 	v := newVault(t, st, newClock(), k1)
 	var got []string
-	v.OnChange(func(id string) { got = append(got, id) })
+	var deleted []bool
+	v.OnChange(func(id string, d bool) { got, deleted = append(got, id), append(deleted, d) })
 	if err := v.Put(ctx, oauthEntry("alice", "github")); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +125,9 @@ func TestOnChange(t *testing.T) {
 	id := v.EntryID("alice", "github")
 	if len(got) != 3 || got[0] != id || got[1] != id || got[2] != id {
 		t.Errorf("changes %v, want %s three times (put, refresh, delete)", got, id)
+	}
+	if !slices.Equal(deleted, []bool{false, false, true}) {
+		t.Errorf("deleted %v, want false, false, true (put, refresh, delete)", deleted)
 	}
 	for _, g := range got {
 		if strings.Contains(g, "alice") {

@@ -38,16 +38,18 @@ func (v *Vault) ForgetAll() {
 }
 
 // OnChange makes fn hear the EntryID of every entry this process writes
-// or deletes, after its own cached copy is gone: whoever announces
-// changes to the other processes (the admin API's bus) hooks in here, so
-// that no writer (the admin API, the connect flow, a refresh) has to
-// remember to. Call it before the vault is used; fn must not call back
-// into the vault for that entry (it runs under the entry's lock).
-func (v *Vault) OnChange(fn func(id string)) { v.onChange = fn }
+// or deletes (deleted), after its own cached copy is gone: whoever
+// announces changes to the other processes (the admin API's bus) hooks
+// in here, so that no writer (the admin API, the connect flow, a
+// refresh, a last-use stamp) has to remember to. Call it before the
+// vault is used; fn must not call back into the vault for that entry (it
+// runs under the entry's lock, so it should not wait long for a write:
+// writes happen on the call path).
+func (v *Vault) OnChange(fn func(id string, deleted bool)) { v.onChange = fn }
 
 // changed tells OnChange's fn about person's entry for server.
-func (v *Vault) changed(person, server string) {
+func (v *Vault) changed(person, server string, deleted bool) {
 	if v.onChange != nil {
-		v.onChange(v.EntryID(person, server))
+		v.onChange(v.EntryID(person, server), deleted)
 	}
 }
