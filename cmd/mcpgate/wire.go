@@ -343,6 +343,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger, listen str
 		Grants:       grants,
 		Vault:        vlt,
 		Stats:        m.Overview,
+		Metrics:      m,
 		Integrity:    keeper,
 		CheckServer: func(ctx context.Context, name string) (any, bool) {
 			cur := g.Config()

@@ -96,6 +96,9 @@ type Options struct {
 	// metrics (GET /stats, the console's overview); nil: the endpoint
 	// answers an empty list and no losses.
 	Stats func() (metrics.Overview, error)
+	// Metrics counts the admin changes some other replica did not
+	// confirm in time (announce.go); nil: not counted.
+	Metrics *metrics.Metrics
 	// CheckServer reaches a server afresh, as mcpgate doctor does (a new
 	// session's handshake, the tools/list walk, TLS expiry, the auth
 	// result), for POST /servers/{name}/test; false when there is no such

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -127,6 +128,7 @@ func (a *API) publishChange(ctx context.Context, kind, name string, wait bool) {
 	select {
 	case <-w.Done():
 	case <-ctx.Done():
+		a.o.Metrics.FleetUnconfirmed(metrics.UnconfirmedAdminChange, 1)
 		a.log.Warn("not every replica confirmed applying an admin change in time; they apply it when they hear it or at their next resync",
 			"kind", kind, "name", name, "waited", busTimeout)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
@@ -43,6 +44,29 @@ type replica struct {
 	// keyChanged has each alias the API told the authenticator about,
 	// here or from another replica's announcement (waitKeyChanged).
 	keyChanged chan string
+	metrics    *metrics.Metrics
+}
+
+// unconfirmed is r's mcpgate_fleet_unconfirmed_total of kind.
+func (r *replica) unconfirmed(t *testing.T, kind string) float64 {
+	t.Helper()
+	fams, err := r.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "mcpgate_fleet_unconfirmed_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // waitKeyChanged waits, 5s at most, until r's API told its authenticator
@@ -90,7 +114,8 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 			Servers: map[string]*config.Server{"calc": {Name: "calc", Transport: config.TransportHTTP, URL: calc, Timeout: 5 * time.Second}},
 			Auth:    &config.CallerAuth{MasterKey: master},
 		}
-		gopts := gateway.Options{Config: cfg}
+		m := metrics.New()
+		gopts := gateway.Options{Config: cfg, Metrics: m}
 		if o.sessions || o.probe {
 			gopts.Bus = bus // the gateway's own followers
 		}
@@ -120,7 +145,7 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 			}
 		}
 		api := New(Options{Gateway: g, Store: st, Config: cfg, Authenticate: auth.Authenticate, KeyChanged: invalidate, KeysFlushed: auth.Flush,
-			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames})
+			Grants: callers.NewGrantSet(nil), Bus: bus, Vault: vlt, Servers: g.ServerNames, Toolsets: g.ToolsetNames, Metrics: m})
 		if err := api.SyncServers(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +162,7 @@ func fleetRigWith(t *testing.T, n int, open func(t *testing.T) store.Store, bus 
 			auth.Close()
 			st.Close()
 		})
-		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api, vault: vlt, keyChanged: keyChanged}
+		out[i] = &replica{rig: &rig{url: ts.URL, store: st, gw: g}, api: api, vault: vlt, keyChanged: keyChanged, metrics: m}
 	}
 	return out
 }
@@ -715,5 +740,9 @@ func TestVaultWritesDoNotWait(t *testing.T) {
 	}
 	if d := time.Since(begin); d < busTimeout {
 		t.Errorf("a vault deletion took %s with a silent replica: it did not wait for confirmations", d)
+	}
+	// The operator sees the one change that was not confirmed.
+	if n := a.unconfirmed(t, metrics.UnconfirmedAdminChange); n != 1 {
+		t.Errorf("mcpgate_fleet_unconfirmed_total{kind=admin_change} = %v, want 1 (the deletion)", n)
 	}
 }

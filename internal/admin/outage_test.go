@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/relay"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
@@ -134,6 +135,9 @@ func TestFleetSessionsThroughAnyReplica(t *testing.T) {
 	_, events := c.do(t, "GET", "/admin/v1/audit/events?action=session.terminate", master, "")
 	if !strings.Contains(events, `"unconfirmed":1`) {
 		t.Errorf("the audit log does not say bob's end was unconfirmed: %s", events)
+	}
+	if n := c.unconfirmed(t, metrics.UnconfirmedTermination); n != 1 {
+		t.Errorf("mcpgate_fleet_unconfirmed_total{kind=termination} on C = %v, want 1", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mcpgate/mcpgate/internal/metrics"
 	fleetrelay "github.com/mcpgate/mcpgate/internal/relay"
 )
 
@@ -26,6 +27,7 @@ func (g *Gateway) announceEnded(ctx context.Context, hashes ...string) (unconfir
 	case err != nil:
 		g.log.Warn("could not announce a terminated session to the other replicas", "error", err)
 	case unconfirmed > 0:
+		g.metrics.FleetUnconfirmed(metrics.UnconfirmedTermination, unconfirmed)
 		g.log.Warn("not every replica confirmed ending its copies of terminated sessions in time; theirs end when it hears the announcement or resynchronises",
 			"sessions", unconfirmed, "waited", fleetrelay.Timeout)
 	}

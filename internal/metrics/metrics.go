@@ -80,6 +80,7 @@ type Metrics struct {
 	catalog     *prometheus.GaugeVec   // server, kind
 	conflicts   *prometheus.CounterVec // server, kind
 	refusals    *prometheus.CounterVec // kind
+	unconfirmed *prometheus.CounterVec // kind (fleet confirmations)
 	auditDepth  prometheus.Gauge
 	auditDrops  prometheus.Counter
 	auditUnconf prometheus.Counter
@@ -165,6 +166,11 @@ func New() *Metrics {
 			Namespace: Namespace,
 			Name:      "security_refusals_total",
 			Help:      "Requests refused because they reached for what is not the sender's, by kind: foreign_answer (an answer to a server request sent to another session or caller), foreign_session (another owner's session id), foreign_retry (requestState on another route), host (a Host the loopback listener does not serve), origin (a foreign browser Origin), peer_auth (a fleet hop whose signature does not verify).",
+		}, []string{"kind"}),
+		unconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "fleet_unconfirmed_total",
+			Help:      "Ends and changes this replica announced that some other replica did not confirm within 2 s, by kind: termination (a session ended, counted per session: that replica may serve its copy until it hears of the end or resynchronises), admin_change (a key, server, toolset, grant, revoked credential or review: that replica may serve the old one meanwhile).",
 		}, []string{"kind"}),
 		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
@@ -269,7 +275,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.toolCalls, m.toolLatency, m.upstreamUp,
-		m.sessions, m.catalog, m.conflicts, m.refusals, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
+		m.sessions, m.catalog, m.conflicts, m.refusals, m.unconfirmed, m.auditDepth, m.auditDrops, m.auditUnconf, m.searches,
 		m.exportDepth, m.exportDrops, m.exportFails,
 		m.limitLocal, m.limitLocalN, m.stateUp, m.fleetSize,
 		m.guardBlocks, m.guardRedact, m.guardFails, m.listFails, m.integrity,
@@ -385,6 +391,22 @@ func (m *Metrics) NameConflict(server, kind string) {
 		return
 	}
 	m.conflicts.WithLabelValues(server, kind).Inc()
+}
+
+// Kinds of mcpgate_fleet_unconfirmed_total.
+const (
+	UnconfirmedTermination = "termination"
+	UnconfirmedAdminChange = "admin_change"
+)
+
+// FleetUnconfirmed counts n ends or changes of kind (an Unconfirmed*
+// constant) that some other replica did not confirm in time: until it
+// hears of them, it may serve what was ended or changed.
+func (m *Metrics) FleetUnconfirmed(kind string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.unconfirmed.WithLabelValues(kind).Add(float64(n))
 }
 
 // Kinds of mcpgate_security_refusals_total: a fixed set.
