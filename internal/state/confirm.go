@@ -81,17 +81,6 @@ func (c *Confirms) Drop(w *Confirm) {
 	}
 }
 
-// pending is how many waits are held (tests).
-func (c *Confirms) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, ws := range c.waits {
-		n += len(ws)
-	}
-	return n
-}
-
 // Done is closed once every subscriber that received w's message
 // confirmed.
 func (w *Confirm) Done() <-chan struct{} { return w.done }

@@ -46,3 +46,14 @@ func TestConfirmsCountSubscribers(t *testing.T) {
 		t.Error("a confirmation heard before Expect was not counted")
 	}
 }
+
+// pending is how many waits c holds.
+func (c *Confirms) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, ws := range c.waits {
+		n += len(ws)
+	}
+	return n
+}

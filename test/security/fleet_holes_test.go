@@ -167,32 +167,5 @@ func TestRevokedKeyAcrossReplicas(t *testing.T) {
 	alpha := newUpstream(t, "alpha")
 	f := newFleet(t, 2, fleetCallers(), alpha.server())
 	a, b := f.replicas[0], f.replicas[1]
-	st, body := b.admin(t, http.MethodPost, "/keys", `{"alias":"leaked","user":"lee","servers":["alpha"]}`)
-	if st != http.StatusCreated {
-		t.Fatalf("POST /admin/v1/keys through b: HTTP %d %s", st, body)
-	}
-	var created struct {
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal([]byte(body), &created); err != nil || created.Key == "" {
-		t.Fatalf("the created key: %s", body)
-	}
-	// Warm on a: the key in a's cache, a session open with it.
-	leaked := a.client(t, "/mcp/alpha", created.Key)
-	leaked.initialize("")
-	if res := leaked.callTool("before", "echo", `{"text":"before"}`); isToolError(res) {
-		t.Fatalf("the new key's call on a: %s", describe(res))
-	}
-	if st, body := b.admin(t, http.MethodDelete, "/keys/leaked", ""); st != http.StatusNoContent {
-		t.Fatalf("DELETE /admin/v1/keys/leaked through b: HTTP %d %s", st, body)
-	}
-	st, _, body = leaked.post(`{"jsonrpc":"2.0","id":"after","method":"tools/call","params":{"name":"echo","arguments":{"text":"after"}}}`)
-	unauthorized(t, "the key revoked through b, on its session on a", st, body)
-	st, _, body = a.client(t, "/mcp/alpha", created.Key).post(initJSON)
-	unauthorized(t, "the key revoked through b, initializing on a", st, body)
-	for _, s := range alpha.received() {
-		if strings.Contains(s, "after") {
-			t.Errorf("the upstream ran a call of the revoked key: %q", s)
-		}
-	}
+	revokeInUse(t, a, b, "leaked", alpha)
 }

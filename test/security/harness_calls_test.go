@@ -41,6 +41,48 @@ func (g *gateway) admin(t testing.TB, method, path, body string) (int, string) {
 	return g.adminAs(t, masterKey, method, path, body)
 }
 
+// createKey creates a key through g's admin API (body: POST /keys's) and
+// returns its secret.
+func (g *gateway) createKey(t testing.TB, body string) string {
+	t.Helper()
+	st, resp := g.admin(t, http.MethodPost, "/keys", body)
+	var created struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal([]byte(resp), &created); st != http.StatusCreated || err != nil || created.Key == "" {
+		t.Fatalf("POST /admin/v1/keys on %s: HTTP %d %s", g.base, st, resp)
+	}
+	return created.Key
+}
+
+// revokeInUse creates key alias (of a user, for server up) through via,
+// opens a session with it on on and calls up's echo there, revokes it
+// through via, and checks that on refuses it at once: on its open
+// session, and initializing anew; up never runs a call made after the
+// revocation. It returns the key for further checks.
+func revokeInUse(t *testing.T, on, via *gateway, alias string, up *upstream) string {
+	t.Helper()
+	key := via.createKey(t, fmt.Sprintf(`{"alias":%q,"user":"u-%s","servers":[%q]}`, alias, alias, up.name))
+	inUse := on.client(t, "/mcp/"+up.name, key)
+	inUse.initialize("")
+	if res := inUse.callTool("before", "echo", `{"text":"before"}`); isToolError(res) {
+		t.Fatalf("the new key's call on %s: %s", on.base, describe(res))
+	}
+	if st, body := via.admin(t, http.MethodDelete, "/keys/"+alias, ""); st != http.StatusNoContent {
+		t.Fatalf("DELETE /admin/v1/keys/%s on %s: HTTP %d %s", alias, via.base, st, body)
+	}
+	st, _, body := inUse.post(`{"jsonrpc":"2.0","id":"after","method":"tools/call","params":{"name":"echo","arguments":{"text":"after revoke"}}}`)
+	unauthorized(t, "the revoked key's open session on "+on.base, st, body)
+	st, _, body = on.client(t, "/mcp/"+up.name, key).post(initJSON)
+	unauthorized(t, "the revoked key initializing on "+on.base, st, body)
+	for _, s := range up.received() {
+		if strings.Contains(s, "after revoke") {
+			t.Errorf("the upstream ran a call of the revoked key: %q", s)
+		}
+	}
+	return key
+}
+
 // adminAs is admin with another key.
 func (g *gateway) adminAs(t testing.TB, key, method, path, body string) (int, string) {
 	t.Helper()
