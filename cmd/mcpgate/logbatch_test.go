@@ -258,32 +258,14 @@ func TestLogWarningWaitsAlone(t *testing.T) {
 	for w.started.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	first := make(chan struct{})
-	go func() {
-		log.InfoContext(access, "access", "n", 1)
-		close(first)
-	}()
-	select {
-	case <-first:
-	case <-time.After(5 * time.Second):
-		t.Fatal("an access line waited for the blocked output")
-	}
+	returnsAtOnce(t, "an access line", func() { log.InfoContext(access, "access", "n", 1) })
 	warned := make(chan struct{})
 	go func() {
 		log.Warn("upstream down")
 		close(warned)
 	}()
 	time.Sleep(50 * time.Millisecond)
-	accessDone := make(chan struct{})
-	go func() {
-		log.InfoContext(access, "access", "n", 2)
-		close(accessDone)
-	}()
-	select {
-	case <-accessDone:
-	case <-time.After(5 * time.Second):
-		t.Fatal("an access line waited for the blocked output")
-	}
+	returnsAtOnce(t, "an access line", func() { log.InfoContext(access, "access", "n", 2) })
 	select {
 	case <-warned:
 		t.Fatal("the warning returned before the blocked output took it")
@@ -367,5 +349,21 @@ func TestLineBatchDropsAreOneGap(t *testing.T) {
 	want := first + held + "log: 2 lines dropped while the output was blocked\n" + "after\n"
 	if got := w.out.String(); got != want {
 		t.Fatalf("got %d bytes ending %q, want the held lines, the notice, then the next line", len(got), got[max(0, len(got)-80):])
+	}
+}
+
+// returnsAtOnce fails unless f returns within 5 s: what (a line that
+// must not wait) waited for a blocked output.
+func returnsAtOnce(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		f()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s waited for the blocked output", what)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,11 +23,7 @@ import (
 func TestBlockedLogOutputServes(t *testing.T) {
 	gw, notes := buildBinary(t)
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "gw.yaml")
-	cfg := fmt.Sprintf("data_dir: ./state\nservers:\n  notes: {transport: stdio, command: %s}\n", notes)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeFile(t, dir, "gw.yaml", fmt.Sprintf("data_dir: ./state\nservers:\n  notes: {transport: stdio, command: %s}\n", notes))
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

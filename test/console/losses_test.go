@@ -72,19 +72,12 @@ func settledExportDrops(t *testing.T, base, exporter string) int {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^mcpgate_audit_export_dropped_total\{exporter="` + regexp.QuoteMeta(exporter) + `"\} (\d+)$`)
 	read := func() int {
-		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-		req.Header.Set("X-Mcpgate-Api-Key", masterKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		m := re.FindSubmatch(b)
+		_, _, b := do(t, http.MethodGet, base+"/metrics", masterKey, "", "")
+		m := re.FindStringSubmatch(b)
 		if m == nil {
 			return -1
 		}
-		n, _ := strconv.Atoi(string(m[1]))
+		n, _ := strconv.Atoi(m[1])
 		return n
 	}
 	last := read()
