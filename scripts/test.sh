@@ -401,9 +401,9 @@ plain_pkgs=$(go list ./... | grep -v '/test/chaos$' | grep -vxF -f <(go list "${
 # race_skipped prints "DIR ^(TestA|TestB)$" for every package with tests
 # that skip under the race detector.
 race_skipped() {
-  grep -rl --include='*_test.go' --exclude-dir=node_modules 'if raceEnabled' . |
+  grep -rlE --include='*_test.go' --exclude-dir=node_modules '^\s*if .*raceEnabled' . |
     while read -r f; do
-      awk -v dir="$(dirname "$f")" '/^func Test/ { split($2, a, "("); fn = a[1] } /if raceEnabled/ && fn != "" { print dir, fn }' "$f"
+      awk -v dir="$(dirname "$f")" '/^func Test/ { split($2, a, "("); fn = a[1] } /^[ \t]*if .*raceEnabled/ && fn != "" { print dir, fn }' "$f"
     done | sort -u | awk '{ names[$1] = names[$1] (names[$1] ? "|" : "") $2 } END { for (d in names) print d, "^(" names[d] ")$" }'
 }
 
