@@ -95,9 +95,9 @@ func (t *Table) ask(r *runState, ctx context.Context, method string, params json
 	e.asked++
 	key := "input-" + strconv.Itoa(e.asked)
 	e.questions[key] = q
-	snap, notify := t.questionsChangedLocked(e)
+	snap := t.questionsChangedLocked(e)
 	t.mu.Unlock()
-	t.published(snap, notify)
+	t.publish(e, snap)
 
 	select {
 	case a := <-q.answer:
@@ -119,17 +119,17 @@ func (t *Table) withdraw(e *entry, key string) {
 		return
 	}
 	delete(e.questions, key)
-	snap, notify := t.questionsChangedLocked(e)
+	snap := t.questionsChangedLocked(e)
 	t.mu.Unlock()
-	t.published(snap, notify)
+	t.publish(e, snap)
 }
 
 // questionsChangedLocked writes e's open questions into its task:
 // input_required while there are any, working again when none is left.
-// It returns the task to publish, and to whom (nothing when terminal).
-func (t *Table) questionsChangedLocked(e *entry) (Task, func(Task)) {
+// It returns the snapshot to publish (none when terminal).
+func (t *Table) questionsChangedLocked(e *entry) snapshot {
 	if e.task.Status.Terminal() {
-		return Task{}, nil
+		return snapshot{}
 	}
 	if len(e.questions) == 0 {
 		e.task.InputRequests = nil
@@ -145,20 +145,7 @@ func (t *Table) questionsChangedLocked(e *entry) (Task, func(Task)) {
 		e.task.Status, e.task.StatusMessage = InputRequired, "Waiting for the client's answer."
 	}
 	e.task.Updated = t.now()
-	return e.task, e.notify
-}
-
-// published writes snap through to the store and tells its listener.
-func (t *Table) published(snap Task, notify func(Task)) {
-	if snap.ID == "" {
-		return
-	}
-	if t.shared != nil {
-		_, _ = t.shared.update(snap, Outcome{})
-	}
-	if notify != nil {
-		notify(snap)
-	}
+	return e.snapshotLocked()
 }
 
 // ErrAnswer is Answer's error for responses that are not an object of
@@ -212,9 +199,9 @@ func (t *Table) answerLocked(e *entry, m map[string]json.RawMessage) {
 		t.mu.Unlock()
 		return
 	}
-	snap, notify := t.questionsChangedLocked(e)
+	snap := t.questionsChangedLocked(e)
 	t.mu.Unlock()
-	t.published(snap, notify)
+	t.publish(e, snap)
 }
 
 // answerShared keeps answers to the open questions of a task another

@@ -254,3 +254,47 @@ func TestSharedInputAcrossReplicas(t *testing.T) {
 		t.Fatalf("answers reached A's call as %s", out.Result)
 	}
 }
+
+// TestPublishKeepsTheLatest: a running task's snapshots reach the store
+// in the order they were taken, whatever order their writers run in. Two
+// questions asked at once are two snapshots written outside the table's
+// lock; when the one with a single question was written last, the other
+// replicas showed one question of two until the next change, and the
+// client could not answer the other there (CI caught it as
+// TestSharedInputAcrossReplicas's "B never saw the two questions").
+func TestPublishKeepsTheLatest(t *testing.T) {
+	a, b, _ := twoReplicas(t)
+	release := make(chan struct{})
+	defer close(release)
+	task, err := a.Start(t.Context(), alice, "s", cfgShort, 0, block(release, `{"content":[]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = `{"method":"elicitation/create","params":{"message":"q"}}`
+	a.mu.Lock()
+	var e *entry
+	for _, x := range a.m {
+		if x.task.ID == task.ID {
+			e = x
+		}
+	}
+	if e == nil {
+		a.mu.Unlock()
+		t.Fatal("the task's entry is not in A's table")
+	}
+	e.task.Status, e.task.InputRequests = InputRequired, json.RawMessage(`{"input-1":`+q+`}`)
+	older := e.snapshotLocked()
+	e.task.InputRequests = json.RawMessage(`{"input-1":` + q + `,"input-2":` + q + `}`)
+	newer := e.snapshotLocked()
+	a.mu.Unlock()
+
+	a.publish(e, newer)
+	a.publish(e, older) // its writer ran late: dropped
+	cur, _, err := b.Peek(alice, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := inputKeys(t, cur); len(keys) != 2 || cur.Status != InputRequired {
+		t.Errorf("B shows %s %v after the newer snapshot was published before the older; want both questions", cur.Status, keys)
+	}
+}

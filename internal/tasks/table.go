@@ -160,6 +160,12 @@ type entry struct {
 	// it ever asked (input.go).
 	questions map[string]*question
 	asked     int
+	// snaps numbers the snapshots of the task taken for publish (under
+	// the table's lock); published is the last one published, guarded by
+	// publishMu, which orders the writes (publish).
+	snaps     uint64
+	publishMu sync.Mutex
+	published uint64
 }
 
 // New returns an empty table whose ids are sealed under key (32 random
@@ -351,13 +357,47 @@ func (t *Table) report(e *entry, s Status, msg string) {
 		return
 	}
 	e.task.Status, e.task.StatusMessage, e.task.Updated = s, msg, t.now()
-	snap, notify := e.task, e.notify
+	snap := e.snapshotLocked()
 	t.mu.Unlock()
-	if t.shared != nil {
-		_, _ = t.shared.update(snap, Outcome{})
+	t.publish(e, snap)
+}
+
+// snapshot is a running task's state as one change left it, numbered in
+// the order of the changes (entry.snapshotLocked).
+type snapshot struct {
+	task   Task
+	seq    uint64
+	notify func(Task)
+}
+
+// snapshotLocked numbers e's task as it is now; t.mu is held.
+func (e *entry) snapshotLocked() snapshot {
+	e.snaps++
+	return snapshot{task: e.task, seq: e.snaps, notify: e.notify}
+}
+
+// publish writes snap through to the store and tells e's listener,
+// unless a later snapshot of e was published already. Snapshots are taken
+// under t.mu but written outside it, so two changes at once (two
+// questions asked together, a status report beside a question) may reach
+// the store in the other order: the older must not overwrite the newer,
+// or the other replicas would show a question fewer until the next
+// change, and the client could not answer it there.
+func (t *Table) publish(e *entry, snap snapshot) {
+	if snap.task.ID == "" {
+		return
 	}
-	if notify != nil {
-		notify(snap)
+	e.publishMu.Lock()
+	defer e.publishMu.Unlock()
+	if snap.seq <= e.published {
+		return
+	}
+	e.published = snap.seq
+	if t.shared != nil {
+		_, _ = t.shared.update(snap.task, Outcome{})
+	}
+	if snap.notify != nil {
+		snap.notify(snap.task)
 	}
 }
 
