@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,7 +50,11 @@ func (f *adminFlags) register(fs *flag.FlagSet) {
 // from --url, else $MCPGATE_URL, else the listen address of --config
 // ($MCPGATE_CONFIG, ./mcpgate.yaml), else the default listen address; the key from --admin-key, else
 // $MCPGATE_ADMIN_KEY, else $MCPGATE_MASTER_KEY.
-func (f *adminFlags) client() (*adminClient, error) {
+//
+// warn hears what an answer warns about (a change not every replica
+// confirmed): the command's stderr; nil for a command that changes
+// nothing.
+func (f *adminFlags) client(warn io.Writer) (*adminClient, error) {
 	base, err := f.baseURL()
 	if err != nil {
 		return nil, err
@@ -60,7 +65,7 @@ func (f *adminFlags) client() (*adminClient, error) {
 			key = os.Getenv(env)
 		}
 	}
-	return &adminClient{base: base, key: key, http: http.DefaultClient, timeout: adminRequestTimeout}, nil
+	return &adminClient{base: base, key: key, http: http.DefaultClient, timeout: adminRequestTimeout, warn: warn}, nil
 }
 
 // baseURL is the gateway's base URL, without a trailing slash (client).
@@ -96,6 +101,8 @@ type adminClient struct {
 	key     string // sent as X-Mcpgate-Api-Key when not empty
 	http    *http.Client
 	timeout time.Duration // per request; 0 means none
+	// warn hears what an answer warns about (stderr); nil: nothing.
+	warn io.Writer
 }
 
 // apiError is a non-2xx answer of the admin API.
@@ -181,6 +188,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	if len(b) > maxAdminAnswer {
 		return fmt.Errorf("the answer exceeds %d bytes", maxAdminAnswer)
 	}
+	c.warnUnconfirmed(resp.Header)
 	if out == nil {
 		return nil
 	}
@@ -188,6 +196,19 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 		return fmt.Errorf("the gateway's answer to %s %s is not the expected JSON: %w", method, path, err)
 	}
 	return nil
+}
+
+// warnUnconfirmed says, when an answer's header does, that some of the
+// request's changes were made but not confirmed by every replica of a
+// fleet in time (admin.HeaderUnconfirmed). Only a count is printed: the
+// header is the server's, not text for the terminal.
+func (c *adminClient) warnUnconfirmed(h http.Header) {
+	n, err := strconv.Atoi(h.Get(admin.HeaderUnconfirmed))
+	if err != nil || n <= 0 || c.warn == nil {
+		return
+	}
+	fmt.Fprintf(c.warn, "warning: %d change(s) made, but not every replica confirmed applying them within 2s; "+
+		"those apply them once they hear of them or at their next resync (the gateway's log says which)\n", n)
 }
 
 // errorMessage reads the message of an error answer: the admin API's
@@ -338,7 +359,7 @@ func getReport(ctx context.Context, name string, args []string, path string, std
 	if err := parseNoArgs(fs, name+" [flags]", args); err != nil {
 		return false, err
 	}
-	cl, err := af.client()
+	cl, err := af.client(nil)
 	if err != nil {
 		return false, err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/config"
 )
 
@@ -44,6 +45,15 @@ type fakeAdmin struct {
 
 	mu   sync.Mutex
 	reqs []adminRequest
+	// header is set on every answer (setHeader).
+	header http.Header
+}
+
+// setHeader makes every answer from now on carry h.
+func (f *fakeAdmin) setHeader(h http.Header) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.header = h
 }
 
 func newFakeAdmin(t testing.TB, answer func(adminRequest) (int, string)) *fakeAdmin {
@@ -55,6 +65,9 @@ func newFakeAdmin(t testing.TB, answer func(adminRequest) (int, string)) *fakeAd
 			Key: r.Header.Get("X-Mcpgate-Api-Key"), ContentType: r.Header.Get("Content-Type"), Body: body}
 		f.mu.Lock()
 		f.reqs = append(f.reqs, req)
+		for k, v := range f.header {
+			w.Header()[k] = v
+		}
 		f.mu.Unlock()
 		status, out := http.StatusOK, "{}"
 		if f.answer != nil {
@@ -187,7 +200,7 @@ func TestAdminConnectionResolution(t *testing.T) {
 	}
 	t.Run("default", func(t *testing.T) {
 		clearAdminEnv(t)
-		cl, err := (&adminFlags{}).client()
+		cl, err := (&adminFlags{}).client(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -464,6 +477,42 @@ func TestSessions(t *testing.T) {
 	cli(t, "sessions", "terminate", "--url", f.URL, "--id", "abcd")
 	if got, want := f.last(t).bodyMap(t), map[string]any{"session_id_prefix": "abcd"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("body %v, want %v", got, want)
+	}
+}
+
+// A change some replica of a fleet did not confirm in time was made: the
+// command succeeds and says so on stderr, with the count only (the
+// header is the server's, not text for a terminal). A termination says
+// how many of its sessions were not confirmed ended.
+func TestUnconfirmedWarning(t *testing.T) {
+	clearAdminEnv(t)
+	f := newFakeAdmin(t, func(r adminRequest) (int, string) {
+		if r.Path == "/admin/v1/sessions/terminate" {
+			return 200, `{"terminated":1,"sessions":[{"id_prefix":"abcd1234","user":"alice","route":"/mcp","servers":[],"created":"","idle_seconds":0,"in_flight":0,"upstream_sessions":0}],"unconfirmed":1}`
+		}
+		return http.StatusNoContent, ""
+	})
+	code, stdout, stderr := cli(t, "keys", "revoke", "ci", "--url", f.URL)
+	if code != 0 || stdout != "revoked key \"ci\"\n" || stderr != "" {
+		t.Errorf("confirmed: exit %d, stdout %q, stderr %q; want no warning", code, stdout, stderr)
+	}
+	f.setHeader(http.Header{admin.HeaderUnconfirmed: {"1"}})
+	code, stdout, stderr = cli(t, "keys", "revoke", "ci", "--url", f.URL)
+	if code != 0 || stdout != "revoked key \"ci\"\n" || !strings.Contains(stderr, "warning: 1 change(s) made, but not every replica confirmed") {
+		t.Errorf("unconfirmed: exit %d, stdout %q, stderr %q; want the revocation and a warning", code, stdout, stderr)
+	}
+	code, _, stderr = cli(t, "connections", "revoke", "key:alice", "calc", "--url", f.URL)
+	if code != 0 || !strings.Contains(stderr, "warning: 1 change(s)") {
+		t.Errorf("connection revoked, unconfirmed: exit %d, stderr %q; want a warning", code, stderr)
+	}
+	f.setHeader(http.Header{admin.HeaderUnconfirmed: {"all of them; rm -rf"}})
+	if code, _, stderr = cli(t, "keys", "revoke", "ci", "--url", f.URL); code != 0 || stderr != "" {
+		t.Errorf("a header that is not a count: exit %d, stderr %q; want nothing printed", code, stderr)
+	}
+	f.setHeader(nil)
+	code, stdout, stderr = cli(t, "sessions", "terminate", "--url", f.URL, "--user", "alice")
+	if code != 0 || !strings.HasPrefix(stdout, "terminated 1 session(s)") || !strings.Contains(stderr, "warning: 1 of them not confirmed ended by every replica") {
+		t.Errorf("termination unconfirmed: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

@@ -100,7 +100,7 @@ func (c *auditCommand) Run(ctx context.Context, args []string) error {
 	if *before != "" {
 		q.Set("before", *before)
 	}
-	cl, err := af.client()
+	cl, err := af.client(nil)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func (c *callCommand) Run(ctx context.Context, args []string) error {
 		}
 		in.Arguments = b.Bytes()
 	}
-	cl, err := af.client()
+	cl, err := af.client(nil)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 // connectionsCommand lists and revokes people's connections (connected
 // accounts of oauth2_user servers, stored credentials of user_api_key
 // ones) on a running gateway, with an admin or the master key.
-type connectionsCommand struct{ stdout io.Writer }
+type connectionsCommand struct{ stdout, stderr io.Writer }
 
 const connectionsUsage = `Usage:
   mcpgate connections list [--server S] [--person P]
@@ -38,7 +38,7 @@ func (c *connectionsCommand) list(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, "connections list [--server S] [--person P] [flags]", args); err != nil {
 		return err
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (c *connectionsCommand) revoke(ctx context.Context, args []string) error {
 	if len(pos) < 1 || len(pos) > 2 || pos[0] == "" || (len(pos) == 2 && pos[1] == "") {
 		return &usageError{"want a PERSON and at most one SERVER\n" + connectionsUsage}
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}

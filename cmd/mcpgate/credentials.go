@@ -52,7 +52,7 @@ func (c *credentialsCommand) set(ctx context.Context, args []string) error {
 	if strings.TrimSpace(v) == "" {
 		return &usageError{"--value is required\n" + credentialsUsage}
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (c *credentialsCommand) delete(ctx context.Context, args []string) error {
 	if len(pos) != 1 || pos[0] == "" {
 		return &usageError{"want exactly one SERVER\n" + credentialsUsage}
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}

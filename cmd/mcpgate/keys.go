@@ -143,7 +143,7 @@ func (c *keysCommand) create(ctx context.Context, args []string) error {
 	if set["no-mcp"] {
 		in.NoMCP = noMCP
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (c *keysCommand) revoke(ctx context.Context, args []string) error {
 	if len(pos) != 1 || pos[0] == "" {
 		return &usageError{"want exactly one key ALIAS\n" + keysUsage}
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}

@@ -195,13 +195,13 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "credentials":
 		cmd = &credentialsCommand{stdout: stdout, stderr: stderr}
 	case "connections":
-		cmd = &connectionsCommand{stdout: stdout}
+		cmd = &connectionsCommand{stdout: stdout, stderr: stderr}
 	case "toolsets":
 		cmd = &toolsetsCommand{stdout: stdout}
 	case "sessions":
-		cmd = &sessionsCommand{stdout: stdout}
+		cmd = &sessionsCommand{stdout: stdout, stderr: stderr}
 	case "tools":
-		cmd = &toolsCommand{stdout: stdout}
+		cmd = &toolsCommand{stdout: stdout, stderr: stderr}
 	case "call":
 		cmd = &callCommand{stdout: stdout}
 	case "audit":

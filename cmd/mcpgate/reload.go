@@ -25,7 +25,7 @@ func (c *reloadCommand) Run(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, "reload [--url URL | --config FILE] [--admin-key KEY] [--json]", args); err != nil {
 		return err
 	}
-	cl, err := af.client()
+	cl, err := af.client(nil)
 	if err != nil {
 		return err
 	}

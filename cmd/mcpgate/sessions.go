@@ -15,7 +15,7 @@ import (
 
 // sessionsCommand lists and ends the downstream sessions of a running
 // gateway.
-type sessionsCommand struct{ stdout io.Writer }
+type sessionsCommand struct{ stdout, stderr io.Writer }
 
 const sessionsUsage = `Usage:
   mcpgate sessions list
@@ -101,7 +101,7 @@ func (c *sessionsCommand) terminate(ctx context.Context, args []string) error {
 	if *id == "" && *user == "" {
 		return &usageError{"want --id PREFIX and/or --user USER\n" + sessionsUsage}
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}
@@ -130,6 +130,10 @@ func (c *sessionsCommand) terminate(ctx context.Context, args []string) error {
 			line += " client=" + cell(s.ClientName)
 		}
 		fmt.Fprintln(c.stdout, line)
+	}
+	if res.Unconfirmed > 0 {
+		fmt.Fprintf(c.stderr, "warning: %d of them not confirmed ended by every replica within 2s: "+
+			"a replica may serve them until it hears of their end (the gateway's log says more)\n", res.Unconfirmed)
 	}
 	return nil
 }

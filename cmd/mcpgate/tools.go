@@ -12,7 +12,7 @@ import (
 
 // toolsCommand lists the merged catalog of a running gateway as a key
 // would see it, and settles tool integrity's reviews (integrity.go).
-type toolsCommand struct{ stdout io.Writer }
+type toolsCommand struct{ stdout, stderr io.Writer }
 
 const toolsUsage = `Usage:
   mcpgate tools list [--as ALIAS] [--route /mcp] [--url URL | --config FILE] [--admin-key KEY] [--json]
@@ -47,7 +47,7 @@ func (c *toolsCommand) list(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, "tools list [flags]", args[1:]); err != nil {
 		return err
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (c *toolsCommand) changes(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, "tools changes [flags]", args); err != nil {
 		return err
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (c *toolsCommand) settle(ctx context.Context, verb string, args []string) e
 	if len(pos) == 0 {
 		return &usageError{"want the server whose definitions to " + verb + "\n" + toolsUsage}
 	}
-	cl, err := af.client()
+	cl, err := af.client(c.stderr)
 	if err != nil {
 		return err
 	}

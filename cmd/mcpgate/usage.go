@@ -42,7 +42,7 @@ func (c *usageCommand) Run(ctx context.Context, args []string) error {
 		}
 		q.Set(name, t.UTC().Format(time.RFC3339Nano))
 	}
-	cl, err := af.client()
+	cl, err := af.client(nil)
 	if err != nil {
 		return err
 	}

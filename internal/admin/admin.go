@@ -165,16 +165,16 @@ func New(o Options) *API {
 		// Every vault write of this process (a credential or connection
 		// here, a person's connect or a refresh in the gateway) tells the
 		// other replicas which entry to forget.
-		o.Vault.OnChange(func(id string, deleted bool) {
+		o.Vault.OnChange(func(ctx context.Context, id string, deleted bool) {
 			// A deletion revokes a person's credential or connection:
 			// answered once every replica forgot it. A write (a new
 			// value, a refresh, a last-use stamp: on the call path, under
 			// the entry's lock) is told without waiting; the others only
 			// drop the copy they cached.
 			if deleted {
-				a.announce(context.Background(), changeVault, id)
+				a.announce(ctx, changeVault, id)
 			} else {
-				a.tell(context.Background(), changeVault, id)
+				a.tell(ctx, changeVault, id)
 			}
 		})
 	}
@@ -253,7 +253,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	r = r.WithContext(callers.NewContext(r.Context(), caller))
+	r = r.WithContext(withUnconfirmed(callers.NewContext(r.Context(), caller), w.Header()))
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if pattern == "" {
 		// Unknown path or method: the same answer for both, no hint.
@@ -329,9 +329,32 @@ func (a *API) auditAs(ctx context.Context, who, action, target string, detail an
 	if detail != nil {
 		raw, _ = json.Marshal(detail)
 	}
+	if n := unconfirmedOf(ctx); n > 0 {
+		raw = withMember(raw, "unconfirmed", n)
+	}
 	if _, err := a.o.Store.AppendAudit(ctx, store.AuditEntry{Time: a.o.Now(), Actor: who, Action: action, Target: target, Detail: raw}); err != nil {
 		a.log.Warn("admin audit write failed", "action", action, "error", err)
 	}
+}
+
+// withMember returns the JSON object raw (empty or null: a new one) with
+// member name set to v; raw itself when it is not an object.
+func withMember(raw json.RawMessage, name string, v any) json.RawMessage {
+	var m map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return raw
+		}
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[name] = v
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -112,6 +112,13 @@ func newRigWith(t *testing.T, opt func(*Options)) (*rig, *API) {
 
 func (r *rig) do(t *testing.T, method, path, key, body string) (int, string) {
 	t.Helper()
+	code, out, _ := r.doH(t, method, path, key, body)
+	return code, out
+}
+
+// doH is do with the answer's header.
+func (r *rig) doH(t *testing.T, method, path, key, body string) (int, string, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(method, r.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -124,7 +131,7 @@ func (r *rig) do(t *testing.T, method, path, key, body string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), resp.Header
 }
 
 func (r *rig) createKey(t *testing.T, body string) string {

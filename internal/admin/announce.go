@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,10 +90,15 @@ func newInstanceID() string { return rand.Text()[:16] }
 // refused on every replica, a removed server called on none), or after
 // busTimeout. A publish that fails, and replicas that did not confirm
 // in time (one that died, is stuck, or runs a version that does not
-// confirm), are logged: the change is committed, and they apply it when
-// they hear it or at their next resync.
+// confirm), are logged and counted (mcpgate_fleet_unconfirmed_total), and
+// the admin request that made the change says so (noteUnconfirmed): the
+// change is committed, and they apply it when they hear it or at their
+// next resync.
 func (a *API) announce(ctx context.Context, kind, name string) {
-	a.publishChange(ctx, kind, name, true)
+	if !a.publishChange(ctx, kind, name, true) {
+		a.o.Metrics.FleetUnconfirmed(metrics.UnconfirmedAdminChange, 1)
+		noteUnconfirmed(ctx)
+	}
 }
 
 // tell is announce without waiting for the other replicas, for what they
@@ -101,9 +108,12 @@ func (a *API) tell(ctx context.Context, kind, name string) {
 	a.publishChange(ctx, kind, name, false)
 }
 
-func (a *API) publishChange(ctx context.Context, kind, name string, wait bool) {
+// publishChange announces the change; with wait, it reports whether
+// every replica that heard it confirmed applying it in time (false when
+// the publish failed). Without, it reports true.
+func (a *API) publishChange(ctx context.Context, kind, name string, wait bool) bool {
 	if a.o.Bus == nil {
-		return
+		return true
 	}
 	c := change{Kind: kind, Name: name, From: a.id}
 	var w *state.Confirm
@@ -119,19 +129,61 @@ func (a *API) publishChange(ctx context.Context, kind, name string, wait bool) {
 	if err != nil {
 		a.log.Warn("could not announce an admin change to the other replicas; they apply it at their next resync",
 			"kind", kind, "name", name, "error", err)
-		return
+		return !wait
 	}
 	if w == nil {
-		return
+		return true
 	}
 	a.confirms.Expect(w, n)
 	select {
 	case <-w.Done():
+		return true
 	case <-ctx.Done():
-		a.o.Metrics.FleetUnconfirmed(metrics.UnconfirmedAdminChange, 1)
 		a.log.Warn("not every replica confirmed applying an admin change in time; they apply it when they hear it or at their next resync",
 			"kind", kind, "name", name, "waited", busTimeout)
+		return false
 	}
+}
+
+// HeaderUnconfirmed, on the answer to an admin request that changed
+// something, counts its changes that not every other replica confirmed
+// applying within 2 s (or whose announcement failed): the change is made
+// and committed, and those replicas apply it once they hear it or at
+// their next resync, but until then they may still serve what it
+// replaced. Absent when every replica confirmed (and on a gateway alone).
+const HeaderUnconfirmed = "X-Mcpgate-Unconfirmed"
+
+// unconfirmed is what an admin request keeps of its unconfirmed changes:
+// its answer's header, set as they happen (announce runs before the
+// handler answers), and their count, which the request's audit record
+// carries (auditAs). Used by the request's goroutine only.
+type unconfirmed struct {
+	h http.Header
+	n int
+}
+
+type unconfirmedKey struct{}
+
+// withUnconfirmed makes ctx count the unconfirmed changes of the request
+// answered through h.
+func withUnconfirmed(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, unconfirmedKey{}, &unconfirmed{h: h})
+}
+
+// noteUnconfirmed counts one unconfirmed change on ctx's request, if any.
+func noteUnconfirmed(ctx context.Context) {
+	if u, _ := ctx.Value(unconfirmedKey{}).(*unconfirmed); u != nil {
+		u.n++
+		u.h.Set(HeaderUnconfirmed, strconv.Itoa(u.n))
+	}
+}
+
+// unconfirmedOf is how many of ctx's request's changes went unconfirmed.
+func unconfirmedOf(ctx context.Context) int {
+	if u, _ := ctx.Value(unconfirmedKey{}).(*unconfirmed); u != nil {
+		return u.n
+	}
+	return 0
 }
 
 // confirmApplied tells the announcer of change id that this replica

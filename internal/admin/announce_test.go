@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -707,6 +708,72 @@ func TestFollowerEndsWithClose(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the follower outlived Close:\n%s", stacks)
+}
+
+// An admin change some replica did not confirm in time is said so to
+// whoever made it, not only to the log and the metric: its answer
+// carries HeaderUnconfirmed and its audit record "unconfirmed". A
+// confirmed change carries neither. A revoked connection, announced from
+// inside the vault, is counted on the request that revoked it.
+func TestUnconfirmedAdminChangeIsAnswered(t *testing.T) {
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	rs := fleetRig(t, 2, sqliteStores(t), mem)
+	a := rs[0]
+	waitFollowing(t, rs)
+	a.createKey(t, `{"alias":"first"}`)
+	a.createKey(t, `{"alias":"second"}`)
+	ctx := context.Background()
+	e := vault.Entry{Person: "key:alice", Server: "calc", Kind: vault.KindStatic, AccessToken: "alice-calc-token"}
+	if err := a.vault.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	revokeAudit := func(alias string) string {
+		t.Helper()
+		_, events := a.do(t, "GET", "/admin/v1/audit/events?action=key.revoke", master, "")
+		var page struct {
+			Events []store.AuditEntry `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(events), &page); err != nil {
+			t.Fatalf("audit events: %v: %s", err, events)
+		}
+		for _, ev := range page.Events {
+			if ev.Target == alias {
+				return string(ev.Detail)
+			}
+		}
+		t.Fatalf("no audit record of revoking %q: %s", alias, events)
+		return ""
+	}
+
+	code, body, h := a.doH(t, "DELETE", "/admin/v1/keys/first", master, "")
+	if code != http.StatusNoContent || h.Get(HeaderUnconfirmed) != "" {
+		t.Errorf("revoke first, every replica confirming: %d %s, %s %q; want 204 without it", code, body, HeaderUnconfirmed, h.Get(HeaderUnconfirmed))
+	}
+	if d := revokeAudit("first"); strings.Contains(d, "unconfirmed") {
+		t.Errorf("the confirmed revocation's audit record says unconfirmed: %s", d)
+	}
+
+	// A replica that hears changes and never confirms them.
+	silent, err := mem.Subscribe(ctx, TopicChanges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	code, body, h = a.doH(t, "DELETE", "/admin/v1/keys/second", master, "")
+	if code != http.StatusNoContent || h.Get(HeaderUnconfirmed) != "1" {
+		t.Errorf("revoke second with a silent replica: %d %s, %s %q; want 204 with 1", code, body, HeaderUnconfirmed, h.Get(HeaderUnconfirmed))
+	}
+	if d := revokeAudit("second"); !strings.Contains(d, `"unconfirmed":1`) {
+		t.Errorf("the audit record of the unconfirmed revocation does not say so: %s", d)
+	}
+	code, body, h = a.doH(t, "DELETE", "/admin/v1/connections/key:alice/calc", master, "")
+	if code != http.StatusNoContent || h.Get(HeaderUnconfirmed) != "1" {
+		t.Errorf("revoke alice's connection with a silent replica: %d %s, %s %q; want 204 with 1", code, body, HeaderUnconfirmed, h.Get(HeaderUnconfirmed))
+	}
+	if n := a.unconfirmed(t, metrics.UnconfirmedAdminChange); n != 2 {
+		t.Errorf("mcpgate_fleet_unconfirmed_total{kind=admin_change} = %v, want 2", n)
+	}
 }
 
 // A vault write (a new credential, a refresh, a last-use stamp: on the

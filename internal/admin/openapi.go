@@ -235,6 +235,11 @@ func document() map[string]any {
 		if d.response != "" {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": ref(d.response)}}
 		}
+		if method != http.MethodGet {
+			ok["headers"] = map[string]any{HeaderUnconfirmed: map[string]any{
+				"description": "In a fleet: how many of the request's changes not every other replica confirmed applying within 2 s (or whose announcement failed). They are made and committed; those replicas apply them once they hear of them or at their next resync, and may serve what they replaced until then. Absent when every replica confirmed. A termination says the same of its sessions in its body (unconfirmed).",
+				"schema":      map[string]any{"type": "integer", "minimum": 1}}}
+		}
 		errResp := func(desc string) map[string]any {
 			return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 		}

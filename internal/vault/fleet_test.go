@@ -109,7 +109,7 @@ func TestOnChange(t *testing.T) {
 	v := newVault(t, st, newClock(), k1)
 	var got []string
 	var deleted []bool
-	v.OnChange(func(id string, d bool) { got, deleted = append(got, id), append(deleted, d) })
+	v.OnChange(func(_ context.Context, id string, d bool) { got, deleted = append(got, id), append(deleted, d) })
 	if err := v.Put(ctx, oauthEntry("alice", "github")); err != nil {
 		t.Fatal(err)
 	}

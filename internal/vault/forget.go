@@ -8,6 +8,8 @@ package vault
 // person or server: it is the keyed hash the store already names the
 // entry by (under the primary key), never the credential.
 
+import "context"
+
 // EntryID is the id of person's entry for server, the same in every
 // process with the same primary key.
 func (v *Vault) EntryID(person, server string) string {
@@ -44,12 +46,14 @@ func (v *Vault) ForgetAll() {
 // refresh, a last-use stamp) has to remember to. Call it before the
 // vault is used; fn must not call back into the vault for that entry (it
 // runs under the entry's lock, so it should not wait long for a write:
-// writes happen on the call path).
-func (v *Vault) OnChange(fn func(id string, deleted bool)) { v.onChange = fn }
+// writes happen on the call path). fn gets the context of the write or
+// delete.
+func (v *Vault) OnChange(fn func(ctx context.Context, id string, deleted bool)) { v.onChange = fn }
 
-// changed tells OnChange's fn about person's entry for server.
-func (v *Vault) changed(person, server string, deleted bool) {
+// changed tells OnChange's fn about person's entry for server, with the
+// context of the write or delete (whose request the change is part of).
+func (v *Vault) changed(ctx context.Context, person, server string, deleted bool) {
 	if v.onChange != nil {
-		v.onChange(v.EntryID(person, server), deleted)
+		v.onChange(ctx, v.EntryID(person, server), deleted)
 	}
 }

@@ -168,7 +168,7 @@ type Vault struct {
 	fleet  FleetLock
 	holder string
 	// onChange hears every entry written or deleted here (OnChange).
-	onChange func(id string, deleted bool)
+	onChange func(ctx context.Context, id string, deleted bool)
 }
 
 // readTTL bounds how long an entry changed by another process (a fleet
@@ -366,7 +366,7 @@ func (v *Vault) writePlain(ctx context.Context, p plaintext) error {
 	}
 	_, err = v.objs.PutObject(ctx, store.KindVault, name, doc)
 	v.forget(p.Person, p.Server) // even on error: the write may have landed
-	v.changed(p.Person, p.Server, false)
+	v.changed(ctx, p.Person, p.Server, false)
 	if err != nil {
 		return err
 	}
@@ -438,7 +438,7 @@ func (v *Vault) delete(ctx context.Context, person, server string) error {
 		return fmt.Errorf("vault delete: %w", err)
 	}
 	defer unlock()
-	defer v.changed(person, server, true)
+	defer v.changed(ctx, person, server, true)
 	defer v.forget(person, server) // after the deletes, whatever they did
 	found := false
 	for _, k := range v.ring.keys {

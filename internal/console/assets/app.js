@@ -1,6 +1,6 @@
 // The console: a hash router over pages, each backed by /admin/v1 only.
 
-import { api, base, key, setKey, role, setRole, open, setOpen, h, table, chart, say, errorBox, when, field, twoStep, APIError } from "./lib.js";
+import { api, base, key, setKey, role, setRole, open, setOpen, h, table, chart, say, warn, errorBox, when, field, twoStep, APIError } from "./lib.js";
 import { schemaForm } from "./form.js";
 import * as auth from "./auth.js";
 
@@ -587,7 +587,9 @@ function sessions() {
       { label: "Idle", get: s => `${Math.round(s.idle_seconds || 0)} s` },
       { label: "In flight", get: s => s.in_flight ?? 0 },
       { label: "", get: s => twoStep("Terminate", "Confirm terminate", async () => {
-        try { const r = await api("POST", "/sessions/terminate", { session_id_prefix: s.id_prefix }); say(`${r.terminated} session(s) terminated` + (r.unconfirmed ? `; ${r.unconfirmed} not confirmed by every replica in time: a replica may serve them until it hears of their end` : "")); refresh(); }
+        try { const r = await api("POST", "/sessions/terminate", { session_id_prefix: s.id_prefix }); say(`${r.terminated} session(s) terminated`);
+          if (r.unconfirmed) warn(`${r.unconfirmed} of the ${r.terminated} session(s) terminated not confirmed ended by every replica within 2 s: a replica may serve them until it hears of their end.`);
+          refresh(); }
         catch (e) { out.replaceChildren(errorBox(e)); }
       }) },
     ], rows, "No live sessions."));

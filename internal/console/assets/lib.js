@@ -65,6 +65,12 @@ export async function api(method, path, body, k) {
   let data = null;
   if (text) { try { data = JSON.parse(text); } catch { data = { error: text }; } }
   if (!resp.ok) throw new APIError(resp.status, data);
+  // A change made, but not confirmed by every replica of a fleet in time
+  // (the admin API's X-Mcpgate-Unconfirmed): said apart from the status
+  // line, which the caller's own message replaces.
+  const unconfirmed = Number(resp.headers.get("X-Mcpgate-Unconfirmed"));
+  if (unconfirmed > 0) warn(`Done, but ${unconfirmed === 1 ? "this change was" : unconfirmed + " changes were"} not confirmed by every replica within 2 s: ` +
+    "a replica may serve what it replaced until it hears of it or resynchronises (the gateway's log says which).");
   return data;
 }
 
@@ -173,6 +179,12 @@ export function chart({ id, title, times, series, fmt = v => String(v), kind = "
   });
   fig.append(svg, h("ul", { class: "legend" }, series.map((x, k) => h("li", { class: "c" + (k % 8) }, x.name))));
   return fig;
+}
+
+// warn shows msg in the alert region until dismissed or replaced.
+export function warn(msg) {
+  const w = document.getElementById("warning");
+  w.replaceChildren(h("span", {}, msg), " ", h("button", { type: "button", class: "link", onclick: () => w.replaceChildren() }, "Dismiss"));
 }
 
 export function say(msg) {
