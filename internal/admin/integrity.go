@@ -97,14 +97,25 @@ func (a *API) settleIntegrity(w http.ResponseWriter, r *http.Request, approve bo
 		return storeUnavailable("could not settle the review", err, "server", server)
 	case len(missing) > 0:
 		// What was found was settled; say what was not.
-		a.announce(r.Context(), changeIntegrity, server)
+		a.announceSettled(r.Context(), server)
 		slices.Sort(missing)
 		return notFound("awaiting no review: " + strings.Join(missing, ", ")).withBody(map[string]any{
 			"error": "Not Found", "details": "awaiting no review: " + strings.Join(missing, ", "), "settled": done})
 	}
-	a.announce(r.Context(), changeIntegrity, server)
+	a.announceSettled(r.Context(), server)
 	writeJSON(w, http.StatusOK, SettleResult{Server: server, Settled: done})
 	return nil
+}
+
+// announceSettled announces server's settlement. Its audit events are
+// the keeper's, written before: one not every replica confirmed is
+// recorded in one more ("integrity.unconfirmed", with "unconfirmed").
+func (a *API) announceSettled(ctx context.Context, server string) {
+	before := unconfirmedOf(ctx)
+	a.announce(ctx, changeIntegrity, server)
+	if unconfirmedOf(ctx) > before {
+		a.audit(ctx, "integrity.unconfirmed", server, nil)
+	}
 }
 
 // integrityChanged applies another replica's settlement: the server's

@@ -14,6 +14,13 @@ import (
 // key created on A used on B; a revocation on A refused on B).
 func (r *Replica) Admin(t testing.TB, method, path, body string, out any) int {
 	t.Helper()
+	code, _ := r.AdminH(t, method, path, body, out)
+	return code
+}
+
+// AdminH is Admin with the answer's header.
+func (r *Replica) AdminH(t testing.TB, method, path, body string, out any) (int, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(method, r.URL+path, strings.NewReader(body))
 	req.Header.Set("X-Mcpgate-Api-Key", masterKey)
 	req.Header.Set("Content-Type", "application/json")
@@ -28,7 +35,7 @@ func (r *Replica) Admin(t testing.TB, method, path, body string, out any) int {
 			t.Fatalf("admin %s %s on %s: %d %q: %v", method, path, r.Name, resp.StatusCode, b, err)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, resp.Header
 }
 
 // testRuntimeKey: a key created through the admin API on replica a is in

@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/admin"
+	stateredis "github.com/mcpgate/mcpgate/internal/state/redis"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 	"github.com/mcpgate/mcpgate/internal/store/postgres/pgtest"
 )
@@ -149,5 +151,47 @@ func TestIntegrityFleet(t *testing.T) {
 	}
 	if code := b.Admin(t, http.MethodGet, "/admin/v1/integrity", "", &pend); code != http.StatusOK || len(pend.Changes) != 0 {
 		t.Fatalf("review on b after the approval: %d %+v", code, pend)
+	}
+
+	// A third replica that hears admin changes and never confirms one
+	// (stuck, or of a version before confirmations): the next approval
+	// is made, in force on b, and said unconfirmed in its answer and in
+	// an audit event of its own (the keeper's events come before).
+	bus, err := stateredis.Open(stateredis.Options{URL: f.Redis.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bus.Close() })
+	silent, err := bus.Subscribe(t.Context(), admin.TopicChanges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	addTool("echo", "Echoes its input and sends it elsewhere.")
+	for _, r := range f.Replicas {
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Equal(listed(t, r), []string{"rug__add"}) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still lists the changed echo: %v\n%s", r.Name, listed(t, r), r.Log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	code, h := a.AdminH(t, http.MethodPost, "/admin/v1/integrity/rug/approve", "", nil)
+	if code != http.StatusOK || h.Get(admin.HeaderUnconfirmed) != "1" {
+		t.Errorf("approve with a silent replica: %d, %s %q; want 200 with 1", code, admin.HeaderUnconfirmed, h.Get(admin.HeaderUnconfirmed))
+	}
+	if !slices.Equal(listed(t, b), []string{"rug__add", "rug__echo"}) {
+		t.Errorf("b does not serve the approved echo once the approval is answered: %v", listed(t, b))
+	}
+	var events struct {
+		Events []struct {
+			Target string          `json:"target"`
+			Detail json.RawMessage `json:"detail"`
+		} `json:"events"`
+	}
+	if code := a.Admin(t, http.MethodGet, "/admin/v1/audit/events?action=integrity.unconfirmed", "", &events); code != http.StatusOK ||
+		len(events.Events) != 1 || events.Events[0].Target != "rug" || !strings.Contains(string(events.Events[0].Detail), `"unconfirmed":1`) {
+		t.Errorf("audit events of the unconfirmed approval: %d %+v", code, events)
 	}
 }
