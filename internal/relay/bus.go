@@ -145,6 +145,11 @@ type Bus struct {
 	// ends: this replica's announcements of ended sessions waiting for
 	// the other replicas to confirm, by session hash.
 	ends state.Confirms
+	// confirming: the hashes of the copies this replica ended whose
+	// confirmations wait for sendConfirmations, woken by confirmWake.
+	confirmMu   sync.Mutex
+	confirming  []string
+	confirmWake chan struct{}
 }
 
 // NewBus returns the bus of a replica; ctx is its owner's, ending with
@@ -160,7 +165,7 @@ func NewBus(ctx context.Context, o BusOptions) *Bus {
 	if o.ConfirmTimeout <= 0 {
 		o.ConfirmTimeout = Timeout
 	}
-	return &Bus{o: o, ctx: ctx}
+	return &Bus{o: o, ctx: ctx, confirmWake: make(chan struct{}, 1)}
 }
 
 // FleetOn reports whether sessions are the fleet's.
@@ -351,19 +356,30 @@ func (b *Bus) AnnounceEnded(ctx context.Context, hashes ...string) (unconfirmed 
 			b.ends.Drop(w)
 		}
 	}()
-	for _, h := range hashes {
-		w := b.ends.Add(h)
-		waits = append(waits, w)
-		n, err := b.o.PubSub.Publish(ctx, TopicTerminated, []byte(h))
-		if err != nil {
-			return 0, err
+	// A chunk at a time, each confirmed before the next is announced
+	// (until the deadline: past it, the rest is announced without
+	// waiting): a follower then holds at most a chunk of announcements
+	// and its confirmations, never SubscriptionBuffer's worth, which
+	// would make it resynchronise (ending the copies without confirming
+	// them). Ending every session of a user or a key stays confirmed.
+	for len(hashes) > 0 {
+		chunk := hashes[:min(len(hashes), announceChunk)]
+		hashes = hashes[len(chunk):]
+		first := len(waits)
+		for _, h := range chunk {
+			w := b.ends.Add(h)
+			waits = append(waits, w)
+			n, err := b.o.PubSub.Publish(ctx, TopicTerminated, []byte(h))
+			if err != nil {
+				return 0, err
+			}
+			b.ends.Expect(w, n)
 		}
-		b.ends.Expect(w, n)
-	}
-	for _, w := range waits {
-		select {
-		case <-w.Done():
-		case <-ctx.Done():
+		for _, w := range waits[first:] {
+			select {
+			case <-w.Done():
+			case <-ctx.Done():
+			}
 		}
 	}
 	for _, w := range waits {
@@ -374,7 +390,16 @@ func (b *Bus) AnnounceEnded(ctx context.Context, hashes ...string) (unconfirmed 
 	return unconfirmed, nil
 }
 
+// announceChunk is how many ends AnnounceEnded announces before waiting
+// for their confirmations; far under state.SubscriptionBuffer.
+const announceChunk = 64
+
+// maxConfirmed is how many ended copies one confirmation names at most
+// (about 4 KiB of message).
+const maxConfirmed = 64
+
 func (b *Bus) followTerminations(t Terminations) {
+	b.wg.Go(b.sendConfirmations)
 	state.Follow(b.ctx, b.o.PubSub, state.FollowOptions{
 		Topics:  []string{TopicTerminated, TopicEndedCopy},
 		What:    FollowTerminationsName,
@@ -386,11 +411,20 @@ func (b *Bus) followTerminations(t Terminations) {
 			case TopicTerminated:
 				if hash := string(m.Data); len(hash) == 64 {
 					t.EndCopy(hash)
-					b.confirmEnded(ctx, hash)
+					b.confirmEnded(hash)
 				}
 			case TopicEndedCopy:
-				if hash, from, ok := strings.Cut(string(m.Data), " "); ok && len(hash) == 64 {
-					b.ends.Heard(hash, from)
+				// "<hash> [<hash>...] <replica>": the ended copies a
+				// replica confirms at once.
+				f := strings.Fields(string(m.Data))
+				if len(f) < 2 || len(f) > maxConfirmed+1 {
+					return
+				}
+				from := f[len(f)-1]
+				for _, hash := range f[:len(f)-1] {
+					if len(hash) == 64 {
+						b.ends.Heard(hash, from)
+					}
 				}
 			}
 		},
@@ -400,14 +434,45 @@ func (b *Bus) followTerminations(t Terminations) {
 	})
 }
 
-// confirmEnded tells the announcer of hash's end that this replica's
-// copy ended (or that it held none). A failure is logged: the announcer
-// then reports the session's end as unconfirmed.
-func (b *Bus) confirmEnded(ctx context.Context, hash string) {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
-	defer cancel()
-	if _, err := b.o.PubSub.Publish(ctx, TopicEndedCopy, []byte(hash+" "+b.o.Instance)); err != nil {
-		b.o.Logger.Warn("could not confirm ending a terminated session's copy to the replica that ended it", "error", err)
+// confirmEnded queues the confirmation that this replica's copy of hash's
+// session ended (or that it held none), for sendConfirmations: the
+// follower does not wait for a publish per announcement, so it keeps up
+// with many at once, and those queued meanwhile share a message.
+func (b *Bus) confirmEnded(hash string) {
+	b.confirmMu.Lock()
+	b.confirming = append(b.confirming, hash)
+	b.confirmMu.Unlock()
+	select {
+	case b.confirmWake <- struct{}{}:
+	default:
+	}
+}
+
+// sendConfirmations publishes the queued confirmations, maxConfirmed to a
+// message, until the bus's context ends. A failure is logged: the
+// announcer then reports those sessions' ends as unconfirmed.
+func (b *Bus) sendConfirmations() {
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.confirmWake:
+		}
+		b.confirmMu.Lock()
+		queued := b.confirming
+		b.confirming = nil
+		b.confirmMu.Unlock()
+		for len(queued) > 0 {
+			batch := queued[:min(len(queued), maxConfirmed)]
+			queued = queued[len(batch):]
+			ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+			_, err := b.o.PubSub.Publish(ctx, TopicEndedCopy, []byte(strings.Join(batch, " ")+" "+b.o.Instance))
+			cancel()
+			if err != nil {
+				b.o.Logger.Warn("could not confirm ending terminated sessions' copies to the replica that ended them",
+					"sessions", len(batch), "error", err)
+			}
+		}
 	}
 }
 

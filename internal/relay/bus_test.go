@@ -10,6 +10,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/state"
+	"github.com/mcpgate/mcpgate/internal/state/redis"
+	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 )
 
 // recorder is a replica's sessions and terminations as a test sees them:
@@ -315,5 +317,51 @@ func TestSessionFields(t *testing.T) {
 	}
 	if SubField(strings.Repeat("u", state.MaxFieldLen)) != "" || SubField("a\x00b") != "" || SubField("file:///x") != FieldSubPrefix+"file:///x" {
 		t.Error("SubField")
+	}
+}
+
+// A termination of many sessions at once (an administrator ending every
+// session of a user or a key) across several replicas is confirmed, not
+// lost in the followers' buffers: each follower keeps up with the
+// announcements and the confirmations, so none resynchronises (which
+// would end the copies without confirming them) and nothing is reported
+// unconfirmed.
+func TestTerminationOfManySessions(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testTerminationOfManySessions(t, memState(t)) })
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.New(t)
+		st, err := redis.Open(redis.Options{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		testTerminationOfManySessions(t, st)
+	})
+}
+
+func testTerminationOfManySessions(t *testing.T, st state.Backend) {
+	a := startBus(t, st, instA)
+	others := []*busMember{startBus(t, st, instB), startBus(t, st, "replica-c")}
+	hashes := make([]string, 1000)
+	for i := range hashes {
+		hashes[i] = fmt.Sprintf("%064x", i+1)
+	}
+	begin := time.Now()
+	n, err := a.b.AnnounceEnded(context.Background(), hashes...)
+	if err != nil || n != 0 {
+		t.Errorf("AnnounceEnded of %d sessions on 3 replicas = %d unconfirmed, %v; want every one confirmed", len(hashes), n, err)
+	}
+	t.Logf("%d sessions ended on 3 replicas in %s", len(hashes), time.Since(begin))
+	for _, m := range others {
+		for _, h := range hashes {
+			if !m.rec.has("end " + h) {
+				t.Fatalf("a replica did not end its copy of %s before the announcement returned", h)
+			}
+		}
+		select {
+		case <-m.rec.resyncs:
+			t.Error("a follower resynchronised: it fell behind the announcements")
+		default:
+		}
 	}
 }
