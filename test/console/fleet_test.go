@@ -50,11 +50,7 @@ func TestConsoleWarnsOfUnconfirmedChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bus.Close() })
-	silent, err := bus.Subscribe(context.Background(), admin.TopicChanges)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { silent.Close() })
+	subscribeSilently(t, bus, admin.TopicChanges)
 	warning := x(`//div[@id="warning" and contains(., "this change was not confirmed by every replica within 2 s")]`)
 	b.step("revoke a key with a silent replica: revoked, and the warning says it was not confirmed",
 		chromedp.Click(rowButton("second", "Revoke")), chromedp.Click(rowButton("second", "Confirm revoke")),
@@ -71,14 +67,21 @@ func TestConsoleWarnsOfUnconfirmedChange(t *testing.T) {
 	if code, _, body := mcpPost(t, base, secret, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
 		t.Fatalf("initialized: %d %s", code, body)
 	}
-	ends, err := bus.Subscribe(context.Background(), relay.TopicTerminated)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ends.Close() })
+	subscribeSilently(t, bus, relay.TopicTerminated)
 	ended := x(`//div[@id="warning" and contains(., "1 of the 1 session(s) terminated not confirmed ended by every replica within 2 s")]`)
 	b.step("terminate a session with a silent replica: ended, and the warning says it was not confirmed",
 		chromedp.Navigate(base+"/ui/#/sessions"), chromedp.WaitVisible(rowButton("third", "Terminate")),
 		chromedp.Click(rowButton("third", "Terminate")), chromedp.Click(rowButton("third", "Confirm terminate")),
 		chromedp.WaitNotPresent(rowButton("third", "Terminate")), chromedp.WaitVisible(ended))
+}
+
+// subscribeSilently subscribes to topic on bus, reading nothing: a
+// replica that hears what is published there and never confirms it.
+func subscribeSilently(t *testing.T, bus *redis.Backend, topic string) {
+	t.Helper()
+	sub, err := bus.Subscribe(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
 }

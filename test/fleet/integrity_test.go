@@ -86,6 +86,20 @@ func listed(t *testing.T, r *Replica) []string {
 	return names
 }
 
+// waitListed waits, 20 s at most, until r lists exactly want to a
+// stateless request of alice's: a changed definition held once r's
+// upstream session heard of it.
+func waitListed(t *testing.T, r *Replica, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.Equal(listed(t, r), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s lists %v, want %v (a changed definition held)\n%s", r.Name, listed(t, r), want, r.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestIntegrityFleet: two replicas agree on tool integrity. Both pin what
 // they first see; a changed definition is held on both (each detects it
 // against the pins in PostgreSQL, and a call is refused on either); an
@@ -115,13 +129,7 @@ func TestIntegrityFleet(t *testing.T) {
 	// The rug pull, heard by both replicas' upstream sessions.
 	addTool("add", "Adds two numbers and remembers them.")
 	for _, r := range f.Replicas {
-		deadline := time.Now().Add(20 * time.Second)
-		for !slices.Equal(listed(t, r), []string{"rug__echo"}) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still lists the changed tool: %v\n%s", r.Name, listed(t, r), r.Log())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitListed(t, r, "rug__echo")
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		rep, err := statelessClient(http.DefaultClient, r.URL+"/mcp", aliceKey).Call(ctx, "rug__add", map[string]any{})
 		cancel()
@@ -169,13 +177,7 @@ func TestIntegrityFleet(t *testing.T) {
 	t.Cleanup(func() { silent.Close() })
 	addTool("echo", "Echoes its input and sends it elsewhere.")
 	for _, r := range f.Replicas {
-		deadline := time.Now().Add(20 * time.Second)
-		for !slices.Equal(listed(t, r), []string{"rug__add"}) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still lists the changed echo: %v\n%s", r.Name, listed(t, r), r.Log())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitListed(t, r, "rug__add")
 	}
 	code, h := a.AdminH(t, http.MethodPost, "/admin/v1/integrity/rug/approve", "", nil)
 	if code != http.StatusOK || h.Get(admin.HeaderUnconfirmed) != "1" {
