@@ -173,6 +173,9 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	if err != nil {
 		return fmt.Errorf("read the answer: %w", err)
 	}
+	// Before the status: a refusal that comes after a committed change
+	// (a grant stored, its reload failed) carries the warning too.
+	c.warnUnconfirmed(resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		e := &apiError{Status: resp.StatusCode, Body: b, Message: errorMessage(resp.StatusCode, b)}
 		if resp.StatusCode == http.StatusUnauthorized && c.key == "" {
@@ -188,7 +191,6 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	if len(b) > maxAdminAnswer {
 		return fmt.Errorf("the answer exceeds %d bytes", maxAdminAnswer)
 	}
-	c.warnUnconfirmed(resp.Header)
 	if out == nil {
 		return nil
 	}

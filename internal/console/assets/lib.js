@@ -64,13 +64,14 @@ export async function api(method, path, body, k) {
   const text = await resp.text();
   let data = null;
   if (text) { try { data = JSON.parse(text); } catch { data = { error: text }; } }
-  if (!resp.ok) throw new APIError(resp.status, data);
   // A change made, but not confirmed by every replica of a fleet in time
   // (the admin API's X-Mcpgate-Unconfirmed): said apart from the status
-  // line, which the caller's own message replaces.
+  // line, which the caller's own message replaces; also when a refusal
+  // follows a committed change (a grant stored, its reload failed).
   const unconfirmed = Number(resp.headers.get("X-Mcpgate-Unconfirmed"));
   if (unconfirmed > 0) warn(`Done, but ${unconfirmed === 1 ? "this change was" : unconfirmed + " changes were"} not confirmed by every replica within 2 s: ` +
     "a replica may serve what it replaced until it hears of it or resynchronises (the gateway's log says which).");
+  if (!resp.ok) throw new APIError(resp.status, data);
   return data;
 }
 
