@@ -43,6 +43,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/integrity"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/netaddr"
 	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -330,31 +331,18 @@ func (a *API) auditAs(ctx context.Context, who, action, target string, detail an
 		raw, _ = json.Marshal(detail)
 	}
 	if n := unconfirmedOf(ctx); n > 0 {
-		raw = withMember(raw, "unconfirmed", n)
+		if string(raw) == "null" {
+			raw = nil // a nil map or slice: no detail
+		}
+		// Not an object: the detail stays as it was (the header, the
+		// log and the metric still say it).
+		if withN, err := jsonrpc.Set(raw, "unconfirmed", strconv.AppendInt(nil, int64(n), 10)); err == nil {
+			raw = withN
+		}
 	}
 	if _, err := a.o.Store.AppendAudit(ctx, store.AuditEntry{Time: a.o.Now(), Actor: who, Action: action, Target: target, Detail: raw}); err != nil {
 		a.log.Warn("admin audit write failed", "action", action, "error", err)
 	}
-}
-
-// withMember returns the JSON object raw (empty or null: a new one) with
-// member name set to v; raw itself when it is not an object.
-func withMember(raw json.RawMessage, name string, v any) json.RawMessage {
-	var m map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return raw
-		}
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	m[name] = v
-	out, err := json.Marshal(m)
-	if err != nil {
-		return raw
-	}
-	return out
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
