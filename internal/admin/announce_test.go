@@ -247,8 +247,7 @@ func TestFleetAdminChangesPostgresRedis(t *testing.T) {
 
 // The same on the memory bus, as replicas in one process share it.
 func TestFleetAdminChangesMemory(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	testFleetAdminChanges(t, fleetRig(t, 2, sqliteStores(t), mem))
 }
 
@@ -455,8 +454,7 @@ func TestFleetAdminResyncAfterRedisRestart(t *testing.T) {
 // A Lost marker (messages dropped in a gap) makes the follower resync:
 // what it missed applies, though no message named it.
 func TestFleetAdminResyncOnLost(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	gap := &gapBus{PubSub: mem, lost: make(chan struct{}, 1)}
 	rs := fleetRig(t, 2, sqliteStores(t), gap)
 	a, b := rs[0], rs[1]
@@ -494,8 +492,7 @@ func TestFleetAdminResyncOnLost(t *testing.T) {
 // A replica ignores unreadable announcements and those of unknown kinds,
 // and keeps following.
 func TestFleetAdminBadAnnouncements(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	rs := fleetRig(t, 2, sqliteStores(t), mem)
 	waitFollowing(t, rs)
 	for _, m := range []string{`not json`, `{"kind":"key"}`, `{"kind":"comet","name":"x","from":"elsewhere"}`} {
@@ -681,8 +678,7 @@ var _ state.PubSub = (*gapBus)(nil)
 // The follower is gone when Close returns, and Close without Start (no
 // bus) is a no-op.
 func TestFollowerEndsWithClose(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -716,8 +712,7 @@ func TestFollowerEndsWithClose(t *testing.T) {
 // confirmed change carries neither. A revoked connection, announced from
 // inside the vault, is counted on the request that revoked it.
 func TestUnconfirmedAdminChangeIsAnswered(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	rs := fleetRig(t, 2, sqliteStores(t), mem)
 	a := rs[0]
 	waitFollowing(t, rs)
@@ -755,11 +750,7 @@ func TestUnconfirmedAdminChangeIsAnswered(t *testing.T) {
 	}
 
 	// A replica that hears changes and never confirms them.
-	silent, err := mem.Subscribe(ctx, TopicChanges)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
+	subscribeSilently(t, mem, TopicChanges)
 	code, body, h = a.doH(t, "DELETE", "/admin/v1/keys/second", master, "")
 	if code != http.StatusNoContent || h.Get(HeaderUnconfirmed) != "1" {
 		t.Errorf("revoke second with a silent replica: %d %s, %s %q; want 204 with 1", code, body, HeaderUnconfirmed, h.Get(HeaderUnconfirmed))
@@ -776,22 +767,38 @@ func TestUnconfirmedAdminChangeIsAnswered(t *testing.T) {
 	}
 }
 
+// memBus is a memory bus for a fleet of replicas in one process, closed
+// when the test ends.
+func memBus(t *testing.T) *state.Memory {
+	t.Helper()
+	mem := state.NewMemory(state.MemoryOptions{})
+	t.Cleanup(func() { mem.Close() })
+	return mem
+}
+
+// subscribeSilently subscribes to topic on bus until the test ends,
+// reading nothing: a replica that hears what is published there and
+// never confirms it (stuck, or of a version before confirmations).
+func subscribeSilently(t *testing.T, bus state.PubSub, topic string) {
+	t.Helper()
+	sub, err := bus.Subscribe(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+}
+
 // A vault write (a new credential, a refresh, a last-use stamp: on the
 // call path, under the entry's lock) is told without waiting for the
 // other replicas; a deletion (a revocation) waits for them. A replica
 // that hears and never confirms shows the difference: the write returns
 // at once, the revocation after busTimeout.
 func TestVaultWritesDoNotWait(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	rs := fleetRig(t, 2, sqliteStores(t), mem)
 	a := rs[0]
 	waitFollowing(t, rs)
-	silent, err := mem.Subscribe(context.Background(), TopicChanges)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
+	subscribeSilently(t, mem, TopicChanges)
 	ctx := context.Background()
 	e := vault.Entry{Person: "key:alice", Server: "calc", Kind: vault.KindStatic, AccessToken: "alice-calc-token"}
 	begin := time.Now()

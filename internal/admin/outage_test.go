@@ -15,7 +15,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/relay"
-	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/state/redis/redistest"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -71,8 +70,7 @@ func onSession(t *testing.T, r *replica, secret, sid, body string) (int, string)
 // reported as one, refused (404) there at the next request; another
 // user's session is untouched.
 func TestFleetSessionsThroughAnyReplica(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	rs := fleetRigWith(t, 3, sqliteStores(t), mem, rigOptions{sessions: true})
 	a, b, c := rs[0], rs[1], rs[2]
 	waitFollowing(t, rs)
@@ -122,11 +120,7 @@ func TestFleetSessionsThroughAnyReplica(t *testing.T) {
 	// A replica that hears terminations and never confirms (stuck, or
 	// of a version before confirmations): bob's end is answered after
 	// the wait, said unconfirmed to the operator and in the audit log.
-	silent, err := mem.Subscribe(context.Background(), relay.TopicTerminated)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
+	subscribeSilently(t, mem, relay.TopicTerminated)
 	code, body = c.do(t, "POST", "/admin/v1/sessions/terminate", master, `{"user":"bob"}`)
 	res = gateway.TerminateResult{}
 	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil || res.Terminated != 1 || res.Unconfirmed != 1 {
@@ -221,8 +215,7 @@ func (d downStore) IsTerminated(ctx context.Context, hash string, now time.Time)
 func TestAdminWritesRefusedWhenStoreDown(t *testing.T) {
 	down := &atomic.Bool{}
 	stores := sqliteStores(t)
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	rs := fleetRigWith(t, 1, func(t *testing.T) store.Store { return downStore{Store: stores(t), down: down} }, mem, rigOptions{sessions: true})
 	r := rs[0]
 	waitFollowing(t, rs)

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/state"
 	"github.com/mcpgate/mcpgate/internal/store"
 	"github.com/mcpgate/mcpgate/internal/store/sqlite"
 )
@@ -46,8 +45,7 @@ func (r *reloads) calls() []string {
 // file's problems by field; in a fleet the other replicas reload their own
 // file, named as asked by whom.
 func TestReloadEndpoint(t *testing.T) {
-	mem := state.NewMemory(state.MemoryOptions{})
-	t.Cleanup(func() { mem.Close() })
+	mem := memBus(t)
 	var apis []*API
 	var recs []*reloads
 	for range 2 {
