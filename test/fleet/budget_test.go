@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -69,7 +70,7 @@ func testFleetBudget(t *testing.T, f *Fleet) {
 	waitState(t, f, "ok")
 	rep, err := statelessClient(http.DefaultClient, f.LB.URL+"/mcp", budgetedKey).Call(ctx, "notes__get_note", map[string]any{"title": "alpha"})
 	if err != nil || rep.Status != http.StatusTooManyRequests || !strings.Contains(rep.Body, spent) {
-		t.Errorf("after the outage: %v %+v; want 429 %q (the store's sum seeds the empty Redis)", err, rep, spent)
+		t.Errorf("after the outage: %v %+v; want 429 %q (the store's sum seeds the empty Redis)\n%s", err, rep, spent, stateLines(f))
 	}
 	if n := auditCount(t, f.DSN, "budgeted"); n["ok"] != 1 {
 		t.Errorf("audit records of the budgeted key after the outage by outcome: %v, want still one ok", n)
@@ -98,4 +99,18 @@ func auditCount(t *testing.T, dsn, alias string) map[string]int {
 		n[c.Outcome]++
 	}
 	return n
+}
+
+// stateLines are the replicas' log lines about the shared state and
+// budgets, for a failure after an outage: which operation failed, and why.
+func stateLines(f *Fleet) string {
+	var b strings.Builder
+	for _, r := range f.Replicas {
+		for _, l := range strings.Split(r.Log(), "\n") {
+			if strings.Contains(l, "budget") || strings.Contains(l, "shared state") {
+				fmt.Fprintf(&b, "%s: %s\n", r.Name, l)
+			}
+		}
+	}
+	return b.String()
 }
