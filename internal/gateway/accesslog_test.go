@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -91,6 +93,56 @@ func TestAccessLog(t *testing.T) {
 	for _, leak := range []string{secret, "hunter2-argument", "x-secret-query", "mcpg_wrong-key", sid} {
 		if strings.Contains(buf.b.String(), leak) {
 			t.Errorf("the access log holds %q", leak)
+		}
+	}
+}
+
+// Through the listener mcpgate serve runs (h1server), the access line's
+// entry rides the request's own context (no copy of the request): the
+// line still names the caller, the session and the MCP method and tool,
+// and a second request on the same connection has a line of its own.
+func TestAccessLogThroughListener(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "e", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return textResult("hi"), nil
+	})
+	keys := &memKeys{}
+	secret := keys.add(t, store.Key{Alias: "ada-laptop", User: "ada"})
+	buf := &syncBuf{}
+	g, _ := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
+		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := h1server.New(&http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second})
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	url := "http://" + ln.Addr().String() + "/mcp"
+	code, hdr, body := rpc(t, url, withKey(secret), initBody)
+	if code != 200 {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	h := withKey(secret)
+	h[mcpwire.HeaderSessionID] = hdr.Get(mcpwire.HeaderSessionID)
+	for _, tool := range []string{"a__echo", "a__nope"} {
+		if code, _, body := rpc(t, url, h, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+tool+`","arguments":{}}}`); code != 200 {
+			t.Fatalf("call %s: %d %s", tool, code, body)
+		}
+	}
+	lines := buf.lines()
+	if len(lines) != 3 {
+		t.Fatalf("%d access lines, want 3:\n%s", len(lines), buf.b.String())
+	}
+	for i, tool := range []string{"a__echo", "a__nope"} {
+		call := lines[i+1]
+		for k, want := range map[string]any{"status": float64(200), "alias": "ada-laptop", "user": "ada", "mcp_method": "tools/call", "tool": tool} {
+			if call[k] != want {
+				t.Errorf("call line %d %s = %v, want %v (%v)", i, k, call[k], want, call)
+			}
+		}
+		if s, _ := call["session"].(string); len(s) != idPrefixLen {
+			t.Errorf("call line %d: session %q", i, s)
 		}
 	}
 }

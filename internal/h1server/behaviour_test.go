@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -445,5 +446,69 @@ func TestUnreadBodyResponseNotReset(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "too large") {
 			t.Fatalf("attempt %d: %d %q %v", i, resp.StatusCode, b, err)
 		}
+	}
+}
+
+type slotKey struct{}
+
+// A handler can give its request's context one value in place
+// (reqContext.SetValue): every context derived from the request's sees
+// it, the request ends with it as before, a second value, a nil key or a
+// key that cannot be compared is refused, and the next request on the
+// same connection (maybe another caller's, behind a proxy) starts
+// without it.
+func TestRequestContextSlot(t *testing.T) {
+	type slot interface {
+		SetValue(key, val any) bool
+	}
+	var mu sync.Mutex
+	var got []string
+	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		ctx := r.Context()
+		before, _ := ctx.Value(slotKey{}).(string)
+		got = append(got, "before="+before)
+		s, ok := ctx.(slot)
+		if !ok {
+			got = append(got, "no slot")
+			return
+		}
+		if s.SetValue(nil, "x") || s.SetValue([]byte("k"), "x") {
+			got = append(got, "a nil or incomparable key taken")
+		}
+		if !s.SetValue(slotKey{}, r.URL.Path) {
+			got = append(got, "refused")
+		}
+		if s.SetValue(slotKey{}, "again") {
+			got = append(got, "a second value taken")
+		}
+		child, cancel := context.WithCancel(context.WithValue(ctx, struct{ k int }{1}, 1))
+		defer cancel()
+		for _, c := range []context.Context{ctx, child, context.WithoutCancel(child)} {
+			if v, _ := c.Value(slotKey{}).(string); v != r.URL.Path {
+				got = append(got, fmt.Sprintf("derived context sees %q", v))
+			}
+		}
+		if ctx.Value(struct{ k int }{1}) != nil {
+			got = append(got, "a child's value seen by its parent")
+		}
+		go func() { <-child.Done() }() // ends with the request
+	}))
+	nc, br := dial(t, addr)
+	io.WriteString(nc, post("/first", "x")+post("/second", "y"))
+	for range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"before=", "before="}; !slices.Equal(got, want) {
+		t.Errorf("handler saw %q, want %q", got, want)
 	}
 }

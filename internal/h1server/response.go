@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,7 +27,7 @@ type response struct {
 	// client of a streamed response goes away. Kept here, it costs no
 	// allocation of its own, and the gateway's request context watches
 	// it rather than registering on it (package cancelctx).
-	ctx  cancelctx.Context
+	ctx  reqContext
 	body requestBody
 
 	status      int
@@ -38,6 +39,38 @@ type response struct {
 	closeAfter  bool
 	hijacked    bool
 	done        atomic.Bool
+}
+
+// reqContext is a request's context: a cancelctx.Context, which can also
+// hold one value the handler gives it in place (SetValue), so that the
+// handler need not copy the request (http.Request.WithContext) to carry
+// it. The gateway's access line rides here (issue 25).
+type reqContext struct {
+	cancelctx.Context
+	key, val any // key is nil until SetValue
+}
+
+// SetValue gives c the value val for key, as context.WithValue would: a
+// key that Value is then asked for returns val. Only the handler's own
+// goroutine may call it, before it hands the context to any other (no
+// reader may see the value change), and only once: it reports false,
+// changing nothing, when c holds a value already, or when key is nil or
+// not comparable (WithValue's rule).
+func (c *reqContext) SetValue(key, val any) bool {
+	if key == nil || c.key != nil || !reflect.TypeOf(key).Comparable() {
+		return false
+	}
+	c.key, c.val = key, val
+	return true
+}
+
+// Value implements context.Context: the value SetValue gave, then the
+// cancelctx.Context's answer.
+func (c *reqContext) Value(key any) any {
+	if c.key != nil && key == c.key {
+		return c.val
+	}
+	return c.Context.Value(key)
 }
 
 func (w *response) Header() http.Header { return w.header }
