@@ -675,12 +675,46 @@ func leaks(s string, lists ...[]string) []string {
 	var out []string
 	for _, l := range lists {
 		for _, x := range l {
-			if strings.Contains(s, x) {
+			if portLike(x) {
+				if discloses(s, x) {
+					out = append(out, x)
+				}
+			} else if strings.Contains(s, x) {
 				out = append(out, x)
 			}
 		}
 	}
 	return out
+}
+
+// portLike reports whether x is a port number: disclosed as ":<port>", not
+// wherever its digits occur (a metric's value, 1.5432e+06, holds "5432").
+func portLike(x string) bool {
+	if x == "" {
+		return false
+	}
+	for _, c := range x {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// discloses reports whether s holds the port p after a colon, not as the
+// start of a longer number.
+func discloses(s, p string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], ":"+p)
+		if j < 0 {
+			return false
+		}
+		end := i + j + 1 + len(p)
+		if end == len(s) || s[end] < '0' || s[end] > '9' {
+			return true
+		}
+		i += j + 1
+	}
 }
 
 // faultNamesServer is hole 11's caller-facing error: a JSON-RPC error
