@@ -66,6 +66,13 @@ func WithResourceFunc(ctx context.Context, resource func() string) context.Conte
 	return context.WithValue(ctx, resourceKey{}, resourceValue{lazy: resource})
 }
 
+// SetResourceFuncInPlace is WithResourceFunc in place (SetInPlace's
+// rules), reporting whether it could.
+func SetResourceFuncInPlace(ctx context.Context, resource func() string) bool {
+	s, ok := ctx.(inPlace)
+	return ok && s.SetValue(resourceKey{}, resourceValue{lazy: resource})
+}
+
 // WithAdminResource is WithResource for the admin API: a JWT bearer must
 // name exactly this resource in its aud (ExactVerifier).
 func WithAdminResource(ctx context.Context, resource string) context.Context {

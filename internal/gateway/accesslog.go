@@ -137,26 +137,15 @@ func (g *Gateway) newAccessLine(w http.ResponseWriter, holdable bool) *accessLin
 }
 
 // begin starts the line of r: the handlers find its entry in a.r's
-// context. The listener mcpgate serve runs (h1server) gives each request
-// a context of its own that can hold the entry (cancelctx.Context's
-// SetValue), which spares a copy of the request and a context for each
-// (issue 25: the access log allocates nothing per request then); under
-// net/http's server, or a context something already wrapped, the entry
-// rides a copy as before.
+// context, in place when the listener's request context takes it
+// (setInPlace: no copy of the request, issue 25), else in a copy's.
 func (a *accessLine) begin(r *http.Request) {
 	a.start = time.Now()
-	if c, ok := r.Context().(valueSlot); ok && c.SetValue(accessKey{}, &a.e) {
+	if setInPlace(r.Context(), accessKey{}, &a.e) {
 		a.r = r
 		return
 	}
 	a.r = r.WithContext(withAccess(r.Context(), &a.e))
-}
-
-// valueSlot is a context that can take one value in place
-// (*cancelctx.Context).
-type valueSlot interface {
-	context.Context
-	SetValue(key, val any) bool
 }
 
 // AccessLine is one access log line's fields, in the order they are

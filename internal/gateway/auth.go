@@ -59,7 +59,10 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 		// The route's resource is what a bearer token must name; only
 		// a token's check asks for it.
 		req := r
-		r = r.WithContext(callers.WithResourceFunc(r.Context(), func() string { return g.resourceOf(req) }))
+		resource := func() string { return g.resourceOf(req) }
+		if !callers.SetResourceFuncInPlace(r.Context(), resource) {
+			r = r.WithContext(callers.WithResourceFunc(r.Context(), resource))
+		}
 		if c, f = g.auth.Authenticate(r); f != nil {
 			noteRefusal(r.Context(), f.Reason)
 			g.challenge(f, r)
@@ -107,19 +110,52 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 	}
 	noteCaller(ctx, c.Alias, c.User)
 	tracing.NoteCaller(ctx, c.Alias, c.User)
-	if id != nil {
-		// WithIdentity and callers.NewContext in one context.
-		ctx = callers.NewContextWith(ctx, c, identityKey{}, id)
-	} else {
-		ctx = callers.NewContext(ctx, c)
-	}
+	ctx = withCaller(ctx, c, id)
 	ctx = withSubjectToken(ctx, subject)
 	if c.RateLimitRPM > 0 {
 		// Authenticate took one request of the limit: the first JSON-RPC
 		// request this HTTP request carries is paid for (limits.go).
 		ctx = withCallTicket(ctx)
 	}
+	if ctx == r.Context() {
+		return r, nil // everything went in place
+	}
 	return r.WithContext(ctx), nil
+}
+
+// withCaller is ctx carrying the caller c and, when not nil, its identity
+// id: in place when ctx is the listener's request context with room for
+// them (setInPlace), which spares the request a copy; otherwise in one
+// context over ctx (WithIdentity and callers.NewContext together). A
+// caller already in place is never replaced: a second authentication of
+// the request wraps ctx, and the nearer caller wins, as with WithValue.
+func withCaller(ctx context.Context, c *callers.Caller, id *Identity) context.Context {
+	if !callers.SetInPlace(ctx, c) {
+		if id != nil {
+			return callers.NewContextWith(ctx, c, identityKey{}, id)
+		}
+		return callers.NewContext(ctx, c)
+	}
+	if id != nil && !setInPlace(ctx, identityKey{}, id) {
+		return context.WithValue(ctx, identityKey{}, id)
+	}
+	return ctx
+}
+
+// inPlace is a context that takes a few values in place: the request
+// context of mcpgate's listener (h1server), whose request then need not
+// be copied (http.Request.WithContext, ~300 bytes) to carry them. Only
+// the goroutine serving the request sets them, before any other can see
+// the context; a value set is never replaced.
+type inPlace interface {
+	SetValue(key, val any) bool
+}
+
+// setInPlace gives ctx the value val for key in place, reporting whether
+// it could; false: wrap ctx (context.WithValue) instead.
+func setInPlace(ctx context.Context, key, val any) bool {
+	s, ok := ctx.(inPlace)
+	return ok && s.SetValue(key, val)
 }
 
 // anonymousCaller is the caller of a gateway without authentication (or

@@ -42,33 +42,54 @@ type response struct {
 }
 
 // reqContext is a request's context: a cancelctx.Context, which can also
-// hold one value the handler gives it in place (SetValue), so that the
-// handler need not copy the request (http.Request.WithContext) to carry
-// it. The gateway's access line rides here (issue 25).
+// hold a few values the handlers give it in place (SetValue), so that
+// they need not copy the request (http.Request.WithContext) to carry
+// them. The gateway puts the access line's entry, the caller and its
+// identity here (issue 25).
 type reqContext struct {
 	cancelctx.Context
-	key, val any // key is nil until SetValue
+	vals [maxInPlace]struct{ key, val any } // in the order set; a nil key ends them
 }
 
-// SetValue gives c the value val for key, as context.WithValue would: a
-// key that Value is then asked for returns val. Only the handler's own
-// goroutine may call it, before it hands the context to any other (no
-// reader may see the value change), and only once: it reports false,
-// changing nothing, when c holds a value already, or when key is nil or
-// not comparable (WithValue's rule).
+// maxInPlace is how many values a request's context takes in place: what
+// the gateway sets on an authenticated request (the access line's entry,
+// the route's resource for a bearer token, the caller, its identity).
+const maxInPlace = 4
+
+// SetValue gives c the value val for key, as context.WithValue(c, key,
+// val) would: Value then returns val for key, in c and every context
+// derived from it. It reports false, changing nothing, when c holds a
+// value for key already (a value set is never replaced: the handler wraps
+// the context instead, as WithValue does), when c has no room left, or
+// when key is nil or not comparable (WithValue's rule). Only the goroutine
+// serving the request may call it, before it hands the context to any
+// other: no reader may see a value appear.
 func (c *reqContext) SetValue(key, val any) bool {
-	if key == nil || c.key != nil || !reflect.TypeOf(key).Comparable() {
+	if key == nil || !reflect.TypeOf(key).Comparable() {
 		return false
 	}
-	c.key, c.val = key, val
-	return true
+	for i := range c.vals {
+		switch {
+		case c.vals[i].key == nil:
+			c.vals[i].key, c.vals[i].val = key, val
+			return true
+		case c.vals[i].key == key:
+			return false
+		}
+	}
+	return false
 }
 
-// Value implements context.Context: the value SetValue gave, then the
+// Value implements context.Context: a value SetValue gave, then the
 // cancelctx.Context's answer.
 func (c *reqContext) Value(key any) any {
-	if c.key != nil && key == c.key {
-		return c.val
+	for i := range c.vals {
+		switch c.vals[i].key {
+		case nil:
+			return c.Context.Value(key)
+		case key:
+			return c.vals[i].val
+		}
 	}
 	return c.Context.Value(key)
 }
