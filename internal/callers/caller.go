@@ -175,6 +175,9 @@ type pairCtx struct {
 	key, val any
 }
 
+// ValueParent implements cancelctx.ValueOnly: p only adds values.
+func (p *pairCtx) ValueParent() context.Context { return p.Context }
+
 func (p *pairCtx) Value(key any) any {
 	if _, ok := key.(contextKey); ok {
 		return p.c

@@ -55,16 +55,38 @@ type watcherKey struct{}
 
 // WatcherOf returns the Watcher ctx ends with, nil when there is none or
 // something between them can end ctx sooner (ctx's Done is not the
-// Watcher's).
+// Watcher's). Contexts that only add values (ValueOnly) are looked
+// through; past anything else the two Done channels are compared, which
+// makes them (a Context makes its channel only when asked).
 func WatcherOf(ctx context.Context) Watcher {
 	w, _ := ctx.Value(watcherKey{}).(Watcher)
 	if w == nil {
 		return nil
 	}
+	for c := ctx; ; {
+		if c == context.Context(w) {
+			return w
+		}
+		v, ok := c.(ValueOnly)
+		if !ok {
+			break
+		}
+		c = v.ValueParent()
+	}
 	if d := ctx.Done(); d == nil || d != w.Done() {
 		return nil
 	}
 	return w
+}
+
+// ValueOnly is a context that only adds values to the one ValueParent
+// returns: its Done, Err and Deadline are that context's, always.
+// WatcherOf looks through it without asking either for Done (issue 25:
+// the two channels a tools/call made only to be compared). A context
+// that can end sooner, or never, must not implement it.
+type ValueOnly interface {
+	context.Context
+	ValueParent() context.Context
 }
 
 // Context is a cancellable context, as context.WithCancel makes, to be

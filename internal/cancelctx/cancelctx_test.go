@@ -159,3 +159,51 @@ func TestWatchedParent(t *testing.T) {
 		t.Errorf("Start and Cancel on a watcher: %v allocations, want 0", n)
 	}
 }
+
+// valueOnly adds one value to its parent, and says so.
+type valueOnly struct {
+	context.Context
+	v string
+}
+
+func (c *valueOnly) ValueParent() context.Context { return c.Context }
+
+func (c *valueOnly) Value(k any) any {
+	if k == (key{}) {
+		return c.v
+	}
+	return c.Context.Value(k)
+}
+
+// WatcherOf looks through contexts that only add values (ValueOnly)
+// without making the Watcher's Done channel; anything else between
+// (context.WithValue, WithCancel, WithoutCancel) is judged by comparing
+// the Done channels, as before: a WithValue ends with the watcher, a
+// WithCancel or WithoutCancel does not.
+func TestWatcherOfThroughValues(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var w Context
+	w.Start(context.Background())
+	defer w.Cancel()
+	through := &valueOnly{Context: &valueOnly{Context: &w, v: "inner"}, v: "outer"}
+	if got := WatcherOf(through); got != &w {
+		t.Fatalf("WatcherOf through values = %v, want the watcher", got)
+	}
+	if w.done != nil {
+		t.Error("WatcherOf made the watcher's Done channel to look through values")
+	}
+	if n := testing.AllocsPerRun(100, func() { WatcherOf(through) }); n != 0 {
+		t.Errorf("WatcherOf through values: %v allocations, want 0", n)
+	}
+	if WatcherOf(&valueOnly{Context: context.WithValue(&w, key{}, "std")}) != &w {
+		t.Error("a standard WithValue between: not found")
+	}
+	cctx, cancel := context.WithCancel(&w)
+	defer cancel()
+	if WatcherOf(&valueOnly{Context: cctx}) != nil {
+		t.Error("a WithCancel between: found, though it can end sooner")
+	}
+	if WatcherOf(&valueOnly{Context: context.WithoutCancel(&w)}) != nil {
+		t.Error("a WithoutCancel between: found, though it never ends")
+	}
+}

@@ -27,6 +27,18 @@ import (
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
+// doneChan is what ends with sc's request (done, or end's Done, made
+// now); nil: nothing does.
+func (sc *scope) doneChan() <-chan struct{} {
+	if sc.done == nil && sc.end != nil {
+		return sc.end.Done()
+	}
+	return sc.done
+}
+
+// served reports whether serve has given sc its request's end.
+func (sc *scope) served() bool { return sc.done != nil || sc.end != nil }
+
 // scope is what one downstream request carries through dispatch; it is the
 // origin attached to upstream calls, so that traffic the upstream sends
 // during the call comes back to this downstream.
@@ -37,8 +49,12 @@ type scope struct {
 	out  sender // where messages related to this request go
 	caps mcpwire.ClientCaps
 	// done ends with the request: server-initiated requests it caused are
-	// moot after that and are cancelled downstream. nil: never.
+	// moot after that and are cancelled downstream (doneChan). nil: never,
+	// unless end is set: serve keeps the request's own context there and
+	// its Done channel is made only when something waits on it (issue 25:
+	// most requests never do).
 	done <-chan struct{}
+	end  *cancelctx.Context
 	// single: the scope carries one request alone (a POST that is not a
 	// batch), so serve sets done in it rather than in a copy, and keeps
 	// that request's in-flight entry and reply in own (allocated with

@@ -197,7 +197,7 @@ func (g *Gateway) elicitConnect(ctx context.Context, sc *scope, person, server s
 		}
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-sc.done:
+	case <-sc.doneChan():
 		return notConnected("the request ended before the account was connected")
 	case <-timer.C:
 		return notConnected("not connected within 10 minutes")

@@ -442,7 +442,7 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 	g.inflight.Add(1)
 	defer g.inflight.Add(-1)
 	var own *ownRequest // the single scope's request: kept in its POST's allocation
-	if sc.done == nil && sc.single {
+	if !sc.served() && sc.single {
 		own = sc.own
 	}
 	// The request's own context: what context.WithCancel made before,
@@ -472,12 +472,12 @@ func (g *Gateway) serve(ctx context.Context, sc *scope, m *jsonrpc.Message) *jso
 		}
 	}
 	switch {
-	case sc.done == nil && sc.single:
-		sc.done = ctx.Done()
+	case !sc.served() && sc.single:
+		sc.end = rc
 		sc.single = false // served: a second request gets its own copy
-	case sc.done == nil:
+	case !sc.served():
 		sc2 := *sc
-		sc2.done = ctx.Done()
+		sc2.end = rc
 		sc = &sc2
 	}
 	if g.tracer != nil {
@@ -1133,7 +1133,7 @@ func (g *Gateway) streamSession(ctx context.Context, sid string, id *Identity, r
 // session ends first the request is refused 404 (S8.2); when the client
 // goes away, errClientGone: nothing is written.
 func acquireSlot(r *http.Request, sess *session) error {
-	ok, ended := sess.Acquire(r.Context().Done())
+	ok, ended := sess.AcquireFor(r.Context())
 	switch {
 	case ended:
 		return refusedEnded.err()

@@ -363,7 +363,7 @@ func (g *Gateway) askDownstream(ctx context.Context, sc *scope, msg *jsonrpc.Mes
 		params := append(append([]byte(`{"requestId":`), id.Raw()...), `,"reason":"cancelled by the server"}`...)
 		_ = sc.out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
 		return nil, jsonrpc.NewError(-32800, "Request cancelled")
-	case <-sc.done:
+	case <-sc.doneChan():
 		params := append(append([]byte(`{"requestId":`), id.Raw()...), `,"reason":"the request that caused it has ended"}`...)
 		_ = sc.out.send(jsonrpc.NewNotification(mcpwire.NotifyCancelled, params))
 		return nil, jsonrpc.NewError(-32800, "Request cancelled: the client request that caused it has ended")

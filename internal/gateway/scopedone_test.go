@@ -20,11 +20,11 @@ func TestScopeDoneEndsWithItsRequest(t *testing.T) {
 	if reply := g.serve(context.Background(), single, ping); reply == nil || reply.Error != nil {
 		t.Fatalf("ping = %+v", reply)
 	}
-	if single.done == nil {
+	if single.doneChan() == nil {
 		t.Fatal("a one-request scope has no done")
 	}
 	select {
-	case <-single.done:
+	case <-single.doneChan():
 	default:
 		t.Error("the request is over but its done is open")
 	}
@@ -36,7 +36,7 @@ func TestScopeDoneEndsWithItsRequest(t *testing.T) {
 	if reply := g.serve(context.Background(), shared, ping); reply == nil || reply.Error != nil {
 		t.Fatalf("ping = %+v", reply)
 	}
-	if shared.done != nil {
+	if shared.served() {
 		t.Error("serve set done in a scope other requests use")
 	}
 }

@@ -2,6 +2,7 @@ package h1server
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"reflect"
@@ -79,6 +80,10 @@ func (c *reqContext) SetValue(key, val any) bool {
 	}
 	return false
 }
+
+// ValueParent implements cancelctx.ValueOnly: c ends exactly when its
+// cancelctx.Context does.
+func (c *reqContext) ValueParent() context.Context { return &c.Context }
 
 // Value implements context.Context: a value SetValue gave, then the
 // cancelctx.Context's answer.

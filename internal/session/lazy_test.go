@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +151,41 @@ func TestStartInUsesTheCallersInFlight(t *testing.T) {
 	defer s.mu.Unlock()
 	if s.call != nil || len(s.calls) != 0 {
 		t.Errorf("finished session holds call %v calls %v", s.call, s.calls)
+	}
+}
+
+// doneCounter is a context that counts the calls to its Done.
+type doneCounter struct {
+	context.Context
+	calls atomic.Int32
+}
+
+func (d *doneCounter) Done() <-chan struct{} { d.calls.Add(1); return d.Context.Done() }
+
+// AcquireFor asks its context for Done only when it waits: a free slot
+// takes none (a request's context makes its channel only when asked),
+// and a request waiting for a slot gives up when its context ends.
+func TestAcquireForAsksDoneOnlyToWait(t *testing.T) {
+	s := New(Params{MaxInflight: 1})
+	s.MarkReady()
+	free := &doneCounter{Context: context.Background()}
+	if ok, _ := s.AcquireFor(free); !ok || free.calls.Load() != 0 {
+		t.Fatalf("a free slot: ok %v, Done asked %d times", ok, free.calls.Load())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := &doneCounter{Context: ctx}
+	res := make(chan bool)
+	go func() { ok, ended := s.AcquireFor(waiting); res <- ok || ended }()
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waits != nil && len(s.waits.slots) == 1 })
+	cancel()
+	if <-res {
+		t.Error("a request whose context ended was admitted")
+	}
+	if waiting.calls.Load() != 1 {
+		t.Errorf("Done asked %d times while waiting, want 1", waiting.calls.Load())
+	}
+	s.Release()
+	if ok, _ := s.AcquireFor(free); !ok {
+		t.Error("the slot given up was not free again")
 	}
 }

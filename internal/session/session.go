@@ -321,6 +321,18 @@ func (s *Session) MarkReady() {
 // has completed and a slot is free (S11). false when the session ended
 // first (ended: true) or done was closed (the client went away).
 func (s *Session) Acquire(done <-chan struct{}) (ok, ended bool) {
+	return s.acquire(nil, done)
+}
+
+// AcquireFor is Acquire until ctx ends, asking ctx for its Done channel
+// only when it has to wait: a request's context may make that channel
+// only when asked (package cancelctx), and a free slot is the usual case.
+func (s *Session) AcquireFor(ctx context.Context) (ok, ended bool) {
+	return s.acquire(ctx, nil)
+}
+
+// acquire is Acquire with done, or ctx's Done when done is nil.
+func (s *Session) acquire(ctx context.Context, done <-chan struct{}) (ok, ended bool) {
 	s.mu.Lock()
 	for !s.ready {
 		if s.closed {
@@ -333,6 +345,9 @@ func (s *Session) Acquire(done <-chan struct{}) (ok, ended bool) {
 		}
 		ready, end := w.ready, s.endedLocked()
 		s.mu.Unlock()
+		if done == nil && ctx != nil {
+			done = ctx.Done()
+		}
 		select {
 		case <-ready:
 		case <-end:
@@ -356,6 +371,9 @@ func (s *Session) Acquire(done <-chan struct{}) (ok, ended bool) {
 	ws.slots = append(ws.slots, w)
 	end := s.endedLocked()
 	s.mu.Unlock()
+	if done == nil && ctx != nil {
+		done = ctx.Done()
+	}
 	select {
 	case <-w:
 		s.mu.Lock()

@@ -342,7 +342,14 @@ func (c *conn) call(ctx context.Context, method string, params json.RawMessage) 
 	}
 
 	// The read timeout answers through cl.done as a reply would (timeOut):
-	// only the caller's end is watched besides.
+	// only the caller's end is watched besides. Streamable HTTP's send
+	// returns with the reply in: that is looked for first, as the caller's
+	// Done may be a channel made only when asked (package cancelctx).
+	select {
+	case <-cl.done:
+		return c.outcome(cl)
+	default:
+	}
 	select {
 	case <-cl.done:
 		return c.outcome(cl)

@@ -123,6 +123,9 @@ type CallContext struct {
 
 var _ context.Context = (*CallContext)(nil)
 
+// ValueParent implements cancelctx.ValueOnly: c only adds values.
+func (c *CallContext) ValueParent() context.Context { return c.Context }
+
 // Value implements context.Context.
 func (c *CallContext) Value(key any) any {
 	if key == (callValuesKey{}) {
