@@ -58,9 +58,16 @@ const toolCallParams = 14
 // parses, plans and updates the indexes' and AUTOINCREMENT's bookkeeping
 // once per statement instead of once per row: it halves the cost per
 // record of a batch (docs/benchmarks.md "Audit and memory").
+//
+// OR FAIL: a refused row ends the statement without undoing the rows it
+// wrote before, so SQLite keeps no statement journal (a copy of every
+// page the statement changes, to undo it alone): about 15% of a record's
+// cost. Undoing is the transaction's job: InsertToolCalls rolls the
+// whole batch back on any error (TestRefusedRowWritesNoneOfItsBatch),
+// and a lone row (InsertToolCall) is its own statement.
 func insertToolCalls(n int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO tool_calls (` + insertCols + `) VALUES `)
+	b.WriteString(`INSERT OR FAIL INTO tool_calls (` + insertCols + `) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")

@@ -210,3 +210,32 @@ func TestCancelledBatchWritesNothing(t *testing.T) {
 		t.Fatalf("the batch after a cancelled one wrote %d rows, want 300", len(got))
 	}
 }
+
+// A row the database refuses in the middle of a batch (here a trigger's
+// RAISE(FAIL), which keeps the rows its statement wrote before it, as
+// the inserts' OR FAIL does) writes no row of the batch: the batch is one
+// transaction, rolled back whole, so the writer's retry of it cannot
+// write a record twice.
+func TestRefusedRowWritesNoneOfItsBatch(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	t0 := time.Date(2026, 12, 4, 23, 0, 0, 0, time.UTC)
+	before := lastToolCallID(t, s)
+	if _, err := s.w.ExecContext(t.Context(), `CREATE TEMP TRIGGER refuse BEFORE INSERT ON tool_calls WHEN NEW.tool = 'refused' BEGIN SELECT RAISE(FAIL, 'refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	calls := variedCalls(t0, 300)
+	calls[200].Tool = "refused" // in the second chunk of 128 rows
+	if err := s.AppendToolCalls(t.Context(), calls); err == nil {
+		t.Fatal("a batch with a refused row was written")
+	}
+	if got := toolCallsAfter(t, s, before); len(got) != 0 {
+		t.Fatalf("the refused batch wrote %d rows", len(got))
+	}
+	calls[200].Tool = "fine"
+	if err := s.AppendToolCalls(t.Context(), calls); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolCallsAfter(t, s, before); len(got) != 300 {
+		t.Fatalf("the batch after a refused one wrote %d rows, want 300", len(got))
+	}
+}
