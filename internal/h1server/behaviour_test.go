@@ -524,3 +524,111 @@ func TestRequestContextSlot(t *testing.T) {
 		t.Errorf("the handlers saw: %q", got)
 	}
 }
+
+// deadlineConn records the deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	mu          sync.Mutex
+	read, write []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = append(c.read, t)
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.write = append(c.write, t)
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+type deadlineListener struct {
+	net.Listener
+	conns chan *deadlineConn
+}
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	dc := &deadlineConn{Conn: c}
+	l.conns <- dc
+	return dc, nil
+}
+
+// A handler's deadlines reach the connection when a read or a write needs
+// it: not for a body already in the buffer (the gateway sets and clears a
+// read deadline around every POST's), a response's write deadline once
+// (no reset after it: the next response's write sets its own or none);
+// and a deadline set while a body read waits ends that read at once.
+func TestDeadlinesWhenNeeded(t *testing.T) {
+	readD := time.Date(2099, 1, 2, 3, 4, 5, 0, time.UTC)
+	writeD := time.Now().Add(time.Hour)
+	abort := make(chan struct{})
+	s := New(newStd(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		switch r.URL.Path {
+		case "/buffered":
+			rc.SetReadDeadline(readD)
+			io.ReadAll(r.Body)
+			rc.SetReadDeadline(time.Time{})
+			rc.SetWriteDeadline(writeD)
+			io.WriteString(w, "ok")
+		case "/plain":
+			io.WriteString(w, "ok")
+		case "/waiting":
+			go func() { <-abort; rc.SetReadDeadline(time.Now()) }()
+			start := time.Now()
+			_, err := io.ReadAll(r.Body)
+			var ne net.Error
+			fmt.Fprintf(w, "timeout=%t soon=%t", errors.As(err, &ne) && ne.Timeout(), time.Since(start) < 2*time.Second)
+		}
+	})))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := deadlineListener{Listener: ln, conns: make(chan *deadlineConn, 2)}
+	done := make(chan struct{})
+	go func() { s.Serve(dl); close(done) }()
+	t.Cleanup(func() { s.Close(); <-done })
+
+	nc, br := dial(t, ln.Addr().String())
+	dc := <-dl.conns
+	for _, req := range []string{post("/buffered", "abc"), post("/buffered", "abc"), post("/plain", "")} {
+		io.WriteString(nc, req)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+	}
+	dc.mu.Lock()
+	for _, d := range dc.read {
+		if d.Equal(readD) {
+			t.Error("the read deadline around a buffered body reached the connection")
+		}
+	}
+	if want := []time.Time{writeD, {}}; len(dc.write) != 2 || !dc.write[0].Equal(want[0]) || !dc.write[1].IsZero() {
+		t.Errorf("write deadlines set %v, want %v: one per response that set one, cleared by the next that set none", dc.write, want)
+	}
+	dc.mu.Unlock()
+
+	nc2, br2 := dial(t, ln.Addr().String())
+	<-dl.conns
+	io.WriteString(nc2, "POST /waiting HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+	time.Sleep(100 * time.Millisecond) // the handler waits for the rest
+	close(abort)
+	resp, err := http.ReadResponse(br2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "timeout=true soon=true" {
+		t.Errorf("a deadline set while the body read waits: %q", b)
+	}
+}

@@ -70,8 +70,12 @@ type conn struct {
 	bufs     net.Buffers // a head and a body written at once (writev)
 	werr     error       // the first write error: the connection is done
 	lastPOST bool
-	// writeDeadline: a handler set one; it ends with its response.
-	writeDeadline bool
+	// The write deadline the connection has (wdl) and the one the
+	// response being written asked for (wantWDL, zero: none; it ends
+	// with its response). A write applies wantWDL first when they
+	// differ (syncWriteDeadline): a response that sets one pays one
+	// deadline change, not a set and a reset (issue 25).
+	wdl, wantWDL time.Time
 
 	// parsed is the request parseRequest read, until serveRequest
 	// copies it into the one its handler gets.
@@ -154,6 +158,7 @@ func (c *conn) serve() {
 			// answers what it makes of it).
 			kept = true
 			buf, _ := c.br.Peek(c.br.Buffered())
+			c.syncWriteDeadline() // none: net/http starts free
 			c.s.handOff(c.nc, bytes.Clone(buf))
 			c.br.Reset(nil)
 			readerPool.Put(c.br)
@@ -323,12 +328,10 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 	}
 	err := w.finish()
 	w.done.Store(true)
-	if c.writeDeadline {
-		// A handler's write deadline is its response's, as with
-		// net/http: the next response on the connection starts free.
-		_ = c.nc.SetWriteDeadline(time.Time{})
-		c.writeDeadline = false
-	}
+	// A handler's write deadline is its response's, as with net/http:
+	// the next response on the connection starts free (its first write
+	// clears the deadline, if it sets none of its own).
+	c.wantWDL = time.Time{}
 	if cap(c.wbuf) > maxKeptBuf {
 		c.wbuf = nil
 	}
@@ -399,11 +402,21 @@ func (c *conn) setReadDeadline(d time.Duration) {
 	_ = c.nc.SetReadDeadline(t)
 }
 
+// syncWriteDeadline gives the connection the write deadline its
+// response asked for, when it has another.
+func (c *conn) syncWriteDeadline() {
+	if !c.wdl.Equal(c.wantWDL) {
+		_ = c.nc.SetWriteDeadline(c.wantWDL)
+		c.wdl = c.wantWDL
+	}
+}
+
 // write sends c.out; the first error ends the connection.
 func (c *conn) write() error {
 	if c.werr != nil {
 		return c.werr
 	}
+	c.syncWriteDeadline()
 	_, err := c.nc.Write(c.out)
 	if err != nil {
 		c.werr = err
@@ -416,6 +429,7 @@ func (c *conn) writeWith(body []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
+	c.syncWriteDeadline()
 	c.bufs = append(c.bufs[:0], c.out, body)
 	_, err := c.bufs.WriteTo(c.nc)
 	c.bufs = c.bufs[:0]
@@ -472,6 +486,39 @@ type requestBody struct {
 	mu     sync.Mutex // guards the fields below, and the reads
 	n      int64      // bytes not yet read
 	closed bool
+	// The read deadline the handler set and the connection does not
+	// have yet (pending): applied before a read that needs the socket,
+	// never when the body is in the buffer already, as a small one
+	// usually is (issue 25: the gateway sets and clears one per POST).
+	// reading: a read of the socket is under way (holding mu), which a
+	// deadline set meanwhile applies to at once. Guarded by dmu, not mu,
+	// so that setting a deadline never waits for the read it is to end.
+	dmu     sync.Mutex
+	rdl     time.Time
+	pending bool
+	reading bool
+}
+
+// setDeadline records the handler's read deadline t, and gives it to the
+// connection at once when a read of the socket is under way.
+func (b *requestBody) setDeadline(t time.Time) {
+	b.dmu.Lock()
+	defer b.dmu.Unlock()
+	b.rdl, b.pending = t, true
+	if b.reading {
+		_ = b.c.nc.SetReadDeadline(t)
+		b.pending = false
+	}
+}
+
+// applyDeadline gives the connection the pending read deadline, if any.
+func (b *requestBody) applyDeadline() {
+	b.dmu.Lock()
+	defer b.dmu.Unlock()
+	if b.pending {
+		_ = b.c.nc.SetReadDeadline(b.rdl)
+		b.pending = false
+	}
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -497,7 +544,21 @@ func (b *requestBody) readLocked(p []byte) (n int, err error, read bool) {
 	if int64(len(p)) > b.n {
 		p = p[:b.n]
 	}
-	n, err = b.c.br.Read(p)
+	if b.c.br.Buffered() > 0 {
+		n, err = b.c.br.Read(p) // no read of the socket: no deadline
+	} else {
+		b.dmu.Lock()
+		if b.pending {
+			_ = b.c.nc.SetReadDeadline(b.rdl)
+			b.pending = false
+		}
+		b.reading = true
+		b.dmu.Unlock()
+		n, err = b.c.br.Read(p)
+		b.dmu.Lock()
+		b.reading = false
+		b.dmu.Unlock()
+	}
 	b.n -= int64(n)
 	if err == io.EOF && b.n > 0 {
 		err = io.ErrUnexpectedEOF

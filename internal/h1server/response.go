@@ -193,24 +193,35 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
+	// The deadlines the handler asked for are the connection's now, as
+	// net/http's would be.
+	c.syncWriteDeadline()
+	w.body.applyDeadline()
 	w.hijacked = true
 	return c.nc, bufio.NewReadWriter(c.br, bufio.NewWriter(c.nc)), nil
 }
 
 // SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+// Each takes effect at the response's next read of the request body from
+// the connection, or its next write to it: the handler's reads and
+// writes are the only ones the connection sees while it runs (a stream's
+// watch for its client going away keeps no deadline), and a body already
+// in the buffer or a response not yet sent needs none. So a deadline set
+// and cleared around a buffered body costs nothing (issue 25).
 func (w *response) SetReadDeadline(t time.Time) error {
 	if w.done.Load() || w.hijacked {
 		return errResponseDone
 	}
-	return w.c.nc.SetReadDeadline(t)
+	w.body.setDeadline(t)
+	return nil
 }
 
 func (w *response) SetWriteDeadline(t time.Time) error {
 	if w.done.Load() || w.hijacked {
 		return errResponseDone
 	}
-	w.c.writeDeadline = true
-	return w.c.nc.SetWriteDeadline(t)
+	w.c.wantWDL = t
+	return nil
 }
 
 // EnableFullDuplex: a handler here may read its body while it writes
