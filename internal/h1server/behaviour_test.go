@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -581,6 +582,10 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 			io.WriteString(w, "ok")
 		case "/plain":
 			io.WriteString(w, "ok")
+		case "/later", "/much-later", "/sooner":
+			d := map[string]time.Duration{"/later": time.Second, "/much-later": time.Hour, "/sooner": -30 * time.Minute}[r.URL.Path]
+			rc.SetWriteDeadline(writeD.Add(d))
+			io.WriteString(w, "ok")
 		case "/waiting":
 			go func() { <-abort; rc.SetReadDeadline(time.Now()) }()
 			start := time.Now()
@@ -600,7 +605,8 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 
 	nc, br := dial(t, ln.Addr().String())
 	dc := <-dl.conns
-	for _, req := range []string{post("/buffered", "abc"), post("/buffered", "abc"), post("/plain", "")} {
+	for _, req := range []string{post("/buffered", "abc"), post("/buffered", "abc"), post("/later", ""), post("/plain", ""),
+		post("/buffered", "abc"), post("/much-later", ""), post("/sooner", "")} {
 		io.WriteString(nc, req)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -614,8 +620,12 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 			t.Error("the read deadline around a buffered body reached the connection")
 		}
 	}
-	if want := []time.Time{writeD, {}}; len(dc.write) != 2 || !dc.write[0].Equal(want[0]) || !dc.write[1].IsZero() {
-		t.Errorf("write deadlines set %v, want %v: one per response that set one, cleared by the next that set none", dc.write, want)
+	// The same deadline again, or one a second later of an hour left,
+	// keeps the connection's; none clears it; an hour later, or half an
+	// hour sooner, is set.
+	want := []time.Time{writeD, {}, writeD, writeD.Add(time.Hour), writeD.Add(-30 * time.Minute)}
+	if !slices.EqualFunc(dc.write, want, time.Time.Equal) {
+		t.Errorf("write deadlines set %v, want %v", dc.write, want)
 	}
 	dc.mu.Unlock()
 
