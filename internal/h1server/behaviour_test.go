@@ -620,6 +620,11 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 			t.Error("the read deadline around a buffered body reached the connection")
 		}
 	}
+	// The wait for each request: ReadHeaderTimeout for the first, then
+	// IdleTimeout, kept while the requests come within a 32nd of it.
+	if len(dc.read) < 2 || len(dc.read) > 3 {
+		t.Errorf("%d read deadlines set for 7 quick requests, want 2 (3 if a header came in parts): %v", len(dc.read), dc.read)
+	}
 	// The same deadline again, or one a second later of an hour left,
 	// keeps the connection's; none clears it; an hour later, or half an
 	// hour sooner, is set.

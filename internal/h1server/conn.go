@@ -76,6 +76,11 @@ type conn struct {
 	// differ (syncWriteDeadline): a response that sets one pays one
 	// deadline change, not a set and a reset (issue 25).
 	wdl, wantWDL time.Time
+	// rdl is the read deadline idleDeadline gave the connection; rdlSet:
+	// no other read deadline was set since (every other setter clears
+	// it, from whatever goroutine).
+	rdl    time.Time
+	rdlSet atomic.Bool
 
 	// parsed is the request parseRequest read, until serveRequest
 	// copies it into the one its handler gets.
@@ -116,7 +121,7 @@ func (c *conn) serve() {
 		if first || wait <= 0 {
 			wait = srv.ReadHeaderTimeout
 		}
-		c.setReadDeadline(wait)
+		c.idleDeadline(wait)
 		c.idle.Store(true)
 		if c.s.shutdown.Load() {
 			return
@@ -399,7 +404,34 @@ func (c *conn) setReadDeadline(d time.Duration) {
 	if d > 0 {
 		t = time.Now().Add(d)
 	}
+	c.setRead(t)
+}
+
+// setRead sets the read deadline t.
+func (c *conn) setRead(t time.Time) {
+	c.rdlSet.Store(false)
 	_ = c.nc.SetReadDeadline(t)
+}
+
+// idleDeadline is setReadDeadline for the wait for the next request. The
+// connection's deadline from the last wait is kept when it is earlier
+// than d from now by no more than a 32nd of d, and nothing set another
+// since: each request of a busy connection would otherwise change the
+// runtime's timers to push the deadline a few milliseconds later (issue
+// 25, as syncWriteDeadline). The wait may end up to a 32nd sooner than
+// configured; never later.
+func (c *conn) idleDeadline(d time.Duration) {
+	if d <= 0 {
+		c.setRead(time.Time{})
+		return
+	}
+	t := time.Now().Add(d)
+	if c.rdlSet.Load() && !c.rdl.IsZero() && c.rdl.Before(t) && t.Sub(c.rdl) <= d/32 {
+		return
+	}
+	_ = c.nc.SetReadDeadline(t)
+	c.rdl = t
+	c.rdlSet.Store(true)
 }
 
 // syncWriteDeadline gives the connection the write deadline its
@@ -462,7 +494,7 @@ func (c *conn) watchPeer(w *response) {
 	if c.watch != nil || w.body.unread() > 0 || c.br.Buffered() > 0 {
 		return
 	}
-	_ = c.nc.SetReadDeadline(time.Time{})
+	c.setRead(time.Time{})
 	done := make(chan struct{})
 	c.watch = done
 	br, ctx := c.br, &w.ctx
@@ -482,10 +514,10 @@ func (c *conn) stopWatch() {
 	if c.watch == nil {
 		return
 	}
-	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	c.setRead(aLongTimeAgo)
 	<-c.watch
 	c.watch = nil
-	_ = c.nc.SetReadDeadline(time.Time{})
+	c.setRead(time.Time{})
 }
 
 // requestBody is a request's body: its Content-Length bytes of the
@@ -520,7 +552,7 @@ func (b *requestBody) setDeadline(t time.Time) {
 	defer b.dmu.Unlock()
 	b.rdl, b.pending = t, true
 	if b.reading {
-		_ = b.c.nc.SetReadDeadline(t)
+		b.c.setRead(t)
 		b.pending = false
 	}
 }
@@ -530,7 +562,7 @@ func (b *requestBody) applyDeadline() {
 	b.dmu.Lock()
 	defer b.dmu.Unlock()
 	if b.pending {
-		_ = b.c.nc.SetReadDeadline(b.rdl)
+		b.c.setRead(b.rdl)
 		b.pending = false
 	}
 }
@@ -563,7 +595,7 @@ func (b *requestBody) readLocked(p []byte) (n int, err error, read bool) {
 	} else {
 		b.dmu.Lock()
 		if b.pending {
-			_ = b.c.nc.SetReadDeadline(b.rdl)
+			b.c.setRead(b.rdl)
 			b.pending = false
 		}
 		b.reading = true
