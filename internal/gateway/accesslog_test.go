@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/callers"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -42,19 +40,27 @@ func (s *syncBuf) lines() []map[string]any {
 	return out
 }
 
-// One access line per request, with the caller, the session's short hash
-// and the MCP method and tool; never the key, the query string or an
-// argument; health probes are not logged.
-func TestAccessLog(t *testing.T) {
+// accessLogGateway is a gateway with keys whose access log (JSON) goes to
+// buf, and one server, a, with the tool echo.
+func accessLogGateway(t *testing.T, keys *memKeys) (*Gateway, *httptest.Server, *syncBuf) {
+	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "e", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return textResult("hi"), nil
 	})
+	buf := &syncBuf{}
+	g, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
+		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
+	return g, gw, buf
+}
+
+// One access line per request, with the caller, the session's short hash
+// and the MCP method and tool; never the key, the query string or an
+// argument; health probes are not logged.
+func TestAccessLog(t *testing.T) {
 	keys := &memKeys{}
 	secret := keys.add(t, store.Key{Alias: "ada-laptop", User: "ada"})
-	buf := &syncBuf{}
-	_, gw := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
-		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
+	_, gw, buf := accessLogGateway(t, keys)
 	code, hdr, body := rpc(t, gw.URL+"/mcp?probe=x-secret-query", withKey(secret), initBody)
 	if code != 200 {
 		t.Fatalf("initialize: %d %s", code, body)
@@ -102,23 +108,10 @@ func TestAccessLog(t *testing.T) {
 // line still names the caller, the session and the MCP method and tool,
 // and a second request on the same connection has a line of its own.
 func TestAccessLogThroughListener(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "e", Version: "1"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return textResult("hi"), nil
-	})
 	keys := &memKeys{}
 	secret := keys.add(t, store.Key{Alias: "ada-laptop", User: "ada"})
-	buf := &syncBuf{}
-	g, _ := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
-		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := h1server.New(&http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second})
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	url := "http://" + ln.Addr().String() + "/mcp"
+	g, _, buf := accessLogGateway(t, keys)
+	url := "http://" + serveListener(t, g) + "/mcp"
 	code, hdr, body := rpc(t, url, withKey(secret), initBody)
 	if code != 200 {
 		t.Fatalf("initialize: %d %s", code, body)

@@ -11,6 +11,21 @@ import (
 	"github.com/mcpgate/mcpgate/internal/h1server"
 )
 
+// serveListener serves g through the listener mcpgate serve runs
+// (h1server in front of the gateway) until t ends, and returns its
+// address.
+func serveListener(t *testing.T, g *Gateway) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := h1server.New(&http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second})
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return ln.Addr().String()
+}
+
 // C9.1 through the listener mcpgate serve runs (h1server in front of the
 // gateway): a client that drops its call's stream mid-call ends the
 // request's context from the listener's, and the upstream request is
@@ -19,14 +34,7 @@ import (
 func TestH1ClientGoneCancelsUpstream(t *testing.T) {
 	up := newStepper(t)
 	g, _ := startGateway(t, &config.Config{Servers: map[string]*config.Server{"s": httpServer(up.http)}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := h1server.New(&http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second})
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := "http://" + serveListener(t, g) + "/mcp"
 	sid := initSession(t, url)
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"s__steps","arguments":{"steps":200,"delay_ms":20},"_meta":{"progressToken":"t"}}}`
 

@@ -2,22 +2,15 @@ package gateway
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcpgate/mcpgate/internal/callers"
-	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/h1server"
 	"github.com/mcpgate/mcpgate/internal/mcpwire"
 	"github.com/mcpgate/mcpgate/internal/store"
 )
@@ -30,24 +23,12 @@ import (
 // served as the caller before; a session opened by one key is not the
 // next key's; the access lines name each request's own caller.
 func TestCallersTakeTurnsOnOneConnection(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "e", Version: "1"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return textResult("hi"), nil
-	})
 	keys := &memKeys{}
 	ada := keys.add(t, store.Key{Alias: "ada-laptop", User: "ada"})
 	bob := keys.add(t, store.Key{Alias: "bob-laptop", User: "bob"})
-	buf := &syncBuf{}
-	g, _ := startGatewayWith(t, Options{Authenticator: newAuth(t, keys, nil), AccessLog: slog.New(slog.NewJSONHandler(buf, nil)),
-		Config: &config.Config{Servers: map[string]*config.Server{"a": httpServer(serveSDK(t, srv).URL)}}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := h1server.New(&http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second})
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	nc, err := net.Dial("tcp", ln.Addr().String())
+	g, _, buf := accessLogGateway(t, keys)
+	addr := serveListener(t, g)
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +38,7 @@ func TestCallersTakeTurnsOnOneConnection(t *testing.T) {
 	send := func(headers map[string]string, body string) (*http.Response, string) {
 		t.Helper()
 		var b strings.Builder
-		fmt.Fprintf(&b, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n", ln.Addr(), len(body))
+		fmt.Fprintf(&b, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n", addr, len(body))
 		for k, v := range headers {
 			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
 		}
