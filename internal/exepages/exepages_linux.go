@@ -42,19 +42,25 @@ func Trim(mode Mode) (bytes uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	var f *os.File
-	if mode == Evict {
-		// /proc/self/exe opens the file this process runs, even if its
-		// path has since been replaced or removed.
-		if f, err = os.Open("/proc/self/exe"); err != nil {
-			return 0, err
-		}
-		defer f.Close()
+	// /proc/self/exe opens the file this process runs, even if its path
+	// has since been replaced or removed.
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return 0, err
 	}
+	defer f.Close()
 	var errs []error
 	for _, m := range trimmable(ms, exe) {
 		var unmapped bool
-		if f != nil && !m.code() {
+		if mode == Unmap && !m.code() {
+			// A later Evict can drop only clean pages: a file written
+			// just before it ran (a fresh build, an image layer just
+			// unpacked) is dirty in the page cache until written back,
+			// and its read-only data would stay resident. Its writeback
+			// starts now, without waiting (best effort).
+			writeback(f, m, false)
+		}
+		if mode == Evict && !m.code() {
 			unmapped, err = evict(f, m)
 		} else {
 			err = madvise(m.start, m.end-m.start, syscall.MADV_DONTNEED)
@@ -68,6 +74,19 @@ func Trim(mode Mode) (bytes uint64, err error) {
 		}
 	}
 	return bytes, errors.Join(errs...)
+}
+
+// writeback writes f's dirty pages in m's range back to the file: it
+// starts the writes, and with wait waits for them (and for any under
+// way). Dirty pages are those of a file written shortly before (the
+// kernel writes them back within about 30 s); a file long on disk has
+// none, and this returns at once.
+func writeback(f *os.File, m mapping, wait bool) {
+	flags := unix.SYNC_FILE_RANGE_WRITE
+	if wait {
+		flags |= unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	}
+	_ = unix.SyncFileRange(int(f.Fd()), int64(m.offset), int64(m.end-m.start), flags)
 }
 
 // evict unmaps m (a read-only mapping of f) and drops f's cached pages
@@ -84,8 +103,11 @@ func evict(f *os.File, m mapping) (unmapped bool, err error) {
 	}
 	// FADV_DONTNEED drops clean pages nobody maps; mapped ones (this
 	// process's own faults since, another process running the same
-	// file) stay. A file system that keeps no page cache of its own
-	// (tmpfs) ignores it.
+	// file) stay, and so do dirty ones: those are written back first
+	// (the writes Trim(Unmap) started at start-up, mostly done by now).
+	// A file system that keeps no page cache of its own (tmpfs) ignores
+	// both.
+	writeback(f, m, true)
 	if err := unix.Fadvise(int(f.Fd()), int64(m.offset), int64(m.end-m.start), unix.FADV_DONTNEED); err != nil {
 		return true, os.NewSyscallError("fadvise", err)
 	}

@@ -156,3 +156,43 @@ func TestEvictReadsOnePageAtATime(t *testing.T) {
 		t.Errorf("reading one byte cached %d pages: want the one page, no read-around", n)
 	}
 }
+
+// A file written just before it is mapped (a fresh build, an image layer
+// just unpacked) is dirty in the page cache, which the kernel does not
+// drop: evict writes its range back first, and its pages leave the cache
+// as a clean file's do.
+func TestEvictDropsJustWrittenPages(t *testing.T) {
+	const pages = 64
+	ps := os.Getpagesize()
+	data := make([]byte, pages*ps)
+	for i := range data {
+		data[i] = byte(i / ps)
+	}
+	path := filepath.Join(evictDir(t), "fresh")
+	if err := os.WriteFile(path, data, 0o600); err != nil { // not synced
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	m := mapping{start: uint64(uintptr(unsafe.Pointer(&b[0]))), perms: "r--p"}
+	m.end = m.start + uint64(len(b))
+	writeback(f, m, false) // what Trim(Unmap) starts at start-up
+	unmapped, err := evict(f, m)
+	if err != nil || !unmapped {
+		t.Fatalf("evict: unmapped %v, %v", unmapped, err)
+	}
+	if n := cachedPages(t, b); n != 0 {
+		t.Fatalf("%d of %d just-written pages still cached after evict", n, pages)
+	}
+	if got := b[7*ps]; got != 7 {
+		t.Fatalf("page 7 reads %d after evict", got)
+	}
+}
