@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 )
 
 // Caller is the authenticated identity of one request. Authenticate returns
@@ -188,20 +190,12 @@ func (p *pairCtx) Value(key any) any {
 	return p.Context.Value(key)
 }
 
-// inPlace is a context that takes a value in place (the request context
-// of mcpgate's listener, h1server's): a request need not be copied to
-// carry the caller then. A value set is never replaced.
-type inPlace interface {
-	SetValue(key, val any) bool
-}
-
 // SetInPlace gives ctx the caller c in place, and reports whether it
 // could: ctx takes values in place, has room, and holds no caller in
 // place yet. false: NewContext(ctx, c) instead. Only the goroutine
 // serving the request may call it, before any other can see ctx.
 func SetInPlace(ctx context.Context, c *Caller) bool {
-	s, ok := ctx.(inPlace)
-	return ok && s.SetValue(contextKey{}, c)
+	return cancelctx.SetInPlace(ctx, contextKey{}, c)
 }
 
 // FromContext returns the caller stored by NewContext, or nil.

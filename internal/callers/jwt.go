@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/oauth"
 	"github.com/mcpgate/mcpgate/internal/store"
@@ -69,8 +70,7 @@ func WithResourceFunc(ctx context.Context, resource func() string) context.Conte
 // SetResourceFuncInPlace is WithResourceFunc in place (SetInPlace's
 // rules), reporting whether it could.
 func SetResourceFuncInPlace(ctx context.Context, resource func() string) bool {
-	s, ok := ctx.(inPlace)
-	return ok && s.SetValue(resourceKey{}, resourceValue{lazy: resource})
+	return cancelctx.SetInPlace(ctx, resourceKey{}, resourceValue{lazy: resource})
 }
 
 // WithAdminResource is WithResource for the admin API: a JWT bearer must

@@ -79,6 +79,25 @@ func WatcherOf(ctx context.Context) Watcher {
 	return w
 }
 
+// InPlace is a context that takes a few values in place, as
+// context.WithValue would give them, without a context of its own: the
+// request context of mcpgate's listener (h1server), whose request then
+// need not be copied (http.Request.WithContext) to carry them. Only the
+// goroutine serving the request sets them, before any other goroutine
+// can see the context, and a value set is never replaced.
+type InPlace interface {
+	context.Context
+	SetValue(key, val any) bool
+}
+
+// SetInPlace gives ctx the value val for key in place, and reports
+// whether it could: ctx is InPlace, has room and holds no value for key
+// yet. false: wrap ctx (context.WithValue) instead.
+func SetInPlace(ctx context.Context, key, val any) bool {
+	s, ok := ctx.(InPlace)
+	return ok && s.SetValue(key, val)
+}
+
 // ValueOnly is a context that only adds values to the one ValueParent
 // returns: its Done, Err and Deadline are that context's, always.
 // WatcherOf looks through it without asking either for Done (issue 25:

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -138,10 +139,10 @@ func (g *Gateway) newAccessLine(w http.ResponseWriter, holdable bool) *accessLin
 
 // begin starts the line of r: the handlers find its entry in a.r's
 // context, in place when the listener's request context takes it
-// (setInPlace: no copy of the request, issue 25), else in a copy's.
+// (cancelctx.SetInPlace: no copy of the request, issue 25), else in a copy's.
 func (a *accessLine) begin(r *http.Request) {
 	a.start = time.Now()
-	if setInPlace(r.Context(), accessKey{}, &a.e) {
+	if cancelctx.SetInPlace(r.Context(), accessKey{}, &a.e) {
 		a.r = r
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/callers"
+	"github.com/mcpgate/mcpgate/internal/cancelctx"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/policy"
@@ -125,7 +126,7 @@ func (g *Gateway) authenticate(r *http.Request) (*http.Request, error) {
 
 // withCaller is ctx carrying the caller c and, when not nil, its identity
 // id: in place when ctx is the listener's request context with room for
-// them (setInPlace), which spares the request a copy; otherwise in one
+// them (cancelctx.SetInPlace), which spares the request a copy; otherwise in one
 // context over ctx (WithIdentity and callers.NewContext together). A
 // caller already in place is never replaced: a second authentication of
 // the request wraps ctx, and the nearer caller wins, as with WithValue.
@@ -136,26 +137,10 @@ func withCaller(ctx context.Context, c *callers.Caller, id *Identity) context.Co
 		}
 		return callers.NewContext(ctx, c)
 	}
-	if id != nil && !setInPlace(ctx, identityKey{}, id) {
+	if id != nil && !cancelctx.SetInPlace(ctx, identityKey{}, id) {
 		return context.WithValue(ctx, identityKey{}, id)
 	}
 	return ctx
-}
-
-// inPlace is a context that takes a few values in place: the request
-// context of mcpgate's listener (h1server), whose request then need not
-// be copied (http.Request.WithContext, ~300 bytes) to carry them. Only
-// the goroutine serving the request sets them, before any other can see
-// the context; a value set is never replaced.
-type inPlace interface {
-	SetValue(key, val any) bool
-}
-
-// setInPlace gives ctx the value val for key in place, reporting whether
-// it could; false: wrap ctx (context.WithValue) instead.
-func setInPlace(ctx context.Context, key, val any) bool {
-	s, ok := ctx.(inPlace)
-	return ok && s.SetValue(key, val)
 }
 
 // anonymousCaller is the caller of a gateway without authentication (or

@@ -52,6 +52,11 @@ type reqContext struct {
 	vals [maxInPlace]struct{ key, val any } // in the order set; a nil key ends them
 }
 
+var (
+	_ cancelctx.InPlace   = (*reqContext)(nil)
+	_ cancelctx.ValueOnly = (*reqContext)(nil)
+)
+
 // maxInPlace is how many values a request's context takes in place: what
 // the gateway sets on an authenticated request (the access line's entry,
 // the route's resource for a bearer token, the caller, its identity).
