@@ -111,29 +111,9 @@ func evictDir(t *testing.T) string {
 func TestEvictReadsOnePageAtATime(t *testing.T) {
 	const pages = 64
 	ps := os.Getpagesize()
-	data := make([]byte, pages*ps)
-	for i := range data {
-		data[i] = byte(i / ps)
-	}
-	path := filepath.Join(evictDir(t), "data")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	// Written pages are dirty until written back, and the kernel drops
-	// only clean ones.
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ, unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(b)
+	// only clean ones: this file is synced first.
+	f, b := pagedFile(t, "data", pages, true)
 	sum := 0
 	for i := 0; i < len(b); i += ps {
 		sum += int(b[i])
@@ -164,24 +144,7 @@ func TestEvictReadsOnePageAtATime(t *testing.T) {
 func TestEvictDropsJustWrittenPages(t *testing.T) {
 	const pages = 64
 	ps := os.Getpagesize()
-	data := make([]byte, pages*ps)
-	for i := range data {
-		data[i] = byte(i / ps)
-	}
-	path := filepath.Join(evictDir(t), "fresh")
-	if err := os.WriteFile(path, data, 0o600); err != nil { // not synced
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ, unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(b)
+	f, b := pagedFile(t, "fresh", pages, false)
 	m := mapping{start: uint64(uintptr(unsafe.Pointer(&b[0]))), perms: "r--p"}
 	m.end = m.start + uint64(len(b))
 	writeback(f, m, false) // what Trim(Unmap) starts at start-up
@@ -195,4 +158,36 @@ func TestEvictDropsJustWrittenPages(t *testing.T) {
 	if got := b[7*ps]; got != 7 {
 		t.Fatalf("page 7 reads %d after evict", got)
 	}
+}
+
+// pagedFile writes a file of pages pages in a directory with a page cache
+// (page i holds the byte i), synced or left dirty, and maps it read-only;
+// both are closed with t.
+func pagedFile(t *testing.T, name string, pages int, synced bool) (*os.File, []byte) {
+	t.Helper()
+	ps := os.Getpagesize()
+	data := make([]byte, pages*ps)
+	for i := range data {
+		data[i] = byte(i / ps)
+	}
+	path := filepath.Join(evictDir(t), name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if synced {
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return f, b
 }
