@@ -36,6 +36,9 @@ func exePages(getenv func(string) string, log *slog.Logger) (mode exepages.Mode,
 	}
 }
 
+// slowTrim is how long a trim may take before it is logged as a warning.
+var slowTrim = time.Second
+
 // trimExecutable runs one trim and logs what it did; stage names it.
 // serve trims twice: with exepages.Unmap once the config is read, before
 // the store, the gateway and the listener are built, so that the start's
@@ -43,13 +46,25 @@ func exePages(getenv func(string) string, log *slog.Logger) (mode exepages.Mode,
 // (the pages it then uses fault back from the page cache), and with the
 // configured mode once listening.
 func trimExecutable(mode exepages.Mode, stage string, log *slog.Logger) {
+	trimWith(exepages.Trim, mode, stage, log)
+}
+
+// trimWith is trimExecutable with the trim to run.
+func trimWith(trim func(exepages.Mode) (uint64, error), mode exepages.Mode, stage string, log *slog.Logger) {
 	start := time.Now()
-	n, err := exepages.Trim(mode)
+	n, err := trim(mode)
+	took := time.Since(start)
 	switch {
 	case errors.Is(err, exepages.ErrUnsupported):
 	case err != nil:
 		log.Warn("could not trim all of the executable's start-up pages; the rest stay mapped or cached", "stage", stage, "err", err)
+	case took > slowTrim:
+		// The serving trim waits for a freshly written executable's
+		// read-only data to reach the disk (exepages.Trim): on slow
+		// storage that delays serving, which an operator should see.
+		log.Warn("trimming the executable's start-up pages was slow: it waited for the executable's pages to be written back (a binary written just before it started, on slow storage)",
+			"stage", stage, "mapped_bytes", n, "took", took)
 	default:
-		log.Debug("trimmed the executable's start-up pages", "stage", stage, "mapped_bytes", n, "took", time.Since(start))
+		log.Debug("trimmed the executable's start-up pages", "stage", stage, "mapped_bytes", n, "took", took)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/exepages"
 )
@@ -55,5 +56,23 @@ func TestTrimExecutableLogs(t *testing.T) {
 		if !strings.Contains(got, "level=DEBUG msg=\"trimmed the executable's start-up pages\" stage=start mapped_bytes=") || strings.Contains(got, "WARN") {
 			t.Errorf("mode %v: logged %q", mode, got)
 		}
+	}
+}
+
+// A trim that had to wait (for a freshly written executable's pages to
+// reach slow storage) delays serving: it is logged as a warning with how
+// long it took; a quick one only at debug.
+func TestSlowTrimWarns(t *testing.T) {
+	defer func(d time.Duration) { slowTrim = d }(slowTrim)
+	slowTrim = 20 * time.Millisecond
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	trimWith(func(exepages.Mode) (uint64, error) { return 1 << 20, nil }, exepages.Evict, "serving", log)
+	if buf.Len() != 0 {
+		t.Errorf("a quick trim logged at info or above: %s", buf.String())
+	}
+	trimWith(func(exepages.Mode) (uint64, error) { time.Sleep(30 * time.Millisecond); return 1 << 20, nil }, exepages.Evict, "serving", log)
+	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "written back") || !strings.Contains(out, "took=") {
+		t.Errorf("a slow trim: %q, want a warning saying it waited and how long", out)
 	}
 }
