@@ -449,6 +449,46 @@ func TestUnreadBodyResponseNotReset(t *testing.T) {
 	}
 }
 
+// The pause before closing a connection with its body unread ends as
+// soon as the client closes its side, or the server closes: Close leaves
+// no connection goroutine asleep behind it.
+func TestUnreadBodyWaitEnds(t *testing.T) {
+	for _, closer := range []string{"client", "server"} {
+		t.Run(closer, func(t *testing.T) {
+			s, addr := startServer(t, newStd(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			})))
+			t.Cleanup(func() { s.Close() })
+			nc, br := dial(t, addr)
+			fmt.Fprintf(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nabc", maxDrain+1)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+				t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
+			}
+			start := time.Now()
+			if closer == "client" {
+				nc.Close()
+			} else {
+				s.Close()
+			}
+			ended := make(chan struct{})
+			go func() { s.wg.Wait(); close(ended) }()
+			select {
+			case <-ended:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the connection goroutine did not end")
+			}
+			if d := time.Since(start); d >= rstAvoidanceDelay*3/5 {
+				t.Errorf("the connection ended %v after the %s closed, want at once (not after the %v pause)", d, closer, rstAvoidanceDelay)
+			}
+		})
+	}
+}
+
 type slotKey struct{ n int }
 
 // A handler can give its request's context a few values in place
@@ -601,7 +641,7 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 	dl := deadlineListener{Listener: ln, conns: make(chan *deadlineConn, 2)}
 	done := make(chan struct{})
 	go func() { s.Serve(dl); close(done) }()
-	t.Cleanup(func() { s.Close(); <-done })
+	t.Cleanup(func() { s.Close(); <-done; s.wg.Wait() })
 
 	nc, br := dial(t, ln.Addr().String())
 	dc := <-dl.conns

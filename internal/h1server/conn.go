@@ -372,13 +372,19 @@ func (c *conn) serveRequest(req *http.Request) (done, hijacked bool) {
 // see "connection reset" instead.
 const rstAvoidanceDelay = 500 * time.Millisecond
 
-// closeWriteAndWait ends c's sending side and waits rstAvoidanceDelay
-// for the client to read the response before the connection closes.
+// closeWriteAndWait ends c's sending side and waits up to
+// rstAvoidanceDelay for the client to read the response before the
+// connection closes. It waits by reading and dropping what the client
+// still sends, not by sleeping: the wait ends as soon as the client
+// closes its side (it has the response) or the server closes the
+// connection (Close must not leave a goroutine asleep behind it), and
+// what it read is not left in the socket to cause the RST.
 func (c *conn) closeWriteAndWait() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	time.Sleep(rstAvoidanceDelay)
+	c.setRead(time.Now().Add(rstAvoidanceDelay))
+	_, _ = io.Copy(io.Discard, c.nc)
 }
 
 // run calls the handler; true: it panicked (logged as net/http logs it,
