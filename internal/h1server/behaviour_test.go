@@ -489,6 +489,42 @@ func TestUnreadBodyWaitEnds(t *testing.T) {
 	}
 }
 
+// A keep-alive connection's next request is served whether it comes
+// late, in pieces, or right behind the last one (already buffered), each
+// as soon as it is whole.
+func TestKeepAliveWaitsThenReads(t *testing.T) {
+	addr := startFast(t, http.HandlerFunc(echoHandler))
+	nc, br := dial(t, addr)
+	read := func(want string) {
+		t.Helper()
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("response %q, want it to hold %q", b, want)
+		}
+	}
+	io.WriteString(nc, post("/first", "one"))
+	read("one")
+	// Late, and in pieces: the wait ends with the first byte, and the
+	// read that follows waits for the rest.
+	time.Sleep(50 * time.Millisecond)
+	second := post("/second", "two")
+	for _, part := range []string{second[:1], second[1:10], second[10:]} {
+		io.WriteString(nc, part)
+		time.Sleep(20 * time.Millisecond)
+	}
+	read("two")
+	// Two at once: the second is in the buffer (or the socket) when the
+	// first is answered.
+	io.WriteString(nc, post("/third", "three")+post("/fourth", "four"))
+	read("three")
+	read("four")
+}
+
 type slotKey struct{ n int }
 
 // A handler can give its request's context a few values in place
