@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -484,6 +485,110 @@ func TestUnreadBodyWaitEnds(t *testing.T) {
 			}
 			if d := time.Since(start); d >= rstAvoidanceDelay*3/5 {
 				t.Errorf("the connection ended %v after the %s closed, want at once (not after the %v pause)", d, closer, rstAvoidanceDelay)
+			}
+		})
+	}
+}
+
+// countedListener counts the bytes the server reads from its
+// connections.
+type countedListener struct {
+	net.Listener
+	read *atomic.Int64
+}
+
+func (l countedListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countedConn{nc.(*net.TCPConn), l.read}, nil
+}
+
+type countedConn struct {
+	*net.TCPConn // CloseWrite too
+	read         *atomic.Int64
+}
+
+func (c countedConn) Read(p []byte) (int, error) {
+	n, err := c.TCPConn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// WriteTo reads through Read, so that io.Copy counts too (the embedded
+// TCPConn's WriteTo would read past the count).
+func (c countedConn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{c})
+}
+
+// A client that goes on sending a body the server refused, as fast as
+// it can, gets the response and at most maxDrain more of its body read
+// during the pause before the connection closes (reading all of it would
+// let one client keep the server reading for the whole pause); the pause
+// then ends on time, or at once on Close.
+func TestUnreadBodyWaitBounded(t *testing.T) {
+	for _, end := range []string{"pause", "Close"} {
+		t.Run(end, func(t *testing.T) {
+			var read atomic.Int64
+			s := New(newStd(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			})))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan struct{})
+			go func() { s.Serve(countedListener{ln, &read}); close(served) }()
+			t.Cleanup(func() { s.Close(); <-served; s.wg.Wait() })
+
+			nc, br := dial(t, ln.Addr().String())
+			fmt.Fprintf(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30)
+			sending := make(chan int64)
+			go func() { // the hostile client's body, until the connection fails
+				chunk := make([]byte, 64<<10)
+				var sent int64
+				stop := time.Now().Add(3 * time.Second)
+				for time.Now().Before(stop) {
+					n, err := nc.Write(chunk)
+					sent += int64(n)
+					if err != nil {
+						break
+					}
+				}
+				sending <- sent
+			}()
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+				t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
+			}
+			start := time.Now()
+			if end == "Close" {
+				time.Sleep(50 * time.Millisecond) // into the wait that does not read
+				s.Close()
+			}
+			ended := make(chan struct{})
+			go func() { s.wg.Wait(); close(ended) }()
+			select {
+			case <-ended:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the connection goroutine did not end")
+			}
+			d := time.Since(start)
+			sent := <-sending
+			t.Logf("client sent %d bytes, server read %d, connection ended after %v", sent, read.Load(), d)
+			if n := read.Load(); n > maxDrain+64<<10 {
+				t.Errorf("the server read %d bytes of a refused body, want at most about maxDrain (%d)", n, maxDrain)
+			}
+			switch {
+			case end == "pause" && (d < rstAvoidanceDelay/2 || d > 3*rstAvoidanceDelay):
+				t.Errorf("the pause lasted %v, want about %v", d, rstAvoidanceDelay)
+			case end == "Close" && d > rstAvoidanceDelay*3/5:
+				t.Errorf("the connection ended %v after Close, want at once", d)
 			}
 		})
 	}

@@ -378,13 +378,25 @@ const rstAvoidanceDelay = 500 * time.Millisecond
 // still sends, not by sleeping: the wait ends as soon as the client
 // closes its side (it has the response) or the server closes the
 // connection (Close must not leave a goroutine asleep behind it), and
-// what it read is not left in the socket to cause the RST.
+// what it read is not left in the socket to cause the RST. It reads at
+// most maxDrain: a client still sending past that (a hostile one could
+// send as fast as the loopback goes for the whole pause) is no longer
+// read, and the rest of the pause is waited out, or cut by Close.
 func (c *conn) closeWriteAndWait() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	c.setRead(time.Now().Add(rstAvoidanceDelay))
-	_, _ = io.Copy(io.Discard, c.nc)
+	end := time.Now().Add(rstAvoidanceDelay)
+	c.setRead(end)
+	if n, err := io.CopyN(io.Discard, c.nc, maxDrain); n < maxDrain || err != nil {
+		return // the client closed its side, the pause ended, or Close
+	}
+	t := time.NewTimer(time.Until(end))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.s.closing:
+	}
 }
 
 // run calls the handler; true: it panicked (logged as net/http logs it,

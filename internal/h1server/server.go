@@ -66,12 +66,16 @@ type Server struct {
 	shutdown atomic.Bool
 	wg       sync.WaitGroup // connection goroutines
 	fallback chan error     // Fallback.Serve's result
+	// closing is closed by Close: it ends a connection's wait that is
+	// not a read (closeWriteAndWait).
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a Server that serves what it can itself and the rest
 // through srv.
 func New(srv *http.Server) *Server {
-	return &Server{Fallback: srv, conns: map[*conn]struct{}{}}
+	return &Server{Fallback: srv, conns: map[*conn]struct{}{}, closing: make(chan struct{})}
 }
 
 // Serve accepts connections on ln until it is closed (Shutdown or Close),
@@ -163,6 +167,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // http.Server.Close does.
 func (s *Server) Close() error {
 	s.beginShutdown()
+	s.closeOnce.Do(func() { close(s.closing) })
 	err := s.Fallback.Close()
 	s.mu.Lock()
 	for c := range s.conns {
