@@ -433,9 +433,7 @@ func TestLateBodyReadGetsNothing(t *testing.T) {
 // net/http's does, not at once with an RST, on which Go's own client
 // reports the failed write of the body instead of the response.
 func TestUnreadBodyResponseNotReset(t *testing.T) {
-	addr := startFast(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-	}))
+	addr := startFast(t, tooLarge)
 	body := make([]byte, 8<<20)
 	for i := range 20 {
 		resp, err := http.Post("http://"+addr+"/", "application/json", bytes.NewReader(body))
@@ -450,39 +448,54 @@ func TestUnreadBodyResponseNotReset(t *testing.T) {
 	}
 }
 
+// tooLarge refuses every request's body, unread, with a 413.
+var tooLarge = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+})
+
+// read413 reads tooLarge's answer, which closes the connection.
+func read413(t *testing.T, br *bufio.Reader) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+		t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
+	}
+}
+
+// connsEnd waits, at most 5 s, for s's connection goroutines to end.
+func connsEnd(t *testing.T, s *Server) {
+	t.Helper()
+	ended := make(chan struct{})
+	go func() { s.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection goroutine did not end")
+	}
+}
+
 // The pause before closing a connection with its body unread ends as
 // soon as the client closes its side, or the server closes: Close leaves
 // no connection goroutine asleep behind it.
 func TestUnreadBodyWaitEnds(t *testing.T) {
 	for _, closer := range []string{"client", "server"} {
 		t.Run(closer, func(t *testing.T) {
-			s, addr := startServer(t, newStd(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-			})))
+			s, addr := startServer(t, newStd(tooLarge))
 			t.Cleanup(func() { s.Close() })
 			nc, br := dial(t, addr)
 			fmt.Fprintf(nc, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nabc", maxDrain+1)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
-				t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
-			}
+			read413(t, br)
 			start := time.Now()
 			if closer == "client" {
 				nc.Close()
 			} else {
 				s.Close()
 			}
-			ended := make(chan struct{})
-			go func() { s.wg.Wait(); close(ended) }()
-			select {
-			case <-ended:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the connection goroutine did not end")
-			}
+			connsEnd(t, s)
 			if d := time.Since(start); d >= rstAvoidanceDelay*3/5 {
 				t.Errorf("the connection ended %v after the %s closed, want at once (not after the %v pause)", d, closer, rstAvoidanceDelay)
 			}
@@ -531,9 +544,7 @@ func TestUnreadBodyWaitBounded(t *testing.T) {
 	for _, end := range []string{"pause", "Close"} {
 		t.Run(end, func(t *testing.T) {
 			var read atomic.Int64
-			s := New(newStd(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-			})))
+			s := New(newStd(tooLarge))
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -558,26 +569,13 @@ func TestUnreadBodyWaitBounded(t *testing.T) {
 				}
 				sending <- sent
 			}()
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
-				t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
-			}
+			read413(t, br)
 			start := time.Now()
 			if end == "Close" {
 				time.Sleep(50 * time.Millisecond) // into the wait that does not read
 				s.Close()
 			}
-			ended := make(chan struct{})
-			go func() { s.wg.Wait(); close(ended) }()
-			select {
-			case <-ended:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the connection goroutine did not end")
-			}
+			connsEnd(t, s)
 			d := time.Since(start)
 			sent := <-sending
 			t.Logf("client sent %d bytes, server read %d, connection ended after %v", sent, read.Load(), d)
