@@ -32,6 +32,20 @@ func post(path, body string) string {
 	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
 }
 
+// nextResponse reads the next response from br, its body whole.
+func nextResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the response's body: %v", err)
+	}
+	return resp, string(b)
+}
+
 // A streamed response (flushed) whose client goes away has its request's
 // context cancelled, as net/http's; the handler is not left waiting.
 func TestStreamClientGoneCancels(t *testing.T) {
@@ -77,13 +91,8 @@ func TestStreamThenNextRequest(t *testing.T) {
 	nc, br := dial(t, addr)
 	io.WriteString(nc, post("/a", "x")+post("/b", "y"))
 	for range 2 {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || string(b) != "part 0\npart 1\npart 2\n" {
-			t.Fatalf("body %q, %v", b, err)
+		if _, b := nextResponse(t, br); b != "part 0\npart 1\npart 2\n" {
+			t.Fatalf("body %q", b)
 		}
 	}
 }
@@ -143,13 +152,8 @@ func TestHijack(t *testing.T) {
 	}))
 	nc, br := dial(t, addr)
 	io.WriteString(nc, "GET /h HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if string(b) != "held!" || err != nil || !resp.Close {
-		t.Fatalf("hijacked body %q %v close=%v", b, err, resp.Close)
+	if resp, b := nextResponse(t, br); b != "held!" || !resp.Close {
+		t.Fatalf("hijacked body %q close=%v", b, resp.Close)
 	}
 }
 
@@ -180,11 +184,7 @@ func TestSlowClientsCut(t *testing.T) {
 
 	nc2, br := dial(t, addr)
 	io.WriteString(nc2, post("/", ""))
-	if resp, err := http.ReadResponse(br, nil); err != nil {
-		t.Fatal(err)
-	} else {
-		io.ReadAll(resp.Body)
-	}
+	nextResponse(t, br)
 	start = time.Now()
 	if _, err := br.ReadByte(); err == nil {
 		t.Fatal("idle connection got bytes")
@@ -358,25 +358,16 @@ func TestHandlerDeadlines(t *testing.T) {
 	}))
 	nc, br := dial(t, addr)
 	io.WriteString(nc, "POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if string(b) != "timeout=true after=true" {
+	if _, b := nextResponse(t, br); b != "timeout=true after=true" {
 		t.Fatalf("a body read under a read deadline: %q", b)
 	}
 
 	nc2, br2 := dial(t, addr)
 	io.WriteString(nc2, post("/write", ""))
-	resp, err = http.ReadResponse(br2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.ReadAll(resp.Body)
+	nextResponse(t, br2)
 	time.Sleep(200 * time.Millisecond) // the first response's deadline has passed
 	io.WriteString(nc2, post("/next", ""))
-	resp, err = http.ReadResponse(br2, nil)
+	resp, err := http.ReadResponse(br2, nil)
 	if err != nil {
 		t.Fatalf("the next response on the connection: %v", err)
 	}
@@ -403,23 +394,14 @@ func TestLateBodyReadGetsNothing(t *testing.T) {
 	nc, br := dial(t, addr)
 	// The first request's body is 3 bytes, of which the handler reads none.
 	io.WriteString(nc, "POST /first HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.ReadAll(resp.Body)
+	nextResponse(t, br)
 	go func() {
 		b, err := io.ReadAll(<-lateBody)
 		got <- fmt.Sprintf("%q %v", b, err)
 	}()
 	time.Sleep(50 * time.Millisecond)
 	io.WriteString(nc, post("/second", "SECRET"))
-	resp, err = http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if string(b) != `second got "SECRET"` {
+	if _, b := nextResponse(t, br); b != `second got "SECRET"` {
 		t.Fatalf("the next request: %q", b)
 	}
 	if late := <-got; strings.Contains(late, "SECRET") || !strings.Contains(late, "invalid Read on closed Body") {
@@ -456,12 +438,7 @@ var tooLarge = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // read413 reads tooLarge's answer, which closes the connection.
 func read413(t *testing.T, br *bufio.Reader) {
 	t.Helper()
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+	if resp, _ := nextResponse(t, br); resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
 		t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
 	}
 }
@@ -601,12 +578,7 @@ func TestKeepAliveWaitsThenReads(t *testing.T) {
 	read := func(want string) {
 		t.Helper()
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if !strings.Contains(string(b), want) {
+		if _, b := nextResponse(t, br); !strings.Contains(b, want) {
 			t.Fatalf("response %q, want it to hold %q", b, want)
 		}
 	}
@@ -691,12 +663,7 @@ func TestRequestContextSlot(t *testing.T) {
 	nc, br := dial(t, addr)
 	io.WriteString(nc, post("/first", "x")+post("/second", "y"))
 	for range 2 {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		nextResponse(t, br)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -787,11 +754,7 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 	for _, req := range []string{post("/buffered", "abc"), post("/buffered", "abc"), post("/later", ""), post("/plain", ""),
 		post("/buffered", "abc"), post("/much-later", ""), post("/sooner", "")} {
 		io.WriteString(nc, req)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.ReadAll(resp.Body)
+		nextResponse(t, br)
 	}
 	dc.mu.Lock()
 	for _, d := range dc.read {
@@ -818,11 +781,7 @@ func TestDeadlinesWhenNeeded(t *testing.T) {
 	io.WriteString(nc2, "POST /waiting HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
 	time.Sleep(100 * time.Millisecond) // the handler waits for the rest
 	close(abort)
-	resp, err := http.ReadResponse(br2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := io.ReadAll(resp.Body); string(b) != "timeout=true soon=true" {
+	if _, b := nextResponse(t, br2); b != "timeout=true soon=true" {
 		t.Errorf("a deadline set while the body read waits: %q", b)
 	}
 }
