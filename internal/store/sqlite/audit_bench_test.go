@@ -78,11 +78,11 @@ func realisticCallsFrom(t0 time.Time, n int) []store.ToolCall {
 
 // BenchmarkAuditBatch is the audit writer's path into a SQLite file:
 // store.SQLAudit.AppendToolCalls with batches of realistic records (the
-// writer sends up to audit.DefaultBatchSize, 256, and under load mostly
+// writer sends up to audit.DefaultBatchSize, 1024, and under load mostly
 // full or near-full batches). It reports the cost per record: wall time,
 // the process's CPU time, bytes and allocations.
 func BenchmarkAuditBatch(b *testing.B) {
-	for _, n := range []int{64, 128, 256} {
+	for _, n := range []int{64, 128, 256, 1024} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s := openTemp(b, b.TempDir())
 			ctx, cancel := context.WithCancel(context.Background()) // the writer's is cancellable too
