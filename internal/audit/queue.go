@@ -76,10 +76,24 @@ func (q *recordQueue) push(it item) bool {
 	return true
 }
 
-// growLocked doubles the ring (queueMinCap at first, bound at most).
+// growLocked doubles the ring (queueMinCap at first, bound at most),
+// stopping once at a batch and a quarter (batchRoom). Under steady load
+// the ring holds a batch and what arrives before the writer, woken by the
+// push that completed it, takes it: a few records to a few dozen.
+// Doubling past a batch for those would leave a ring of two batches, half
+// of it never used, for the process's life (trim keeps a ring whose peak
+// is over a quarter of it).
 func (q *recordQueue) growLocked() {
-	q.resizeLocked(min(max(2*len(q.buf), queueMinCap), q.bound))
+	size := max(2*len(q.buf), queueMinCap)
+	if room := q.batchRoom(); len(q.buf) < room && size > room {
+		size = room
+	}
+	q.resizeLocked(min(size, q.bound))
 }
+
+// batchRoom is the ring size that holds a batch (wakeAt) and a quarter,
+// queueMinCap at least.
+func (q *recordQueue) batchRoom() int { return max(q.wakeAt+q.wakeAt/4, queueMinCap) }
 
 // resizeLocked moves the records, in order from index 0, to a ring of
 // size (at least q.n).

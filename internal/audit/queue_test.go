@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,6 +116,55 @@ func TestRecordQueueOrderBoundAndShrink(t *testing.T) {
 	q.trim()
 	if c := q.capacity(); c != queueMinCap {
 		t.Fatalf("small ring capacity %d after trims, want %d kept", c, queueMinCap)
+	}
+}
+
+// The ring grows by doubling up to a batch and a quarter, not to two
+// batches: under load it holds a batch and what comes before the writer
+// takes it. A backlog past that doubles again, in order, up to the bound.
+func TestRecordQueueRoomForABatch(t *testing.T) {
+	const batch, bound = 1024, 10000
+	q := newRecordQueue(bound, batch)
+	var sizes []int
+	next := 0
+	push := func(n int) {
+		t.Helper()
+		for range n {
+			if !q.push(seq(next)) {
+				t.Fatalf("push %d refused below the bound", next)
+			}
+			next++
+			if c := q.capacity(); len(sizes) == 0 || sizes[len(sizes)-1] != c {
+				sizes = append(sizes, c)
+			}
+		}
+	}
+	push(batch + 30) // a batch, and the records that came before the writer woke
+	want := []int{64, 128, 256, 512, 1024, 1280}
+	if !slices.Equal(sizes, want) {
+		t.Fatalf("ring sizes %v while a batch filled, want %v", sizes, want)
+	}
+	push(1280 - q.len() + 1) // a backlog: the writer is behind
+	if c := q.capacity(); c != 2560 {
+		t.Fatalf("ring of %d past a batch and a quarter, want 2560", c)
+	}
+	for i, got := range popAll(q, batch) {
+		if got != int64(i) {
+			t.Fatalf("popped %d at %d: order lost across the growths", got, i)
+		}
+	}
+	// A batch size that is not a power of two, and a tiny one.
+	for _, c := range []struct{ wakeAt, room int }{{100, 125}, {1, queueMinCap}, {5000, 6250}} {
+		q := newRecordQueue(bound, c.wakeAt)
+		if got := q.batchRoom(); got != c.room {
+			t.Errorf("batchRoom with batches of %d: %d, want %d", c.wakeAt, got, c.room)
+		}
+		for range c.room {
+			q.push(seq(0))
+		}
+		if got := q.capacity(); got != c.room {
+			t.Errorf("batches of %d: %d records in a ring of %d, want %d", c.wakeAt, c.room, got, c.room)
+		}
 	}
 }
 
