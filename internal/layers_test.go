@@ -32,6 +32,7 @@ var layers = []layer{
 		"internal/httpwire", // HTTP/1.1 byte rules the two head parsers share
 		"internal/jsonrpc",  // JSON-RPC framing on raw messages
 		"internal/mcpwire",  // MCP vocabulary and both eras' wire rules
+		"internal/sockio",   // socket writes without the scheduler's hand-off
 	}},
 	{name: "leaves", pkgs: []string{
 		"internal/audit",

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/mcpgate/mcpgate/internal/sockio"
 )
 
 const (
@@ -59,16 +61,16 @@ type headReader struct {
 type conn struct {
 	s       *Server
 	nc      net.Conn
+	sock    *sockio.Conn // reads and writes nc
 	br      *bufio.Reader
 	remote  string
 	baseCtx context.Context
 	// idle: waiting for a request (Shutdown closes it).
 	idle atomic.Bool
 
-	wbuf     []byte      // the response body not yet sent
-	out      []byte      // what the next write sends
-	bufs     net.Buffers // a head and a body written at once (writev)
-	werr     error       // the first write error: the connection is done
+	wbuf     []byte // the response body not yet sent
+	out      []byte // what the next write sends
+	werr     error  // the first write error: the connection is done
 	lastPOST bool
 	// The write deadline the connection has (wdl) and the one the
 	// response being written asked for (wantWDL, zero: none; it ends
@@ -92,7 +94,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc}
+	c := &conn{s: s, nc: nc, sock: sockio.New(nc)}
 	c.idle.Store(true) // a new connection has sent nothing yet
 	return c
 }
@@ -101,7 +103,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	kept := false // handed off or hijacked: someone else owns nc
 	c.br = readerPool.Get().(*bufio.Reader)
-	c.br.Reset(c.nc)
+	c.br.Reset(c.sock)
 	defer func() {
 		c.s.track(c, false)
 		if !kept {
@@ -481,7 +483,7 @@ func (c *conn) write() error {
 		return c.werr
 	}
 	c.syncWriteDeadline()
-	_, err := c.nc.Write(c.out)
+	_, err := c.sock.Write(c.out)
 	if err != nil {
 		c.werr = err
 	}
@@ -494,9 +496,7 @@ func (c *conn) writeWith(body []byte) error {
 		return c.werr
 	}
 	c.syncWriteDeadline()
-	c.bufs = append(c.bufs[:0], c.out, body)
-	_, err := c.bufs.WriteTo(c.nc)
-	c.bufs = c.bufs[:0]
+	_, err := c.sock.Write2(c.out, body)
 	if err != nil {
 		c.werr = err
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/sockio"
 )
 
 // h1Transport is the RoundTripper for plain-http upstreams. It does each
@@ -45,6 +47,7 @@ type h1Conn struct {
 	t      *h1Transport
 	key    string
 	nc     net.Conn
+	sock   *sockio.Conn // reads and writes nc
 	br     *bufio.Reader
 	idleAt time.Time
 	nread  int64 // bytes read from nc, to tell whether a response began
@@ -57,7 +60,7 @@ type h1Conn struct {
 
 // Read counts what the response reader takes from the connection.
 func (pc *h1Conn) Read(p []byte) (int, error) {
-	n, err := pc.nc.Read(p)
+	n, err := pc.sock.Read(p)
 	pc.nread += int64(n)
 	pc.drained = n < len(p)
 	return n, err
@@ -174,7 +177,7 @@ func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (*h1Conn
 	// fit goes to http.ReadResponse (h1read.go). 16 + 8 KiB per
 	// connection was 1.5 MB live at c=64, about 4 MiB of peak RSS. The
 	// writer is h1Writers', held only while a request is written.
-	pc := &h1Conn{t: t, key: key, nc: nc, live: newLiveness(nc)}
+	pc := &h1Conn{t: t, key: key, nc: nc, sock: sockio.New(nc), live: newLiveness(nc)}
 	pc.br = bufio.NewReaderSize(pc, h1BufSize)
 	pc.abort = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	return pc, false, nil
@@ -302,7 +305,7 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 	stop := pc.abortOnCancel(req.Context())
 	before := pc.nread
 	bw := h1Writers.Get().(*bufio.Writer)
-	bw.Reset(pc.nc)
+	bw.Reset(pc.sock)
 	err := writeRequest(bw, req)
 	if err == nil {
 		err = bw.Flush()

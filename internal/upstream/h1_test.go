@@ -16,6 +16,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/sockio"
 )
 
 // countingServer counts the TCP connections it accepts.
@@ -205,9 +207,9 @@ func testH1PutPrunesExpiredIdle(t *testing.T) {
 	b1, b2 := net.Pipe()
 	defer a2.Close()
 	defer b2.Close()
-	tr.put(&h1Conn{t: tr, key: "k", nc: a1})
+	tr.put(&h1Conn{t: tr, key: "k", nc: a1, sock: sockio.New(a1)})
 	time.Sleep(100 * time.Millisecond)
-	tr.put(&h1Conn{t: tr, key: "k", nc: b1})
+	tr.put(&h1Conn{t: tr, key: "k", nc: b1, sock: sockio.New(b1)})
 	a2.SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := a2.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("expired idle connection not closed: read err = %v", err)

@@ -1,0 +1,5 @@
+//go:build race
+
+package sockio
+
+const raceEnabled = true
