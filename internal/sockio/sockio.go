@@ -50,13 +50,13 @@ func New(nc net.Conn) *Conn {
 	return &Conn{nc: nc, raw: newRaw(nc)}
 }
 
-// Read reads into p, as net.Conn.Read.
+// Read reads into p, as net.Conn.Read. A read into more than maxRaw
+// bytes takes nc's own path rather than a shorter raw read: a caller may
+// take a read shorter than it asked for as the socket's having had no
+// more (the upstream client's reuse of a connection does).
 func (c *Conn) Read(p []byte) (int, error) {
-	if c.raw == nil || len(p) == 0 {
+	if c.raw == nil || len(p) == 0 || len(p) > maxRaw {
 		return c.nc.Read(p)
-	}
-	if len(p) > maxRaw {
-		p = p[:maxRaw] // a read may return less than asked
 	}
 	n, err := c.raw.read(p)
 	return n, c.opError("read", err)

@@ -63,7 +63,8 @@ func TestRawOnlyForPlainTCP(t *testing.T) {
 }
 
 // Bytes go both ways whole and in order: a head and a body in one
-// Write2, a plain Write, reads of every size up to more than maxRaw.
+// Write2, a plain Write, small reads and one larger than maxRaw (nc's own
+// path: whatever is there, as much as the buffer takes).
 func TestReadWrite(t *testing.T) {
 	a, b := pair(t)
 	ca, cb := New(a), New(b)
@@ -96,6 +97,22 @@ func TestReadWrite(t *testing.T) {
 	}
 	if _, err := io.ReadFull(cb, buf[:2]); err != nil || string(buf[:2]) != "ba" {
 		t.Fatalf("read %q, %v; want \"ba\"", buf[:2], err)
+	}
+	big := bytes.Repeat([]byte("B"), maxRaw+1000)
+	if n, err := ca.Write(big); err != nil || n != len(big) {
+		t.Fatalf("Write of %d bytes = %d, %v", len(big), n, err)
+	}
+	large := make([]byte, 2*maxRaw)
+	got = got[:0]
+	for len(got) < len(big) {
+		n, err := cb.Read(large)
+		if err != nil {
+			t.Fatalf("Read into %d bytes after %d: %v", len(large), len(got), err)
+		}
+		got = append(got, large[:n]...)
+	}
+	if !bytes.Equal(got, big) {
+		t.Fatal("a large write came back changed")
 	}
 }
 
