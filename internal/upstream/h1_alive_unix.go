@@ -36,7 +36,7 @@ func newLiveness(nc net.Conn) *liveness {
 	}
 	l.rc = rc
 	l.probe = func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), l.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, err := peek(fd, l.buf[:])
 		// n == 0 without an error is EOF: the server closed its end. Data
 		// is unasked-for; any other error is a dead socket.
 		l.alive = n <= 0 && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK))
