@@ -42,8 +42,6 @@ func newRaw(nc net.Conn) *raw {
 	return r
 }
 
-func isEOF(err error) bool { return err == io.EOF }
-
 // read reads once into p (not empty). A read of nothing is the end of
 // the stream, io.EOF, as a stream socket's net.Conn reports it.
 func (r *raw) read(p []byte) (int, error) {

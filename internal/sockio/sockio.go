@@ -29,6 +29,7 @@ package sockio
 
 import (
 	"errors"
+	"io"
 	"net"
 )
 
@@ -86,7 +87,7 @@ func (c *Conn) Write2(a, b []byte) (int64, error) {
 // the operation and both ends, around the system call's error, a deadline
 // or a closed connection (RawConn's own wrapping names its "raw-read").
 func (c *Conn) opError(op string, err error) error {
-	if err == nil || isEOF(err) {
+	if err == nil || err == io.EOF { // io.EOF itself, as net.Conn returns it
 		return err
 	}
 	var oe *net.OpError
