@@ -143,7 +143,7 @@ func timed(calls []ToolCall) []ToolCall {
 
 func (a SQLAudit) ListToolCalls(ctx context.Context, f ToolCallFilter) ([]ToolCall, *Cursor, error) {
 	w := a.where()
-	w.eq("key_alias", f.KeyAlias)
+	w.key(f.KeyAlias)
 	w.eq("user_id", f.User)
 	w.eq("team_id", f.Team)
 	w.eq("server", f.Server)
@@ -165,7 +165,7 @@ func (a SQLAudit) SumUsage(ctx context.Context, f UsageFilter) ([]Usage, error) 
 		return nil, fmt.Errorf("sum usage: by %q: %w", f.By, ErrInvalid)
 	}
 	w := a.where()
-	w.eq("key_alias", f.Key)
+	w.key(f.Key)
 	w.window(f.Since, f.Until, nil)
 	out, err := a.Tables.SumToolCalls(ctx, col, w.clause(), w.args)
 	if err != nil {
@@ -194,6 +194,22 @@ func (w *where) arg(v any) string {
 func (w *where) eq(col, v string) {
 	if v != "" {
 		w.conds = append(w.conds, col+" = "+w.arg(v))
+	}
+}
+
+// key filters tool_calls by a key alias, with one term more than the
+// equality:
+//
+//	key_alias <> ''
+//
+// It says nothing the equality does not, but it is the WHERE of SQLite's
+// partial index tool_calls_key (schema version 8), which the planner uses
+// only for a query that carries that very term: the value of a bound
+// parameter is not known when the statement is planned.
+func (w *where) key(alias string) {
+	if alias != "" {
+		w.conds = append(w.conds, "key_alias <> ''")
+		w.eq("key_alias", alias)
 	}
 }
 

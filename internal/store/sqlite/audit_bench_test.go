@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,14 +81,24 @@ func realisticCallsFrom(t0 time.Time, n int) []store.ToolCall {
 // store.SQLAudit.AppendToolCalls with batches of realistic records (the
 // writer sends up to audit.DefaultBatchSize, 1024, and under load mostly
 // full or near-full batches). It reports the cost per record: wall time,
-// the process's CPU time, bytes and allocations.
+// the process's CPU time, bytes and allocations. keyless is a full batch
+// of a gateway without keys: no record names a key, user or team.
 func BenchmarkAuditBatch(b *testing.B) {
-	for _, n := range []int{64, 128, 256, 1024} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+	for _, n := range []int{64, 128, 256, 1024, -1024} {
+		name := fmt.Sprint(n)
+		if n < 0 {
+			n, name = -n, fmt.Sprintf("%d-keyless", -n)
+		}
+		b.Run(name, func(b *testing.B) {
 			s := openTemp(b, b.TempDir())
 			ctx, cancel := context.WithCancel(context.Background()) // the writer's is cancellable too
 			defer cancel()
 			batch := realisticCalls(n)
+			if strings.HasSuffix(name, "-keyless") {
+				for i := range batch {
+					batch[i].KeyAlias, batch[i].User, batch[i].Team = "", "", ""
+				}
+			}
 			b.ReportAllocs()
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +26,8 @@ type plannedQuery struct {
 	// wholeTable: the query sums every row (usage over all time), so a
 	// scan is its plan; an index would only be read in place of it.
 	wholeTable bool
+	// index: the index the plan must read; "": any.
+	index string
 }
 
 func (p planTables) SelectToolCalls(_ context.Context, page string, args []any) ([]store.ToolCall, error) {
@@ -75,6 +79,11 @@ func TestToolCallIndexesUsed(t *testing.T) {
 		{Outcome: "timeout", Since: since},
 	} {
 		run(fmt.Sprintf("ListToolCalls %+v", f), func() { a.ListToolCalls(ctx, f) })
+		if f.KeyAlias != "" {
+			// The partial index of keyed calls (schema version 8): the
+			// query must carry its condition for SQLite to read it.
+			queries[len(queries)-1].index = "tool_calls_key"
+		}
 	}
 	for _, by := range []string{store.UsageByKey, store.UsageByUser, store.UsageByTeam} {
 		for _, f := range []store.UsageFilter{
@@ -89,6 +98,7 @@ func TestToolCallIndexesUsed(t *testing.T) {
 	run("SumUsage budget", func() {
 		a.SumUsage(ctx, store.UsageFilter{By: store.UsageByKey, Key: "ci", Since: since})
 	})
+	queries[len(queries)-1].index = "tool_calls_key"
 
 	used := map[string]bool{}
 	for _, q := range queries {
@@ -107,18 +117,23 @@ func TestToolCallIndexesUsed(t *testing.T) {
 		}
 		rows.Close()
 		indexed := false
+		read := map[string]bool{}
 		for _, d := range plan {
-			if i := strings.Index(d, "USING INDEX "); i >= 0 {
-				indexed = true
-				used[strings.Fields(d[i+len("USING INDEX "):])[0]] = true
+			for _, using := range []string{"USING INDEX ", "USING COVERING INDEX "} {
+				if i := strings.Index(d, using); i >= 0 {
+					indexed = true
+					read[strings.Fields(d[i+len(using):])[0]] = true
+				}
 			}
-			if i := strings.Index(d, "USING COVERING INDEX "); i >= 0 {
-				indexed = true
-				used[strings.Fields(d[i+len("USING COVERING INDEX "):])[0]] = true
-			}
+		}
+		for name := range read {
+			used[name] = true
 		}
 		if !indexed && !q.wholeTable {
 			t.Errorf("%s reads no index:\n  %s\n  plan: %q", q.name, q.sql, plan)
+		}
+		if q.index != "" && !read[q.index] {
+			t.Errorf("%s does not read %s:\n  %s\n  plan: %q", q.name, q.index, q.sql, plan)
 		}
 		t.Logf("%s: %q", q.name, plan)
 	}
@@ -146,4 +161,88 @@ func TestToolCallIndexesUsed(t *testing.T) {
 	}
 	slices.Sort(indexes)
 	t.Logf("indexes: %v, used: %v", indexes, used)
+}
+
+// A database at schema version 7, its tool_calls_key holding every call:
+// opening it migrates to 8, whose tool_calls_key holds the keyed calls
+// alone, and a listing by key still finds each of them, newest first,
+// through that index.
+func TestKeyIndexMigration(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= 7; v++ {
+		if _, err := db.Exec(migrations[v-1]); err != nil {
+			t.Fatalf("schema version %d: %v", v, err)
+		}
+		if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rows = 300
+	for i := range rows {
+		key := ""
+		if i%3 == 0 {
+			key = "ci"
+		}
+		if _, err := db.Exec(`INSERT INTO tool_calls (ts, key_alias, server, tool, duration_ms, outcome) VALUES (?, ?, 'github', 'search', 1, 'ok')`,
+			1000+i, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTemp(t, dir)
+	ctx := t.Context()
+	var indexed int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM tool_calls INDEXED BY tool_calls_key WHERE key_alias <> ''`).Scan(&indexed); err != nil {
+		t.Fatal(err)
+	}
+	if indexed != rows/3 {
+		t.Fatalf("tool_calls_key finds %d calls, want the %d keyed ones", indexed, rows/3)
+	}
+	// A keyless call is not in the index: a query that would need it
+	// there cannot be made to read it.
+	if _, err := s.r.QueryContext(ctx, `SELECT count(*) FROM tool_calls INDEXED BY tool_calls_key WHERE key_alias = ''`); err == nil {
+		t.Fatal("tool_calls_key serves a query for keyless calls: it still indexes them")
+	}
+	var got []store.ToolCall
+	f := store.ToolCallFilter{KeyAlias: "ci", Limit: 40}
+	for {
+		page, next, err := s.ListToolCalls(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page...)
+		if next == nil {
+			break
+		}
+		f.Before = next
+	}
+	if len(got) != rows/3 {
+		t.Fatalf("listing by key found %d calls, want %d", len(got), rows/3)
+	}
+	for i, c := range got {
+		if want := fromMS(int64(1000 + (rows - 3) - 3*i)); c.KeyAlias != "ci" || !c.Time.Equal(want) {
+			t.Fatalf("call %d of the listing: key %q at %v, want ci at %v", i, c.KeyAlias, c.Time, want)
+		}
+	}
+	usage, err := s.SumUsage(ctx, store.UsageFilter{By: store.UsageByKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, u := range usage {
+		calls[u.Group] = u.Calls
+	}
+	if calls["ci"] != rows/3 || calls[""] != rows-rows/3 {
+		t.Fatalf("usage by key after the migration: %v", calls)
+	}
 }

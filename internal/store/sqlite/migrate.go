@@ -20,6 +20,7 @@ var migrations = []string{
 	schemaV5,
 	schemaV6,
 	schemaV7,
+	schemaV8,
 }
 
 //go:embed migrations/0001_init.sql
@@ -42,6 +43,9 @@ var schemaV6 string
 
 //go:embed migrations/0007_task_input.sql
 var schemaV7 string
+
+//go:embed migrations/0008_key_index.sql
+var schemaV8 string
 
 // migrate brings the database to the newest schema version this binary
 // knows (len(migrations)), one transaction per step,
