@@ -49,9 +49,12 @@ import (
 // FileName is the database file inside the data directory.
 const FileName = "mcpgate.db"
 
-// pragmas are applied to every connection, in this order. busy_timeout
-// (milliseconds) comes first so that switching to WAL, which needs the
-// file to itself, waits for a concurrent opener instead of failing.
+// pragmas are applied to every connection. The driver runs busy_timeout
+// (milliseconds) first, so that switching to WAL, which needs the file to
+// itself, waits for a concurrent opener instead of failing, and the rest
+// in the lexicographic order of their text, whatever their order here: a
+// pragma that must come before journal_mode (page_size, which a new
+// database takes from its first write) cannot be set through the DSN.
 const pragmas = "_pragma=busy_timeout(5000)" +
 	"&_pragma=journal_mode(WAL)" +
 	"&_pragma=foreign_keys(1)" +
