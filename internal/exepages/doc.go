@@ -12,8 +12,10 @@
 // tables, type data) where no process maps it, and reads that data a page
 // at a time from then on: the runtime reads it a few bytes here and
 // there (stack maps when it scans or grows a goroutine's stack), and a
-// fault that found its neighbours cached mapped 64 KiB for each. The code
-// stays cached, and what serving runs faults back in from there.
+// fault that found its neighbours cached mapped 64 KiB for each. It
+// does that twice: a page the process reads back while the first pass
+// runs keeps its whole folio cached. The code stays cached, and what
+// serving runs faults back in from there.
 //
 // The package owns those calls. It must never drop a page the file
 // does not hold (a private copy: relocations, breakpoints), never touch

@@ -191,3 +191,60 @@ func pagedFile(t *testing.T, name string, pages int, synced bool) (*os.File, []b
 	t.Cleanup(func() { unix.Munmap(b) })
 	return f, b
 }
+
+// A page read back while evict runs, after the mapping was unmapped and
+// before the cache is dropped (a goroutine of the process serving, or
+// the GC reading the function tables), is mapped when the cache is
+// dropped and stays cached, with the pages cached beside it (here the
+// whole file, where the file system caches it in one large folio).
+// Trim's eviction (evictTwice) runs a second pass, which drops it: no
+// page of the file is left cached.
+func TestEvictTwiceDropsPagesReadDuringTheFirstPass(t *testing.T) {
+	const pages = 64
+	ps := os.Getpagesize()
+	f, b := pagedFile(t, "busy", pages, true)
+	for i := 0; i < len(b); i += ps {
+		_ = b[i]
+	}
+	m := mapping{start: uint64(uintptr(unsafe.Pointer(&b[0]))), perms: "r--p"}
+	m.end = m.start + uint64(len(b))
+	passes := 0
+	var read byte
+	afterUnmap = func() {
+		passes++
+		if passes == 1 {
+			read = b[9*ps] // faults page 9 back in, mapped, mid-pass
+		}
+	}
+	t.Cleanup(func() { afterUnmap = nil })
+
+	// One pass leaves the page read mid-pass in the cache.
+	if _, err := evict(f, m); err != nil {
+		t.Fatal(err)
+	}
+	if read != 9 {
+		t.Fatalf("page 9 read %d mid-pass", read)
+	}
+	if n := cachedPages(t, b); n == 0 {
+		t.Fatal("no page cached after a page was read mid-pass: the test no longer shows what the second pass is for")
+	}
+
+	// Trim's eviction: the second pass drops it.
+	for i := 0; i < len(b); i += ps {
+		_ = b[i]
+	}
+	passes = 0
+	unmapped, err := evictTwice(f, m)
+	if err != nil || !unmapped {
+		t.Fatalf("evictTwice: unmapped %v, %v", unmapped, err)
+	}
+	if passes != 2 {
+		t.Fatalf("evictTwice ran %d passes", passes)
+	}
+	if n := cachedPages(t, b); n != 0 {
+		t.Errorf("%d pages still cached after evictTwice, a page having been read during its first pass", n)
+	}
+	if got := b[33*ps]; got != 33 {
+		t.Fatalf("page 33 reads %d after evictTwice", got)
+	}
+}
