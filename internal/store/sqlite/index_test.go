@@ -2,15 +2,14 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/store"
+	"github.com/mcpgate/mcpgate/internal/store/storetest"
 )
 
 // planTables records the SQL store.SQLAudit builds for tool_calls instead
@@ -169,21 +168,7 @@ func TestToolCallIndexesUsed(t *testing.T) {
 // through that index.
 func TestKeyIndexMigration(t *testing.T) {
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`); err != nil {
-		t.Fatal(err)
-	}
-	for v := 1; v <= 7; v++ {
-		if _, err := db.Exec(migrations[v-1]); err != nil {
-			t.Fatalf("schema version %d: %v", v, err)
-		}
-		if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := databaseAt(t, dir, 7)
 	const rows = 300
 	for i := range rows {
 		key := ""
@@ -213,19 +198,7 @@ func TestKeyIndexMigration(t *testing.T) {
 	if _, err := s.r.QueryContext(ctx, `SELECT count(*) FROM tool_calls INDEXED BY tool_calls_key WHERE key_alias = ''`); err == nil {
 		t.Fatal("tool_calls_key serves a query for keyless calls: it still indexes them")
 	}
-	var got []store.ToolCall
-	f := store.ToolCallFilter{KeyAlias: "ci", Limit: 40}
-	for {
-		page, next, err := s.ListToolCalls(ctx, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, page...)
-		if next == nil {
-			break
-		}
-		f.Before = next
-	}
+	got := storetest.ListAllToolCalls(t, s, store.ToolCallFilter{KeyAlias: "ci", Limit: 40})
 	if len(got) != rows/3 {
 		t.Fatalf("listing by key found %d calls, want %d", len(got), rows/3)
 	}

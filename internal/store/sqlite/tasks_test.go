@@ -12,21 +12,7 @@ import (
 // to 7, and the task reads as it was, with no input, and takes answers.
 func TestTaskInputMigration(t *testing.T) {
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`); err != nil {
-		t.Fatal(err)
-	}
-	for v := 1; v <= 6; v++ {
-		if _, err := db.Exec(migrations[v-1]); err != nil {
-			t.Fatalf("schema version %d: %v", v, err)
-		}
-		if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := databaseAt(t, dir, 6)
 	owner := store.HashKey("alice")
 	if _, err := db.Exec(`INSERT INTO tasks (id, owner, route, server, status, status_message, created_at, updated_at, expires_at, ttl_ms, replica, result, error)
 		VALUES ('00ff', ?, '/mcp', 'docs', 'completed', '', 1000, 2000, 3601000, 3600000, 'r1', '{"content":[]}', '')`, owner); err != nil {
@@ -50,4 +36,28 @@ func TestTaskInputMigration(t *testing.T) {
 	if err := s.w.QueryRow(`SELECT count(*) FROM task_answers`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d answers left after their task was swept (%v)", left, err)
 	}
+}
+
+// databaseAt creates the store's database file in dir at schema version
+// (the migrations up to it applied, as migrate records them), for a test
+// to fill before Open migrates it the rest of the way. The caller closes
+// it.
+func databaseAt(t *testing.T, dir string, version int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= version; v++ {
+		if _, err := db.Exec(migrations[v-1]); err != nil {
+			t.Fatalf("schema version %d: %v", v, err)
+		}
+		if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
 }

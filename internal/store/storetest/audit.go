@@ -288,20 +288,9 @@ func testToolCalls(t *testing.T, s store.Store) {
 		{"outcome", store.ToolCallFilter{Outcome: store.OutcomeBlocked}, func(c store.ToolCall) bool { return c.Outcome == store.OutcomeBlocked && c.Guardrail == "deny-sql" }},
 		{"window", store.ToolCallFilter{Since: at(1), Until: at(3)}, func(c store.ToolCall) bool { return !c.Time.Before(at(1)) && c.Time.Before(at(3)) }},
 	} {
-		var got []store.ToolCall
 		f := tt.f
 		f.Limit = 4
-		for {
-			page, next, err := s.ListToolCalls(ctx, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, page...)
-			if next == nil {
-				break
-			}
-			f.Before = next
-		}
+		got := ListAllToolCalls(t, s, f)
 		if diff := gocmp.Diff(got, want(tt.keep)); diff != "" {
 			t.Errorf("%s (-got +want):\n%s", tt.name, diff)
 		}
@@ -341,8 +330,9 @@ func testToolCallInvalid(t *testing.T, s store.Store) {
 	}
 }
 
-// listAllToolCalls follows next cursors to the end.
-func listAllToolCalls(t *testing.T, s store.Store, f store.ToolCallFilter) []store.ToolCall {
+// ListAllToolCalls lists every tool call f selects, following the next
+// cursors to the end; for a backend's own tests too.
+func ListAllToolCalls(t *testing.T, s store.Store, f store.ToolCallFilter) []store.ToolCall {
 	t.Helper()
 	var all []store.ToolCall
 	for range 10_000 {
@@ -394,7 +384,7 @@ func testToolCallBatch(t *testing.T, s store.Store) {
 		t.Errorf("AppendToolCalls changed its argument (-got +want):\n%s", diff)
 	}
 
-	got := listAllToolCalls(t, s, store.ToolCallFilter{Limit: 128})
+	got := ListAllToolCalls(t, s, store.ToolCallFilter{Limit: 128})
 	if len(got) != n {
 		t.Fatalf("listed %d calls, want %d", len(got), n)
 	}
@@ -432,7 +422,7 @@ func testToolCallBatch(t *testing.T, s store.Store) {
 		"stamped": func(ts time.Time) bool { return !ts.Before(before) && ts.Location() == time.UTC },
 		"kept":    func(ts time.Time) bool { return ts.Equal(at(-1)) },
 	} {
-		got := listAllToolCalls(t, s, store.ToolCallFilter{Tool: tool})
+		got := ListAllToolCalls(t, s, store.ToolCallFilter{Tool: tool})
 		if len(got) != 1 || !check(got[0].Time) {
 			t.Errorf("%s: %+v", tool, got)
 		}
@@ -461,7 +451,7 @@ func testToolCallBatchInvalid(t *testing.T, s store.Store) {
 			}
 		}
 	}
-	if got := listAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
+	if got := ListAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
 		t.Errorf("%d calls written by rejected batches, want none", len(got))
 	}
 }
@@ -485,7 +475,7 @@ func testToolCallBatchSizes(t *testing.T, s store.Store) {
 			t.Fatalf("batch of %d: %v", n, err)
 		}
 	}
-	got := listAllToolCalls(t, s, store.ToolCallFilter{Limit: store.MaxPageSize})
+	got := ListAllToolCalls(t, s, store.ToolCallFilter{Limit: store.MaxPageSize})
 	if len(got) != len(want) {
 		t.Fatalf("listed %d calls, want %d", len(got), len(want))
 	}
@@ -504,7 +494,7 @@ func testToolCallBatchEmpty(t *testing.T, s store.Store) {
 			t.Errorf("AppendToolCalls(%#v) = %v, want nil", calls, err)
 		}
 	}
-	if got := listAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
+	if got := ListAllToolCalls(t, s, store.ToolCallFilter{}); len(got) != 0 {
 		t.Errorf("%d calls after empty batches, want none", len(got))
 	}
 }
