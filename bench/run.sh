@@ -433,13 +433,18 @@ report=$tmp/report.md
         put("px_cps", c, $3); put("px_p50", c, $4); put("px_p99", c, $5); put("px_err", c, $6)
         put("px_cpu", c, $8); put("px_rss", c, $12 / 1024)
         put("px_ratio", c, $3 / lastd_cps * 100); put("px_added", c, $4 - lastd_p50)
+        # The gateway run of the same round, just before: the speed of the host
+        # drifts by 15% and more over tens of seconds, for every process
+        # alike, so the ratio of the pair is steadier than a ratio of medians
+        # taken from different rounds.
+        put("cpu_pair", c, lastg_cpu / $8); put("rss_pair", c, lastg_rss / ($12 / 1024))
         haveproxy = 1
         next
       }
       if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
       put(name "_cps", c, $3); put(name "_p50", c, $4); put(name "_p99", c, $5); put(name "_err", c, $6)
       if (name == "direct") { put("echo_cpu", c, $9) }
-      else { put("gw_cpu", c, $8); put("gw_rss", c, $12 / 1024); put("gw_hwm", c, $13 / 1024) }
+      else { put("gw_cpu", c, $8); put("gw_rss", c, $12 / 1024); put("gw_hwm", c, $13 / 1024); lastg_cpu = $8; lastg_rss = $12 / 1024 }
       # pair direct and gateway runs of the same repeat for ratio / added p50
       if (name == "direct") { lastd_cps = $3; lastd_p50 = $4 }
       else { put("ratio", c, $3 / lastd_cps * 100); put("added", c, $4 - lastd_p50) }
@@ -500,12 +505,15 @@ report=$tmp/report.md
         n = get("gw_rss", 64, arr); worstrss = mx(arr, n)
         printf "| RSS <= 40 MiB under c=64 | max %.1f MiB (VmHWM %.1f MiB at the end of the c=64 runs) | %s |\n", worstrss, med("gw_hwm", 64), (worstrss <= 40 ? "PASS" : "MISS")
       }
-      # The goals of issue 25 are ratios to the reverse proxy, run in the same rounds.
+      # The goals of issue 25 are ratios to the reverse proxy, run in the
+      # same rounds: judged on the median of the ratios of the rounds (each
+      # gateway run and the reverse proxy run right after it); the ratio of
+      # the medians is shown beside it.
       if (("64" in seen) && get("px_cpu", 64, arr) > 0) {
-        r = med("gw_cpu", 64) / med("px_cpu", 64)
-        printf "| gateway CPU per call at c=64 <= 0.6x the reverse proxy (issue 25) | %s vs %s µs: %.2fx | %s |\n", stat("gw_cpu", 64, "%.0f"), stat("px_cpu", 64, "%.0f"), r, (r <= 0.6 ? "PASS" : "MISS")
-        r = med("gw_rss", 64) / med("px_rss", 64)
-        printf "| max RSS under c=64 <= 2x the reverse proxy (issue 25) | %s vs %s MiB: %.2fx | %s |\n", stat("gw_rss", 64, "%.1f"), stat("px_rss", 64, "%.1f"), r, (r <= 2 ? "PASS" : "MISS")
+        r = med("cpu_pair", 64)
+        printf "| gateway CPU per call at c=64 <= 0.6x the reverse proxy (issue 25) | round by round %s; medians %s vs %s µs: %.2fx | %s |\n", stat("cpu_pair", 64, "%.2fx"), stat("gw_cpu", 64, "%.0f"), stat("px_cpu", 64, "%.0f"), med("gw_cpu", 64) / med("px_cpu", 64), (r <= 0.6 ? "PASS" : "MISS")
+        r = med("rss_pair", 64)
+        printf "| max RSS under c=64 <= 2x the reverse proxy (issue 25) | round by round %s; medians %s vs %s MiB: %.2fx | %s |\n", stat("rss_pair", 64, "%.2fx"), stat("gw_rss", 64, "%.1f"), stat("px_rss", 64, "%.1f"), med("gw_rss", 64) / med("px_rss", 64), (r <= 2 ? "PASS" : "MISS")
       }
       if (("1" in seen) && get("px_added", 1, arr) > 0) {
         printf "| added p50 at c=1 <= the reverse proxy (issue 25) | %s vs %s ms | %s |\n", stat("added", 1, "%.3f"), stat("px_added", 1, "%.3f"), (med("added", 1) <= med("px_added", 1) ? "PASS" : "MISS")
