@@ -338,6 +338,10 @@ measure() {
   kill "$sampler_pid" 2>/dev/null || true
   wait "$sampler_pid" 2>/dev/null || true
   sampler_pid=
+  # One more sample now: on a short run the sampler may not have taken one.
+  local rssmax now
+  rssmax=$(cat "$rssf") now=$(status_kb "$mid" VmRSS)
+  ((now > rssmax)) && rssmax=$now
   if ! grep -q calls_per_sec "$out"; then
     log "load generator failed (exit $rc):"; cat "$out" >&2; exit 1
   fi
@@ -347,7 +351,7 @@ measure() {
   awk -v name="$name" -v c="$c" -v cps="$cps" -v p50="$p50" -v p99="$p99" -v errs="$errs" -v calls="$calls" \
     -v t0="$t0" -v t1="$t1" -v tick="$TICK" -v ncpu="$NPROC" \
     -v g="$((g1 - g0))" -v e="$((e1 - e0))" -v l="$((l1 - l0))" -v s="$((s1 - s0))" \
-    -v rss="$(cat "$rssf")" -v hwm="$(status_kb "$mid" VmHWM)" 'BEGIN {
+    -v rss="$rssmax" -v hwm="$(status_kb "$mid" VmHWM)" 'BEGIN {
       wall = t1 - t0; n = cps * wall             # calls in the CPU window
       us = 1e6 / tick / (n > 0 ? n : 1)           # µs per tick per call
       other = (s - g - e - l) / tick / wall / ncpu * 100
@@ -437,7 +441,8 @@ report=$tmp/report.md
         # drifts by 15% and more over tens of seconds, for every process
         # alike, so the ratio of the pair is steadier than a ratio of medians
         # taken from different rounds.
-        put("cpu_pair", c, lastg_cpu / $8); put("rss_pair", c, lastg_rss / ($12 / 1024))
+        if ($8 > 0) put("cpu_pair", c, lastg_cpu / $8)
+        if ($12 > 0) put("rss_pair", c, lastg_rss / ($12 / 1024))
         haveproxy = 1
         next
       }
