@@ -562,7 +562,15 @@ report=$tmp/report.md
         for (i = 2; i <= n; i++) { v = val[key, i]; if (v < lo) lo = v; if (v > hi) hi = v }
         return sprintf(" (" fmt "–" fmt ")", lo, hi)
       }
-      function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2fx", a / b) : "–" }
+      # pratio: the median over the rounds of f (cpu, rss) of contestant a
+      # over that of b in the same round, as the Targets table judges it.
+      function pratio(c, a, b, f,   r, n, x) {
+        n = 0
+        for (r = 1; r <= rounds[c]; r++)
+          if (((c, a, r, f) in byround) && ((c, b, r, f) in byround) && byround[c, b, r, f] > 0)
+            x[++n] = byround[c, a, r, f] / byround[c, b, r, f]
+        return n ? sprintf("%.2fx", median(x, n)) : "–"
+      }
       $1 == "merged" { next }
       {
         name = $1; c = $2
@@ -574,10 +582,11 @@ report=$tmp/report.md
         k = c SUBSEP name
         put(k SUBSEP "cps", $3); put(k SUBSEP "p50", $4); put(k SUBSEP "p99", $5)
         errs[k] += $6
-        if (name == "direct") { lastd_cps = $3; lastd_p50 = $4 }
+        if (name == "direct") { lastd_cps = $3; lastd_p50 = $4; rounds[c]++ }
         else {
           put(k SUBSEP "ratio", $3 / lastd_cps * 100); put(k SUBSEP "added", $4 - lastd_p50)
           put(k SUBSEP "cpu", $8); put(k SUBSEP "rss", $12 / 1024)
+          byround[c, name, rounds[c], "cpu"] = $8; byround[c, name, rounds[c], "rss"] = $12 / 1024
         }
       }
       END {
@@ -586,8 +595,6 @@ report=$tmp/report.md
           printf "c=%d:\n\n", c
           print "| contestant | calls/s | % of direct | p50 / p99 ms | added p50 ms | CPU µs/call | CPU vs revproxy | CPU vs mcpgate | max RSS MiB | RSS vs revproxy | errors |"
           print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-          pxcpu = med(c SUBSEP "revproxy" SUBSEP "cpu"); gwcpu = med(c SUBSEP "mcpgate" SUBSEP "cpu")
-          pxrss = med(c SUBSEP "revproxy" SUBSEP "rss")
           for (i = 1; i <= nn[c]; i++) {
             name = names[c, i]; k = c SUBSEP name
             if (name == "direct") {
@@ -599,12 +606,12 @@ report=$tmp/report.md
             printf "| %s | %.0f%s | %.0f%s | %.3f / %.3f | %.3f | %.0f%s | %s | %s | %.1f%s | %s | %d |\n", name,
               med(k SUBSEP "cps"), spread(k SUBSEP "cps", "%.0f"), med(k SUBSEP "ratio"), spread(k SUBSEP "ratio", "%.0f"),
               med(k SUBSEP "p50"), med(k SUBSEP "p99"), med(k SUBSEP "added"),
-              cpu, spread(k SUBSEP "cpu", "%.0f"), ratio(cpu, pxcpu), ratio(cpu, gwcpu),
-              rss, spread(k SUBSEP "rss", "%.1f"), ratio(rss, pxrss), errs[k]
+              cpu, spread(k SUBSEP "cpu", "%.0f"), pratio(c, name, "revproxy", "cpu"), pratio(c, name, "mcpgate", "cpu"),
+              rss, spread(k SUBSEP "rss", "%.1f"), pratio(c, name, "revproxy", "rss"), errs[k]
           }
           print ""
         }
-        print "Medians over the repeats, (min–max) when there is more than one. Every contestant ran in each round right after the direct run it is paired with (% of direct, added p50). CPU is the contestant process alone (utime+stime over the measured window, per call); max RSS is its largest VmRSS sampled every 200 ms. Ratios are of medians."
+        print "Medians over the repeats, (min–max) when there is more than one. Every contestant ran in each round right after the direct run it is paired with (% of direct, added p50). CPU is the contestant process alone (utime+stime over the measured window, per call); max RSS is its largest VmRSS sampled every 200 ms. Ratios are round by round: the median of each round'"'"'s own ratio (a contestant over the reverse proxy, or mcpgate, of the same round)."
       }' "$RES"
   fi
 } >"$report"
